@@ -1,0 +1,6 @@
+//! sion_memory: a robot's memory it can prove.
+//!
+//! Data flows one way: `atom` → `log` → (index, proofs) → readers; `ledger` keeps heads.
+//! Lower layers never import higher ones.
+
+pub mod merkle;
