@@ -3,4 +3,5 @@
 //! Data flows one way: `atom` → `log` → (index, proofs) → readers; `ledger` keeps heads.
 //! Lower layers never import higher ones.
 
+pub mod atom;
 pub mod merkle;

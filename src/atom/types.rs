@@ -1,0 +1,225 @@
+//! The parts of an atom. Units are in the names: millimetres (`_mm`), nanoseconds (`_ns`),
+//! permille.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// BLAKE3 of an atom's canonical encoding.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AtomId(pub [u8; 32]);
+
+impl AtomId {
+    pub fn of_encoding(bytes: &[u8]) -> Self {
+        Self(*blake3::hash(bytes).as_bytes())
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Display for AtomId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for AtomId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AtomId({self})")
+    }
+}
+
+/// An atom id as 64 lowercase or uppercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("an atom id is 64 hex digits")]
+pub struct BadAtomId;
+
+impl FromStr for AtomId {
+    type Err = BadAtomId;
+
+    fn from_str(s: &str) -> Result<Self, BadAtomId> {
+        let mut id = [0u8; 32];
+        hex::decode_to_slice(s, &mut id).map_err(|_| BadAtomId)?;
+        Ok(Self(id))
+    }
+}
+
+macro_rules! named_codes {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $code:literal, $text:literal;)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($variant,)* }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+
+            /// The byte that stands for this value in the canonical encoding.
+            pub fn code(self) -> u8 {
+                match self { $($name::$variant => $code,)* }
+            }
+
+            pub fn from_code(code: u8) -> Option<Self> {
+                match code { $($code => Some($name::$variant),)* _ => None }
+            }
+
+            /// The name used in the JSON form.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text,)* }
+            }
+
+            pub fn from_name(name: &str) -> Option<Self> {
+                match name { $($text => Some($name::$variant),)* _ => None }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+named_codes! {
+    /// The seventeen kinds: the ten agent memory kinds, then the robot kinds.
+    Kind {
+        Claim = 0, "claim";
+        Episode = 1, "episode";
+        Action = 2, "action";
+        Outcome = 3, "outcome";
+        Goal = 4, "goal";
+        Plan = 5, "plan";
+        Note = 6, "note";
+        Preference = 7, "preference";
+        Revision = 8, "revision";
+        Conflict = 9, "conflict";
+        Observation = 10, "observation";
+        Coverage = 11, "coverage";
+        MapTile = 12, "map_tile";
+        Pose = 13, "pose";
+        Trajectory = 14, "trajectory";
+        Transform = 15, "transform";
+        Skill = 16, "skill";
+    }
+}
+
+named_codes! {
+    /// How an atom relates to another.
+    LinkRel {
+        Supersedes = 0, "supersedes";
+        Contradicts = 1, "contradicts";
+        Supports = 2, "supports";
+        DerivedFrom = 3, "derived_from";
+    }
+}
+
+/// An axis-aligned box in a frame, corners included, in millimetres.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BoxMm {
+    pub min_mm: [i64; 3],
+    pub max_mm: [i64; 3],
+}
+
+impl BoxMm {
+    /// A box holding one point.
+    pub fn point(p_mm: [i64; 3]) -> Self {
+        Self { min_mm: p_mm, max_mm: p_mm }
+    }
+}
+
+/// Valid time `[from_ns, to_ns)`, nanoseconds since the Unix epoch (or since a simulation's
+/// start). `to_ns == i64::MAX` means "until further notice".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Interval {
+    pub from_ns: i64,
+    pub to_ns: i64,
+}
+
+impl Interval {
+    pub const OPEN_END_NS: i64 = i64::MAX;
+}
+
+/// Confidence in permille, 0..=1000.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Permille(pub u16);
+
+/// A span of a source's payload that supports the atom: bytes `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Evidence {
+    pub source: AtomId,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// The model and the code that extracted an atom (for example `yolov8n@sha256:…` and
+/// `sion_memory 0.1.0`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Extractor {
+    pub model: String,
+    pub code: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Link {
+    pub rel: LinkRel,
+    pub target: AtomId,
+}
+
+/// A commitment to a blob kept elsewhere (a map tile, a camera frame): BLAKE3 of its bytes,
+/// its length and its media type.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BlobRef {
+    pub hash: [u8; 32],
+    pub size: u64,
+    pub media_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum Payload {
+    #[default]
+    None,
+    /// Public UTF-8 text.
+    Text(String),
+    /// Public bytes.
+    Public(Vec<u8>),
+    /// A blob encrypted to the members of a memory space (format defined by sealing).
+    Encrypted(Vec<u8>),
+    /// A commitment to a blob kept elsewhere.
+    Blob(BlobRef),
+}
+
+/// Everything an atom says, before validation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AtomParts {
+    pub kind: Kind,
+    pub frame: String,
+    pub bounds: BoxMm,
+    pub valid: Interval,
+    pub confidence: Permille,
+    pub subject: String,
+    pub sources: Vec<AtomId>,
+    pub evidence: Vec<Evidence>,
+    pub extractor: Option<Extractor>,
+    pub links: Vec<Link>,
+    pub payload: Payload,
+}
+
+impl AtomParts {
+    /// The required parts; everything else empty.
+    pub fn new(kind: Kind, frame: &str, bounds: BoxMm, valid: Interval, confidence: Permille) -> Self {
+        Self {
+            kind,
+            frame: frame.to_owned(),
+            bounds,
+            valid,
+            confidence,
+            subject: String::new(),
+            sources: Vec::new(),
+            evidence: Vec::new(),
+            extractor: None,
+            links: Vec::new(),
+            payload: Payload::None,
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Atoms: canonical encoding, the JSON form, and validation that names the field at fault.
+
+use proptest::prelude::*;
+use sion_memory::atom::{
+    Atom, AtomError, AtomId, AtomParts, BlobRef, BoxMm, Evidence, Extractor, Interval, JsonError, Kind, Link,
+    LinkRel, Payload, Permille, limits,
+};
+
+const EXAMPLE: &str = r#"{"kind":"observation","frame":"map","min":[1000,2000,0],"max":[1500,2600,1200],"from":1700000000000000000,"to":1700000001000000000,"confidence":900,"subject":"pallet-17"}"#;
+
+fn field_of(err: &AtomError) -> &str {
+    match err {
+        AtomError::Invalid { field, .. } => field,
+        other => panic!("expected a field error, got {other:?}"),
+    }
+}
+
+fn rejected(edit: impl FnOnce(&mut AtomParts)) -> String {
+    let mut parts = Atom::from_json(EXAMPLE).expect("example").into_parts();
+    edit(&mut parts);
+    let err = Atom::new(parts).expect_err("must be rejected");
+    field_of(&err).to_owned()
+}
+
+#[test]
+fn the_issue_example_parses_and_round_trips() {
+    let atom = Atom::from_json(EXAMPLE).expect("valid");
+    assert_eq!(atom.kind(), Kind::Observation);
+    assert_eq!(atom.parts().subject, "pallet-17");
+    assert_eq!(atom.parts().bounds.max_mm, [1500, 2600, 1200]);
+    assert_eq!(atom.id(), AtomId::of_encoding(atom.bytes()));
+    let line = atom.to_json_line(Some(7));
+    assert!(line.starts_with(&format!(r#"{{"id":"{}","position":7,"kind":"observation""#, atom.id())));
+    let again = Atom::from_json(&line).expect("output parses back");
+    assert_eq!(again, atom);
+    assert_eq!(Atom::decode(atom.bytes()).expect("decodes"), atom);
+}
+
+#[test]
+fn a_wrong_id_is_refused() {
+    let atom = Atom::from_json(EXAMPLE).expect("valid");
+    let line = atom.to_json_line(None).replace("pallet-17", "pallet-18");
+    assert!(matches!(Atom::from_json(&line), Err(JsonError::IdMismatch { .. })));
+}
+
+#[test]
+fn every_limit_names_its_field() {
+    assert_eq!(rejected(|p| p.bounds.max_mm[1] = p.bounds.min_mm[1] - 1), "max[1]");
+    assert_eq!(rejected(|p| p.bounds.min_mm[2] = limits::MAX_COORD_MM + 1), "min[2]");
+    assert_eq!(rejected(|p| p.bounds.max_mm[0] = i64::MAX), "max[0]");
+    assert_eq!(rejected(|p| p.bounds.min_mm[0] = i64::MIN), "min[0]");
+    assert_eq!(rejected(|p| p.valid.to_ns = p.valid.from_ns), "to");
+    assert_eq!(rejected(|p| p.valid.to_ns = p.valid.from_ns - 1), "to");
+    assert_eq!(rejected(|p| p.valid.from_ns = -1), "from");
+    assert_eq!(rejected(|p| p.confidence = Permille(1001)), "confidence");
+    assert_eq!(rejected(|p| p.frame.clear()), "frame");
+    assert_eq!(rejected(|p| p.frame = "map frame".into()), "frame");
+    assert_eq!(rejected(|p| p.frame = "f".repeat(limits::MAX_FRAME_BYTES + 1)), "frame");
+    assert_eq!(rejected(|p| p.subject = "s".repeat(limits::MAX_SUBJECT_BYTES + 1)), "subject");
+    assert_eq!(rejected(|p| p.subject = "line\nbreak".into()), "subject");
+    assert_eq!(rejected(|p| p.sources = vec![AtomId([1; 32]); 2]), "sources[1]");
+    assert_eq!(
+        rejected(|p| p.sources = (0..=255u8).chain([0]).map(|i| AtomId([i; 32])).collect()),
+        "sources"
+    );
+    assert_eq!(
+        rejected(|p| p.evidence = vec![Evidence { source: AtomId([1; 32]), start: 9, end: 3 }]),
+        "evidence[0]"
+    );
+    assert_eq!(
+        rejected(|p| p.extractor = Some(Extractor { model: String::new(), code: String::new() })),
+        "extractor"
+    );
+    assert_eq!(
+        rejected(|p| p.extractor = Some(Extractor { model: "m".repeat(300), code: String::new() })),
+        "extractor.model"
+    );
+    let link = Link { rel: LinkRel::Supports, target: AtomId([3; 32]) };
+    assert_eq!(rejected(|p| p.links = vec![link, link]), "links[1]");
+    assert_eq!(rejected(|p| p.kind = Kind::Revision), "links");
+    assert_eq!(
+        rejected(|p| {
+            p.kind = Kind::Conflict;
+            p.links = vec![Link { rel: LinkRel::Contradicts, target: AtomId([3; 32]) }];
+        }),
+        "links"
+    );
+    assert_eq!(
+        rejected(|p| p.payload = Payload::Public(vec![0; limits::MAX_INLINE_PAYLOAD_BYTES + 1])),
+        "payload.public"
+    );
+    assert_eq!(
+        rejected(|p| p.payload = Payload::Blob(BlobRef { hash: [0; 32], size: 1, media_type: "jpeg".into() })),
+        "payload.blob.media_type"
+    );
+}
+
+#[test]
+fn json_that_is_not_integers_is_refused() {
+    for bad in [
+        EXAMPLE.replace("[1000,2000,0]", "[1000.5,2000,0]"),
+        EXAMPLE.replace("[1000,2000,0]", "[NaN,2000,0]"),
+        EXAMPLE.replace("[1000,2000,0]", "[1e400,2000,0]"),
+        EXAMPLE.replace("[1000,2000,0]", "[1000,2000]"),
+        EXAMPLE.replace("\"confidence\":900", "\"confidence\":-1"),
+        EXAMPLE.replace("\"confidence\":900", "\"confidence\":70000"),
+        EXAMPLE.replace("1700000001000000000", "99999999999999999999"),
+        EXAMPLE.replace("\"subject\"", "\"subjet\""),
+        EXAMPLE.replace("observation", "sighting"),
+        "{}".to_owned(),
+        "not json".to_owned(),
+    ] {
+        assert!(Atom::from_json(&bad).is_err(), "accepted {bad}");
+    }
+    let err = Atom::from_json(&EXAMPLE.replace("observation", "sighting")).expect_err("unknown kind");
+    assert!(err.to_string().starts_with("kind:"), "{err}");
+    let err = Atom::from_json(&EXAMPLE.replace("\"subject\"", "\"subjet\"")).expect_err("unknown field");
+    assert!(err.to_string().contains("subjet"), "{err}");
+}
+
+#[test]
+fn every_kind_has_a_distinct_code_and_name() {
+    assert_eq!(Kind::ALL.len(), 17);
+    for (i, k) in Kind::ALL.iter().enumerate() {
+        assert_eq!(usize::from(k.code()), i);
+        assert_eq!(Kind::from_code(k.code()), Some(*k));
+        assert_eq!(Kind::from_name(k.as_str()), Some(*k));
+    }
+    assert_eq!(Kind::from_code(17), None);
+}
+
+#[test]
+fn the_encoding_is_pinned() {
+    // Written by hand from docs/ATOM.md (struct.pack('<6q2qH', ...) reproduces it). A change
+    // here changes every atom id: bump the encoding version instead.
+    let atom = Atom::from_json(EXAMPLE).expect("valid");
+    let expected = concat!(
+        "010a03",
+        "6d6170", // version, kind, frame
+        "e803000000000000",
+        "d007000000000000",
+        "0000000000000000", // min
+        "dc05000000000000",
+        "280a000000000000",
+        "b004000000000000", // max
+        "00002a36fe9c9717",
+        "00cac471fe9c9717", // from, to
+        "8403",
+        "0900",
+        "70616c6c65742d3137", // confidence, subject
+        "0000",
+        "0000",
+        "00",
+        "0000",
+        "00", // sources .. payload
+    );
+    assert_eq!(hex::encode(atom.bytes()), expected);
+    assert_eq!(atom.id().0, *blake3::hash(&hex::decode(expected).expect("hex")).as_bytes());
+}
+
+fn arb_id() -> impl Strategy<Value = AtomId> {
+    any::<[u8; 32]>().prop_map(AtomId)
+}
+
+prop_compose! {
+    fn arb_parts()(
+        kind in 0u8..17,
+        frame in "[A-Za-z0-9_./-]{1,20}",
+        a in proptest::array::uniform3(-limits::MAX_COORD_MM..=limits::MAX_COORD_MM),
+        b in proptest::array::uniform3(-limits::MAX_COORD_MM..=limits::MAX_COORD_MM),
+        from in 0i64..i64::MAX - 1,
+        len in 1i64..1_000_000_000_000,
+        confidence in 0u16..=1000,
+        subject in "\\PC{0,30}",
+        sources in proptest::collection::hash_set(arb_id(), 0..4),
+        evidence in proptest::collection::vec((arb_id(), any::<u32>(), any::<u32>()), 0..3),
+        extractor in proptest::option::of(("[a-z0-9@:]{1,12}", "[a-z0-9 .]{0,12}")),
+        links in proptest::collection::hash_set((0u8..4, arb_id()), 2..5),
+        payload in prop_oneof![
+            Just(Payload::None),
+            "\\PC{0,40}".prop_map(Payload::Text),
+            proptest::collection::vec(any::<u8>(), 0..64).prop_map(Payload::Public),
+            proptest::collection::vec(any::<u8>(), 0..64).prop_map(Payload::Encrypted),
+            (any::<[u8; 32]>(), any::<u64>()).prop_map(|(hash, size)| Payload::Blob(BlobRef { hash, size, media_type: "image/jpeg".into() })),
+        ],
+    ) -> AtomParts {
+        let mut links: Vec<Link> = links.into_iter().map(|(r, target)| Link { rel: LinkRel::from_code(r).expect("rel"), target }).collect();
+        let kind = Kind::from_code(kind).expect("kind");
+        if kind == Kind::Conflict {
+            for l in links.iter_mut() { l.rel = LinkRel::Contradicts; }
+        }
+        let min_mm = [a[0].min(b[0]), a[1].min(b[1]), a[2].min(b[2])];
+        let max_mm = [a[0].max(b[0]), a[1].max(b[1]), a[2].max(b[2])];
+        AtomParts {
+            kind,
+            frame,
+            bounds: BoxMm { min_mm, max_mm },
+            valid: Interval { from_ns: from, to_ns: from.saturating_add(len) },
+            confidence: Permille(confidence),
+            subject,
+            sources: sources.into_iter().collect(),
+            evidence: evidence.into_iter().map(|(source, x, y)| Evidence { source, start: u64::from(x.min(y)), end: u64::from(x.max(y)) }).collect(),
+            extractor: extractor.map(|(model, code)| Extractor { model, code }),
+            links,
+            payload,
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn binary_and_json_round_trip(parts in arb_parts()) {
+        let atom = Atom::new(parts.clone()).expect("generated parts are valid");
+        prop_assert_eq!(atom.parts(), &parts);
+        let decoded = Atom::decode(atom.bytes()).expect("decodes");
+        prop_assert_eq!(&decoded, &atom);
+        let line = atom.to_json_line(None);
+        let from_json = Atom::from_json(&line).expect("JSON parses");
+        prop_assert_eq!(from_json.bytes(), atom.bytes());
+        prop_assert_eq!(from_json.to_json_line(None), line);
+    }
+
+    #[test]
+    fn damaged_encodings_are_errors_not_panics(parts in arb_parts(), at in any::<prop::sample::Index>(), bit in 0u8..8, cut in any::<prop::sample::Index>()) {
+        let atom = Atom::new(parts).expect("valid");
+        let mut flipped = atom.bytes().to_vec();
+        let i = at.index(flipped.len());
+        flipped[i] ^= 1 << bit;
+        if let Ok(other) = Atom::decode(&flipped) {
+            // A flip can land on another valid atom, never on the same id.
+            prop_assert_ne!(other.id(), atom.id());
+        }
+        let cut = cut.index(atom.bytes().len());
+        prop_assert!(Atom::decode(&atom.bytes()[..cut]).is_err());
+        let mut longer = atom.bytes().to_vec();
+        longer.push(0);
+        prop_assert!(matches!(Atom::decode(&longer), Err(AtomError::TrailingBytes(1))));
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = Atom::decode(&bytes);
+    }
+}
