@@ -4,4 +4,6 @@
 //! Lower layers never import higher ones.
 
 pub mod atom;
+pub mod log;
 pub mod merkle;
+pub mod sim;
