@@ -4,6 +4,8 @@
 //! Lower layers never import higher ones.
 
 pub mod atom;
+pub mod ledger;
 pub mod log;
 pub mod merkle;
 pub mod sim;
+pub mod wire;

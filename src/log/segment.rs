@@ -26,19 +26,7 @@ pub(super) fn header(first: u64) -> [u8; 16] {
     h
 }
 
-/// The checksum of a record: CRC-32C over its length field and its bytes, so a torn or
-/// zeroed length is caught as surely as a torn body.
-pub(super) fn checksum(len: u32, bytes: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&len.to_le_bytes()), bytes)
-}
-
-/// Append one record to a buffer.
-pub(super) fn put_record(out: &mut Vec<u8>, bytes: &[u8]) {
-    let len = bytes.len() as u32;
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&checksum(len, bytes).to_le_bytes());
-    out.extend_from_slice(bytes);
-}
+pub(super) use crate::wire::{frame_checksum as checksum, put_frame as put_record};
 
 /// What stands at a record's place in a segment.
 #[derive(Debug)]

@@ -1,0 +1,235 @@
+//! The embedded ledger: honest commits pass, forged, stale, forked and contained ones are
+//! refused with a reason, state survives restarts, and Pulses prove transaction time.
+
+use ed25519_dalek::SigningKey;
+use sion_memory::ledger::{
+    Account, AgentStatus, Head, Ledger, LedgerError, LogId, SignedTx, Tx, account_of, empty_head,
+};
+use sion_memory::merkle::{Blake3, MemoryTree, consistency_path};
+
+fn key(n: u8) -> SigningKey {
+    SigningKey::from_bytes(&[n; 32])
+}
+
+fn tree(n: u64) -> MemoryTree<Blake3> {
+    MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
+}
+
+fn head(n: u64) -> Head {
+    Head { size: n, root: tree(n).root(), index: [n as u8; 32], manifest: [0; 32] }
+}
+
+struct Writer {
+    key: SigningKey,
+}
+
+impl Writer {
+    fn send(&self, ledger: &mut Ledger, tx: Tx) -> Result<u64, LedgerError> {
+        let nonce = ledger.nonce(&account_of(&self.key));
+        ledger.submit(SignedTx::sign(&self.key, nonce, tx)).map(|h| h.header.number)
+    }
+
+    fn commit(&self, ledger: &mut Ledger, log: LogId, to: u64, seal: bool) -> Result<u64, LedgerError> {
+        let current = ledger.log(log).expect("log").clone();
+        let from = current.head.size;
+        let proof = if from == 0 || from == to {
+            vec![]
+        } else {
+            consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof")
+        };
+        self.send(ledger, Tx::CommitMemory { log, version: current.commits, head: head(to), proof, seal })
+    }
+}
+
+fn open_log(ledger: &mut Ledger, w: &Writer, agent: Option<&str>) -> LogId {
+    w.send(ledger, Tx::OpenMemory { agent: agent.map(str::to_owned), policy: [9; 32] }).expect("open");
+    LogId(ledger.logs().len() as u64 - 1)
+}
+
+#[test]
+fn honest_commits_move_the_head_and_get_signed_pulses() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut ledger = Ledger::create(dir.path()).expect("create");
+    let w = Writer { key: key(1) };
+    let log = open_log(&mut ledger, &w, None);
+    assert_eq!(ledger.log(log).expect("log").head, empty_head());
+    let p1 = w.commit(&mut ledger, log, 5, false).expect("first commit");
+    let p2 = w.commit(&mut ledger, log, 13, false).expect("second");
+    let p3 = w.commit(&mut ledger, log, 13, false).expect("same size, same root");
+    assert_eq!((p1, p2, p3), (2, 3, 4));
+    let l = ledger.log(log).expect("log");
+    assert_eq!((l.head, l.commits, l.committed_at, l.sealed), (head(13), 3, 4, false));
+    for n in 0..=4 {
+        ledger.header(n).expect("header").verify(&ledger.public_key()).expect("signed");
+    }
+    let proof = ledger.state_proof(log, 3).expect("state proof");
+    proof.verify(&ledger.public_key()).expect("verifies");
+    assert_eq!(proof.log.head.size, 13);
+}
+
+#[test]
+fn bad_commits_are_refused_with_their_reason() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut ledger = Ledger::create(dir.path()).expect("create");
+    let w = Writer { key: key(1) };
+    let log = open_log(&mut ledger, &w, None);
+    w.commit(&mut ledger, log, 8, false).expect("commit");
+    let current = |l: &Ledger| l.log(log).expect("log").commits;
+
+    // Stale: built on version 0, the log is at version 1.
+    let proof = consistency_path::<Blake3, _>(&tree(10), 8, 10).expect("proof");
+    let stale = Tx::CommitMemory { log, version: 0, head: head(10), proof: proof.clone(), seal: false };
+    assert!(matches!(w.send(&mut ledger, stale), Err(LedgerError::Stale { version: 0, current: 1, .. })));
+
+    // Forked: a new head over different atoms.
+    let forked_tree = MemoryTree::<Blake3>::from_leaves((0..10).map(|i| format!("other {i}")));
+    let forked = Head { root: forked_tree.root(), ..head(10) };
+    let fork =
+        Tx::CommitMemory { log, version: current(&ledger), head: forked, proof: proof.clone(), seal: false };
+    let err = w.send(&mut ledger, fork).expect_err("fork");
+    assert!(matches!(err, LedgerError::Fork { from: 8, to: 10, .. }), "{err}");
+    assert!(err.to_string().starts_with("fork:"));
+
+    // Forged: another key signs as if it were the writer; or a stranger commits.
+    let mut forged = SignedTx::sign(
+        &key(2),
+        0,
+        Tx::CommitMemory { log, version: 1, head: head(10), proof: proof.clone(), seal: false },
+    );
+    forged.sender = account_of(&w.key);
+    assert!(matches!(ledger.submit(forged), Err(LedgerError::BadSignature)));
+    let stranger = Writer { key: key(3) };
+    let tx = Tx::CommitMemory { log, version: 1, head: head(10), proof: proof.clone(), seal: false };
+    assert!(matches!(stranger.send(&mut ledger, tx), Err(LedgerError::NotWriter { .. })));
+
+    // Shrinking, and a same-size commit that changes the root.
+    let tx = Tx::CommitMemory { log, version: 1, head: head(4), proof: vec![], seal: false };
+    assert!(matches!(w.send(&mut ledger, tx), Err(LedgerError::Shrinks { from: 8, to: 4, .. })));
+    let moved = Head { root: [7; 32], ..head(8) };
+    let tx = Tx::CommitMemory { log, version: 1, head: moved, proof: vec![], seal: false };
+    assert!(matches!(w.send(&mut ledger, tx), Err(LedgerError::RootChanged { size: 8, .. })));
+
+    // A replayed transaction: same nonce twice.
+    let nonce = ledger.nonce(&account_of(&w.key));
+    let tx = SignedTx::sign(
+        &w.key,
+        nonce,
+        Tx::CommitMemory { log, version: 1, head: head(10), proof, seal: false },
+    );
+    ledger.submit(tx.clone()).expect("honest");
+    assert!(matches!(ledger.submit(tx), Err(LedgerError::Nonce { .. })));
+
+    // Sealed logs cannot grow.
+    w.commit(&mut ledger, log, 12, true).expect("seal");
+    assert!(matches!(w.commit(&mut ledger, log, 14, false), Err(LedgerError::Sealed(_))));
+    assert_eq!(ledger.log(log).expect("log").head, head(12));
+}
+
+#[test]
+fn a_suspended_agent_or_parent_stops_its_logs_growing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut ledger = Ledger::create(dir.path()).expect("create");
+    let fleet = Writer { key: key(1) };
+    let robot = Writer { key: key(2) };
+    fleet
+        .send(&mut ledger, Tx::RegisterAgent { name: "fleet".into(), controller: account_of(&fleet.key) })
+        .expect("fleet");
+    let tx = Tx::RegisterAgent { name: "fleet/robot-7".into(), controller: account_of(&robot.key) };
+    assert!(matches!(robot.send(&mut ledger, tx.clone()), Err(LedgerError::NotController { .. })));
+    fleet.send(&mut ledger, tx).expect("robot under fleet");
+    // Only the agent itself opens its memory.
+    let open = Tx::OpenMemory { agent: Some("fleet/robot-7".into()), policy: [0; 32] };
+    assert!(matches!(fleet.send(&mut ledger, open), Err(LedgerError::NotController { .. })));
+    let log = open_log(&mut ledger, &robot, Some("fleet/robot-7"));
+    robot.commit(&mut ledger, log, 3, false).expect("live");
+
+    // The parent's controller suspends the parent: the child's log stops growing.
+    fleet
+        .send(&mut ledger, Tx::SetAgentStatus { name: "fleet".into(), status: AgentStatus::Suspended })
+        .expect("suspend");
+    let err = robot.commit(&mut ledger, log, 6, false).expect_err("contained");
+    assert!(
+        matches!(&err, LedgerError::AgentNotLive { blocked_by, status: AgentStatus::Suspended, .. } if blocked_by == "fleet"),
+        "{err}"
+    );
+    // The child cannot lift its parent's suspension; the operator can.
+    let lift = Tx::SetAgentStatus { name: "fleet".into(), status: AgentStatus::Live };
+    assert!(matches!(robot.send(&mut ledger, lift.clone()), Err(LedgerError::NotController { .. })));
+    ledger.submit(ledger.operator_tx(lift)).expect("operator reinstates");
+    robot.commit(&mut ledger, log, 6, false).expect("grows again");
+
+    // Revocation of the agent itself is final.
+    fleet
+        .send(&mut ledger, Tx::SetAgentStatus { name: "fleet/robot-7".into(), status: AgentStatus::Revoked })
+        .expect("revoke");
+    assert!(matches!(robot.commit(&mut ledger, log, 9, false), Err(LedgerError::AgentNotLive { .. })));
+    let back = Tx::SetAgentStatus { name: "fleet/robot-7".into(), status: AgentStatus::Live };
+    assert!(ledger.submit(ledger.operator_tx(back)).is_err());
+}
+
+#[test]
+fn state_survives_restarts_and_a_torn_journal_tail() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let w = Writer { key: key(1) };
+    let (log, latest) = {
+        let mut ledger = Ledger::create(dir.path()).expect("create");
+        let log = open_log(&mut ledger, &w, None);
+        w.commit(&mut ledger, log, 4, false).expect("commit");
+        w.commit(&mut ledger, log, 9, false).expect("commit");
+        assert!(matches!(Ledger::open(dir.path()), Err(LedgerError::Locked(_))), "one process at a time");
+        (log, *ledger.latest())
+    };
+    let journal = dir.path().join("journal");
+    let mut bytes = std::fs::read(&journal).expect("journal");
+    bytes.extend_from_slice(&[200, 0, 0, 0, 1, 2, 3]);
+    std::fs::write(&journal, &bytes).expect("write");
+    let mut ledger = Ledger::open(dir.path()).expect("reopen");
+    assert_eq!(*ledger.latest(), latest);
+    assert_eq!(ledger.log(log).expect("log").head, head(9));
+    w.commit(&mut ledger, log, 11, false).expect("continues");
+    drop(ledger);
+
+    // A flipped byte inside an acknowledged entry is damage, not a torn tail.
+    let mut bytes = std::fs::read(&journal).expect("journal");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    std::fs::write(&journal, &bytes).expect("write");
+    assert!(matches!(Ledger::open(dir.path()), Err(LedgerError::Journal { .. })));
+}
+
+#[test]
+fn transaction_time_is_proved_by_two_state_proofs() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut ledger = Ledger::create(dir.path()).expect("create");
+    let w = Writer { key: key(1) };
+    let other = Writer { key: key(2) };
+    let log = open_log(&mut ledger, &w, None);
+    let other_log = open_log(&mut ledger, &other, None);
+    w.commit(&mut ledger, log, 5, false).expect("commit");
+    other.commit(&mut ledger, other_log, 2, false).expect("commit");
+    let pulse = w.commit(&mut ledger, log, 9, false).expect("commit");
+    w.commit(&mut ledger, log, 20, false).expect("commit");
+
+    let proof = ledger.tx_time_proof(log, 7).expect("proof");
+    let at = proof.verify(&ledger.public_key()).expect("verifies");
+    assert_eq!(at.number, pulse);
+    assert_eq!(proof.before.log.head.size, 5);
+    assert_eq!(proof.at.log.head.size, 9);
+
+    // Another ledger's key, a claim about another position, a swapped state proof: refused.
+    assert!(proof.verify(&key(9).verifying_key()).is_err());
+    let mut wrong = proof.clone();
+    wrong.position = 3;
+    assert!(wrong.verify(&ledger.public_key()).is_err());
+    let mut wrong = proof.clone();
+    wrong.before = ledger.state_proof(log, pulse - 2).expect("older");
+    assert!(wrong.verify(&ledger.public_key()).is_err());
+    let mut wrong = proof.clone();
+    wrong.at.log.head.size = 100;
+    assert!(wrong.verify(&ledger.public_key()).is_err());
+    let mut wrong = proof;
+    wrong.at.header.header.time_ns -= 1;
+    assert!(wrong.verify(&ledger.public_key()).is_err());
+    assert!(matches!(ledger.tx_time_proof(log, 20), Err(LedgerError::NotRecorded { .. })));
+    let _: Account = account_of(&w.key);
+}
