@@ -6,6 +6,9 @@
 pub mod atom;
 pub mod ledger;
 pub mod log;
+pub mod memory;
 pub mod merkle;
+pub mod proof;
 pub mod sim;
+pub mod time;
 pub mod wire;

@@ -60,7 +60,7 @@ fn appends_read_back_and_prove() {
     }
     let scanned: Vec<Atom> = log.scan(100).map(|r| r.expect("scan").1).collect();
     assert_eq!(scanned, all[100..]);
-    let audit = log.audit(|_| {}).expect("audit");
+    let audit = log.audit(0, |_| {}).expect("audit");
     assert_eq!(audit.first_bad, None);
     assert_eq!(audit.root, Some(head.root));
     assert!(matches!(log.read(300), Err(LogError::NoSuchPosition { .. })));
@@ -104,7 +104,7 @@ fn reopening_keeps_everything() {
     assert_eq!(log.head(), head);
     log.append(atoms(10, 4)).expect("append after reopen");
     assert_eq!(log.size(), 510);
-    assert_eq!(log.audit(|_| {}).expect("audit").first_bad, None);
+    assert_eq!(log.audit(0, |_| {}).expect("audit").first_bad, None);
 }
 
 #[test]
@@ -133,7 +133,7 @@ fn a_torn_tail_is_cut_and_unsynced_records_are_adopted() {
     let (log, recovery) = Log::open(tmp.path(), LogOptions::default()).expect("open");
     assert_eq!(recovery.adopted, 40);
     assert_eq!(log.head(), full);
-    assert_eq!(log.audit(|_| {}).expect("audit").first_bad, None);
+    assert_eq!(log.audit(0, |_| {}).expect("audit").first_bad, None);
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn audit_names_a_flipped_byte() {
     let mut bytes = std::fs::read(&seg).expect("read");
     bytes[offset_of_57 as usize + 20] ^= 0x10;
     std::fs::write(&seg, bytes).expect("write");
-    let audit = log.audit(|_| {}).expect("audit runs");
+    let audit = log.audit(0, |_| {}).expect("audit runs");
     let (position, reason) = audit.first_bad.expect("finds it");
     assert_eq!(position, 57, "{reason}");
     assert!(matches!(log.read(57), Err(LogError::Corrupt { position: 57, .. })));

@@ -42,6 +42,8 @@ pub enum LogError {
     Missing(PathBuf),
     #[error("a log already exists at {0}")]
     Exists(PathBuf),
+    #[error("the log at {0} is open in another process")]
+    Locked(PathBuf),
     #[error("{path}: not a log of this version (expected {FORMAT:?})")]
     Format { path: PathBuf },
     #[error("log is damaged at position {position}: {reason} (run `sion memory audit`)")]
@@ -117,6 +119,8 @@ struct Inner {
     queue: Mutex<Queue>,
     queue_changed: Condvar,
     groups_committed: AtomicU64,
+    /// Held for the life of the handle: one process writes a log.
+    _lock: File,
 }
 
 struct Writer {
@@ -204,6 +208,13 @@ impl Log {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LogError::Missing(dir.to_owned())),
             Err(e) => return Err(io_err(format!("reading {}", format_path.display()))(e)),
         }
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("LOCK"))
+            .map_err(io_err("opening the log's lock file"))?;
+        lock.try_lock().map_err(|_| LogError::Locked(dir.to_owned()))?;
         let offsets = open_rw(&dir.join("offsets"))?;
         let nodes = open_rw(&dir.join("nodes"))?;
         let segments = load_segments(&dir.join("segments"))?;
@@ -320,6 +331,7 @@ impl Log {
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             groups_committed: AtomicU64::new(0),
+            _lock: lock,
         };
         Ok((Self { inner: Arc::new(inner) }, recovery))
     }
@@ -543,10 +555,12 @@ impl Log {
         Scan::new(self.clone(), from, self.size())
     }
 
-    /// Re-read every record, recompute every tree node and compare with what is stored.
-    /// `progress` is called with the number of records checked so far.
-    pub fn audit(&self, mut progress: impl FnMut(u64)) -> Result<Audit, LogError> {
+    /// Re-read every record, recompute every tree node and compare with what is stored; also
+    /// recompute the root at size `mark` (say, the committed head's). `progress` is called
+    /// with the number of records checked so far.
+    pub fn audit(&self, mark: u64, mut progress: impl FnMut(u64)) -> Result<Audit, LogError> {
         let size = self.size();
+        let mut root_at_mark = None;
         let mut frontier = Frontier::<LogHasher>::new();
         let mut stored_nodes = BufReader::with_capacity(1 << 20, ReadAt { file: &self.inner.nodes, at: 0 });
         let mut stored_offsets =
@@ -561,8 +575,11 @@ impl Log {
             .collect();
         let mut position = 0u64;
         let bad = |position: u64, reason: String| {
-            Ok(Audit { size, root: None, first_bad: Some((position, reason)) })
+            Ok(Audit { size, root: None, root_at_mark: None, first_bad: Some((position, reason)) })
         };
+        if mark == 0 {
+            root_at_mark = Some(frontier.root());
+        }
         for (index, (first, file)) in segments.iter().enumerate() {
             if position >= size {
                 break;
@@ -613,6 +630,9 @@ impl Log {
                     return bad(position, "stored tree hashes do not match the record".into());
                 }
                 position += 1;
+                if position == mark {
+                    root_at_mark = Some(frontier.root());
+                }
                 if position.is_multiple_of(4096) {
                     progress(position);
                 }
@@ -622,7 +642,7 @@ impl Log {
         if position != size {
             return bad(position, format!("segments hold {position} records, the log says {size}"));
         }
-        Ok(Audit { size, root: Some(frontier.root()), first_bad: None })
+        Ok(Audit { size, root: Some(frontier.root()), root_at_mark, first_bad: None })
     }
 }
 
@@ -632,6 +652,8 @@ pub struct Audit {
     pub size: u64,
     /// The root recomputed from the records, when every record checked out.
     pub root: Option<Digest>,
+    /// The root recomputed at the size asked for, if the log reached it.
+    pub root_at_mark: Option<Digest>,
     /// The first position that did not check out, and why.
     pub first_bad: Option<(u64, String)>,
 }

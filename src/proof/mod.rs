@@ -1,0 +1,219 @@
+//! Proof files: what a writer hands a reader, checked from the head they name alone
+//! (docs/PROOFS.md). Building them needs the writer's log; verifying needs nothing but the
+//! file and, to trust the head, the ledger's public key.
+
+use ed25519_dalek::VerifyingKey;
+
+use crate::atom::{Atom, AtomId};
+use crate::ledger::{AttestationError, Head, LogId, StateProof};
+use crate::log::LogHasher;
+use crate::merkle::{Digest, ProofError, TreeHasher as _, verify_consistency, verify_inclusion};
+use crate::wire::{Put as _, Reader, WireError};
+
+const MAGIC: &[u8; 8] = b"SIONPRF1";
+const MAX_FILE_BYTES: usize = 64 << 20;
+
+/// The ledger's word for a head: its public key and a state proof at the Pulse that
+/// committed the head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attestation {
+    pub ledger_key: [u8; 32],
+    pub state: StateProof,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proof {
+    /// The atom is at `position` of the log whose head is `head`.
+    Inclusion { log: LogId, head: Head, position: u64, atom: Vec<u8>, path: Vec<Digest> },
+    /// The log of `old_size` atoms with root `old_root` is a prefix of the log at `head`.
+    Consistency { log: LogId, head: Head, old_size: u64, old_root: Digest, path: Vec<Digest> },
+}
+
+/// A proof and, usually, the ledger's attestation of the head it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProofFile {
+    pub proof: Proof,
+    pub attestation: Option<Attestation>,
+}
+
+/// Why a proof file does not prove what it claims.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("not a proof file: {0}")]
+    Format(#[from] WireError),
+    #[error("the atom in the proof is not valid: {0}")]
+    Atom(String),
+    #[error("the Merkle proof fails: {0}")]
+    Merkle(#[from] ProofError),
+    #[error("the head is not attested by the ledger: {0}")]
+    Attestation(#[from] AttestationError),
+    #[error(
+        "the ledger's state proof is about log {attested} at size {attested_size}, the proof about log {claimed} at size {claimed_size}"
+    )]
+    HeadMismatch { attested: LogId, attested_size: u64, claimed: LogId, claimed_size: u64 },
+    #[error("the proof is attested by ledger key {found}, not the expected {expected}")]
+    WrongLedger { found: String, expected: String },
+    #[error("the ledger key in the file is not a valid ed25519 key")]
+    BadLedgerKey,
+    #[error("the proof carries no ledger attestation, and one was required")]
+    Unattested,
+}
+
+/// What a proof file was found to prove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub log: LogId,
+    pub head: Head,
+    /// The Pulse that committed the head and the ledger key that signed it, when attested.
+    pub pulse: Option<(u64, i64, [u8; 32])>,
+    pub claim: Claim,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    Included { position: u64, atom: Box<Atom> },
+    Extends { old_size: u64, old_root: Digest },
+}
+
+impl ProofFile {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1024);
+        out.put_bytes(MAGIC);
+        match &self.attestation {
+            None => out.put_u8(0),
+            Some(a) => {
+                out.put_u8(1);
+                out.put_bytes(&a.ledger_key);
+                a.state.put(&mut out);
+            }
+        }
+        match &self.proof {
+            Proof::Inclusion { log, head, position, atom, path } => {
+                out.put_u8(1);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                out.put_u64(*position);
+                out.put_bytes32(atom);
+                put_path(&mut out, path);
+            }
+            Proof::Consistency { log, head, old_size, old_root, path } => {
+                out.put_u8(2);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                out.put_u64(*old_size);
+                out.put_bytes(old_root);
+                put_path(&mut out, path);
+            }
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        if bytes.len() > MAX_FILE_BYTES {
+            return Err(WireError::Invalid {
+                field: "file",
+                problem: format!("{} bytes is too large", bytes.len()),
+            });
+        }
+        let mut r = Reader::new(bytes);
+        if r.take(8, "magic")? != MAGIC {
+            return Err(WireError::Invalid { field: "magic", problem: "not SIONPRF1".into() });
+        }
+        let attestation = if r.flag("attestation")? {
+            Some(Attestation { ledger_key: r.array("ledger key")?, state: StateProof::read(&mut r)? })
+        } else {
+            None
+        };
+        let proof = match r.u8("proof kind")? {
+            1 => Proof::Inclusion {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                position: r.u64("position")?,
+                atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+                path: read_path(&mut r)?,
+            },
+            2 => Proof::Consistency {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                old_size: r.u64("old size")?,
+                old_root: r.array("old root")?,
+                path: read_path(&mut r)?,
+            },
+            k => {
+                return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });
+            }
+        };
+        r.finish()?;
+        Ok(Self { proof, attestation })
+    }
+
+    /// Check the proof against the head it names and, if attested, the head against the
+    /// ledger. `expected_ledger`, when given, is the only ledger key accepted, and an
+    /// attestation is then required.
+    pub fn verify(&self, expected_ledger: Option<&VerifyingKey>) -> Result<Verified, VerifyError> {
+        let (log, head) = match &self.proof {
+            Proof::Inclusion { log, head, .. } | Proof::Consistency { log, head, .. } => (*log, *head),
+        };
+        let pulse = match (&self.attestation, expected_ledger) {
+            (None, Some(_)) => return Err(VerifyError::Unattested),
+            (None, None) => None,
+            (Some(a), expected) => {
+                if let Some(expected) = expected
+                    && expected.to_bytes() != a.ledger_key
+                {
+                    return Err(VerifyError::WrongLedger {
+                        found: hex::encode(a.ledger_key),
+                        expected: hex::encode(expected.to_bytes()),
+                    });
+                }
+                let key = VerifyingKey::from_bytes(&a.ledger_key).map_err(|_| VerifyError::BadLedgerKey)?;
+                a.state.verify(&key)?;
+                if a.state.log.id != log || a.state.log.head != head {
+                    return Err(VerifyError::HeadMismatch {
+                        attested: a.state.log.id,
+                        attested_size: a.state.log.head.size,
+                        claimed: log,
+                        claimed_size: head.size,
+                    });
+                }
+                let h = &a.state.header.header;
+                Some((h.number, h.time_ns, a.ledger_key))
+            }
+        };
+        let claim = match &self.proof {
+            Proof::Inclusion { position, atom, path, .. } => {
+                let atom = Atom::decode(atom).map_err(|e| VerifyError::Atom(e.to_string()))?;
+                let leaf = LogHasher::hash_leaf(atom.bytes());
+                verify_inclusion::<LogHasher, _>(*position, head.size, &leaf, path, &head.root)?;
+                Claim::Included { position: *position, atom: Box::new(atom) }
+            }
+            Proof::Consistency { old_size, old_root, path, .. } => {
+                verify_consistency::<LogHasher, _>(*old_size, head.size, old_root, &head.root, path)?;
+                Claim::Extends { old_size: *old_size, old_root: *old_root }
+            }
+        };
+        Ok(Verified { log, head, pulse, claim })
+    }
+}
+
+fn put_path(out: &mut Vec<u8>, path: &[Digest]) {
+    out.put_u8(path.len() as u8);
+    for d in path {
+        out.put_bytes(d);
+    }
+}
+
+fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
+    let n = r.u8("path")?;
+    (0..n).map(|_| r.array("path")).collect()
+}
+
+impl Verified {
+    /// The id of the atom proved included, if that is the claim.
+    pub fn atom_id(&self) -> Option<AtomId> {
+        match &self.claim {
+            Claim::Included { atom, .. } => Some(atom.id()),
+            Claim::Extends { .. } => None,
+        }
+    }
+}
