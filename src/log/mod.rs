@@ -46,7 +46,7 @@ pub enum LogError {
     Locked(PathBuf),
     #[error("{path}: not a log of this version (expected {FORMAT:?})")]
     Format { path: PathBuf },
-    #[error("log is damaged at position {position}: {reason} (run `sion memory audit`)")]
+    #[error("log is damaged at position {position}: {reason}")]
     Corrupt { position: u64, reason: String },
     #[error("position {position} is not below the log size {size}")]
     NoSuchPosition { position: u64, size: u64 },
