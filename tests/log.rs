@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use sion_memory::atom::Atom;
 use sion_memory::log::{Log, LogError, LogHasher, LogOptions};
-use sion_memory::merkle::{MemoryTree, TreeHasher as _, verify_consistency, verify_inclusion};
+use sion_memory::merkle::{MemoryTree, TreeHasher as _, postorder_len, verify_consistency, verify_inclusion};
 use sion_memory::sim::{Warehouse, WarehouseConfig};
 
 fn atoms(n: usize, seed: u64) -> Vec<Atom> {
@@ -15,7 +15,7 @@ fn atoms(n: usize, seed: u64) -> Vec<Atom> {
 }
 
 fn small_segments() -> LogOptions {
-    LogOptions { segment_bytes: 4096 }
+    LogOptions { segment_bytes: 4096, checkpoint_bytes: 10_000 }
 }
 
 fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -108,7 +108,7 @@ fn reopening_keeps_everything() {
 }
 
 #[test]
-fn a_torn_tail_is_cut_and_unsynced_records_are_adopted() {
+fn a_torn_tail_is_cut_and_derived_files_are_rebuilt_past_the_checkpoint() {
     let tmp = tempfile::tempdir().expect("tmp");
     let all = atoms(200, 5);
     let head = {
@@ -131,8 +131,34 @@ fn a_torn_tail_is_cut_and_unsynced_records_are_adopted() {
     let offsets = OpenOptions::new().write(true).open(tmp.path().join("offsets")).expect("offsets");
     offsets.set_len(160 * 8 + 3).expect("truncate");
     let (log, recovery) = Log::open(tmp.path(), LogOptions::default()).expect("open");
-    assert_eq!(recovery.adopted, 40);
+    assert_eq!(recovery.rederived, 40);
     assert_eq!(log.head(), full);
+    assert_eq!(log.audit(0, |_| {}).expect("audit").first_bad, None);
+}
+
+#[test]
+fn garbage_past_the_checkpoint_is_derived_again() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let head = {
+        let (log, _) = Log::create(tmp.path(), LogOptions::default()).expect("create");
+        log.append(atoms(200, 8)).expect("append");
+        log.head()
+    };
+    // As after a power cut: the checkpoint says 120, the derived files past it hold junk.
+    let mut checkpoint = 120u64.to_le_bytes().to_vec();
+    checkpoint.extend_from_slice(&crc32c::crc32c(&120u64.to_le_bytes()).to_le_bytes());
+    std::fs::write(tmp.path().join("checkpoint"), checkpoint).expect("checkpoint");
+    for (name, keep) in [("offsets", 120 * 8), ("nodes", postorder_len(120) as usize * 32)] {
+        let path = tmp.path().join(name);
+        let mut bytes = std::fs::read(&path).expect("read");
+        for b in &mut bytes[keep..] {
+            *b = 0x5A;
+        }
+        std::fs::write(&path, bytes).expect("write");
+    }
+    let (log, recovery) = Log::open(tmp.path(), LogOptions::default()).expect("open");
+    assert_eq!(recovery.rederived, 80);
+    assert_eq!(log.head(), head);
     assert_eq!(log.audit(0, |_| {}).expect("audit").first_bad, None);
 }
 

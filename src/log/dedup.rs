@@ -30,6 +30,9 @@ impl Hasher for PrefixHasher {
     }
 }
 
+/// Leaves of one commit group, not yet in the map.
+pub(super) type LeafMap = HashMap<Digest, u64, BuildHasherDefault<PrefixHasher>>;
+
 fn prefix(leaf: &Digest) -> u64 {
     let mut p = [0u8; 8];
     p.copy_from_slice(&leaf[..8]);

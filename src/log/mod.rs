@@ -80,20 +80,24 @@ pub struct TreeHead {
 pub struct Recovery {
     /// Bytes of an unfinished record dropped from the end of the last segment.
     pub torn_bytes: u64,
-    /// Records that were in the segments but not yet in the derived files (never acknowledged
-    /// as durable, but whole), now taken in.
-    pub adopted: u64,
+    /// Records past the last checkpoint whose offsets and tree hashes were derived again from
+    /// the segments.
+    pub rederived: u64,
 }
 
 #[derive(Debug, Clone)]
 pub struct LogOptions {
     /// A new segment starts once the current one has reached this many bytes.
     pub segment_bytes: u64,
+    /// The derived files are fsynced, and a checkpoint written, once this many segment bytes
+    /// have been appended since the last checkpoint. Reopening after a crash re-derives at
+    /// most this much from the segments.
+    pub checkpoint_bytes: u64,
 }
 
 impl Default for LogOptions {
     fn default() -> Self {
-        Self { segment_bytes: 256 << 20 }
+        Self { segment_bytes: 256 << 20, checkpoint_bytes: 32 << 20 }
     }
 }
 
@@ -114,6 +118,7 @@ struct Inner {
     segments: RwLock<Vec<Segment>>,
     offsets: File,
     nodes: File,
+    checkpoint: File,
     head: RwLock<TreeHead>,
     writer: Mutex<Writer>,
     queue: Mutex<Queue>,
@@ -128,6 +133,8 @@ struct Writer {
     dedup: Dedup,
     /// Length of the last segment.
     active_len: u64,
+    /// Segment bytes appended since the derived files were last made durable.
+    since_checkpoint: u64,
     halted: Option<String>,
 }
 
@@ -217,15 +224,22 @@ impl Log {
         lock.try_lock().map_err(|_| LogError::Locked(dir.to_owned()))?;
         let offsets = open_rw(&dir.join("offsets"))?;
         let nodes = open_rw(&dir.join("nodes"))?;
+        let checkpoint = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("checkpoint"))
+            .map_err(io_err("opening the checkpoint"))?;
         let segments = load_segments(&dir.join("segments"))?;
         let mut recovery = Recovery::default();
 
-        // The derived files are written before each fsync, whole entries at a time; the
-        // shorter of them says how far both can be trusted.
+        // The derived files are durable up to the checkpoint; past it they may hold anything a
+        // crash left, so they are cut back to it and re-derived from the segments, which are
+        // the truth.
         let n_offsets = file_len(&offsets, "offsets")? / 8;
-        let node_count = file_len(&nodes, "nodes")? / 32;
-        let n_leaves = leaves_in(node_count);
-        let mut size = n_offsets.min(n_leaves);
+        let n_leaves = leaves_in(file_len(&nodes, "nodes")? / 32);
+        let mut size = read_checkpoint(&checkpoint).min(n_offsets).min(n_leaves);
         let (mut seg_index, mut offset) = (0usize, HEADER_LEN);
         if size > 0 {
             let position = size - 1;
@@ -297,7 +311,7 @@ impl Log {
                 offset_buf.extend_from_slice(&at.to_le_bytes());
                 frontier.push(LogHasher::hash_leaf(&bytes), |d| node_buf.extend_from_slice(d));
                 size += 1;
-                recovery.adopted += 1;
+                recovery.rederived += 1;
             }
             if recovery.torn_bytes > 0 {
                 break;
@@ -313,6 +327,7 @@ impl Log {
         }
         offsets.sync_data().map_err(io_err("syncing offsets"))?;
         nodes.sync_data().map_err(io_err("syncing nodes"))?;
+        write_checkpoint(&checkpoint, size)?;
 
         let dedup = load_dedup(&nodes, size)?;
         let active_len = match segments.last() {
@@ -326,8 +341,9 @@ impl Log {
             segments: RwLock::new(segments),
             offsets,
             nodes,
+            checkpoint,
             head: RwLock::new(head),
-            writer: Mutex::new(Writer { frontier, dedup, active_len, halted: None }),
+            writer: Mutex::new(Writer { frontier, dedup, active_len, since_checkpoint: 0, halted: None }),
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             groups_committed: AtomicU64::new(0),
@@ -484,8 +500,12 @@ impl Log {
         }
         let nodes = NodeFile(&inner.nodes);
         let mut frontier = w.frontier.clone();
-        let mut fresh: HashMap<Digest, u64> = HashMap::new();
-        let (mut seg_buf, mut offset_buf, mut node_buf) = (Vec::new(), Vec::new(), Vec::new());
+        let count: usize = group.iter().map(|(_, atoms)| atoms.len()).sum();
+        let bytes: usize = group.iter().flat_map(|(_, atoms)| atoms).map(|a| a.bytes().len()).sum();
+        let mut fresh = dedup::LeafMap::with_capacity_and_hasher(count, Default::default());
+        let mut seg_buf = Vec::with_capacity(bytes + count * RECORD_HEADER_LEN as usize);
+        let mut offset_buf = Vec::with_capacity(count * 8);
+        let mut node_buf = Vec::with_capacity(count * 2 * 32 + 64 * 32);
         let mut out = Vec::with_capacity(group.len());
         for (_, atoms) in group {
             let mut appended = Vec::with_capacity(atoms.len());
@@ -522,19 +542,32 @@ impl Log {
                 .nodes
                 .write_all_at(&node_buf, postorder_len(start) * 32)
                 .map_err(io_err("writing nodes"))?;
+            // The segment is the truth: once it is durable, so are these atoms. The derived
+            // files follow at the next checkpoint (or are re-derived on open).
             active.sync_data().map_err(io_err("syncing a segment"))?;
-            inner.offsets.sync_data().map_err(io_err("syncing offsets"))?;
-            inner.nodes.sync_data().map_err(io_err("syncing nodes"))?;
             inner.groups_committed.fetch_add(1, Ordering::Relaxed);
             w.active_len += seg_buf.len() as u64;
+            w.since_checkpoint += seg_buf.len() as u64;
             for (leaf, position) in &fresh {
                 w.dedup.insert(leaf, *position);
             }
             w.frontier = frontier;
             *inner.head.write().unwrap_or_else(PoisonError::into_inner) =
                 TreeHead { size: w.frontier.size(), root: w.frontier.root() };
+            if w.since_checkpoint >= inner.options.checkpoint_bytes {
+                inner.checkpoint(w.frontier.size())?;
+                w.since_checkpoint = 0;
+            }
         }
         Ok(out)
+    }
+
+    /// Make the derived files durable now, so reopening re-derives nothing.
+    pub fn checkpoint(&self) -> Result<(), LogError> {
+        let mut w = lock(&self.inner.writer);
+        self.inner.checkpoint(w.frontier.size())?;
+        w.since_checkpoint = 0;
+        Ok(())
     }
 
     fn roll_segment(&self, w: &mut Writer, first: u64) -> Result<(), LogError> {
@@ -644,6 +677,47 @@ impl Log {
         }
         Ok(Audit { size, root: Some(frontier.root()), root_at_mark, first_bad: None })
     }
+}
+
+impl Inner {
+    /// Make the derived files durable up to `size` and record that.
+    fn checkpoint(&self, size: u64) -> Result<(), LogError> {
+        self.offsets.sync_data().map_err(io_err("syncing offsets"))?;
+        self.nodes.sync_data().map_err(io_err("syncing nodes"))?;
+        write_checkpoint(&self.checkpoint, size)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // A clean close leaves nothing to re-derive; if this fails, opening re-derives.
+        let w = self.writer.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let (size, pending) = (w.frontier.size(), w.halted.is_none() && w.since_checkpoint > 0);
+        if pending {
+            let _ = self.checkpoint(size);
+        }
+    }
+}
+
+/// The checkpoint file: the size up to which the derived files are durable, as a u64 and its
+/// CRC-32C (docs/LOG.md, "Checkpoint"). Absent or damaged reads as 0.
+fn read_checkpoint(file: &File) -> u64 {
+    let mut b = [0u8; 12];
+    if file.read_exact_at(&mut b, 0).is_err() {
+        return 0;
+    }
+    let mut size = [0u8; 8];
+    size.copy_from_slice(&b[..8]);
+    let mut crc = [0u8; 4];
+    crc.copy_from_slice(&b[8..]);
+    if crc32c::crc32c(&size) == u32::from_le_bytes(crc) { u64::from_le_bytes(size) } else { 0 }
+}
+
+fn write_checkpoint(file: &File, size: u64) -> Result<(), LogError> {
+    let mut b = [0u8; 12];
+    b[..8].copy_from_slice(&size.to_le_bytes());
+    b[8..].copy_from_slice(&crc32c::crc32c(&size.to_le_bytes()).to_le_bytes());
+    file.write_all_at(&b, 0).and_then(|()| file.sync_data()).map_err(io_err("writing the checkpoint"))
 }
 
 /// What an audit found.

@@ -4,6 +4,8 @@
 //! It feeds the demo, the tests and the benchmarks with atoms shaped like a robot's: the same
 //! seed gives the same atoms, byte for byte, on every machine.
 
+use std::collections::HashMap;
+
 use crate::atom::{Atom, AtomParts, BlobRef, BoxMm, Extractor, Interval, Kind, Payload, Permille};
 
 /// SplitMix64: tiny, fast and good enough to place pallets; not for secrets.
@@ -76,6 +78,8 @@ pub struct Warehouse {
     rng: SplitMix64,
     robots: Vec<Robot>,
     pallets_mm: Vec<[i64; 3]>,
+    /// Pallets by 10 m cell, so a robot looks only at the cells around it.
+    grid: HashMap<(i64, i64), Vec<usize>>,
     tick: i64,
     queue: std::collections::VecDeque<Atom>,
 }
@@ -89,16 +93,20 @@ impl Warehouse {
     pub fn new(cfg: WarehouseConfig) -> Self {
         let mut rng = SplitMix64::new(cfg.seed);
         let [sx, sy, _] = cfg.size_mm;
-        let pallets_mm = (0..cfg.pallets)
+        let pallets_mm: Vec<[i64; 3]> = (0..cfg.pallets)
             .map(|_| [rng.range(0, sx - PALLET_MM[0]), rng.range(0, sy - PALLET_MM[1]), 0])
             .collect();
+        let mut grid: HashMap<(i64, i64), Vec<usize>> = HashMap::new();
+        for (p, q) in pallets_mm.iter().enumerate() {
+            grid.entry(cell(*q)).or_default().push(p);
+        }
         let robots = (0..cfg.robots)
             .map(|i| {
                 let at_mm = [rng.range(0, sx), rng.range(0, sy), 0];
                 Robot { name: format!("robot-{i}"), at_mm, goal_mm: at_mm }
             })
             .collect();
-        Self { cfg, rng, robots, pallets_mm, tick: 0, queue: Default::default() }
+        Self { cfg, rng, robots, pallets_mm, grid, tick: 0, queue: Default::default() }
     }
 
     fn step(&mut self) {
@@ -123,17 +131,29 @@ impl Warehouse {
             self.push(pose);
 
             // Pallets in sight are observed; now and then one has moved since last time.
-            let seen: Vec<usize> = (0..self.pallets_mm.len())
+            let (cx, cy) = cell(at);
+            let mut seen: Vec<usize> = (cx - 1..=cx + 1)
+                .flat_map(|x| (cy - 1..=cy + 1).map(move |y| (x, y)))
+                .filter_map(|c| self.grid.get(&c))
+                .flatten()
+                .copied()
                 .filter(|&p| {
                     let q = self.pallets_mm[p];
                     (q[0] - at[0]).abs() < SIGHT_MM && (q[1] - at[1]).abs() < SIGHT_MM
                 })
-                .take(3)
                 .collect();
+            seen.sort_unstable();
+            seen.truncate(3);
+            let pose_id = self.queue.back().map(Atom::id);
             for p in seen {
                 if self.rng.chance(20) {
-                    self.pallets_mm[p] =
+                    let moved =
                         [self.rng.range(0, sx - PALLET_MM[0]), self.rng.range(0, sy - PALLET_MM[1]), 0];
+                    if let Some(in_cell) = self.grid.get_mut(&cell(self.pallets_mm[p])) {
+                        in_cell.retain(|&other| other != p);
+                    }
+                    self.grid.entry(cell(moved)).or_default().push(p);
+                    self.pallets_mm[p] = moved;
                 }
                 let q = self.pallets_mm[p];
                 let bounds =
@@ -142,6 +162,8 @@ impl Warehouse {
                 let mut obs = AtomParts::new(Kind::Observation, "map", bounds, valid, confidence);
                 obs.subject = format!("pallet-{p}");
                 obs.extractor = Some(Extractor { model: "pallet-detector-v3".into(), code: name.clone() });
+                // Seen from the pose just recorded.
+                obs.sources.extend(pose_id);
                 let mut frame_hash = [0u8; 32];
                 for chunk in frame_hash.chunks_mut(8) {
                     chunk.copy_from_slice(&self.rng.next_u64().to_le_bytes());
@@ -184,6 +206,10 @@ impl Warehouse {
             self.queue.push_back(atom);
         }
     }
+}
+
+fn cell(p_mm: [i64; 3]) -> (i64, i64) {
+    (p_mm[0].div_euclid(10_000), p_mm[1].div_euclid(10_000))
 }
 
 impl Iterator for Warehouse {

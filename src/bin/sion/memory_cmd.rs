@@ -153,11 +153,8 @@ pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
 fn open_memory(dir: &Path) -> Result<Memory> {
     let memory = Memory::open(dir).with_context(|| format!("opening the memory at {}", dir.display()))?;
     let r = memory.recovery();
-    if r.torn_bytes > 0 || r.adopted > 0 {
-        eprintln!(
-            "recovered: cut {} bytes of an unfinished record, took in {} whole records",
-            r.torn_bytes, r.adopted
-        );
+    if r.torn_bytes > 0 {
+        eprintln!("recovered: cut {} bytes of a record a crash left unfinished", r.torn_bytes);
     }
     Ok(memory)
 }
