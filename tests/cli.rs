@@ -1,0 +1,127 @@
+//! The `sion memory` command line as a user drives it.
+
+use std::process::{Command, Output};
+
+const SION: &str = env!("CARGO_BIN_EXE_sion");
+
+fn sion(args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(SION)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).expect("write");
+    }
+    drop(input);
+    child.wait_with_output().expect("wait")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+const A: &str = r#"{"kind":"observation","frame":"map","min":[0,0,0],"max":[1200,1000,1500],"from":1000,"to":2000,"confidence":900,"subject":"pallet-17"}"#;
+const B: &str = r#"{"kind":"pose","frame":"map","min":[5,5,0],"max":[5,5,0],"from":1000,"to":1001,"confidence":990,"subject":"robot-1"}"#;
+const C: &str = r#"{"kind":"note","frame":"map","min":[0,0,0],"max":[0,0,0],"from":0,"to":10,"confidence":500,"payload":{"text":"aisle 4 is blocked"}}"#;
+
+#[test]
+fn a_session_at_the_command_line() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("mem");
+    let d = data.to_str().expect("utf8");
+    let o = sion(&["memory", "open", "--data", d, "--agent", "depot/robot-1"], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "open", "--data", d], None);
+    assert!(!o.status.success(), "opening twice is an error");
+
+    // A bad line stops the run, names its line and field, and keeps what came before.
+    let bad = A.replace("[1200,1000,1500]", "[1200,-1,1500]");
+    let o = sion(&["memory", "remember", "--data", d, "--echo"], Some(&format!("{A}\n\n{B}\n{bad}\n{C}\n")));
+    assert!(!o.status.success());
+    let out = text(&o);
+    assert!(out.contains("line 4: max[1]"), "{out}");
+    assert!(out.contains("durable at positions 0..=1"), "{out}");
+    let echoed: Vec<&str> = std::str::from_utf8(&o.stdout).expect("utf8").lines().collect();
+    assert_eq!(echoed.len(), 2);
+    assert!(echoed[1].contains(r#""position":1"#));
+
+    // Skipping bad lines; remembering again is a no-op that reports existing positions.
+    let o =
+        sion(&["memory", "remember", "--data", d, "--skip-bad", "-"], Some(&format!("{A}\n{bad}\n{C}\n")));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("(1 new, 1 already held)"), "{}", text(&o));
+    assert!(text(&o).contains("skipped 1 lines"), "{}", text(&o));
+
+    let o = sion(&["memory", "commit", "--data", d], None);
+    assert!(o.status.success() && text(&o).contains("committed 3 atoms"), "{}", text(&o));
+    let o = sion(&["memory", "commit", "--data", d], None);
+    assert!(text(&o).contains("nothing to commit"), "{}", text(&o));
+
+    let o = sion(&["memory", "show", "--data", d, "--json"], None);
+    let show: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(show["committed"]["size"], 3);
+    assert_eq!(show["agent"], "depot/robot-1");
+
+    let proof = tmp.path().join("p.sionproof");
+    let o = sion(
+        &[
+            "memory",
+            "prove",
+            "inclusion",
+            "--data",
+            d,
+            "--position",
+            "2",
+            "--out",
+            proof.to_str().expect("utf8"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "verify", proof.to_str().expect("utf8"), "--data", d], None);
+    assert!(o.status.success() && text(&o).contains("VALID"), "{}", text(&o));
+    assert!(text(&o).contains("aisle") || text(&o).contains("note"), "{}", text(&o));
+    let o =
+        sion(&["memory", "verify", proof.to_str().expect("utf8"), "--ledger-key", &"11".repeat(32)], None);
+    assert!(!o.status.success());
+
+    let cons = tmp.path().join("c.sionproof");
+    let o = sion(
+        &[
+            "memory",
+            "prove",
+            "consistency",
+            "--data",
+            d,
+            "--from",
+            "1",
+            "--out",
+            cons.to_str().expect("utf8"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "verify", "--json", cons.to_str().expect("utf8")], None);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["valid"], true);
+
+    let o = sion(&["memory", "prove", "inclusion", "--data", d, "--position", "3"], None);
+    assert!(!o.status.success() && text(&o).contains("not committed"), "{}", text(&o));
+    let o = sion(&["memory", "audit", "--data", d], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "commit", "--data", d, "--seal"], None);
+    assert!(o.status.success(), "{}", text(&o));
+    sion(&["memory", "remember", "--data", d], Some(&format!("{}\n", B.replace("1001", "1002"))));
+    let o = sion(&["memory", "commit", "--data", d], None);
+    assert!(!o.status.success() && text(&o).contains("sealed"), "{}", text(&o));
+
+    let o = sion(&["memory", "show", "--data", tmp.path().join("nowhere").to_str().expect("utf8")], None);
+    assert!(!o.status.success() && text(&o).contains("no memory at"), "{}", text(&o));
+    let o = sion(&["memory", "--help"], None);
+    assert!(o.status.success() && text(&o).contains("remember"));
+}
