@@ -114,6 +114,21 @@ pub fn consistency_path<H: TreeHasher, S: Subtrees>(
     Ok(top_down)
 }
 
+/// One step of RFC 9162's walk from a leaf towards the root, with `f` the node's index and
+/// `s` the last index at this level: whether the next proof node is a left sibling. On the
+/// right edge, levels where the node has no sibling are skipped (the RFC's "right-shift until
+/// LSB(fn) is set or fn is 0"); the caller then moves both up one level.
+fn sibling_is_left(f: &mut u64, s: &mut u64) -> bool {
+    let left = *f & 1 == 1 || *f == *s;
+    if left {
+        while *f & 1 == 0 && *f != 0 {
+            *f >>= 1;
+            *s >>= 1;
+        }
+    }
+    left
+}
+
 fn node(bytes: &[u8], position: usize) -> Result<Digest, ProofError> {
     bytes.try_into().map_err(|_| ProofError::NodeLength { position, len: bytes.len() })
 }
@@ -140,14 +155,8 @@ pub fn verify_inclusion<H: TreeHasher, P: AsRef<[u8]>>(
         if s == 0 {
             return Err(ProofError::TooLong(proof.len()));
         }
-        if f & 1 == 1 || f == s {
+        if sibling_is_left(&mut f, &mut s) {
             r = H::hash_children(&p, &r);
-            if f & 1 == 0 {
-                while f & 1 == 0 && f != 0 {
-                    f >>= 1;
-                    s >>= 1;
-                }
-            }
         } else {
             r = H::hash_children(&r, &p);
         }
@@ -208,15 +217,9 @@ pub fn verify_consistency<H: TreeHasher, P: AsRef<[u8]>>(
         if s == 0 {
             return Err(ProofError::TooLong(proof.len()));
         }
-        if f & 1 == 1 || f == s {
+        if sibling_is_left(&mut f, &mut s) {
             fr = H::hash_children(c, &fr);
             sr = H::hash_children(c, &sr);
-            if f & 1 == 0 {
-                while f & 1 == 0 && f != 0 {
-                    f >>= 1;
-                    s >>= 1;
-                }
-            }
         } else {
             sr = H::hash_children(&sr, c);
         }

@@ -145,10 +145,11 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
         ui::count(audit.size),
         started.elapsed().as_secs_f64()
     );
+    let sion = std::env::args().next().unwrap_or_else(|| "sion".into());
     println!("\nlook further:");
-    println!("  sion memory show --data {}", dir.display());
-    println!("  sion memory verify {}", proofs.join(format!("inclusion-{position}.sionproof")).display());
-    println!("  sion memory audit --data {}", dir.display());
+    println!("  {sion} memory show --data {}", dir.display());
+    println!("  {sion} memory verify {}", proofs.join(format!("inclusion-{position}.sionproof")).display());
+    println!("  {sion} memory audit --data {}", dir.display());
     Ok(ExitCode::SUCCESS)
 }
 
