@@ -4,6 +4,7 @@
 //! Lower layers never import higher ones.
 
 pub mod atom;
+pub mod index;
 pub mod ledger;
 pub mod log;
 pub mod memory;

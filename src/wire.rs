@@ -29,6 +29,12 @@ pub trait Put {
     fn put_str16(&mut self, s: &str);
     /// u32 length, then the bytes; the caller has checked the length fits.
     fn put_bytes32(&mut self, b: &[u8]);
+    /// LEB128: seven bits a byte, least significant first, the high bit set on all but the last.
+    fn put_varint(&mut self, v: u64);
+    /// A signed value as a varint of its zigzag form (0, -1, 1, -2, … → 0, 1, 2, 3, …).
+    fn put_zigzag(&mut self, v: i64) {
+        self.put_varint(((v << 1) ^ (v >> 63)) as u64);
+    }
 }
 
 impl Put for Vec<u8> {
@@ -61,6 +67,13 @@ impl Put for Vec<u8> {
     fn put_bytes32(&mut self, b: &[u8]) {
         self.put_u32(b.len() as u32);
         self.extend_from_slice(b);
+    }
+    fn put_varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.push(v as u8);
     }
 }
 
@@ -152,6 +165,35 @@ impl<'a> Reader<'a> {
         (0..n).map(|_| item(self)).collect()
     }
 
+    /// A LEB128 varint in its one shortest form (a trailing zero byte or more than ten bytes
+    /// is refused, so every value has exactly one encoding).
+    pub fn varint(&mut self, field: &'static str) -> Result<u64, WireError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.u8(field)?;
+            let bits = u64::from(b & 0x7f);
+            if i == 9 && b > 1 {
+                return Err(WireError::Invalid { field, problem: "varint overflows 64 bits".into() });
+            }
+            v |= bits << (7 * i);
+            if b & 0x80 == 0 {
+                if b == 0 && i > 0 {
+                    return Err(WireError::Invalid {
+                        field,
+                        problem: "varint is not in its shortest form".into(),
+                    });
+                }
+                return Ok(v);
+            }
+        }
+        Err(WireError::Invalid { field, problem: "varint is longer than ten bytes".into() })
+    }
+
+    pub fn zigzag(&mut self, field: &'static str) -> Result<i64, WireError> {
+        let v = self.varint(field)?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
     pub fn remaining(&self) -> usize {
         self.rest.len()
     }
@@ -195,4 +237,30 @@ pub fn whole_frames(buf: &[u8], max_len: usize) -> (Vec<&[u8]>, usize) {
         at += 8 + len as usize;
     }
     (frames, at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_and_have_one_form() {
+        for v in [0u64, 1, 127, 128, 300, 1 << 35, u64::MAX] {
+            let mut out = Vec::new();
+            out.put_varint(v);
+            let mut r = Reader::new(&out);
+            assert_eq!(r.varint("v"), Ok(v));
+            assert!(r.finish().is_ok());
+        }
+        for v in [0i64, -1, 1, i64::MIN, i64::MAX, -300] {
+            let mut out = Vec::new();
+            out.put_zigzag(v);
+            assert_eq!(Reader::new(&out).zigzag("v"), Ok(v));
+        }
+        assert!(Reader::new(&[0x80, 0x00]).varint("v").is_err());
+        assert!(Reader::new(&[0xff; 10]).varint("v").is_err());
+        assert!(
+            Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]).varint("v").is_err()
+        );
+    }
 }

@@ -13,7 +13,8 @@ mod proof;
 pub use frontier::{Frontier, MemoryTree, postorder_index, postorder_len};
 pub use hasher::{Blake3, Digest, Sha256, TreeHasher};
 pub use proof::{
-    ProofError, consistency_path, inclusion_path, range_hash, root_at, verify_consistency, verify_inclusion,
+    ProofError, consistency_path, inclusion_path, range_hash, root_at, root_from_inclusion,
+    verify_consistency, verify_inclusion,
 };
 
 /// Perfect subtree hashes of one tree: `subtree(level, index)` is the Merkle tree hash of the

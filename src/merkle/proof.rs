@@ -141,15 +141,29 @@ pub fn verify_inclusion<H: TreeHasher, P: AsRef<[u8]>>(
     proof: &[P],
     root: &[u8],
 ) -> Result<(), ProofError> {
+    let leaf: Digest = leaf_hash.try_into().map_err(|_| ProofError::LeafHashLength(leaf_hash.len()))?;
+    if root_from_inclusion::<H, P>(index, size, &leaf, proof)?.as_slice() != root {
+        return Err(ProofError::RootMismatch);
+    }
+    Ok(())
+}
+
+/// The root an inclusion proof leads to (the running hash of RFC 9162 §2.1.3.2), for callers
+/// that learn the root from the proof and check it elsewhere.
+pub fn root_from_inclusion<H: TreeHasher, P: AsRef<[u8]>>(
+    index: u64,
+    size: u64,
+    leaf_hash: &Digest,
+    proof: &[P],
+) -> Result<Digest, ProofError> {
     if index >= size {
         return Err(ProofError::IndexOutOfRange { index, size });
     }
-    let leaf: Digest = leaf_hash.try_into().map_err(|_| ProofError::LeafHashLength(leaf_hash.len()))?;
     if proof.len() > 64 {
         return Err(ProofError::TooLong(proof.len()));
     }
     let (mut f, mut s) = (index, size - 1);
-    let mut r = leaf;
+    let mut r = *leaf_hash;
     for (position, p) in proof.iter().enumerate() {
         let p = node(p.as_ref(), position)?;
         if s == 0 {
@@ -166,10 +180,7 @@ pub fn verify_inclusion<H: TreeHasher, P: AsRef<[u8]>>(
     if s != 0 {
         return Err(ProofError::TooShort);
     }
-    if r.as_slice() != root {
-        return Err(ProofError::RootMismatch);
-    }
-    Ok(())
+    Ok(r)
 }
 
 /// Verify a consistency proof between trees of `old` and `new` leaves (RFC 9162 §2.1.4.2).

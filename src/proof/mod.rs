@@ -1,10 +1,17 @@
 //! Proof files: what a writer hands a reader, checked from the head they name alone
-//! (docs/PROOFS.md). Building them needs the writer's log; verifying needs nothing but the
-//! file and, to trust the head, the ledger's public key.
+//! (docs/PROOFS.md). Building them needs the writer's log and index; verifying needs nothing
+//! but the file and, to trust the head, the ledger's public key.
+
+mod list;
+mod range;
 
 use ed25519_dalek::VerifyingKey;
 
+pub use list::{ListKey, ListProof};
+pub use range::RangeProof;
+
 use crate::atom::{Atom, AtomId};
+use crate::index::geom::Query;
 use crate::ledger::{AttestationError, Head, LogId, StateProof};
 use crate::log::LogHasher;
 use crate::merkle::{Digest, ProofError, TreeHasher as _, verify_consistency, verify_inclusion};
@@ -27,6 +34,20 @@ pub enum Proof {
     Inclusion { log: LogId, head: Head, position: u64, atom: Vec<u8>, path: Vec<Digest> },
     /// The log of `old_size` atoms with root `old_root` is a prefix of the log at `head`.
     Consistency { log: LogId, head: Head, old_size: u64, old_root: Digest, path: Vec<Digest> },
+    /// Everything in a box and interval, as of `head`.
+    Range { log: LogId, head: Head, range: Box<RangeProof> },
+    /// Every atom about a subject, or linking to an atom, as of `head`.
+    List { log: LogId, head: Head, list: Box<ListProof> },
+    /// The atom at `position` is in the log, and the committed index's complete answer for the
+    /// atom's own frame, box and interval leaves it out: the writer's index omits it.
+    Omission {
+        log: LogId,
+        head: Head,
+        position: u64,
+        atom: Vec<u8>,
+        path: Vec<Digest>,
+        range: Box<RangeProof>,
+    },
 }
 
 /// A proof and, usually, the ledger's attestation of the head it names.
@@ -57,6 +78,14 @@ pub enum VerifyError {
     BadLedgerKey,
     #[error("the proof carries no ledger attestation, and one was required")]
     Unattested,
+    #[error("the range proof fails: {0}")]
+    Range(String),
+    #[error("the subject or link proof fails: {0}")]
+    List(String),
+    #[error("the proof does not lead to the head's index root")]
+    IndexRoot,
+    #[error("no omission: the committed index answers position {0} for the atom's own box and interval")]
+    NotOmitted(u64),
 }
 
 /// What a proof file was found to prove.
@@ -71,8 +100,29 @@ pub struct Verified {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
-    Included { position: u64, atom: Box<Atom> },
-    Extends { old_size: u64, old_root: Digest },
+    Included {
+        position: u64,
+        atom: Box<Atom>,
+    },
+    Extends {
+        old_size: u64,
+        old_root: Digest,
+    },
+    /// The complete answer to a range query (possibly empty).
+    Range {
+        query: Query,
+        atoms: Vec<(u64, Atom)>,
+    },
+    /// Every atom about a subject, or linking to an atom.
+    List {
+        key: ListKey,
+        atoms: Vec<(u64, Atom)>,
+    },
+    /// The committed index leaves out this atom of the log.
+    Omitted {
+        position: u64,
+        atom: Box<Atom>,
+    },
 }
 
 impl ProofFile {
@@ -103,6 +153,27 @@ impl ProofFile {
                 out.put_u64(*old_size);
                 out.put_bytes(old_root);
                 put_path(&mut out, path);
+            }
+            Proof::Range { log, head, range } => {
+                out.put_u8(3);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                range.put(&mut out);
+            }
+            Proof::List { log, head, list } => {
+                out.put_u8(4);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                list.put(&mut out);
+            }
+            Proof::Omission { log, head, position, atom, path, range } => {
+                out.put_u8(5);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                out.put_u64(*position);
+                out.put_bytes32(atom);
+                put_path(&mut out, path);
+                range.put(&mut out);
             }
         }
         out
@@ -139,6 +210,24 @@ impl ProofFile {
                 old_root: r.array("old root")?,
                 path: read_path(&mut r)?,
             },
+            3 => Proof::Range {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                range: Box::new(RangeProof::read(&mut r)?),
+            },
+            4 => Proof::List {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                list: Box::new(ListProof::read(&mut r)?),
+            },
+            5 => Proof::Omission {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                position: r.u64("position")?,
+                atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+                path: read_path(&mut r)?,
+                range: Box::new(RangeProof::read(&mut r)?),
+            },
             k => {
                 return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });
             }
@@ -152,7 +241,11 @@ impl ProofFile {
     /// attestation is then required.
     pub fn verify(&self, expected_ledger: Option<&VerifyingKey>) -> Result<Verified, VerifyError> {
         let (log, head) = match &self.proof {
-            Proof::Inclusion { log, head, .. } | Proof::Consistency { log, head, .. } => (*log, *head),
+            Proof::Inclusion { log, head, .. }
+            | Proof::Consistency { log, head, .. }
+            | Proof::Range { log, head, .. }
+            | Proof::List { log, head, .. }
+            | Proof::Omission { log, head, .. } => (*log, *head),
         };
         let pulse = match (&self.attestation, expected_ledger) {
             (None, Some(_)) => return Err(VerifyError::Unattested),
@@ -191,6 +284,29 @@ impl ProofFile {
                 verify_consistency::<LogHasher, _>(*old_size, head.size, old_root, &head.root, path)?;
                 Claim::Extends { old_size: *old_size, old_root: *old_root }
             }
+            Proof::Range { range, .. } => {
+                let atoms = range.verify(&head.index, head.size)?;
+                Claim::Range { query: range.query.clone(), atoms }
+            }
+            Proof::List { list, .. } => {
+                let atoms = list.verify(&head.index, head.size)?;
+                Claim::List { key: list.key.clone(), atoms }
+            }
+            Proof::Omission { position, atom, path, range, .. } => {
+                let atom = Atom::decode(atom).map_err(|e| VerifyError::Atom(e.to_string()))?;
+                let leaf = LogHasher::hash_leaf(atom.bytes());
+                verify_inclusion::<LogHasher, _>(*position, head.size, &leaf, path, &head.root)?;
+                if !range.query.matches(atom.parts()) {
+                    return Err(VerifyError::Range(
+                        "the atom does not answer the range query it is tested by".into(),
+                    ));
+                }
+                let answer = range.verify(&head.index, head.size)?;
+                if answer.iter().any(|(p, a)| *p == *position && a.id() == atom.id()) {
+                    return Err(VerifyError::NotOmitted(*position));
+                }
+                Claim::Omitted { position: *position, atom: Box::new(atom) }
+            }
         };
         Ok(Verified { log, head, pulse, claim })
     }
@@ -213,7 +329,8 @@ impl Verified {
     pub fn atom_id(&self) -> Option<AtomId> {
         match &self.claim {
             Claim::Included { atom, .. } => Some(atom.id()),
-            Claim::Extends { .. } => None,
+            Claim::Omitted { atom, .. } => Some(atom.id()),
+            _ => None,
         }
     }
 }

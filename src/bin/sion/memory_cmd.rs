@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 use ed25519_dalek::VerifyingKey;
 use sion_memory::atom::Atom;
 use sion_memory::memory::Memory;
-use sion_memory::proof::{Claim, ProofFile, Verified};
+use sion_memory::proof::{Claim, ListKey, ProofFile, Verified};
 use sion_memory::time::rfc3339;
 
 use crate::ui;
@@ -461,6 +461,39 @@ fn print_verified(v: &Verified) {
             ui::count(*old_size),
             ui::short(old_root)
         ),
+        Claim::Range { query, atoms } => {
+            println!(
+                "proves: these {} atoms are everything log {} holds in frame {:?}, box {:?}..={:?} mm, [{}, {}) ns",
+                atoms.len(),
+                v.log,
+                query.frame,
+                query.bounds.min_mm,
+                query.bounds.max_mm,
+                query.from_ns,
+                query.to_ns
+            );
+            print_atoms(atoms);
+        }
+        Claim::List { key, atoms } => {
+            match key {
+                ListKey::Subject(s) => println!(
+                    "proves: these {} atoms are every atom of log {} about {s:?}",
+                    atoms.len(),
+                    v.log
+                ),
+                ListKey::LinksTo(id) => println!(
+                    "proves: these {} atoms are every atom of log {} linking to {id}",
+                    atoms.len(),
+                    v.log
+                ),
+            }
+            print_atoms(atoms);
+        }
+        Claim::Omitted { position, atom } => println!(
+            "proves: the writer's committed index leaves out atom {} at position {position} of log {}, though the log holds it",
+            atom.id(),
+            v.log
+        ),
     }
     println!("  head    {} atoms, root {}", ui::count(v.head.size), hex::encode(v.head.root));
     match v.pulse {
@@ -472,6 +505,57 @@ fn print_verified(v: &Verified) {
             )
         }
         None => println!("  ledger  not attested: the head is taken on the writer's word"),
+    }
+}
+
+fn print_atoms(atoms: &[(u64, Atom)]) {
+    for (position, atom) in atoms.iter().take(20) {
+        let p = atom.parts();
+        println!(
+            "  {position:>10}  {:<12} {:<16} {:?}..={:?} mm  [{}, {}) ns",
+            p.kind.as_str(),
+            p.subject,
+            p.bounds.min_mm,
+            p.bounds.max_mm,
+            p.valid.from_ns,
+            p.valid.to_ns
+        );
+    }
+    if atoms.len() > 20 {
+        println!("  … and {} more (--json lists them all)", atoms.len() - 20);
+    }
+}
+
+pub fn claim_json(claim: &Claim) -> serde_json::Value {
+    let list = |atoms: &[(u64, Atom)]| -> Vec<serde_json::Value> {
+        atoms.iter().map(|(p, a)| serde_json::to_value(a.to_json(Some(*p))).unwrap_or_default()).collect()
+    };
+    match claim {
+        Claim::Included { position, atom } => serde_json::json!({
+            "included": { "position": position, "atom": atom.to_json(Some(*position)) }
+        }),
+        Claim::Extends { old_size, old_root } => serde_json::json!({
+            "extends": { "size": old_size, "root": hex::encode(old_root) }
+        }),
+        Claim::Range { query, atoms } => serde_json::json!({
+            "range": {
+                "frame": query.frame,
+                "min": query.bounds.min_mm,
+                "max": query.bounds.max_mm,
+                "from": query.from_ns,
+                "to": query.to_ns,
+                "atoms": list(atoms),
+            }
+        }),
+        Claim::List { key, atoms } => match key {
+            ListKey::Subject(s) => serde_json::json!({ "subject": { "subject": s, "atoms": list(atoms) } }),
+            ListKey::LinksTo(id) => {
+                serde_json::json!({ "links": { "target": id.to_string(), "atoms": list(atoms) } })
+            }
+        },
+        Claim::Omitted { position, atom } => serde_json::json!({
+            "omitted": { "position": position, "atom": atom.to_json(Some(*position)) }
+        }),
     }
 }
 
@@ -492,14 +576,7 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
     match result {
         Ok(v) => {
             if a.json {
-                let claim = match &v.claim {
-                    Claim::Included { position, atom } => serde_json::json!({
-                        "included": { "position": position, "atom": atom.to_json(Some(*position)) }
-                    }),
-                    Claim::Extends { old_size, old_root } => serde_json::json!({
-                        "extends": { "size": old_size, "root": hex::encode(old_root) }
-                    }),
-                };
+                let claim = claim_json(&v.claim);
                 let v = serde_json::json!({
                     "valid": true,
                     "log": v.log.0,

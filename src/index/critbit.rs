@@ -1,0 +1,173 @@
+//! A Merkle crit-bit tree over 32-byte keys (docs/INDEX.md, "Maps"): the shape depends only
+//! on the set of keys, membership and absence are each shown by one root-to-leaf path.
+//!
+//! Over keys sorted ascending, a tree of one key is that key's leaf; a tree of more splits at
+//! the first bit (most significant first) where its first and last keys differ: keys with a 0
+//! there go left. Interior digest: `BLAKE3(0x21 || u16 LE bit || left || right)`; the empty
+//! map: `BLAKE3(0x22)`.
+
+use crate::merkle::Digest;
+
+pub const TAG_NODE: u8 = 0x21;
+pub const TAG_EMPTY: u8 = 0x22;
+
+pub fn bit(key: &[u8; 32], i: u16) -> bool {
+    let i = usize::from(i);
+    key[i / 8] >> (7 - i % 8) & 1 == 1
+}
+
+/// The first bit where two keys differ, if they do.
+fn first_difference(a: &[u8; 32], b: &[u8; 32]) -> Option<u16> {
+    a.iter()
+        .zip(b)
+        .enumerate()
+        .find(|(_, (x, y))| x != y)
+        .map(|(i, (x, y))| (i * 8) as u16 + (x ^ y).leading_zeros() as u16)
+}
+
+pub fn node_digest(crit: u16, left: &Digest, right: &Digest) -> Digest {
+    let mut buf = [0u8; 1 + 2 + 64];
+    buf[0] = TAG_NODE;
+    buf[1..3].copy_from_slice(&crit.to_le_bytes());
+    buf[3..35].copy_from_slice(left);
+    buf[35..].copy_from_slice(right);
+    *blake3::hash(&buf).as_bytes()
+}
+
+pub fn empty_digest() -> Digest {
+    *blake3::hash(&[TAG_EMPTY]).as_bytes()
+}
+
+/// One step of a path, from the root down: the node's crit bit and the digest of the side the
+/// path does not take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathStep {
+    pub crit: u16,
+    pub sibling: Digest,
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    Leaf(usize),
+    Interior { crit: u16, left: usize, right: usize },
+}
+
+/// A built crit-bit tree over `(key, leaf digest)` pairs sorted by key.
+#[derive(Debug, Clone, Default)]
+pub struct CritTree {
+    keys: Vec<[u8; 32]>,
+    nodes: Vec<(Node, Digest)>,
+}
+
+impl CritTree {
+    /// `leaves` sorted by key, keys distinct.
+    pub fn build(leaves: Vec<([u8; 32], Digest)>) -> Self {
+        let mut tree = Self {
+            keys: leaves.iter().map(|(k, _)| *k).collect(),
+            nodes: Vec::with_capacity(leaves.len() * 2),
+        };
+        if !leaves.is_empty() {
+            tree.add(&leaves, 0);
+        }
+        tree
+    }
+
+    fn add(&mut self, leaves: &[([u8; 32], Digest)], offset: usize) -> usize {
+        let at = self.nodes.len();
+        let (first, last) = (&leaves[0], &leaves[leaves.len() - 1]);
+        let Some(crit) = first_difference(&first.0, &last.0) else {
+            self.nodes.push((Node::Leaf(offset), first.1));
+            return at;
+        };
+        self.nodes.push((Node::Leaf(offset), [0; 32]));
+        let split = leaves.partition_point(|(k, _)| !bit(k, crit));
+        let left = self.add(&leaves[..split], offset);
+        let right = self.add(&leaves[split..], offset + split);
+        let digest = node_digest(crit, &self.nodes[left].1, &self.nodes[right].1);
+        self.nodes[at] = (Node::Interior { crit, left, right }, digest);
+        at
+    }
+
+    pub fn root(&self) -> Digest {
+        self.nodes.first().map(|n| n.1).unwrap_or_else(empty_digest)
+    }
+
+    /// The path a search for `key` takes and the index (in key order) of the leaf it ends at;
+    /// `None` for an empty map. The key is present exactly when that leaf's key equals it.
+    pub fn search(&self, key: &[u8; 32]) -> Option<(Vec<PathStep>, usize)> {
+        let mut path = Vec::new();
+        let mut at = 0;
+        loop {
+            match &self.nodes.get(at)?.0 {
+                Node::Leaf(i) => return Some((path, *i)),
+                Node::Interior { crit, left, right } => {
+                    let (next, other) = if bit(key, *crit) { (*right, *left) } else { (*left, *right) };
+                    path.push(PathStep { crit: *crit, sibling: self.nodes[other].1 });
+                    at = next;
+                }
+            }
+        }
+    }
+
+    pub fn key(&self, index: usize) -> Option<&[u8; 32]> {
+        self.keys.get(index)
+    }
+}
+
+/// Recompute a root from the leaf a search for `key` ends at (`leaf_key`, `leaf`) and the
+/// path to it; `None` if the path is not a valid crit-bit path (crit bits strictly increase
+/// downwards, and the leaf's key agrees with `key` at every one of them).
+pub fn root_from_path(
+    key: &[u8; 32],
+    leaf_key: &[u8; 32],
+    leaf: Digest,
+    path: &[PathStep],
+) -> Option<Digest> {
+    if path.windows(2).any(|w| w[0].crit >= w[1].crit)
+        || path.iter().any(|s| s.crit >= 256 || bit(key, s.crit) != bit(leaf_key, s.crit))
+    {
+        return None;
+    }
+    let mut digest = leaf;
+    for step in path.iter().rev() {
+        digest = if bit(key, step.crit) {
+            node_digest(step.crit, &step.sibling, &digest)
+        } else {
+            node_digest(step.crit, &digest, &step.sibling)
+        };
+    }
+    Some(digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(i: u32) -> [u8; 32] {
+        *blake3::hash(&i.to_le_bytes()).as_bytes()
+    }
+
+    #[test]
+    fn paths_prove_presence_and_absence() {
+        let mut leaves: Vec<_> = (0..100u32).map(|i| (k(i), *blake3::hash(&[i as u8]).as_bytes())).collect();
+        leaves.sort();
+        let tree = CritTree::build(leaves.clone());
+        for (key, digest) in &leaves {
+            let (path, i) = tree.search(key).expect("non-empty");
+            assert_eq!(tree.key(i), Some(key));
+            assert_eq!(root_from_path(key, key, *digest, &path), Some(tree.root()));
+        }
+        for absent in 100..120u32 {
+            let key = k(absent);
+            let (path, i) = tree.search(&key).expect("non-empty");
+            let found = tree.key(i).expect("leaf");
+            assert_ne!(found, &key);
+            // The path is the found leaf's own path, followed by the absent key's bits.
+            let leaf = leaves[i].1;
+            assert_eq!(root_from_path(&key, found, leaf, &path), Some(tree.root()));
+        }
+        assert_eq!(CritTree::build(vec![]).root(), empty_digest());
+        let twice = [PathStep { crit: 5, sibling: [0; 32] }, PathStep { crit: 5, sibling: [0; 32] }];
+        assert!(root_from_path(&k(0), &k(0), [0; 32], &twice).is_none());
+    }
+}

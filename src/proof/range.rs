@@ -1,0 +1,431 @@
+//! Range proofs: "everything recorded in this box during this interval, as of this head"
+//! (docs/PROOFS.md, "Range proof"). The answer's atoms travel with the proof; the proof is the
+//! walk of the frame's trees that the query reached, and the frames tree path above it.
+
+use std::collections::BTreeMap;
+
+use super::VerifyError;
+use crate::atom::{Atom, BoxMm};
+use crate::index::geom::{Query, SpaceTime};
+use crate::index::tree::{Entry, Step, Summary};
+use crate::index::{FrameWitness, Neighbour, RangeAnswer, encode_frame, index_root};
+use crate::merkle::{Blake3, Digest, TreeHasher as _, root_from_inclusion};
+use crate::wire::{Put as _, Reader, WireError};
+
+const MAX_DEPTH: usize = 256;
+const MAX_PATH: usize = 64;
+
+mod tag {
+    pub const PRUNED: u8 = 0;
+    pub const INTERIOR: u8 = 1;
+    pub const HIT: u8 = 2;
+    pub const MISS: u8 = 3;
+}
+
+/// A range query's answer and its proof, as the index gave them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeProof {
+    pub query: Query,
+    /// The answer: (position, atom bytes), ascending by position.
+    pub atoms: Vec<(u64, Vec<u8>)>,
+    pub answer: RangeAnswer,
+}
+
+/// Box fields are coded against the previous box in the proof: most boxes are near the last.
+struct BoxCoder {
+    prev: SpaceTime,
+}
+
+impl BoxCoder {
+    fn new() -> Self {
+        Self { prev: SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 } }
+    }
+
+    fn put(&mut self, out: &mut Vec<u8>, b: &SpaceTime) {
+        for a in 0..3 {
+            out.put_zigzag(b.min_mm[a].wrapping_sub(self.prev.min_mm[a]));
+        }
+        for a in 0..3 {
+            out.put_zigzag(b.max_mm[a].wrapping_sub(b.min_mm[a]));
+        }
+        out.put_zigzag(b.from_ns.wrapping_sub(self.prev.from_ns));
+        out.put_zigzag(b.to_ns.wrapping_sub(b.from_ns));
+        self.prev = *b;
+    }
+
+    fn read(&mut self, r: &mut Reader<'_>) -> Result<SpaceTime, WireError> {
+        let mut b = SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 };
+        for a in 0..3 {
+            b.min_mm[a] = self.prev.min_mm[a].wrapping_add(r.zigzag("box")?);
+        }
+        for a in 0..3 {
+            b.max_mm[a] = b.min_mm[a].wrapping_add(r.zigzag("box")?);
+        }
+        b.from_ns = self.prev.from_ns.wrapping_add(r.zigzag("box")?);
+        b.to_ns = b.from_ns.wrapping_add(r.zigzag("box")?);
+        self.prev = b;
+        Ok(b)
+    }
+}
+
+fn put_path(out: &mut Vec<u8>, path: &[Digest]) {
+    out.put_u8(path.len() as u8);
+    for d in path {
+        out.put_bytes(d);
+    }
+}
+
+fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
+    let n = usize::from(r.u8("path")?);
+    if n > MAX_PATH {
+        return Err(WireError::Invalid { field: "path", problem: format!("{n} nodes") });
+    }
+    (0..n).map(|_| r.array("path")).collect()
+}
+
+pub(super) fn put_query(out: &mut Vec<u8>, q: &Query) {
+    out.put_str8(&q.frame);
+    for v in q.bounds.min_mm.iter().chain(&q.bounds.max_mm) {
+        out.put_i64(*v);
+    }
+    out.put_i64(q.from_ns);
+    out.put_i64(q.to_ns);
+}
+
+pub(super) fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
+    let frame = r.str8("frame")?;
+    let mut bounds = BoxMm { min_mm: [0; 3], max_mm: [0; 3] };
+    for v in bounds.min_mm.iter_mut().chain(bounds.max_mm.iter_mut()) {
+        *v = r.i64("box")?;
+    }
+    let (from, to) = (r.i64("from")?, r.i64("to")?);
+    if to <= from {
+        return Err(WireError::Invalid {
+            field: "to",
+            problem: "a stored query interval is never empty".into(),
+        });
+    }
+    Query::new(&frame, bounds, from, to)
+        .map_err(|e| WireError::Invalid { field: "query", problem: e.to_string() })
+}
+
+impl RangeProof {
+    pub fn put(&self, out: &mut Vec<u8>) {
+        put_query(out, &self.query);
+        out.put_u32(self.atoms.len() as u32);
+        for (position, bytes) in &self.atoms {
+            out.put_varint(*position);
+            out.put_bytes32(bytes);
+        }
+        let a = &self.answer;
+        out.put_varint(a.frames);
+        match &a.frame {
+            FrameWitness::Present { index, path } => {
+                out.put_u8(0);
+                out.put_varint(*index);
+                put_path(out, path);
+            }
+            FrameWitness::Absent { left, right } => {
+                out.put_u8(1);
+                for n in [left, right] {
+                    match n {
+                        None => out.put_u8(0),
+                        Some(n) => {
+                            out.put_u8(1);
+                            out.put_varint(n.index);
+                            out.put_bytes32(&n.entry);
+                            put_path(out, &n.path);
+                        }
+                    }
+                }
+            }
+        }
+        out.put_bytes(&a.subjects_root);
+        out.put_bytes(&a.links_root);
+        let mut coder = BoxCoder::new();
+        for walk in [&a.short, &a.long] {
+            match walk {
+                None => out.put_u8(0),
+                Some(steps) => {
+                    out.put_u8(1);
+                    put_steps(out, steps, &mut coder);
+                }
+            }
+        }
+    }
+
+    pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let query = read_query(r)?;
+        let n = r.u32("atoms")? as usize;
+        if n > r.remaining() {
+            return Err(WireError::Truncated("atoms"));
+        }
+        let mut atoms = Vec::with_capacity(n);
+        for _ in 0..n {
+            atoms.push((
+                r.varint("position")?,
+                r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+            ));
+        }
+        let frames = r.varint("frames")?;
+        let frame = match r.u8("frame witness")? {
+            0 => FrameWitness::Present { index: r.varint("frame index")?, path: read_path(r)? },
+            1 => {
+                let mut side = || -> Result<Option<Neighbour>, WireError> {
+                    if !r.flag("neighbour")? {
+                        return Ok(None);
+                    }
+                    Ok(Some(Neighbour {
+                        index: r.varint("neighbour index")?,
+                        entry: r.bytes32(4096, "neighbour entry")?.to_vec(),
+                        path: read_path(r)?,
+                    }))
+                };
+                let left = side()?;
+                let right = side()?;
+                FrameWitness::Absent { left, right }
+            }
+            k => {
+                return Err(WireError::Invalid {
+                    field: "frame witness",
+                    problem: format!("unknown kind {k}"),
+                });
+            }
+        };
+        let subjects_root = r.array("subjects root")?;
+        let links_root = r.array("links root")?;
+        let mut coder = BoxCoder::new();
+        let mut walks = [None, None];
+        for walk in walks.iter_mut() {
+            if r.flag("tree")? {
+                let mut steps = Vec::new();
+                read_steps(r, &mut steps, &mut coder, 0)?;
+                *walk = Some(steps);
+            }
+        }
+        let [short, long] = walks;
+        let answer = RangeAnswer {
+            positions: atoms.iter().map(|(p, _)| *p).collect(),
+            frames,
+            frame,
+            short,
+            long,
+            subjects_root,
+            links_root,
+        };
+        Ok(Self { query, atoms, answer })
+    }
+
+    /// Check the proof against an index root and log size; returns the answer's atoms.
+    pub fn verify(
+        &self,
+        index_root_expected: &Digest,
+        log_size: u64,
+    ) -> Result<Vec<(u64, Atom)>, VerifyError> {
+        let q = &self.query;
+        let mut answer: BTreeMap<u64, (Atom, bool)> = BTreeMap::new();
+        let mut last = None;
+        for (position, bytes) in &self.atoms {
+            if last.is_some_and(|l| l >= *position) {
+                return Err(VerifyError::Range("answer positions are not strictly ascending".into()));
+            }
+            last = Some(*position);
+            if *position >= log_size {
+                return Err(VerifyError::Range(format!(
+                    "position {position} is beyond the head ({log_size} atoms)"
+                )));
+            }
+            let atom = Atom::decode(bytes).map_err(|e| VerifyError::Atom(e.to_string()))?;
+            if !q.matches(atom.parts()) {
+                return Err(VerifyError::Range(format!(
+                    "the atom at position {position} does not answer the query"
+                )));
+            }
+            answer.insert(*position, (atom, false));
+        }
+        let a = &self.answer;
+        let mut summaries = [None, None];
+        for (walk, summary) in [&a.short, &a.long].into_iter().zip(summaries.iter_mut()) {
+            if let Some(steps) = walk {
+                let mut at = 0;
+                let s = replay(steps, &mut at, q, &mut answer, log_size, 0)?;
+                if at != steps.len() {
+                    return Err(VerifyError::Range("the tree walk has steps left over".into()));
+                }
+                *summary = Some(s);
+            }
+        }
+        if let Some((p, _)) = answer.iter().find(|(_, (_, used))| !used) {
+            return Err(VerifyError::Range(format!("the atom at position {p} is not in the index")));
+        }
+        let frames_root = match &a.frame {
+            FrameWitness::Present { index, path } => {
+                let entry = encode_frame(&q.frame, summaries[0], summaries[1]);
+                frames_root_from(*index, a.frames, &entry, path)?
+            }
+            FrameWitness::Absent { left, right } => {
+                if a.short.is_some() || a.long.is_some() || !self.atoms.is_empty() {
+                    return Err(VerifyError::Range("an absent frame has no trees and no answer".into()));
+                }
+                absent_frame_root(&q.frame, a.frames, left.as_ref(), right.as_ref())?
+            }
+        };
+        let root = index_root(a.frames, &frames_root, &a.subjects_root, &a.links_root);
+        if root != *index_root_expected {
+            return Err(VerifyError::IndexRoot);
+        }
+        Ok(answer.into_iter().map(|(p, (atom, _))| (p, atom)).collect())
+    }
+}
+
+fn put_steps(out: &mut Vec<u8>, steps: &[Step], coder: &mut BoxCoder) {
+    for step in steps {
+        match step {
+            Step::Pruned(s) => {
+                out.put_u8(tag::PRUNED);
+                coder.put(out, &s.bbox);
+                out.put_bytes(&s.digest);
+            }
+            Step::Interior => out.put_u8(tag::INTERIOR),
+            Step::Hit(p) => {
+                out.put_u8(tag::HIT);
+                out.put_varint(*p);
+            }
+            Step::Miss(e) => {
+                out.put_u8(tag::MISS);
+                out.put_varint(e.position);
+                out.put_bytes(&e.id.0);
+                coder.put(out, &e.bbox);
+            }
+        }
+    }
+}
+
+/// Read one tree's steps (pre-order, self-delimiting).
+fn read_steps(
+    r: &mut Reader<'_>,
+    out: &mut Vec<Step>,
+    coder: &mut BoxCoder,
+    depth: usize,
+) -> Result<(), WireError> {
+    if depth > MAX_DEPTH {
+        return Err(WireError::Invalid { field: "tree", problem: "deeper than any index tree".into() });
+    }
+    match r.u8("step")? {
+        tag::PRUNED => {
+            let bbox = coder.read(r)?;
+            out.push(Step::Pruned(Summary { bbox, digest: r.array("digest")? }));
+        }
+        tag::INTERIOR => {
+            out.push(Step::Interior);
+            read_steps(r, out, coder, depth + 1)?;
+            read_steps(r, out, coder, depth + 1)?;
+        }
+        tag::HIT => out.push(Step::Hit(r.varint("position")?)),
+        tag::MISS => {
+            let position = r.varint("position")?;
+            let id = crate::atom::AtomId(r.array("id")?);
+            out.push(Step::Miss(Entry { position, id, bbox: coder.read(r)? }));
+        }
+        t => return Err(WireError::Invalid { field: "step", problem: format!("unknown step {t}") }),
+    }
+    Ok(())
+}
+
+/// Recompute a walked tree's summary, checking that nothing it passes over could answer.
+fn replay(
+    steps: &[Step],
+    at: &mut usize,
+    q: &Query,
+    answer: &mut BTreeMap<u64, (Atom, bool)>,
+    log_size: u64,
+    depth: usize,
+) -> Result<Summary, VerifyError> {
+    if depth > MAX_DEPTH {
+        return Err(VerifyError::Range("the tree walk is too deep".into()));
+    }
+    let step = steps.get(*at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
+    *at += 1;
+    match step {
+        Step::Pruned(s) => {
+            if s.bbox.meets(q) {
+                return Err(VerifyError::Range("a subtree passed over meets the query".into()));
+            }
+            Ok(*s)
+        }
+        Step::Interior => {
+            let left = replay(steps, at, q, answer, log_size, depth + 1)?;
+            let right = replay(steps, at, q, answer, log_size, depth + 1)?;
+            Ok(Summary::join(&left, &right))
+        }
+        Step::Hit(p) => {
+            let (atom, used) = answer.get_mut(p).ok_or_else(|| {
+                VerifyError::Range(format!("the index answers with position {p}, which the answer lacks"))
+            })?;
+            if *used {
+                return Err(VerifyError::Range(format!("position {p} answers twice")));
+            }
+            *used = true;
+            let entry = Entry { position: *p, id: atom.id(), bbox: SpaceTime::of_atom(atom.parts()) };
+            Ok(entry.summary())
+        }
+        Step::Miss(e) => {
+            if e.bbox.meets(q) {
+                return Err(VerifyError::Range(format!(
+                    "position {} answers the query but is left out",
+                    e.position
+                )));
+            }
+            if e.position >= log_size {
+                return Err(VerifyError::Range(format!("position {} is beyond the head", e.position)));
+            }
+            Ok(e.summary())
+        }
+    }
+}
+
+fn frames_root_from(index: u64, frames: u64, entry: &[u8], path: &[Digest]) -> Result<Digest, VerifyError> {
+    root_from_inclusion::<Blake3, _>(index, frames, &Blake3::hash_leaf(entry), path)
+        .map_err(|e| VerifyError::Range(format!("frames tree: {e}")))
+}
+
+fn absent_frame_root(
+    frame: &str,
+    frames: u64,
+    left: Option<&Neighbour>,
+    right: Option<&Neighbour>,
+) -> Result<Digest, VerifyError> {
+    let name_of = |n: &Neighbour| -> Result<String, VerifyError> {
+        Reader::new(&n.entry).str8("frame").map_err(|e| VerifyError::Range(format!("neighbour entry: {e}")))
+    };
+    let bad = |why: &str| Err(VerifyError::Range(format!("frame {frame:?} is not shown absent: {why}")));
+    match (left, right) {
+        (None, None) if frames == 0 => Ok(Blake3::hash_empty()),
+        (None, None) => bad("no neighbours"),
+        (Some(l), r) => {
+            if name_of(l)?.as_str() >= frame {
+                return bad("the left neighbour does not sort before it");
+            }
+            let root = frames_root_from(l.index, frames, &l.entry, &l.path)?;
+            match r {
+                None if l.index + 1 == frames => Ok(root),
+                None => bad("the left neighbour is not the last frame"),
+                Some(r) => {
+                    if name_of(r)?.as_str() <= frame || r.index != l.index + 1 {
+                        return bad("the right neighbour is not next to the left one, after it");
+                    }
+                    if frames_root_from(r.index, frames, &r.entry, &r.path)? != root {
+                        return bad("the neighbours are in different trees");
+                    }
+                    Ok(root)
+                }
+            }
+        }
+        (None, Some(r)) => {
+            if r.index != 0 || name_of(r)?.as_str() <= frame {
+                return bad("the right neighbour is not the first frame, after it");
+            }
+            frames_root_from(r.index, frames, &r.entry, &r.path)
+        }
+    }
+}

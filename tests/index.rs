@@ -1,0 +1,306 @@
+//! The index against brute force: on random logs and random queries every answer equals a
+//! scan, every proof verifies, incremental sealing gives the root of a fresh build, and
+//! mutated proofs are refused.
+
+use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Link, LinkRel, Permille};
+use sion_memory::index::geom::Query;
+use sion_memory::index::tree::Step;
+use sion_memory::index::{HOUR_NS, Index};
+use sion_memory::proof::{ListKey, ListProof, RangeProof, VerifyError};
+use sion_memory::sim::SplitMix64;
+
+const FRAMES: [&str; 3] = ["map", "odom", "site/b"];
+
+/// Atoms crowded into a small space and a few hours, so queries hit, touch and miss.
+fn random_atoms(rng: &mut SplitMix64, n: usize) -> Vec<Atom> {
+    let mut atoms: Vec<Atom> = Vec::with_capacity(n);
+    while atoms.len() < n {
+        let frame = FRAMES[(rng.next_u64() % 3) as usize];
+        let min = [rng.range(-5_000, 5_000), rng.range(-5_000, 5_000), rng.range(0, 3_000)];
+        let size = [rng.range(0, 2_000), rng.range(0, 2_000), rng.range(0, 1_000)];
+        let max = [min[0] + size[0], min[1] + size[1], min[2] + size[2]];
+        let from = rng.range(0, 6 * HOUR_NS);
+        let len = match rng.next_u64() % 10 {
+            0 => Interval::OPEN_END_NS - from,
+            1 => rng.range(HOUR_NS + 1, 5 * HOUR_NS),
+            2 => HOUR_NS,
+            _ => rng.range(1, 600_000_000_000),
+        };
+        // Any kind but revision and conflict, whose links these random atoms do not have.
+        let kinds: Vec<Kind> =
+            Kind::ALL.iter().copied().filter(|k| !matches!(k, Kind::Revision | Kind::Conflict)).collect();
+        let kind = kinds[(rng.next_u64() % kinds.len() as u64) as usize];
+        let mut p = AtomParts::new(
+            kind,
+            frame,
+            BoxMm { min_mm: min, max_mm: max },
+            Interval { from_ns: from, to_ns: from + len },
+            Permille((rng.next_u64() % 1001) as u16),
+        );
+        if rng.chance(700) {
+            p.subject = format!("pallet-{}", rng.next_u64() % 12);
+        }
+        if !atoms.is_empty() && rng.chance(300) {
+            let target = atoms[(rng.next_u64() % atoms.len() as u64) as usize].id();
+            p.links.push(Link { rel: LinkRel::from_code((rng.next_u64() % 4) as u8).expect("rel"), target });
+            let second = Link { rel: LinkRel::Supports, target: atoms[0].id() };
+            if rng.chance(200) && p.links[0] != second {
+                p.links.push(second);
+            }
+        }
+        p.payload = sion_memory::atom::Payload::Text(format!("{}", atoms.len()));
+        atoms.push(Atom::new(p).expect("valid"));
+    }
+    atoms
+}
+
+fn random_query(rng: &mut SplitMix64) -> Query {
+    let frame = if rng.chance(50) { "nowhere" } else { FRAMES[(rng.next_u64() % 3) as usize] };
+    let min = [rng.range(-6_000, 6_000), rng.range(-6_000, 6_000), rng.range(-500, 3_500)];
+    let size = [rng.range(0, 4_000), rng.range(0, 4_000), rng.range(0, 2_000)];
+    let from = rng.range(-HOUR_NS, 7 * HOUR_NS);
+    let to = if rng.chance(100) { from } else { from + rng.range(1, 2 * HOUR_NS) };
+    Query::new(
+        frame,
+        BoxMm { min_mm: min, max_mm: [min[0] + size[0], min[1] + size[1], min[2] + size[2]] },
+        from,
+        to,
+    )
+    .expect("valid query")
+}
+
+fn brute_force(atoms: &[Atom], size: usize, q: &Query) -> Vec<u64> {
+    atoms[..size].iter().enumerate().filter(|(_, a)| q.matches(a.parts())).map(|(i, _)| i as u64).collect()
+}
+
+fn range_proof(index: &mut Index, atoms: &[Atom], q: &Query) -> RangeProof {
+    let answer = index.range(q);
+    let chosen = answer.positions.iter().map(|p| (*p, atoms[*p as usize].bytes().to_vec())).collect();
+    RangeProof { query: q.clone(), atoms: chosen, answer }
+}
+
+fn encode(p: &RangeProof) -> Vec<u8> {
+    let mut out = Vec::new();
+    p.put(&mut out);
+    out
+}
+
+fn decode(bytes: &[u8]) -> Option<RangeProof> {
+    let mut r = sion_memory::wire::Reader::new(bytes);
+    let p = RangeProof::read(&mut r).ok()?;
+    r.finish().ok()?;
+    Some(p)
+}
+
+#[test]
+fn answers_equal_brute_force_and_proofs_verify() {
+    let mut rng = SplitMix64::new(1);
+    for round in 0..12 {
+        let n = 50 + (rng.next_u64() % 1500) as usize;
+        let atoms = random_atoms(&mut rng, n);
+        let mut index = Index::new();
+        let mut folded = 0;
+        while folded < n {
+            // Seal at random sizes: the incremental root must equal a fresh build's.
+            let step = 1 + (rng.next_u64() % 300) as usize;
+            for a in &atoms[folded..(folded + step).min(n)] {
+                index.fold(a);
+            }
+            folded = (folded + step).min(n);
+            let root = index.root();
+            assert_eq!(root, Index::build(&atoms[..folded]).root(), "round {round}, size {folded}");
+            for _ in 0..20 {
+                let q = random_query(&mut rng);
+                let proof = range_proof(&mut index, &atoms, &q);
+                assert_eq!(proof.answer.positions, brute_force(&atoms, folded, &q), "round {round}: {q:?}");
+                let bytes = encode(&proof);
+                let back = decode(&bytes).expect("decodes");
+                let answer = back.verify(&root, folded as u64).expect("verifies");
+                let got: Vec<u64> = answer.iter().map(|(p, _)| *p).collect();
+                assert_eq!(got, brute_force(&atoms, folded, &q));
+            }
+        }
+    }
+}
+
+#[test]
+fn subject_and_link_lists_are_complete() {
+    let mut rng = SplitMix64::new(2);
+    let atoms = random_atoms(&mut rng, 800);
+    let mut index = Index::build(&atoms);
+    let root = index.root();
+    for s in (0..14).map(|i| format!("pallet-{i}")) {
+        let answer = index.subject(&s);
+        let expected: Vec<u64> =
+            atoms.iter().enumerate().filter(|(_, a)| a.parts().subject == s).map(|(i, _)| i as u64).collect();
+        assert_eq!(answer.positions, expected);
+        let proof = ListProof {
+            key: ListKey::Subject(s.clone()),
+            atoms: answer.positions.iter().map(|p| (*p, atoms[*p as usize].bytes().to_vec())).collect(),
+            answer,
+        };
+        let got = proof.verify(&root, 800).expect("subject proof verifies");
+        assert_eq!(got.len(), expected.len());
+        if !expected.is_empty() {
+            let mut short = proof.clone();
+            short.atoms.pop();
+            assert!(short.verify(&root, 800).is_err(), "a result removed");
+        }
+    }
+    for target in atoms.iter().take(60) {
+        let answer = index.links(&target.id());
+        let expected: Vec<u64> = atoms
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.parts().links.iter().any(|l| l.target == target.id()))
+            .map(|(i, _)| i as u64)
+            .collect();
+        assert_eq!(answer.positions, expected);
+        let proof = ListProof {
+            key: ListKey::LinksTo(target.id()),
+            atoms: answer.positions.iter().map(|p| (*p, atoms[*p as usize].bytes().to_vec())).collect(),
+            answer,
+        };
+        proof.verify(&root, 800).expect("link proof verifies");
+    }
+}
+
+/// Every way of tampering with a proof named in the issue, on one proof with hits and misses.
+#[test]
+fn mutated_range_proofs_are_refused() {
+    let mut rng = SplitMix64::new(3);
+    let atoms = random_atoms(&mut rng, 1200);
+    let mut index = Index::build(&atoms);
+    let root = index.root();
+    let mut tried = 0;
+    while tried < 8 {
+        let q = random_query(&mut rng);
+        let proof = range_proof(&mut index, &atoms, &q);
+        if proof.answer.positions.len() < 2 || proof.answer.short.is_none() {
+            continue;
+        }
+        tried += 1;
+        let refused = |p: &RangeProof, what: &str| {
+            assert!(p.verify(&root, 1200).is_err(), "{what} was accepted");
+        };
+        // A different head.
+        assert!(proof.verify(&[7; 32], 1200).is_err());
+        assert!(matches!(proof.verify(&root, 3), Err(VerifyError::Range(_))));
+        // A result removed, added, or swapped for another atom.
+        let mut p = proof.clone();
+        p.atoms.remove(0);
+        refused(&p, "a removed result");
+        let mut p = proof.clone();
+        let extra = (0..1200u64).find(|i| !proof.answer.positions.contains(i)).expect("one");
+        p.atoms.push((extra, atoms[extra as usize].bytes().to_vec()));
+        p.atoms.sort();
+        refused(&p, "an added result");
+        let mut p = proof.clone();
+        p.atoms[0].1 = atoms[(p.atoms[0].0 as usize + 1) % 1200].bytes().to_vec();
+        refused(&p, "a swapped atom");
+        // Tree steps: drop, duplicate, swap children, widen and shrink boxes, flip digests.
+        let steps = proof.answer.short.clone().expect("short");
+        for i in 0..steps.len() {
+            let mut s = steps.clone();
+            s.remove(i);
+            let mut p = proof.clone();
+            p.answer.short = Some(s);
+            refused(&p, "a dropped node");
+            let mut s = steps.clone();
+            s.insert(i, steps[i].clone());
+            let mut p = proof.clone();
+            p.answer.short = Some(s);
+            refused(&p, "a duplicated node");
+            match &steps[i] {
+                Step::Pruned(sum) => {
+                    for (grow, shrink) in [(1, 0), (0, 1)] {
+                        let mut sum = *sum;
+                        sum.bbox.max_mm[0] += grow;
+                        sum.bbox.min_mm[1] += shrink;
+                        let mut s = steps.clone();
+                        s[i] = Step::Pruned(sum);
+                        let mut p = proof.clone();
+                        p.answer.short = Some(s);
+                        refused(&p, "a widened or shrunk box");
+                    }
+                    let mut sum = *sum;
+                    sum.digest[3] ^= 0x20;
+                    let mut s = steps.clone();
+                    s[i] = Step::Pruned(sum);
+                    let mut p = proof.clone();
+                    p.answer.short = Some(s);
+                    refused(&p, "a flipped digest");
+                }
+                Step::Miss(e) => {
+                    let mut e = *e;
+                    e.bbox.to_ns -= 1;
+                    let mut s = steps.clone();
+                    s[i] = Step::Miss(e);
+                    let mut p = proof.clone();
+                    p.answer.short = Some(s);
+                    refused(&p, "a shrunk entry");
+                }
+                _ => {}
+            }
+        }
+        // Swapped children: the subtrees under the first interior node exchanged.
+        if let Some(first) = steps.iter().position(|s| *s == Step::Interior) {
+            let (left_end, _) = subtree_end(&steps, first + 1);
+            let (right_end, _) = subtree_end(&steps, left_end);
+            let mut s = steps[..first + 1].to_vec();
+            s.extend_from_slice(&steps[left_end..right_end]);
+            s.extend_from_slice(&steps[first + 1..left_end]);
+            s.extend_from_slice(&steps[right_end..]);
+            if s != steps {
+                let mut p = proof.clone();
+                p.answer.short = Some(s);
+                refused(&p, "swapped children");
+            }
+        }
+        // Every bit of the encoding: no flip proves the asked query's answer (a flip inside
+        // the query may prove some other query's answer, which is not a proof of this one).
+        let bytes = encode(&proof);
+        for i in (0..bytes.len()).step_by(3) {
+            let mut b = bytes.clone();
+            b[i] ^= 1 << (i % 8);
+            if let Some(p) = decode(&b) {
+                let proves_it = p.query == proof.query && p.verify(&root, 1200).is_ok();
+                assert!(!proves_it, "bit flip at byte {i} of {} was accepted", bytes.len());
+            }
+        }
+    }
+}
+
+fn subtree_end(steps: &[Step], at: usize) -> (usize, ()) {
+    match steps[at] {
+        Step::Interior => {
+            let (l, _) = subtree_end(steps, at + 1);
+            subtree_end(steps, l)
+        }
+        _ => (at + 1, ()),
+    }
+}
+
+#[test]
+fn empty_answers_are_proved_too() {
+    let mut rng = SplitMix64::new(4);
+    let atoms = random_atoms(&mut rng, 300);
+    let mut index = Index::build(&atoms);
+    let root = index.root();
+    // An empty frame, a box far away, and an index with nothing at all.
+    for q in [
+        Query::new("aaa", BoxMm { min_mm: [0; 3], max_mm: [1; 3] }, 0, 10).expect("q"),
+        Query::new("zzz", BoxMm { min_mm: [0; 3], max_mm: [1; 3] }, 0, 10).expect("q"),
+        Query::new("nope", BoxMm { min_mm: [0; 3], max_mm: [1; 3] }, 0, 10).expect("q"),
+        Query::new("map", BoxMm { min_mm: [90_000; 3], max_mm: [91_000; 3] }, 0, HOUR_NS).expect("q"),
+    ] {
+        let proof = range_proof(&mut index, &atoms, &q);
+        assert!(proof.answer.positions.is_empty());
+        assert!(decode(&encode(&proof)).expect("decodes").verify(&root, 300).expect("verifies").is_empty());
+    }
+    let mut empty = Index::new();
+    let root = empty.root();
+    let q = Query::new("map", BoxMm { min_mm: [0; 3], max_mm: [1; 3] }, 0, 10).expect("q");
+    let proof = range_proof(&mut empty, &[], &q);
+    assert!(proof.verify(&root, 0).expect("verifies").is_empty());
+}
