@@ -2,57 +2,15 @@
 //! scan, every proof verifies, incremental sealing gives the root of a fresh build, and
 //! mutated proofs are refused.
 
-use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Link, LinkRel, Permille};
+mod common;
+
+use common::{FRAMES, random_atoms};
+use sion_memory::atom::{Atom, BoxMm};
 use sion_memory::index::geom::Query;
-use sion_memory::index::tree::Step;
+use sion_memory::index::tree::{GroupEntry, Step};
 use sion_memory::index::{HOUR_NS, Index};
 use sion_memory::proof::{ListKey, ListProof, RangeProof, VerifyError};
 use sion_memory::sim::SplitMix64;
-
-const FRAMES: [&str; 3] = ["map", "odom", "site/b"];
-
-/// Atoms crowded into a small space and a few hours, so queries hit, touch and miss.
-fn random_atoms(rng: &mut SplitMix64, n: usize) -> Vec<Atom> {
-    let mut atoms: Vec<Atom> = Vec::with_capacity(n);
-    while atoms.len() < n {
-        let frame = FRAMES[(rng.next_u64() % 3) as usize];
-        let min = [rng.range(-5_000, 5_000), rng.range(-5_000, 5_000), rng.range(0, 3_000)];
-        let size = [rng.range(0, 2_000), rng.range(0, 2_000), rng.range(0, 1_000)];
-        let max = [min[0] + size[0], min[1] + size[1], min[2] + size[2]];
-        let from = rng.range(0, 6 * HOUR_NS);
-        let len = match rng.next_u64() % 10 {
-            0 => Interval::OPEN_END_NS - from,
-            1 => rng.range(HOUR_NS + 1, 5 * HOUR_NS),
-            2 => HOUR_NS,
-            _ => rng.range(1, 600_000_000_000),
-        };
-        // Any kind but revision and conflict, whose links these random atoms do not have.
-        let kinds: Vec<Kind> =
-            Kind::ALL.iter().copied().filter(|k| !matches!(k, Kind::Revision | Kind::Conflict)).collect();
-        let kind = kinds[(rng.next_u64() % kinds.len() as u64) as usize];
-        let mut p = AtomParts::new(
-            kind,
-            frame,
-            BoxMm { min_mm: min, max_mm: max },
-            Interval { from_ns: from, to_ns: from + len },
-            Permille((rng.next_u64() % 1001) as u16),
-        );
-        if rng.chance(700) {
-            p.subject = format!("pallet-{}", rng.next_u64() % 12);
-        }
-        if !atoms.is_empty() && rng.chance(300) {
-            let target = atoms[(rng.next_u64() % atoms.len() as u64) as usize].id();
-            p.links.push(Link { rel: LinkRel::from_code((rng.next_u64() % 4) as u8).expect("rel"), target });
-            let second = Link { rel: LinkRel::Supports, target: atoms[0].id() };
-            if rng.chance(200) && p.links[0] != second {
-                p.links.push(second);
-            }
-        }
-        p.payload = sion_memory::atom::Payload::Text(format!("{}", atoms.len()));
-        atoms.push(Atom::new(p).expect("valid"));
-    }
-    atoms
-}
 
 fn random_query(rng: &mut SplitMix64) -> Query {
     let frame = if rng.chance(50) { "nowhere" } else { FRAMES[(rng.next_u64() % 3) as usize] };
@@ -231,14 +189,25 @@ fn mutated_range_proofs_are_refused() {
                     p.answer.short = Some(s);
                     refused(&p, "a flipped digest");
                 }
-                Step::Miss(e) => {
-                    let mut e = *e;
-                    e.bbox.to_ns -= 1;
-                    let mut s = steps.clone();
-                    s[i] = Step::Miss(e);
-                    let mut p = proof.clone();
-                    p.answer.short = Some(s);
-                    refused(&p, "a shrunk entry");
+                Step::Group(group) => {
+                    for (j, entry) in group.iter().enumerate() {
+                        let mut altered = group.clone();
+                        match entry {
+                            GroupEntry::Miss(e) => {
+                                let mut e = *e;
+                                e.bbox.to_ns -= 1;
+                                altered[j] = GroupEntry::Miss(e);
+                            }
+                            GroupEntry::Hit(_) => {
+                                altered.remove(j);
+                            }
+                        }
+                        let mut s = steps.clone();
+                        s[i] = Step::Group(altered);
+                        let mut p = proof.clone();
+                        p.answer.short = Some(s);
+                        refused(&p, "a shrunk or dropped group entry");
+                    }
                 }
                 _ => {}
             }

@@ -171,3 +171,164 @@ mod tests {
         assert!(root_from_path(&k(0), &k(0), [0; 32], &twice).is_none());
     }
 }
+
+#[derive(Debug, Clone)]
+enum MapNode {
+    Leaf { key: [u8; 32], digest: Digest },
+    Interior { crit: u16, children: [usize; 2], digest: Option<Digest> },
+}
+
+/// A crit-bit tree kept up to date key by key: inserting a key or changing a leaf marks its
+/// path, and `seal` rehashes only marked nodes. Same shape and digests as [`CritTree::build`].
+#[derive(Debug, Clone, Default)]
+pub struct CritMap {
+    nodes: Vec<MapNode>,
+    root: Option<usize>,
+    leaves: std::collections::HashMap<[u8; 32], usize>,
+}
+
+impl CritMap {
+    pub fn len(&self) -> usize {
+        self.leaves.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.leaves.is_empty()
+    }
+
+    /// Set the leaf digest of `key`, inserting the key if it is new.
+    pub fn set(&mut self, key: [u8; 32], digest: Digest) {
+        if let Some(&leaf) = self.leaves.get(&key) {
+            self.nodes[leaf] = MapNode::Leaf { key, digest };
+            self.mark(&key, usize::MAX);
+            return;
+        }
+        let leaf = self.nodes.len();
+        self.nodes.push(MapNode::Leaf { key, digest });
+        self.leaves.insert(key, leaf);
+        let Some(root) = self.root else {
+            self.root = Some(leaf);
+            return;
+        };
+        // The leaf a search ends at shares the longest prefix with the new key.
+        let mut at = root;
+        while let MapNode::Interior { crit, children, .. } = &self.nodes[at] {
+            at = children[usize::from(bit(&key, *crit))];
+        }
+        let MapNode::Leaf { key: near, .. } = &self.nodes[at] else { unreachable!() };
+        let Some(crit) = first_difference(&key, near) else { return };
+        // Insert a node at the first place on the path whose crit bit is past the new one.
+        let mut parent: Option<(usize, usize)> = None;
+        let mut at = root;
+        while let MapNode::Interior { crit: c, children, .. } = &self.nodes[at] {
+            if *c > crit {
+                break;
+            }
+            let side = usize::from(bit(&key, *c));
+            parent = Some((at, side));
+            at = children[side];
+        }
+        let mut children = [at, at];
+        children[usize::from(bit(&key, crit))] = leaf;
+        let node = self.nodes.len();
+        self.nodes.push(MapNode::Interior { crit, children, digest: None });
+        match parent {
+            None => self.root = Some(node),
+            Some((p, side)) => {
+                if let MapNode::Interior { children, .. } = &mut self.nodes[p] {
+                    children[side] = node;
+                }
+            }
+        }
+        self.mark(&key, node);
+    }
+
+    /// Forget the digests on the path to `key` (down to `stop`, exclusive, if given).
+    fn mark(&mut self, key: &[u8; 32], stop: usize) {
+        let mut at = self.root;
+        while let Some(i) = at {
+            if i == stop {
+                return;
+            }
+            match &mut self.nodes[i] {
+                MapNode::Interior { crit, children, digest } => {
+                    *digest = None;
+                    at = Some(children[usize::from(bit(key, *crit))]);
+                }
+                MapNode::Leaf { .. } => return,
+            }
+        }
+    }
+
+    fn digest_of(&mut self, i: usize) -> Digest {
+        match self.nodes[i].clone() {
+            MapNode::Leaf { digest, .. } => digest,
+            MapNode::Interior { digest: Some(d), .. } => d,
+            MapNode::Interior { crit, children, digest: None } => {
+                let d = node_digest(crit, &self.digest_of(children[0]), &self.digest_of(children[1]));
+                if let MapNode::Interior { digest, .. } = &mut self.nodes[i] {
+                    *digest = Some(d);
+                }
+                d
+            }
+        }
+    }
+
+    /// Rehash what changed; the root digest.
+    pub fn seal(&mut self) -> Digest {
+        match self.root {
+            None => empty_digest(),
+            Some(r) => self.digest_of(r),
+        }
+    }
+
+    /// After `seal`: the path a search for `key` takes, and the key and digest of the leaf it
+    /// ends at; `None` for an empty map.
+    pub fn search(&self, key: &[u8; 32]) -> Option<(Vec<PathStep>, [u8; 32], Digest)> {
+        let mut path = Vec::new();
+        let mut at = self.root?;
+        loop {
+            match &self.nodes[at] {
+                MapNode::Leaf { key: k, digest } => return Some((path, *k, *digest)),
+                MapNode::Interior { crit, children, .. } => {
+                    let side = usize::from(bit(key, *crit));
+                    path.push(PathStep { crit: *crit, sibling: self.sealed_digest(children[1 - side]) });
+                    at = children[side];
+                }
+            }
+        }
+    }
+
+    fn sealed_digest(&self, i: usize) -> Digest {
+        match &self.nodes[i] {
+            MapNode::Leaf { digest, .. } => *digest,
+            MapNode::Interior { digest, .. } => digest.unwrap_or([0; 32]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod map_tests {
+    use super::*;
+
+    #[test]
+    fn incremental_map_matches_a_fresh_build() {
+        let mut map = CritMap::default();
+        let mut leaves = std::collections::BTreeMap::new();
+        for round in 0..400u32 {
+            let key = *blake3::hash(&(round % 150).to_le_bytes()).as_bytes();
+            let digest = *blake3::hash(&round.to_le_bytes()).as_bytes();
+            map.set(key, digest);
+            leaves.insert(key, digest);
+            if round % 37 == 0 || round == 399 {
+                let fresh = CritTree::build(leaves.iter().map(|(k, d)| (*k, *d)).collect());
+                assert_eq!(map.seal(), fresh.root(), "round {round}");
+                for k in leaves.keys().take(20) {
+                    let (path, found, digest) = map.search(k).expect("non-empty");
+                    assert_eq!(&found, k);
+                    assert_eq!(root_from_path(k, k, digest, &path), Some(fresh.root()));
+                }
+            }
+        }
+    }
+}

@@ -11,14 +11,18 @@ pub mod critbit;
 pub mod geom;
 pub mod tree;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap};
+
+use rayon::prelude::*;
 
 use crate::atom::{Atom, AtomId, Interval};
 use crate::merkle::{Blake3, Digest, Frontier, MemoryTree, TreeHasher as _};
 use crate::wire::Put as _;
-use critbit::{CritTree, PathStep};
+use critbit::{CritMap, PathStep};
 use geom::{Query, SpaceTime};
-use tree::{Built, Entry, Step, Summary, interior, kd_order, left_len};
+use tree::{
+    Built, Entry, GROUP, GroupEntry, Items, Step, Summary, group_summary, interior_of, kd_order, walk,
+};
 
 /// Atoms valid for at most this long are short-lived.
 pub const SHORT_LIVED_NS: i64 = 3_600_000_000_000;
@@ -33,6 +37,22 @@ const TAG_ROOT: u8 = 0x30;
 const TAG_SUBJECT: u8 = 0x20;
 const TAG_LINKS: u8 = 0x23;
 
+#[cfg(test)]
+mod cell_tests {
+    use super::spread;
+
+    #[test]
+    fn spread_puts_bit_i_at_2i() {
+        for v in [0u64, 1, 0b1011, u64::MAX, 1 << 63, 0x1234_5678_9abc_def0] {
+            let mut expected = 0u128;
+            for i in 0..64 {
+                expected |= u128::from((v >> i) & 1) << (2 * i);
+            }
+            assert_eq!(spread(v), expected);
+        }
+    }
+}
+
 pub fn is_short_lived(valid: &Interval) -> bool {
     valid.to_ns - valid.from_ns <= SHORT_LIVED_NS
 }
@@ -43,11 +63,19 @@ pub fn cell_key(bbox: &SpaceTime) -> u128 {
     let cy = bbox.center(1).div_euclid(CELL_MM);
     // Offset to unsigned so the order of keys follows the order of cells.
     let (x, y) = ((cx as u64) ^ (1 << 63), (cy as u64) ^ (1 << 63));
-    let mut key = 0u128;
-    for b in (0..64).rev() {
-        key = (key << 2) | (u128::from((x >> b) & 1) << 1) | u128::from((y >> b) & 1);
-    }
-    key
+    (spread(x) << 1) | spread(y)
+}
+
+/// The bits of `v` at the even bit positions of a u128 (bit i goes to bit 2i).
+fn spread(v: u64) -> u128 {
+    let mut x = u128::from(v);
+    x = (x | (x << 32)) & 0x0000_0000_FFFF_FFFF_0000_0000_FFFF_FFFF;
+    x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF_0000_FFFF_0000_FFFF;
+    x = (x | (x << 8)) & 0x00FF_00FF_00FF_00FF_00FF_00FF_00FF_00FF;
+    x = (x | (x << 4)) & 0x0F0F_0F0F_0F0F_0F0F_0F0F_0F0F_0F0F_0F0F;
+    x = (x | (x << 2)) & 0x3333_3333_3333_3333_3333_3333_3333_3333;
+    x = (x | (x << 1)) & 0x5555_5555_5555_5555_5555_5555_5555_5555;
+    x
 }
 
 /// Entries of one cell, in blocks.
@@ -55,7 +83,8 @@ pub fn cell_key(bbox: &SpaceTime) -> u128 {
 struct Bucket {
     /// Block `b` is `entries[b * BLOCK ..]`, in k-d order within the block.
     entries: Vec<Entry>,
-    /// Interior nodes of each block's tree, pre-order.
+    /// Each block's interior nodes over its leaf groups (pre-order); group summaries are
+    /// recomputed when needed, which saves a quarter of the index's memory.
     blocks: Vec<Vec<Summary>>,
     /// The list over block roots.
     roots: Built,
@@ -66,8 +95,13 @@ struct Bucket {
 impl Bucket {
     fn push(&mut self, e: Entry) {
         let block = self.entries.len() / BLOCK;
+        if self.entries.capacity() == 0 {
+            self.entries.reserve_exact(16);
+        }
         self.entries.push(e);
-        self.dirty_from = Some(self.dirty_from.map_or(block, |d| d.min(block)));
+        if self.dirty_from.is_none() {
+            self.dirty_from = Some(block);
+        }
     }
 
     fn block(&self, b: usize) -> &[Entry] {
@@ -82,18 +116,16 @@ impl Bucket {
             let end = ((b + 1) * BLOCK).min(self.entries.len());
             let block = &mut self.entries[b * BLOCK..end];
             kd_order(block);
-            let leaves: Vec<Summary> = block.iter().map(Entry::summary).collect();
-            self.blocks.push(interior(&leaves));
+            let groups: Vec<&[Entry]> = block.chunks(GROUP).collect();
+            self.blocks.push(interior_of(groups.len(), &|g| group_summary(groups[g])));
         }
         let roots = (0..count).map(|b| self.block_root(b)).collect();
         self.roots = Built::new(roots);
     }
 
     fn block_root(&self, b: usize) -> Summary {
-        match self.blocks[b].first() {
-            Some(root) => *root,
-            None => self.block(b)[0].summary(),
-        }
+        // Blocks are never empty; a block of one group has no interior.
+        self.blocks[b].first().copied().unwrap_or_else(|| group_summary(self.block(b)))
     }
 
     fn root(&self) -> Option<Summary> {
@@ -101,41 +133,32 @@ impl Bucket {
     }
 
     fn walk(&self, q: &Query, out: &mut Vec<Step>) {
-        self.roots.walk(q, out, &mut |b, out| walk_block(self.block(b), &self.blocks[b], q, out));
-    }
-}
-
-fn walk_block(entries: &[Entry], interior: &[Summary], q: &Query, out: &mut Vec<Step>) {
-    fn go(
-        entries: &[Entry],
-        interior: &[Summary],
-        lo: usize,
-        hi: usize,
-        at: usize,
-        q: &Query,
-        out: &mut Vec<Step>,
-    ) {
-        if hi - lo == 1 {
-            let e = &entries[lo];
-            if e.bbox.meets(q) {
-                out.push(Step::Hit(e.position));
-            } else {
-                out.push(Step::Miss(*e));
-            }
-            return;
-        }
-        let node = interior[at];
-        if !node.bbox.meets(q) {
-            out.push(Step::Pruned(node));
-            return;
-        }
-        out.push(Step::Interior);
-        let m = left_len(hi - lo);
-        go(entries, interior, lo, lo + m, at + 1, q, out);
-        go(entries, interior, lo + m, hi, at + m, q, out);
-    }
-    if !entries.is_empty() {
-        go(entries, interior, 0, entries.len(), 0, q, out);
+        self.roots.walk(q, out, &mut |b, out| {
+            let entries = self.block(b);
+            let group = |g: usize| &entries[g * GROUP..((g + 1) * GROUP).min(entries.len())];
+            let items = Items {
+                count: entries.len().div_ceil(GROUP),
+                bbox: &|g| group(g).iter().skip(1).fold(group(g)[0].bbox, |b, e| b.union(&e.bbox)),
+                summary: &|g| group_summary(group(g)),
+            };
+            walk(&self.blocks[b], &items, q, out, &mut |g, out| {
+                let group = group(g);
+                out.push(Step::Group(
+                    group
+                        .iter()
+                        .map(
+                            |e| {
+                                if e.bbox.meets(q) {
+                                    GroupEntry::Hit(e.position)
+                                } else {
+                                    GroupEntry::Miss(*e)
+                                }
+                            },
+                        )
+                        .collect(),
+                ));
+            })
+        });
     }
 }
 
@@ -144,24 +167,25 @@ fn walk_block(entries: &[Entry], interior: &[Summary], q: &Query, out: &mut Vec<
 struct Cells {
     buckets: BTreeMap<u128, Bucket>,
     tree: Built,
-    dirty: BTreeSet<u128>,
+    /// Whether a bucket took entries since the last seal.
+    dirty: bool,
 }
 
 impl Cells {
     fn push(&mut self, e: Entry) {
-        let key = cell_key(&e.bbox);
-        self.buckets.entry(key).or_default().push(e);
-        self.dirty.insert(key);
+        self.buckets.entry(cell_key(&e.bbox)).or_default().push(e);
+        self.dirty = true;
     }
 
+    /// The buckets with entries not yet sealed.
+    fn dirty_buckets(&mut self) -> impl Iterator<Item = &mut Bucket> {
+        self.buckets.values_mut().filter(|b| b.dirty_from.is_some())
+    }
+
+    /// Rebuild the list over bucket roots (after the buckets are sealed); whether it changed.
     fn seal(&mut self) -> bool {
-        if self.dirty.is_empty() {
+        if !std::mem::take(&mut self.dirty) {
             return false;
-        }
-        for key in std::mem::take(&mut self.dirty) {
-            if let Some(b) = self.buckets.get_mut(&key) {
-                b.seal();
-            }
         }
         self.tree = Built::new(self.buckets.values().filter_map(Bucket::root).collect());
         true
@@ -186,6 +210,14 @@ struct Frame {
 }
 
 impl Frame {
+    fn dirty_buckets(&mut self) -> impl Iterator<Item = &mut Bucket> {
+        self.hours
+            .values_mut()
+            .chain(std::iter::once(&mut self.long))
+            .filter(|c| c.dirty)
+            .flat_map(Cells::dirty_buckets)
+    }
+
     fn seal(&mut self) {
         let mut changed = false;
         for cells in self.hours.values_mut() {
@@ -231,38 +263,115 @@ pub fn encode_frame(name: &str, short: Option<Summary>, long: Option<Summary>) -
     out
 }
 
-/// Atoms of one subject (or linking to one target), in log order, with the RFC 9162 tree
-/// over their list leaves.
+/// How list trees hash: RFC 9162's shape and leaf hashing (`BLAKE3(0x00 || leaf)`), with
+/// interior nodes `BLAKE3(left || right)` (one 64-byte block; the leaves are hashes already,
+/// and the count is committed beside the root).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListHasher;
+
+impl crate::merkle::TreeHasher for ListHasher {
+    fn hash_empty() -> Digest {
+        Blake3::hash_empty()
+    }
+
+    fn hash_leaf(data: &[u8]) -> Digest {
+        Blake3::hash_leaf(data)
+    }
+
+    fn hash_children(left: &Digest, right: &Digest) -> Digest {
+        let mut buf = [0u8; 64];
+        buf[..32].copy_from_slice(left);
+        buf[32..].copy_from_slice(right);
+        *blake3::hash(&buf).as_bytes()
+    }
+}
+
+/// Atoms of one subject (or linking to one target), in log order, with the list tree over
+/// their leaves.
 #[derive(Debug, Clone)]
 struct List {
+    key: [u8; 32],
     label: String,
     positions: Vec<u64>,
-    frontier: Frontier<Blake3>,
+    frontier: Frontier<ListHasher>,
 }
 
 impl List {
-    fn new(label: String) -> Self {
-        Self { label, positions: Vec::new(), frontier: Frontier::new() }
-    }
-
-    fn push(&mut self, position: u64, leaf: &[u8]) {
-        self.positions.push(position);
-        self.frontier.push(Blake3::hash_leaf(leaf), |_| {});
+    fn root(&self) -> Digest {
+        self.frontier.root()
     }
 }
 
-/// A subject list's leaf: u64 position || atom id. A link list's: u64 position || source atom
-/// id || u8 relation code.
-pub fn subject_leaf(position: u64, id: &AtomId) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40);
-    out.put_u64(position);
-    out.put_bytes(&id.0);
-    out
+/// The lists of one map (subjects or links) and the crit-bit tree over their leaves.
+#[derive(Debug, Clone, Default)]
+struct Lists {
+    map: CritMap,
+    lists: Vec<List>,
+    by_key: HashMap<[u8; 32], usize>,
+    dirty: Vec<usize>,
+    /// Whether a list's leaf is out of date (index into `lists`).
+    stale: Vec<bool>,
 }
 
-pub fn link_leaf(position: u64, id: &AtomId, rel: u8) -> Vec<u8> {
-    let mut out = subject_leaf(position, id);
-    out.put_u8(rel);
+impl Lists {
+    /// The slot of `key`, making an empty list labelled `label()` if there is none.
+    fn slot(&mut self, key: [u8; 32], label: impl FnOnce() -> String) -> usize {
+        if let Some(&i) = self.by_key.get(&key) {
+            return i;
+        }
+        let i = self.lists.len();
+        self.lists.push(List { key, label: label(), positions: Vec::new(), frontier: Frontier::new() });
+        self.stale.push(false);
+        self.by_key.insert(key, i);
+        i
+    }
+
+    /// Add folded atoms to their lists; an atom is added to a list once however often it
+    /// names it.
+    fn absorb(&mut self, mut pending: Vec<(usize, u64, AtomId)>) {
+        // Stable: a list's atoms stay in log order, and one list is worked through at a time.
+        pending.sort_by_key(|(slot, _, _)| *slot);
+        for (i, position, id) in pending {
+            let list = &mut self.lists[i];
+            if list.positions.last() == Some(&position) {
+                continue;
+            }
+            list.positions.push(position);
+            list.frontier.push(Blake3::hash_leaf(&list_leaf(position, &id)), |_| {});
+            if !self.stale[i] {
+                self.stale[i] = true;
+                self.dirty.push(i);
+            }
+        }
+    }
+
+    fn seal(&mut self, leaf_digest: impl Fn(&List) -> Digest) -> Digest {
+        for i in std::mem::take(&mut self.dirty) {
+            self.stale[i] = false;
+            let list = &self.lists[i];
+            self.map.set(list.key, leaf_digest(list));
+        }
+        self.map.seal()
+    }
+
+    fn get(&self, key: &[u8; 32]) -> Option<&List> {
+        self.by_key.get(key).map(|&i| &self.lists[i])
+    }
+}
+
+fn subject_digest(l: &List) -> Digest {
+    subject_leaf_digest(&l.key, l.positions.len() as u64, &l.root(), &l.label)
+}
+
+fn link_digest(l: &List) -> Digest {
+    link_leaf_digest(&l.key, l.positions.len() as u64, &l.root())
+}
+
+/// A list's leaf: u64 position || atom id (hashed as `BLAKE3(0x00 || leaf)`).
+pub fn list_leaf(position: u64, id: &AtomId) -> [u8; 40] {
+    let mut out = [0u8; 40];
+    out[..8].copy_from_slice(&position.to_le_bytes());
+    out[8..].copy_from_slice(&id.0);
     out
 }
 
@@ -305,8 +414,13 @@ pub fn index_root(frames: u64, frames_root: &Digest, subjects: &Digest, links: &
 pub struct Index {
     size: u64,
     frames: BTreeMap<String, Frame>,
-    subjects: BTreeMap<[u8; 32], List>,
-    links: BTreeMap<[u8; 32], List>,
+    /// (list slot, position, atom id) folded since the last seal, for subjects and for links.
+    pending_subjects: Vec<(usize, u64, AtomId)>,
+    pending_links: Vec<(usize, u64, AtomId)>,
+    subjects: Lists,
+    /// Subject text to its slot in `subjects`, so folding hashes a subject only once.
+    subject_slots: HashMap<String, usize>,
+    links: Lists,
     sealed: Option<Sealed>,
 }
 
@@ -315,8 +429,8 @@ pub struct Index {
 struct Sealed {
     frame_names: Vec<String>,
     frames_tree: MemoryTree<Blake3>,
-    subjects: CritTree,
-    links: CritTree,
+    subjects_root: Digest,
+    links_root: Digest,
     root: Digest,
 }
 
@@ -399,29 +513,38 @@ impl Index {
         self.sealed = None;
         let p = atom.parts();
         let entry = Entry { position, id: atom.id(), bbox: SpaceTime::of_atom(p) };
-        let frame = self.frames.entry(p.frame.clone()).or_default();
-        if is_short_lived(&p.valid) {
-            let hour = p.valid.from_ns.div_euclid(HOUR_NS);
-            let cells = frame.hours.entry(hour).or_insert_with(|| {
-                frame.dirty = true;
-                Cells::default()
-            });
-            cells.push(entry);
-        } else {
-            frame.long.push(entry);
+        if !self.frames.contains_key(&p.frame) {
+            self.frames.insert(p.frame.clone(), Frame::default());
+        }
+        if let Some(frame) = self.frames.get_mut(&p.frame) {
+            if is_short_lived(&p.valid) {
+                let hour = p.valid.from_ns.div_euclid(HOUR_NS);
+                frame
+                    .hours
+                    .entry(hour)
+                    .or_insert_with(|| {
+                        frame.dirty = true;
+                        Cells::default()
+                    })
+                    .push(entry);
+            } else {
+                frame.long.push(entry);
+            }
         }
         if !p.subject.is_empty() {
-            let key = subject_key(&p.subject);
-            self.subjects
-                .entry(key)
-                .or_insert_with(|| List::new(p.subject.clone()))
-                .push(position, &subject_leaf(position, &entry.id));
+            let slot = match self.subject_slots.get(&p.subject) {
+                Some(&i) => i,
+                None => {
+                    let i = self.subjects.slot(subject_key(&p.subject), || p.subject.clone());
+                    self.subject_slots.insert(p.subject.clone(), i);
+                    i
+                }
+            };
+            self.pending_subjects.push((slot, position, entry.id));
         }
         for link in &p.links {
-            self.links
-                .entry(link.target.0)
-                .or_insert_with(|| List::new(String::new()))
-                .push(position, &link_leaf(position, &entry.id, link.rel.code()));
+            let slot = self.links.slot(link.target.0, String::new);
+            self.pending_links.push((slot, position, entry.id));
         }
     }
 
@@ -430,34 +553,28 @@ impl Index {
         if let Some(s) = &self.sealed {
             return s.root;
         }
+        // The expensive part, on every core: the buckets' k-d trees, and the lists.
+        let (subjects, links) =
+            (std::mem::take(&mut self.pending_subjects), std::mem::take(&mut self.pending_links));
+        let mut dirty: Vec<&mut Bucket> = self.frames.values_mut().flat_map(Frame::dirty_buckets).collect();
+        let (lists, buckets) = (&mut (&mut self.subjects, &mut self.links), &mut dirty);
+        rayon::join(
+            || {
+                lists.0.absorb(subjects);
+                lists.1.absorb(links);
+            },
+            || buckets.par_iter_mut().for_each(|b| b.seal()),
+        );
         for frame in self.frames.values_mut() {
             frame.seal();
         }
         let frame_names: Vec<String> = self.frames.keys().cloned().collect();
         let frames_tree = MemoryTree::<Blake3>::from_leaves(self.frames.iter().map(|(n, f)| f.encode(n)));
-        let subjects = CritTree::build(
-            self.subjects
-                .iter()
-                .map(|(k, l)| {
-                    (*k, subject_leaf_digest(k, l.positions.len() as u64, &l.frontier.root(), &l.label))
-                })
-                .collect(),
-        );
-        let links = CritTree::build(
-            self.links
-                .iter()
-                .map(|(k, l)| (*k, link_leaf_digest(k, l.positions.len() as u64, &l.frontier.root())))
-                .collect(),
-        );
-        let root = index_root(frame_names.len() as u64, &frames_tree.root(), &subjects.root(), &links.root());
-        self.sealed = Some(Sealed { frame_names, frames_tree, subjects, links, root });
+        let subjects_root = self.subjects.seal(subject_digest);
+        let links_root = self.links.seal(link_digest);
+        let root = index_root(frame_names.len() as u64, &frames_tree.root(), &subjects_root, &links_root);
+        self.sealed = Some(Sealed { frame_names, frames_tree, subjects_root, links_root, root });
         root
-    }
-
-    fn sealed(&mut self) -> &Sealed {
-        self.seal();
-        // `seal` just set it.
-        self.sealed.as_ref().unwrap_or_else(|| unreachable!())
     }
 
     /// The index root (sealing first if needed).
@@ -475,7 +592,7 @@ impl Index {
         self.seal();
         let sealed = self.sealed.as_ref().unwrap_or_else(|| unreachable!());
         let frames = sealed.frame_names.len() as u64;
-        let (subjects_root, links_root) = (sealed.subjects.root(), sealed.links.root());
+        let (subjects_root, links_root) = (sealed.subjects_root, sealed.links_root);
         let found = sealed.frame_names.binary_search(&q.frame);
         let Ok(i) = found else {
             let at = found.unwrap_err();
@@ -513,7 +630,9 @@ impl Index {
             .iter()
             .chain(long.iter())
             .flatten()
-            .filter_map(|s| if let Step::Hit(p) = s { Some(*p) } else { None })
+            .filter_map(|s| if let Step::Group(g) = s { Some(g) } else { None })
+            .flatten()
+            .filter_map(|e| if let GroupEntry::Hit(p) = e { Some(*p) } else { None })
             .collect();
         positions.sort_unstable();
         RangeAnswer {
@@ -529,49 +648,41 @@ impl Index {
 
     /// Every atom about `subject`.
     pub fn subject(&mut self, subject: &str) -> ListAnswer {
-        let key = subject_key(subject);
-        self.sealed();
+        self.seal();
         let sealed = self.sealed.as_ref().unwrap_or_else(|| unreachable!());
-        Self::list_answer(&self.subjects, &sealed.subjects, &key, sealed, sealed.links.root())
+        list_answer(&self.subjects, &subject_key(subject), sealed, sealed.links_root)
     }
 
     /// Every atom that links to `target`.
     pub fn links(&mut self, target: &AtomId) -> ListAnswer {
-        self.sealed();
+        self.seal();
         let sealed = self.sealed.as_ref().unwrap_or_else(|| unreachable!());
-        Self::list_answer(&self.links, &sealed.links, &target.0, sealed, sealed.subjects.root())
+        list_answer(&self.links, &target.0, sealed, sealed.subjects_root)
     }
+}
 
-    fn list_answer(
-        lists: &BTreeMap<[u8; 32], List>,
-        tree: &CritTree,
-        key: &[u8; 32],
-        sealed: &Sealed,
-        other_root: Digest,
-    ) -> ListAnswer {
-        let (path, leaf) = match tree.search(key) {
-            None => (Vec::new(), None),
-            Some((path, i)) => {
-                let leaf_key = *tree.key(i).unwrap_or(key);
-                let leaf = lists.get(&leaf_key).map(|l| MapLeaf {
-                    key: leaf_key,
-                    label: l.label.clone(),
-                    count: l.positions.len() as u64,
-                    root: l.frontier.root(),
-                });
-                (path, leaf)
-            }
-        };
-        // An atom linking twice to one target has two list leaves but answers once.
-        let mut positions = lists.get(key).map(|l| l.positions.clone()).unwrap_or_default();
-        positions.dedup();
-        ListAnswer {
-            positions,
-            leaf,
-            path,
-            frames: sealed.frame_names.len() as u64,
-            frames_root: sealed.frames_tree.root(),
-            other_root,
+fn list_answer(lists: &Lists, key: &[u8; 32], sealed: &Sealed, other_root: Digest) -> ListAnswer {
+    let (path, leaf) = match lists.map.search(key) {
+        None => (Vec::new(), None),
+        Some((path, leaf_key, _)) => {
+            let leaf = lists.get(&leaf_key).map(|l| MapLeaf {
+                key: leaf_key,
+                label: l.label.clone(),
+                count: l.positions.len() as u64,
+                root: l.root(),
+            });
+            (path, leaf)
         }
+    };
+    // An atom linking twice to one target has two list leaves but answers once.
+    let mut positions = lists.get(key).map(|l| l.positions.clone()).unwrap_or_default();
+    positions.dedup();
+    ListAnswer {
+        positions,
+        leaf,
+        path,
+        frames: sealed.frame_names.len() as u64,
+        frames_root: sealed.frames_tree.root(),
+        other_root,
     }
 }

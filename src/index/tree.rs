@@ -1,8 +1,9 @@
 //! The binary Merkle R-tree every level of the index is made of (docs/INDEX.md, "Trees").
 //!
-//! A node is summarised by its box and digest. An atom entry's digest is
-//! `BLAKE3(0x10 || position || id || box)`; an interior node's is
-//! `BLAKE3(0x11 || left box || left digest || right box || right digest)` and its box is the
+//! A node is summarised by its box and digest. Atom entries sit in leaf groups of at most
+//! [`GROUP`]: a group's digest is `BLAKE3(0x10 || u8 count || entries)`, each entry
+//! `u64 position || id || box`. An interior node's digest is
+//! `BLAKE3(left box || left digest || right box || right digest)` (192 bytes) and its box is the
 //! union of its children's. A tree over `n` items splits them into the first `⌈n/2⌉` and the
 //! rest. So a tree over the roots of other trees is still one binary tree with one hashing rule,
 //! and a proof walks it without knowing the levels.
@@ -11,8 +12,9 @@ use super::geom::{Query, SpaceTime};
 use crate::atom::AtomId;
 use crate::merkle::Digest;
 
-pub const TAG_ENTRY: u8 = 0x10;
-pub const TAG_NODE: u8 = 0x11;
+pub const TAG_GROUP: u8 = 0x10;
+/// Entries in a leaf group, at most.
+pub const GROUP: usize = 4;
 
 /// An atom as the index holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,18 +25,25 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn digest(&self) -> Digest {
-        let mut buf = [0u8; 1 + 8 + 32 + 64];
-        buf[0] = TAG_ENTRY;
-        buf[1..9].copy_from_slice(&self.position.to_le_bytes());
-        buf[9..41].copy_from_slice(&self.id.0);
-        buf[41..].copy_from_slice(&self.bbox.encode());
-        *blake3::hash(&buf).as_bytes()
+    /// `u64 position || id || box`: 104 bytes.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.position.to_le_bytes());
+        out.extend_from_slice(&self.id.0);
+        out.extend_from_slice(&self.bbox.encode());
     }
+}
 
-    pub fn summary(&self) -> Summary {
-        Summary { bbox: self.bbox, digest: self.digest() }
+/// The summary of a leaf group: the union of its boxes and `BLAKE3(0x10 || u8 count || entries)`.
+pub fn group_summary(entries: &[Entry]) -> Summary {
+    let mut buf = Vec::with_capacity(2 + entries.len() * 104);
+    buf.push(TAG_GROUP);
+    buf.push(entries.len() as u8);
+    let mut bbox = entries[0].bbox;
+    for e in entries {
+        e.encode_into(&mut buf);
+        bbox = bbox.union(&e.bbox);
     }
+    Summary { bbox, digest: *blake3::hash(&buf).as_bytes() }
 }
 
 /// A node's box and digest.
@@ -46,12 +55,11 @@ pub struct Summary {
 
 impl Summary {
     pub fn join(left: &Summary, right: &Summary) -> Summary {
-        let mut buf = [0u8; 1 + 2 * (64 + 32)];
-        buf[0] = TAG_NODE;
-        buf[1..65].copy_from_slice(&left.bbox.encode());
-        buf[65..97].copy_from_slice(&left.digest);
-        buf[97..161].copy_from_slice(&right.bbox.encode());
-        buf[161..].copy_from_slice(&right.digest);
+        let mut buf = [0u8; 2 * (64 + 32)];
+        buf[..64].copy_from_slice(&left.bbox.encode());
+        buf[64..96].copy_from_slice(&left.digest);
+        buf[96..160].copy_from_slice(&right.bbox.encode());
+        buf[160..].copy_from_slice(&right.digest);
         Summary { bbox: left.bbox.union(&right.bbox), digest: *blake3::hash(&buf).as_bytes() }
     }
 }
@@ -61,31 +69,83 @@ pub fn left_len(n: usize) -> usize {
     n.div_ceil(2)
 }
 
-/// The interior nodes of the tree over `items`, in pre-order (`items.len() - 1` of them).
-pub fn interior(items: &[Summary]) -> Vec<Summary> {
-    let mut out = vec![items.first().copied().unwrap_or(EMPTY_SUMMARY); items.len().saturating_sub(1)];
-    if items.len() >= 2 {
-        fill(items, &mut out, 0);
+/// The interior nodes of the tree over `n` items, in pre-order (`n - 1` of them).
+pub fn interior_of(n: usize, item: &dyn Fn(usize) -> Summary) -> Vec<Summary> {
+    let mut out = Vec::with_capacity(n.saturating_sub(1));
+    if n >= 2 {
+        fill(0, n, item, &mut out);
     }
     out
 }
 
-const EMPTY_SUMMARY: Summary =
-    Summary { bbox: SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 }, digest: [0; 32] };
-
-fn fill(items: &[Summary], out: &mut [Summary], at: usize) -> Summary {
-    if let [only] = items {
-        return *only;
+fn fill(lo: usize, hi: usize, item: &dyn Fn(usize) -> Summary, out: &mut Vec<Summary>) -> Summary {
+    if hi - lo == 1 {
+        return item(lo);
     }
-    let m = left_len(items.len());
-    let left = fill(&items[..m], out, at + 1);
-    let right = fill(&items[m..], out, at + m);
+    let at = out.len();
+    out.push(item(lo)); // a placeholder until the children are known
+    let m = left_len(hi - lo);
+    let left = fill(lo, lo + m, item, out);
+    let right = fill(lo + m, hi, item, out);
     let node = Summary::join(&left, &right);
     out[at] = node;
     node
 }
 
-/// A built tree: its items (leaves, in order) and interior nodes (pre-order).
+/// What a walk needs of a tree's items: how many, their boxes, and (for pruned ones) their
+/// summaries.
+pub struct Items<'a> {
+    pub count: usize,
+    pub bbox: &'a dyn Fn(usize) -> SpaceTime,
+    pub summary: &'a dyn Fn(usize) -> Summary,
+}
+
+/// Walk the nodes of a tree (its interior nodes in pre-order, its items) that the query
+/// reaches, pushing proof steps; at an item that meets the query, `descend(index)` continues
+/// into what the item stands for.
+pub fn walk(
+    interior: &[Summary],
+    items: &Items<'_>,
+    q: &Query,
+    out: &mut Vec<Step>,
+    descend: &mut dyn FnMut(usize, &mut Vec<Step>),
+) {
+    if items.count > 0 {
+        walk_range(interior, items, 0, items.count, 0, q, out, descend);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn walk_range(
+    interior: &[Summary],
+    items: &Items<'_>,
+    lo: usize,
+    hi: usize,
+    at: usize,
+    q: &Query,
+    out: &mut Vec<Step>,
+    descend: &mut dyn FnMut(usize, &mut Vec<Step>),
+) {
+    if hi - lo == 1 {
+        if (items.bbox)(lo).meets(q) {
+            descend(lo, out);
+        } else {
+            out.push(Step::Pruned((items.summary)(lo)));
+        }
+        return;
+    }
+    let node = interior[at];
+    if !node.bbox.meets(q) {
+        out.push(Step::Pruned(node));
+        return;
+    }
+    out.push(Step::Interior);
+    let m = left_len(hi - lo);
+    walk_range(interior, items, lo, lo + m, at + 1, q, out, descend);
+    walk_range(interior, items, lo + m, hi, at + m, q, out, descend);
+}
+
+/// A tree over summaries kept in full (the lists over blocks, cells and hours).
 #[derive(Debug, Clone, Default)]
 pub struct Built {
     pub items: Vec<Summary>,
@@ -94,7 +154,7 @@ pub struct Built {
 
 impl Built {
     pub fn new(items: Vec<Summary>) -> Self {
-        let interior = interior(&items);
+        let interior = interior_of(items.len(), &|i| items[i]);
         Self { items, interior }
     }
 
@@ -102,65 +162,75 @@ impl Built {
         self.interior.first().or(self.items.first()).copied()
     }
 
-    /// Walk the nodes the query reaches, calling `step` in pre-order; at an item that meets the
-    /// query, `descend(index)` continues into what the item stands for.
     pub fn walk(&self, q: &Query, out: &mut Vec<Step>, descend: &mut dyn FnMut(usize, &mut Vec<Step>)) {
-        if !self.items.is_empty() {
-            self.walk_range(0, self.items.len(), 0, q, out, descend);
-        }
-    }
-
-    fn walk_range(
-        &self,
-        lo: usize,
-        hi: usize,
-        at: usize,
-        q: &Query,
-        out: &mut Vec<Step>,
-        descend: &mut dyn FnMut(usize, &mut Vec<Step>),
-    ) {
-        let node = if hi - lo == 1 { self.items[lo] } else { self.interior[at] };
-        if !node.bbox.meets(q) {
-            out.push(Step::Pruned(node));
-            return;
-        }
-        if hi - lo == 1 {
-            descend(lo, out);
-            return;
-        }
-        out.push(Step::Interior);
-        let m = left_len(hi - lo);
-        self.walk_range(lo, lo + m, at + 1, q, out, descend);
-        self.walk_range(lo + m, hi, at + m, q, out, descend);
+        let items =
+            Items { count: self.items.len(), bbox: &|i| self.items[i].bbox, summary: &|i| self.items[i] };
+        walk(&self.interior, &items, q, out, descend);
     }
 }
 
 /// One node of a range proof, in pre-order: the proof is a binary tree whose interior nodes
-/// are recomputed, whose pruned nodes do not meet the query, and whose entries either answer
-/// it (`Hit`: the atom comes with the answer) or do not (`Miss`: the entry shows why).
+/// are recomputed, whose pruned nodes do not meet the query, and whose leaf groups list their
+/// entries, each either answering the query (the atom comes with the answer) or not (the entry
+/// shows why).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     Pruned(Summary),
     Interior,
+    Group(Vec<GroupEntry>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupEntry {
     Hit(u64),
     Miss(Entry),
 }
 
-/// Put entries in k-d order: split on the spatial axis along which their centres spread
-/// most (ties: x before y before z), the first `⌈n/2⌉` by (centre, position) going left,
-/// recursively. The order depends only on the set of entries.
+/// How many entries of a block of `n > GROUP` go left: half of its groups, rounded up.
+pub fn left_entries(n: usize) -> usize {
+    GROUP * n.div_ceil(GROUP).div_ceil(2)
+}
+
+/// Put entries in k-d order: while more than a group remain, split on the spatial axis along
+/// which their centres spread most (ties: x before y before z), the first
+/// [`left_entries`]`(n)` by (centre, position) going left, recursively; a group is ordered by
+/// position. The order depends only on the set of entries, and the groups are consecutive runs
+/// of [`GROUP`].
 pub fn kd_order(entries: &mut [Entry]) {
-    let n = entries.len();
-    if n <= 1 {
+    // Order small keys, then move each entry once.
+    let mut keys: Vec<KdKey> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| KdKey {
+            center: [e.bbox.center(0), e.bbox.center(1), e.bbox.center(2)],
+            position: e.position,
+            index: i as u32,
+        })
+        .collect();
+    kd_keys(&mut keys);
+    let ordered: Vec<Entry> = keys.iter().map(|k| entries[k.index as usize]).collect();
+    entries.copy_from_slice(&ordered);
+}
+
+#[derive(Clone, Copy)]
+struct KdKey {
+    center: [i64; 3],
+    position: u64,
+    index: u32,
+}
+
+fn kd_keys(keys: &mut [KdKey]) {
+    let n = keys.len();
+    if n <= GROUP {
+        keys.sort_unstable_by_key(|k| k.position);
         return;
     }
     let mut lo = [i64::MAX; 3];
     let mut hi = [i64::MIN; 3];
-    for e in entries.iter() {
+    for k in keys.iter() {
         for a in 0..3 {
-            let c = e.bbox.center(a);
-            lo[a] = lo[a].min(c);
-            hi[a] = hi[a].max(c);
+            lo[a] = lo[a].min(k.center[a]);
+            hi[a] = hi[a].max(k.center[a]);
         }
     }
     let spread = |a: usize| hi[a] as i128 - lo[a] as i128;
@@ -170,9 +240,9 @@ pub fn kd_order(entries: &mut [Entry]) {
             axis = a;
         }
     }
-    let m = left_len(n);
-    entries.select_nth_unstable_by_key(m - 1, |e| (e.bbox.center(axis), e.position));
-    let (left, right) = entries.split_at_mut(m);
-    kd_order(left);
-    kd_order(right);
+    let m = left_entries(n);
+    keys.select_nth_unstable_by_key(m - 1, |k| (k.center[axis], k.position));
+    let (left, right) = keys.split_at_mut(m);
+    kd_keys(left);
+    kd_keys(right);
 }

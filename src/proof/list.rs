@@ -6,10 +6,10 @@ use super::VerifyError;
 use crate::atom::{Atom, AtomId};
 use crate::index::critbit::{self, PathStep};
 use crate::index::{
-    ListAnswer, MapLeaf, index_root, link_leaf, link_leaf_digest, subject_key, subject_leaf,
+    ListAnswer, ListHasher, MapLeaf, index_root, link_leaf_digest, list_leaf, subject_key,
     subject_leaf_digest,
 };
-use crate::merkle::{Blake3, Digest, MemoryTree};
+use crate::merkle::{Digest, MemoryTree};
 use crate::wire::{Put as _, Reader, WireError};
 
 /// Which list a proof is about.
@@ -131,7 +131,7 @@ impl ListProof {
         let bad = |why: String| Err(VerifyError::List(why));
         let key = self.key.map_key();
         let mut atoms = Vec::with_capacity(self.atoms.len());
-        let mut leaves: Vec<Vec<u8>> = Vec::new();
+        let mut leaves: Vec<[u8; 40]> = Vec::new();
         let mut last = None;
         for (position, bytes) in &self.atoms {
             if last.is_some_and(|l| l >= *position) || *position >= log_size {
@@ -144,18 +144,14 @@ impl ListProof {
                     if atom.parts().subject != *s {
                         return bad(format!("the atom at position {position} is not about {s:?}"));
                     }
-                    leaves.push(subject_leaf(*position, &atom.id()));
                 }
                 ListKey::LinksTo(target) => {
-                    let before = leaves.len();
-                    for link in atom.parts().links.iter().filter(|l| l.target == *target) {
-                        leaves.push(link_leaf(*position, &atom.id(), link.rel.code()));
-                    }
-                    if leaves.len() == before {
+                    if !atom.parts().links.iter().any(|l| l.target == *target) {
                         return bad(format!("the atom at position {position} does not link to {target}"));
                     }
                 }
             }
+            leaves.push(list_leaf(*position, &atom.id()));
             atoms.push((*position, atom));
         }
         let a = &self.answer;
@@ -179,7 +175,7 @@ impl ListProof {
                     }
                 };
                 if leaf.key == key {
-                    let list = MemoryTree::<Blake3>::from_leaves(&leaves);
+                    let list = MemoryTree::<ListHasher>::from_leaves(&leaves);
                     if list.size() != leaf.count || list.root() != leaf.root {
                         return bad(format!(
                             "the answer's {} entries do not make the committed list of {}",

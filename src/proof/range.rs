@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::VerifyError;
 use crate::atom::{Atom, BoxMm};
 use crate::index::geom::{Query, SpaceTime};
-use crate::index::tree::{Entry, Step, Summary};
+use crate::index::tree::{Entry, GROUP, GroupEntry, Step, Summary, group_summary};
 use crate::index::{FrameWitness, Neighbour, RangeAnswer, encode_frame, index_root};
 use crate::merkle::{Blake3, Digest, TreeHasher as _, root_from_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
@@ -18,8 +18,11 @@ const MAX_PATH: usize = 64;
 mod tag {
     pub const PRUNED: u8 = 0;
     pub const INTERIOR: u8 = 1;
-    pub const HIT: u8 = 2;
-    pub const MISS: u8 = 3;
+    /// A leaf group: the tag carries the entry count (1..=GROUP) in its high bits.
+    pub const GROUP: u8 = 2;
+    /// In a group, each entry starts with one of these.
+    pub const HIT: u8 = 0;
+    pub const MISS: u8 = 1;
 }
 
 /// A range query's answer and its proof, as the index gave them.
@@ -287,15 +290,22 @@ fn put_steps(out: &mut Vec<u8>, steps: &[Step], coder: &mut BoxCoder) {
                 out.put_bytes(&s.digest);
             }
             Step::Interior => out.put_u8(tag::INTERIOR),
-            Step::Hit(p) => {
-                out.put_u8(tag::HIT);
-                out.put_varint(*p);
-            }
-            Step::Miss(e) => {
-                out.put_u8(tag::MISS);
-                out.put_varint(e.position);
-                out.put_bytes(&e.id.0);
-                coder.put(out, &e.bbox);
+            Step::Group(entries) => {
+                out.put_u8(tag::GROUP | ((entries.len() as u8) << 4));
+                for entry in entries {
+                    match entry {
+                        GroupEntry::Hit(p) => {
+                            out.put_u8(tag::HIT);
+                            out.put_varint(*p);
+                        }
+                        GroupEntry::Miss(e) => {
+                            out.put_u8(tag::MISS);
+                            out.put_varint(e.position);
+                            out.put_bytes(&e.id.0);
+                            coder.put(out, &e.bbox);
+                        }
+                    }
+                }
             }
         }
     }
@@ -311,23 +321,38 @@ fn read_steps(
     if depth > MAX_DEPTH {
         return Err(WireError::Invalid { field: "tree", problem: "deeper than any index tree".into() });
     }
-    match r.u8("step")? {
-        tag::PRUNED => {
+    let step = r.u8("step")?;
+    match step & 0x0f {
+        tag::PRUNED if step == tag::PRUNED => {
             let bbox = coder.read(r)?;
             out.push(Step::Pruned(Summary { bbox, digest: r.array("digest")? }));
         }
-        tag::INTERIOR => {
+        tag::INTERIOR if step == tag::INTERIOR => {
             out.push(Step::Interior);
             read_steps(r, out, coder, depth + 1)?;
             read_steps(r, out, coder, depth + 1)?;
         }
-        tag::HIT => out.push(Step::Hit(r.varint("position")?)),
-        tag::MISS => {
-            let position = r.varint("position")?;
-            let id = crate::atom::AtomId(r.array("id")?);
-            out.push(Step::Miss(Entry { position, id, bbox: coder.read(r)? }));
+        tag::GROUP if (1..=GROUP).contains(&usize::from(step >> 4)) => {
+            let mut entries = Vec::with_capacity(usize::from(step >> 4));
+            for _ in 0..step >> 4 {
+                entries.push(match r.u8("group entry")? {
+                    tag::HIT => GroupEntry::Hit(r.varint("position")?),
+                    tag::MISS => {
+                        let position = r.varint("position")?;
+                        let id = crate::atom::AtomId(r.array("id")?);
+                        GroupEntry::Miss(Entry { position, id, bbox: coder.read(r)? })
+                    }
+                    t => {
+                        return Err(WireError::Invalid {
+                            field: "group entry",
+                            problem: format!("unknown kind {t}"),
+                        });
+                    }
+                });
+            }
+            out.push(Step::Group(entries));
         }
-        t => return Err(WireError::Invalid { field: "step", problem: format!("unknown step {t}") }),
+        _ => return Err(WireError::Invalid { field: "step", problem: format!("unknown step {step}") }),
     }
     Ok(())
 }
@@ -358,28 +383,43 @@ fn replay(
             let right = replay(steps, at, q, answer, log_size, depth + 1)?;
             Ok(Summary::join(&left, &right))
         }
-        Step::Hit(p) => {
-            let (atom, used) = answer.get_mut(p).ok_or_else(|| {
-                VerifyError::Range(format!("the index answers with position {p}, which the answer lacks"))
-            })?;
-            if *used {
-                return Err(VerifyError::Range(format!("position {p} answers twice")));
+        Step::Group(group) => {
+            if group.is_empty() || group.len() > GROUP {
+                return Err(VerifyError::Range("a leaf group holds 1 to 4 entries".into()));
             }
-            *used = true;
-            let entry = Entry { position: *p, id: atom.id(), bbox: SpaceTime::of_atom(atom.parts()) };
-            Ok(entry.summary())
-        }
-        Step::Miss(e) => {
-            if e.bbox.meets(q) {
-                return Err(VerifyError::Range(format!(
-                    "position {} answers the query but is left out",
-                    e.position
-                )));
+            let mut entries = Vec::with_capacity(group.len());
+            for g in group {
+                entries.push(match g {
+                    GroupEntry::Hit(p) => {
+                        let (atom, used) = answer.get_mut(p).ok_or_else(|| {
+                            VerifyError::Range(format!(
+                                "the index answers with position {p}, which the answer lacks"
+                            ))
+                        })?;
+                        if *used {
+                            return Err(VerifyError::Range(format!("position {p} answers twice")));
+                        }
+                        *used = true;
+                        Entry { position: *p, id: atom.id(), bbox: SpaceTime::of_atom(atom.parts()) }
+                    }
+                    GroupEntry::Miss(e) => {
+                        if e.bbox.meets(q) {
+                            return Err(VerifyError::Range(format!(
+                                "position {} answers the query but is left out",
+                                e.position
+                            )));
+                        }
+                        if e.position >= log_size {
+                            return Err(VerifyError::Range(format!(
+                                "position {} is beyond the head",
+                                e.position
+                            )));
+                        }
+                        *e
+                    }
+                });
             }
-            if e.position >= log_size {
-                return Err(VerifyError::Range(format!("position {} is beyond the head", e.position)));
-            }
-            Ok(e.summary())
+            Ok(group_summary(&entries))
         }
     }
 }

@@ -222,3 +222,105 @@ impl Iterator for Warehouse {
         self.queue.pop_front()
     }
 }
+
+/// The workload of the seed's proof-size table: a 1 km × 1 km × 30 m warehouse over 30 days,
+/// `n` atoms recorded in time order (with a little jitter, so some arrive late):
+/// 60 % pallet observations (1.2 × 1.0 × 1.5 m on rack levels, seen for 1–60 s), 30 % robot
+/// poses (0.8 × 0.8 × 1.5 m, 1 s), 9.5 % coverage patches (6 × 6 × 3 m, 1–2 min) and 0.5 %
+/// map tiles (10 × 10 m, valid until further notice). Positions are uniform.
+#[derive(Debug, Clone)]
+pub struct MonthInAWarehouse {
+    rng: SplitMix64,
+    n: u64,
+    i: u64,
+    start_ns: i64,
+}
+
+/// 30 days in nanoseconds.
+pub const MONTH_NS: i64 = 30 * 24 * 3_600 * 1_000_000_000;
+/// The warehouse: 1 km × 1 km × 30 m, in millimetres.
+pub const WAREHOUSE_MM: [i64; 3] = [1_000_000, 1_000_000, 30_000];
+
+impl MonthInAWarehouse {
+    pub fn new(n: u64, seed: u64) -> Self {
+        Self { rng: SplitMix64::new(seed), n, i: 0, start_ns: WarehouseConfig::default().start_ns }
+    }
+
+    pub fn start_ns(&self) -> i64 {
+        self.start_ns
+    }
+}
+
+impl Iterator for MonthInAWarehouse {
+    type Item = Atom;
+
+    fn next(&mut self) -> Option<Atom> {
+        if self.i >= self.n {
+            return None;
+        }
+        let rng = &mut self.rng;
+        let i = self.i;
+        self.i += 1;
+        let slot = MONTH_NS / self.n as i64;
+        let jitter =
+            rng.range(0, slot.max(1)) - if rng.chance(10) { rng.range(0, 600_000_000_000) } else { 0 };
+        let t = (self.start_ns + i as i64 * slot + jitter).max(self.start_ns);
+        let at = |rng: &mut SplitMix64, size: [i64; 3]| {
+            let min = [
+                rng.range(0, WAREHOUSE_MM[0] - size[0]),
+                rng.range(0, WAREHOUSE_MM[1] - size[1]),
+                rng.range(0, (WAREHOUSE_MM[2] - size[2]) / 1_500) * 1_500,
+            ];
+            BoxMm { min_mm: min, max_mm: [min[0] + size[0], min[1] + size[1], min[2] + size[2]] }
+        };
+        let roll = rng.next_u64() % 1000;
+        let parts = if roll < 600 {
+            let mut p = AtomParts::new(
+                Kind::Observation,
+                "map",
+                at(rng, [1_200, 1_000, 1_500]),
+                Interval { from_ns: t, to_ns: t + rng.range(1, 61) * 1_000_000_000 },
+                Permille(600 + (rng.next_u64() % 400) as u16),
+            );
+            p.subject = format!("pallet-{}", rng.next_u64() % 20_000);
+            p.extractor =
+                Some(Extractor { model: "pallet-detector-v3".into(), code: "sion_memory 0.1".into() });
+            p
+        } else if roll < 900 {
+            let mut bounds = at(rng, [800, 800, 1_500]);
+            bounds.min_mm[2] = 0;
+            bounds.max_mm[2] = 1_500;
+            let mut p = AtomParts::new(
+                Kind::Pose,
+                "map",
+                bounds,
+                Interval { from_ns: t, to_ns: t + 1_000_000_000 },
+                Permille(990),
+            );
+            p.subject = format!("robot-{}", rng.next_u64() % 8);
+            p
+        } else if roll < 995 {
+            AtomParts::new(
+                Kind::Coverage,
+                "map",
+                at(rng, [6_000, 6_000, 3_000]),
+                Interval { from_ns: t, to_ns: t + rng.range(60, 121) * 1_000_000_000 },
+                Permille(900),
+            )
+        } else {
+            let mut bounds = at(rng, [10_000, 10_000, 0]);
+            bounds.min_mm[2] = 0;
+            bounds.max_mm[2] = 0;
+            let mut p = AtomParts::new(
+                Kind::MapTile,
+                "map",
+                bounds,
+                Interval { from_ns: t, to_ns: Interval::OPEN_END_NS },
+                Permille(950),
+            );
+            p.subject = format!("tile-{}-{}", bounds.min_mm[0] / 10_000, bounds.min_mm[1] / 10_000);
+            p
+        };
+        Atom::new(parts).ok()
+    }
+}

@@ -1,0 +1,52 @@
+//! Random logs shared by the index tests.
+
+#![allow(dead_code)]
+
+use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Link, LinkRel, Permille};
+use sion_memory::index::HOUR_NS;
+use sion_memory::sim::SplitMix64;
+
+pub const FRAMES: [&str; 3] = ["map", "odom", "site/b"];
+
+/// Atoms crowded into a small space and a few hours, so queries hit, touch and miss.
+pub fn random_atoms(rng: &mut SplitMix64, n: usize) -> Vec<Atom> {
+    let mut atoms: Vec<Atom> = Vec::with_capacity(n);
+    while atoms.len() < n {
+        let frame = FRAMES[(rng.next_u64() % 3) as usize];
+        let min = [rng.range(-5_000, 5_000), rng.range(-5_000, 5_000), rng.range(0, 3_000)];
+        let size = [rng.range(0, 2_000), rng.range(0, 2_000), rng.range(0, 1_000)];
+        let max = [min[0] + size[0], min[1] + size[1], min[2] + size[2]];
+        let from = rng.range(0, 6 * HOUR_NS);
+        let len = match rng.next_u64() % 10 {
+            0 => Interval::OPEN_END_NS - from,
+            1 => rng.range(HOUR_NS + 1, 5 * HOUR_NS),
+            2 => HOUR_NS,
+            _ => rng.range(1, 600_000_000_000),
+        };
+        // Any kind but revision and conflict, whose links these random atoms do not have.
+        let kinds: Vec<Kind> =
+            Kind::ALL.iter().copied().filter(|k| !matches!(k, Kind::Revision | Kind::Conflict)).collect();
+        let kind = kinds[(rng.next_u64() % kinds.len() as u64) as usize];
+        let mut p = AtomParts::new(
+            kind,
+            frame,
+            BoxMm { min_mm: min, max_mm: max },
+            Interval { from_ns: from, to_ns: from + len },
+            Permille((rng.next_u64() % 1001) as u16),
+        );
+        if rng.chance(700) {
+            p.subject = format!("pallet-{}", rng.next_u64() % 12);
+        }
+        if !atoms.is_empty() && rng.chance(300) {
+            let target = atoms[(rng.next_u64() % atoms.len() as u64) as usize].id();
+            p.links.push(Link { rel: LinkRel::from_code((rng.next_u64() % 4) as u8).expect("rel"), target });
+            let second = Link { rel: LinkRel::Supports, target: atoms[0].id() };
+            if rng.chance(200) && p.links[0] != second {
+                p.links.push(second);
+            }
+        }
+        p.payload = sion_memory::atom::Payload::Text(format!("{}", atoms.len()));
+        atoms.push(Atom::new(p).expect("valid"));
+    }
+    atoms
+}

@@ -1,0 +1,320 @@
+//! A second, deliberately plain implementation of the index, written from docs/INDEX.md alone:
+//! it rebuilds everything from scratch with no caching and shares no code with src/index
+//! (only the atom type and BLAKE3). On random logs it must give the incremental index's root.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Permille};
+use sion_memory::index::Index;
+use sion_memory::sim::SplitMix64;
+
+type Digest = [u8; 32];
+const HOUR: i64 = 3_600_000_000_000;
+
+fn h(parts: &[&[u8]]) -> Digest {
+    let mut hasher = blake3::Hasher::new();
+    for p in parts {
+        hasher.update(p);
+    }
+    *hasher.finalize().as_bytes()
+}
+
+/// (min x, min y, min z, max x, max y, max z, from, to)
+type Bx = [i64; 8];
+
+fn atom_box(a: &Atom) -> Bx {
+    let p = a.parts();
+    let (lo, hi) = (p.bounds.min_mm, p.bounds.max_mm);
+    [lo[0], lo[1], lo[2], hi[0], hi[1], hi[2], p.valid.from_ns, p.valid.to_ns]
+}
+
+fn union(a: &Bx, b: &Bx) -> Bx {
+    [
+        a[0].min(b[0]),
+        a[1].min(b[1]),
+        a[2].min(b[2]),
+        a[3].max(b[3]),
+        a[4].max(b[4]),
+        a[5].max(b[5]),
+        a[6].min(b[6]),
+        a[7].max(b[7]),
+    ]
+}
+
+fn box_bytes(b: &Bx) -> Vec<u8> {
+    b.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// "A tree of one item is that item; a tree of more puts the first ceil(m/2) left."
+fn tree(items: &[(Bx, Digest)]) -> (Bx, Digest) {
+    if items.len() == 1 {
+        return items[0];
+    }
+    let m = items.len().div_ceil(2);
+    let (lb, ld) = tree(&items[..m]);
+    let (rb, rd) = tree(&items[m..]);
+    (union(&lb, &rb), h(&[&box_bytes(&lb), &ld, &box_bytes(&rb), &rd]))
+}
+
+fn centre(b: &Bx, axis: usize) -> i64 {
+    b[axis] + (b[axis + 3] - b[axis]) / 2
+}
+
+/// (position, atom)
+type E<'a> = (u64, &'a Atom);
+
+fn kd(mut es: Vec<E<'_>>) -> Vec<E<'_>> {
+    let n = es.len();
+    if n <= 4 {
+        es.sort_by_key(|e| e.0);
+        return es;
+    }
+    let spread = |axis: usize| {
+        let cs: Vec<i64> = es.iter().map(|e| centre(&atom_box(e.1), axis)).collect();
+        *cs.iter().max().unwrap() as i128 - *cs.iter().min().unwrap() as i128
+    };
+    let mut axis = 0;
+    for a in 1..3 {
+        if spread(a) > spread(axis) {
+            axis = a;
+        }
+    }
+    es.sort_by_key(|e| (centre(&atom_box(e.1), axis), e.0));
+    let left = 4 * n.div_ceil(4).div_ceil(2);
+    let right = es.split_off(left);
+    let mut out = kd(es);
+    out.extend(kd(right));
+    out
+}
+
+fn block_tree(es: Vec<E<'_>>) -> (Bx, Digest) {
+    let ordered = kd(es);
+    let groups: Vec<(Bx, Digest)> = ordered
+        .chunks(4)
+        .map(|g| {
+            let mut bytes = vec![0x10, g.len() as u8];
+            let mut b = atom_box(g[0].1);
+            for (pos, a) in g {
+                bytes.extend_from_slice(&pos.to_le_bytes());
+                bytes.extend_from_slice(&a.id().0);
+                bytes.extend_from_slice(&box_bytes(&atom_box(a)));
+                b = union(&b, &atom_box(a));
+            }
+            (b, h(&[&bytes]))
+        })
+        .collect();
+    tree(&groups)
+}
+
+fn bucket_tree(es: &[E<'_>]) -> (Bx, Digest) {
+    let blocks: Vec<(Bx, Digest)> = es.chunks(4096).map(|c| block_tree(c.to_vec())).collect();
+    tree(&blocks)
+}
+
+fn cell_key(b: &Bx) -> u128 {
+    let cx = centre(b, 0).div_euclid(131_072);
+    let cy = centre(b, 1).div_euclid(131_072);
+    let (ux, uy) = ((cx as u64) ^ (1 << 63), (cy as u64) ^ (1 << 63));
+    let mut key = 0u128;
+    for i in 0..64 {
+        key |= u128::from((ux >> i) & 1) << (2 * i + 1);
+        key |= u128::from((uy >> i) & 1) << (2 * i);
+    }
+    key
+}
+
+fn cell_list<'a>(es: &[E<'a>]) -> (Bx, Digest) {
+    let mut cells: BTreeMap<u128, Vec<E<'a>>> = BTreeMap::new();
+    for e in es {
+        cells.entry(cell_key(&atom_box(e.1))).or_default().push(*e);
+    }
+    let items: Vec<(Bx, Digest)> = cells.values().map(|es| bucket_tree(es)).collect();
+    tree(&items)
+}
+
+fn rfc_tree(leaf_hashes: &[Digest], node: &dyn Fn(&Digest, &Digest) -> Digest) -> Digest {
+    match leaf_hashes.len() {
+        0 => h(&[]),
+        1 => leaf_hashes[0],
+        n => {
+            let k = 1usize << (usize::BITS - 1 - (n - 1).leading_zeros());
+            node(&rfc_tree(&leaf_hashes[..k], node), &rfc_tree(&leaf_hashes[k..], node))
+        }
+    }
+}
+
+fn crit(keys: &[(Digest, Digest)]) -> Digest {
+    match keys {
+        [] => h(&[&[0x22]]),
+        [(_, leaf)] => *leaf,
+        _ => {
+            let (first, last) = (&keys[0].0, &keys[keys.len() - 1].0);
+            let bit_of = |k: &Digest, b: usize| (k[b / 8] >> (7 - b % 8)) & 1;
+            let b = (0..256).find(|&b| bit_of(first, b) != bit_of(last, b)).unwrap();
+            let split = keys.iter().position(|(k, _)| bit_of(k, b) == 1).unwrap();
+            h(&[&[0x21], &(b as u16).to_le_bytes(), &crit(&keys[..split]), &crit(&keys[split..])])
+        }
+    }
+}
+
+fn list_root(entries: &[(u64, Digest)]) -> Digest {
+    let leaves: Vec<Digest> = entries.iter().map(|(p, id)| h(&[&[0x00], &p.to_le_bytes(), id])).collect();
+    rfc_tree(&leaves, &|l, r| h(&[l, r]))
+}
+
+/// The index root of docs/INDEX.md, from scratch.
+fn spec_root(atoms: &[Atom]) -> Digest {
+    let mut frames: BTreeMap<&str, Vec<E<'_>>> = BTreeMap::new();
+    for (i, a) in atoms.iter().enumerate() {
+        frames.entry(&a.parts().frame).or_default().push((i as u64, a));
+    }
+    let entries: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|(name, es)| {
+            let (short, long): (Vec<E<'_>>, Vec<E<'_>>) =
+                es.iter().partition(|(_, a)| a.parts().valid.to_ns - a.parts().valid.from_ns <= HOUR);
+            let mut hours: BTreeMap<i64, Vec<E<'_>>> = BTreeMap::new();
+            for e in short {
+                hours.entry(e.1.parts().valid.from_ns.div_euclid(HOUR)).or_default().push(e);
+            }
+            let hour_items: Vec<(Bx, Digest)> = hours.values().map(|es| cell_list(es)).collect();
+            let mut entry = vec![name.len() as u8];
+            entry.extend_from_slice(name.as_bytes());
+            for t in [
+                (!hour_items.is_empty()).then(|| tree(&hour_items)),
+                (!long.is_empty()).then(|| cell_list(&long)),
+            ] {
+                match t {
+                    None => entry.push(0),
+                    Some((b, d)) => {
+                        entry.push(1);
+                        entry.extend_from_slice(&box_bytes(&b));
+                        entry.extend_from_slice(&d);
+                    }
+                }
+            }
+            entry
+        })
+        .collect();
+    let frame_leaves: Vec<Digest> = entries.iter().map(|e| h(&[&[0x00], e])).collect();
+    let frames_root = rfc_tree(&frame_leaves, &|l, r| h(&[&[0x01], l, r]));
+
+    let mut subjects: BTreeMap<Digest, (String, Vec<(u64, Digest)>)> = BTreeMap::new();
+    let mut links: BTreeMap<Digest, Vec<(u64, Digest)>> = BTreeMap::new();
+    for (i, a) in atoms.iter().enumerate() {
+        let p = a.parts();
+        if !p.subject.is_empty() {
+            let key = h(&[p.subject.as_bytes()]);
+            subjects
+                .entry(key)
+                .or_insert_with(|| (p.subject.clone(), Vec::new()))
+                .1
+                .push((i as u64, a.id().0));
+        }
+        let mut targets: Vec<Digest> = p.links.iter().map(|l| l.target.0).collect();
+        targets.sort();
+        targets.dedup();
+        for t in targets {
+            links.entry(t).or_default().push((i as u64, a.id().0));
+        }
+    }
+    let subject_leaves: Vec<(Digest, Digest)> = subjects
+        .iter()
+        .map(|(k, (s, list))| {
+            let len = (s.len() as u16).to_le_bytes();
+            (*k, h(&[&[0x20], k, &(list.len() as u64).to_le_bytes(), &list_root(list), &len, s.as_bytes()]))
+        })
+        .collect();
+    let link_leaves: Vec<(Digest, Digest)> = links
+        .iter()
+        .map(|(k, list)| (*k, h(&[&[0x23], k, &(list.len() as u64).to_le_bytes(), &list_root(list)])))
+        .collect();
+    h(&[
+        &[0x30],
+        &(entries.len() as u64).to_le_bytes(),
+        &frames_root,
+        &crit(&subject_leaves),
+        &crit(&link_leaves),
+    ])
+}
+
+fn incremental_roots_match(atoms: &[Atom], rng: &mut SplitMix64) {
+    let mut index = Index::new();
+    let mut folded = 0;
+    while folded < atoms.len() {
+        let step = 1 + (rng.next_u64() % (atoms.len() as u64 / 3 + 1)) as usize;
+        for a in &atoms[folded..(folded + step).min(atoms.len())] {
+            index.fold(a);
+        }
+        folded = (folded + step).min(atoms.len());
+        assert_eq!(index.root(), spec_root(&atoms[..folded]), "size {folded}");
+    }
+}
+
+#[test]
+fn crowded_random_logs() {
+    let mut rng = SplitMix64::new(11);
+    for _ in 0..6 {
+        let n = 1 + (rng.next_u64() % 700) as usize;
+        let atoms = common::random_atoms(&mut rng, n);
+        incremental_roots_match(&atoms, &mut rng);
+    }
+}
+
+/// Atoms over kilometres, both signs, many hours and frames: many cells and hours.
+#[test]
+fn spread_out_random_logs() {
+    let mut rng = SplitMix64::new(12);
+    let atoms: Vec<Atom> = (0..3000)
+        .map(|i| {
+            let min = [
+                rng.range(-2_000_000, 2_000_000),
+                rng.range(-2_000_000, 2_000_000),
+                rng.range(-10_000, 10_000),
+            ];
+            let size = [rng.range(0, 300_000), rng.range(0, 300_000), rng.range(0, 5_000)];
+            let from = rng.range(0, 40 * HOUR);
+            let to = if i % 13 == 0 { Interval::OPEN_END_NS } else { from + rng.range(1, 2 * HOUR) };
+            let mut p = AtomParts::new(
+                Kind::Observation,
+                ["map", "odom", "world"][i % 3],
+                BoxMm { min_mm: min, max_mm: [min[0] + size[0], min[1] + size[1], min[2] + size[2]] },
+                Interval { from_ns: from, to_ns: to },
+                Permille(500),
+            );
+            p.subject = format!("thing-{}", rng.next_u64() % 40);
+            Atom::new(p).expect("valid")
+        })
+        .collect();
+    incremental_roots_match(&atoms, &mut rng);
+}
+
+/// One cell and hour with more than two blocks of atoms.
+#[test]
+fn a_dense_bucket_spans_blocks() {
+    let mut rng = SplitMix64::new(13);
+    let atoms: Vec<Atom> = (0..9_000)
+        .map(|i| {
+            let min = [rng.range(0, 100_000), rng.range(0, 100_000), 0];
+            let from = rng.range(0, HOUR / 2);
+            let mut p = AtomParts::new(
+                Kind::Pose,
+                "map",
+                BoxMm { min_mm: min, max_mm: [min[0] + 500, min[1] + 500, 1_000] },
+                Interval { from_ns: from, to_ns: from + 1_000 },
+                Permille(990),
+            );
+            p.payload = sion_memory::atom::Payload::Text(i.to_string());
+            Atom::new(p).expect("valid")
+        })
+        .collect();
+    let mut index = Index::build(&atoms);
+    assert_eq!(index.root(), spec_root(&atoms));
+    let mut index2 = Index::build(&atoms[..4095]);
+    for a in &atoms[4095..] {
+        index2.fold(a);
+    }
+    assert_eq!(index2.root(), index.root());
+}
