@@ -110,6 +110,67 @@ fn a_session_at_the_command_line() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["valid"], true);
 
+    // What was seen in this box: the observation touches the query box at x = 1200.
+    let rp = tmp.path().join("r.sionproof");
+    let o = sion(
+        &[
+            "memory",
+            "recall",
+            "--data",
+            d,
+            "--frame",
+            "map",
+            "--box",
+            "1200,0,0,2000,10,10",
+            "--from",
+            "1500",
+            "--to",
+            "1500",
+            "--json",
+            "--proof",
+            rp.to_str().expect("utf8"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let atoms = v["claim"]["range"]["atoms"].as_array().expect("atoms");
+    assert_eq!(atoms.len(), 1);
+    assert_eq!(atoms[0]["subject"], "pallet-17");
+    assert_eq!(v["head"]["size"], 3);
+    let o = sion(&["memory", "verify", rp.to_str().expect("utf8"), "--data", d], None);
+    assert!(o.status.success() && text(&o).contains("these 1 atoms"), "{}", text(&o));
+    // Nothing there: an empty answer, proved.
+    let o = sion(
+        &[
+            "memory",
+            "recall",
+            "--data",
+            d,
+            "--frame",
+            "map",
+            "--box",
+            "-9,-9,-9,-1,-1,-1",
+            "--from",
+            "0",
+            "--to",
+            "99",
+        ],
+        None,
+    );
+    assert!(o.status.success() && text(&o).contains("these 0 atoms"), "{}", text(&o));
+    let o = sion(
+        &["memory", "recall", "--data", d, "--frame", "map", "--box", "1,2,3", "--from", "0", "--to", "9"],
+        None,
+    );
+    assert!(!o.status.success() && text(&o).contains("six integers"), "{}", text(&o));
+    let o = sion(&["memory", "subject", "robot-1", "--data", d], None);
+    assert!(o.status.success() && text(&o).contains("these 1 atoms are every atom"), "{}", text(&o));
+    let o = sion(&["memory", "links", &"ab".repeat(32), "--data", d, "--json"], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "prove", "omission", "--data", d, "--position", "1"], None);
+    assert!(!o.status.success() && text(&o).contains("not omitted"), "{}", text(&o));
+
     let o = sion(&["memory", "prove", "inclusion", "--data", d, "--position", "3"], None);
     assert!(!o.status.success() && text(&o).contains("not committed"), "{}", text(&o));
     let o = sion(&["memory", "audit", "--data", d], None);

@@ -72,3 +72,113 @@ fn a_log_that_lost_committed_atoms_is_refused() {
     let err = Memory::open(&dir).err().expect("refused");
     assert!(matches!(err, MemoryError::Diverged { committed: 500, .. }), "{err}");
 }
+
+#[test]
+fn answers_as_of_any_committed_head() {
+    use sion_memory::atom::BoxMm;
+    use sion_memory::index::geom::Query;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("create");
+    let atoms: Vec<_> = sion_memory::sim::MonthInAWarehouse::new(6000, 5).collect();
+    memory.remember(atoms[..2500].to_vec()).expect("remember");
+    let first = memory.commit(false).expect("commit");
+    memory.remember(atoms[2500..].to_vec()).expect("remember");
+    memory.commit(false).expect("commit");
+    let key = memory.ledger().public_key();
+    let start = sion_memory::sim::MonthInAWarehouse::new(1, 5).start_ns();
+    let q = Query::new(
+        "map",
+        BoxMm { min_mm: [0, 0, 0], max_mm: [600_000, 600_000, 30_000] },
+        start,
+        start + sion_memory::sim::MONTH_NS,
+    )
+    .expect("query");
+    for (as_of, size) in [(None, 6000usize), (Some(2500), 2500)] {
+        let file = memory.prove_range(&q, as_of).expect("prove");
+        let verified = ProofFile::decode(&file.encode()).expect("decode").verify(Some(&key)).expect("valid");
+        let Claim::Range { atoms: got, .. } = verified.claim else { panic!("a range claim") };
+        let expected: Vec<u64> = atoms[..size]
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| q.matches(a.parts()))
+            .map(|(i, _)| i as u64)
+            .collect();
+        assert_eq!(got.iter().map(|(p, _)| *p).collect::<Vec<_>>(), expected);
+        assert_eq!(verified.head.size, size as u64);
+    }
+    assert_eq!(memory.version(Some(2500)).expect("version").head, first.head);
+    assert!(matches!(memory.version(Some(2501)), Err(MemoryError::NoSuchHead { .. })));
+    // An honest index omits nothing.
+    assert!(matches!(memory.prove_omission(17), Err(MemoryError::NotOmitted(17))));
+}
+
+/// A writer whose committed index leaves an atom out is convicted from the head alone.
+#[test]
+fn an_index_that_leaves_an_atom_out_is_convicted() {
+    use sion_memory::index::Index;
+    use sion_memory::index::geom::Query;
+    use sion_memory::ledger::{Head, SignedTx, Tx, account_of};
+    use sion_memory::proof::{Attestation, Proof, RangeProof};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("create");
+    let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(400).collect();
+    memory.remember(atoms.clone()).expect("remember");
+    // The dishonest index: position 123 holds another atom than the log's.
+    let mut decoy = atoms[123].parts().clone();
+    decoy.bounds.min_mm[0] += 50_000;
+    decoy.bounds.max_mm[0] += 50_000;
+    let decoy = sion_memory::atom::Atom::new(decoy).expect("valid");
+    let mut bad = Index::new();
+    for (i, a) in atoms.iter().enumerate() {
+        bad.fold(if i == 123 { &decoy } else { a });
+    }
+    let log_head = memory.log().head();
+    let head = Head { size: log_head.size, root: log_head.root, index: bad.root(), manifest: [0; 32] };
+    let writer = memory.writer().clone();
+    let nonce = memory.ledger().nonce(&account_of(&writer));
+    let log = memory.log_id();
+    memory
+        .ledger_mut()
+        .submit(SignedTx::sign(
+            &writer,
+            nonce,
+            Tx::CommitMemory { log, version: 0, head, proof: vec![], seal: false },
+        ))
+        .expect("the ledger does not check index roots");
+
+    let atom = &atoms[123];
+    let p = atom.parts();
+    let q = Query::new(&p.frame, p.bounds, p.valid.from_ns, p.valid.to_ns).expect("query");
+    let answer = bad.range(&q);
+    assert!(!answer.positions.contains(&123));
+    let range = RangeProof {
+        query: q,
+        atoms: answer.positions.iter().map(|&i| (i, atoms[i as usize].bytes().to_vec())).collect(),
+        answer,
+    };
+    let state = memory.ledger().state_proof(log, memory.committed().committed_at).expect("state");
+    let file = ProofFile {
+        proof: Proof::Omission {
+            log,
+            head,
+            position: 123,
+            atom: atom.bytes().to_vec(),
+            path: memory.log().inclusion_proof(123, head.size).expect("path"),
+            range: Box::new(range),
+        },
+        attestation: Some(Attestation { ledger_key: memory.ledger().public_key().to_bytes(), state }),
+    };
+    let verified = ProofFile::decode(&file.encode())
+        .expect("decode")
+        .verify(Some(&memory.ledger().public_key()))
+        .expect("convicts");
+    assert!(matches!(verified.claim, Claim::Omitted { position: 123, .. }));
+    // The same accusation against another atom, which the index does hold, fails.
+    let mut wrong = file.clone();
+    if let Proof::Omission { position, atom: a, path, .. } = &mut wrong.proof {
+        *position = 124;
+        *a = atoms[124].bytes().to_vec();
+        *path = memory.log().inclusion_proof(124, head.size).expect("path");
+    }
+    assert!(wrong.verify(None).is_err());
+}

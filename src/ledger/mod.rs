@@ -277,6 +277,12 @@ impl Ledger {
         &self.book.state.logs
     }
 
+    /// Every version of a log, oldest first: the opening, then one per accepted commit (each
+    /// with the Pulse it took effect at in `committed_at`).
+    pub fn versions(&self, id: LogId) -> &[MemoryLog] {
+        self.book.history.get(id.0 as usize).map(Vec::as_slice).unwrap_or(&[])
+    }
+
     pub fn agent(&self, name: &str) -> Option<&Agent> {
         self.book.state.agents.get(name)
     }

@@ -10,13 +10,15 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 
-use crate::atom::Atom;
+use crate::atom::{Atom, AtomId};
+use crate::index::Index;
+use crate::index::geom::Query;
 use crate::ledger::{
     Head, Ledger, LedgerError, LogId, MemoryLog, SignedHeader, Tx, TxTimeProof, account_of, generate_key,
     read_key, write_key,
 };
 use crate::log::{Appended, Audit, Log, LogError, LogOptions, Recovery};
-use crate::proof::{Attestation, Proof, ProofFile};
+use crate::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
@@ -40,6 +42,14 @@ pub enum MemoryError {
         "the log no longer extends its committed head ({committed} atoms, root {root}): atoms were lost or rewritten; run `sion memory audit`"
     )]
     Diverged { committed: u64, root: String },
+    #[error("no committed head has {size} atoms (committed sizes: {sizes})")]
+    NoSuchHead { size: u64, sizes: String },
+    #[error(
+        "the index rebuilt from the log's first {size} atoms does not match the index root committed for them"
+    )]
+    IndexMismatch { size: u64 },
+    #[error("position {0} is not omitted: the committed index answers it for its own box and interval")]
+    NotOmitted(u64),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,7 +77,13 @@ pub struct Memory {
     log_id: LogId,
     agent: Option<String>,
     recovery: Recovery,
+    /// The index of the committed head, built on first use.
+    index: Option<Index>,
 }
+
+/// Seal every this many atoms while folding a long stretch of log, so what waits to be
+/// sealed stays small.
+const SEAL_EVERY: u64 = 1 << 16;
 
 fn config_err(path: &Path, problem: impl ToString) -> MemoryError {
     MemoryError::Config { path: path.to_owned(), problem: problem.to_string() }
@@ -123,7 +139,16 @@ impl Memory {
         fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| config_err(&tmp, e))?;
         fs::rename(&tmp, &config_path).map_err(|e| config_err(&config_path, e))?;
         fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| config_err(dir, e))?;
-        Ok(Self { dir: dir.to_owned(), log, ledger, writer, log_id, agent: config.agent, recovery })
+        Ok(Self {
+            dir: dir.to_owned(),
+            log,
+            ledger,
+            writer,
+            log_id,
+            agent: config.agent,
+            recovery,
+            index: None,
+        })
     }
 
     /// Open a memory, recovering its log and checking that the log still extends the head the
@@ -151,7 +176,16 @@ impl Memory {
                 root: hex::encode(committed.root),
             });
         }
-        Ok(Self { dir: dir.to_owned(), log, ledger, writer, log_id, agent: config.agent, recovery })
+        Ok(Self {
+            dir: dir.to_owned(),
+            log,
+            ledger,
+            writer,
+            log_id,
+            agent: config.agent,
+            recovery,
+            index: None,
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -198,8 +232,35 @@ impl Memory {
         Ok(self.log.append(atoms)?)
     }
 
-    /// Commit the log's durable head to the ledger, with the consistency proof from the
-    /// committed head; `seal` closes the log for good.
+    /// Fold the log from the index's size up to `size` into `index`.
+    fn fold_into(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryError> {
+        for item in log.scan(index.size()).take((size - index.size()) as usize) {
+            let (position, atom) = item?;
+            index.fold(&atom);
+            if (position + 1) % SEAL_EVERY == 0 {
+                index.seal();
+            }
+        }
+        Ok(())
+    }
+
+    /// The index of the committed head, built from the log on first use and checked against
+    /// the index root the head commits to.
+    pub fn index(&mut self) -> Result<&mut Index, MemoryError> {
+        if self.index.is_none() {
+            let head = self.committed().head;
+            let mut index = Index::new();
+            Self::fold_into(&self.log, &mut index, head.size)?;
+            if head.size > 0 && index.root() != head.index {
+                return Err(MemoryError::IndexMismatch { size: head.size });
+            }
+            self.index = Some(index);
+        }
+        Ok(self.index.get_or_insert_with(Index::new))
+    }
+
+    /// Commit the log's durable head and its index root to the ledger, with the consistency
+    /// proof from the committed head; `seal` closes the log for good.
     pub fn commit(&mut self, seal: bool) -> Result<Committed, MemoryError> {
         let current = self.committed().clone();
         let tree = self.log.head();
@@ -208,7 +269,10 @@ impl Memory {
         } else {
             self.log.consistency_proof(current.head.size, tree.size)?
         };
-        let head = Head { size: tree.size, root: tree.root, index: [0; 32], manifest: [0; 32] };
+        let log = self.log.clone();
+        let index = self.index()?;
+        Self::fold_into(&log, index, tree.size)?;
+        let head = Head { size: tree.size, root: tree.root, index: index.root(), manifest: [0; 32] };
         let me = account_of(&self.writer);
         let tx = crate::ledger::SignedTx::sign(
             &self.writer,
@@ -220,8 +284,106 @@ impl Memory {
     }
 
     fn attestation(&self) -> Result<Attestation, MemoryError> {
-        let state = self.ledger.state_proof(self.log_id, self.committed().committed_at)?;
+        self.attestation_at(self.committed().committed_at)
+    }
+
+    fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
+        let state = self.ledger.state_proof(self.log_id, pulse)?;
         Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state })
+    }
+
+    /// The committed version of the log with `size` atoms (the latest commit if `None`).
+    pub fn version(&self, size: Option<u64>) -> Result<MemoryLog, MemoryError> {
+        let Some(size) = size else { return Ok(self.committed().clone()) };
+        let versions = self.ledger.versions(self.log_id);
+        versions.iter().rev().find(|v| v.head.size == size && v.commits > 0).cloned().ok_or_else(|| {
+            let mut sizes: Vec<String> =
+                versions.iter().filter(|v| v.commits > 0).map(|v| v.head.size.to_string()).collect();
+            sizes.dedup();
+            MemoryError::NoSuchHead { size, sizes: sizes.join(", ") }
+        })
+    }
+
+    /// Run `f` on the index of a committed version: the kept one for the latest head, one
+    /// rebuilt from the log's prefix for an older head.
+    fn with_index<T>(
+        &mut self,
+        version: &MemoryLog,
+        f: impl FnOnce(&mut Index) -> T,
+    ) -> Result<T, MemoryError> {
+        if version.head.size == self.committed().head.size {
+            return Ok(f(self.index()?));
+        }
+        let mut index = Index::new();
+        Self::fold_into(&self.log, &mut index, version.head.size)?;
+        if index.root() != version.head.index {
+            return Err(MemoryError::IndexMismatch { size: version.head.size });
+        }
+        Ok(f(&mut index))
+    }
+
+    fn answer_atoms(&self, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, MemoryError> {
+        positions.iter().map(|p| Ok((*p, self.log.read_bytes(*p)?))).collect()
+    }
+
+    /// Everything in a frame, box and interval, as of a committed head (the latest if `None`),
+    /// with the proof that nothing is missing.
+    pub fn prove_range(&mut self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        let version = self.version(as_of)?;
+        let answer = self.with_index(&version, |index| index.range(query))?;
+        let range = RangeProof { query: query.clone(), atoms: self.answer_atoms(&answer.positions)?, answer };
+        Ok(ProofFile {
+            proof: Proof::Range { log: self.log_id, head: version.head, range: Box::new(range) },
+            attestation: Some(self.attestation_at(version.committed_at)?),
+        })
+    }
+
+    /// Every atom about `subject` (or linking to an atom), as of a committed head.
+    pub fn prove_list(&mut self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        let version = self.version(as_of)?;
+        let answer = self.with_index(&version, |index| match &key {
+            ListKey::Subject(s) => index.subject(s),
+            ListKey::LinksTo(id) => index.links(id),
+        })?;
+        let list = ListProof { key, atoms: self.answer_atoms(&answer.positions)?, answer };
+        Ok(ProofFile {
+            proof: Proof::List { log: self.log_id, head: version.head, list: Box::new(list) },
+            attestation: Some(self.attestation_at(version.committed_at)?),
+        })
+    }
+
+    /// Every atom linking to `target`, as of a committed head.
+    pub fn prove_links(&mut self, target: AtomId, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        self.prove_list(ListKey::LinksTo(target), as_of)
+    }
+
+    /// Prove that the committed index leaves out the atom at `position` (for an honest index
+    /// this fails with [`MemoryError::NotOmitted`]).
+    pub fn prove_omission(&mut self, position: u64) -> Result<ProofFile, MemoryError> {
+        let head = self.committed().head;
+        if position >= head.size {
+            return Err(MemoryError::NotCommitted { position, committed: head.size });
+        }
+        let atom = self.log.read(position)?;
+        let p = atom.parts();
+        let query = Query::new(&p.frame, p.bounds, p.valid.from_ns, p.valid.to_ns)
+            .map_err(|e| MemoryError::Config { path: self.dir.clone(), problem: e.to_string() })?;
+        let answer = self.index()?.range(&query);
+        if answer.positions.contains(&position) {
+            return Err(MemoryError::NotOmitted(position));
+        }
+        let range = RangeProof { query, atoms: self.answer_atoms(&answer.positions)?, answer };
+        Ok(ProofFile {
+            proof: Proof::Omission {
+                log: self.log_id,
+                head,
+                position,
+                atom: atom.bytes().to_vec(),
+                path: self.log.inclusion_proof(position, head.size)?,
+                range: Box::new(range),
+            },
+            attestation: Some(self.attestation()?),
+        })
     }
 
     /// Prove that the atom at `position` is in the committed head.

@@ -10,7 +10,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use ed25519_dalek::VerifyingKey;
-use sion_memory::atom::Atom;
+use sion_memory::atom::{Atom, AtomId, BoxMm};
+use sion_memory::index::geom::Query;
 use sion_memory::memory::Memory;
 use sion_memory::proof::{Claim, ListKey, ProofFile, Verified};
 use sion_memory::time::rfc3339;
@@ -40,6 +41,60 @@ pub enum MemoryCommand {
     /// Re-read every record, recompute every tree hash and check the root against the
     /// ledger's head; names the first bad position, if any.
     Audit(DataArg),
+    /// What was seen in this box, during this interval: every atom, proved complete.
+    ///
+    /// An atom answers when its frame is FRAME, its box meets the query box (corners included:
+    /// boxes that only touch do meet) and its valid time [from, to) overlaps [FROM, TO)
+    /// (intervals that only touch do not). FROM = TO asks about the instant FROM. The answer
+    /// is as of a committed head (the latest unless --as-of), and the proof checks from that
+    /// head alone, an empty answer included.
+    Recall(RecallArgs),
+    /// Every atom about a subject, proved complete.
+    Subject(ListArgs),
+    /// Every atom that links to an atom (its revisions, contradictions, supports,
+    /// derivations), proved complete.
+    Links(ListArgs),
+}
+
+#[derive(Args)]
+pub struct AnswerArgs {
+    #[command(flatten)]
+    data: DataArg,
+    /// Answer as of the committed head with this many atoms [default: the latest].
+    #[arg(long)]
+    as_of: Option<u64>,
+    /// Also write the answer with its proof to this file (for `sion memory verify`).
+    #[arg(long)]
+    proof: Option<PathBuf>,
+    /// Print JSON: the head and the atoms in their JSON form (docs/ATOM.md).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct RecallArgs {
+    /// The frame the box is in.
+    #[arg(long)]
+    frame: String,
+    /// The box, millimetres: X0,Y0,Z0,X1,Y1,Z1 (min corner, then max corner).
+    #[arg(long, value_name = "X0,Y0,Z0,X1,Y1,Z1", allow_hyphen_values = true)]
+    r#box: String,
+    /// Start of the interval, nanoseconds.
+    #[arg(long, allow_hyphen_values = true)]
+    from: i64,
+    /// End of the interval (excluded), nanoseconds.
+    #[arg(long, allow_hyphen_values = true)]
+    to: i64,
+    #[command(flatten)]
+    answer: AnswerArgs,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    /// The subject (for `subject`) or the atom id, 64 hex digits (for `links`).
+    key: String,
+    #[command(flatten)]
+    answer: AnswerArgs,
 }
 
 #[derive(Args)]
@@ -110,6 +165,17 @@ pub enum ProveCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Prove that the committed index leaves out the atom at a position (convicting the
+    /// writer); fails if the index holds it, as an honest index does.
+    Omission {
+        #[command(flatten)]
+        data: DataArg,
+        #[arg(long)]
+        position: u64,
+        /// Where to write the proof [default: omission-POSITION.sionproof].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Prove that the log's first N atoms are a prefix of the committed head.
     Consistency {
         #[command(flatten)]
@@ -147,7 +213,73 @@ pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
         MemoryCommand::Prove(p) => prove(p),
         MemoryCommand::Verify(a) => verify(a),
         MemoryCommand::Audit(a) => audit(&a.data),
+        MemoryCommand::Recall(a) => recall(a),
+        MemoryCommand::Subject(a) => list(ListKey::Subject(a.key.clone()), a.answer),
+        MemoryCommand::Links(a) => {
+            let id: AtomId = a.key.parse().context("an atom id is 64 hex digits")?;
+            list(ListKey::LinksTo(id), a.answer)
+        }
     }
+}
+
+fn parse_box(text: &str) -> Result<BoxMm> {
+    let v: Vec<i64> = text
+        .split(',')
+        .map(|s| s.trim().parse::<i64>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--box {text:?}: six integers in millimetres, X0,Y0,Z0,X1,Y1,Z1"))?;
+    let [x0, y0, z0, x1, y1, z1] = v[..] else {
+        bail!("--box {text:?}: six integers in millimetres, X0,Y0,Z0,X1,Y1,Z1");
+    };
+    Ok(BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] })
+}
+
+fn recall(a: RecallArgs) -> Result<ExitCode> {
+    let query = Query::new(&a.frame, parse_box(&a.r#box)?, a.from, a.to).context("the query")?;
+    let mut memory = open_memory(&a.answer.data.data)?;
+    let started = Instant::now();
+    let file = memory.prove_range(&query, a.answer.as_of).context("answering the query")?;
+    answer(file, &a.answer, started)
+}
+
+fn list(key: ListKey, a: AnswerArgs) -> Result<ExitCode> {
+    let mut memory = open_memory(&a.data.data)?;
+    let started = Instant::now();
+    let file = memory.prove_list(key, a.as_of).context("answering")?;
+    answer(file, &a, started)
+}
+
+/// Print an answer (checked, as a reader would) and write its proof if asked.
+fn answer(file: ProofFile, a: &AnswerArgs, started: Instant) -> Result<ExitCode> {
+    let bytes = file.encode();
+    let verified = file.verify(None).context("the answer just proved does not verify (a bug)")?;
+    let secs = started.elapsed().as_secs_f64();
+    if let Some(path) = &a.proof {
+        std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if a.json {
+        let v = serde_json::json!({
+            "head": {
+                "log": verified.log.0,
+                "size": verified.head.size,
+                "root": hex::encode(verified.head.root),
+                "index": hex::encode(verified.head.index),
+                "pulse": verified.pulse.map(|(n, t, _)| serde_json::json!({"number": n, "time": rfc3339(t)})),
+            },
+            "claim": claim_json(&verified.claim),
+            "proof_bytes": bytes.len(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print_verified(&verified);
+        println!(
+            "  proof   {} bytes, built in {:.1} ms{}",
+            bytes.len(),
+            secs * 1e3,
+            a.proof.as_ref().map(|p| format!(", written to {}", p.display())).unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn open_memory(dir: &Path) -> Result<Memory> {
@@ -428,6 +560,14 @@ fn prove(cmd: ProveCommand) -> Result<ExitCode> {
             write_proof(
                 &file,
                 &out.unwrap_or_else(|| PathBuf::from(format!("inclusion-{position}.sionproof"))),
+            )?;
+        }
+        ProveCommand::Omission { data, position, out } => {
+            let mut memory = open_memory(&data.data)?;
+            let file = memory.prove_omission(position)?;
+            write_proof(
+                &file,
+                &out.unwrap_or_else(|| PathBuf::from(format!("omission-{position}.sionproof"))),
             )?;
         }
         ProveCommand::Consistency { data, from, out } => {
