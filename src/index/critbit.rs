@@ -196,6 +196,50 @@ impl CritMap {
         self.leaves.is_empty()
     }
 
+    /// Set many leaves at once: one by one when they are few, by rebuilding the whole tree
+    /// (same shape, same digests) when they are many.
+    pub fn set_all(&mut self, updates: Vec<([u8; 32], Digest)>) {
+        if updates.len() * 8 < self.leaves.len() {
+            for (k, d) in updates {
+                self.set(k, d);
+            }
+            return;
+        }
+        let mut leaves: std::collections::BTreeMap<[u8; 32], Digest> = self
+            .leaves
+            .values()
+            .filter_map(|&i| match &self.nodes[i] {
+                MapNode::Leaf { key, digest } => Some((*key, *digest)),
+                MapNode::Interior { .. } => None,
+            })
+            .collect();
+        leaves.extend(updates);
+        let sorted: Vec<([u8; 32], Digest)> = leaves.into_iter().collect();
+        *self = Self::default();
+        self.leaves.reserve(sorted.len());
+        self.nodes.reserve(sorted.len() * 2);
+        if !sorted.is_empty() {
+            let root = self.build(&sorted);
+            self.root = Some(root);
+        }
+    }
+
+    fn build(&mut self, leaves: &[([u8; 32], Digest)]) -> usize {
+        let (first, last) = (&leaves[0], &leaves[leaves.len() - 1]);
+        let Some(crit) = first_difference(&first.0, &last.0) else {
+            let at = self.nodes.len();
+            self.nodes.push(MapNode::Leaf { key: first.0, digest: first.1 });
+            self.leaves.insert(first.0, at);
+            return at;
+        };
+        let split = leaves.partition_point(|(k, _)| !bit(k, crit));
+        let left = self.build(&leaves[..split]);
+        let right = self.build(&leaves[split..]);
+        let digest = node_digest(crit, &self.sealed_digest(left), &self.sealed_digest(right));
+        self.nodes.push(MapNode::Interior { crit, children: [left, right], digest: Some(digest) });
+        self.nodes.len() - 1
+    }
+
     /// Set the leaf digest of `key`, inserting the key if it is new.
     pub fn set(&mut self, key: [u8; 32], digest: Digest) {
         if let Some(&leaf) = self.leaves.get(&key) {
@@ -320,6 +364,11 @@ mod map_tests {
             let digest = *blake3::hash(&round.to_le_bytes()).as_bytes();
             map.set(key, digest);
             leaves.insert(key, digest);
+            if round == 200 {
+                // A bulk update takes the rebuilding path; the result must not differ.
+                let all: Vec<_> = leaves.iter().map(|(k, d)| (*k, *d)).collect();
+                map.set_all(all);
+            }
             if round % 37 == 0 || round == 399 {
                 let fresh = CritTree::build(leaves.iter().map(|(k, d)| (*k, *d)).collect());
                 assert_eq!(map.seal(), fresh.root(), "round {round}");

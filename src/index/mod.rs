@@ -93,12 +93,10 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn push(&mut self, e: Entry) {
+    fn extend(&mut self, entries: impl ExactSizeIterator<Item = Entry>) {
         let block = self.entries.len() / BLOCK;
-        if self.entries.capacity() == 0 {
-            self.entries.reserve_exact(16);
-        }
-        self.entries.push(e);
+        self.entries.reserve(entries.len().max(16));
+        self.entries.extend(entries);
         if self.dirty_from.is_none() {
             self.dirty_from = Some(block);
         }
@@ -121,6 +119,8 @@ impl Bucket {
         }
         let roots = (0..count).map(|b| self.block_root(b)).collect();
         self.roots = Built::new(roots);
+        // Most buckets are done growing (their hour is past): give back the slack.
+        self.entries.shrink_to_fit();
     }
 
     fn block_root(&self, b: usize) -> Summary {
@@ -172,8 +172,8 @@ struct Cells {
 }
 
 impl Cells {
-    fn push(&mut self, e: Entry) {
-        self.buckets.entry(cell_key(&e.bbox)).or_default().push(e);
+    fn extend(&mut self, cell: u128, entries: impl ExactSizeIterator<Item = Entry>) {
+        self.buckets.entry(cell).or_default().extend(entries);
         self.dirty = true;
     }
 
@@ -302,6 +302,9 @@ impl List {
     }
 }
 
+/// An atom folded for a list: (list slot, position, atom id).
+type Folded = (usize, u64, AtomId);
+
 /// The lists of one map (subjects or links) and the crit-bit tree over their leaves.
 #[derive(Debug, Clone, Default)]
 struct Lists {
@@ -326,31 +329,60 @@ impl Lists {
         i
     }
 
-    /// Add folded atoms to their lists; an atom is added to a list once however often it
-    /// names it.
-    fn absorb(&mut self, mut pending: Vec<(usize, u64, AtomId)>) {
-        // Stable: a list's atoms stay in log order, and one list is worked through at a time.
-        pending.sort_by_key(|(slot, _, _)| *slot);
-        for (i, position, id) in pending {
-            let list = &mut self.lists[i];
-            if list.positions.last() == Some(&position) {
-                continue;
-            }
-            list.positions.push(position);
-            list.frontier.push(Blake3::hash_leaf(&list_leaf(position, &id)), |_| {});
-            if !self.stale[i] {
-                self.stale[i] = true;
-                self.dirty.push(i);
+    /// Add folded atoms to their lists, each list on whichever core is free; an atom is added
+    /// to a list once however often it names it.
+    fn absorb(&mut self, mut pending: Vec<Folded>) {
+        // A list's atoms stay in log order, and one list is worked through at a time.
+        pending.par_sort_unstable_by_key(|&(slot, position, _)| (slot, position));
+        let mut runs: Vec<(usize, &[Folded])> = Vec::new();
+        let mut rest = &pending[..];
+        while let Some(&(slot, _, _)) = rest.first() {
+            let n = rest.iter().take_while(|p| p.0 == slot).count();
+            let (run, later) = rest.split_at(n);
+            runs.push((slot, run));
+            rest = later;
+        }
+        for &(slot, _) in &runs {
+            if !self.stale[slot] {
+                self.stale[slot] = true;
+                self.dirty.push(slot);
             }
         }
+        // Pair each list with its run (both in slot order) to grow them in parallel.
+        let mut work: Vec<(&mut List, &[Folded])> = Vec::with_capacity(runs.len());
+        let mut runs = runs.into_iter().peekable();
+        for (slot, list) in self.lists.iter_mut().enumerate() {
+            if let Some(&(s, run)) = runs.peek()
+                && s == slot
+            {
+                work.push((list, run));
+                runs.next();
+            }
+        }
+        work.par_iter_mut().for_each(|(list, run)| {
+            for &(_, position, id) in run.iter() {
+                if list.positions.last() == Some(&position) {
+                    continue;
+                }
+                list.positions.push(position);
+                list.frontier.push(Blake3::hash_leaf(&list_leaf(position, &id)), |_| {});
+            }
+        });
     }
 
-    fn seal(&mut self, leaf_digest: impl Fn(&List) -> Digest) -> Digest {
-        for i in std::mem::take(&mut self.dirty) {
+    fn seal(&mut self, leaf_digest: impl Fn(&List) -> Digest + Sync) -> Digest {
+        let dirty = std::mem::take(&mut self.dirty);
+        let updates: Vec<([u8; 32], Digest)> = dirty
+            .par_iter()
+            .map(|&i| {
+                let list = &self.lists[i];
+                (list.key, leaf_digest(list))
+            })
+            .collect();
+        for i in dirty {
             self.stale[i] = false;
-            let list = &self.lists[i];
-            self.map.set(list.key, leaf_digest(list));
         }
+        self.map.set_all(updates);
         self.map.seal()
     }
 
@@ -413,15 +445,40 @@ pub fn index_root(frames: u64, frames_root: &Digest, subjects: &Digest, links: &
 #[derive(Debug, Clone, Default)]
 pub struct Index {
     size: u64,
+    /// The size at the last seal.
+    sealed_size: u64,
     frames: BTreeMap<String, Frame>,
     /// (list slot, position, atom id) folded since the last seal, for subjects and for links.
-    pending_subjects: Vec<(usize, u64, AtomId)>,
-    pending_links: Vec<(usize, u64, AtomId)>,
+    pending_subjects: Vec<Folded>,
+    pending_links: Vec<Folded>,
     subjects: Lists,
-    /// Subject text to its slot in `subjects`, so folding hashes a subject only once.
-    subject_slots: HashMap<String, usize>,
     links: Lists,
     sealed: Option<Sealed>,
+}
+
+/// What folding an atom needs, worked out from the atom alone.
+struct Prepared<'a> {
+    atom: &'a Atom,
+    entry: Entry,
+    /// The hour of a short-lived atom; `None` for a long-lived one.
+    hour: Option<i64>,
+    cell: u128,
+    /// The subject map key, if the atom has a subject.
+    subject: Option<[u8; 32]>,
+}
+
+impl<'a> Prepared<'a> {
+    fn of(atom: &'a Atom, position: u64) -> Self {
+        let p = atom.parts();
+        let entry = Entry { position, id: atom.id(), bbox: SpaceTime::of_atom(p) };
+        Prepared {
+            atom,
+            hour: is_short_lived(&p.valid).then(|| p.valid.from_ns.div_euclid(HOUR_NS)),
+            cell: cell_key(&entry.bbox),
+            subject: (!p.subject.is_empty()).then(|| subject_key(&p.subject)),
+            entry,
+        }
+    }
 }
 
 /// What sealing computes over the whole index: the small trees on top and the root.
@@ -492,13 +549,21 @@ impl Index {
     }
 
     /// Build the index of a sequence of atoms from position 0.
-    pub fn build<'a>(atoms: impl IntoIterator<Item = &'a Atom>) -> Self {
+    pub fn build(atoms: &[Atom]) -> Self {
         let mut index = Self::new();
-        for atom in atoms {
-            index.fold(atom);
+        for chunk in atoms.chunks(1 << 16) {
+            index.fold_all(chunk);
+            if index.unsealed() >= 1 << 19 {
+                index.seal();
+            }
         }
         index.seal();
         index
+    }
+
+    /// Atoms folded since the last seal: sealing now and then bounds what waits for it.
+    pub fn unsealed(&self) -> u64 {
+        self.size - self.sealed_size
     }
 
     /// How many atoms of the log the index covers.
@@ -508,44 +573,103 @@ impl Index {
 
     /// Take in the next atom of the log (position `self.size()`).
     pub fn fold(&mut self, atom: &Atom) {
-        let position = self.size;
+        let prepared = Prepared::of(atom, self.size);
+        self.insert(prepared);
+    }
+
+    /// Take in the next atoms of the log, the per-atom work on every core.
+    pub fn fold_all(&mut self, atoms: &[Atom]) {
+        if atoms.len() < 64 {
+            for a in atoms {
+                self.fold(a);
+            }
+            return;
+        }
+        let base = self.size;
+        let prepared: Vec<Prepared<'_>> =
+            atoms.par_iter().enumerate().map(|(i, a)| Prepared::of(a, base + i as u64)).collect();
+        self.size += atoms.len() as u64;
+        self.sealed = None;
+        // Frames by number, so that atoms can be ordered by where they go.
+        let mut frame_of: Vec<u32> = Vec::with_capacity(prepared.len());
+        let mut names: Vec<&str> = Vec::new();
+        for p in &prepared {
+            let name = p.atom.parts().frame.as_str();
+            let f = match names.iter().rposition(|n| *n == name) {
+                Some(f) => f,
+                None => {
+                    names.push(name);
+                    names.len() - 1
+                }
+            };
+            frame_of.push(f as u32);
+        }
+        // Each bucket's atoms as one run, in log order: one lookup and one copy per run.
+        let mut keys: Vec<(u32, i64, u128, u32)> = prepared
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (frame_of[i], p.hour.unwrap_or(i64::MAX), p.cell, i as u32))
+            .collect();
+        keys.par_sort_unstable();
+        let mut rest = &keys[..];
+        while let Some(&(frame_no, _, cell, first)) = rest.first() {
+            let hour = prepared[first as usize].hour;
+            let run =
+                rest.iter().take_while(|k| (k.0, k.1, k.2) == (rest[0].0, rest[0].1, rest[0].2)).count();
+            let (now, later) = rest.split_at(run);
+            rest = later;
+            let name = names[frame_no as usize];
+            if !self.frames.contains_key(name) {
+                self.frames.insert(name.to_owned(), Frame::default());
+            }
+            let Some(frame) = self.frames.get_mut(name) else { continue };
+            let cells = match hour {
+                Some(hour) => frame.hours.entry(hour).or_insert_with(|| {
+                    frame.dirty = true;
+                    Cells::default()
+                }),
+                None => &mut frame.long,
+            };
+            cells.extend(cell, now.iter().map(|k| prepared[k.3 as usize].entry));
+        }
+        for p in &prepared {
+            self.add_to_lists(p);
+        }
+    }
+
+    fn add_to_lists(&mut self, prepared: &Prepared<'_>) {
+        let p = prepared.atom.parts();
+        let entry = &prepared.entry;
+        if let Some(key) = prepared.subject {
+            let slot = self.subjects.slot(key, || p.subject.clone());
+            self.pending_subjects.push((slot, entry.position, entry.id));
+        }
+        for link in &p.links {
+            let slot = self.links.slot(link.target.0, String::new);
+            self.pending_links.push((slot, entry.position, entry.id));
+        }
+    }
+
+    fn insert(&mut self, prepared: Prepared<'_>) {
+        let Prepared { atom, entry, hour, cell, subject } = prepared;
+        let p = atom.parts();
+        debug_assert_eq!(entry.position, self.size);
         self.size += 1;
         self.sealed = None;
-        let p = atom.parts();
-        let entry = Entry { position, id: atom.id(), bbox: SpaceTime::of_atom(p) };
         if !self.frames.contains_key(&p.frame) {
             self.frames.insert(p.frame.clone(), Frame::default());
         }
         if let Some(frame) = self.frames.get_mut(&p.frame) {
-            if is_short_lived(&p.valid) {
-                let hour = p.valid.from_ns.div_euclid(HOUR_NS);
-                frame
-                    .hours
-                    .entry(hour)
-                    .or_insert_with(|| {
-                        frame.dirty = true;
-                        Cells::default()
-                    })
-                    .push(entry);
-            } else {
-                frame.long.push(entry);
-            }
-        }
-        if !p.subject.is_empty() {
-            let slot = match self.subject_slots.get(&p.subject) {
-                Some(&i) => i,
-                None => {
-                    let i = self.subjects.slot(subject_key(&p.subject), || p.subject.clone());
-                    self.subject_slots.insert(p.subject.clone(), i);
-                    i
-                }
+            let cells = match hour {
+                Some(hour) => frame.hours.entry(hour).or_insert_with(|| {
+                    frame.dirty = true;
+                    Cells::default()
+                }),
+                None => &mut frame.long,
             };
-            self.pending_subjects.push((slot, position, entry.id));
+            cells.extend(cell, std::iter::once(entry));
         }
-        for link in &p.links {
-            let slot = self.links.slot(link.target.0, String::new);
-            self.pending_links.push((slot, position, entry.id));
-        }
+        self.add_to_lists(&Prepared { atom, entry, hour, cell, subject });
     }
 
     /// Rehash what changed since the last seal; returns the root.
@@ -553,6 +677,7 @@ impl Index {
         if let Some(s) = &self.sealed {
             return s.root;
         }
+        self.sealed_size = self.size;
         // The expensive part, on every core: the buckets' k-d trees, and the lists.
         let (subjects, links) =
             (std::mem::take(&mut self.pending_subjects), std::mem::take(&mut self.pending_links));

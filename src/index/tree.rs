@@ -24,26 +24,19 @@ pub struct Entry {
     pub bbox: SpaceTime,
 }
 
-impl Entry {
-    /// `u64 position || id || box`: 104 bytes.
-    pub fn encode_into(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.position.to_le_bytes());
-        out.extend_from_slice(&self.id.0);
-        out.extend_from_slice(&self.bbox.encode());
-    }
-}
-
 /// The summary of a leaf group: the union of its boxes and `BLAKE3(0x10 || u8 count || entries)`.
 pub fn group_summary(entries: &[Entry]) -> Summary {
-    let mut buf = Vec::with_capacity(2 + entries.len() * 104);
-    buf.push(TAG_GROUP);
-    buf.push(entries.len() as u8);
+    let mut buf = [0u8; 2 + GROUP * 104];
+    buf[0] = TAG_GROUP;
+    buf[1] = entries.len() as u8;
     let mut bbox = entries[0].bbox;
-    for e in entries {
-        e.encode_into(&mut buf);
+    for (e, out) in entries.iter().zip(buf[2..].chunks_exact_mut(104)) {
+        out[..8].copy_from_slice(&e.position.to_le_bytes());
+        out[8..40].copy_from_slice(&e.id.0);
+        out[40..].copy_from_slice(&e.bbox.encode());
         bbox = bbox.union(&e.bbox);
     }
-    Summary { bbox, digest: *blake3::hash(&buf).as_bytes() }
+    Summary { bbox, digest: *blake3::hash(&buf[..2 + entries.len() * 104]).as_bytes() }
 }
 
 /// A node's box and digest.

@@ -584,7 +584,18 @@ impl Log {
     }
 
     /// Read every atom from `from` on, in order, checking each record's checksum.
-    pub fn scan(&self, from: u64) -> Scan {
+    pub fn scan(&self, from: u64) -> impl Iterator<Item = Result<(u64, Atom), LogError>> + use<> {
+        self.scan_bytes(from).map(|item| {
+            let (position, bytes) = item?;
+            let atom =
+                Atom::decode(&bytes).map_err(|e| LogError::Corrupt { position, reason: e.to_string() })?;
+            Ok((position, atom))
+        })
+    }
+
+    /// Read every record from `from` on, in order, checking each checksum but not decoding
+    /// (for readers that decode on several cores).
+    pub fn scan_bytes(&self, from: u64) -> Scan {
         Scan::new(self.clone(), from, self.size())
     }
 
@@ -758,7 +769,7 @@ impl Scan {
 }
 
 impl Iterator for Scan {
-    type Item = Result<(u64, Atom), LogError>;
+    type Item = Result<(u64, Vec<u8>), LogError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.next >= self.end {
@@ -789,16 +800,14 @@ impl Iterator for Scan {
                     self.reader = None;
                     continue;
                 }
-                Record::Good(bytes) => {
-                    Atom::decode(&bytes).map_err(|e| LogError::Corrupt { position, reason: e.to_string() })
-                }
+                Record::Good(bytes) => Ok(bytes),
                 other => Err(LogError::Corrupt { position, reason: format!("record is {other:?}") }),
             };
             self.next += 1;
             if result.is_err() {
                 self.next = self.end;
             }
-            return Some(result.map(|atom| (position, atom)));
+            return Some(result.map(|bytes| (position, bytes)));
         }
     }
 }

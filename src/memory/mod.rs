@@ -232,25 +232,13 @@ impl Memory {
         Ok(self.log.append(atoms)?)
     }
 
-    /// Fold the log from the index's size up to `size` into `index`.
-    fn fold_into(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryError> {
-        for item in log.scan(index.size()).take((size - index.size()) as usize) {
-            let (position, atom) = item?;
-            index.fold(&atom);
-            if (position + 1) % SEAL_EVERY == 0 {
-                index.seal();
-            }
-        }
-        Ok(())
-    }
-
     /// The index of the committed head, built from the log on first use and checked against
     /// the index root the head commits to.
     pub fn index(&mut self) -> Result<&mut Index, MemoryError> {
         if self.index.is_none() {
             let head = self.committed().head;
             let mut index = Index::new();
-            Self::fold_into(&self.log, &mut index, head.size)?;
+            fold_log(&self.log, &mut index, head.size)?;
             if head.size > 0 && index.root() != head.index {
                 return Err(MemoryError::IndexMismatch { size: head.size });
             }
@@ -271,7 +259,7 @@ impl Memory {
         };
         let log = self.log.clone();
         let index = self.index()?;
-        Self::fold_into(&log, index, tree.size)?;
+        fold_log(&log, index, tree.size)?;
         let head = Head { size: tree.size, root: tree.root, index: index.root(), manifest: [0; 32] };
         let me = account_of(&self.writer);
         let tx = crate::ledger::SignedTx::sign(
@@ -315,7 +303,7 @@ impl Memory {
             return Ok(f(self.index()?));
         }
         let mut index = Index::new();
-        Self::fold_into(&self.log, &mut index, version.head.size)?;
+        fold_log(&self.log, &mut index, version.head.size)?;
         if index.root() != version.head.index {
             return Err(MemoryError::IndexMismatch { size: version.head.size });
         }
@@ -445,4 +433,28 @@ fn register_agent_path(ledger: &mut Ledger, writer: &SigningKey, name: &str) -> 
         }
     }
     Ok(())
+}
+
+/// Fold a log into an index, from the index's size up to `size`: records are read in order,
+/// decoded and folded a chunk at a time on every core, and the index sealed after each chunk.
+/// A cold boot is `fold_log(log, &mut Index::new(), log.size())`.
+pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryError> {
+    use rayon::prelude::*;
+    let mut records = log.scan_bytes(index.size()).take(size.saturating_sub(index.size()) as usize);
+    loop {
+        let chunk: Vec<(u64, Vec<u8>)> =
+            records.by_ref().take(SEAL_EVERY as usize).collect::<Result<_, _>>()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let atoms: Vec<Atom> = chunk
+            .par_iter()
+            .map(|(position, bytes)| {
+                Atom::decode(bytes)
+                    .map_err(|e| LogError::Corrupt { position: *position, reason: e.to_string() })
+            })
+            .collect::<Result<_, _>>()?;
+        index.fold_all(&atoms);
+        index.seal();
+    }
 }
