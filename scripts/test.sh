@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
-# Everything CI checks, in the order a failure is cheapest to find: formatting, lints, then
-# every test suite (unit, RFC 9162 vectors, atoms, log, ledger, memory, command line, and the
-# SIGKILL crash test that drives real processes).
+# Everything CI checks, in the order a failure is cheapest to find: formatting, lints, every
+# test suite (unit, RFC 9162 vectors, atoms, log, ledger, index against brute force and
+# against the plain implementation of docs/INDEX.md, memory, command line, and the SIGKILL
+# crash test that drives real processes), then the fuzz targets for a bounded time.
 #
-#   bash scripts/test.sh
+#   bash scripts/test.sh            (FUZZ_SECONDS=N to fuzz each target longer or shorter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
 cargo fmt --all --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+
+# Fuzzing decoders and verifiers: libFuzzer through cargo-fuzz, on the stable toolchain
+# (coverage instrumentation without a sanitizer; the code under test has no unsafe).
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked --version 0.13.2
+fi
+for target in proof_file atom; do
+    corpus=$(mktemp -d)
+    cp fuzz/seeds/"$target"/* "$corpus"/
+    (cd fuzz && cargo fuzz run --sanitizer none -O "$target" "$corpus" -- -max_total_time="${FUZZ_SECONDS:-60}")
+    rm -rf "$corpus"
+done
