@@ -154,7 +154,10 @@ fn crit(keys: &[(Digest, Digest)]) -> Digest {
             let bit_of = |k: &Digest, b: usize| (k[b / 8] >> (7 - b % 8)) & 1;
             let b = (0..256).find(|&b| bit_of(first, b) != bit_of(last, b)).unwrap();
             let split = keys.iter().position(|(k, _)| bit_of(k, b) == 1).unwrap();
-            h(&[&[0x21], &(b as u16).to_le_bytes(), &crit(&keys[..split]), &crit(&keys[split..])])
+            let key = h(&[&[0x21], &(b as u16).to_le_bytes()]);
+            let mut children = crit(&keys[..split]).to_vec();
+            children.extend_from_slice(&crit(&keys[split..]));
+            *blake3::keyed_hash(&key, &children).as_bytes()
         }
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! Over keys sorted ascending, a tree of one key is that key's leaf; a tree of more splits at
 //! the first bit (most significant first) where its first and last keys differ: keys with a 0
-//! there go left. Interior digest: `BLAKE3(0x21 || u16 LE bit || left || right)`; the empty
-//! map: `BLAKE3(0x22)`.
+//! there go left. Interior digest: BLAKE3 keyed with `BLAKE3(0x21 || u16 LE bit)` over
+//! `left || right` (one 64-byte block; the key binds the bit); the empty map: `BLAKE3(0x22)`.
 
 use crate::merkle::Digest;
 
@@ -25,13 +25,30 @@ fn first_difference(a: &[u8; 32], b: &[u8; 32]) -> Option<u16> {
         .map(|(i, (x, y))| (i * 8) as u16 + (x ^ y).leading_zeros() as u16)
 }
 
+/// The key an interior node at crit bit `crit` is hashed with: `BLAKE3(0x21 || u16 LE crit)`.
+fn crit_key(crit: u16) -> [u8; 32] {
+    static KEYS: std::sync::OnceLock<Vec<[u8; 32]>> = std::sync::OnceLock::new();
+    let keys = KEYS.get_or_init(|| {
+        (0..256u16)
+            .map(|b| {
+                let mut buf = [TAG_NODE, 0, 0];
+                buf[1..].copy_from_slice(&b.to_le_bytes());
+                *blake3::hash(&buf).as_bytes()
+            })
+            .collect()
+    });
+    keys.get(usize::from(crit)).copied().unwrap_or_else(|| {
+        let mut buf = [TAG_NODE, 0, 0];
+        buf[1..].copy_from_slice(&crit.to_le_bytes());
+        *blake3::hash(&buf).as_bytes()
+    })
+}
+
 pub fn node_digest(crit: u16, left: &Digest, right: &Digest) -> Digest {
-    let mut buf = [0u8; 1 + 2 + 64];
-    buf[0] = TAG_NODE;
-    buf[1..3].copy_from_slice(&crit.to_le_bytes());
-    buf[3..35].copy_from_slice(left);
-    buf[35..].copy_from_slice(right);
-    *blake3::hash(&buf).as_bytes()
+    let mut buf = [0u8; 64];
+    buf[..32].copy_from_slice(left);
+    buf[32..].copy_from_slice(right);
+    *blake3::keyed_hash(&crit_key(crit), &buf).as_bytes()
 }
 
 pub fn empty_digest() -> Digest {

@@ -2,7 +2,7 @@
 //! (docs/PROOFS.md, "Range proof"). The answer's atoms travel with the proof; the proof is the
 //! walk of the frame's trees that the query reached, and the frames tree path above it.
 
-use std::collections::BTreeMap;
+use rayon::prelude::*;
 
 use super::VerifyError;
 use crate::atom::{Atom, BoxMm};
@@ -226,9 +226,17 @@ impl RangeProof {
         log_size: u64,
     ) -> Result<Vec<(u64, Atom)>, VerifyError> {
         let q = &self.query;
-        let mut answer: BTreeMap<u64, (Atom, bool)> = BTreeMap::new();
+        // Decoding (and hashing) the answer's atoms is most of the work: for big answers, on
+        // every core.
+        let decode =
+            |(_, bytes): &(u64, Vec<u8>)| Atom::decode(bytes).map_err(|e| VerifyError::Atom(e.to_string()));
+        let decoded: Vec<Atom> = if self.atoms.len() >= 256 {
+            self.atoms.par_iter().map(decode).collect::<Result<_, _>>()?
+        } else {
+            self.atoms.iter().map(decode).collect::<Result<_, _>>()?
+        };
         let mut last = None;
-        for (position, bytes) in &self.atoms {
+        for ((position, _), atom) in self.atoms.iter().zip(&decoded) {
             if last.is_some_and(|l| l >= *position) {
                 return Err(VerifyError::Range("answer positions are not strictly ascending".into()));
             }
@@ -238,14 +246,17 @@ impl RangeProof {
                     "position {position} is beyond the head ({log_size} atoms)"
                 )));
             }
-            let atom = Atom::decode(bytes).map_err(|e| VerifyError::Atom(e.to_string()))?;
             if !q.matches(atom.parts()) {
                 return Err(VerifyError::Range(format!(
                     "the atom at position {position} does not answer the query"
                 )));
             }
-            answer.insert(*position, (atom, false));
         }
+        let mut answer = Answer {
+            positions: self.atoms.iter().map(|(p, _)| *p).collect(),
+            used: vec![false; decoded.len()],
+            atoms: decoded,
+        };
         let a = &self.answer;
         let mut summaries = [None, None];
         for (walk, summary) in [&a.short, &a.long].into_iter().zip(summaries.iter_mut()) {
@@ -258,7 +269,8 @@ impl RangeProof {
                 *summary = Some(s);
             }
         }
-        if let Some((p, _)) = answer.iter().find(|(_, (_, used))| !used) {
+        if let Some(i) = answer.used.iter().position(|used| !used) {
+            let p = answer.positions[i];
             return Err(VerifyError::Range(format!("the atom at position {p} is not in the index")));
         }
         let frames_root = match &a.frame {
@@ -277,8 +289,15 @@ impl RangeProof {
         if root != *index_root_expected {
             return Err(VerifyError::IndexRoot);
         }
-        Ok(answer.into_iter().map(|(p, (atom, _))| (p, atom)).collect())
+        Ok(answer.positions.into_iter().zip(answer.atoms).collect())
     }
+}
+
+/// The answer's atoms by ascending position, and which of them a walk has reached.
+struct Answer {
+    positions: Vec<u64>,
+    atoms: Vec<Atom>,
+    used: Vec<bool>,
 }
 
 fn put_steps(out: &mut Vec<u8>, steps: &[Step], coder: &mut BoxCoder) {
@@ -362,7 +381,7 @@ fn replay(
     steps: &[Step],
     at: &mut usize,
     q: &Query,
-    answer: &mut BTreeMap<u64, (Atom, bool)>,
+    answer: &mut Answer,
     log_size: u64,
     depth: usize,
 ) -> Result<Summary, VerifyError> {
@@ -391,15 +410,15 @@ fn replay(
             for g in group {
                 entries.push(match g {
                     GroupEntry::Hit(p) => {
-                        let (atom, used) = answer.get_mut(p).ok_or_else(|| {
+                        let i = answer.positions.binary_search(p).map_err(|_| {
                             VerifyError::Range(format!(
                                 "the index answers with position {p}, which the answer lacks"
                             ))
                         })?;
-                        if *used {
+                        if std::mem::replace(&mut answer.used[i], true) {
                             return Err(VerifyError::Range(format!("position {p} answers twice")));
                         }
-                        *used = true;
+                        let atom = &answer.atoms[i];
                         Entry { position: *p, id: atom.id(), bbox: SpaceTime::of_atom(atom.parts()) }
                     }
                     GroupEntry::Miss(e) => {

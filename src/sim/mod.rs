@@ -225,9 +225,11 @@ impl Iterator for Warehouse {
 
 /// The workload of the seed's proof-size table: a 1 km × 1 km × 30 m warehouse over 30 days,
 /// `n` atoms recorded in time order (with a little jitter, so some arrive late):
-/// 60 % pallet observations (1.2 × 1.0 × 1.5 m on rack levels, seen for 1–60 s), 30 % robot
-/// poses (0.8 × 0.8 × 1.5 m, 1 s), 9.5 % coverage patches (6 × 6 × 3 m, 1–2 min) and 0.5 %
-/// map tiles (10 × 10 m, valid until further notice). Positions are uniform.
+/// 60 % pallet observations (1.2 × 1.0 × 1.5 m on rack levels, seen for 1–120 s), 30 % robot
+/// poses (0.8 × 0.8 × 1.5 m, 1 s), 9.4 % coverage patches (6 × 6 × 3 m, 1–3 min) and 0.6 %
+/// 3-D map tiles (10 × 10 × 3 m voxel blocks at rack levels, valid until further notice).
+/// Positions are uniform. The mix is tuned so that the seed's four queries find about as many
+/// atoms as the seed reports.
 #[derive(Debug, Clone)]
 pub struct MonthInAWarehouse {
     rng: SplitMix64,
@@ -279,7 +281,7 @@ impl Iterator for MonthInAWarehouse {
                 Kind::Observation,
                 "map",
                 at(rng, [1_200, 1_000, 1_500]),
-                Interval { from_ns: t, to_ns: t + rng.range(1, 61) * 1_000_000_000 },
+                Interval { from_ns: t, to_ns: t + rng.range(1, 121) * 1_000_000_000 },
                 Permille(600 + (rng.next_u64() % 400) as u16),
             );
             p.subject = format!("pallet-{}", rng.next_u64() % 20_000);
@@ -299,18 +301,16 @@ impl Iterator for MonthInAWarehouse {
             );
             p.subject = format!("robot-{}", rng.next_u64() % 8);
             p
-        } else if roll < 995 {
+        } else if roll < 994 {
             AtomParts::new(
                 Kind::Coverage,
                 "map",
                 at(rng, [6_000, 6_000, 3_000]),
-                Interval { from_ns: t, to_ns: t + rng.range(60, 121) * 1_000_000_000 },
+                Interval { from_ns: t, to_ns: t + rng.range(60, 181) * 1_000_000_000 },
                 Permille(900),
             )
         } else {
-            let mut bounds = at(rng, [10_000, 10_000, 0]);
-            bounds.min_mm[2] = 0;
-            bounds.max_mm[2] = 0;
+            let bounds = at(rng, [10_000, 10_000, 3_000]);
             let mut p = AtomParts::new(
                 Kind::MapTile,
                 "map",
@@ -318,7 +318,12 @@ impl Iterator for MonthInAWarehouse {
                 Interval { from_ns: t, to_ns: Interval::OPEN_END_NS },
                 Permille(950),
             );
-            p.subject = format!("tile-{}-{}", bounds.min_mm[0] / 10_000, bounds.min_mm[1] / 10_000);
+            p.subject = format!(
+                "tile-{}-{}-{}",
+                bounds.min_mm[0] / 10_000,
+                bounds.min_mm[1] / 10_000,
+                bounds.min_mm[2] / 3_000
+            );
             p
         };
         Atom::new(parts).ok()
