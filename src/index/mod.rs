@@ -331,9 +331,22 @@ impl Lists {
 
     /// Add folded atoms to their lists, each list on whichever core is free; an atom is added
     /// to a list once however often it names it.
-    fn absorb(&mut self, mut pending: Vec<Folded>) {
-        // A list's atoms stay in log order, and one list is worked through at a time.
-        pending.par_sort_unstable_by_key(|&(slot, position, _)| (slot, position));
+    fn absorb(&mut self, pending: Vec<Folded>) {
+        // A list's atoms stay in log order (folding pushed them so), and one list is worked
+        // through at a time: a stable counting sort by slot.
+        let mut start = vec![0usize; self.lists.len() + 1];
+        for &(slot, _, _) in &pending {
+            start[slot + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut sorted: Vec<Folded> = vec![(0, 0, AtomId([0; 32])); pending.len()];
+        for f in pending {
+            sorted[start[f.0]] = f;
+            start[f.0] += 1;
+        }
+        let pending = sorted;
         let mut runs: Vec<(usize, &[Folded])> = Vec::new();
         let mut rest = &pending[..];
         while let Some(&(slot, _, _)) = rest.first() {
@@ -452,6 +465,8 @@ pub struct Index {
     pending_subjects: Vec<Folded>,
     pending_links: Vec<Folded>,
     subjects: Lists,
+    /// Subject text to its slot in `subjects`, so a subject is hashed once, when first seen.
+    subject_slots: HashMap<String, usize>,
     links: Lists,
     sealed: Option<Sealed>,
 }
@@ -463,19 +478,19 @@ struct Prepared<'a> {
     /// The hour of a short-lived atom; `None` for a long-lived one.
     hour: Option<i64>,
     cell: u128,
-    /// The subject map key, if the atom has a subject.
-    subject: Option<[u8; 32]>,
+    /// The subject's list slot if the subject is known already.
+    subject_slot: Option<usize>,
 }
 
 impl<'a> Prepared<'a> {
-    fn of(atom: &'a Atom, position: u64) -> Self {
+    fn of(atom: &'a Atom, position: u64, subject_slots: &HashMap<String, usize>) -> Self {
         let p = atom.parts();
         let entry = Entry { position, id: atom.id(), bbox: SpaceTime::of_atom(p) };
         Prepared {
             atom,
             hour: is_short_lived(&p.valid).then(|| p.valid.from_ns.div_euclid(HOUR_NS)),
             cell: cell_key(&entry.bbox),
-            subject: (!p.subject.is_empty()).then(|| subject_key(&p.subject)),
+            subject_slot: subject_slots.get(&p.subject).copied(),
             entry,
         }
     }
@@ -573,7 +588,7 @@ impl Index {
 
     /// Take in the next atom of the log (position `self.size()`).
     pub fn fold(&mut self, atom: &Atom) {
-        let prepared = Prepared::of(atom, self.size);
+        let prepared = Prepared::of(atom, self.size, &self.subject_slots);
         self.insert(prepared);
     }
 
@@ -586,8 +601,9 @@ impl Index {
             return;
         }
         let base = self.size;
+        let slots = &self.subject_slots;
         let prepared: Vec<Prepared<'_>> =
-            atoms.par_iter().enumerate().map(|(i, a)| Prepared::of(a, base + i as u64)).collect();
+            atoms.par_iter().enumerate().map(|(i, a)| Prepared::of(a, base + i as u64, slots)).collect();
         self.size += atoms.len() as u64;
         self.sealed = None;
         // Frames by number, so that atoms can be ordered by where they go.
@@ -640,8 +656,15 @@ impl Index {
     fn add_to_lists(&mut self, prepared: &Prepared<'_>) {
         let p = prepared.atom.parts();
         let entry = &prepared.entry;
-        if let Some(key) = prepared.subject {
-            let slot = self.subjects.slot(key, || p.subject.clone());
+        if !p.subject.is_empty() {
+            let slot = match prepared.subject_slot.or_else(|| self.subject_slots.get(&p.subject).copied()) {
+                Some(slot) => slot,
+                None => {
+                    let slot = self.subjects.slot(subject_key(&p.subject), || p.subject.clone());
+                    self.subject_slots.insert(p.subject.clone(), slot);
+                    slot
+                }
+            };
             self.pending_subjects.push((slot, entry.position, entry.id));
         }
         for link in &p.links {
@@ -651,7 +674,7 @@ impl Index {
     }
 
     fn insert(&mut self, prepared: Prepared<'_>) {
-        let Prepared { atom, entry, hour, cell, subject } = prepared;
+        let Prepared { atom, entry, hour, cell, subject_slot } = prepared;
         let p = atom.parts();
         debug_assert_eq!(entry.position, self.size);
         self.size += 1;
@@ -669,7 +692,7 @@ impl Index {
             };
             cells.extend(cell, std::iter::once(entry));
         }
-        self.add_to_lists(&Prepared { atom, entry, hour, cell, subject });
+        self.add_to_lists(&Prepared { atom, entry, hour, cell, subject_slot });
     }
 
     /// Rehash what changed since the last seal; returns the root.
