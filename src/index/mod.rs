@@ -713,13 +713,14 @@ impl Index {
             },
             || buckets.par_iter_mut().for_each(|b| b.seal()),
         );
-        for frame in self.frames.values_mut() {
-            frame.seal();
-        }
+        // The lists above the buckets, and the two maps, side by side.
+        let (frames, subjects, links) = (&mut self.frames, &mut self.subjects, &mut self.links);
+        let ((), (subjects_root, links_root)) = rayon::join(
+            || frames.values_mut().for_each(Frame::seal),
+            || (subjects.seal(subject_digest), links.seal(link_digest)),
+        );
         let frame_names: Vec<String> = self.frames.keys().cloned().collect();
         let frames_tree = MemoryTree::<Blake3>::from_leaves(self.frames.iter().map(|(n, f)| f.encode(n)));
-        let subjects_root = self.subjects.seal(subject_digest);
-        let links_root = self.links.seal(link_digest);
         let root = index_root(frame_names.len() as u64, &frames_tree.root(), &subjects_root, &links_root);
         self.sealed = Some(Sealed { frame_names, frames_tree, subjects_root, links_root, root });
         root
