@@ -8,9 +8,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use sion_memory::atom::Kind;
+use sion_memory::index::geom::Query;
 use sion_memory::ledger::{SignedTx, Tx, account_of};
 use sion_memory::memory::Memory;
-use sion_memory::proof::ProofFile;
+use sion_memory::proof::{Claim, ProofFile};
 use sion_memory::sim::{Warehouse, WarehouseConfig};
 use sion_memory::time::rfc3339;
 
@@ -89,6 +90,32 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
     let consistency = memory.prove_consistency(first_size)?;
     report_proof("consistency", &consistency, &proofs.join(format!("consistency-{first_size}.sionproof")))?;
 
+    // What was seen around the robot, and where nothing was: both proved complete.
+    let seen = memory.log().read(position)?;
+    let p = seen.parts();
+    let around = sion_memory::atom::BoxMm {
+        min_mm: [p.bounds.min_mm[0] - 5_000, p.bounds.min_mm[1] - 5_000, 0],
+        max_mm: [p.bounds.max_mm[0] + 5_000, p.bounds.max_mm[1] + 5_000, 3_000],
+    };
+    let minute = 60_000_000_000;
+    let query = Query::new(&p.frame, around, p.valid.from_ns - minute, p.valid.from_ns + minute)?;
+    let range = memory.prove_range(&query, None)?;
+    report_proof("range", &range, &proofs.join("recall.sionproof"))?;
+    if let Claim::Range { atoms, .. } = range.verify(None)?.claim {
+        println!(
+            "         {} atoms within 5 m of atom {position} and a minute of it, and provably no others",
+            atoms.len()
+        );
+    }
+    let nowhere = Query::new(
+        &p.frame,
+        sion_memory::atom::BoxMm { min_mm: [-9_000_000; 3], max_mm: [-8_000_000; 3] },
+        0,
+        i64::MAX,
+    )?;
+    let empty = memory.prove_range(&nowhere, None)?;
+    report_proof("empty range", &empty, &proofs.join("nothing-there.sionproof"))?;
+
     let time = memory.prove_time(position)?;
     let at = time.verify(&memory.ledger().public_key()).context("transaction-time proof")?;
     println!(
@@ -150,6 +177,19 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
     println!("  {sion} memory show --data {}", dir.display());
     println!("  {sion} memory verify {}", proofs.join(format!("inclusion-{position}.sionproof")).display());
     println!("  {sion} memory audit --data {}", dir.display());
+    println!(
+        "  {sion} memory recall --data {} --frame {} --box {},{},{},{},{},{} --from {} --to {}",
+        dir.display(),
+        query.frame,
+        around.min_mm[0],
+        around.min_mm[1],
+        around.min_mm[2],
+        around.max_mm[0],
+        around.max_mm[1],
+        around.max_mm[2],
+        query.from_ns,
+        query.to_ns
+    );
     Ok(ExitCode::SUCCESS)
 }
 
