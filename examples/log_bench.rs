@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use sion_memory::atom::{Atom, Kind};
 use sion_memory::log::{Log, LogHasher, LogOptions};
-use sion_memory::merkle::{TreeHasher as _, verify_consistency, verify_inclusion};
+use sion_memory::merkle::{verify_consistency, verify_inclusion};
 use sion_memory::sim::{SplitMix64, Warehouse, WarehouseConfig};
 
 fn rss_kib() -> u64 {
@@ -170,7 +170,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         build += t.elapsed();
         proof_bytes += path.len() * 32 + atom.len();
         let t = Instant::now();
-        let leaf = LogHasher::hash_leaf(&atom);
+        let leaf = sion_memory::log::leaf_hash_of_bytes(&atom);
         verify_inclusion::<LogHasher, _>(position, head.size, &leaf, &path, &head.root)?;
         check += t.elapsed();
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use sion_memory::atom::Atom;
 use sion_memory::log::{Log, LogError, LogHasher, LogOptions};
-use sion_memory::merkle::{MemoryTree, TreeHasher as _, postorder_len, verify_consistency, verify_inclusion};
+use sion_memory::merkle::{MemoryTree, postorder_len, verify_consistency, verify_inclusion};
 use sion_memory::sim::{Warehouse, WarehouseConfig};
 
 fn atoms(n: usize, seed: u64) -> Vec<Atom> {
@@ -38,7 +38,7 @@ fn appends_read_back_and_prove() {
         for (a, atom) in got.iter().zip(chunk) {
             assert!(a.new);
             assert_eq!(a.position, reference.size());
-            reference.push_leaf(atom.bytes());
+            reference.push_leaf(atom.id().as_bytes());
         }
     }
     assert!(segment_files(tmp.path()).len() > 3, "small segments roll over");
@@ -52,7 +52,7 @@ fn appends_read_back_and_prove() {
         let root = log.root_at(size).expect("root");
         for position in [0, size / 2, size - 1] {
             let proof = log.inclusion_proof(position, size).expect("proof");
-            let leaf = LogHasher::hash_leaf(all[position as usize].bytes());
+            let leaf = sion_memory::log::leaf_hash(&all[position as usize]);
             verify_inclusion::<LogHasher, _>(position, size, &leaf, &proof, &root).expect("verifies");
         }
         let proof = log.consistency_proof(size, 300).expect("consistency");

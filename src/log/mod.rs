@@ -31,7 +31,19 @@ use segment::{HEADER_LEN, RECORD_HEADER_LEN, Record, RecordReader};
 /// The hash of the product's trees.
 pub type LogHasher = Blake3;
 
-const FORMAT: &str = "sion-log 1 blake3\n";
+const FORMAT: &str = "sion-log 2 blake3 id-leaves\n";
+
+/// The log's leaf for an atom: `BLAKE3(0x00 || atom id)` (docs/LOG.md, "The tree"). The id
+/// is BLAKE3 of the atom's encoding, so the leaf commits to the atom as surely as hashing the
+/// encoding again would, at a quarter of the cost.
+pub fn leaf_hash(atom: &Atom) -> Digest {
+    LogHasher::hash_leaf(atom.id().as_bytes())
+}
+
+/// The leaf for an atom's canonical bytes.
+pub fn leaf_hash_of_bytes(bytes: &[u8]) -> Digest {
+    LogHasher::hash_leaf(crate::atom::AtomId::of_encoding(bytes).as_bytes())
+}
 
 /// Why a log operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -254,7 +266,7 @@ impl Log {
                 }
             };
             let stored = NodeFile(&nodes).subtree(0, position)?;
-            if LogHasher::hash_leaf(&good) != stored {
+            if leaf_hash_of_bytes(&good) != stored {
                 return Err(LogError::Corrupt {
                     position,
                     reason: "its record does not match the stored leaf hash".into(),
@@ -309,7 +321,7 @@ impl Log {
                     }
                 };
                 offset_buf.extend_from_slice(&at.to_le_bytes());
-                frontier.push(LogHasher::hash_leaf(&bytes), |d| node_buf.extend_from_slice(d));
+                frontier.push(leaf_hash_of_bytes(&bytes), |d| node_buf.extend_from_slice(d));
                 size += 1;
                 recovery.rederived += 1;
             }
@@ -438,7 +450,7 @@ impl Log {
 
     /// Where the log holds this atom, if it does.
     pub fn position_of(&self, atom: &Atom) -> Result<Option<u64>, LogError> {
-        let leaf = LogHasher::hash_leaf(atom.bytes());
+        let leaf = leaf_hash(atom);
         let writer = lock(&self.inner.writer);
         writer.dedup.find(&leaf, |p| NodeFile(&self.inner.nodes).subtree(0, p))
     }
@@ -510,7 +522,7 @@ impl Log {
         for (_, atoms) in group {
             let mut appended = Vec::with_capacity(atoms.len());
             for atom in atoms {
-                let leaf = LogHasher::hash_leaf(atom.bytes());
+                let leaf = leaf_hash(atom);
                 let known = match fresh.get(&leaf) {
                     Some(&p) => Some(p),
                     None => w.dedup.find(&leaf, |p| nodes.subtree(0, p))?,
@@ -659,7 +671,7 @@ impl Log {
                 }
                 let mut mismatch = None;
                 let mut read_err = None;
-                frontier.push(LogHasher::hash_leaf(&bytes), |computed| {
+                frontier.push(leaf_hash_of_bytes(&bytes), |computed| {
                     let mut stored = [0u8; 32];
                     if let Err(e) = stored_nodes.read_exact(&mut stored) {
                         read_err.get_or_insert(e);

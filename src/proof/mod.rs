@@ -14,7 +14,7 @@ use crate::atom::{Atom, AtomId};
 use crate::index::geom::Query;
 use crate::ledger::{AttestationError, Head, LogId, StateProof};
 use crate::log::LogHasher;
-use crate::merkle::{Digest, ProofError, TreeHasher as _, verify_consistency, verify_inclusion};
+use crate::merkle::{Digest, ProofError, verify_consistency, verify_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
 const MAGIC: &[u8; 8] = b"SIONPRF1";
@@ -276,7 +276,7 @@ impl ProofFile {
         let claim = match &self.proof {
             Proof::Inclusion { position, atom, path, .. } => {
                 let atom = Atom::decode(atom).map_err(|e| VerifyError::Atom(e.to_string()))?;
-                let leaf = LogHasher::hash_leaf(atom.bytes());
+                let leaf = crate::log::leaf_hash(&atom);
                 verify_inclusion::<LogHasher, _>(*position, head.size, &leaf, path, &head.root)?;
                 Claim::Included { position: *position, atom: Box::new(atom) }
             }
@@ -294,7 +294,7 @@ impl ProofFile {
             }
             Proof::Omission { position, atom, path, range, .. } => {
                 let atom = Atom::decode(atom).map_err(|e| VerifyError::Atom(e.to_string()))?;
-                let leaf = LogHasher::hash_leaf(atom.bytes());
+                let leaf = crate::log::leaf_hash(&atom);
                 verify_inclusion::<LogHasher, _>(*position, head.size, &leaf, path, &head.root)?;
                 if !range.query.matches(atom.parts()) {
                     return Err(VerifyError::Range(
