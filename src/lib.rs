@@ -4,6 +4,8 @@
 //! Lower layers never import higher ones.
 
 pub mod atom;
+pub mod brain;
+pub mod cognet;
 pub mod index;
 pub mod ledger;
 pub mod log;

@@ -271,6 +271,37 @@ impl Memory {
         Ok(Committed { pulse, head, previous: current.head })
     }
 
+    /// Commit the head of the log's first `size` atoms with an index root computed elsewhere
+    /// (by a brain that keeps the index resident); the consistency proof runs from the
+    /// committed head to `size`.
+    pub fn commit_at(
+        &mut self,
+        size: u64,
+        index_root: [u8; 32],
+        seal: bool,
+    ) -> Result<Committed, MemoryError> {
+        let current = self.committed().clone();
+        if size < current.head.size || size > self.log.size() {
+            return Err(MemoryError::BadSize { size, committed: current.head.size });
+        }
+        let proof = if current.head.size == 0 || current.head.size == size {
+            Vec::new()
+        } else {
+            self.log.consistency_proof(current.head.size, size)?
+        };
+        let head = Head { size, root: self.log.root_at(size)?, index: index_root, manifest: [0; 32] };
+        let me = account_of(&self.writer);
+        let tx = crate::ledger::SignedTx::sign(
+            &self.writer,
+            self.ledger.nonce(&me),
+            Tx::CommitMemory { log: self.log_id, version: current.commits, head, proof, seal },
+        );
+        let pulse = self.ledger.submit(tx)?;
+        // The kept index (if any) was for the old head.
+        self.index = None;
+        Ok(Committed { pulse, head, previous: current.head })
+    }
+
     fn attestation(&self) -> Result<Attestation, MemoryError> {
         self.attestation_at(self.committed().committed_at)
     }
