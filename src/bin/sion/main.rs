@@ -1,5 +1,6 @@
 //! `sion`: the command line of sion_memory.
 
+mod brain_cmd;
 mod demo;
 mod memory_cmd;
 mod ui;
@@ -25,6 +26,12 @@ enum Command {
     Memory(memory_cmd::MemoryCommand),
     /// Run the demo: a warehouse robot's atoms remembered, committed, proved and audited.
     Demo(DemoArgs),
+    /// Run the memory brain on a memory: it folds the log into its index, derives
+    /// trajectories, coverage and conflicts, and commits heads, in continuous mode.
+    Brain(brain_cmd::BrainArgs),
+    /// Print a simulated warehouse robot run as JSON lines of atoms (for `remember` or
+    /// `brain --input -`).
+    Sim(SimArgs),
 }
 
 #[derive(clap::Args)]
@@ -43,11 +50,43 @@ struct DemoArgs {
     fresh: bool,
 }
 
+#[derive(clap::Args)]
+struct SimArgs {
+    /// How many atoms.
+    #[arg(long, default_value_t = 10_000)]
+    atoms: usize,
+    /// The same seed gives the same atoms.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+}
+
+fn sim(a: &SimArgs) -> anyhow::Result<ExitCode> {
+    use std::io::Write as _;
+    let config = sion_memory::sim::WarehouseConfig { seed: a.seed, ..Default::default() };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for atom in sion_memory::sim::Warehouse::new(config).take(a.atoms) {
+        if writeln!(out, "{}", atom.to_json_line(None)).is_err() {
+            break; // a closed pipe ends the run
+        }
+    }
+    let _ = out.flush();
+    Ok(ExitCode::SUCCESS)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
     let result = match cli.command {
         Command::Memory(cmd) => memory_cmd::run(cmd),
         Command::Demo(args) => demo::run(&args.data, args.atoms, args.commit_every, args.fresh),
+        Command::Brain(args) => brain_cmd::run(args),
+        Command::Sim(args) => sim(&args),
     };
     match result {
         Ok(code) => code,
