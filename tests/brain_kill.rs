@@ -30,12 +30,7 @@ fn config(dir: &Path) -> std::path::PathBuf {
 /// Run the brain fed `lines` on stdin; kill it after `kill_after` (or let it finish with
 /// --until-idle when `None`). Returns the acknowledged (position, atom)s and, if it finished,
 /// the index root and size it printed.
-fn brain(
-    data: &Path,
-    cfg: &Path,
-    lines: Vec<String>,
-    kill_after: Option<Duration>,
-) -> (Vec<(u64, Atom)>, Option<(String, u64)>, bool) {
+fn brain(data: &Path, cfg: &Path, lines: Vec<String>, kill_after: Option<Duration>) -> Run {
     let mut cmd = Command::new(SION);
     cmd.args(["brain", "--echo", "--input", "-", "--data"]).arg(data).arg("--config").arg(cfg);
     if kill_after.is_none() {
@@ -95,7 +90,15 @@ fn brain(
     }
     feeder.join().expect("feeder");
     let (acked, root) = reader.join().expect("reader");
-    (acked, root, killed_running)
+    Run { acked, root, killed_running }
+}
+
+/// What one run of the brain showed: the atoms it acknowledged, the index root and size it
+/// printed when it finished, and whether it was still running when killed.
+struct Run {
+    acked: Vec<(u64, Atom)>,
+    root: Option<(String, u64)>,
+    killed_running: bool,
 }
 
 fn log_atoms(data: &Path) -> Vec<Atom> {
@@ -123,11 +126,11 @@ fn sigkill_the_brain_at_random_and_lose_nothing() {
         // Resume a little before what was taken in: repeats are no-ops.
         let from = fed.saturating_sub(300);
         let kill_after = Duration::from_millis(150 + rng.next_u64() % 600);
-        let (got, _, killed_running) = brain(&data, &cfg, input[from..].to_vec(), Some(kill_after));
-        if killed_running {
+        let run = brain(&data, &cfg, input[from..].to_vec(), Some(kill_after));
+        if run.killed_running {
             killed_mid_run += 1;
         }
-        for (p, a) in got {
+        for (p, a) in run.acked {
             if let Some(before) = acked.insert(p, a.clone()) {
                 assert_eq!(before, a, "position {p} changed");
             }
@@ -160,10 +163,10 @@ fn sigkill_the_brain_at_random_and_lose_nothing() {
     std::fs::remove_file(without.join("brain/checkpoint.json")).ok();
     let rest = input[fed.saturating_sub(300)..].to_vec();
     let t = Instant::now();
-    let (_, with_root, _) = brain(&data, &cfg, rest.clone(), None);
+    let with_root = brain(&data, &cfg, rest.clone(), None).root;
     let with_time = t.elapsed();
     let t = Instant::now();
-    let (_, without_root, _) = brain(&without, &cfg, rest, None);
+    let without_root = brain(&without, &cfg, rest, None).root;
     let without_time = t.elapsed();
     eprintln!("recovery with the checkpoint {with_time:?}, without {without_time:?}");
 
