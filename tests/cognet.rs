@@ -342,3 +342,29 @@ async fn the_private_store_gives_absent_never_a_crash() {
     store.remove::<Counter>().expect("remove");
     assert_eq!(store.get::<Counter>(), None);
 }
+
+#[tokio::test]
+async fn telemetry_goes_to_an_mcap_file_others_can_read() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let path = tmp.path().join("telemetry.mcap");
+    let mut def = Definition::new(CognetConfig::default(), Telemetry::new().to_mcap(&path).expect("mcap"));
+    def.declare_loop(body(Script::Normal));
+    let mut c = def.load().await.expect("loads");
+    c.wake(&[], &CancellationToken::new()).await.expect("wake");
+    c.shutdown().await.expect("shutdown");
+
+    let bytes = std::fs::read(&path).expect("read");
+    let mut names = Vec::new();
+    for message in mcap::MessageStream::new(&bytes).expect("an MCAP file") {
+        let message = message.expect("a message");
+        assert_eq!(message.channel.topic, "/cognet/telemetry");
+        assert_eq!(message.channel.message_encoding, "json");
+        let schema = message.channel.schema.as_ref().expect("a schema");
+        assert_eq!(schema.encoding, "jsonschema");
+        let event: serde_json::Value = serde_json::from_slice(&message.data).expect("JSON");
+        names.push(event["name"].as_str().expect("name").to_owned());
+    }
+    assert_eq!(names.first().map(String::as_str), Some("cognet:wake:start"));
+    assert_eq!(names.last().map(String::as_str), Some("cognet:wake:complete"));
+    assert_eq!(names.len(), 12);
+}

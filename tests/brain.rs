@@ -1,0 +1,120 @@
+//! The memory brain: what it derives, that sync is one idempotent fold for cold boot and
+//! steady state alike, and that it does not stop while its results are unwitnessed.
+
+use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, LinkRel, Permille};
+use sion_memory::brain::{BrainConfig, MemoryBrain, MemoryKernel};
+use sion_memory::cognet::{Cognet, Definition, Telemetry};
+use sion_memory::index::Index;
+use sion_memory::memory::Memory;
+use tokio_util::sync::CancellationToken;
+
+const S: i64 = 1_000_000_000;
+
+fn atom(kind: Kind, subject: &str, min: [i64; 3], max: [i64; 3], from_s: i64, to_s: i64) -> Atom {
+    let mut p = AtomParts::new(
+        kind,
+        "map",
+        BoxMm { min_mm: min, max_mm: max },
+        Interval { from_ns: from_s * S, to_ns: to_s * S },
+        Permille(900),
+    );
+    p.subject = subject.into();
+    Atom::new(p).expect("valid")
+}
+
+/// A brain that commits as soon as there is anything new.
+async fn brain(dir: &std::path::Path) -> Cognet<MemoryBrain> {
+    let memory = Memory::open(dir).expect("open");
+    let kernel = MemoryKernel::new(memory).expect("kernel");
+    let config = BrainConfig { commit_period_ms: 0, ..BrainConfig::default() };
+    let mut def = Definition::new(config.cognet.clone(), Telemetry::new().recording());
+    def.declare_loop(MemoryBrain::new(kernel, config));
+    def.load().await.expect("load")
+}
+
+fn log_atoms(c: &Cognet<MemoryBrain>) -> Vec<Atom> {
+    c.body().kernel().memory().log().scan(0).map(|r| r.expect("read").1).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_brain_derives_trajectories_coverage_and_conflicts() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("m");
+    drop(Memory::create(&dir, None, None).expect("create"));
+    let mut c = brain(&dir).await;
+    let log = c.body().kernel().log();
+    // A robot drives for 70 s: its first minute closes when the pose at 60 s arrives.
+    let poses: Vec<Atom> =
+        (0..70).map(|t| atom(Kind::Pose, "robot-1", [t * 1000, 0, 0], [t * 1000, 0, 0], t, t + 1)).collect();
+    // One pallet seen in two places at overlapping times; later observations close the
+    // coverage window that holds them.
+    let a = atom(Kind::Observation, "pallet-1", [0, 0, 0], [1200, 1000, 1500], 100, 110);
+    let b = atom(Kind::Observation, "pallet-1", [9000, 0, 0], [10200, 1000, 1500], 105, 115);
+    let later = atom(Kind::Observation, "pallet-2", [0, 0, 0], [1200, 1000, 1500], 700, 701);
+    let mut stimuli = poses.clone();
+    stimuli.extend([a.clone(), b.clone(), later]);
+    log.append(stimuli).expect("append");
+
+    let report = c.wake(&[], &CancellationToken::new()).await.expect("wake");
+    assert!(report.ticks >= 2, "a wake with outputs needs another tick to witness them");
+    let atoms = log_atoms(&c);
+    let trajectories: Vec<&Atom> = atoms.iter().filter(|x| x.kind() == Kind::Trajectory).collect();
+    assert_eq!(trajectories.len(), 1);
+    let t = trajectories[0].parts();
+    assert_eq!(t.subject, "robot-1");
+    assert_eq!(t.bounds, BoxMm { min_mm: [0, 0, 0], max_mm: [59_000, 0, 0] });
+    assert_eq!((t.valid.from_ns, t.valid.to_ns), (0, 60 * S));
+    assert_eq!(t.sources.len(), 60);
+    let conflicts: Vec<&Atom> = atoms.iter().filter(|x| x.kind() == Kind::Conflict).collect();
+    assert_eq!(conflicts.len(), 1);
+    let links = &conflicts[0].parts().links;
+    assert!(links.iter().all(|l| l.rel == LinkRel::Contradicts));
+    assert_eq!(
+        links.iter().map(|l| l.target).collect::<Vec<_>>(),
+        [a.id(), b.id()],
+        "both sides stay, both named"
+    );
+    assert_eq!((conflicts[0].parts().valid.from_ns, conflicts[0].parts().valid.to_ns), (105 * S, 110 * S));
+    let coverage: Vec<&Atom> = atoms.iter().filter(|x| x.kind() == Kind::Coverage).collect();
+    assert_eq!(coverage.len(), 1, "the two observations of the first window share one tile");
+    assert_eq!(coverage[0].parts().bounds, BoxMm { min_mm: [0, 0, 0], max_mm: [10200, 1000, 1500] });
+    // The brain committed, and the commit's outcome came back through the fold.
+    assert!(atoms.iter().any(|x| x.kind() == Kind::Outcome));
+    let committed = c.body().kernel().memory().committed().head;
+    assert_eq!(committed.size, atoms.len() as u64 - 1, "all but the last commit's own outcome");
+    assert_eq!(c.body().cursor(), Some(atoms.len() as u64 - 1));
+
+    // Nothing new: one tick, no outputs, stop.
+    let report = c.wake(&[], &CancellationToken::new()).await.expect("wake");
+    assert_eq!(report.ticks, 1);
+    assert_eq!(log_atoms(&c).len(), atoms.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_is_one_fold_for_cold_boot_and_steady_state() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("m");
+    drop(Memory::create(&dir, None, None).expect("create"));
+    let input: Vec<Atom> = sion_memory::sim::Warehouse::new(Default::default()).take(6000).collect();
+    let steady_root = {
+        let mut c = brain(&dir).await;
+        let log = c.body().kernel().log();
+        for chunk in input.chunks(1500) {
+            log.append(chunk.to_vec()).expect("append");
+            c.wake(&[], &CancellationToken::new()).await.expect("wake");
+        }
+        // Idempotent: a second sync folds nothing.
+        assert_eq!(c.body_mut().sync(&CancellationToken::new()).expect("sync"), 0);
+        let root = c.body_mut().index().root();
+        let atoms = log_atoms(&c);
+        assert_eq!(root, Index::build(&atoms).root(), "the resident index is the log's");
+        root
+    };
+    // A cold boot: the same call with the cursor at the start.
+    let mut c = brain(&dir).await;
+    assert_eq!(c.body().cursor(), None);
+    c.wake(&[], &CancellationToken::new()).await.expect("wake");
+    assert_eq!(c.body_mut().index().root(), steady_root);
+    let events: Vec<String> = c.telemetry().recorded().iter().map(|e| e.short()).collect();
+    assert_eq!(events[..3], ["wake:start", "tick:start", "phase:start(sync)"]);
+}
