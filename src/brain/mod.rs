@@ -98,10 +98,22 @@ impl MemoryKernel {
         self.memory.log().clone()
     }
 
-    /// Log entries after `cursor` (all of them for `None`), in order, at most `limit`.
+    /// Log entries after `cursor` (all of them for `None`), in order, at most `limit`
+    /// (records read in order, decoded on every core).
     pub fn session_after(&self, cursor: Option<u64>, limit: usize) -> Result<Vec<(u64, Atom)>, BoxError> {
+        use rayon::prelude::*;
         let from = cursor.map_or(0, |c| c + 1);
-        Ok(self.memory.log().scan(from).take(limit).collect::<Result<_, _>>()?)
+        let records: Vec<(u64, Vec<u8>)> =
+            self.memory.log().scan_bytes(from).take(limit).collect::<Result<_, _>>()?;
+        let atoms = records
+            .par_iter()
+            .map(|(position, bytes)| {
+                Atom::decode(bytes)
+                    .map(|a| (*position, a))
+                    .map_err(|e| crate::log::LogError::Corrupt { position: *position, reason: e.to_string() })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(atoms)
     }
 
     /// Append atoms for the brain; resolves once they are durable.

@@ -408,7 +408,7 @@ impl<L: Loop> Cognet<L> {
                     tokio::select! {
                         biased;
                         _ = shutdown.cancelled() => return Ok(stats),
-                        _ = tokio::time::sleep_until(due) => {}
+                        _ = sleep_until_precisely(due) => {}
                     }
                     stats.record_lateness(tokio::time::Instant::now().saturating_duration_since(due));
                     while let Ok(s) = stimuli.try_recv() {
@@ -434,6 +434,27 @@ impl<L: Loop> Cognet<L> {
                 }
             }
         }
+    }
+}
+
+/// Sleep until `due`: the timer wheel's millisecond ticks for most of the way, then the
+/// operating system's finer sleep for the last two milliseconds (on a multi-threaded runtime),
+/// so wakes keep to their grid well inside a millisecond.
+async fn sleep_until_precisely(due: tokio::time::Instant) {
+    let margin = Duration::from_millis(2);
+    if let Some(coarse) = due.checked_sub(margin) {
+        tokio::time::sleep_until(coarse).await;
+    }
+    let rest = due.saturating_duration_since(tokio::time::Instant::now());
+    if rest.is_zero() {
+        return;
+    }
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(|| std::thread::sleep(rest));
+    } else {
+        tokio::time::sleep_until(due).await;
     }
 }
 
