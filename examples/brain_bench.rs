@@ -84,7 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     drop(memory);
     let (folded, sync_time) = rt.block_on(async {
-        let kernel = MemoryKernel::new(Memory::open(&dir).expect("open")).expect("kernel");
+        let (kernel, _sensors) = MemoryKernel::new(Memory::open(&dir).expect("open")).expect("kernel");
         let mut brain = MemoryBrain::new(kernel, BrainConfig::default());
         let t = Instant::now();
         let folded = brain.sync(&CancellationToken::new()).expect("sync");

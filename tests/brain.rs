@@ -2,7 +2,7 @@
 //! steady state alike, and that it does not stop while its results are unwitnessed.
 
 use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, LinkRel, Permille};
-use sion_memory::brain::{BrainConfig, MemoryBrain, MemoryKernel};
+use sion_memory::brain::{BrainConfig, MemoryBrain, MemoryKernel, Sensors};
 use sion_memory::cognet::{Cognet, Definition, Telemetry};
 use sion_memory::index::Index;
 use sion_memory::memory::Memory;
@@ -22,18 +22,18 @@ fn atom(kind: Kind, subject: &str, min: [i64; 3], max: [i64; 3], from_s: i64, to
     Atom::new(p).expect("valid")
 }
 
-/// A brain that commits as soon as there is anything new.
-async fn brain(dir: &std::path::Path) -> Cognet<MemoryBrain> {
+/// A brain that commits as soon as there is anything new, and its sensors' door.
+async fn brain(dir: &std::path::Path) -> (Cognet<MemoryBrain>, Sensors) {
     let memory = Memory::open(dir).expect("open");
-    let kernel = MemoryKernel::new(memory).expect("kernel");
+    let (kernel, sensors) = MemoryKernel::new(memory).expect("kernel");
     let config = BrainConfig { commit_period_ms: 0, ..BrainConfig::default() };
     let mut def = Definition::new(config.cognet.clone(), Telemetry::new().recording());
     def.declare_loop(MemoryBrain::new(kernel, config));
-    def.load().await.expect("load")
+    (def.load().await.expect("load"), sensors)
 }
 
 fn log_atoms(c: &Cognet<MemoryBrain>) -> Vec<Atom> {
-    c.body().kernel().memory().log().scan(0).map(|r| r.expect("read").1).collect()
+    c.body().kernel().session_after(None, usize::MAX).expect("read").into_iter().map(|(_, a)| a).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -41,8 +41,7 @@ async fn the_brain_derives_trajectories_coverage_and_conflicts() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("m");
     drop(Memory::create(&dir, None, None).expect("create"));
-    let mut c = brain(&dir).await;
-    let log = c.body().kernel().log();
+    let (mut c, sensors) = brain(&dir).await;
     // A robot drives for 70 s: its first minute closes when the pose at 60 s arrives.
     let poses: Vec<Atom> =
         (0..70).map(|t| atom(Kind::Pose, "robot-1", [t * 1000, 0, 0], [t * 1000, 0, 0], t, t + 1)).collect();
@@ -53,7 +52,7 @@ async fn the_brain_derives_trajectories_coverage_and_conflicts() {
     let later = atom(Kind::Observation, "pallet-2", [0, 0, 0], [1200, 1000, 1500], 700, 701);
     let mut stimuli = poses.clone();
     stimuli.extend([a.clone(), b.clone(), later]);
-    log.append(stimuli).expect("append");
+    sensors.take_in(stimuli).expect("append");
 
     let report = c.wake(&[], &CancellationToken::new()).await.expect("wake");
     assert!(report.ticks >= 2, "a wake with outputs needs another tick to witness them");
@@ -80,7 +79,7 @@ async fn the_brain_derives_trajectories_coverage_and_conflicts() {
     assert_eq!(coverage[0].parts().bounds, BoxMm { min_mm: [0, 0, 0], max_mm: [10200, 1000, 1500] });
     // The brain committed, and the commit's outcome came back through the fold.
     assert!(atoms.iter().any(|x| x.kind() == Kind::Outcome));
-    let committed = c.body().kernel().memory().committed().head;
+    let committed = c.body().kernel().committed();
     assert_eq!(committed.size, atoms.len() as u64 - 1, "all but the last commit's own outcome");
     assert_eq!(c.body().cursor(), Some(atoms.len() as u64 - 1));
 
@@ -97,10 +96,9 @@ async fn sync_is_one_fold_for_cold_boot_and_steady_state() {
     drop(Memory::create(&dir, None, None).expect("create"));
     let input: Vec<Atom> = sion_memory::sim::Warehouse::new(Default::default()).take(6000).collect();
     let steady_root = {
-        let mut c = brain(&dir).await;
-        let log = c.body().kernel().log();
+        let (mut c, sensors) = brain(&dir).await;
         for chunk in input.chunks(1500) {
-            log.append(chunk.to_vec()).expect("append");
+            sensors.take_in(chunk.to_vec()).expect("append");
             c.wake(&[], &CancellationToken::new()).await.expect("wake");
         }
         // Idempotent: a second sync folds nothing.
@@ -111,7 +109,7 @@ async fn sync_is_one_fold_for_cold_boot_and_steady_state() {
         root
     };
     // A cold boot: the same call with the cursor at the start.
-    let mut c = brain(&dir).await;
+    let (mut c, _) = brain(&dir).await;
     assert_eq!(c.body().cursor(), None);
     c.wake(&[], &CancellationToken::new()).await.expect("wake");
     assert_eq!(c.body_mut().index().root(), steady_root);

@@ -70,22 +70,35 @@ pub struct ActionResult {
     pub pulse: SignedHeader,
 }
 
-/// The kernel of a memory: the only writer of its log. Sensors' atoms (stimuli), the brain's
-/// outputs and the outcomes of its actions all enter the log here, and leave it through
-/// [`MemoryKernel::session_after`], read-only.
+/// The kernel of a memory: the only writer of its log. Sensors' atoms (stimuli, through
+/// [`Sensors`]), the brain's outputs and the outcomes of its actions all enter the log here,
+/// and leave it through [`MemoryKernel::session_after`], read-only. The brain holds the kernel
+/// and nothing else of the memory, so it has no way to write the log itself.
 pub struct MemoryKernel {
     memory: Memory,
     store: Store,
 }
 
-impl MemoryKernel {
-    pub fn new(memory: Memory) -> Result<Self, BoxError> {
-        let store = Store::open(&memory.dir().join("brain"))?;
-        Ok(Self { memory, store })
-    }
+/// The kernel's door for sensors: atoms taken in here are durable before any brain hears of
+/// them. Kept apart from the kernel the brain holds.
+#[derive(Clone)]
+pub struct Sensors {
+    log: Log,
+}
 
-    pub fn memory(&self) -> &Memory {
-        &self.memory
+impl Sensors {
+    /// Append sensed atoms; resolves once they are durable.
+    pub fn take_in(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, crate::log::LogError> {
+        self.log.append(atoms)
+    }
+}
+
+impl MemoryKernel {
+    /// The kernel of a memory, and the door its sensors write through.
+    pub fn new(memory: Memory) -> Result<(Self, Sensors), BoxError> {
+        let store = Store::open(&memory.dir().join("brain"))?;
+        let sensors = Sensors { log: memory.log().clone() };
+        Ok((Self { memory, store }, sensors))
     }
 
     /// The brain's private store.
@@ -93,8 +106,17 @@ impl MemoryKernel {
         &self.store
     }
 
-    /// The log, for the kernel's own ingestion of stimuli (sensors write through it).
-    pub fn log(&self) -> Log {
+    /// How many atoms the log holds.
+    pub fn log_size(&self) -> u64 {
+        self.memory.log().size()
+    }
+
+    /// The head the ledger holds for this log.
+    pub fn committed(&self) -> crate::ledger::Head {
+        self.memory.committed().head
+    }
+
+    fn output_log(&self) -> Log {
         self.memory.log().clone()
     }
 
@@ -118,7 +140,7 @@ impl MemoryKernel {
 
     /// Append atoms for the brain; resolves once they are durable.
     pub async fn output(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, BoxError> {
-        let log = self.log();
+        let log = self.output_log();
         Ok(tokio::task::spawn_blocking(move || log.append(atoms)).await??)
     }
 
@@ -202,7 +224,7 @@ pub struct MemoryBrain {
 impl MemoryBrain {
     pub fn new(kernel: MemoryKernel, config: BrainConfig) -> Self {
         let derived_through = kernel.store().get::<Checkpoint>().map(|c| c.derived_through);
-        let committed_size = kernel.memory().committed().head.size;
+        let committed_size = kernel.committed().size;
         Self {
             deriver: Deriver::new(config.derive),
             kernel,
@@ -240,7 +262,7 @@ impl MemoryBrain {
     /// Whether the brain has caught up: everything in the log folded, nothing unwitnessed,
     /// nothing left to commit.
     pub fn idle(&self) -> bool {
-        let size = self.kernel.memory().log().size();
+        let size = self.kernel.log_size();
         self.cursor.map_or(0, |c| c + 1) == size
             && self.unwitnessed.is_empty()
             && self.outbox.is_empty()
