@@ -1,12 +1,14 @@
 //! sion_memory: a robot's memory it can prove.
 //!
-//! Data flows one way: `atom` → `log` → (index, proofs) → readers; `ledger` keeps heads.
+//! Data flows one way: sensors (`ingest`) → `atom` → `log` → (index, proofs) → readers;
+//! `ledger` keeps heads.
 //! Lower layers never import higher ones.
 
 pub mod atom;
 pub mod brain;
 pub mod cognet;
 pub mod index;
+pub mod ingest;
 pub mod ledger;
 pub mod log;
 pub mod memory;

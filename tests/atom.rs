@@ -89,10 +89,19 @@ fn every_limit_names_its_field() {
         rejected(|p| p.payload = Payload::Public(vec![0; limits::MAX_INLINE_PAYLOAD_BYTES + 1])),
         "payload.public"
     );
-    assert_eq!(
-        rejected(|p| p.payload = Payload::Blob(BlobRef { hash: [0; 32], size: 1, media_type: "jpeg".into() })),
-        "payload.blob.media_type"
-    );
+    for bad in
+        ["jpeg", "image/", "image/jpeg;", "image/jpeg; q", "image/jpeg; =1", "image/jpeg; a=\"b\"", "a b/c"]
+    {
+        let blob = BlobRef { hash: [0; 32], size: 1, media_type: bad.into() };
+        assert_eq!(rejected(|p| p.payload = Payload::Blob(blob)), "payload.blob.media_type", "{bad}");
+    }
+    for good in
+        ["image/jpeg", "application/x-ros2-cdr; type=sensor_msgs/msg/Image", "text/plain;charset=utf-8"]
+    {
+        let mut parts = Atom::from_json(EXAMPLE).expect("example").into_parts();
+        parts.payload = Payload::Blob(BlobRef { hash: [0; 32], size: 1, media_type: good.into() });
+        assert!(Atom::new(parts).is_ok(), "{good}");
+    }
 }
 
 #[test]

@@ -127,7 +127,18 @@ fn check_payload(payload: &Payload) -> Result<(), AtomError> {
             let token = |s: &str| {
                 !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
             };
-            let well_formed = mt.split_once('/').is_some_and(|(t, s)| token(t) && token(s));
+            // type/subtype, then parameters such as `; type=sensor_msgs/msg/Image` (RFC 6838).
+            let mut parts = mt.split(';');
+            let essence = parts.next().unwrap_or_default();
+            let parameter = |p: &str| {
+                p.strip_prefix(' ').unwrap_or(p).split_once('=').is_some_and(|(k, v)| {
+                    token(k)
+                        && !v.is_empty()
+                        && v.bytes().all(|b| b.is_ascii_graphic() && b != b';' && b != b'"')
+                })
+            };
+            let well_formed =
+                essence.split_once('/').is_some_and(|(t, s)| token(t) && token(s)) && parts.all(parameter);
             if mt.len() > MAX_MEDIA_TYPE_BYTES || !well_formed {
                 return Err(AtomError::invalid(
                     "payload.blob.media_type",

@@ -2,7 +2,7 @@
 //! behind one handle. This is what the command line, the demo and the node drive.
 //!
 //! A memory directory holds `memory.json` (which log on which ledger), `writer.key`, `log/`,
-//! and, for the embedded ledger, `ledger/`.
+//! `blobs/` (what atoms commit to by hash) and, for the embedded ledger, `ledger/`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use crate::ledger::{
     Head, Ledger, LedgerError, LogId, MemoryLog, SignedHeader, Tx, TxTimeProof, account_of, generate_key,
     read_key, write_key,
 };
+use crate::log::blobs::{BlobError, BlobStore};
 use crate::log::{Appended, Audit, Log, LogError, LogOptions, Recovery};
 use crate::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
 
@@ -26,6 +27,8 @@ pub enum MemoryError {
     Log(#[from] LogError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
     #[error("no memory at {0}: create one with `sion memory open --data {0}`")]
     Missing(PathBuf),
     #[error("a memory already exists at {0}")]
@@ -72,6 +75,7 @@ pub struct Committed {
 pub struct Memory {
     dir: PathBuf,
     log: Log,
+    blobs: BlobStore,
     ledger: Ledger,
     writer: SigningKey,
     log_id: LogId,
@@ -147,6 +151,7 @@ impl Memory {
             log_id,
             agent: config.agent,
             recovery,
+            blobs: BlobStore::open(&dir.join("blobs"))?,
             index: None,
         })
     }
@@ -184,6 +189,7 @@ impl Memory {
             log_id,
             agent: config.agent,
             recovery,
+            blobs: BlobStore::open(&dir.join("blobs"))?,
             index: None,
         })
     }
@@ -194,6 +200,11 @@ impl Memory {
 
     pub fn log(&self) -> &Log {
         &self.log
+    }
+
+    /// The blobs atoms commit to: keep them before remembering the atoms.
+    pub fn blobs(&self) -> &BlobStore {
+        &self.blobs
     }
 
     pub fn ledger(&self) -> &Ledger {
@@ -232,17 +243,22 @@ impl Memory {
         Ok(self.log.append(atoms)?)
     }
 
-    /// The index of the committed head, built from the log on first use and checked against
-    /// the index root the head commits to.
+    /// The index of the committed head, built from the log on first use, folded forward when
+    /// the head moves (work in proportion to what was added), and checked against the index
+    /// root the head commits to.
     pub fn index(&mut self) -> Result<&mut Index, MemoryError> {
-        if self.index.is_none() {
-            let head = self.committed().head;
-            let mut index = Index::new();
-            fold_log(&self.log, &mut index, head.size)?;
-            if head.size > 0 && index.root() != head.index {
+        let head = self.committed().head;
+        // An index past the head (a commit the ledger refused after folding) starts over.
+        if self.index.as_ref().is_some_and(|i| i.size() > head.size) {
+            self.index = None;
+        }
+        let index = self.index.get_or_insert_with(Index::new);
+        if index.size() < head.size {
+            fold_log(&self.log, index, head.size)?;
+            if index.root() != head.index {
+                self.index = None;
                 return Err(MemoryError::IndexMismatch { size: head.size });
             }
-            self.index = Some(index);
         }
         Ok(self.index.get_or_insert_with(Index::new))
     }
@@ -297,8 +313,6 @@ impl Memory {
             Tx::CommitMemory { log: self.log_id, version: current.commits, head, proof, seal },
         );
         let pulse = self.ledger.submit(tx)?;
-        // The kept index (if any) was for the old head.
-        self.index = None;
         Ok(Committed { pulse, head, previous: current.head })
     }
 
