@@ -14,6 +14,8 @@ pub mod log;
 pub mod memory;
 pub mod merkle;
 pub mod proof;
+#[cfg(feature = "ros")]
+pub mod ros;
 pub mod sim;
 pub mod time;
 pub mod wire;

@@ -14,6 +14,8 @@
 mod derive;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -23,9 +25,14 @@ pub use derive::{DeriveConfig, Deriver};
 use crate::atom::{Atom, AtomId, AtomParts, BoxMm, Interval, Kind, Payload, Permille};
 use crate::cognet::{BoxError, CognetConfig, Loop, Mode, Store, StoreKey, Tick};
 use crate::index::Index;
+use crate::index::geom::Query;
+use crate::ledger::MemoryLog;
 use crate::ledger::SignedHeader;
+use crate::log::blobs::{BlobError, BlobStore};
 use crate::log::{Appended, Log};
-use crate::memory::Memory;
+use crate::memory::{Memory, MemoryError};
+use crate::proof::{ListKey, ProofFile};
+use ed25519_dalek::VerifyingKey;
 
 /// The brain's settings (a JSON file for `sion brain --config`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,7 +82,10 @@ pub struct ActionResult {
 /// and leave it through [`MemoryKernel::session_after`], read-only. The brain holds the kernel
 /// and nothing else of the memory, so it has no way to write the log itself.
 pub struct MemoryKernel {
-    memory: Memory,
+    /// Shared with [`Readers`], which prove answers as of committed heads; only the kernel
+    /// commits.
+    memory: Arc<Mutex<Memory>>,
+    log: Log,
     store: Store,
 }
 
@@ -84,12 +94,70 @@ pub struct MemoryKernel {
 #[derive(Clone)]
 pub struct Sensors {
     log: Log,
+    blobs: BlobStore,
 }
 
 impl Sensors {
+    /// Keep the blobs sensed atoms commit to (camera frames, map tiles); resolves once they
+    /// are durable, so call it before [`Sensors::take_in`] for the atoms.
+    pub fn keep_blobs<B: AsRef<[u8]>>(&self, blobs: &[B]) -> Result<(), BlobError> {
+        self.blobs.keep(blobs).map(drop)
+    }
+
     /// Append sensed atoms; resolves once they are durable.
     pub fn take_in(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, crate::log::LogError> {
         self.log.append(atoms)
+    }
+}
+
+/// The kernel's door for readers: answers, with proofs, as of the heads the kernel committed.
+/// It cannot write the log or commit.
+#[derive(Clone)]
+pub struct Readers {
+    memory: Arc<Mutex<Memory>>,
+}
+
+impl Readers {
+    fn memory(&self) -> MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The log's latest committed version on the ledger.
+    pub fn committed(&self) -> MemoryLog {
+        self.memory().committed().clone()
+    }
+
+    /// How many atoms the log holds (committed or not).
+    pub fn log_size(&self) -> u64 {
+        self.memory().log().size()
+    }
+
+    /// The committed version of the log with `size` atoms (the latest if `None`), and the
+    /// time of the Pulse that committed it.
+    pub fn head_at(&self, size: Option<u64>) -> Result<(MemoryLog, i64), MemoryError> {
+        let memory = self.memory();
+        let latest = memory.committed();
+        let version = match size {
+            Some(size) if size != latest.head.size => memory.version(Some(size))?,
+            _ => latest.clone(),
+        };
+        let time = memory.ledger().header(version.committed_at).map_or(0, |h| h.header.time_ns);
+        Ok((version, time))
+    }
+
+    /// The key that signs the ledger's Pulse headers.
+    pub fn ledger_key(&self) -> VerifyingKey {
+        self.memory().ledger().public_key()
+    }
+
+    /// See [`Memory::prove_range`].
+    pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        self.memory().prove_range(query, as_of)
+    }
+
+    /// See [`Memory::prove_list`].
+    pub fn prove_list(&self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        self.memory().prove_list(key, as_of)
     }
 }
 
@@ -97,8 +165,14 @@ impl MemoryKernel {
     /// The kernel of a memory, and the door its sensors write through.
     pub fn new(memory: Memory) -> Result<(Self, Sensors), BoxError> {
         let store = Store::open(&memory.dir().join("brain"))?;
-        let sensors = Sensors { log: memory.log().clone() };
-        Ok((Self { memory, store }, sensors))
+        let log = memory.log().clone();
+        let sensors = Sensors { log: log.clone(), blobs: memory.blobs().clone() };
+        Ok((Self { memory: Arc::new(Mutex::new(memory)), log, store }, sensors))
+    }
+
+    /// A door for readers of the memory, to hand out before the kernel goes to its brain.
+    pub fn readers(&self) -> Readers {
+        Readers { memory: Arc::clone(&self.memory) }
     }
 
     /// The brain's private store.
@@ -108,16 +182,16 @@ impl MemoryKernel {
 
     /// How many atoms the log holds.
     pub fn log_size(&self) -> u64 {
-        self.memory.log().size()
+        self.log.size()
     }
 
     /// The head the ledger holds for this log.
     pub fn committed(&self) -> crate::ledger::Head {
-        self.memory.committed().head
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner).committed().head
     }
 
     fn output_log(&self) -> Log {
-        self.memory.log().clone()
+        self.log.clone()
     }
 
     /// Log entries after `cursor` (all of them for `None`), in order, at most `limit`
@@ -125,8 +199,7 @@ impl MemoryKernel {
     pub fn session_after(&self, cursor: Option<u64>, limit: usize) -> Result<Vec<(u64, Atom)>, BoxError> {
         use rayon::prelude::*;
         let from = cursor.map_or(0, |c| c + 1);
-        let records: Vec<(u64, Vec<u8>)> =
-            self.memory.log().scan_bytes(from).take(limit).collect::<Result<_, _>>()?;
+        let records: Vec<(u64, Vec<u8>)> = self.log.scan_bytes(from).take(limit).collect::<Result<_, _>>()?;
         let atoms = records
             .par_iter()
             .map(|(position, bytes)| {
@@ -148,8 +221,12 @@ impl MemoryKernel {
     pub async fn run(&mut self, action: Action) -> Result<ActionResult, BoxError> {
         match action {
             Action::Commit { size, index_root } => {
-                let committed =
-                    tokio::task::block_in_place(|| self.memory.commit_at(size, index_root, false))?;
+                let committed = tokio::task::block_in_place(|| {
+                    self.memory
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .commit_at(size, index_root, false)
+                })?;
                 let h = committed.pulse.header;
                 let mut parts = AtomParts::new(
                     Kind::Outcome,
@@ -218,7 +295,25 @@ pub struct MemoryBrain {
     /// Atoms past the committed head other than the brain's own commit outcomes.
     news: u64,
     last_commit: Instant,
+    /// Set by whoever wants a commit now (a service call); cleared when the brain has committed
+    /// everything it had folded at that time.
+    commit_now: Arc<AtomicBool>,
     stats: BrainStats,
+}
+
+/// A handle that asks the brain to commit at its next wake rather than when its period says.
+#[derive(Clone)]
+pub struct CommitNow(Arc<AtomicBool>);
+
+impl CommitNow {
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a request is still waiting for the brain.
+    pub fn pending(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 impl MemoryBrain {
@@ -238,6 +333,7 @@ impl MemoryBrain {
             committed_size,
             news: 0,
             last_commit: Instant::now(),
+            commit_now: Arc::default(),
             stats: BrainStats::default(),
         }
     }
@@ -257,6 +353,11 @@ impl MemoryBrain {
 
     pub fn stats(&self) -> &BrainStats {
         &self.stats
+    }
+
+    /// A handle to ask for a commit at the next wake.
+    pub fn commit_now(&self) -> CommitNow {
+        CommitNow(Arc::clone(&self.commit_now))
     }
 
     /// Whether the brain has caught up: everything in the log folded, nothing unwitnessed,
@@ -310,18 +411,25 @@ impl MemoryBrain {
         }
     }
 
-    /// Whether a commit is due: there is news (the outcomes of the brain's own commits are
-    /// not news, or every commit would call for another), and the period has passed or enough
-    /// has piled up (`any_time`: whenever there is news).
+    /// Whether a commit is due: someone asked for one and something is folded past the
+    /// committed head; or there is news (the outcomes of the brain's own commits are not news,
+    /// or every commit would call for another) and the period has passed or enough has piled
+    /// up (`any_time`: whenever there is news).
     fn commit_due(&self, any_time: bool) -> bool {
-        self.news > 0
-            && (any_time
-                || self.news >= self.config.commit_every
-                || self.last_commit.elapsed() >= Duration::from_millis(self.config.commit_period_ms))
+        let requested = self.commit_now.load(Ordering::SeqCst) && self.index.size() > self.committed_size;
+        requested
+            || self.news > 0
+                && (any_time
+                    || self.news >= self.config.commit_every
+                    || self.last_commit.elapsed() >= Duration::from_millis(self.config.commit_period_ms))
     }
 
     /// Output the derived atoms and commit the head when it is due.
     pub async fn act(&mut self) -> Result<(), BoxError> {
+        if self.index.size() <= self.committed_size {
+            // Nothing folded to commit: a request is answered by the head as it is.
+            self.commit_now.store(false, Ordering::SeqCst);
+        }
         if !self.outbox.is_empty() {
             let atoms = std::mem::take(&mut self.outbox);
             let ids: Vec<AtomId> = atoms.iter().map(Atom::id).collect();
@@ -344,6 +452,7 @@ impl MemoryBrain {
             self.last_commit = Instant::now();
             self.stats.commits += 1;
             self.stats.last_commit = Some((result.pulse.header.number, size));
+            self.commit_now.store(false, Ordering::SeqCst);
             if let Some(through) = self.cursor {
                 self.kernel.store().set::<Checkpoint>(&CheckpointValue { derived_through: through }).await?;
             }

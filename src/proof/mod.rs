@@ -125,6 +125,61 @@ pub enum Claim {
     },
 }
 
+impl Claim {
+    /// The kind of proof that makes this claim, as `sion memory verify` names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Claim::Included { .. } => "inclusion",
+            Claim::Extends { .. } => "consistency",
+            Claim::Range { .. } => "range",
+            Claim::List { .. } => "list",
+            Claim::Omitted { .. } => "omission",
+        }
+    }
+}
+
+impl Verified {
+    /// What the proof proves, in one sentence.
+    pub fn statement(&self) -> String {
+        let log = self.log;
+        match &self.claim {
+            Claim::Included { position, atom } => {
+                let p = atom.parts();
+                format!(
+                    "atom {} ({} {:?} in {}) is at position {position} of log {log}",
+                    atom.id(),
+                    p.kind,
+                    p.subject,
+                    p.frame
+                )
+            }
+            Claim::Extends { old_size, old_root } => format!(
+                "log {log} of {old_size} atoms (root {}) is a prefix of its committed head",
+                hex::encode(&old_root[..8])
+            ),
+            Claim::Range { query, atoms } => format!(
+                "these {} atoms are everything log {log} holds in frame {:?}, box {:?}..={:?} mm, [{}, {}) ns",
+                atoms.len(),
+                query.frame,
+                query.bounds.min_mm,
+                query.bounds.max_mm,
+                query.from_ns,
+                query.to_ns
+            ),
+            Claim::List { key: ListKey::Subject(s), atoms } => {
+                format!("these {} atoms are every atom of log {log} about {s:?}", atoms.len())
+            }
+            Claim::List { key: ListKey::LinksTo(id), atoms } => {
+                format!("these {} atoms are every atom of log {log} linking to {id}", atoms.len())
+            }
+            Claim::Omitted { position, atom } => format!(
+                "the writer's committed index leaves out atom {} at position {position} of log {log}, though the log holds it",
+                atom.id()
+            ),
+        }
+    }
+}
+
 impl ProofFile {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(1024);

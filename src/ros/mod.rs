@@ -1,0 +1,318 @@
+//! The ROS 2 node `sion_memory` (feature `ros`; docs/ROS.md): live topics become atoms
+//! through [`crate::ingest`], durable before anything hears of them; the memory brain runs in
+//! continuous mode and commits heads to the ledger; services answer with proofs; the head is
+//! published after every commit and the intake's counters periodically.
+//!
+//! Threads: the ROS executor spins on one thread and only forwards raw messages; the intake
+//! converts and writes them on another; services and publishers are tokio tasks, with proof
+//! building on the blocking pool.
+
+mod convert;
+mod intake;
+mod params;
+mod services;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow};
+use futures::StreamExt as _;
+use r2r::QosProfile;
+use r2r::sion_memory_msgs::msg;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::brain::{BrainConfig, MemoryBrain, MemoryKernel, Readers};
+use crate::cognet::{Definition, Mode, Telemetry};
+use crate::ingest::{Ingest, Stream};
+use crate::memory::Memory;
+pub use intake::Latencies;
+pub use params::Params;
+
+const NODE: &str = "sion_memory";
+
+/// The quality of service a robotics engineer expects on each stream: camera frames are
+/// sensor data (best effort, shallow), static transforms and maps are latched (transient
+/// local), poses and transforms are reliable with room for a burst.
+fn qos(stream: Stream) -> QosProfile {
+    match stream {
+        Stream::Image | Stream::CompressedImage | Stream::CameraInfo => QosProfile::sensor_data(),
+        Stream::TfStatic => QosProfile::default().keep_last(100).transient_local(),
+        Stream::Map => QosProfile::default().keep_last(1).transient_local(),
+        Stream::Pose | Stream::Odometry | Stream::Tf => QosProfile::default().keep_last(1000),
+    }
+}
+
+fn help() -> String {
+    let mut out = String::from(
+        "sion_memory_node: the robot's provable memory as a ROS 2 node.\n\n\
+         Subscribes to pose, odometry, /tf, /tf_static, the map and a camera; remembers them as\n\
+         atoms in a durable log; commits heads to the ledger; serves /sion_memory/query_range,\n\
+         query_subject, verify, remember and commit; publishes /sion_memory/head and /stats.\n\n\
+         Usage: sion_memory_node [--ros-args --params-file config/robot.yaml -p NAME:=VALUE ...]\n\
+         \x20      sion_memory_node --list-parameters\n\nParameters:\n",
+    );
+    for (name, description, default) in Params::declared() {
+        out.push_str(&format!("  {name:<24} {description} (default {default})\n"));
+    }
+    out
+}
+
+/// The node's entry point.
+pub fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{}", help());
+        return Ok(());
+    }
+    if args.iter().any(|a| a == "--list-parameters") {
+        for (name, ..) in Params::declared() {
+            println!("{name}");
+        }
+        return Ok(());
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run())
+}
+
+async fn run() -> Result<()> {
+    let ctx = r2r::Context::create().context("initialising ROS 2 (rcl)")?;
+    let mut node = r2r::Node::create(ctx, NODE, "").context("creating the node")?;
+    let params = Arc::new(Mutex::new(Params::default()));
+    let (parameter_handler, _events) =
+        node.make_derived_parameter_handler(params.clone()).context("declaring the parameters")?;
+    tokio::spawn(parameter_handler);
+    let p = params.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let ingest_config = p.ingest().map_err(|e| anyhow!(e))?;
+
+    let dir = PathBuf::from(&p.data_dir);
+    let memory = if dir.join("memory.json").exists() {
+        Memory::open(&dir)
+    } else {
+        Memory::create(&dir, Some(&p.agent), None)
+    }
+    .with_context(|| format!("opening the memory at {}", dir.display()))?;
+    let recovered = memory.recovery().clone();
+    tracing::info!(
+        "memory at {}: {} atoms, {} committed{}",
+        dir.display(),
+        memory.log().size(),
+        memory.committed().head.size,
+        if recovered.torn_bytes > 0 {
+            format!(" (a torn tail of {} bytes was cut on recovery)", recovered.torn_bytes)
+        } else {
+            String::new()
+        }
+    );
+    let (kernel, sensors) = MemoryKernel::new(memory).map_err(|e| anyhow!("{e}"))?;
+    let readers = kernel.readers();
+
+    // Subscriptions forward raw messages to the intake as they arrive, stamped with receipt.
+    let (arrivals_tx, arrivals) = mpsc::unbounded_channel();
+    for stream in Stream::ALL {
+        let topic = p.topic(stream).to_owned();
+        let mut sub = node
+            .subscribe_raw(&topic, stream.message_type(), qos(stream))
+            .with_context(|| format!("subscribing to {topic} ({})", stream.message_type()))?;
+        let tx = arrivals_tx.clone();
+        tokio::spawn(async move {
+            while let Some(bytes) = sub.next().await {
+                let at = std::time::Instant::now();
+                if tx.send(intake::Arrival { stream, bytes, at }).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(arrivals_tx);
+
+    let head_pub = node.create_publisher::<msg::Head>(
+        "/sion_memory/head",
+        QosProfile::default().keep_last(1).transient_local(),
+    )?;
+    let stats_pub = node.create_publisher::<msg::Stats>("/sion_memory/stats", QosProfile::default())?;
+
+    // The brain, in continuous mode; its stimuli are the log sizes the intake reaches.
+    let mut brain_config = BrainConfig::default();
+    brain_config.cognet.mode =
+        Mode::Continuous { period_ms: u64::try_from(p.brain_period_ms).unwrap_or(100).max(1) };
+    brain_config.commit_period_ms = (p.commit_period_s.max(0.001) * 1000.0).round() as u64;
+    brain_config.commit_every = u64::try_from(p.commit_every_atoms).unwrap_or(1).max(1);
+    let brain = MemoryBrain::new(kernel, brain_config.clone());
+    let commit_now = brain.commit_now();
+    let mut definition = Definition::new(brain_config.cognet.clone(), Telemetry::new());
+    definition.declare_loop(brain);
+    let mut cognet = definition.load().await.map_err(|e| anyhow!("{e}"))?;
+    let (told_tx, mut told) = mpsc::unbounded_channel::<u64>();
+    let shutdown = CancellationToken::new();
+
+    let services = services::Services {
+        readers: readers.clone(),
+        sensors: sensors.clone(),
+        told: told_tx.clone(),
+        commit_now,
+    };
+    services.serve(&mut node)?;
+
+    let counters: intake::Counters = Arc::default();
+    let intake = {
+        let ingest = Ingest::new(ingest_config);
+        let counters = counters.clone();
+        let interval = Duration::from_secs_f64(p.stats_period_s.max(0.1));
+        std::thread::Builder::new()
+            .name("intake".into())
+            .spawn(move || intake::run(ingest, sensors, arrivals, counters, told_tx, interval))?
+    };
+
+    tokio::spawn(publish_heads(readers.clone(), head_pub, shutdown.clone()));
+    tokio::spawn(publish_stats(
+        readers.clone(),
+        counters,
+        p.clone(),
+        stats_pub,
+        Duration::from_secs_f64(p.stats_period_s.max(0.01)),
+        shutdown.clone(),
+    ));
+
+    // The executor: spin until asked to stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinner = {
+        let stop = stop.clone();
+        std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                node.spin_once(Duration::from_millis(5));
+            }
+        })?
+    };
+    tracing::info!(
+        "sion_memory is up: remembering {}",
+        Stream::ALL.map(|s| p.topic(s).to_owned()).join(", ")
+    );
+
+    // The brain runs here (its futures stay on this thread) while the stopper waits for a
+    // signal, stops the executor, lets the intake drain, and then ends the brain's run.
+    let brain = async {
+        let result = cognet.run(&mut told, &shutdown, |_, _| {}).await;
+        if let Err(e) = &result {
+            tracing::error!("the memory brain stopped: {e} (the node keeps remembering and answering)");
+        }
+        cognet.shutdown().await
+    };
+    let stopper = async {
+        wait_for_signal().await;
+        tracing::info!("stopping: taking in what arrived, then committing");
+        stop.store(true, Ordering::SeqCst);
+        let drained = tokio::task::spawn_blocking(move || {
+            spinner.join().map_err(|_| anyhow!("the ROS executor thread panicked"))?;
+            // With the node gone its subscriptions end; the intake drains what it holds.
+            intake.join().map_err(|_| anyhow!("the intake panicked"))
+        })
+        .await;
+        shutdown.cancel();
+        drained
+    };
+    let (brain, drained) = tokio::join!(brain, stopper);
+    drained??;
+    let mut brain = brain.map_err(|e| anyhow!("{e}"))?;
+    // One last wake so nothing durable is left uncommitted.
+    brain.commit_now().request();
+    let signal = CancellationToken::new();
+    brain.sync(&signal).map_err(|e| anyhow!("{e}"))?;
+    brain.think();
+    brain.act().await.map_err(|e| anyhow!("{e}"))?;
+    let head = readers.committed().head;
+    tracing::info!("stopped with {} atoms committed, root {}", head.size, hex::encode(head.root));
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// The committed head as a message.
+fn head_message(readers: &Readers) -> msg::Head {
+    let (log, pulse_time) = readers.head_at(None).unwrap_or_else(|_| (readers.committed(), 0));
+    convert::head(&log, pulse_time, readers.ledger_key().to_bytes())
+}
+
+/// Publish the head once at start (latched) and after every commit.
+async fn publish_heads(readers: Readers, publisher: r2r::Publisher<msg::Head>, shutdown: CancellationToken) {
+    let mut last = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    while !shutdown.is_cancelled() {
+        tick.tick().await;
+        let committed = readers.committed();
+        if last != Some(committed.commits) {
+            last = Some(committed.commits);
+            if let Err(e) = publisher.publish(&head_message(&readers)) {
+                tracing::warn!("could not publish the head: {e}");
+            }
+        }
+    }
+}
+
+async fn publish_stats(
+    readers: Readers,
+    counters: intake::Counters,
+    params: Params,
+    publisher: r2r::Publisher<msg::Stats>,
+    period: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(period);
+    while !shutdown.is_cancelled() {
+        tick.tick().await;
+        let streams = {
+            let counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
+            Stream::ALL
+                .iter()
+                .map(|&s| {
+                    let c = counters.get(&s).cloned().unwrap_or_default();
+                    msg::StreamStats {
+                        stream: s.name().to_owned(),
+                        topic: params.topic(s).to_owned(),
+                        messages: c.received,
+                        remembered: c.remembered,
+                        atoms: c.atoms,
+                        reject_reasons: c.rejected.keys().map(|r| (*r).to_owned()).collect(),
+                        reject_counts: c.rejected.values().copied().collect(),
+                        durable_p50_ms: c.latency.quantile_ms(0.5),
+                        durable_p99_ms: c.latency.quantile_ms(0.99),
+                    }
+                })
+                .collect()
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let stats = msg::Stats {
+            stamp: convert::time(now),
+            log_size: readers.log_size(),
+            committed_size: readers.committed().head.size,
+            streams,
+        };
+        if let Err(e) = publisher.publish(&stats) {
+            tracing::warn!("could not publish stats: {e}");
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The node's parameters: declared to ROS (so `ros2 param` sees them), set from
+//! `config/robot.yaml` through `--params-file` or one by one with `-p name:=value`.
+
+use std::collections::BTreeMap;
+
+use r2r::RosParams;
+
+use crate::ingest::{IngestConfig, Stream};
+
+#[derive(RosParams, Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Memory directory (created on first start)
+    pub data_dir: String,
+    /// Agent identity of the robot's memory log
+    pub agent: String,
+    /// The robot's name: the subject of its pose atoms
+    pub robot: String,
+    /// Frame camera observations are placed in
+    pub fixed_frame: String,
+    /// Commit the head to the ledger at least this often while there is news [s]
+    pub commit_period_s: f64,
+    /// ... or as soon as this many new atoms wait
+    pub commit_every_atoms: i64,
+    /// Period of the memory brain's wakes [ms]
+    pub brain_period_ms: i64,
+    /// How far a camera's box reaches along its optical axis [m]
+    pub camera_range_m: f64,
+    /// Largest image message taken in [bytes]
+    pub max_image_bytes: i64,
+    /// How far from its nearest sample a transform may be used [s]
+    pub tf_tolerance_s: f64,
+    /// Period of /sion_memory/stats and of repeated rejection logs [s]
+    pub stats_period_s: f64,
+    pub topics: Topics,
+}
+
+#[derive(RosParams, Debug, Clone, PartialEq)]
+pub struct Topics {
+    /// geometry_msgs/PoseStamped
+    pub pose: String,
+    /// nav_msgs/Odometry
+    pub odom: String,
+    /// tf2_msgs/TFMessage
+    pub tf: String,
+    /// tf2_msgs/TFMessage (transient local)
+    pub tf_static: String,
+    /// nav_msgs/OccupancyGrid
+    pub map: String,
+    /// sensor_msgs/Image
+    pub image: String,
+    /// sensor_msgs/CompressedImage
+    pub compressed_image: String,
+    /// sensor_msgs/CameraInfo
+    pub camera_info: String,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        let ingest = IngestConfig::default();
+        let topic = |s: Stream| s.default_topic().to_owned();
+        Self {
+            data_dir: "sion-data".into(),
+            agent: "robot".into(),
+            robot: ingest.robot,
+            fixed_frame: ingest.fixed_frame,
+            commit_period_s: 5.0,
+            commit_every_atoms: 10_000,
+            brain_period_ms: 100,
+            camera_range_m: ingest.camera_range_m,
+            max_image_bytes: ingest.max_image_bytes as i64,
+            tf_tolerance_s: ingest.tf_tolerance_ns as f64 / 1e9,
+            stats_period_s: 1.0,
+            topics: Topics {
+                pose: topic(Stream::Pose),
+                odom: topic(Stream::Odometry),
+                tf: topic(Stream::Tf),
+                tf_static: topic(Stream::TfStatic),
+                map: topic(Stream::Map),
+                image: topic(Stream::Image),
+                compressed_image: topic(Stream::CompressedImage),
+                camera_info: topic(Stream::CameraInfo),
+            },
+        }
+    }
+}
+
+impl Params {
+    /// Every declared parameter's name, description and default value, in declaration order.
+    pub fn declared() -> Vec<(String, String, String)> {
+        let mut declared = indexmap::IndexMap::new();
+        let mut params = Self::default();
+        if params.register_parameters("", None, &mut declared).is_err() {
+            return Vec::new();
+        }
+        declared.into_iter().map(|(name, p)| (name, p.description.to_owned(), show(&p.value))).collect()
+    }
+
+    pub fn topic(&self, stream: Stream) -> &str {
+        let t = &self.topics;
+        match stream {
+            Stream::Pose => &t.pose,
+            Stream::Odometry => &t.odom,
+            Stream::Tf => &t.tf,
+            Stream::TfStatic => &t.tf_static,
+            Stream::Map => &t.map,
+            Stream::Image => &t.image,
+            Stream::CompressedImage => &t.compressed_image,
+            Stream::CameraInfo => &t.camera_info,
+        }
+    }
+
+    /// The ingest's configuration, checked: a parameter out of range is an error naming it.
+    pub fn ingest(&self) -> Result<IngestConfig, String> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(v)
+            } else {
+                Err(format!("parameter {name} must be positive, not {v}"))
+            }
+        };
+        let topics: BTreeMap<Stream, String> =
+            Stream::ALL.into_iter().map(|s| (s, self.topic(s).to_owned())).collect();
+        Ok(IngestConfig {
+            fixed_frame: self.fixed_frame.clone(),
+            robot: self.robot.clone(),
+            topics,
+            camera_range_m: positive("camera_range_m", self.camera_range_m)?,
+            max_image_bytes: usize::try_from(self.max_image_bytes).map_err(|_| {
+                format!("parameter max_image_bytes must not be negative: {}", self.max_image_bytes)
+            })?,
+            max_map_cells: IngestConfig::default().max_map_cells,
+            tf_tolerance_ns: (positive("tf_tolerance_s", self.tf_tolerance_s)? * 1e9).round() as i64,
+        })
+    }
+}
+
+fn show(value: &r2r::ParameterValue) -> String {
+    use r2r::ParameterValue as V;
+    match value {
+        V::String(s) => format!("{s:?}"),
+        V::Double(x) => format!("{x:?}"),
+        V::Integer(n) => format!("{n}"),
+        V::Bool(b) => format!("{b}"),
+        other => format!("{other:?}"),
+    }
+}
