@@ -68,7 +68,7 @@ _sion_fix_wheels() {
 _sion_prefix_env() {
     local venv="$_sion_ros/venv" libs
     libs="$venv/lib"
-    for d in "$venv"/lib/python3*/site-packages/ros_*.libs "$venv"/lib/python3*/site-packages/*.libs; do
+    for d in "$venv"/lib/python3*/site-packages/*.libs; do
         [ -d "$d" ] && libs="$libs:$d"
     done
     export ROS_DISTRO=jazzy # r2r knows jazzy; its configuration builds and runs against Kilted
