@@ -116,21 +116,39 @@ class Player:
             self.odom.publish(odom)
             self.tf.publish(TFMessage(transforms=[transform('odom', 'base_link', ns, (x, y, 0.0), q)]))
 
+    def publishers(self):
+        return [self.pose, self.odom, self.tf, self.tf_static, self.map, self.image, self.info]
+
+    def wait_for_subscribers(self, timeout_s=10.0):
+        """Discovery takes a moment; what is published before it matches is lost."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if all(p.get_subscription_count() > 0 for p in self.publishers()):
+                time.sleep(0.2)  # matched on our side; give the other side the same moment
+                return True
+            time.sleep(0.05)
+        return False
+
     def bad(self, ns):
+        """What a faulty robot might send. Spaced out: the camera topic is best effort, and a
+        burst could overflow the subscriber's queue, which would be our fault, not the robot's."""
         pose = PoseStamped()
         pose.header.stamp, pose.header.frame_id = stamp(ns), 'map'
         pose.pose.position.x = float('nan')
         self.pose.publish(pose)
-        self.frame(ns, encoding='rgb9')           # unknown encoding
-        self.frame(ns, rows=100)                  # data shorter than step x height
-        self.camera_info(ns, frame='thermal')
-        self.frame(ns, frame='thermal')           # no transform reaches this frame
+        for send in (lambda: self.frame(ns, encoding='rgb9'),        # unknown encoding
+                     lambda: self.frame(ns, rows=100),               # data shorter than step x height
+                     lambda: self.camera_info(ns, frame='thermal'),
+                     lambda: self.frame(ns, frame='thermal')):       # no transform reaches this frame
+            time.sleep(0.03)
+            send()
 
 
 def play(node, seconds, bad=False, spin=None):
     """Publish the run; returns (first, last) stamps in nanoseconds."""
     player = Player(node)
-    time.sleep(1.0)  # let discovery match publishers with the node's subscriptions
+    if not player.wait_for_subscribers():
+        raise SystemExit('robot_run: nobody subscribes to the topics (is the sion_memory node running?)')
     start = time.time_ns()
     player.statics(start)
     steps = int(seconds * 100)

@@ -18,7 +18,7 @@ pub mod msgs;
 pub mod tf;
 pub mod units;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use nalgebra::{Isometry3, Point3};
 
@@ -129,6 +129,9 @@ pub struct IngestConfig {
     pub max_map_cells: u64,
     /// How far from its nearest transform sample a lookup may reach, nanoseconds.
     pub tf_tolerance_ns: i64,
+    /// How long a camera frame may wait for its transform or calibration, nanoseconds of
+    /// message stamps (a frame is given up once a message stamped this much later arrives).
+    pub hold_ns: i64,
 }
 
 impl Default for IngestConfig {
@@ -141,6 +144,7 @@ impl Default for IngestConfig {
             max_image_bytes: 32 << 20,
             max_map_cells: 64 << 20,
             tf_tolerance_ns: 100_000_000,
+            hold_ns: 500_000_000,
         }
     }
 }
@@ -221,11 +225,33 @@ pub struct Ingested {
     pub blob: Option<Vec<u8>>,
 }
 
-/// What one message gave: its atoms and what was refused (a `TFMessage` can give both).
+/// A message whose handling is over: how many atoms it gave and what was refused (a
+/// `TFMessage` can give both).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    /// The number [`Ingest::take`] gave the message.
+    pub message: u64,
+    pub stream: Stream,
+    pub atoms: usize,
+    pub rejected: Vec<Reject>,
+}
+
+/// What one call to [`Ingest::take`] gave: atoms, and the messages finished by it — the one
+/// taken, unless it is a camera frame held for its transform or calibration, and any held
+/// frames the call resolved or gave up on.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Taken {
+    /// The number given to the message taken.
+    pub message: u64,
     pub ingested: Vec<Ingested>,
-    pub rejected: Vec<Reject>,
+    pub finished: Vec<Finished>,
+}
+
+impl Taken {
+    /// Every refusal among the finished messages.
+    pub fn rejected(&self) -> impl Iterator<Item = &Reject> {
+        self.finished.iter().flat_map(|f| &f.rejected)
+    }
 }
 
 /// Counters of one stream.
@@ -235,23 +261,53 @@ pub struct StreamStats {
     pub atoms: u64,
     /// Rejections by [`Reject::reason`].
     pub rejected: BTreeMap<&'static str, u64>,
+    /// Camera frames waiting for a transform or calibration.
+    pub held: u64,
 }
 
+/// A camera frame waiting for what it needs.
+#[derive(Debug, Clone)]
+struct Held {
+    message: u64,
+    stream: Stream,
+    stamp_ns: i64,
+    bytes: Vec<u8>,
+    reason: Reject,
+}
+
+/// At most this many frames wait at once; beyond it the oldest is refused.
+const MAX_HELD: usize = 64;
+
 /// Turns messages into atoms, keeping what later messages need: the transform tree, the latest
-/// camera calibration per frame, the latest map tile per topic.
+/// camera calibration per frame, the latest map tile, and camera frames that arrived before the
+/// transform or calibration for their stamp (as tf2's message filter does, they wait until
+/// some message is stamped `hold_ns` past them).
 #[derive(Debug, Clone)]
 pub struct Ingest {
     config: IngestConfig,
     tf: TfBuffer,
     cameras: HashMap<String, CameraInfo>,
     last_tile: Option<AtomId>,
+    held: VecDeque<Held>,
+    /// The latest stamp of any message taken: the clock held frames wait by.
+    latest_ns: i64,
+    next_message: u64,
     stats: BTreeMap<Stream, StreamStats>,
 }
 
 impl Ingest {
     pub fn new(config: IngestConfig) -> Self {
         let tf = TfBuffer::new(10_000_000_000, config.tf_tolerance_ns);
-        Self { config, tf, cameras: HashMap::new(), last_tile: None, stats: BTreeMap::new() }
+        Self {
+            config,
+            tf,
+            cameras: HashMap::new(),
+            last_tile: None,
+            held: VecDeque::new(),
+            latest_ns: i64::MIN,
+            next_message: 0,
+            stats: BTreeMap::new(),
+        }
     }
 
     pub fn config(&self) -> &IngestConfig {
@@ -269,50 +325,149 @@ impl Ingest {
 
     /// Take in one message of `stream`, as CDR bytes.
     pub fn take(&mut self, stream: Stream, message: &[u8]) -> Taken {
-        let mut taken = Taken::default();
+        let number = self.next_message;
+        self.next_message += 1;
+        self.stats.entry(stream).or_default().messages += 1;
+        let mut taken = Taken { message: number, ..Taken::default() };
+        let mut rejected = Vec::new();
+        let mut atoms = Vec::new();
         let outcome = match stream {
             Stream::Pose => PoseStamped::from_cdr(message)
                 .map_err(Reject::from)
                 .and_then(|m| self.pose(stream, &m.header, &m.pose))
-                .map(|atom| taken.ingested.push(Ingested { atom, blob: None })),
+                .map(|atom| atoms.push(Ingested { atom, blob: None })),
             Stream::Odometry => Odometry::from_cdr(message)
                 .map_err(Reject::from)
                 .and_then(|m| self.pose(stream, &m.header, &m.pose.pose))
-                .map(|atom| taken.ingested.push(Ingested { atom, blob: None })),
+                .map(|atom| atoms.push(Ingested { atom, blob: None })),
             Stream::Tf | Stream::TfStatic => TfMessage::from_cdr(message).map_err(Reject::from).map(|m| {
                 for t in &m.transforms {
                     match self.transform(stream, t) {
-                        Ok(atom) => taken.ingested.push(Ingested { atom, blob: None }),
-                        Err(e) => taken.rejected.push(e),
+                        Ok(atom) => atoms.push(Ingested { atom, blob: None }),
+                        Err(e) => rejected.push(e),
                     }
                 }
             }),
             Stream::Map => OccupancyGrid::from_cdr(message)
                 .map_err(Reject::from)
                 .and_then(|m| self.map(&m, message))
-                .map(|i| taken.ingested.push(i)),
-            Stream::Image => Image::from_cdr(message)
-                .map_err(Reject::from)
-                .and_then(|m| self.image(&m, message))
-                .map(|i| taken.ingested.push(i)),
-            Stream::CompressedImage => CompressedImage::from_cdr(message)
-                .map_err(Reject::from)
-                .and_then(|m| self.compressed_image(&m, message))
-                .map(|i| taken.ingested.push(i)),
+                .map(|i| atoms.push(i)),
+            Stream::Image | Stream::CompressedImage => match self.frame(stream, message) {
+                Ok(i) => {
+                    atoms.push(i);
+                    Ok(())
+                }
+                Err((reason, Some(stamp_ns))) if waits(&reason) => {
+                    self.hold(
+                        Held { message: number, stream, stamp_ns, bytes: message.to_vec(), reason },
+                        &mut taken,
+                    );
+                    return self.release(stream, taken);
+                }
+                Err((reason, _)) => Err(reason),
+            },
             Stream::CameraInfo => {
                 CameraInfo::from_cdr(message).map_err(Reject::from).and_then(|m| self.camera_info(m))
             }
         };
         if let Err(e) = outcome {
-            taken.rejected.push(e);
+            rejected.push(e);
         }
-        let stats = self.stats.entry(stream).or_default();
-        stats.messages += 1;
-        stats.atoms += taken.ingested.len() as u64;
-        for r in &taken.rejected {
-            *stats.rejected.entry(r.reason()).or_default() += 1;
+        self.finish(&mut taken, number, stream, atoms, rejected);
+        self.release(stream, taken)
+    }
+
+    /// Refuse every frame still waiting (at the end of a stream or a bag).
+    pub fn flush(&mut self) -> Taken {
+        let mut taken = Taken { message: self.next_message, ..Taken::default() };
+        while let Some(h) = self.held.pop_front() {
+            self.give_up(h, &mut taken);
         }
         taken
+    }
+
+    fn finish(
+        &mut self,
+        taken: &mut Taken,
+        message: u64,
+        stream: Stream,
+        atoms: Vec<Ingested>,
+        rejected: Vec<Reject>,
+    ) {
+        let stats = self.stats.entry(stream).or_default();
+        stats.atoms += atoms.len() as u64;
+        for r in &rejected {
+            *stats.rejected.entry(r.reason()).or_default() += 1;
+        }
+        taken.finished.push(Finished { message, stream, atoms: atoms.len(), rejected });
+        taken.ingested.extend(atoms);
+    }
+
+    fn hold(&mut self, held: Held, taken: &mut Taken) {
+        self.stats.entry(held.stream).or_default().held += 1;
+        self.held.push_back(held);
+        if self.held.len() > MAX_HELD
+            && let Some(oldest) = self.held.pop_front()
+        {
+            self.give_up(oldest, taken);
+        }
+    }
+
+    fn give_up(&mut self, held: Held, taken: &mut Taken) {
+        self.stats.entry(held.stream).or_default().held -= 1;
+        self.finish(taken, held.message, held.stream, Vec::new(), vec![held.reason]);
+    }
+
+    /// After a message: retry held frames if it could help them, and give up on those that
+    /// waited long enough.
+    fn release(&mut self, stream: Stream, mut taken: Taken) -> Taken {
+        if self.held.is_empty() {
+            return taken;
+        }
+        if matches!(stream, Stream::Tf | Stream::TfStatic | Stream::CameraInfo) {
+            for held in std::mem::take(&mut self.held) {
+                match self.frame(held.stream, &held.bytes) {
+                    Ok(i) => {
+                        self.stats.entry(held.stream).or_default().held -= 1;
+                        self.finish(&mut taken, held.message, held.stream, vec![i], Vec::new());
+                    }
+                    Err((reason, _)) => self.held.push_back(Held { reason, ..held }),
+                }
+            }
+        }
+        let horizon = self.latest_ns.saturating_sub(self.config.hold_ns);
+        while self.held.front().is_some_and(|h| h.stamp_ns < horizon) {
+            if let Some(h) = self.held.pop_front() {
+                self.give_up(h, &mut taken);
+            }
+        }
+        taken
+    }
+
+    fn saw(&mut self, stamp_ns: i64) {
+        self.latest_ns = self.latest_ns.max(stamp_ns);
+    }
+
+    /// A camera frame's observation; on failure, the reason and the frame's stamp if it had one.
+    fn frame(&mut self, stream: Stream, message: &[u8]) -> Result<Ingested, (Reject, Option<i64>)> {
+        let (camera, t) = match stream {
+            Stream::CompressedImage => {
+                let image = CompressedImage::from_cdr(message).map_err(|e| (e.into(), None))?;
+                let t = stamp(&image.header).map_err(|e| (e, None))?;
+                self.saw(t);
+                self.compressed_image(&image, message).map_err(|e| (e, Some(t)))?;
+                (image.header.frame_id, t)
+            }
+            _ => {
+                let image = Image::from_cdr(message).map_err(|e| (e.into(), None))?;
+                let t = stamp(&image.header).map_err(|e| (e, None))?;
+                self.saw(t);
+                self.image(&image, message).map_err(|e| (e, Some(t)))?;
+                (image.header.frame_id, t)
+            }
+        };
+        let camera = frame(&camera, "header.frame_id").map_err(|e| (e, Some(t)))?;
+        self.observation(stream, camera, t, message).map_err(|e| (e, Some(t)))
     }
 
     fn extractor(&self, stream: Stream) -> Extractor {
@@ -322,8 +477,9 @@ impl Ingest {
         }
     }
 
-    fn pose(&self, stream: Stream, header: &Header, pose: &Pose) -> Result<Atom, Reject> {
+    fn pose(&mut self, stream: Stream, header: &Header, pose: &Pose) -> Result<Atom, Reject> {
         let t = stamp(header)?;
+        self.saw(t);
         let frame = frame(&header.frame_id, "header.frame_id")?;
         let at = point_mm(&pose.position, "pose.position", Round::Nearest)?;
         let mut parts = AtomParts::new(Kind::Pose, frame, BoxMm::point(at), sample(t), Permille(1000));
@@ -338,6 +494,9 @@ impl Ingest {
 
     fn transform(&mut self, stream: Stream, t: &msgs::TransformStamped) -> Result<Atom, Reject> {
         let time = stamp(&t.header)?;
+        if stream == Stream::Tf {
+            self.saw(time); // static transforms are often stamped 0 or long ago
+        }
         let parent = frame(&t.header.frame_id, "header.frame_id")?;
         let child = frame(&t.child_frame_id, "child_frame_id")?;
         let at = point_mm(&t.transform.translation, "transform.translation", Round::Nearest)?;
@@ -358,6 +517,7 @@ impl Ingest {
 
     fn map(&mut self, grid: &OccupancyGrid, message: &[u8]) -> Result<Ingested, Reject> {
         let t = stamp(&grid.header)?;
+        self.saw(t);
         let frame = frame(&grid.header.frame_id, "header.frame_id")?;
         let info = &grid.info;
         let resolution = f64::from(info.resolution);
@@ -401,9 +561,9 @@ impl Ingest {
         Ok(Ingested { atom, blob: Some(message.to_vec()) })
     }
 
-    fn image(&self, image: &Image, message: &[u8]) -> Result<Ingested, Reject> {
-        let t = stamp(&image.header)?;
-        let camera = frame(&image.header.frame_id, "header.frame_id")?;
+    /// Check a raw image is what it says: size, encoding, row length.
+    fn image(&self, image: &Image, message: &[u8]) -> Result<(), Reject> {
+        frame(&image.header.frame_id, "header.frame_id")?;
         self.check_size(message)?;
         if image.width == 0 || image.height == 0 {
             return Err(Reject::MalformedImage("no pixels"));
@@ -419,12 +579,12 @@ impl Ingest {
         if image.data.len() as u64 != u64::from(image.step) * u64::from(image.height) {
             return Err(Reject::MalformedImage("data length is not step × height"));
         }
-        self.observation(Stream::Image, camera, t, message)
+        Ok(())
     }
 
-    fn compressed_image(&self, image: &CompressedImage, message: &[u8]) -> Result<Ingested, Reject> {
-        let t = stamp(&image.header)?;
-        let camera = frame(&image.header.frame_id, "header.frame_id")?;
+    /// Check a compressed image is what its format names.
+    fn compressed_image(&self, image: &CompressedImage, message: &[u8]) -> Result<(), Reject> {
+        frame(&image.header.frame_id, "header.frame_id")?;
         self.check_size(message)?;
         // `format` is e.g. "jpeg", "png" or "rgb8; jpeg compressed bgr8".
         let format = image.format.to_ascii_lowercase();
@@ -438,7 +598,7 @@ impl Ingest {
         if !image.data.starts_with(magic) {
             return Err(Reject::MalformedImage("the data is not what the format names"));
         }
-        self.observation(Stream::CompressedImage, camera, t, message)
+        Ok(())
     }
 
     fn check_size(&self, message: &[u8]) -> Result<(), Reject> {
@@ -501,6 +661,12 @@ impl Ingest {
             Reject::MissingTransform(e)
         })
     }
+}
+
+/// Whether a frame refused for this reason may yet be taken once more transforms or a
+/// calibration arrive.
+fn waits(reason: &Reject) -> bool {
+    matches!(reason, Reject::MissingTransform(_) | Reject::UnknownFrame(_) | Reject::NoCameraInfo(_))
 }
 
 fn sample(t: i64) -> Interval {

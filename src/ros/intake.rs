@@ -3,7 +3,7 @@
 //! was being written: one fsync for many messages), and the brain is told. Runs on a thread of
 //! its own, so conversion and disk never hold up the ROS executor.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -104,9 +104,15 @@ pub fn run(
     log_interval: Duration,
 ) {
     let mut rejects = RejectLog { interval: log_interval, last: BTreeMap::new() };
+    // When each message still in hand (held by the ingest, or in this batch) arrived.
+    let mut arrived: HashMap<u64, Instant> = HashMap::new();
     let mut batch = Vec::new();
-    while let Some(first) = arrivals.blocking_recv() {
-        batch.push(first);
+    let mut open = true;
+    while open {
+        match arrivals.blocking_recv() {
+            Some(first) => batch.push(first),
+            None => open = false,
+        }
         while batch.len() < 4096 {
             match arrivals.try_recv() {
                 Ok(a) => batch.push(a),
@@ -115,21 +121,27 @@ pub fn run(
         }
         let mut atoms = Vec::new();
         let mut blobs = Vec::new();
-        // Per message: its stream, when it came, and whether it gave atoms without refusal.
-        let mut done = Vec::with_capacity(batch.len());
+        let mut finished = Vec::new();
+        let mut received: BTreeMap<Stream, u64> = BTreeMap::new();
+        let mut take =
+            |taken: crate::ingest::Taken, at: Option<Instant>, arrived: &mut HashMap<u64, Instant>| {
+                if let Some(at) = at {
+                    arrived.insert(taken.message, at);
+                }
+                for i in taken.ingested {
+                    atoms.push(i.atom);
+                    blobs.extend(i.blob);
+                }
+                finished.extend(taken.finished);
+            };
         for arrival in batch.drain(..) {
+            *received.entry(arrival.stream).or_default() += 1;
             let taken = ingest.take(arrival.stream, &arrival.bytes);
-            let topic = ingest.config().topic(arrival.stream).to_owned();
-            for r in &taken.rejected {
-                rejects.note(arrival.stream, &topic, r.reason(), r);
-            }
-            let clean = taken.rejected.is_empty();
-            let n = taken.ingested.len() as u64;
-            for i in taken.ingested {
-                atoms.push(i.atom);
-                blobs.extend(i.blob);
-            }
-            done.push((arrival.stream, arrival.at, clean, n, taken.rejected));
+            take(taken, Some(arrival.at), &mut arrived);
+        }
+        if !open {
+            // The end: frames still waiting for a transform will not get one.
+            take(ingest.flush(), None, &mut arrived);
         }
         let outcome = sensors.keep_blobs(&blobs).map_err(|e| e.to_string()).and_then(|()| {
             if atoms.is_empty() { Ok(Vec::new()) } else { sensors.take_in(atoms).map_err(|e| e.to_string()) }
@@ -138,29 +150,40 @@ pub fn run(
         let last_position = match &outcome {
             Ok(appended) => appended.iter().map(|a| a.position).max(),
             Err(e) => {
-                tracing::error!("could not make {} messages' atoms durable: {e}", done.len());
+                tracing::error!("could not make {} messages' atoms durable: {e}", finished.len());
                 None
             }
         };
-        {
-            let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
-            for (stream, at, clean, n, rejected) in done {
-                let c = counters.entry(stream).or_default();
-                c.received += 1;
-                for r in &rejected {
-                    *c.rejected.entry(r.reason()).or_default() += 1;
-                }
-                if outcome.is_ok() {
-                    c.atoms += n;
-                    if clean {
-                        c.remembered += 1;
-                        c.latency.record(durable.duration_since(at));
-                    }
-                } else {
+        let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
+        for (stream, n) in received {
+            counters.entry(stream).or_default().received += n;
+        }
+        for f in finished {
+            let topic = ingest.config().topic(f.stream).to_owned();
+            for r in &f.rejected {
+                rejects.note(f.stream, &topic, r.reason(), r);
+            }
+            let at = arrived.remove(&f.message);
+            let c = counters.entry(f.stream).or_default();
+            for r in &f.rejected {
+                *c.rejected.entry(r.reason()).or_default() += 1;
+            }
+            if outcome.is_err() {
+                if f.atoms > 0 {
                     *c.rejected.entry("not_durable").or_default() += 1;
+                }
+                continue;
+            }
+            c.atoms += f.atoms as u64;
+            // Remembered: every atom durable, nothing refused (camera_info gives no atoms).
+            if f.rejected.is_empty() {
+                c.remembered += 1;
+                if let Some(at) = at {
+                    c.latency.record(durable.duration_since(at));
                 }
             }
         }
+        drop(counters);
         if let Some(position) = last_position
             && told.send(position).is_err()
         {

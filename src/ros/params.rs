@@ -29,6 +29,8 @@ pub struct Params {
     pub max_image_bytes: i64,
     /// How far from its nearest sample a transform may be used [s]
     pub tf_tolerance_s: f64,
+    /// How long a camera frame waits for its transform or camera info [s of message time]
+    pub frame_hold_s: f64,
     /// Period of /sion_memory/stats and of repeated rejection logs [s]
     pub stats_period_s: f64,
     pub topics: Topics,
@@ -69,6 +71,7 @@ impl Default for Params {
             camera_range_m: ingest.camera_range_m,
             max_image_bytes: ingest.max_image_bytes as i64,
             tf_tolerance_s: ingest.tf_tolerance_ns as f64 / 1e9,
+            frame_hold_s: ingest.hold_ns as f64 / 1e9,
             stats_period_s: 1.0,
             topics: Topics {
                 pose: topic(Stream::Pose),
@@ -118,6 +121,14 @@ impl Params {
                 Err(format!("parameter {name} must be positive, not {v}"))
             }
         };
+        // Bounded so the conversion to nanoseconds cannot overflow; a day is already absurd.
+        let seconds = |name: &str, v: f64| {
+            let v = positive(name, v)?;
+            if v > 86_400.0 {
+                return Err(format!("parameter {name} must be at most a day, not {v} s"));
+            }
+            Ok((v * 1e9).round() as i64)
+        };
         let topics: BTreeMap<Stream, String> =
             Stream::ALL.into_iter().map(|s| (s, self.topic(s).to_owned())).collect();
         Ok(IngestConfig {
@@ -129,7 +140,8 @@ impl Params {
                 format!("parameter max_image_bytes must not be negative: {}", self.max_image_bytes)
             })?,
             max_map_cells: IngestConfig::default().max_map_cells,
-            tf_tolerance_ns: (positive("tf_tolerance_s", self.tf_tolerance_s)? * 1e9).round() as i64,
+            tf_tolerance_ns: seconds("tf_tolerance_s", self.tf_tolerance_s)?,
+            hold_ns: seconds("frame_hold_s", self.frame_hold_s)?,
         })
     }
 }

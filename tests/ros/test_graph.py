@@ -1,0 +1,224 @@
+"""The sion_memory node on a real ROS 2 graph (rcl + Fast DDS), driven by rclpy.
+
+Run by scripts/test.sh inside a network namespace with only loopback up:
+
+    unshare -n bash -c 'ip link set lo up && python3 -m unittest discover -s tests/ros -v'
+
+It brings the node up from launch/robot.launch.py (through scripts/launch.py), plays a generated
+robot run with a few malformed messages onto its topics, and checks the answers, their proofs,
+the counters and that the node keeps serving.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import rclpy
+from sion_memory_msgs.msg import Head, Stats
+from sion_memory_msgs.srv import Remember
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, 'scripts'))
+
+import ask  # noqa: E402
+import launch as launcher  # noqa: E402
+import robot_run  # noqa: E402
+
+RUN_SECONDS = 3.0
+
+
+class Graph(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.data = tempfile.mkdtemp(prefix='sion-ros-test-')
+        cls.node_log = open(os.path.join(cls.data, 'node.log'), 'w')
+        cls.node = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, 'scripts', 'launch.py'),
+             os.path.join(ROOT, 'launch', 'robot.launch.py'), f'data_dir:={cls.data}/memory'],
+            stdout=cls.node_log, stderr=subprocess.STDOUT)
+        rclpy.init()
+        cls.client = rclpy.create_node('sion_test')
+        cls.stats, cls.heads = [], []
+        cls.client.create_subscription(Stats, '/sion_memory/stats', cls.stats.append, 10)
+        latched = rclpy.qos.QoSProfile(depth=1, durability=rclpy.qos.DurabilityPolicy.TRANSIENT_LOCAL)
+        cls.client.create_subscription(Head, '/sion_memory/head', cls.heads.append, latched)
+        cls.publisher = rclpy.create_node('robot_run')
+        cls.first, cls.last = robot_run.play(cls.publisher, RUN_SECONDS, bad=True)
+        cls.committed = ask.commit(cls.client)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.destroy_node()
+        cls.publisher.destroy_node()
+        rclpy.shutdown()
+        if cls.node.poll() is None:
+            cls.node.send_signal(signal.SIGINT)
+            cls.node.wait(timeout=60)
+        cls.node_log.close()
+
+    def spin_until(self, condition, seconds=10.0):
+        deadline = time.time() + seconds
+        while time.time() < deadline and not condition():
+            rclpy.spin_once(self.client, timeout_sec=0.1)
+        return condition()
+
+    def verify(self, answer):
+        checked = ask.verify(self.client, answer.proof)
+        self.assertTrue(checked.ok, checked.error)
+        return checked
+
+    def verify_offline(self, proof):
+        """`sion memory verify` on the proof bytes, as a file, against the ledger's key."""
+        path = os.path.join(self.data, 'answer.sionproof')
+        with open(path, 'wb') as f:
+            f.write(bytes(proof))
+        # The node holds the ledger open, so the key comes from the published head.
+        key = bytes(self.committed.head.ledger_key).hex()
+        out = subprocess.run(['sion', 'memory', 'verify', '--ledger-key', key, path],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn('VALID', out.stdout)
+
+    def test_commit_answers_with_the_head(self):
+        self.assertTrue(self.committed.ok, self.committed.error)
+        steps = int(RUN_SECONDS * 100)
+        # Poses, odometry and its transforms, images, statics, the map: all of it committed.
+        self.assertGreaterEqual(self.committed.head.size, steps + steps // 2 * 2 + steps // 20 + 3)
+        self.assertTrue(self.spin_until(lambda: any(h.size >= self.committed.head.size for h in self.heads)),
+                        'the committed head was not published on /sion_memory/head')
+
+    def test_a_box_on_the_path_gets_its_poses_with_a_proof(self):
+        # The first quarter circle: x in [0, 5] m, y in [0, 5] m.
+        box = [0, 0, -1000, 5000, 5000, 3000]
+        answer = ask.query_range(self.client, 'map', box, self.first, self.last + 1)
+        self.assertTrue(answer.ok, answer.error)
+        poses = [a for a in answer.atoms if a.kind == 'pose']
+        expected = 0
+        for i in range(int(RUN_SECONDS * 100)):
+            x, y, _ = robot_run.where(i / 100)
+            if 0 <= round(x * 1000) <= 5000 and 0 <= round(y * 1000) <= 5000:
+                expected += 1
+        self.assertEqual(len(poses), expected)
+        for atom in poses:
+            self.assertTrue(all(lo <= v <= hi for lo, v, hi in zip(box[:3], atom.min_mm, box[3:])))
+            self.assertTrue(self.first <= atom.from_ns <= self.last)
+        kinds = {a.kind for a in answer.atoms}
+        self.assertTrue({'pose', 'observation', 'map_tile', 'transform'} <= kinds, kinds)
+        checked = self.verify(answer)
+        self.assertEqual(checked.kind, 'range')
+        self.assertIn(f'these {len(answer.atoms)} atoms are everything', checked.statement)
+        self.verify_offline(answer.proof)
+
+    def test_an_empty_box_gets_an_empty_answer_that_verifies(self):
+        answer = ask.query_range(self.client, 'map', [50000, 50000, 0, 60000, 60000, 10], self.first, self.last)
+        self.assertTrue(answer.ok, answer.error)
+        self.assertEqual(list(answer.atoms), [])
+        self.assertIn('these 0 atoms are everything', self.verify(answer).statement)
+        self.verify_offline(answer.proof)
+
+    def test_a_tampered_proof_is_rejected(self):
+        answer = ask.query_range(self.client, 'map', [0, 0, -1000, 5000, 5000, 3000], self.first, self.last)
+        proof = bytearray(answer.proof)
+        proof[len(proof) // 2] ^= 1
+        self.assertFalse(ask.verify(self.client, proof).ok)
+
+    def test_bad_questions_get_errors_not_silence(self):
+        answer = ask.query_range(self.client, 'map', [10, 0, 0, 0, 0, 0], self.first, self.last)
+        self.assertFalse(answer.ok)
+        self.assertIn('min[0] = 10 mm is above max[0]', answer.error)
+        answer = ask.query_range(self.client, 'map', [0, 0, 0, 1, 1, 1], self.first, self.last, as_of=123456789)
+        self.assertFalse(answer.ok)
+        self.assertIn('no committed head', answer.error)
+
+    def test_malformed_messages_are_counted_and_the_node_keeps_serving(self):
+        steps = int(RUN_SECONDS * 100)
+
+        def latest():
+            return {s.stream: s for s in self.stats[-1].streams} if self.stats else {}
+
+        def settled():
+            streams = latest()
+            pose = streams.get('pose')
+            return pose is not None and pose.messages == steps + 1 and all(
+                dict(zip(streams[k].reject_reasons, streams[k].reject_counts)) == v
+                for k, v in expected.items() if k in streams)
+        # The frame from 'thermal' waits for a transform that never comes, then is refused.
+        expected = {'pose': {'nan': 1}, 'image': {'unknown_encoding': 1, 'malformed_image': 1, 'unknown_frame': 1}}
+        self.assertTrue(self.spin_until(settled), f'stats: {latest()}')
+        streams = latest()
+        self.assertEqual(set(expected) - set(streams), set())
+        pose, odom = streams['pose'], streams['odom']
+        self.assertEqual(pose.remembered, steps)
+        self.assertEqual(odom.remembered, steps // 2)
+        self.assertGreater(pose.durable_p99_ms, 0.0)
+        answer = ask.query_subject(self.client, 'robot')
+        self.assertTrue(answer.ok, answer.error)
+        self.assertEqual(sum(a.kind == 'pose' for a in answer.atoms), pose.remembered + odom.remembered)
+        self.verify(answer)
+        self.assertIsNone(self.node.poll(), 'the node stopped')
+
+    def test_remembered_atoms_are_answered_after_a_commit(self):
+        request = Remember.Request()
+        request.atoms_json = ['{"kind":"claim","frame":"map","min":[1,2,3],"max":[4,5,6],'
+                              '"from":1,"to":2,"confidence":900,"subject":"pallet-17"}']
+        remembered = ask.call(self.client, Remember, '/sion_memory/remember', request)
+        self.assertTrue(remembered.ok, remembered.error)
+        committed = ask.commit(self.client)
+        self.assertGreater(committed.head.size, remembered.positions[0])
+        answer = ask.query_subject(self.client, 'pallet-17')
+        self.assertEqual([a.id for a in answer.atoms], list(remembered.ids))
+        self.verify(answer)
+        # A head from before still answers, as of then.
+        old = ask.query_subject(self.client, 'pallet-17', as_of=self.committed.head.size)
+        self.assertTrue(old.ok, old.error)
+        self.assertEqual(list(old.atoms), [])
+        bad = Remember.Request()
+        bad.atoms_json = ['{"kind":"claim","frame":"map","min":[1,2,3],"max":[0,5,6],"from":1,"to":2,"confidence":900}']
+        refused = ask.call(self.client, Remember, '/sion_memory/remember', bad)
+        self.assertFalse(refused.ok)
+        self.assertIn('atom 0', refused.error)
+
+
+class Launch(unittest.TestCase):
+    """The launch file against the package: what it starts exists and is configured only with
+    parameters the node declares."""
+
+    def test_the_launch_file_names_the_installed_node_and_declared_parameters(self):
+        description = launcher.load_description(os.path.join(ROOT, 'launch', 'robot.launch.py'))
+        commands = launcher.node_commands(description, {})
+        self.assertEqual(len(commands), 1)
+        command = commands[0]
+        self.assertTrue(os.access(command[0], os.X_OK), command[0])
+        self.assertEqual(os.path.basename(command[0]), 'sion_memory_node')
+        declared = set(subprocess.run([command[0], '--list-parameters'], capture_output=True, text=True,
+                                      check=True).stdout.split())
+        self.assertIn('topics.pose', declared)
+
+        import yaml
+        files = [command[i + 1] for i, a in enumerate(command) if a == '--params-file']
+        self.assertEqual(len(files), 1)
+        self.assertTrue(os.path.samefile(files[0], os.path.join(ROOT, 'config', 'robot.yaml')), files)
+        with open(files[0]) as f:
+            config = yaml.safe_load(f)
+        node_name = command[command.index('-r') + 1].split(':=')[1]
+        self.assertEqual(list(config), [node_name])
+
+        def flatten(tree, prefix=''):
+            for key, value in tree.items():
+                if isinstance(value, dict):
+                    yield from flatten(value, f'{prefix}{key}.')
+                else:
+                    yield f'{prefix}{key}'
+        named = set(flatten(config[node_name]['ros__parameters']))
+        self.assertEqual(named - declared, set(), 'the config names parameters the node does not declare')
+        overrides = {command[i + 1].split(':=')[0] for i, a in enumerate(command) if a == '-p'}
+        self.assertEqual(overrides - declared, set())
+        self.assertEqual(named, declared, 'every declared parameter appears in config/robot.yaml')
+
+
+if __name__ == '__main__':
+    unittest.main()
