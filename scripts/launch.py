@@ -5,9 +5,10 @@
 
 The Python package registry's ROS 2 has no `launch` or `launch_ros`. This reads the same launch
 description through a stand-in for the parts of those packages that launch/robot.launch.py uses
-(LaunchDescription, DeclareLaunchArgument, LaunchConfiguration, launch_ros' Node), then starts
-each node as `ros2 launch` would: the executable from the package's lib/ directory in the ament
-index, with `--ros-args -r __node:=NAME --params-file FILE -p KEY:=VALUE`. Where the real
+(LaunchDescription, DeclareLaunchArgument, LaunchConfiguration, EnvironmentVariable, launch_ros'
+Node), then starts each node as `ros2 launch` would: the executable from the package's lib/
+directory in the ament index, with `--ros-args -r __node:=NAME --params-file FILE -p KEY:=VALUE`
+and the node's additional environment. Where the real
 packages are installed, they run the file instead. `--print` shows the commands and exits.
 Ctrl-C or SIGTERM is passed on to the nodes as SIGINT, as ros2 launch does, and awaited.
 """
@@ -40,11 +41,16 @@ def _stand_in_modules():
         def __init__(self, variable_name, default=None):
             self.variable_name, self.default = variable_name, default
 
+    class EnvironmentVariable:
+        def __init__(self, name, default_value=''):
+            self.name, self.default_value = name, default_value
+
     class Node:
         def __init__(self, *, package, executable, name=None, namespace=None, output=None,
-                     parameters=(), arguments=(), remappings=(), **_ignored):
+                     parameters=(), arguments=(), remappings=(), additional_env=None, **_ignored):
             self.package, self.executable, self.name, self.namespace = package, executable, name, namespace
             self.parameters, self.arguments, self.remappings = list(parameters), list(arguments), list(remappings)
+            self.additional_env = dict(additional_env or {})
 
     launch = types.ModuleType('launch')
     launch.LaunchDescription = LaunchDescription
@@ -52,6 +58,7 @@ def _stand_in_modules():
     launch.actions.DeclareLaunchArgument = DeclareLaunchArgument
     launch.substitutions = types.ModuleType('launch.substitutions')
     launch.substitutions.LaunchConfiguration = LaunchConfiguration
+    launch.substitutions.EnvironmentVariable = EnvironmentVariable
     launch_ros = types.ModuleType('launch_ros')
     launch_ros.actions = types.ModuleType('launch_ros.actions')
     launch_ros.actions.Node = Node
@@ -85,6 +92,8 @@ def _resolve(value, config):
         if value.default is not None:
             return value.default
         raise SystemExit(f'launch: no value for launch argument {value.variable_name!r}')
+    if type(value).__name__ == 'EnvironmentVariable':
+        return os.environ.get(value.name) or _resolve(value.default_value, config)
     if isinstance(value, (list, tuple)):
         return ''.join(str(_resolve(v, config)) for v in value)
     return value
@@ -101,6 +110,11 @@ def find_executable(package, executable):
 
 def node_commands(description, overrides):
     """Each node's command line, with launch arguments resolved from `overrides` or defaults."""
+    return [command for command, _ in nodes(description, overrides)]
+
+
+def nodes(description, overrides):
+    """Each node's (command line, additional environment), with launch arguments resolved."""
     config = {}
     for entity in description.entities:
         if hasattr(entity, 'default_value') and hasattr(entity, 'name'):
@@ -126,7 +140,8 @@ def node_commands(description, overrides):
                     command += ['-p', f'{key}:={_resolve(value, config)}']
             else:
                 command += ['--params-file', str(_resolve(parameters, config))]
-        commands.append(command)
+        env = {k: str(_resolve(v, config)) for k, v in entity.additional_env.items()}
+        commands.append((command, env))
     return commands
 
 
@@ -144,12 +159,12 @@ def main(argv):
     real = importlib.util.find_spec('launch') and importlib.util.find_spec('launch_ros') and shutil.which('ros2')
     if real and '--print' not in argv:
         os.execvp('ros2', ['ros2', 'launch', path, *args[1:]])
-    commands = node_commands(load_description(path), overrides)
+    launches = nodes(load_description(path), overrides)
     if '--print' in argv:
-        for command in commands:
-            print(shlex.join(command))
+        for command, env in launches:
+            print(shlex.join([f'{k}={v}' for k, v in env.items()] + command))
         return 0
-    processes = [subprocess.Popen(c) for c in commands]
+    processes = [subprocess.Popen(c, env={**os.environ, **env}) for c, env in launches]
 
     def stop(*_):
         for p in processes:

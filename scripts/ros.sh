@@ -151,8 +151,15 @@ sion_install_node() {
         ln -sfn "$_sion_root/$item" "$prefix/share/sion_memory/$item"
     done
     : >"$prefix/share/ament_index/resource_index/packages/sion_memory"
-    case ":$AMENT_PREFIX_PATH:" in *":$prefix:"*) ;; *) export AMENT_PREFIX_PATH="$prefix:$AMENT_PREFIX_PATH" ;; esac
     export PATH="$target/$profile:$PATH"
+}
+
+# The node's prefix is on AMENT_PREFIX_PATH from the start, installed or not: r2r rebuilds
+# whenever that variable changes, so it must not change between builds.
+_sion_node_prefix() {
+    local prefix="$_sion_ros/install/sion_memory"
+    mkdir -p "$prefix"
+    case ":$AMENT_PREFIX_PATH:" in *":$prefix:"*) ;; *) export AMENT_PREFIX_PATH="$prefix:$AMENT_PREFIX_PATH" ;; esac
 }
 
 _sion_ros_main() {
@@ -166,6 +173,7 @@ _sion_ros_main() {
     fi
     export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
     _sion_build_interfaces || return 1
+    _sion_node_prefix
     # r2r generates Rust for these packages only (the full set costs a minute more per build).
     # The node subscribes (raw) to these types and serves sion_memory_msgs.
     export IDL_PACKAGE_FILTER="builtin_interfaces;std_msgs;geometry_msgs;nav_msgs;sensor_msgs;tf2_msgs;sion_memory_msgs"

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 use r2r::QosProfile;
 use r2r::sion_memory_msgs::msg;
 use tokio::sync::mpsc;
@@ -116,24 +116,18 @@ async fn run() -> Result<()> {
     let (kernel, sensors) = MemoryKernel::new(memory).map_err(|e| anyhow!("{e}"))?;
     let readers = kernel.readers();
 
-    // Subscriptions forward raw messages to the intake as they arrive, stamped with receipt.
+    // Subscriptions are drained by the executor's own thread right after each spin (below):
+    // r2r hands each message through a channel of 10, and a consumer that waits for a busy
+    // async worker would lose messages when it fills.
     let (arrivals_tx, arrivals) = mpsc::unbounded_channel();
+    let mut subscriptions = Vec::new();
     for stream in Stream::ALL {
         let topic = p.topic(stream).to_owned();
-        let mut sub = node
+        let sub = node
             .subscribe_raw(&topic, stream.message_type(), qos(stream))
             .with_context(|| format!("subscribing to {topic} ({})", stream.message_type()))?;
-        let tx = arrivals_tx.clone();
-        tokio::spawn(async move {
-            while let Some(bytes) = sub.next().await {
-                let at = std::time::Instant::now();
-                if tx.send(intake::Arrival { stream, bytes, at }).is_err() {
-                    break;
-                }
-            }
-        });
+        subscriptions.push((stream, sub));
     }
-    drop(arrivals_tx);
 
     let head_pub = node.create_publisher::<msg::Head>(
         "/sion_memory/head",
@@ -183,13 +177,21 @@ async fn run() -> Result<()> {
         shutdown.clone(),
     ));
 
-    // The executor: spin until asked to stop.
+    // The executor: spin until asked to stop, and after each spin hand every message taken to
+    // the intake, stamped with its receipt.
     let stop = Arc::new(AtomicBool::new(false));
     let spinner = {
         let stop = stop.clone();
         std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
             while !stop.load(Ordering::SeqCst) {
                 node.spin_once(Duration::from_millis(5));
+                let at = std::time::Instant::now();
+                for (stream, sub) in &mut subscriptions {
+                    while let Some(Some(bytes)) = sub.next().now_or_never() {
+                        // The intake outlives this thread; a send fails only when it is gone.
+                        let _ = arrivals_tx.send(intake::Arrival { stream: *stream, bytes, at });
+                    }
+                }
             }
         })?
     };

@@ -215,6 +215,13 @@ class Launch(unittest.TestCase):
                     yield f'{prefix}{key}'
         named = set(flatten(config[node_name]['ros__parameters']))
         self.assertEqual(named - declared, set(), 'the config names parameters the node does not declare')
+        # The Fast DDS profile it hands the node exists and is XML (unless the caller set one).
+        [(_, env)] = launcher.nodes(description, {})
+        if 'FASTDDS_DEFAULT_PROFILES_FILE' not in os.environ:
+            import xml.etree.ElementTree as ElementTree
+            profile = env['FASTDDS_DEFAULT_PROFILES_FILE']
+            self.assertTrue(os.path.samefile(profile, os.path.join(ROOT, 'config', 'fastdds.xml')), profile)
+            self.assertTrue(ElementTree.parse(profile).getroot().tag.endswith('dds'))
         overrides = {command[i + 1].split(':=')[0] for i, a in enumerate(command) if a == '-p'}
         self.assertEqual(overrides - declared, set())
         self.assertEqual(named, declared, 'every declared parameter appears in config/robot.yaml')
