@@ -139,19 +139,30 @@ ros2_has_package() {
 # Build the node and install it the way colcon-ros-cargo does, into .ros/install/sion_memory:
 # lib/sion_memory/sion_memory_node, share/sion_memory/{launch,config,package.xml} and the
 # ament index entry, so `get_package_share_directory('sion_memory')` and launch find it.
-#   sion_install_node [--release]
+# `sion` and `bag_play` (a stand-in for `ros2 bag play`) go on PATH.
+#   sion_install_node [--release | --prebuilt]
+#   --prebuilt: install what `cargo test --all-features` built (a `cargo build` after it would
+#   rebuild much of it: dev-dependencies unify features differently).
 sion_install_node() {
-    local profile=debug flags=()
-    if [ "${1:-}" = --release ]; then profile=release flags=(--release); fi
-    cargo build --locked "${flags[@]}" --features ros --bin sion_memory_node --bin sion || return 1
+    local profile=debug flags=() build=1
+    case "${1:-}" in
+        --release) profile=release flags=(--release) ;;
+        --prebuilt) build=0 ;;
+    esac
     local prefix="$_sion_ros/install/sion_memory" target="${CARGO_TARGET_DIR:-$_sion_root/target}"
+    if [ "$build" -eq 1 ]; then
+        cargo build --locked "${flags[@]}" --features ros --bin sion_memory_node --bin sion --example bag_play || return 1
+    elif [ ! -x "$target/$profile/sion_memory_node" ] || [ ! -x "$target/$profile/examples/bag_play" ]; then
+        echo "ros: sion_install_node --prebuilt: build first (cargo test --all-features)" >&2
+        return 1
+    fi
     mkdir -p "$prefix/lib/sion_memory" "$prefix/share/sion_memory" "$prefix/share/ament_index/resource_index/packages"
     ln -sfn "$target/$profile/sion_memory_node" "$prefix/lib/sion_memory/sion_memory_node"
     for item in launch config package.xml; do
         ln -sfn "$_sion_root/$item" "$prefix/share/sion_memory/$item"
     done
     : >"$prefix/share/ament_index/resource_index/packages/sion_memory"
-    export PATH="$target/$profile:$PATH"
+    export PATH="$target/$profile:$target/$profile/examples:$PATH"
 }
 
 # The node's prefix is on AMENT_PREFIX_PATH from the start, installed or not: r2r rebuilds

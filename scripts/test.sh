@@ -14,8 +14,9 @@ cargo fmt --all --check
 cargo clippy --locked --all-targets --all-features -- -D warnings
 cargo test --locked --all-features
 
-# The node on a real ROS 2 graph, driven by rclpy publishers and clients.
-sion_install_node
+# The node on a real ROS 2 graph, driven by rclpy publishers and clients: installed from
+# what cargo test just built.
+sion_install_node --prebuilt
 bash scripts/isolated.sh python3 -m unittest discover -s tests/ros -v
 
 # Fuzzing decoders and verifiers: libFuzzer through cargo-fuzz, on the stable toolchain

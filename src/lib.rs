@@ -5,6 +5,7 @@
 //! Lower layers never import higher ones.
 
 pub mod atom;
+pub mod bag;
 pub mod brain;
 pub mod cognet;
 pub mod index;

@@ -15,6 +15,7 @@
 
 pub mod cdr;
 pub mod msgs;
+pub mod schema;
 pub mod tf;
 pub mod units;
 
@@ -312,6 +313,12 @@ impl Ingest {
 
     pub fn config(&self) -> &IngestConfig {
         &self.config
+    }
+
+    /// Take `stream` from `topic` from now on (a bag names its own topics): the topic is
+    /// recorded in the atoms' extractor.
+    pub fn use_topic(&mut self, stream: Stream, topic: &str) {
+        self.config.topics.insert(stream, topic.to_owned());
     }
 
     pub fn tf(&self) -> &TfBuffer {

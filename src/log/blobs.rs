@@ -32,6 +32,21 @@ fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> BlobErro
     move |source| BlobError::Io { what, path, source }
 }
 
+/// From this many blobs in one call on, [`BlobStore::keep`] syncs the filesystem instead of
+/// each file.
+const MANY_BLOBS: usize = 16;
+
+/// Make everything written to the filesystem holding `dir` durable (syncfs(2)): file data,
+/// new names and directories alike.
+fn sync_filesystem(dir: &Path) -> Result<(), BlobError> {
+    let d = File::open(dir).map_err(io_err("opening", dir))?;
+    rustix::fs::syncfs(&d).map_err(|e| BlobError::Io {
+        what: "syncing the filesystem of",
+        path: dir.to_owned(),
+        source: e.into(),
+    })
+}
+
 /// A content-addressed store of blobs in a directory.
 #[derive(Debug, Clone)]
 pub struct BlobStore {
@@ -84,15 +99,27 @@ impl BlobStore {
             file.write_all(bytes).map_err(io_err("writing", &temp))?;
             written.push((temp, path, file));
         }
+        // Many blobs at once (a bag's replay): one filesystem-wide sync before the renames and
+        // one after costs less than a sync per file and per directory.
+        let many = written.len() >= MANY_BLOBS;
+        if many {
+            sync_filesystem(&self.dir)?;
+        }
         let mut dirs = Vec::new();
         for (temp, path, file) in written {
-            file.sync_all().map_err(io_err("syncing", &temp))?;
+            if !many {
+                file.sync_all().map_err(io_err("syncing", &temp))?;
+            }
             let parent = path.parent().unwrap_or(&self.dir).to_owned();
             if !dirs.contains(&parent) {
                 fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
                 dirs.push(parent);
             }
             fs::rename(&temp, &path).map_err(io_err("renaming into", &path))?;
+        }
+        if many {
+            sync_filesystem(&self.dir)?;
+            return Ok(hashes);
         }
         if !dirs.is_empty() {
             // A new fan-out directory must itself be durable in the store's directory.

@@ -1,5 +1,6 @@
 //! `sion`: the command line of sion_memory.
 
+mod bag_cmd;
 mod brain_cmd;
 mod demo;
 mod memory_cmd;
@@ -32,6 +33,12 @@ enum Command {
     /// Print a simulated warehouse robot run as JSON lines of atoms (for `remember` or
     /// `brain --input -`).
     Sim(SimArgs),
+    /// Replay a ROS 2 bag (MCAP) into a memory through the same ingest as the live node,
+    /// then commit a head.
+    Replay(bag_cmd::ReplayArgs),
+    /// Make ROS 2 bags.
+    #[command(subcommand)]
+    Bag(bag_cmd::BagCommand),
 }
 
 #[derive(clap::Args)]
@@ -87,6 +94,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args.data, args.atoms, args.commit_every, args.fresh),
         Command::Brain(args) => brain_cmd::run(args),
         Command::Sim(args) => sim(&args),
+        Command::Replay(args) => bag_cmd::replay_cmd(&args),
+        Command::Bag(cmd) => bag_cmd::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -54,6 +54,21 @@ pub enum MemoryCommand {
     /// Every atom that links to an atom (its revisions, contradictions, supports,
     /// derivations), proved complete.
     Links(ListArgs),
+    /// Print the log's atoms as JSON lines (docs/ATOM.md) with their ids and positions, in log
+    /// order: what `remember` takes, so a log can be copied or compared.
+    Dump(DumpArgs),
+}
+
+#[derive(Args)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    data: DataArg,
+    /// The first position to print.
+    #[arg(long, default_value_t = 0)]
+    from: u64,
+    /// Print at most this many atoms.
+    #[arg(long)]
+    limit: Option<u64>,
 }
 
 #[derive(Args)]
@@ -210,6 +225,7 @@ pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
         MemoryCommand::Remember(a) => remember(a),
         MemoryCommand::Commit(a) => commit(a),
         MemoryCommand::Show(a) => show(a),
+        MemoryCommand::Dump(a) => dump(&a),
         MemoryCommand::Prove(p) => prove(p),
         MemoryCommand::Verify(a) => verify(a),
         MemoryCommand::Audit(a) => audit(&a.data),
@@ -479,6 +495,20 @@ fn commit(a: CommitArgs) -> Result<ExitCode> {
     println!("  root        {}", hex::encode(c.head.root));
     println!("  state root  {}", hex::encode(h.state_root));
     println!("  signed by   {}", hex::encode(memory.ledger().public_key().to_bytes()));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn dump(a: &DumpArgs) -> Result<ExitCode> {
+    use std::io::Write as _;
+    let memory = open_memory(&a.data.data)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for entry in memory.log().scan(a.from).take(a.limit.map_or(usize::MAX, |n| n as usize)) {
+        let (position, atom) = entry.context("reading the log")?;
+        if writeln!(out, "{}", atom.to_json_line(Some(position))).is_err() {
+            break; // a closed pipe ends the listing
+        }
+    }
+    let _ = out.flush();
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,0 +1,195 @@
+//! `sion bag synth` and `sion replay`: ROS 2 bags in, without a ROS install.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use sion_memory::bag::replay::{ReplayOptions, ReplayReport, replay};
+use sion_memory::bag::synth::{SynthConfig, synth};
+use sion_memory::ingest::IngestConfig;
+use sion_memory::memory::Memory;
+
+use crate::ui;
+
+#[derive(Subcommand)]
+pub enum BagCommand {
+    /// Write a generated warehouse robot run as a ROS 2 bag (MCAP, CDR): poses, odometry,
+    /// TF, occupancy-grid maps, camera frames and camera info; pallets move between visits.
+    /// The same options give the same bag, byte for byte.
+    Synth(SynthArgs),
+}
+
+#[derive(Args)]
+pub struct SynthArgs {
+    /// The bag to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// Length of the run [s].
+    #[arg(long, default_value_t = 90.0)]
+    seconds: f64,
+    /// The same seed gives the same run.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Camera resolution, WIDTHxHEIGHT.
+    #[arg(long, default_value = "160x120")]
+    camera: String,
+    /// Camera frames per second.
+    #[arg(long, default_value_t = 5.0)]
+    camera_hz: f64,
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// The bag (MCAP with CDR messages, as rosbag2 records them).
+    bag: PathBuf,
+    /// The memory directory (created if it holds no memory yet).
+    #[arg(long, env = "SION_DATA")]
+    data: PathBuf,
+    /// Count messages that do not decode, topics whose schema differs and damaged chunks,
+    /// and go on; a truncated bag is replayed up to the cut.
+    #[arg(long)]
+    skip_bad: bool,
+    /// The frame camera observations are placed in.
+    #[arg(long, default_value = "map")]
+    fixed_frame: String,
+    /// The robot's name: the subject of its pose atoms.
+    #[arg(long, default_value = "robot")]
+    robot: String,
+    /// Do not commit a head after the replay (answers are as of committed heads).
+    #[arg(long)]
+    no_commit: bool,
+}
+
+pub fn run(cmd: BagCommand) -> Result<ExitCode> {
+    match cmd {
+        BagCommand::Synth(a) => synth_cmd(&a),
+    }
+}
+
+fn synth_cmd(a: &SynthArgs) -> Result<ExitCode> {
+    let (w, h) = a
+        .camera
+        .split_once('x')
+        .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+        .with_context(|| format!("--camera takes WIDTHxHEIGHT, like 160x120, not {:?}", a.camera))?;
+    let config = SynthConfig {
+        seconds: a.seconds,
+        seed: a.seed,
+        camera_width: w,
+        camera_height: h,
+        camera_hz: a.camera_hz,
+        ..SynthConfig::default()
+    };
+    let file = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let (summary, out) =
+        synth(BufWriter::new(file), &config).with_context(|| format!("writing {}", a.out.display()))?;
+    out.into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("writing {}", a.out.display()))?;
+    let size = std::fs::metadata(&a.out).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "wrote {}: {:.0} s of a warehouse robot, {} messages ({} camera frames {w}x{h}, {} maps, {} pallet moves), {:.1} MB",
+        a.out.display(),
+        a.seconds,
+        ui::count(summary.messages),
+        ui::count(summary.frames),
+        summary.maps,
+        summary.moves,
+        size as f64 / 1e6
+    );
+    println!("log times [{}, {}] ns", summary.first_ns, summary.last_ns);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
+    let bytes = std::fs::read(&a.bag).with_context(|| format!("reading {}", a.bag.display()))?;
+    let mut memory = if a.data.join("memory.json").exists() {
+        Memory::open(&a.data)
+    } else {
+        Memory::create(&a.data, Some(&a.robot), None)
+    }
+    .with_context(|| format!("opening the memory at {}", a.data.display()))?;
+    let options = ReplayOptions {
+        ingest: IngestConfig {
+            fixed_frame: a.fixed_frame.clone(),
+            robot: a.robot.clone(),
+            ..IngestConfig::default()
+        },
+        skip_bad: a.skip_bad,
+        ..ReplayOptions::default()
+    };
+    let bar = ui::byte_bar(bytes.len() as u64);
+    let started = Instant::now();
+    let outcome = replay(&bytes, &memory, options, |p| {
+        bar.set_position(p.position);
+        bar.set_message(format!("{} messages, {} atoms", ui::count(p.messages), ui::count(p.atoms)));
+    });
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let (report, failure) = match outcome {
+        Ok(report) => (report, None),
+        Err(failed) => (*failed.report, Some(failed.error)),
+    };
+    print_report(&a.bag, &report, elapsed);
+    if let Some(error) = failure {
+        let kept =
+            format!("the {} atoms before it are durable in {}", ui::count(report.atoms), a.data.display());
+        let hint = if a.skip_bad { "" } else { " (--skip-bad goes on past bad messages and chunks)" };
+        bail!("{error}\n{kept}{hint}");
+    }
+    if !a.no_commit && memory.log().size() > memory.committed().head.size {
+        let committed = memory.commit(false).context("committing the head")?;
+        println!(
+            "committed: {} atoms at Pulse {}, root {}",
+            ui::count(committed.head.size),
+            committed.pulse.header.number,
+            hex::encode(committed.head.root)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(bag: &std::path::Path, r: &ReplayReport, elapsed: f64) {
+    let span_s = r.log_times.map_or(0.0, |(a, b)| (b - a) as f64 / 1e9);
+    let speed = if elapsed > 0.0 && span_s > 0.0 {
+        format!(", {:.0}× real time", span_s / elapsed)
+    } else {
+        String::new()
+    };
+    println!(
+        "replayed {}: {} messages ({:.1} s of log time) in {elapsed:.2} s ({:.0} MB/s{speed}); {} atoms durable, the log holds {}",
+        bag.display(),
+        ui::count(r.messages),
+        span_s,
+        r.bytes as f64 / 1e6 / elapsed.max(1e-9),
+        ui::count(r.atoms),
+        ui::count(r.log_size)
+    );
+    let width = r.topics.iter().map(|t| t.topic.len()).max().unwrap_or(5).max(5);
+    let type_width = r.topics.iter().map(|t| t.message_type.len()).max().unwrap_or(4).max(4);
+    println!("  {:<width$}  {:<type_width$}  {:>9}  taken in as", "topic", "type", "messages");
+    for t in &r.topics {
+        let taken = match &t.taken_as {
+            Ok(stream) => stream.name().to_owned(),
+            Err(why) => format!("skipped: {why}"),
+        };
+        println!(
+            "  {:<width$}  {:<type_width$}  {:>9}  {taken}",
+            t.topic,
+            t.message_type,
+            ui::count(t.messages)
+        );
+    }
+    if !r.rejected.is_empty() {
+        let reasons: Vec<String> = r.rejected.iter().map(|(k, n)| format!("{} {k}", ui::count(*n))).collect();
+        println!("  refused: {}", reasons.join(", "));
+    }
+    for bad in &r.skipped_bad {
+        println!("  skipped as bad: {bad}");
+    }
+}

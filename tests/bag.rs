@@ -1,0 +1,236 @@
+//! ROS 2 bags: the generated run is the same every time; replay takes every topic through
+//! the live node's ingest; a damaged bag is named where it is damaged, and what came before
+//! the damage is durable.
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+
+use sion_memory::bag::replay::{ReplayError, ReplayOptions, replay};
+use sion_memory::bag::synth::{SynthConfig, synth};
+use sion_memory::bag::{BagReader, BagWriter, Event};
+use sion_memory::ingest::cdr::Message as _;
+use sion_memory::ingest::msgs::{Header, PoseStamped, Time};
+use sion_memory::ingest::{Ingest, IngestConfig, Stream};
+use sion_memory::memory::Memory;
+
+fn bag(seconds: f64, seed: u64) -> Vec<u8> {
+    let config = SynthConfig { seconds, seed, ..SynthConfig::default() };
+    synth(Cursor::new(Vec::new()), &config).expect("synth").1.into_inner()
+}
+
+fn fresh() -> (tempfile::TempDir, Memory) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let memory = Memory::create(&dir.path().join("m"), Some("robot"), None).expect("memory");
+    (dir, memory)
+}
+
+fn log_ids(memory: &Memory) -> Vec<String> {
+    memory.log().scan(0).map(|r| r.expect("readable").1.id().to_string()).collect()
+}
+
+#[test]
+fn the_generated_run_is_the_same_every_time() {
+    let a = bag(12.0, 7);
+    assert_eq!(a, bag(12.0, 7), "same configuration, same bytes");
+    assert_ne!(a, bag(12.0, 8), "another seed, another run");
+    let mut topics = BTreeMap::new();
+    for event in BagReader::new(&a).expect("a bag") {
+        if let Event::Message(m) = event.expect("readable") {
+            *topics.entry(m.topic.name.clone()).or_insert(0) += 1;
+        }
+    }
+    let expected: BTreeMap<String, i32> = [
+        ("/camera/camera_info", 60),
+        ("/camera/image_raw", 60),
+        ("/map", 2),
+        ("/odom", 600),
+        ("/pose", 600),
+        ("/tf", 600),
+        ("/tf_static", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(topics, expected);
+}
+
+#[test]
+fn replay_gives_the_atoms_the_live_ingest_gives() {
+    let bytes = bag(12.0, 7);
+    let (_dir, memory) = fresh();
+    let report = replay(&bytes, &memory, ReplayOptions::default(), |_| {}).expect("replay");
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    assert!(report.skipped_bad.is_empty());
+    assert!(report.topics.iter().all(|t| t.taken_as.is_ok()), "{:?}", report.topics);
+    assert_eq!(report.messages, 1923);
+    // Poses, odometry, TF, the statics (two), maps and frames: camera_info gives no atom.
+    assert_eq!(report.atoms, 600 * 3 + 2 + 2 + 60);
+    assert_eq!(memory.log().size(), report.atoms);
+
+    // The node's intake: the same messages, one by one, through an Ingest configured as the
+    // node's (its default topic names are the bag's).
+    let mut ingest = Ingest::new(IngestConfig::default());
+    let mut live = Vec::new();
+    for event in BagReader::new(&bytes).expect("a bag") {
+        let Event::Message(m) = event.expect("readable") else { continue };
+        let stream = Stream::ALL
+            .into_iter()
+            .find(|s| s.default_topic() == m.topic.name)
+            .expect("every topic of the run is a default topic");
+        live.extend(ingest.take(stream, &m.data).ingested.into_iter().map(|i| i.atom.id().to_string()));
+    }
+    live.extend(ingest.flush().ingested.into_iter().map(|i| i.atom.id().to_string()));
+    assert_eq!(log_ids(&memory), live, "atom for atom, in the same order");
+
+    // And replaying again into another memory gives the same log root.
+    let (_dir2, again) = fresh();
+    replay(&bytes, &again, ReplayOptions::default(), |_| {}).expect("replay");
+    assert_eq!(again.log().head().root, memory.log().head().root);
+}
+
+#[test]
+fn a_truncated_bag_keeps_what_came_before_the_cut() {
+    let full = bag(12.0, 7);
+    let cut = &full[..full.len() * 6 / 10];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m");
+    let memory = Memory::create(&path, Some("robot"), None).expect("memory");
+    let failed = replay(cut, &memory, ReplayOptions::default(), |_| {}).expect_err("truncated");
+    let message = failed.to_string();
+    assert!(matches!(failed.error, ReplayError::Bag(_)), "{message}");
+    assert!(message.contains("truncated") && message.contains("after the message on /"), "{message}");
+    assert!(message.contains("at log time 1767225"), "{message}");
+    let kept = failed.report.atoms;
+    assert!(kept > 0, "atoms before the cut are kept");
+    assert_eq!(memory.log().size(), kept);
+    drop(memory);
+    let reopened = Memory::open(&path).expect("reopen");
+    assert_eq!(reopened.log().size(), kept, "and durable");
+
+    let (_d, memory) = fresh();
+    let options = ReplayOptions { skip_bad: true, ..ReplayOptions::default() };
+    let report = replay(cut, &memory, options, |_| {}).expect("--skip-bad replays up to the cut");
+    assert_eq!(report.atoms, kept);
+    assert_eq!(report.skipped_bad.len(), 1, "{:?}", report.skipped_bad);
+}
+
+/// The byte offsets of the bag's chunk records.
+fn chunks(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 8;
+    while at + 9 <= bytes.len() {
+        let op = bytes[at];
+        let len = u64::from_le_bytes(bytes[at + 1..at + 9].try_into().expect("8 bytes")) as usize;
+        if op == 0x06 {
+            out.push((at, at + 9 + len));
+        }
+        if op == 0x02 {
+            break;
+        }
+        at += 9 + len;
+    }
+    out
+}
+
+#[test]
+fn a_corrupt_chunk_is_named_and_can_be_skipped() {
+    // Larger frames, so the run spans several chunks.
+    let config =
+        SynthConfig { seconds: 12.0, camera_width: 640, camera_height: 480, ..SynthConfig::default() };
+    let mut bytes = synth(Cursor::new(Vec::new()), &config).expect("synth").1.into_inner();
+    let found = chunks(&bytes);
+    assert!(found.len() >= 3, "{} chunks", found.len());
+    let (start, end) = found[1];
+    bytes[end - 100] ^= 0x55;
+
+    let (_d, memory) = fresh();
+    let failed = replay(&bytes, &memory, ReplayOptions::default(), |_| {}).expect_err("a bad chunk");
+    assert!(
+        matches!(&failed.error, ReplayError::DamagedChunk { offset, .. } if *offset == start as u64),
+        "{}",
+        failed
+    );
+    assert!(failed.report.atoms > 0);
+    assert_eq!(memory.log().size(), failed.report.atoms);
+
+    let (_d2, memory) = fresh();
+    let options = ReplayOptions { skip_bad: true, ..ReplayOptions::default() };
+    let report = replay(&bytes, &memory, options, |_| {}).expect("skipped");
+    assert_eq!(report.skipped_bad.len(), 1, "{:?}", report.skipped_bad);
+    assert!(report.skipped_bad[0].contains(&format!("at byte {start}")), "{:?}", report.skipped_bad);
+    let (_d3, whole) = fresh();
+    let all = replay(
+        &synth(Cursor::new(Vec::new()), &config).expect("synth").1.into_inner(),
+        &whole,
+        ReplayOptions::default(),
+        |_| {},
+    )
+    .expect("replay");
+    assert!(report.atoms < all.atoms && report.atoms > all.atoms / 3, "{} of {}", report.atoms, all.atoms);
+}
+
+#[test]
+fn bad_messages_and_foreign_schemas_are_named_by_topic_and_log_time() {
+    let mut writer = BagWriter::new(Cursor::new(Vec::new())).expect("writer");
+    let pose = writer.topic("/pose", PoseStamped::TYPE, false).expect("topic");
+    let good = |sec| {
+        PoseStamped {
+            header: Header { stamp: Time { sec, nanosec: 0 }, frame_id: "map".into() },
+            ..Default::default()
+        }
+        .to_cdr()
+    };
+    writer.write(pose, 1_000_000_000, &good(1)).expect("write");
+    writer.write(pose, 2_000_000_000, &good(2)[..20]).expect("write"); // cut short
+    writer.write(pose, 3_000_000_000, &good(3)).expect("write");
+    let bytes = writer.finish().expect("finish").into_inner();
+
+    let (_d, memory) = fresh();
+    let failed = replay(&bytes, &memory, ReplayOptions::default(), |_| {}).expect_err("a bad message");
+    let message = failed.to_string();
+    assert!(message.contains("/pose") && message.contains("log time 2000000000"), "{message}");
+    assert_eq!(memory.log().size(), 1, "the pose before it is kept");
+
+    let (_d2, memory) = fresh();
+    let options = ReplayOptions { skip_bad: true, ..ReplayOptions::default() };
+    let report = replay(&bytes, &memory, options, |_| {}).expect("skipped");
+    assert_eq!((report.atoms, report.skipped_bad.len()), (2, 1));
+    assert_eq!(report.rejected.get("malformed_message"), Some(&1));
+
+    // A schema that calls itself PoseStamped but defines other fields; a type the memory does
+    // not take in.
+    let mut mcap = mcap::Writer::new(Cursor::new(Vec::new())).expect("mcap");
+    let fake = mcap.add_schema("geometry_msgs/msg/PoseStamped", "ros2msg", b"int32 x\n").expect("schema");
+    let fake_channel = mcap.add_channel(fake, "/pose", "cdr", &BTreeMap::new()).expect("channel");
+    let text = mcap.add_schema("std_msgs/msg/String", "ros2msg", b"string data\n").expect("schema");
+    let text_channel = mcap.add_channel(text, "/chatter", "cdr", &BTreeMap::new()).expect("channel");
+    for (channel, t) in [(text_channel, 5), (fake_channel, 7)] {
+        let header =
+            mcap::records::MessageHeader { channel_id: channel, sequence: 0, log_time: t, publish_time: t };
+        mcap.write_to_known_channel(&header, &good(1)).expect("write");
+    }
+    mcap.finish().expect("finish");
+    let bytes = mcap.into_inner().into_inner();
+    let (_d3, memory) = fresh();
+    let failed = replay(&bytes, &memory, ReplayOptions::default(), |_| {}).expect_err("a foreign schema");
+    let message = failed.to_string();
+    assert!(message.contains("topic /pose") && message.contains("log time 7"), "{message}");
+    assert!(message.contains("int32 x"), "{message}");
+    let chatter = &failed.report.topics.iter().find(|t| t.topic == "/chatter").expect("listed").taken_as;
+    assert!(chatter.as_ref().is_err_and(|why| why.contains("not a type")), "{chatter:?}");
+}
+
+#[test]
+fn a_file_that_is_not_a_bag_is_refused_as_such() {
+    let (_d, memory) = fresh();
+    let failed = replay(b"hello, world", &memory, ReplayOptions::default(), |_| {}).expect_err("not a bag");
+    assert!(failed.to_string().contains("not an MCAP bag"), "{failed}");
+}
+
+#[test]
+fn the_demo_bag_is_the_generated_run() {
+    let stored =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/bags/demo.mcap")).expect("bags/demo.mcap");
+    let made = synth(Cursor::new(Vec::new()), &SynthConfig::default()).expect("synth").1.into_inner();
+    assert!(stored == made, "bags/demo.mcap is not `sion bag synth --out bags/demo.mcap`: regenerate it");
+}
