@@ -1,15 +1,23 @@
 //! The blob store: the bytes that atoms commit to by hash (map tiles, camera frames), kept
-//! beside the log, one file per blob named by the hex of its BLAKE3 hash under a directory of
-//! its first byte (`blobs/3f/3fa4…`). A blob is written under a temporary name, fsynced,
-//! renamed into place and its directory fsynced, so a blob that exists under its name is whole;
-//! keep blobs before remembering the atoms that commit to them and no durable atom points at
-//! nothing. Reading checks the hash again: a corrupted blob is an error, never silent.
+//! beside the log in append-only pack files (`blobs/pack-000000.blobs`, …). A robot's camera
+//! gives millions of frames; one file each would spend more time creating inodes than writing
+//! pixels, so frames are appended to a pack instead, many per write and one `fdatasync` per
+//! batch.
+//!
+//! A pack is the magic `SIONBLB1`, then records: the body's length (u64, little-endian), its
+//! BLAKE3 hash (32 bytes), the body. Keep blobs before remembering the atoms that commit to
+//! them, so no durable atom points at nothing. On open the packs are indexed by walking the
+//! record headers; the last pack is cut at a record a crash left torn (running past the end),
+//! and the records of its last 512 MiB are checked against their hashes (one that fails is
+//! left out of the index, so keeping it again writes it again). Reading checks the hash again:
+//! a corrupted blob is an error, never silent.
 
-use std::fs::{self, File};
-use std::io::{self, Write as _};
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Why a blob could not be kept or read.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +33,8 @@ pub enum BlobError {
     Missing(String),
     #[error("blob {0} does not hash to its name (corrupted on disk)")]
     Corrupt(String),
+    #[error("{} is not a blob pack, or is damaged before its end: {why}", path.display())]
+    BadPack { path: PathBuf, why: String },
 }
 
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> BlobError {
@@ -32,115 +42,163 @@ fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> BlobErro
     move |source| BlobError::Io { what, path, source }
 }
 
-/// From this many blobs in one call on, [`BlobStore::keep`] syncs the filesystem instead of
-/// each file.
-const MANY_BLOBS: usize = 16;
+const MAGIC: &[u8; 8] = b"SIONBLB1";
+/// A record's header: the body's length and hash.
+const HEADER: u64 = 8 + 32;
+/// A pack past this size is closed and the next one begun.
+const PACK_LIMIT: u64 = 1 << 30;
+/// How much of the last pack's end is checked against its hashes on open: more than any one
+/// batch writes, so whatever a crash interrupted is inside it.
+const VERIFY_TAIL: u64 = 512 << 20;
 
-/// Make everything written to the filesystem holding `dir` durable (syncfs(2)): file data,
-/// new names and directories alike.
-fn sync_filesystem(dir: &Path) -> Result<(), BlobError> {
-    let d = File::open(dir).map_err(io_err("opening", dir))?;
-    rustix::fs::syncfs(&d).map_err(|e| BlobError::Io {
-        what: "syncing the filesystem of",
-        path: dir.to_owned(),
-        source: e.into(),
-    })
+#[derive(Debug, Clone, Copy)]
+struct Location {
+    pack: u32,
+    /// Where the body begins.
+    offset: u64,
+    len: u64,
+}
+
+#[derive(Debug)]
+struct State {
+    index: HashMap<[u8; 32], Location>,
+    /// The pack being appended to and its durable length.
+    current: Option<(u32, File, u64)>,
+    next_pack: u32,
 }
 
 /// A content-addressed store of blobs in a directory.
 #[derive(Debug, Clone)]
 pub struct BlobStore {
     dir: PathBuf,
-    next_temp: Arc<AtomicU64>,
+    state: Arc<Mutex<State>>,
+}
+
+fn pack_name(n: u32) -> String {
+    format!("pack-{n:06}.blobs")
+}
+
+fn read_at(file: &File, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), BlobError> {
+    file.read_exact_at(buf, offset).map_err(io_err("reading", path))
 }
 
 impl BlobStore {
-    /// The store in `dir`, created if absent; temporary files a crash left behind are removed.
+    /// The store in `dir`, created if absent; a torn tail a crash left is cut.
     pub fn open(dir: &Path) -> Result<Self, BlobError> {
-        let temp = dir.join("tmp");
-        if temp.exists() {
-            fs::remove_dir_all(&temp).map_err(io_err("clearing", &temp))?;
+        fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
+        let mut packs: Vec<u32> = fs::read_dir(dir)
+            .map_err(io_err("listing", dir))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name();
+                let name = name.to_str()?;
+                name.strip_prefix("pack-")?.strip_suffix(".blobs")?.parse().ok()
+            })
+            .collect();
+        packs.sort_unstable();
+        let mut index = HashMap::new();
+        let mut current = None;
+        for (i, &pack) in packs.iter().enumerate() {
+            let last = i + 1 == packs.len();
+            let path = dir.join(pack_name(pack));
+            let file =
+                OpenOptions::new().read(true).write(true).open(&path).map_err(io_err("opening", &path))?;
+            let durable = scan(&file, &path, pack, last, &mut index)?;
+            if last {
+                current = Some((pack, file, durable));
+            }
         }
-        fs::create_dir_all(&temp).map_err(io_err("creating", &temp))?;
-        Ok(Self { dir: dir.to_owned(), next_temp: Arc::new(AtomicU64::new(0)) })
+        let next_pack = packs.last().map_or(0, |p| p + 1);
+        Ok(Self { dir: dir.to_owned(), state: Arc::new(Mutex::new(State { index, current, next_pack })) })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// Where the blob with this hash lives.
-    pub fn path(&self, hash: &[u8; 32]) -> PathBuf {
-        let name = hex::encode(hash);
-        self.dir.join(&name[..2]).join(name)
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn contains(&self, hash: &[u8; 32]) -> bool {
-        self.path(hash).exists()
+        self.state().index.contains_key(hash)
+    }
+
+    /// How many blobs the store holds.
+    pub fn len(&self) -> usize {
+        self.state().index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Keep blobs durably; returns their hashes. Blobs already held are not written again.
-    /// Every file is written first and fsynced after, so one call costs one wait for the disk
-    /// however many blobs it keeps.
+    /// All new ones go into one write and one `fdatasync`, however many there are.
     pub fn keep<B: AsRef<[u8]>>(&self, blobs: &[B]) -> Result<Vec<[u8; 32]>, BlobError> {
-        let mut hashes = Vec::with_capacity(blobs.len());
-        let mut written = Vec::new();
-        for blob in blobs {
-            let bytes = blob.as_ref();
-            let hash = *blake3::hash(bytes).as_bytes();
-            hashes.push(hash);
-            let path = self.path(&hash);
-            if path.exists() || written.iter().any(|(_, p, _)| *p == path) {
-                continue;
+        let hashes: Vec<[u8; 32]> = blobs.iter().map(|b| *blake3::hash(b.as_ref()).as_bytes()).collect();
+        let mut state = self.state();
+        let mut fresh: Vec<usize> = Vec::new();
+        for (i, hash) in hashes.iter().enumerate() {
+            if !state.index.contains_key(hash) && !fresh.iter().any(|&j| hashes[j] == *hash) {
+                fresh.push(i);
             }
-            let n = self.next_temp.fetch_add(1, Ordering::Relaxed);
-            let temp = self.dir.join("tmp").join(format!("{}-{n}", std::process::id()));
-            let mut file = File::create(&temp).map_err(io_err("creating", &temp))?;
-            file.write_all(bytes).map_err(io_err("writing", &temp))?;
-            written.push((temp, path, file));
         }
-        // Many blobs at once (a bag's replay): one filesystem-wide sync before the renames and
-        // one after costs less than a sync per file and per directory.
-        let many = written.len() >= MANY_BLOBS;
-        if many {
-            sync_filesystem(&self.dir)?;
-        }
-        let mut dirs = Vec::new();
-        for (temp, path, file) in written {
-            if !many {
-                file.sync_all().map_err(io_err("syncing", &temp))?;
-            }
-            let parent = path.parent().unwrap_or(&self.dir).to_owned();
-            if !dirs.contains(&parent) {
-                fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
-                dirs.push(parent);
-            }
-            fs::rename(&temp, &path).map_err(io_err("renaming into", &path))?;
-        }
-        if many {
-            sync_filesystem(&self.dir)?;
+        if fresh.is_empty() {
             return Ok(hashes);
         }
-        if !dirs.is_empty() {
-            // A new fan-out directory must itself be durable in the store's directory.
-            dirs.push(self.dir.clone());
+        let mut created = false;
+        if state.current.as_ref().is_none_or(|(_, _, size)| *size >= PACK_LIMIT) {
+            let pack = state.next_pack;
+            let path = self.dir.join(pack_name(pack));
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(io_err("creating", &path))?;
+            file.write_all_at(MAGIC, 0).map_err(io_err("writing", &path))?;
+            state.current = Some((pack, file, MAGIC.len() as u64));
+            state.next_pack = pack + 1;
+            created = true;
         }
-        for dir in dirs {
-            File::open(&dir).and_then(|d| d.sync_all()).map_err(io_err("syncing", &dir))?;
+        let Some((pack, file, size)) = state.current.as_ref() else {
+            return Err(BlobError::Missing("a pack to write to".into()));
+        };
+        let (pack, start) = (*pack, *size);
+        let path = self.dir.join(pack_name(pack));
+        let total: usize = fresh.iter().map(|&i| HEADER as usize + blobs[i].as_ref().len()).sum();
+        let mut buf = Vec::with_capacity(total);
+        let mut placed = Vec::with_capacity(fresh.len());
+        for &i in &fresh {
+            let body = blobs[i].as_ref();
+            buf.extend_from_slice(&(body.len() as u64).to_le_bytes());
+            buf.extend_from_slice(&hashes[i]);
+            let offset = start + buf.len() as u64;
+            buf.extend_from_slice(body);
+            placed.push((hashes[i], Location { pack, offset, len: body.len() as u64 }));
         }
+        // Written at the durable end: whatever a failed write left there is overwritten.
+        file.write_all_at(&buf, start).map_err(io_err("writing", &path))?;
+        file.sync_data().map_err(io_err("syncing", &path))?;
+        if created {
+            // A new pack's name must be durable in the store's directory too.
+            File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err("syncing", &self.dir))?;
+        }
+        if let Some((_, _, size)) = state.current.as_mut() {
+            *size = start + buf.len() as u64;
+        }
+        state.index.extend(placed);
         Ok(hashes)
     }
 
     /// The blob with this hash, checked against it.
     pub fn get(&self, hash: &[u8; 32]) -> Result<Vec<u8>, BlobError> {
-        let path = self.path(hash);
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(BlobError::Missing(hex::encode(hash)));
-            }
-            Err(e) => return Err(io_err("reading", &path)(e)),
-        };
+        let at = *self.state().index.get(hash).ok_or_else(|| BlobError::Missing(hex::encode(hash)))?;
+        let path = self.dir.join(pack_name(at.pack));
+        let file = File::open(&path).map_err(io_err("opening", &path))?;
+        let mut bytes = vec![0; usize::try_from(at.len).map_err(|_| BlobError::Corrupt(hex::encode(hash)))?];
+        read_at(&file, &path, at.offset, &mut bytes)?;
         if blake3::hash(&bytes).as_bytes() != hash {
             return Err(BlobError::Corrupt(hex::encode(hash)));
         }
@@ -148,9 +206,85 @@ impl BlobStore {
     }
 }
 
+/// Index a pack's records; returns the length up to its last whole record. In the last pack a
+/// torn or unverifiable tail is cut; in an earlier one it is an error.
+fn scan(
+    file: &File,
+    path: &Path,
+    pack: u32,
+    last: bool,
+    index: &mut HashMap<[u8; 32], Location>,
+) -> Result<u64, BlobError> {
+    let size = file.metadata().map_err(io_err("reading the size of", path))?.len();
+    let bad = |why: String| BlobError::BadPack { path: path.to_owned(), why };
+    let mut magic = [0u8; 8];
+    if size < MAGIC.len() as u64 || {
+        read_at(file, path, 0, &mut magic)?;
+        &magic != MAGIC
+    } {
+        if last && size < MAGIC.len() as u64 {
+            // Created, then the crash came before its magic was durable.
+            file.write_all_at(MAGIC, 0).map_err(io_err("writing", path))?;
+            file.set_len(MAGIC.len() as u64).map_err(io_err("cutting", path))?;
+            file.sync_all().map_err(io_err("syncing", path))?;
+            return Ok(MAGIC.len() as u64);
+        }
+        return Err(bad("it does not begin with the pack magic".into()));
+    }
+    let mut at = MAGIC.len() as u64;
+    let mut cut = None;
+    while at < size {
+        let mut header = [0u8; HEADER as usize];
+        if at + HEADER > size {
+            cut = Some((at, "a record's header runs past the end"));
+            break;
+        }
+        read_at(file, path, at, &mut header)?;
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&header[..8]);
+        let len = u64::from_le_bytes(len);
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&header[8..]);
+        let body = at + HEADER;
+        if len > size - body {
+            cut = Some((at, "a record's body runs past the end"));
+            break;
+        }
+        if last && body + len + VERIFY_TAIL > size {
+            let mut bytes = vec![0; usize::try_from(len).map_err(|_| bad("a record too large".into()))?];
+            read_at(file, path, body, &mut bytes)?;
+            if blake3::hash(&bytes).as_bytes() != &hash {
+                // Written but not durable when a crash came (or rotten since): left out of the
+                // index, so keeping it again writes it again. What follows is still read.
+                tracing::warn!(
+                    "{}: the record at byte {at} does not match its hash; leaving it out",
+                    path.display()
+                );
+                at = body + len;
+                continue;
+            }
+        }
+        index.entry(hash).or_insert(Location { pack, offset: body, len });
+        at = body + len;
+    }
+    if let Some((at, why)) = cut {
+        if !last {
+            return Err(bad(format!("{why} at byte {at}")));
+        }
+        // What a crash interrupted: no atom refers to it, for atoms are appended only after
+        // their blobs are durable.
+        tracing::warn!("{}: cutting a torn tail at byte {at} ({why})", path.display());
+        file.set_len(at).map_err(io_err("cutting", path))?;
+        file.sync_all().map_err(io_err("syncing", path))?;
+        return Ok(at);
+    }
+    Ok(size)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write as _;
 
     #[test]
     fn blobs_are_kept_once_and_read_back_checked() {
@@ -158,16 +292,48 @@ mod tests {
         let store = BlobStore::open(dir.path()).unwrap();
         let hashes = store.keep(&[b"tile".as_slice(), b"frame", b"tile"]).unwrap();
         assert_eq!(hashes[0], hashes[2]);
+        assert_eq!(store.len(), 2);
         assert_eq!(store.get(&hashes[1]).unwrap(), b"frame");
         assert!(matches!(store.get(&[7; 32]), Err(BlobError::Missing(_))));
+        store.keep(&[b"frame".as_slice()]).unwrap();
+        assert_eq!(store.len(), 2, "kept once");
 
-        fs::write(store.path(&hashes[0]), b"tilf").unwrap();
-        assert!(matches!(store.get(&hashes[0]), Err(BlobError::Corrupt(_))));
+        // A flipped byte is found on reading.
+        let pack = dir.path().join(pack_name(0));
+        let mut bytes = fs::read(&pack).unwrap();
+        let at = bytes.windows(4).position(|w| w == b"tile").unwrap();
+        bytes[at] ^= 1;
+        fs::write(&pack, &bytes).unwrap();
+        let store = BlobStore::open(&dir.path().join("other")).unwrap();
+        assert!(store.is_empty());
+        // The flipped record is in the checked tail: left out, and the one after it kept.
+        let reopened = BlobStore::open(dir.path()).unwrap();
+        assert!(!reopened.contains(&hashes[0]));
+        assert_eq!(reopened.get(&hashes[1]).unwrap(), b"frame");
+        reopened.keep(&[b"tile".as_slice()]).unwrap();
+        assert_eq!(reopened.get(&hashes[0]).unwrap(), b"tile", "kept again, written again");
+    }
 
-        // What a crash left in tmp/ goes on the next open.
-        fs::write(dir.path().join("tmp").join("stale"), b"x").unwrap();
+    #[test]
+    fn a_torn_tail_is_cut_and_what_came_before_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
         let store = BlobStore::open(dir.path()).unwrap();
-        assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
-        assert_eq!(store.get(&hashes[1]).unwrap(), b"frame");
+        let kept = store.keep(&[vec![1u8; 1000], vec![2u8; 2000]]).unwrap();
+        drop(store);
+        // A crash in the middle of the next batch: a header and half a body.
+        let pack = dir.path().join(pack_name(0));
+        let durable = fs::metadata(&pack).unwrap().len();
+        let mut f = OpenOptions::new().append(true).open(&pack).unwrap();
+        f.write_all(&500u64.to_le_bytes()).unwrap();
+        f.write_all(&[9u8; 32]).unwrap();
+        f.write_all(&[3u8; 100]).unwrap();
+        drop(f);
+        let store = BlobStore::open(dir.path()).unwrap();
+        assert_eq!(fs::metadata(&pack).unwrap().len(), durable);
+        assert_eq!(store.get(&kept[1]).unwrap(), vec![2u8; 2000]);
+        let more = store.keep(&[vec![4u8; 10]]).unwrap();
+        let store = BlobStore::open(dir.path()).unwrap();
+        assert_eq!(store.len(), 3);
+        assert_eq!(store.get(&more[0]).unwrap(), vec![4u8; 10]);
     }
 }
