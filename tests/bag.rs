@@ -234,3 +234,47 @@ fn the_demo_bag_is_the_generated_run() {
     let made = synth(Cursor::new(Vec::new()), &SynthConfig::default()).expect("synth").1.into_inner();
     assert!(stored == made, "bags/demo.mcap is not `sion bag synth --out bags/demo.mcap`: regenerate it");
 }
+
+#[test]
+fn export_writes_atoms_heads_and_verified_answers_as_json() {
+    use sion_memory::atom::BoxMm;
+    use sion_memory::index::geom::Query;
+    let bytes = bag(12.0, 7);
+    let (dir, mut memory) = fresh();
+    let report = replay(&bytes, &memory, ReplayOptions::default(), |_| {}).expect("replay");
+    memory.commit(false).expect("commit");
+    let query = Query::new(
+        "map",
+        BoxMm { min_mm: [0, 0, -1000], max_mm: [10_000, 5_000, 3000] },
+        1_767_225_600_000_000_000,
+        1_767_225_606_000_000_000,
+    )
+    .expect("a query");
+    let proof = memory.prove_range(&query, None).expect("prove").encode();
+    let answers = vec![("first six seconds".to_owned(), proof), ("junk".to_owned(), b"SIONPRF?".to_vec())];
+    assert!(sion_memory::bag::export::export(&memory, Cursor::new(Vec::new()), &answers, |_| {}).is_err());
+    let (summary, out) =
+        sion_memory::bag::export::export(&memory, Cursor::new(Vec::new()), &answers[..1], |_| {})
+            .expect("export");
+    assert_eq!((summary.atoms, summary.heads, summary.answers), (report.atoms, 2, 1));
+    let exported = out.into_inner();
+    let mut topics: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    for m in mcap::MessageStream::new(&exported).expect("MCAP") {
+        let m = m.expect("readable");
+        let schema = m.channel.schema.as_ref().expect("a schema");
+        assert_eq!((schema.encoding.as_str(), m.channel.message_encoding.as_str()), ("jsonschema", "json"));
+        serde_json::from_slice::<serde_json::Value>(&schema.data).expect("the schema is JSON");
+        topics
+            .entry(m.channel.topic.clone())
+            .or_default()
+            .push(serde_json::from_slice(&m.data).expect("JSON"));
+    }
+    assert_eq!(topics["/sion/atoms"].len() as u64, report.atoms);
+    assert_eq!(topics["/sion/atoms"][0]["position"], 0);
+    assert_eq!(topics["/sion/heads"].last().expect("a head")["size"], report.atoms);
+    let answer = &topics["/sion/answers"][0];
+    assert_eq!(answer["valid"], true, "{answer}");
+    assert_eq!(answer["kind"], "range");
+    assert!(!answer["positions"].as_array().expect("positions").is_empty());
+    drop(dir);
+}

@@ -5,8 +5,10 @@
 //! - [`BagReader`]: the messages of a bag in file order, with their topics;
 //! - [`BagWriter`]: a bag as rosbag2 writes one (used by [`synth`] and the tests);
 //! - [`synth`]: a deterministic warehouse robot run;
-//! - [`replay`]: a bag into a memory through the live node's ingest.
+//! - [`replay`]: a bag into a memory through the live node's ingest;
+//! - [`export`]: a memory out as MCAP with JSON messages (atoms, heads, answers).
 
+pub mod export;
 pub mod replay;
 pub mod synth;
 mod write;

@@ -64,6 +64,48 @@ pub struct ReplayArgs {
     no_commit: bool,
 }
 
+#[derive(Args)]
+pub struct ExportArgs {
+    /// The memory directory.
+    #[arg(long, env = "SION_DATA")]
+    data: PathBuf,
+    /// The MCAP file to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// Also write this answer (a proof file from `recall`, `subject`, `prove` …), verified
+    /// against the memory's ledger; may be given again.
+    #[arg(long)]
+    answer: Vec<PathBuf>,
+}
+
+pub fn export_cmd(a: &ExportArgs) -> Result<ExitCode> {
+    let memory =
+        Memory::open(&a.data).with_context(|| format!("opening the memory at {}", a.data.display()))?;
+    let mut answers = Vec::new();
+    for path in &a.answer {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        answers.push((path.display().to_string(), bytes));
+    }
+    let file = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let bar = ui::bar(memory.log().size(), "atoms");
+    let (summary, out) =
+        sion_memory::bag::export::export(&memory, BufWriter::new(file), &answers, |n| bar.set_position(n))
+            .with_context(|| format!("writing {}", a.out.display()))?;
+    bar.finish_and_clear();
+    out.into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("writing {}", a.out.display()))?;
+    println!(
+        "wrote {}: {} atoms on /sion/atoms, {} heads on /sion/heads, {} answers on /sion/answers (JSON; Foxglove opens it)",
+        a.out.display(),
+        ui::count(summary.atoms),
+        summary.heads,
+        summary.answers
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(cmd: BagCommand) -> Result<ExitCode> {
     match cmd {
         BagCommand::Synth(a) => synth_cmd(&a),

@@ -36,6 +36,9 @@ enum Command {
     /// Replay a ROS 2 bag (MCAP) into a memory through the same ingest as the live node,
     /// then commit a head.
     Replay(bag_cmd::ReplayArgs),
+    /// Write a memory's atoms, heads and (optionally) answers with their proofs as MCAP
+    /// with JSON messages and JSON Schemas, for Foxglove and other MCAP tools.
+    Export(bag_cmd::ExportArgs),
     /// Make ROS 2 bags.
     #[command(subcommand)]
     Bag(bag_cmd::BagCommand),
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim(&args),
         Command::Replay(args) => bag_cmd::replay_cmd(&args),
         Command::Bag(cmd) => bag_cmd::run(cmd),
+        Command::Export(args) => bag_cmd::export_cmd(&args),
     };
     match result {
         Ok(code) => code,
