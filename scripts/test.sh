@@ -5,7 +5,7 @@
 # SIGKILL crash tests that drive real processes), the ROS 2 node on a real graph (rcl + Fast
 # DDS, in a network namespace with loopback only), then the fuzz targets for a bounded time.
 #
-#   bash scripts/test.sh            (FUZZ_SECONDS=N to fuzz each target longer or shorter)
+#   bash scripts/test.sh            (FUZZ_SECONDS=N to fuzz each target longer than 30 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each phase says when it starts, so a slow CI run shows where its time went.
@@ -35,7 +35,7 @@ phase "fuzzing"
 for target in proof_file atom; do
     corpus=$(mktemp -d)
     cp fuzz/seeds/"$target"/* "$corpus"/
-    (cd fuzz && cargo fuzz run --sanitizer none -O "$target" "$corpus" -- -max_total_time="${FUZZ_SECONDS:-60}")
+    (cd fuzz && cargo fuzz run --sanitizer none -O "$target" "$corpus" -- -max_total_time="${FUZZ_SECONDS:-30}")
     rm -rf "$corpus"
 done
 phase "done"
