@@ -106,18 +106,23 @@ fn classify(topic: &Topic) -> Result<Stream, String> {
     if topic.message_encoding != "cdr" {
         return Err(format!("message encoding {:?}, not cdr", topic.message_encoding));
     }
-    let name = topic.message_type.replace("/msg/", "/");
-    let stream = match name.as_str() {
-        "" => return Err("no schema".into()),
-        "geometry_msgs/PoseStamped" => Stream::Pose,
-        "nav_msgs/Odometry" => Stream::Odometry,
-        "tf2_msgs/TFMessage" if topic.name.ends_with("tf_static") => Stream::TfStatic,
-        "tf2_msgs/TFMessage" => Stream::Tf,
-        "nav_msgs/OccupancyGrid" => Stream::Map,
-        "sensor_msgs/Image" => Stream::Image,
-        "sensor_msgs/CompressedImage" => Stream::CompressedImage,
-        "sensor_msgs/CameraInfo" => Stream::CameraInfo,
-        _ => return Err("not a type the memory takes in".into()),
+    if topic.message_type.is_empty() {
+        return Err("no schema".into());
+    }
+    // The ingest's own type names (`pkg/msg/Type`) decide; `pkg/Type` is the same type.
+    let full = match topic.message_type.split('/').collect::<Vec<_>>()[..] {
+        [package, ty] => format!("{package}/msg/{ty}"),
+        _ => topic.message_type.clone(),
+    };
+    let stream = Stream::ALL
+        .into_iter()
+        .find(|s| s.message_type() == full)
+        .ok_or_else(|| "not a type the memory takes in".to_owned())?;
+    // /tf and /tf_static share a type; the topic tells them apart.
+    let stream = match stream {
+        Stream::Tf | Stream::TfStatic if topic.name.ends_with("tf_static") => Stream::TfStatic,
+        Stream::Tf | Stream::TfStatic => Stream::Tf,
+        other => other,
     };
     Ok(stream)
 }
@@ -202,11 +207,11 @@ impl Replay<'_> {
         Ok(entry)
     }
 
-    fn taken(&mut self, taken: Taken, topic: &Topic, log_time: u64) -> Result<(), ReplayError> {
-        for f in &taken.finished {
-            for r in &f.rejected {
-                *self.report.rejected.entry(r.reason()).or_default() += 1;
-            }
+    /// Count what the ingest refused and keep what it gave; returns why a message did not
+    /// decode, if one did not.
+    fn absorb(&mut self, taken: Taken) -> Option<String> {
+        for r in taken.rejected() {
+            *self.report.rejected.entry(r.reason()).or_default() += 1;
         }
         let malformed = taken.rejected().find(|r| r.reason() == "malformed_message").map(ToString::to_string);
         for i in taken.ingested {
@@ -216,6 +221,11 @@ impl Replay<'_> {
             }
             self.atoms.push(i.atom);
         }
+        malformed
+    }
+
+    fn taken(&mut self, taken: Taken, topic: &Topic, log_time: u64) -> Result<(), ReplayError> {
+        let malformed = self.absorb(taken);
         if let Some(reason) = malformed {
             if !self.options.skip_bad {
                 return Err(ReplayError::BadMessage {
@@ -304,13 +314,7 @@ pub fn replay(
     r.report.bytes = reader.position();
     // Frames still waiting for a transform will not get one.
     let flushed = r.ingest.flush();
-    for f in &flushed.finished {
-        for reason in f.rejected.iter().map(|x| x.reason()) {
-            *r.report.rejected.entry(reason).or_default() += 1;
-        }
-    }
-    r.atoms.extend(flushed.ingested.iter().map(|i| i.atom.clone()));
-    r.blobs.extend(flushed.ingested.into_iter().filter_map(|i| i.blob));
+    r.absorb(flushed);
     if let Err(e) = r.flush() {
         return Err(r.fail(e));
     }
