@@ -147,28 +147,24 @@ impl BlobStore {
         if fresh.is_empty() {
             return Ok(hashes);
         }
-        let mut created = false;
-        if state.current.as_ref().is_none_or(|(_, _, size)| *size >= PACK_LIMIT) {
-            let pack = state.next_pack;
-            let path = self.dir.join(pack_name(pack));
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .map_err(io_err("creating", &path))?;
-            file.write_all_at(MAGIC, 0).map_err(io_err("writing", &path))?;
-            state.current = Some((pack, file, MAGIC.len() as u64));
-            state.next_pack = pack + 1;
-            created = true;
-        }
-        let Some((pack, file, size)) = state.current.as_ref() else {
-            return Err(BlobError::Missing("a pack to write to".into()));
+        let (pack, file, start, created) = match state.current.take() {
+            Some((pack, file, size)) if size < PACK_LIMIT => (pack, file, size, false),
+            _ => {
+                let pack = state.next_pack;
+                let path = self.dir.join(pack_name(pack));
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map_err(io_err("creating", &path))?;
+                file.write_all_at(MAGIC, 0).map_err(io_err("writing", &path))?;
+                state.next_pack = pack + 1;
+                (pack, file, MAGIC.len() as u64, true)
+            }
         };
-        let (pack, start) = (*pack, *size);
-        let path = self.dir.join(pack_name(pack));
-        let total: usize = fresh.iter().map(|&i| HEADER as usize + blobs[i].as_ref().len()).sum();
-        let mut buf = Vec::with_capacity(total);
+        let mut buf =
+            Vec::with_capacity(fresh.iter().map(|&i| HEADER as usize + blobs[i].as_ref().len()).sum());
         let mut placed = Vec::with_capacity(fresh.len());
         for &i in &fresh {
             let body = blobs[i].as_ref();
@@ -178,18 +174,26 @@ impl BlobStore {
             buf.extend_from_slice(body);
             placed.push((hashes[i], Location { pack, offset, len: body.len() as u64 }));
         }
-        // Written at the durable end: whatever a failed write left there is overwritten.
-        file.write_all_at(&buf, start).map_err(io_err("writing", &path))?;
-        file.sync_data().map_err(io_err("syncing", &path))?;
-        if created {
-            // A new pack's name must be durable in the store's directory too.
-            File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err("syncing", &self.dir))?;
-        }
-        if let Some((_, _, size)) = state.current.as_mut() {
-            *size = start + buf.len() as u64;
-        }
+        let written = self.append(pack, &file, start, &buf, created);
+        // The pack stays current either way; a failed write left nothing durable past `start`,
+        // and the next one overwrites it.
+        let end = if written.is_ok() { start + buf.len() as u64 } else { start };
+        state.current = Some((pack, file, end));
+        written?;
         state.index.extend(placed);
         Ok(hashes)
+    }
+
+    /// Write `buf` at the durable end `start` of a pack and make it durable (and the pack's
+    /// name, when it is new).
+    fn append(&self, pack: u32, file: &File, start: u64, buf: &[u8], created: bool) -> Result<(), BlobError> {
+        let path = self.dir.join(pack_name(pack));
+        file.write_all_at(buf, start).map_err(io_err("writing", &path))?;
+        file.sync_data().map_err(io_err("syncing", &path))?;
+        if created {
+            File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err("syncing", &self.dir))?;
+        }
+        Ok(())
     }
 
     /// The blob with this hash, checked against it.
