@@ -266,25 +266,12 @@ impl Memory {
     /// Commit the log's durable head and its index root to the ledger, with the consistency
     /// proof from the committed head; `seal` closes the log for good.
     pub fn commit(&mut self, seal: bool) -> Result<Committed, MemoryError> {
-        let current = self.committed().clone();
-        let tree = self.log.head();
-        let proof = if current.head.size == 0 || current.head.size == tree.size {
-            Vec::new()
-        } else {
-            self.log.consistency_proof(current.head.size, tree.size)?
-        };
+        let size = self.log.size();
         let log = self.log.clone();
         let index = self.index()?;
-        fold_log(&log, index, tree.size)?;
-        let head = Head { size: tree.size, root: tree.root, index: index.root(), manifest: [0; 32] };
-        let me = account_of(&self.writer);
-        let tx = crate::ledger::SignedTx::sign(
-            &self.writer,
-            self.ledger.nonce(&me),
-            Tx::CommitMemory { log: self.log_id, version: current.commits, head, proof, seal },
-        );
-        let pulse = self.ledger.submit(tx)?;
-        Ok(Committed { pulse, head, previous: current.head })
+        fold_log(&log, index, size)?;
+        let root = index.root();
+        self.commit_at(size, root, seal)
     }
 
     /// Commit the head of the log's first `size` atoms with an index root computed elsewhere
