@@ -168,12 +168,7 @@ impl<'a, S> Tick<'a, S> {
         name: &str,
         work: impl AsyncFnOnce(&mut Self) -> Result<T, BoxError>,
     ) -> Result<T, BoxError> {
-        let outer = self.clock.phase.replace(name.to_owned());
-        self.telemetry.emit(Scope::Phase, Outcome::Start, self.clock, None, None);
-        let result = work(self).await;
-        self.close(Scope::Phase, result.as_ref().map(|_| ()));
-        self.clock.phase = outer;
-        result
+        self.scoped(Scope::Phase, |c| &mut c.phase, name, work).await
     }
 
     /// A unit of work inside a phase, timed and stamped with the tick and phase.
@@ -182,11 +177,22 @@ impl<'a, S> Tick<'a, S> {
         name: &str,
         work: impl AsyncFnOnce(&mut Self) -> Result<T, BoxError>,
     ) -> Result<T, BoxError> {
-        let outer = self.clock.system.replace(name.to_owned());
-        self.telemetry.emit(Scope::System, Outcome::Start, self.clock, None, None);
+        self.scoped(Scope::System, |c| &mut c.system, name, work).await
+    }
+
+    /// Run `work` with the clock's `slot` naming it, bracketed by telemetry of `scope`.
+    async fn scoped<T>(
+        &mut self,
+        scope: Scope,
+        slot: fn(&mut WorldClock) -> &mut Option<String>,
+        name: &str,
+        work: impl AsyncFnOnce(&mut Self) -> Result<T, BoxError>,
+    ) -> Result<T, BoxError> {
+        let outer = slot(self.clock).replace(name.to_owned());
+        self.telemetry.emit(scope, Outcome::Start, self.clock, None, None);
         let result = work(self).await;
-        self.close(Scope::System, result.as_ref().map(|_| ()));
-        self.clock.system = outer;
+        self.close(scope, result.as_ref().map(|_| ()));
+        *slot(self.clock) = outer;
         result
     }
 }
