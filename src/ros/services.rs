@@ -65,8 +65,8 @@ fn head_of(readers: &Readers, size: u64) -> Result<msg::Head, String> {
     Ok(convert::head(&log, time, readers.ledger_key().to_bytes()))
 }
 
-/// The atoms and head of a range or list proof, as messages.
-fn answer_of(readers: &Readers, file: &ProofFile) -> Result<(msg::Head, Vec<msg::Atom>), String> {
+/// The head and atoms of a range or list proof, as messages, and the proof's bytes.
+fn answer_of(readers: &Readers, file: &ProofFile) -> Result<(msg::Head, Vec<msg::Atom>, Vec<u8>), String> {
     let (head, atoms) = match &file.proof {
         Proof::Range { head, range, .. } => (head, &range.atoms),
         Proof::List { head, list, .. } => (head, &list.atoms),
@@ -78,7 +78,7 @@ fn answer_of(readers: &Readers, file: &ProofFile) -> Result<(msg::Head, Vec<msg:
             Atom::decode(bytes).map(|a| convert::atom(*position, &a)).map_err(|e| e.to_string())
         })
         .collect::<Result<_, _>>()?;
-    Ok((head_of(readers, head.size)?, atoms))
+    Ok((head_of(readers, head.size)?, atoms, file.encode()))
 }
 
 impl Services {
@@ -102,8 +102,7 @@ impl Services {
                     let query = Query::new(&req.frame_id, bounds, from, to).map_err(|e| e.to_string())?;
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
                     let file = readers.prove_range(&query, as_of).map_err(|e| e.to_string())?;
-                    let (head, atoms) = answer_of(&readers, &file)?;
-                    Ok((head, atoms, file.encode()))
+                    answer_of(&readers, &file)
                 })
                 .await;
                 match result {
@@ -127,8 +126,7 @@ impl Services {
                     let file = readers
                         .prove_list(ListKey::Subject(req.subject), as_of)
                         .map_err(|e| e.to_string())?;
-                    let (head, atoms) = answer_of(&readers, &file)?;
-                    Ok((head, atoms, file.encode()))
+                    answer_of(&readers, &file)
                 })
                 .await;
                 match result {
