@@ -97,7 +97,7 @@ pub fn export_cmd(a: &ExportArgs) -> Result<ExitCode> {
         .and_then(|f| f.sync_all())
         .with_context(|| format!("writing {}", a.out.display()))?;
     println!(
-        "wrote {}: {} atoms on /sion/atoms, {} heads on /sion/heads, {} answers on /sion/answers (JSON; Foxglove opens it)",
+        "wrote {}: {} atoms on /sion/atoms, {} heads on /sion/heads, {} answers on /sion/answers (JSON messages with JSON Schemas, as Foxglove reads them)",
         a.out.display(),
         ui::count(summary.atoms),
         summary.heads,
