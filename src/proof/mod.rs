@@ -8,7 +8,7 @@ mod range;
 use ed25519_dalek::VerifyingKey;
 
 pub use list::{ListKey, ListProof};
-pub use range::RangeProof;
+pub use range::{RangeProof, Reached, Tree, Walked};
 
 use crate::atom::{Atom, AtomId};
 use crate::index::geom::Query;
@@ -123,6 +123,19 @@ pub enum Claim {
         position: u64,
         atom: Box<Atom>,
     },
+}
+
+impl Proof {
+    /// The kind of proof, as `sion memory verify` names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Proof::Inclusion { .. } => "inclusion",
+            Proof::Consistency { .. } => "consistency",
+            Proof::Range { .. } => "range",
+            Proof::List { .. } => "list",
+            Proof::Omission { .. } => "omission",
+        }
+    }
 }
 
 impl Claim {

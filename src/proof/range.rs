@@ -34,6 +34,36 @@ pub struct RangeProof {
     pub answer: RangeAnswer,
 }
 
+/// Which of a frame's two trees a walked node is in (docs/INDEX.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tree {
+    ShortLived,
+    LongLived,
+}
+
+/// What a node of a proof's tree walk is to the query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reached {
+    /// An interior node or leaf group the walk opened, because its box meets the query.
+    Expanded,
+    /// A subtree the walk passed over whole: its box does not meet the query.
+    Pruned,
+    /// A leaf entry that answers the query: the atom at this position is in the answer.
+    Answer(u64),
+    /// A leaf entry in an opened group that does not answer the query.
+    Passed(u64),
+}
+
+/// One node of a range proof's tree walk as verification rebuilds it: what a picture of the
+/// proof draws (sion viz). Nodes come in post-order, children before their parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Walked {
+    pub tree: Tree,
+    pub depth: usize,
+    pub bbox: SpaceTime,
+    pub reached: Reached,
+}
+
 /// Box fields are coded against the previous box in the proof: most boxes are near the last.
 struct BoxCoder {
     prev: SpaceTime,
@@ -225,6 +255,16 @@ impl RangeProof {
         index_root_expected: &Digest,
         log_size: u64,
     ) -> Result<Vec<(u64, Atom)>, VerifyError> {
+        self.verify_walk(index_root_expected, log_size, |_| {})
+    }
+
+    /// [`Self::verify`], handing each node of the tree walks to `seen` as it is checked.
+    pub fn verify_walk(
+        &self,
+        index_root_expected: &Digest,
+        log_size: u64,
+        mut seen: impl FnMut(Walked),
+    ) -> Result<Vec<(u64, Atom)>, VerifyError> {
         let q = &self.query;
         // Decoding (and hashing) the answer's atoms is most of the work: for big answers, on
         // every core.
@@ -259,10 +299,12 @@ impl RangeProof {
         };
         let a = &self.answer;
         let mut summaries = [None, None];
-        for (walk, summary) in [&a.short, &a.long].into_iter().zip(summaries.iter_mut()) {
+        let walks = [(Tree::ShortLived, &a.short), (Tree::LongLived, &a.long)];
+        for ((tree, walk), summary) in walks.into_iter().zip(summaries.iter_mut()) {
             if let Some(steps) = walk {
                 let mut at = 0;
-                let s = replay(steps, &mut at, q, &mut answer, log_size, 0)?;
+                let mut walker = Walker { steps, q, log_size, tree, seen: &mut seen };
+                let s = walker.replay(&mut at, &mut answer, 0)?;
                 if at != steps.len() {
                     return Err(VerifyError::Range("the tree walk has steps left over".into()));
                 }
@@ -376,69 +418,87 @@ fn read_steps(
     Ok(())
 }
 
-/// Recompute a walked tree's summary, checking that nothing it passes over could answer.
-fn replay(
-    steps: &[Step],
-    at: &mut usize,
-    q: &Query,
-    answer: &mut Answer,
+/// One tree's walk being replayed: the steps, the query, and who is told of each node.
+struct Walker<'a, F> {
+    steps: &'a [Step],
+    q: &'a Query,
     log_size: u64,
-    depth: usize,
-) -> Result<Summary, VerifyError> {
-    if depth > MAX_DEPTH {
-        return Err(VerifyError::Range("the tree walk is too deep".into()));
+    tree: Tree,
+    seen: &'a mut F,
+}
+
+impl<F: FnMut(Walked)> Walker<'_, F> {
+    fn tell(&mut self, depth: usize, bbox: SpaceTime, reached: Reached) {
+        (self.seen)(Walked { tree: self.tree, depth, bbox, reached });
     }
-    let step = steps.get(*at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
-    *at += 1;
-    match step {
-        Step::Pruned(s) => {
-            if s.bbox.meets(q) {
-                return Err(VerifyError::Range("a subtree passed over meets the query".into()));
-            }
-            Ok(*s)
+
+    /// Recompute a walked tree's summary, checking that nothing it passes over could answer.
+    fn replay(&mut self, at: &mut usize, answer: &mut Answer, depth: usize) -> Result<Summary, VerifyError> {
+        if depth > MAX_DEPTH {
+            return Err(VerifyError::Range("the tree walk is too deep".into()));
         }
-        Step::Interior => {
-            let left = replay(steps, at, q, answer, log_size, depth + 1)?;
-            let right = replay(steps, at, q, answer, log_size, depth + 1)?;
-            Ok(Summary::join(&left, &right))
-        }
-        Step::Group(group) => {
-            if group.is_empty() || group.len() > GROUP {
-                return Err(VerifyError::Range("a leaf group holds 1 to 4 entries".into()));
+        let q = self.q;
+        let step =
+            self.steps.get(*at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
+        *at += 1;
+        match step {
+            Step::Pruned(s) => {
+                if s.bbox.meets(q) {
+                    return Err(VerifyError::Range("a subtree passed over meets the query".into()));
+                }
+                self.tell(depth, s.bbox, Reached::Pruned);
+                Ok(*s)
             }
-            let mut entries = Vec::with_capacity(group.len());
-            for g in group {
-                entries.push(match g {
-                    GroupEntry::Hit(p) => {
-                        let i = answer.positions.binary_search(p).map_err(|_| {
-                            VerifyError::Range(format!(
-                                "the index answers with position {p}, which the answer lacks"
-                            ))
-                        })?;
-                        if std::mem::replace(&mut answer.used[i], true) {
-                            return Err(VerifyError::Range(format!("position {p} answers twice")));
-                        }
-                        let atom = &answer.atoms[i];
-                        Entry { position: *p, id: atom.id(), bbox: SpaceTime::of_atom(atom.parts()) }
-                    }
-                    GroupEntry::Miss(e) => {
-                        if e.bbox.meets(q) {
-                            return Err(VerifyError::Range(format!(
-                                "position {} answers the query but is left out",
-                                e.position
-                            )));
-                        }
-                        if e.position >= log_size {
-                            return Err(VerifyError::Range(format!(
-                                "position {} is beyond the head",
-                                e.position
-                            )));
-                        }
-                        *e
-                    }
-                });
+            Step::Interior => {
+                let left = self.replay(at, answer, depth + 1)?;
+                let right = self.replay(at, answer, depth + 1)?;
+                let s = Summary::join(&left, &right);
+                self.tell(depth, s.bbox, Reached::Expanded);
+                Ok(s)
             }
-            Ok(group_summary(&entries))
+            Step::Group(group) => {
+                if group.is_empty() || group.len() > GROUP {
+                    return Err(VerifyError::Range("a leaf group holds 1 to 4 entries".into()));
+                }
+                let mut entries = Vec::with_capacity(group.len());
+                for g in group {
+                    let (entry, reached) = match g {
+                        GroupEntry::Hit(p) => {
+                            let i = answer.positions.binary_search(p).map_err(|_| {
+                                VerifyError::Range(format!(
+                                    "the index answers with position {p}, which the answer lacks"
+                                ))
+                            })?;
+                            if std::mem::replace(&mut answer.used[i], true) {
+                                return Err(VerifyError::Range(format!("position {p} answers twice")));
+                            }
+                            let atom = &answer.atoms[i];
+                            let bbox = SpaceTime::of_atom(atom.parts());
+                            (Entry { position: *p, id: atom.id(), bbox }, Reached::Answer(*p))
+                        }
+                        GroupEntry::Miss(e) => {
+                            if e.bbox.meets(q) {
+                                return Err(VerifyError::Range(format!(
+                                    "position {} answers the query but is left out",
+                                    e.position
+                                )));
+                            }
+                            if e.position >= self.log_size {
+                                return Err(VerifyError::Range(format!(
+                                    "position {} is beyond the head",
+                                    e.position
+                                )));
+                            }
+                            (*e, Reached::Passed(e.position))
+                        }
+                    };
+                    self.tell(depth + 1, entry.bbox, reached);
+                    entries.push(entry);
+                }
+                let s = group_summary(&entries);
+                self.tell(depth, s.bbox, Reached::Expanded);
+                Ok(s)
+            }
         }
     }
 }
