@@ -19,4 +19,6 @@ pub mod proof;
 pub mod ros;
 pub mod sim;
 pub mod time;
+#[cfg(feature = "viz")]
+pub mod viz;
 pub mod wire;

@@ -5,6 +5,7 @@ mod brain_cmd;
 mod demo;
 mod memory_cmd;
 mod ui;
+mod viz_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +40,10 @@ enum Command {
     /// Write a memory's atoms, heads and (optionally) answers with their proofs as MCAP
     /// with JSON messages and JSON Schemas, for Foxglove and other MCAP tools.
     Export(bag_cmd::ExportArgs),
+    /// Draw a memory, and an answer with its proof, for the Rerun viewer: the trajectory, atoms
+    /// as boxes coloured by kind on their valid time, map tiles, camera frames, the query box,
+    /// the proof's tree nodes (opened, passed over) and whether it verified (feature `viz`).
+    Viz(viz_cmd::VizArgs),
     /// Make ROS 2 bags.
     #[command(subcommand)]
     Bag(bag_cmd::BagCommand),
@@ -84,6 +89,12 @@ fn sim(a: &SimArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // Like any Unix tool, end quietly when whoever reads our output stops (`sion … | head`),
+    // rather than panic in println!. Rust starts programs with SIGPIPE ignored.
+    // SAFETY: nothing else runs yet; SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -100,6 +111,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => bag_cmd::replay_cmd(&args),
         Command::Bag(cmd) => bag_cmd::run(cmd),
         Command::Export(args) => bag_cmd::export_cmd(&args),
+        Command::Viz(args) => viz_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

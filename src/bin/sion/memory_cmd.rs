@@ -238,7 +238,7 @@ pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
     }
 }
 
-fn parse_box(text: &str) -> Result<BoxMm> {
+pub(crate) fn parse_box(text: &str) -> Result<BoxMm> {
     let v: Vec<i64> = text
         .split(',')
         .map(|s| s.trim().parse::<i64>())
@@ -298,7 +298,7 @@ fn answer(file: ProofFile, a: &AnswerArgs, started: Instant) -> Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-fn open_memory(dir: &Path) -> Result<Memory> {
+pub(crate) fn open_memory(dir: &Path) -> Result<Memory> {
     let memory = Memory::open(dir).with_context(|| format!("opening the memory at {}", dir.display()))?;
     let r = memory.recovery();
     if r.torn_bytes > 0 {

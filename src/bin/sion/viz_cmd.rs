@@ -1,0 +1,146 @@
+//! `sion viz`: a picture of a memory and of an answer with its proof, for the Rerun viewer.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+#[derive(Args)]
+#[cfg_attr(not(feature = "viz"), allow(dead_code))]
+#[command(group(clap::ArgGroup::new("sink").required(true).args(["out", "connect"])))]
+pub struct VizArgs {
+    /// The memory directory.
+    #[arg(long, env = "SION_DATA")]
+    data: PathBuf,
+    /// Draw atoms in this frame (atoms in other frames are counted, not drawn).
+    #[arg(long, default_value = "map")]
+    frame: String,
+    /// Ask what was seen in this box, millimetres X0,Y0,Z0,X1,Y1,Z1 (in --frame), and draw the
+    /// answer and its proof. Edges count: boxes that touch answer.
+    #[arg(long = "box", value_name = "X0,Y0,Z0,X1,Y1,Z1", allow_hyphen_values = true)]
+    query_box: Option<String>,
+    /// Start of the query's interval, nanoseconds [default: the beginning of time].
+    #[arg(long, allow_hyphen_values = true, requires = "query_box")]
+    from: Option<i64>,
+    /// End of the query's interval (excluded), nanoseconds [default: the end of time].
+    #[arg(long, allow_hyphen_values = true, requires = "query_box")]
+    to: Option<i64>,
+    /// Answer as of the committed head with this many atoms [default: the latest].
+    #[arg(long, requires = "query_box")]
+    as_of: Option<u64>,
+    /// Draw this proof file (from `sion memory recall --proof`) instead of asking --box.
+    #[arg(long, conflicts_with = "query_box")]
+    proof: Option<PathBuf>,
+    /// Draw at most this many atoms of the log.
+    #[arg(long, default_value_t = 200_000)]
+    max_atoms: u64,
+    /// Write the recording to this .rrd file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Stream to a running Rerun viewer instead [default address: the viewer's own,
+    /// rerun+http://127.0.0.1:9876/proxy].
+    #[arg(long, num_args = 0..=1, default_missing_value = "rerun+http://127.0.0.1:9876/proxy")]
+    connect: Option<String>,
+}
+
+#[cfg(not(feature = "viz"))]
+pub fn run(_: &VizArgs) -> Result<ExitCode> {
+    anyhow::bail!(
+        "this sion was built without Rerun: build it with `cargo build --release --features viz` \
+         (the feature is off by default, the Rerun SDK is large)"
+    )
+}
+
+#[cfg(feature = "viz")]
+pub fn run(a: &VizArgs) -> Result<ExitCode> {
+    use anyhow::Context as _;
+    use sion_memory::index::geom::Query;
+    use sion_memory::proof::ProofFile;
+    use sion_memory::viz;
+
+    use crate::memory_cmd::{open_memory, parse_box};
+    use crate::ui;
+
+    let mut memory = open_memory(&a.data)?;
+    let builder =
+        rerun::RecordingStreamBuilder::new("sion_memory").recording_name(a.data.display().to_string());
+    let rec = match (&a.out, &a.connect) {
+        (Some(path), _) => builder.save(path).with_context(|| format!("creating {}", path.display()))?,
+        (None, Some(url)) => {
+            builder.connect_grpc_opts(url.clone()).with_context(|| format!("connecting to {url}"))?
+        }
+        (None, None) => unreachable!("clap requires --out or --connect"),
+    };
+
+    let size = memory.log().size();
+    let bar = ui::bar(size, "atoms");
+    let drawn =
+        viz::draw_memory(&rec, memory.log(), memory.blobs(), &a.frame, a.max_atoms, |p| bar.set_position(p))
+            .context("drawing the memory")?;
+    bar.finish_and_clear();
+    println!(
+        "drew {} atoms in frame {:?} ({} map tiles, {} camera frames); {} atoms in other frames{}",
+        ui::count(drawn.atoms),
+        a.frame,
+        drawn.map_tiles,
+        drawn.images,
+        ui::count(drawn.other_frames),
+        if drawn.over_limit > 0 {
+            format!(", {} past --max-atoms", ui::count(drawn.over_limit))
+        } else {
+            String::new()
+        },
+    );
+    if drawn.blobs_not_drawn > 0 {
+        println!("{} blobs missing, not decodable or in an encoding not drawn", drawn.blobs_not_drawn);
+    }
+
+    let file = match (&a.query_box, &a.proof) {
+        (Some(text), _) => {
+            let query =
+                Query::new(&a.frame, parse_box(text)?, a.from.unwrap_or(i64::MIN), a.to.unwrap_or(i64::MAX))
+                    .context("the query")?;
+            Some(memory.prove_range(&query, a.as_of).context("answering the query")?)
+        }
+        (None, Some(path)) => {
+            let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(
+                ProofFile::decode(&bytes)
+                    .with_context(|| format!("{} is not a proof file", path.display()))?,
+            )
+        }
+        (None, None) => None,
+    };
+    let mut code = ExitCode::SUCCESS;
+    if let Some(file) = file {
+        let bytes = file.encode().len();
+        let drawn = viz::draw_answer(&rec, &file, bytes).context("drawing the answer")?;
+        match &drawn.rejected {
+            None => println!(
+                "answer: {} atoms; proof {bytes} bytes verified; drew {} tree nodes opened, {} passed over, {} leaf entries not answering",
+                drawn.answer, drawn.expanded, drawn.pruned, drawn.passed
+            ),
+            Some(why) => {
+                println!("the proof does NOT verify: {why}");
+                code = ExitCode::FAILURE;
+            }
+        }
+    }
+    rec.flush_blocking().context("writing the recording")?;
+    match (&a.out, &a.connect) {
+        (Some(path), _) => {
+            let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            println!(
+                "wrote {} ({:.1} MB). Open it with the Rerun viewer: `rerun {}` \
+                 (pip install rerun-sdk==0.36.3 provides `rerun`)",
+                path.display(),
+                len as f64 / 1e6,
+                path.display()
+            );
+        }
+        (None, Some(url)) => println!("streamed to the viewer at {url}"),
+        (None, None) => {}
+    }
+    Ok(code)
+}
