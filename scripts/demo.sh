@@ -5,8 +5,10 @@
 # builds and installs the sion_memory node (release), brings it up from launch/robot.launch.py
 # with config/robot.yaml, plays a short generated robot run onto its topics (poses, odometry,
 # TF, a map and camera frames, plus a few malformed messages), then, from a second process,
-# asks what was seen in a box during the run and checks the proof. Finally it stops the node
-# and checks the same proof offline against the ledger the node left on disk.
+# asks what was seen in a box during the run and checks the proof. It stops the node and checks
+# the same proof offline against the ledger the node left on disk. Then, without ROS, it
+# replays the demo bag (bags/demo.mcap) into a second memory, asks it a box, checks the proof
+# and draws the run, the answer and the proof as a Rerun recording (.rrd).
 #
 #   bash scripts/demo.sh [DATA_DIR]        (default: ./sion-demo, started afresh)
 #
@@ -56,4 +58,15 @@ tail -n 1 "$data/node.log" | sed -e 's/^[^ ]* *INFO [^ ]* /   /'
 echo "== the answer's proof, checked offline against the ledger on disk:"
 sion memory verify --data "$data/memory" "$data/answer.sionproof"
 sion memory verify --data "$data/memory" "$data/nothing.sionproof"
-echo "== done. The memory is in $data/memory; try: sion memory show --data $data/memory"
+
+echo "== replaying the demo bag, 90 s of a warehouse robot, into a second memory (no ROS needed)"
+sion replay bags/demo.mcap --data "$data/replayed"
+t0=1767225600000000000 t1=1767225630000000000
+echo "== what was seen in x ∈ [0, 10] m, y ∈ [0, 8] m, z ∈ [-1, 3] m in its first 30 s?"
+sion memory recall --data "$data/replayed" --frame map --box 0,0,-1000,10000,8000,3000 --from $t0 --to $t1 \
+    --proof "$data/bag-answer.sionproof" | sed -n 1,6p
+sion memory verify --data "$data/replayed" "$data/bag-answer.sionproof" | sed -n 1,2p
+echo "== drawing the run, the answer and its proof for the Rerun viewer"
+sion viz --data "$data/replayed" --proof "$data/bag-answer.sionproof" --out "$data/answer.rrd"
+echo "== done. The node's memory is in $data/memory, the replayed one in $data/replayed;"
+echo "   try: sion memory show --data $data/memory"

@@ -151,7 +151,7 @@ sion_install_node() {
     esac
     local prefix="$_sion_ros/install/sion_memory" target="${CARGO_TARGET_DIR:-$_sion_root/target}"
     if [ "$build" -eq 1 ]; then
-        cargo build --locked "${flags[@]}" --features ros --bin sion_memory_node --bin sion --example bag_play || return 1
+        cargo build --locked "${flags[@]}" --features ros,viz --bin sion_memory_node --bin sion --example bag_play || return 1
     elif [ ! -x "$target/$profile/sion_memory_node" ] || [ ! -x "$target/$profile/examples/bag_play" ]; then
         echo "ros: sion_install_node --prebuilt: build first (cargo test --all-features)" >&2
         return 1
