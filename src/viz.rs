@@ -129,21 +129,19 @@ pub fn draw_memory(
 
 /// Draw a proof file: the query box, the answer, every node of the proof's tree walk (opened,
 /// passed over, or a leaf entry that does not answer), and a summary saying whether it verified.
-pub fn draw_answer(
-    rec: &RecordingStream,
-    file: &ProofFile,
-    proof_bytes: usize,
-) -> Result<AnswerDrawn, VizError> {
+pub fn draw_answer(rec: &RecordingStream, file: &ProofFile) -> Result<AnswerDrawn, VizError> {
     let mut drawn = AnswerDrawn::default();
     let verified = file.verify(None);
+    let proof_bytes = file.encode().len();
     let mut walked = Vec::new();
     let (head, answer) = match &file.proof {
         Proof::Range { head, range, .. } => {
             // The walk is replayed even when verification fails, to show how far it got.
             let answer = range.verify_walk(&head.index, head.size, |node| walked.push(node));
             let q = &range.query;
+            // Red when anything fails: the walk, or the head's attestation.
             let colour =
-                if answer.is_ok() { Color::from_rgb(255, 255, 255) } else { Color::from_rgb(255, 40, 40) };
+                if verified.is_ok() { Color::from_rgb(255, 255, 255) } else { Color::from_rgb(255, 40, 40) };
             rec.log_static(
                 "world/query",
                 &boxes([&q.bounds])

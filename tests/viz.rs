@@ -62,7 +62,7 @@ fn read_back(path: &Path) -> (BTreeMap<String, usize>, BTreeMap<String, String>)
 fn record(path: &Path, memory: &Memory, file: &ProofFile) -> sion_memory::viz::AnswerDrawn {
     let rec = rerun::RecordingStreamBuilder::new("sion_memory_test").save(path).expect("a recording");
     draw_memory(&rec, memory.log(), memory.blobs(), "map", u64::MAX, |_| {}).expect("draw the memory");
-    let drawn = draw_answer(&rec, file, file.encode().len()).expect("draw the answer");
+    let drawn = draw_answer(&rec, file).expect("draw the answer");
     rec.flush_blocking().expect("flush");
     drop(rec);
     drawn

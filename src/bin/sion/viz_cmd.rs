@@ -115,7 +115,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     if let Some(file) = file {
         let bytes = file.encode().len();
-        let drawn = viz::draw_answer(&rec, &file, bytes).context("drawing the answer")?;
+        let drawn = viz::draw_answer(&rec, &file).context("drawing the answer")?;
         match &drawn.rejected {
             None => println!(
                 "answer: {} atoms; proof {bytes} bytes verified; drew {} tree nodes opened, {} passed over, {} leaf entries not answering",
