@@ -77,10 +77,15 @@ fn replay_gives_the_atoms_the_live_ingest_gives() {
             .into_iter()
             .find(|s| s.default_topic() == m.topic.name)
             .expect("every topic of the run is a default topic");
-        live.extend(ingest.take(stream, &m.data).ingested.into_iter().map(|i| i.atom.id().to_string()));
+        live.extend(ingest.take(stream, &m.data).ingested.into_iter().map(|i| i.atom));
     }
-    live.extend(ingest.flush().ingested.into_iter().map(|i| i.atom.id().to_string()));
-    assert_eq!(log_ids(&memory), live, "atom for atom, in the same order");
+    live.extend(ingest.flush().ingested.into_iter().map(|i| i.atom));
+    let live_ids: Vec<String> = live.iter().map(|a| a.id().to_string()).collect();
+    assert_eq!(log_ids(&memory), live_ids, "atom for atom, in the same order");
+    // Remembered as the node remembers them, they give the replayed log's root.
+    let (_dir_live, node_memory) = fresh();
+    node_memory.remember(live).expect("remember");
+    assert_eq!(node_memory.log().head().root, memory.log().head().root, "the same log root both ways");
 
     // And replaying again into another memory gives the same log root.
     let (_dir2, again) = fresh();
