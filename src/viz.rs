@@ -59,6 +59,8 @@ pub struct AnswerDrawn {
     pub expanded: u64,
     pub pruned: u64,
     pub passed: u64,
+    /// The proof file's size in bytes.
+    pub bytes: usize,
     /// Why the proof does not verify, if it does not.
     pub rejected: Option<String>,
 }
@@ -132,7 +134,7 @@ pub fn draw_memory(
 pub fn draw_answer(rec: &RecordingStream, file: &ProofFile) -> Result<AnswerDrawn, VizError> {
     let mut drawn = AnswerDrawn::default();
     let verified = file.verify(None);
-    let proof_bytes = file.encode().len();
+    drawn.bytes = file.encode().len();
     let mut walked = Vec::new();
     let (head, answer) = match &file.proof {
         Proof::Range { head, range, .. } => {
@@ -208,13 +210,14 @@ pub fn draw_answer(rec: &RecordingStream, file: &ProofFile) -> Result<AnswerDraw
     };
     let summary = format!(
         "{summary}\n- kind: {}\n- head: {} atoms, log root `{}`, index root `{}`\n- attested by the ledger: {}\n\
-         - proof: {proof_bytes} bytes; tree nodes opened {}, passed over {}, leaf entries not answering {}\n\
+         - proof: {} bytes; tree nodes opened {}, passed over {}, leaf entries not answering {}\n\
          - answer: {} atoms\n",
         file.proof.kind(),
         head.size,
         hex::encode(head.root),
         hex::encode(head.index),
         if file.attestation.is_some() { "yes" } else { "no" },
+        drawn.bytes,
         drawn.expanded,
         drawn.pruned,
         drawn.passed,

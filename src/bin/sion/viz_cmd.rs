@@ -114,12 +114,11 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     };
     let mut code = ExitCode::SUCCESS;
     if let Some(file) = file {
-        let bytes = file.encode().len();
         let drawn = viz::draw_answer(&rec, &file).context("drawing the answer")?;
         match &drawn.rejected {
             None => println!(
-                "answer: {} atoms; proof {bytes} bytes verified; drew {} tree nodes opened, {} passed over, {} leaf entries not answering",
-                drawn.answer, drawn.expanded, drawn.pruned, drawn.passed
+                "answer: {} atoms; proof {} bytes verified; drew {} tree nodes opened, {} passed over, {} leaf entries not answering",
+                drawn.answer, drawn.bytes, drawn.expanded, drawn.pruned, drawn.passed
             ),
             Some(why) => {
                 println!("the proof does NOT verify: {why}");
