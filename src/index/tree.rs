@@ -71,12 +71,15 @@ pub fn interior_of(n: usize, item: &dyn Fn(usize) -> Summary) -> Vec<Summary> {
     out
 }
 
+const PLACEHOLDER: Summary =
+    Summary { bbox: SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 }, digest: [0; 32] };
+
 fn fill(lo: usize, hi: usize, item: &dyn Fn(usize) -> Summary, out: &mut Vec<Summary>) -> Summary {
     if hi - lo == 1 {
         return item(lo);
     }
     let at = out.len();
-    out.push(item(lo)); // a placeholder until the children are known
+    out.push(PLACEHOLDER); // until the children are known (not `item(lo)`: it may hash a group)
     let m = left_len(hi - lo);
     let left = fill(lo, lo + m, item, out);
     let right = fill(lo + m, hi, item, out);
@@ -201,8 +204,25 @@ pub fn kd_order(entries: &mut [Entry]) {
         })
         .collect();
     kd_keys(&mut keys);
-    let ordered: Vec<Entry> = keys.iter().map(|k| entries[k.index as usize]).collect();
-    entries.copy_from_slice(&ordered);
+    // Slot i takes the entry first at `keys[i].index`: follow each cycle of that permutation,
+    // marking a slot done by pointing it at itself.
+    for start in 0..entries.len() {
+        if keys[start].index as usize == start {
+            continue;
+        }
+        let first = entries[start];
+        let mut slot = start;
+        loop {
+            let from = keys[slot].index as usize;
+            keys[slot].index = slot as u32;
+            if from == start {
+                entries[slot] = first;
+                break;
+            }
+            entries[slot] = entries[from];
+            slot = from;
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
