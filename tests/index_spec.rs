@@ -321,3 +321,38 @@ fn a_dense_bucket_spans_blocks() {
     }
     assert_eq!(index2.root(), index.root());
 }
+
+/// A log longer than the chunks `fold_all` works in (each prepared while the one before is
+/// placed), where subjects and frames first seen in one chunk recur in the next, and subjects
+/// too long to be kept inline: built whole and folded in uneven slices, it has the spec's root.
+#[test]
+fn a_long_log_folded_a_chunk_ahead() {
+    let mut rng = SplitMix64::new(14);
+    let atoms: Vec<Atom> = common::random_atoms(&mut rng, 80_000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut p = a.into_parts();
+            // New subjects all along, old ones recurring.
+            p.subject = match i % 5 {
+                0 => format!("a-subject-longer-than-twenty-four-bytes-{}", (i * 31) % (i / 100 + 1)),
+                1 => String::new(),
+                _ => format!("s-{}", (i * 7919) % (i / 10 + 1)),
+            };
+            if i > 40_000 && i % 7 == 0 {
+                p.frame = "a-frame-first-seen-late".into();
+            }
+            Atom::new(p).expect("valid")
+        })
+        .collect();
+    let root = spec_root(&atoms);
+    assert_eq!(Index::build(&atoms).root(), root, "built whole");
+    let mut sliced = Index::new();
+    let mut at = 0;
+    while at < atoms.len() {
+        let end = (at + 1 + (rng.next_u64() % 50_000) as usize).min(atoms.len());
+        sliced.fold_all(&atoms[at..end]);
+        at = end;
+    }
+    assert_eq!(sliced.root(), root, "folded in slices");
+}

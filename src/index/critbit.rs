@@ -189,6 +189,9 @@ mod tests {
     }
 }
 
+/// Levels of the map whose two halves are rehashed on two cores.
+const SPLIT_DEPTH: u32 = 4;
+
 #[derive(Debug, Clone)]
 enum MapNode {
     Leaf { key: [u8; 32], digest: Digest },
@@ -201,7 +204,7 @@ enum MapNode {
 pub struct CritMap {
     nodes: Vec<MapNode>,
     root: Option<usize>,
-    leaves: std::collections::HashMap<[u8; 32], usize>,
+    leaves: rustc_hash::FxHashMap<[u8; 32], usize>,
 }
 
 impl CritMap {
@@ -222,16 +225,25 @@ impl CritMap {
             }
             return;
         }
-        let mut leaves: std::collections::BTreeMap<[u8; 32], Digest> = self
-            .leaves
-            .values()
-            .filter_map(|&i| match &self.nodes[i] {
+        // Every leaf, the updates after the old ones; a stable sort keeps that order within a
+        // key, so the last of each key is the newest.
+        let mut all: Vec<([u8; 32], Digest)> = self
+            .nodes
+            .iter()
+            .filter_map(|n| match n {
                 MapNode::Leaf { key, digest } => Some((*key, *digest)),
                 MapNode::Interior { .. } => None,
             })
             .collect();
-        leaves.extend(updates);
-        let sorted: Vec<([u8; 32], Digest)> = leaves.into_iter().collect();
+        all.extend(updates);
+        all.sort_by_key(|(key, _)| *key);
+        let mut sorted: Vec<([u8; 32], Digest)> = Vec::with_capacity(all.len());
+        for (key, digest) in all {
+            match sorted.last_mut() {
+                Some(last) if last.0 == key => last.1 = digest,
+                _ => sorted.push((key, digest)),
+            }
+        }
         *self = Self::default();
         self.leaves.reserve(sorted.len());
         self.nodes.reserve(sorted.len() * 2);
@@ -321,15 +333,27 @@ impl CritMap {
         }
     }
 
-    fn digest_of(&mut self, i: usize) -> Digest {
-        match self.nodes[i].clone() {
-            MapNode::Leaf { digest, .. } => digest,
-            MapNode::Interior { digest: Some(d), .. } => d,
-            MapNode::Interior { crit, children, digest: None } => {
-                let d = node_digest(crit, &self.digest_of(children[0]), &self.digest_of(children[1]));
-                if let MapNode::Interior { digest, .. } = &mut self.nodes[i] {
-                    *digest = Some(d);
-                }
+    /// The digest of node `i`, recomputing the forgotten ones below it (and noting them in
+    /// `fresh`). The top levels split their two halves between cores: a commit that grows a
+    /// few hundred lists forgets a few thousand nodes.
+    fn fresh_digest(&self, i: usize, depth: u32, fresh: &mut Vec<(usize, Digest)>) -> Digest {
+        match &self.nodes[i] {
+            MapNode::Leaf { digest, .. } => *digest,
+            MapNode::Interior { digest: Some(d), .. } => *d,
+            MapNode::Interior { crit, children: [left, right], digest: None } => {
+                let (left, right) = if depth < SPLIT_DEPTH {
+                    let mut fresh_right = Vec::new();
+                    let halves = rayon::join(
+                        || self.fresh_digest(*left, depth + 1, fresh),
+                        || self.fresh_digest(*right, depth + 1, &mut fresh_right),
+                    );
+                    fresh.append(&mut fresh_right);
+                    halves
+                } else {
+                    (self.fresh_digest(*left, depth + 1, fresh), self.fresh_digest(*right, depth + 1, fresh))
+                };
+                let d = node_digest(*crit, &left, &right);
+                fresh.push((i, d));
                 d
             }
         }
@@ -337,10 +361,15 @@ impl CritMap {
 
     /// Rehash what changed; the root digest.
     pub fn seal(&mut self) -> Digest {
-        match self.root {
-            None => empty_digest(),
-            Some(r) => self.digest_of(r),
+        let Some(root) = self.root else { return empty_digest() };
+        let mut fresh = Vec::new();
+        let digest = self.fresh_digest(root, 0, &mut fresh);
+        for (i, d) in fresh {
+            if let MapNode::Interior { digest, .. } = &mut self.nodes[i] {
+                *digest = Some(d);
+            }
         }
+        digest
     }
 
     /// After `seal`: the path a search for `key` takes, and the key and digest of the leaf it

@@ -11,7 +11,9 @@ pub mod critbit;
 pub mod geom;
 pub mod tree;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use rayon::prelude::*;
 
@@ -32,6 +34,8 @@ pub const HOUR_NS: i64 = 3_600_000_000_000;
 pub const CELL_MM: i64 = 1 << 17;
 /// Atoms of one cell (in log order) are packed in blocks of this many.
 pub const BLOCK: usize = 4096;
+/// Atoms folded at a time: the next chunk is prepared while this one is placed.
+const FOLD_CHUNK: usize = 1 << 15;
 
 const TAG_ROOT: u8 = 0x30;
 const TAG_SUBJECT: u8 = 0x20;
@@ -39,7 +43,14 @@ const TAG_LINKS: u8 = 0x23;
 
 #[cfg(test)]
 mod cell_tests {
-    use super::spread;
+    use super::{group_by_key, spread};
+
+    #[test]
+    fn group_by_key_is_a_stable_counting_sort() {
+        let (start, order) = group_by_key([2usize, 0, 2, 1, 0].into_iter(), 4);
+        assert_eq!(start, vec![0, 2, 3, 5, 5]);
+        assert_eq!(order, vec![1, 4, 3, 0, 2]);
+    }
 
     #[test]
     fn spread_puts_bit_i_at_2i() {
@@ -51,6 +62,25 @@ mod cell_tests {
             assert_eq!(spread(v), expected);
         }
     }
+}
+
+/// A stable counting sort: the indices of `keys` (each below `n`) grouped by key, in their
+/// order within a key, and where each group starts (key `k`'s is `order[start[k]..start[k + 1]]`).
+fn group_by_key(keys: impl Iterator<Item = usize> + Clone, n: usize) -> (Vec<usize>, Vec<usize>) {
+    let mut start = vec![0usize; n + 1];
+    for k in keys.clone() {
+        start[k + 1] += 1;
+    }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    let mut order = vec![0usize; start[n]];
+    let mut next = start.clone();
+    for (i, k) in keys.enumerate() {
+        order[next[k]] = i;
+        next[k] += 1;
+    }
+    (start, order)
 }
 
 pub fn is_short_lived(valid: &Interval) -> bool {
@@ -93,12 +123,25 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn extend(&mut self, entries: impl ExactSizeIterator<Item = Entry>) {
-        let block = self.entries.len() / BLOCK;
-        self.entries.reserve(entries.len().max(16));
-        self.entries.extend(entries);
+    /// Add entries (the next in log order): a move when the bucket is new, as most are.
+    fn append(&mut self, mut entries: Vec<Entry>) {
+        self.mark_dirty();
+        if self.entries.is_empty() {
+            self.entries = entries;
+        } else {
+            self.entries.append(&mut entries);
+        }
+    }
+
+    fn push(&mut self, entry: Entry) {
+        self.mark_dirty();
+        self.entries.push(entry);
+    }
+
+    /// Remember the first block that changes.
+    fn mark_dirty(&mut self) {
         if self.dirty_from.is_none() {
-            self.dirty_from = Some(block);
+            self.dirty_from = Some(self.entries.len() / BLOCK);
         }
     }
 
@@ -114,8 +157,9 @@ impl Bucket {
             let end = ((b + 1) * BLOCK).min(self.entries.len());
             let block = &mut self.entries[b * BLOCK..end];
             kd_order(block);
-            let groups: Vec<&[Entry]> = block.chunks(GROUP).collect();
-            self.blocks.push(interior_of(groups.len(), &|g| group_summary(groups[g])));
+            let block: &[Entry] = block;
+            let group = |g: usize| &block[g * GROUP..((g + 1) * GROUP).min(block.len())];
+            self.blocks.push(interior_of(block.len().div_ceil(GROUP), &|g| group_summary(group(g))));
         }
         let roots = (0..count).map(|b| self.block_root(b)).collect();
         self.roots = Built::new(roots);
@@ -172,9 +216,9 @@ struct Cells {
 }
 
 impl Cells {
-    fn extend(&mut self, cell: u128, entries: impl ExactSizeIterator<Item = Entry>) {
-        self.buckets.entry(cell).or_default().extend(entries);
+    fn bucket(&mut self, cell: u128) -> &mut Bucket {
         self.dirty = true;
+        self.buckets.entry(cell).or_default()
     }
 
     /// The buckets with entries not yet sealed.
@@ -302,8 +346,8 @@ impl List {
     }
 }
 
-/// An atom folded for a list: (list slot, position, atom id).
-type Folded = (usize, u64, AtomId);
+/// An atom folded for a list: (list slot, position, the atom's list leaf digest).
+type Folded = (u32, u64, Digest);
 
 /// The lists of one map (subjects or links) and the crit-bit tree over their leaves.
 #[derive(Debug, Clone, Default)]
@@ -331,54 +375,32 @@ impl Lists {
 
     /// Add folded atoms to their lists, each list on whichever core is free; an atom is added
     /// to a list once however often it names it.
-    fn absorb(&mut self, pending: Vec<Folded>) {
+    fn absorb(&mut self, pending: &[Folded]) {
         // A list's atoms stay in log order (folding pushed them so), and one list is worked
-        // through at a time: a stable counting sort by slot.
-        let mut start = vec![0usize; self.lists.len() + 1];
-        for &(slot, _, _) in &pending {
-            start[slot + 1] += 1;
-        }
-        for i in 1..start.len() {
-            start[i] += start[i - 1];
-        }
-        let mut sorted: Vec<Folded> = vec![(0, 0, AtomId([0; 32])); pending.len()];
-        for f in pending {
-            sorted[start[f.0]] = f;
-            start[f.0] += 1;
-        }
-        let pending = sorted;
-        let mut runs: Vec<(usize, &[Folded])> = Vec::new();
-        let mut rest = &pending[..];
-        while let Some(&(slot, _, _)) = rest.first() {
-            let n = rest.iter().take_while(|p| p.0 == slot).count();
-            let (run, later) = rest.split_at(n);
-            runs.push((slot, run));
-            rest = later;
-        }
-        for &(slot, _) in &runs {
-            if !self.stale[slot] {
-                self.stale[slot] = true;
-                self.dirty.push(slot);
+        // through at a time.
+        let (start, order) = group_by_key(pending.iter().map(|f| f.0 as usize), self.lists.len());
+        // Pair each list with its new atoms, to grow the lists in parallel.
+        let Self { lists, stale, dirty, .. } = self;
+        let mut work: Vec<(&mut List, &[usize])> = Vec::new();
+        for (slot, list) in lists.iter_mut().enumerate() {
+            let run = &order[start[slot]..start[slot + 1]];
+            if run.is_empty() {
+                continue;
             }
-        }
-        // Pair each list with its run (both in slot order) to grow them in parallel.
-        let mut work: Vec<(&mut List, &[Folded])> = Vec::with_capacity(runs.len());
-        let mut runs = runs.into_iter().peekable();
-        for (slot, list) in self.lists.iter_mut().enumerate() {
-            if let Some(&(s, run)) = runs.peek()
-                && s == slot
-            {
-                work.push((list, run));
-                runs.next();
+            if !stale[slot] {
+                stale[slot] = true;
+                dirty.push(slot);
             }
+            work.push((list, run));
         }
         work.par_iter_mut().for_each(|(list, run)| {
-            for &(_, position, id) in run.iter() {
+            for &i in run.iter() {
+                let (_, position, leaf) = pending[i];
                 if list.positions.last() == Some(&position) {
                     continue;
                 }
                 list.positions.push(position);
-                list.frontier.push(Blake3::hash_leaf(&list_leaf(position, &id)), |_| {});
+                list.frontier.push(leaf, |_| {});
             }
         });
     }
@@ -458,41 +480,142 @@ pub fn index_root(frames: u64, frames_root: &Digest, subjects: &Digest, links: &
 #[derive(Debug, Clone, Default)]
 pub struct Index {
     size: u64,
-    /// The size at the last seal.
-    sealed_size: u64,
     frames: BTreeMap<String, Frame>,
-    /// (list slot, position, atom id) folded since the last seal, for subjects and for links.
+    /// Atoms waiting to join their subjects' and link targets' lists: those folded one at a
+    /// time, until the seal (`fold_all` adds a chunk's at once).
     pending_subjects: Vec<Folded>,
     pending_links: Vec<Folded>,
     subjects: Lists,
-    /// Subject text to its slot in `subjects`, so a subject is hashed once, when first seen.
-    subject_slots: HashMap<String, usize>,
     links: Lists,
+    known: Known,
     sealed: Option<Sealed>,
 }
 
-/// What folding an atom needs, worked out from the atom alone.
+/// What folding an atom needs, worked out from the atom alone (on any core).
 struct Prepared<'a> {
     atom: &'a Atom,
     entry: Entry,
     /// The hour of a short-lived atom; `None` for a long-lived one.
     hour: Option<i64>,
     cell: u128,
-    /// The subject's list slot if the subject is known already.
-    subject_slot: Option<usize>,
+    /// The frame's number, where already known.
+    frame: Option<u32>,
+    subject: Slot,
+    has_links: bool,
+    /// The atom's leaf in the lists it joins (its subject's, its links' targets').
+    leaf: Digest,
+}
+
+/// An atom's place in the subjects map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// The atom has no subject.
+    None,
+    /// The slot of a subject seen before.
+    Known(u32),
+    /// A subject not known when the atom was prepared.
+    New,
 }
 
 impl<'a> Prepared<'a> {
-    fn of(atom: &'a Atom, position: u64, subject_slots: &HashMap<String, usize>) -> Self {
+    /// Prepare atoms from position `base` on, on every core, into `out` (its room reused).
+    fn all(out: &mut Vec<Self>, atoms: &'a [Atom], base: u64, frames: &Numbering, subjects: &Numbering) {
+        // Every atom's names first, then their numbers: waiting for an atom's text and waiting
+        // for the table then overlap across atoms, rather than add up for each.
+        let names: Vec<(Name<'a>, Name<'a>)> =
+            atoms.par_iter().map(|a| (Name::of(&a.parts().frame), Name::of(&a.parts().subject))).collect();
+        out.clear();
+        out.par_extend(atoms.par_iter().zip(&names).enumerate().map(|(i, (a, (frame, subject)))| {
+            Prepared::of(a, base + i as u64, frames.number(frame), subjects.number(subject))
+        }));
+    }
+
+    /// `frame` and `subject`: the numbers of the atom's frame and subject, where known.
+    fn of(atom: &'a Atom, position: u64, frame: Option<u32>, subject: Option<u32>) -> Self {
         let p = atom.parts();
         let entry = Entry { position, id: atom.id(), bbox: SpaceTime::of_atom(p) };
+        let joins_lists = !p.subject.is_empty() || !p.links.is_empty();
         Prepared {
             atom,
             hour: is_short_lived(&p.valid).then(|| p.valid.from_ns.div_euclid(HOUR_NS)),
             cell: cell_key(&entry.bbox),
-            subject_slot: subject_slots.get(&p.subject).copied(),
+            frame,
+            subject: match subject {
+                _ if p.subject.is_empty() => Slot::None,
+                Some(slot) => Slot::Known(slot),
+                None => Slot::New,
+            },
+            has_links: !p.links.is_empty(),
+            leaf: if joins_lists { Blake3::hash_leaf(&list_leaf(position, &entry.id)) } else { [0; 32] },
             entry,
         }
+    }
+}
+
+/// Frame names and subjects seen so far, by number, so that an atom's are looked up without
+/// hashing them again.
+#[derive(Debug, Clone, Default)]
+struct Known {
+    frames: Numbering,
+    frame_names: Vec<String>,
+    /// Subject text to its slot in the subjects map's lists.
+    subjects: Numbering,
+}
+
+/// Numbers of names. Most names are short and kept inline, zero-padded (atom text has no
+/// control characters, so no name ends in a zero byte), so a lookup touches no other memory:
+/// folding a million atoms is bound by such lookups.
+#[derive(Debug, Clone, Default)]
+struct Numbering {
+    short: HashMap<[u8; SHORT_NAME], u32>,
+    long: HashMap<String, u32>,
+}
+
+const SHORT_NAME: usize = 24;
+
+/// A name as a key of a [`Numbering`].
+#[derive(Debug, Clone, Copy)]
+enum Name<'a> {
+    Short([u8; SHORT_NAME]),
+    Long(&'a str),
+}
+
+impl<'a> Name<'a> {
+    fn of(name: &'a str) -> Self {
+        Numbering::padded(name).map_or(Name::Long(name), Name::Short)
+    }
+}
+
+impl Numbering {
+    fn padded(name: &str) -> Option<[u8; SHORT_NAME]> {
+        let bytes = name.as_bytes();
+        let mut out = [0u8; SHORT_NAME];
+        out.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(out)
+    }
+
+    fn get(&self, name: &str) -> Option<u32> {
+        self.number(&Name::of(name))
+    }
+
+    fn number(&self, name: &Name<'_>) -> Option<u32> {
+        match name {
+            Name::Short(key) => self.short.get(key).copied(),
+            Name::Long(name) => self.long.get(*name).copied(),
+        }
+    }
+
+    fn insert(&mut self, name: &str, number: u32) {
+        match Self::padded(name) {
+            Some(key) => self.short.insert(key, number),
+            None => self.long.insert(name.to_owned(), number),
+        };
+    }
+
+    /// Move `other`'s names into these.
+    fn append(&mut self, other: &mut Numbering) {
+        self.short.extend(other.short.drain());
+        self.long.extend(other.long.drain());
     }
 }
 
@@ -566,19 +689,9 @@ impl Index {
     /// Build the index of a sequence of atoms from position 0.
     pub fn build(atoms: &[Atom]) -> Self {
         let mut index = Self::new();
-        for chunk in atoms.chunks(1 << 16) {
-            index.fold_all(chunk);
-            if index.unsealed() >= 1 << 19 {
-                index.seal();
-            }
-        }
+        index.fold_all(atoms);
         index.seal();
         index
-    }
-
-    /// Atoms folded since the last seal: sealing now and then bounds what waits for it.
-    pub fn unsealed(&self) -> u64 {
-        self.size - self.sealed_size
     }
 
     /// How many atoms of the log the index covers.
@@ -588,11 +701,22 @@ impl Index {
 
     /// Take in the next atom of the log (position `self.size()`).
     pub fn fold(&mut self, atom: &Atom) {
-        let prepared = Prepared::of(atom, self.size, &self.subject_slots);
-        self.insert(prepared);
+        let p = atom.parts();
+        let (frame, subject) = (self.known.frames.get(&p.frame), self.known.subjects.get(&p.subject));
+        let mut prepared = Prepared::of(atom, self.size, frame, subject);
+        self.size += 1;
+        self.sealed = None;
+        let frame = self.frame_number(&mut prepared);
+        self.cells(frame, prepared.hour).bucket(prepared.cell).push(prepared.entry);
+        self.subject_slot(&mut prepared, &Numbering::default());
+        if let Slot::Known(slot) = prepared.subject {
+            self.pending_subjects.push((slot, prepared.entry.position, prepared.leaf));
+        }
+        self.add_links(&prepared);
     }
 
-    /// Take in the next atoms of the log, the per-atom work on every core.
+    /// Take in the next atoms of the log. The per-atom work runs on every core a chunk
+    /// ahead of placing atoms in their buckets and lists, which follows log order.
     pub fn fold_all(&mut self, atoms: &[Atom]) {
         if atoms.len() < 64 {
             for a in atoms {
@@ -600,99 +724,142 @@ impl Index {
             }
             return;
         }
-        let base = self.size;
-        let slots = &self.subject_slots;
-        let prepared: Vec<Prepared<'_>> =
-            atoms.par_iter().enumerate().map(|(i, a)| Prepared::of(a, base + i as u64, slots)).collect();
-        self.size += atoms.len() as u64;
-        self.sealed = None;
-        // Frames by number, so that atoms can be ordered by where they go.
-        let mut frame_of: Vec<u32> = Vec::with_capacity(prepared.len());
-        let mut names: Vec<&str> = Vec::new();
-        for p in &prepared {
-            let name = p.atom.parts().frame.as_str();
-            let f = match names.iter().rposition(|n| *n == name) {
-                Some(f) => f,
-                None => {
-                    names.push(name);
-                    names.len() - 1
-                }
-            };
-            frame_of.push(f as u32);
+        // The subjects seen before a chunk, read while it is placed and the next prepared;
+        // the chunk's new subjects gather in `self.known.subjects` and join them after.
+        let mut seen = std::mem::take(&mut self.known.subjects);
+        let mut chunks = atoms.chunks(FOLD_CHUNK);
+        let (mut current, mut next) = (Vec::new(), Vec::new());
+        let mut base = self.size;
+        if let Some(first) = chunks.next() {
+            Prepared::all(&mut current, first, base, &self.known.frames, &seen);
         }
-        // Each bucket's atoms as one run, in log order: one lookup and one copy per run.
-        let mut keys: Vec<(u32, i64, u128, u32)> = prepared
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (frame_of[i], p.hour.unwrap_or(i64::MAX), p.cell, i as u32))
-            .collect();
-        keys.par_sort_unstable();
-        let mut rest = &keys[..];
-        while let Some(&(frame_no, _, cell, first)) = rest.first() {
-            let hour = prepared[first as usize].hour;
-            let run =
-                rest.iter().take_while(|k| (k.0, k.1, k.2) == (rest[0].0, rest[0].1, rest[0].2)).count();
-            let (now, later) = rest.split_at(run);
-            rest = later;
-            let name = names[frame_no as usize];
-            if !self.frames.contains_key(name) {
-                self.frames.insert(name.to_owned(), Frame::default());
+        loop {
+            base += current.len() as u64;
+            let Some(following) = chunks.next() else {
+                self.place(&mut current, &seen);
+                break;
+            };
+            // What this chunk adds (new frames, new subjects) is resolved when the next one
+            // is placed. Frames are few; a copy of their numbers costs nothing.
+            let frames = self.known.frames.clone();
+            rayon::join(
+                || self.place(&mut current, &seen),
+                || Prepared::all(&mut next, following, base, &frames, &seen),
+            );
+            seen.append(&mut self.known.subjects);
+            std::mem::swap(&mut current, &mut next);
+        }
+        seen.append(&mut self.known.subjects);
+        self.known.subjects = seen;
+    }
+
+    /// Put prepared atoms (the next in the log) in their buckets and lists.
+    /// Subjects are looked up in `seen`, then among those numbered since.
+    fn place(&mut self, prepared: &mut [Prepared<'_>], seen: &Numbering) {
+        self.size += prepared.len() as u64;
+        self.sealed = None;
+        // One pass in log order: new frames and subjects get their numbers, atoms join their
+        // lists, and buckets are numbered in order of first sighting.
+        let mut runs: HashMap<(u32, Option<i64>, u128), u32> = HashMap::default();
+        let mut run_keys: Vec<(u32, Option<i64>, u128)> = Vec::new();
+        let mut run_of: Vec<u32> = Vec::with_capacity(prepared.len());
+        for p in prepared.iter_mut() {
+            let key = (self.frame_number(p), p.hour, p.cell);
+            let run = *runs.entry(key).or_insert_with(|| {
+                run_keys.push(key);
+                run_keys.len() as u32 - 1
+            });
+            run_of.push(run);
+            self.subject_slot(p, seen);
+            if let Slot::Known(slot) = p.subject {
+                self.pending_subjects.push((slot, p.entry.position, p.leaf));
             }
-            let Some(frame) = self.frames.get_mut(name) else { continue };
-            let cells = match hour {
-                Some(hour) => frame.hours.entry(hour).or_insert_with(|| {
-                    frame.dirty = true;
-                    Cells::default()
-                }),
-                None => &mut frame.long,
-            };
-            cells.extend(cell, now.iter().map(|k| prepared[k.3 as usize].entry));
+            if p.has_links {
+                self.add_links(p);
+            }
         }
-        for p in &prepared {
-            self.add_to_lists(p);
+        // Each bucket's atoms as one run, in log order.
+        let (start, order) = group_by_key(run_of.iter().map(|&r| r as usize), run_keys.len());
+        // Each bucket's new entries gathered on every core, then handed over.
+        let gathered: Vec<Vec<Entry>> = (0..run_keys.len())
+            .into_par_iter()
+            .map(|r| order[start[r]..start[r + 1]].iter().map(|&i| prepared[i].entry).collect())
+            .collect();
+        for (&(frame, hour, cell), entries) in run_keys.iter().zip(gathered) {
+            self.cells(frame, hour).bucket(cell).append(entries);
+        }
+        // The lists grow now, while this chunk's atoms are in cache, not at the seal.
+        self.absorb_pending();
+    }
+
+    /// Add the atoms waiting for their lists to them. The vectors are emptied, not dropped,
+    /// so the next atoms reuse their room.
+    fn absorb_pending(&mut self) {
+        self.subjects.absorb(&self.pending_subjects);
+        self.links.absorb(&self.pending_links);
+        self.pending_subjects.clear();
+        self.pending_links.clear();
+    }
+
+    /// The number of the atom's frame, numbering it if it is new.
+    fn frame_number(&mut self, prepared: &mut Prepared<'_>) -> u32 {
+        if let Some(f) = prepared.frame {
+            return f;
+        }
+        let name = &prepared.atom.parts().frame;
+        let known = &mut self.known;
+        let f = match known.frames.get(name) {
+            Some(f) => f,
+            None => {
+                known.frame_names.push(name.clone());
+                known.frames.insert(name, known.frame_names.len() as u32 - 1);
+                self.frames.insert(name.clone(), Frame::default());
+                known.frame_names.len() as u32 - 1
+            }
+        };
+        prepared.frame = Some(f);
+        f
+    }
+
+    /// The cells of a frame's hour (`None`: its long-lived atoms).
+    fn cells(&mut self, frame: u32, hour: Option<i64>) -> &mut Cells {
+        let name = &self.known.frame_names[frame as usize];
+        if !self.frames.contains_key(name) {
+            self.frames.insert(name.clone(), Frame::default());
+        }
+        let Some(frame) = self.frames.get_mut(name) else { unreachable!("inserted above") };
+        match hour {
+            Some(hour) => frame.hours.entry(hour).or_insert_with(|| {
+                frame.dirty = true;
+                Cells::default()
+            }),
+            None => &mut frame.long,
         }
     }
 
-    fn add_to_lists(&mut self, prepared: &Prepared<'_>) {
-        let p = prepared.atom.parts();
-        let entry = &prepared.entry;
-        if !p.subject.is_empty() {
-            let slot = match prepared.subject_slot.or_else(|| self.subject_slots.get(&p.subject).copied()) {
-                Some(slot) => slot,
-                None => {
-                    let slot = self.subjects.slot(subject_key(&p.subject), || p.subject.clone());
-                    self.subject_slots.insert(p.subject.clone(), slot);
-                    slot
-                }
-            };
-            self.pending_subjects.push((slot, entry.position, entry.id));
+    /// Resolve a new subject to its list slot (looked up in `seen`, then among the subjects
+    /// numbered since), making the list if there is none.
+    fn subject_slot(&mut self, prepared: &mut Prepared<'_>, seen: &Numbering) {
+        if prepared.subject != Slot::New {
+            return;
         }
-        for link in &p.links {
-            let slot = self.links.slot(link.target.0, String::new);
-            self.pending_links.push((slot, entry.position, entry.id));
-        }
+        let subject = &prepared.atom.parts().subject;
+        let slot = match seen.get(subject).or_else(|| self.known.subjects.get(subject)) {
+            Some(slot) => slot,
+            None => {
+                let slot = self.subjects.slot(subject_key(subject), || subject.clone()) as u32;
+                self.known.subjects.insert(subject, slot);
+                slot
+            }
+        };
+        prepared.subject = Slot::Known(slot);
     }
 
-    fn insert(&mut self, prepared: Prepared<'_>) {
-        let Prepared { atom, entry, hour, cell, subject_slot } = prepared;
-        let p = atom.parts();
-        debug_assert_eq!(entry.position, self.size);
-        self.size += 1;
-        self.sealed = None;
-        if !self.frames.contains_key(&p.frame) {
-            self.frames.insert(p.frame.clone(), Frame::default());
+    fn add_links(&mut self, prepared: &Prepared<'_>) {
+        for link in &prepared.atom.parts().links {
+            let slot = self.links.slot(link.target.0, String::new) as u32;
+            self.pending_links.push((slot, prepared.entry.position, prepared.leaf));
         }
-        if let Some(frame) = self.frames.get_mut(&p.frame) {
-            let cells = match hour {
-                Some(hour) => frame.hours.entry(hour).or_insert_with(|| {
-                    frame.dirty = true;
-                    Cells::default()
-                }),
-                None => &mut frame.long,
-            };
-            cells.extend(cell, std::iter::once(entry));
-        }
-        self.add_to_lists(&Prepared { atom, entry, hour, cell, subject_slot });
     }
 
     /// Rehash what changed since the last seal; returns the root.
@@ -700,19 +867,11 @@ impl Index {
         if let Some(s) = &self.sealed {
             return s.root;
         }
-        self.sealed_size = self.size;
-        // The expensive part, on every core: the buckets' k-d trees, and the lists.
-        let (subjects, links) =
-            (std::mem::take(&mut self.pending_subjects), std::mem::take(&mut self.pending_links));
+        // Atoms folded one at a time wait for their lists until now.
+        self.absorb_pending();
+        // The expensive part, on every core: the buckets' k-d trees.
         let mut dirty: Vec<&mut Bucket> = self.frames.values_mut().flat_map(Frame::dirty_buckets).collect();
-        let (lists, buckets) = (&mut (&mut self.subjects, &mut self.links), &mut dirty);
-        rayon::join(
-            || {
-                lists.0.absorb(subjects);
-                lists.1.absorb(links);
-            },
-            || buckets.par_iter_mut().for_each(|b| b.seal()),
-        );
+        dirty.par_iter_mut().for_each(|b| b.seal());
         // The lists above the buckets, and the two maps, side by side.
         let (frames, subjects, links) = (&mut self.frames, &mut self.subjects, &mut self.links);
         let ((), (subjects_root, links_root)) = rayon::join(

@@ -85,9 +85,8 @@ pub struct Memory {
     index: Option<Index>,
 }
 
-/// Seal every this many atoms while folding a long stretch of log, so what waits to be
-/// sealed stays small.
-const SEAL_EVERY: u64 = 1 << 16;
+/// Atoms decoded at a time while folding a long stretch of log.
+const FOLD_BATCH: u64 = 1 << 16;
 
 fn config_err(path: &Path, problem: impl ToString) -> MemoryError {
     MemoryError::Config { path: path.to_owned(), problem: problem.to_string() }
@@ -468,14 +467,14 @@ fn register_agent_path(ledger: &mut Ledger, writer: &SigningKey, name: &str) -> 
 }
 
 /// Fold a log into an index, from the index's size up to `size`: records are read in order,
-/// decoded and folded a chunk at a time on every core, and the index sealed after each chunk.
+/// decoded and folded a chunk at a time on every core; sealing is left to the caller, once.
 /// A cold boot is `fold_log(log, &mut Index::new(), log.size())`.
 pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryError> {
     use rayon::prelude::*;
     let mut records = log.scan_bytes(index.size()).take(size.saturating_sub(index.size()) as usize);
     loop {
         let chunk: Vec<(u64, Vec<u8>)> =
-            records.by_ref().take(SEAL_EVERY as usize).collect::<Result<_, _>>()?;
+            records.by_ref().take(FOLD_BATCH as usize).collect::<Result<_, _>>()?;
         if chunk.is_empty() {
             return Ok(());
         }
@@ -487,6 +486,5 @@ pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryErr
             })
             .collect::<Result<_, _>>()?;
         index.fold_all(&atoms);
-        index.seal();
     }
 }
