@@ -75,11 +75,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let all: Vec<Atom> = workload.by_ref().collect();
     let (atoms, later) = all.split_at(n as usize);
 
-    eprintln!("building the index…");
-    let started = Instant::now();
-    let mut index = Index::build(atoms);
-    let root = index.root();
-    let build = started.elapsed();
+    // How fast this machine hashes right now: on a shared VM the same build varies by a third
+    // from one hour to the next, and hashing is a third of it.
+    let block_ns = {
+        let mut block = [7u8; 64];
+        let rounds = 1_000_000u32;
+        let started = Instant::now();
+        for i in 0..rounds {
+            block[..4].copy_from_slice(&i.to_le_bytes());
+            let digest = blake3::hash(&block);
+            block[4..36].copy_from_slice(digest.as_bytes());
+        }
+        started.elapsed().as_secs_f64() * 1e9 / f64::from(rounds)
+    };
+
+    eprintln!("building the index, three times…");
+    // The first build in the process also pays for fresh memory; the best of three is the
+    // figure a benchmark repeats. Both are printed.
+    let timed_build = || {
+        let started = Instant::now();
+        let mut index = Index::build(atoms);
+        let root = index.root();
+        (index, root, started.elapsed())
+    };
+    let (mut index, root, first_build) = timed_build();
+    let mut build = first_build;
+    for _ in 0..2 {
+        drop(index);
+        let (again, again_root, time) = timed_build();
+        assert_eq!(again_root, root, "a build is a function of the atoms");
+        (index, build) = (again, build.min(time));
+    }
 
     eprintln!("cold boot from a log in a fresh process…");
     let tmp = tempfile::tempdir()?;
@@ -296,12 +322,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| measure | ours | seed | ratio |");
     println!("| --- | --- | --- | --- |");
     println!(
-        "| index build over {n} atoms in memory, on {} threads | {:.2} s | 0.78 s (one core) | {:.2}× |",
+        "| index build over {n} atoms in memory, on {} threads, best of 3 (first build) | {:.2} s ({:.2} s) | 0.78 s (one core) | {:.2}× ({:.2}×) |",
         rayon::current_num_threads(),
         build.as_secs_f64(),
-        build.as_secs_f64() / 0.78
+        first_build.as_secs_f64(),
+        build.as_secs_f64() / 0.78,
+        first_build.as_secs_f64() / 0.78
     );
     println!("| cold boot: open the log and fold it into the index (fresh process) | {boot_secs:.2} s | | |");
+    println!("| this machine now: BLAKE3 of one 64-byte block | {block_ns:.0} ns | | |");
     let peak_mib = peak_kib as f64 / 1024.0;
     println!(
         "| peak memory of that process (VmHWM; {:.0} MiB before opening) | {peak_mib:.0} MiB | 325 MiB | {:.2}× |",
