@@ -42,6 +42,14 @@ impl Atom {
         Ok(Self { parts, bytes: bytes.into(), id: AtomId::of_encoding(bytes) })
     }
 
+    /// [`Atom::decode`] keeping the buffer it was read into, rather than a copy.
+    pub fn decode_owned(bytes: Vec<u8>) -> Result<Self, AtomError> {
+        let parts = codec::decode(&bytes)?;
+        validate::check(&parts)?;
+        let id = AtomId::of_encoding(&bytes);
+        Ok(Self { parts, bytes: bytes.into_boxed_slice(), id })
+    }
+
     pub fn parts(&self) -> &AtomParts {
         &self.parts
     }

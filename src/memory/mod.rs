@@ -86,7 +86,7 @@ pub struct Memory {
 }
 
 /// Atoms decoded at a time while folding a long stretch of log.
-const FOLD_BATCH: u64 = 1 << 16;
+const FOLD_BATCH: usize = 1 << 15;
 
 fn config_err(path: &Path, problem: impl ToString) -> MemoryError {
     MemoryError::Config { path: path.to_owned(), problem: problem.to_string() }
@@ -466,25 +466,28 @@ fn register_agent_path(ledger: &mut Ledger, writer: &SigningKey, name: &str) -> 
     Ok(())
 }
 
-/// Fold a log into an index, from the index's size up to `size`: records are read in order,
-/// decoded and folded a chunk at a time on every core; sealing is left to the caller, once.
-/// A cold boot is `fold_log(log, &mut Index::new(), log.size())`.
+/// Fold a log into an index, from the index's size up to `size`: while one batch of records
+/// is folded, the next is read and decoded on the other core; sealing is left to the caller,
+/// once. A cold boot is `fold_log(log, &mut Index::new(), log.size())`.
 pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryError> {
     use rayon::prelude::*;
     let mut records = log.scan_bytes(index.size()).take(size.saturating_sub(index.size()) as usize);
-    loop {
-        let chunk: Vec<(u64, Vec<u8>)> =
-            records.by_ref().take(FOLD_BATCH as usize).collect::<Result<_, _>>()?;
-        if chunk.is_empty() {
-            return Ok(());
-        }
-        let atoms: Vec<Atom> = chunk
-            .par_iter()
+    let mut next_batch = || -> Result<Vec<Atom>, MemoryError> {
+        let batch: Vec<(u64, Vec<u8>)> = records.by_ref().take(FOLD_BATCH).collect::<Result<_, _>>()?;
+        // Decoded into place (an indexed collect), then checked: atoms are moved once.
+        let mut decoded = Vec::with_capacity(batch.len());
+        batch
+            .into_par_iter()
             .map(|(position, bytes)| {
-                Atom::decode(bytes)
-                    .map_err(|e| LogError::Corrupt { position: *position, reason: e.to_string() })
+                Atom::decode_owned(bytes).map_err(|e| LogError::Corrupt { position, reason: e.to_string() })
             })
-            .collect::<Result<_, _>>()?;
-        index.fold_all(&atoms);
+            .collect_into_vec(&mut decoded);
+        Ok(decoded.into_iter().collect::<Result<Vec<Atom>, LogError>>()?)
+    };
+    let mut batch = next_batch()?;
+    while !batch.is_empty() {
+        let (next, ()) = rayon::join(&mut next_batch, || index.fold_all(&batch));
+        batch = next?;
     }
+    Ok(())
 }
