@@ -273,3 +273,69 @@ fn empty_answers_are_proved_too() {
     let proof = range_proof(&mut empty, &[], &q);
     assert!(proof.verify(&root, 0).expect("verifies").is_empty());
 }
+
+/// A walk long enough to be replayed on two cores (and an answer decoded on two): `verify`
+/// agrees with `verify_walk`, which replays on one, on the answer and on every refusal, the
+/// same error first.
+#[test]
+fn big_walks_replayed_on_two_cores_agree_with_one() {
+    let mut rng = SplitMix64::new(9);
+    let atoms = random_atoms(&mut rng, 20_000);
+    let n = atoms.len() as u64;
+    let mut index = Index::build(&atoms);
+    let root = index.root();
+    let q = Query::new(
+        FRAMES[0],
+        BoxMm { min_mm: [-6_000, -6_000, -500], max_mm: [0, 6_000, 3_500] },
+        -HOUR_NS,
+        4 * HOUR_NS,
+    )
+    .expect("valid query");
+    let proof = range_proof(&mut index, &atoms, &q);
+    let steps = proof.answer.short.clone().expect("short");
+    assert!(
+        steps.len() >= 1_000 && proof.atoms.len() >= 300,
+        "{} steps, {} atoms",
+        steps.len(),
+        proof.atoms.len()
+    );
+    let both = |p: &RangeProof| {
+        let parallel = p.verify(&root, n).map(|a| a.into_iter().map(|(p, _)| p).collect::<Vec<_>>());
+        let serial =
+            p.verify_walk(&root, n, |_| {}).map(|a| a.into_iter().map(|(p, _)| p).collect::<Vec<_>>());
+        assert_eq!(format!("{parallel:?}"), format!("{serial:?}"));
+        parallel
+    };
+    assert_eq!(both(&proof).expect("verifies"), brute_force(&atoms, atoms.len(), &q));
+    // Mutations all along the walk, in both halves of every split.
+    for i in (0..steps.len()).step_by(steps.len() / 40) {
+        let mut s = steps.clone();
+        match &mut s[i] {
+            Step::Pruned(sum) => sum.digest[0] ^= 1,
+            Step::Group(group) => match &mut group[0] {
+                GroupEntry::Miss(e) => e.bbox.max_mm[2] += 1,
+                GroupEntry::Hit(p) => *p += 1,
+            },
+            Step::Interior => {
+                s.remove(i);
+            }
+        }
+        let mut p = proof.clone();
+        p.answer.short = Some(s);
+        assert!(both(&p).is_err(), "a mutation at step {i} was accepted");
+    }
+    // An answer atom reached twice, once in each half.
+    let mut s = steps.clone();
+    let hits: Vec<usize> = (0..s.len())
+        .filter(|&i| matches!(&s[i], Step::Group(g) if g.iter().any(|e| matches!(e, GroupEntry::Hit(_)))))
+        .collect();
+    let (first, last) = (hits[0], hits[hits.len() - 1]);
+    let Step::Group(g) = s[first].clone() else { unreachable!() };
+    let hit = g.iter().find(|e| matches!(e, GroupEntry::Hit(_))).cloned().expect("a hit");
+    if let Step::Group(g) = &mut s[last] {
+        g[0] = hit;
+    }
+    let mut p = proof.clone();
+    p.answer.short = Some(s);
+    assert!(both(&p).is_err(), "an atom answering twice was accepted");
+}

@@ -2,6 +2,8 @@
 //! (docs/PROOFS.md, "Range proof"). The answer's atoms travel with the proof; the proof is the
 //! walk of the frame's trees that the query reached, and the frames tree path above it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use rayon::prelude::*;
 
 use super::VerifyError;
@@ -250,28 +252,41 @@ impl RangeProof {
     }
 
     /// Check the proof against an index root and log size; returns the answer's atoms.
+    /// Big walks are replayed on every core.
     pub fn verify(
         &self,
         index_root_expected: &Digest,
         log_size: u64,
     ) -> Result<Vec<(u64, Atom)>, VerifyError> {
-        self.verify_walk(index_root_expected, log_size, |_| {})
+        self.check(index_root_expected, log_size, None)
     }
 
-    /// [`Self::verify`], handing each node of the tree walks to `seen` as it is checked.
+    /// [`Self::verify`], handing each node of the tree walks to `seen` as it is checked (in
+    /// post-order, on this thread).
     pub fn verify_walk(
         &self,
         index_root_expected: &Digest,
         log_size: u64,
         mut seen: impl FnMut(Walked),
     ) -> Result<Vec<(u64, Atom)>, VerifyError> {
+        self.check(index_root_expected, log_size, Some(&mut seen))
+    }
+
+    fn check(
+        &self,
+        index_root_expected: &Digest,
+        log_size: u64,
+        mut seen: Option<&mut dyn FnMut(Walked)>,
+    ) -> Result<Vec<(u64, Atom)>, VerifyError> {
         let q = &self.query;
         // Decoding (and hashing) the answer's atoms is most of the work: for big answers, on
-        // every core.
+        // every core, decoded into place.
         let decode =
             |(_, bytes): &(u64, Vec<u8>)| Atom::decode(bytes).map_err(|e| VerifyError::Atom(e.to_string()));
-        let decoded: Vec<Atom> = if self.atoms.len() >= 256 {
-            self.atoms.par_iter().map(decode).collect::<Result<_, _>>()?
+        let decoded: Vec<Atom> = if self.atoms.len() >= PARALLEL {
+            let mut each = Vec::with_capacity(self.atoms.len());
+            self.atoms.par_iter().map(decode).collect_into_vec(&mut each);
+            each.into_iter().collect::<Result<_, _>>()?
         } else {
             self.atoms.iter().map(decode).collect::<Result<_, _>>()?
         };
@@ -292,9 +307,9 @@ impl RangeProof {
                 )));
             }
         }
-        let mut answer = Answer {
+        let answer = Answer {
             positions: self.atoms.iter().map(|(p, _)| *p).collect(),
-            used: vec![false; decoded.len()],
+            used: decoded.iter().map(|_| AtomicBool::new(false)).collect(),
             atoms: decoded,
         };
         let a = &self.answer;
@@ -302,16 +317,15 @@ impl RangeProof {
         let walks = [(Tree::ShortLived, &a.short), (Tree::LongLived, &a.long)];
         for ((tree, walk), summary) in walks.into_iter().zip(summaries.iter_mut()) {
             if let Some(steps) = walk {
-                let mut at = 0;
-                let mut walker = Walker { steps, q, log_size, tree, seen: &mut seen };
-                let s = walker.replay(&mut at, &mut answer, 0)?;
-                if at != steps.len() {
+                let walker = Walker { steps, q, log_size, tree, answer: &answer };
+                let (s, end) = walker.replay(0, 0, &mut seen)?;
+                if end != steps.len() {
                     return Err(VerifyError::Range("the tree walk has steps left over".into()));
                 }
                 *summary = Some(s);
             }
         }
-        if let Some(i) = answer.used.iter().position(|used| !used) {
+        if let Some(i) = answer.used.iter().position(|used| !used.load(Ordering::Relaxed)) {
             let p = answer.positions[i];
             return Err(VerifyError::Range(format!("the atom at position {p} is not in the index")));
         }
@@ -335,12 +349,19 @@ impl RangeProof {
     }
 }
 
-/// The answer's atoms by ascending position, and which of them a walk has reached.
+/// The answer's atoms by ascending position, and which of them a walk has reached (walks of
+/// two subtrees may run on two cores).
 struct Answer {
     positions: Vec<u64>,
     atoms: Vec<Atom>,
-    used: Vec<bool>,
+    used: Vec<AtomicBool>,
 }
+
+/// Answers at least this big are decoded, and walks at least this many steps replayed, on
+/// every core.
+const PARALLEL: usize = 256;
+/// Subtrees are split between cores down to this depth.
+const PARALLEL_DEPTH: usize = 4;
 
 fn put_steps(out: &mut Vec<u8>, steps: &[Step], coder: &mut BoxCoder) {
     for step in steps {
@@ -418,58 +439,91 @@ fn read_steps(
     Ok(())
 }
 
-/// One tree's walk being replayed: the steps, the query, and who is told of each node.
-struct Walker<'a, F> {
+/// One tree's walk being replayed: the steps, the query, and the answer it must account for.
+struct Walker<'a> {
     steps: &'a [Step],
     q: &'a Query,
     log_size: u64,
     tree: Tree,
-    seen: &'a mut F,
+    answer: &'a Answer,
 }
 
-impl<F: FnMut(Walked)> Walker<'_, F> {
-    fn tell(&mut self, depth: usize, bbox: SpaceTime, reached: Reached) {
-        (self.seen)(Walked { tree: self.tree, depth, bbox, reached });
+/// Who is told of each node as it is checked; nobody when subtrees are replayed on two cores.
+type Seen<'s> = Option<&'s mut dyn FnMut(Walked)>;
+
+impl Walker<'_> {
+    fn tell(&self, seen: &mut Seen<'_>, depth: usize, bbox: SpaceTime, reached: Reached) {
+        if let Some(seen) = seen {
+            seen(Walked { tree: self.tree, depth, bbox, reached });
+        }
     }
 
-    /// Recompute a walked tree's summary, checking that nothing it passes over could answer.
-    fn replay(&mut self, at: &mut usize, answer: &mut Answer, depth: usize) -> Result<Summary, VerifyError> {
+    /// Where the subtree whose first step is `at` ends (its steps are pre-order).
+    fn end_of(&self, mut at: usize) -> Result<usize, VerifyError> {
+        let mut open = 1usize;
+        while open > 0 {
+            let step =
+                self.steps.get(at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
+            at += 1;
+            open -= 1;
+            if matches!(step, Step::Interior) {
+                open += 2;
+            }
+        }
+        Ok(at)
+    }
+
+    /// Recompute the summary of the walked subtree whose first step is `at`, checking that
+    /// nothing it passes over could answer; returns it and where the subtree's steps end.
+    fn replay(&self, at: usize, depth: usize, seen: &mut Seen<'_>) -> Result<(Summary, usize), VerifyError> {
         if depth > MAX_DEPTH {
             return Err(VerifyError::Range("the tree walk is too deep".into()));
         }
         let q = self.q;
-        let step =
-            self.steps.get(*at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
-        *at += 1;
+        let step = self.steps.get(at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
         match step {
             Step::Pruned(s) => {
                 if s.bbox.meets(q) {
                     return Err(VerifyError::Range("a subtree passed over meets the query".into()));
                 }
-                self.tell(depth, s.bbox, Reached::Pruned);
-                Ok(*s)
+                self.tell(seen, depth, s.bbox, Reached::Pruned);
+                Ok((*s, at + 1))
             }
             Step::Interior => {
-                let left = self.replay(at, answer, depth + 1)?;
-                let right = self.replay(at, answer, depth + 1)?;
+                let ((left, _), (right, end)) =
+                    if seen.is_none() && depth < PARALLEL_DEPTH && self.steps.len() - at >= PARALLEL {
+                        let mid = self.end_of(at + 1)?;
+                        let (left, right) = rayon::join(
+                            || self.replay(at + 1, depth + 1, &mut None),
+                            || self.replay(mid, depth + 1, &mut None),
+                        );
+                        // The left error first, as a walk on one core finds it first.
+                        (left?, right?)
+                    } else {
+                        let left = self.replay(at + 1, depth + 1, seen)?;
+                        let right = self.replay(left.1, depth + 1, seen)?;
+                        (left, right)
+                    };
                 let s = Summary::join(&left, &right);
-                self.tell(depth, s.bbox, Reached::Expanded);
-                Ok(s)
+                self.tell(seen, depth, s.bbox, Reached::Expanded);
+                Ok((s, end))
             }
             Step::Group(group) => {
                 if group.is_empty() || group.len() > GROUP {
                     return Err(VerifyError::Range("a leaf group holds 1 to 4 entries".into()));
                 }
-                let mut entries = Vec::with_capacity(group.len());
-                for g in group {
+                let mut entries =
+                    [Entry { position: 0, id: crate::atom::AtomId([0; 32]), bbox: EMPTY_BOX }; GROUP];
+                for (g, slot) in group.iter().zip(entries.iter_mut()) {
                     let (entry, reached) = match g {
                         GroupEntry::Hit(p) => {
+                            let answer = self.answer;
                             let i = answer.positions.binary_search(p).map_err(|_| {
                                 VerifyError::Range(format!(
                                     "the index answers with position {p}, which the answer lacks"
                                 ))
                             })?;
-                            if std::mem::replace(&mut answer.used[i], true) {
+                            if answer.used[i].swap(true, Ordering::Relaxed) {
                                 return Err(VerifyError::Range(format!("position {p} answers twice")));
                             }
                             let atom = &answer.atoms[i];
@@ -492,16 +546,18 @@ impl<F: FnMut(Walked)> Walker<'_, F> {
                             (*e, Reached::Passed(e.position))
                         }
                     };
-                    self.tell(depth + 1, entry.bbox, reached);
-                    entries.push(entry);
+                    self.tell(seen, depth + 1, entry.bbox, reached);
+                    *slot = entry;
                 }
-                let s = group_summary(&entries);
-                self.tell(depth, s.bbox, Reached::Expanded);
-                Ok(s)
+                let s = group_summary(&entries[..group.len()]);
+                self.tell(seen, depth, s.bbox, Reached::Expanded);
+                Ok((s, at + 1))
             }
         }
     }
 }
+
+const EMPTY_BOX: SpaceTime = SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 };
 
 fn frames_root_from(index: u64, frames: u64, entry: &[u8], path: &[Digest]) -> Result<Digest, VerifyError> {
     root_from_inclusion::<Blake3, _>(index, frames, &Blake3::hash_leaf(entry), path)
