@@ -209,11 +209,24 @@ fn mutated_range_proofs_are_refused() {
                         refused(&p, "a shrunk or dropped group entry");
                     }
                 }
-                _ => {}
+                Step::Interior(bbox) => {
+                    // The box its children's boxes are coded against, wider or narrower than
+                    // their union.
+                    for (grow, shrink) in [(1, 0), (0, 1)] {
+                        let mut bbox = *bbox;
+                        bbox.min_mm[2] -= grow;
+                        bbox.to_ns -= shrink;
+                        let mut s = steps.clone();
+                        s[i] = Step::Interior(bbox);
+                        let mut p = proof.clone();
+                        p.answer.short = Some(s);
+                        refused(&p, "an interior box that is not its children's union");
+                    }
+                }
             }
         }
         // Swapped children: the subtrees under the first interior node exchanged.
-        if let Some(first) = steps.iter().position(|s| *s == Step::Interior) {
+        if let Some(first) = steps.iter().position(|s| matches!(s, Step::Interior(_))) {
             let (left_end, _) = subtree_end(&steps, first + 1);
             let (right_end, _) = subtree_end(&steps, left_end);
             let mut s = steps[..first + 1].to_vec();
@@ -242,7 +255,7 @@ fn mutated_range_proofs_are_refused() {
 
 fn subtree_end(steps: &[Step], at: usize) -> (usize, ()) {
     match steps[at] {
-        Step::Interior => {
+        Step::Interior(_) => {
             let (l, _) = subtree_end(steps, at + 1);
             subtree_end(steps, l)
         }
@@ -316,7 +329,7 @@ fn big_walks_replayed_on_two_cores_agree_with_one() {
                 GroupEntry::Miss(e) => e.bbox.max_mm[2] += 1,
                 GroupEntry::Hit(p) => *p += 1,
             },
-            Step::Interior => {
+            Step::Interior(_) => {
                 s.remove(i);
             }
         }

@@ -135,7 +135,7 @@ fn walk_range(
         out.push(Step::Pruned(node));
         return;
     }
-    out.push(Step::Interior);
+    out.push(Step::Interior(node.bbox));
     let m = left_len(hi - lo);
     walk_range(interior, items, lo, lo + m, at + 1, q, out, descend);
     walk_range(interior, items, lo + m, hi, at + m, q, out, descend);
@@ -172,7 +172,9 @@ impl Built {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     Pruned(Summary),
-    Interior,
+    /// An entered interior node and its box (the union of its children's; a proof codes the
+    /// boxes below it against it).
+    Interior(SpaceTime),
     Group(Vec<GroupEntry>),
 }
 

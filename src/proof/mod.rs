@@ -17,7 +17,8 @@ use crate::log::LogHasher;
 use crate::merkle::{Digest, ProofError, verify_consistency, verify_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
-const MAGIC: &[u8; 8] = b"SIONPRF1";
+/// Version 2 codes a range walk's boxes against the interior node above them (docs/PROOFS.md).
+const MAGIC: &[u8; 8] = b"SIONPRF2";
 const MAX_FILE_BYTES: usize = 64 << 20;
 
 /// The ledger's word for a head: its public key and a state proof at the Pulse that
@@ -255,8 +256,22 @@ impl ProofFile {
             });
         }
         let mut r = Reader::new(bytes);
-        if r.take(8, "magic")? != MAGIC {
-            return Err(WireError::Invalid { field: "magic", problem: "not SIONPRF1".into() });
+        match r.take(8, "magic")? {
+            m if m == MAGIC => {}
+            b"SIONPRF1" => {
+                return Err(WireError::Invalid {
+                    field: "magic",
+                    problem: "a proof file of the first format (SIONPRF1), which this version no longer \
+                              reads: prove again"
+                        .into(),
+                });
+            }
+            _ => {
+                return Err(WireError::Invalid {
+                    field: "magic",
+                    problem: "not a proof file (SIONPRF2)".into(),
+                });
+            }
         }
         let attestation = if r.flag("attestation")? {
             Some(Attestation { ledger_key: r.array("ledger key")?, state: StateProof::read(&mut r)? })

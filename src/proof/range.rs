@@ -66,41 +66,55 @@ pub struct Walked {
     pub reached: Reached,
 }
 
-/// Box fields are coded against the previous box in the proof: most boxes are near the last.
-struct BoxCoder {
-    prev: SpaceTime,
+/// The reference of a walk's root: boxes below an interior node are coded against its box.
+const ZERO_BOX: SpaceTime = SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 };
+
+/// A box's eight coordinates as differences from the box it lies in: each minimum (x, y, z,
+/// from) minus the reference's, the reference's maximum (x, y, z, to) minus each maximum. A box
+/// inside its reference has no negative difference, and one sharing a side with it a zero.
+fn box_differences(b: &SpaceTime, reference: &SpaceTime) -> [i64; 8] {
+    let (r, mut d) = (reference, [0i64; 8]);
+    for a in 0..3 {
+        d[a] = b.min_mm[a].wrapping_sub(r.min_mm[a]);
+        d[4 + a] = r.max_mm[a].wrapping_sub(b.max_mm[a]);
+    }
+    d[3] = b.from_ns.wrapping_sub(r.from_ns);
+    d[7] = r.to_ns.wrapping_sub(b.to_ns);
+    d
 }
 
-impl BoxCoder {
-    fn new() -> Self {
-        Self { prev: SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 } }
+/// A box against its reference: a byte whose bit `i` says difference `i` is not zero, then the
+/// zigzag of each such difference.
+fn put_box(out: &mut Vec<u8>, b: &SpaceTime, reference: &SpaceTime) {
+    let d = box_differences(b, reference);
+    let mask = (0..8).filter(|&i| d[i] != 0).fold(0u8, |m, i| m | (1 << i));
+    out.put_u8(mask);
+    for v in d.into_iter().filter(|&v| v != 0) {
+        out.put_zigzag(v);
     }
+}
 
-    fn put(&mut self, out: &mut Vec<u8>, b: &SpaceTime) {
-        for a in 0..3 {
-            out.put_zigzag(b.min_mm[a].wrapping_sub(self.prev.min_mm[a]));
+fn read_box(r: &mut Reader<'_>, reference: &SpaceTime) -> Result<SpaceTime, WireError> {
+    let mask = r.u8("box")?;
+    let mut d = [0i64; 8];
+    for (i, v) in d.iter_mut().enumerate() {
+        if mask & (1 << i) != 0 {
+            *v = r.zigzag("box")?;
+            if *v == 0 {
+                // A zero has one encoding: its mask bit clear.
+                return Err(WireError::Invalid { field: "box", problem: "a zero difference coded".into() });
+            }
         }
-        for a in 0..3 {
-            out.put_zigzag(b.max_mm[a].wrapping_sub(b.min_mm[a]));
-        }
-        out.put_zigzag(b.from_ns.wrapping_sub(self.prev.from_ns));
-        out.put_zigzag(b.to_ns.wrapping_sub(b.from_ns));
-        self.prev = *b;
     }
-
-    fn read(&mut self, r: &mut Reader<'_>) -> Result<SpaceTime, WireError> {
-        let mut b = SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 };
-        for a in 0..3 {
-            b.min_mm[a] = self.prev.min_mm[a].wrapping_add(r.zigzag("box")?);
-        }
-        for a in 0..3 {
-            b.max_mm[a] = b.min_mm[a].wrapping_add(r.zigzag("box")?);
-        }
-        b.from_ns = self.prev.from_ns.wrapping_add(r.zigzag("box")?);
-        b.to_ns = b.from_ns.wrapping_add(r.zigzag("box")?);
-        self.prev = b;
-        Ok(b)
+    let rf = reference;
+    let mut b = ZERO_BOX;
+    for a in 0..3 {
+        b.min_mm[a] = rf.min_mm[a].wrapping_add(d[a]);
+        b.max_mm[a] = rf.max_mm[a].wrapping_sub(d[4 + a]);
     }
+    b.from_ns = rf.from_ns.wrapping_add(d[3]);
+    b.to_ns = rf.to_ns.wrapping_sub(d[7]);
+    Ok(b)
 }
 
 fn put_path(out: &mut Vec<u8>, path: &[Digest]) {
@@ -177,13 +191,15 @@ impl RangeProof {
         }
         out.put_bytes(&a.subjects_root);
         out.put_bytes(&a.links_root);
-        let mut coder = BoxCoder::new();
         for walk in [&a.short, &a.long] {
             match walk {
                 None => out.put_u8(0),
                 Some(steps) => {
                     out.put_u8(1);
-                    put_steps(out, steps, &mut coder);
+                    let mut at = 0;
+                    while at < steps.len() {
+                        put_walk(out, steps, &mut at, &ZERO_BOX);
+                    }
                 }
             }
         }
@@ -229,12 +245,11 @@ impl RangeProof {
         };
         let subjects_root = r.array("subjects root")?;
         let links_root = r.array("links root")?;
-        let mut coder = BoxCoder::new();
         let mut walks = [None, None];
         for walk in walks.iter_mut() {
             if r.flag("tree")? {
                 let mut steps = Vec::new();
-                read_steps(r, &mut steps, &mut coder, 0)?;
+                read_steps(r, &mut steps, &ZERO_BOX, 0)?;
                 *walk = Some(steps);
             }
         }
@@ -363,29 +378,35 @@ const PARALLEL: usize = 256;
 /// Subtrees are split between cores down to this depth.
 const PARALLEL_DEPTH: usize = 4;
 
-fn put_steps(out: &mut Vec<u8>, steps: &[Step], coder: &mut BoxCoder) {
-    for step in steps {
-        match step {
-            Step::Pruned(s) => {
-                out.put_u8(tag::PRUNED);
-                coder.put(out, &s.bbox);
-                out.put_bytes(&s.digest);
-            }
-            Step::Interior => out.put_u8(tag::INTERIOR),
-            Step::Group(entries) => {
-                out.put_u8(tag::GROUP | ((entries.len() as u8) << 4));
-                for entry in entries {
-                    match entry {
-                        GroupEntry::Hit(p) => {
-                            out.put_u8(tag::HIT);
-                            out.put_varint(*p);
-                        }
-                        GroupEntry::Miss(e) => {
-                            out.put_u8(tag::MISS);
-                            out.put_varint(e.position);
-                            out.put_bytes(&e.id.0);
-                            coder.put(out, &e.bbox);
-                        }
+/// The walk whose first step is `steps[*at]`, its boxes coded against `reference`.
+fn put_walk(out: &mut Vec<u8>, steps: &[Step], at: &mut usize, reference: &SpaceTime) {
+    let Some(step) = steps.get(*at) else { return };
+    *at += 1;
+    match step {
+        Step::Pruned(s) => {
+            out.put_u8(tag::PRUNED);
+            put_box(out, &s.bbox, reference);
+            out.put_bytes(&s.digest);
+        }
+        Step::Interior(bbox) => {
+            out.put_u8(tag::INTERIOR);
+            put_box(out, bbox, reference);
+            put_walk(out, steps, at, bbox);
+            put_walk(out, steps, at, bbox);
+        }
+        Step::Group(entries) => {
+            out.put_u8(tag::GROUP | ((entries.len() as u8) << 4));
+            for entry in entries {
+                match entry {
+                    GroupEntry::Hit(p) => {
+                        out.put_u8(tag::HIT);
+                        out.put_varint(*p);
+                    }
+                    GroupEntry::Miss(e) => {
+                        out.put_u8(tag::MISS);
+                        out.put_varint(e.position);
+                        out.put_bytes(&e.id.0);
+                        put_box(out, &e.bbox, reference);
                     }
                 }
             }
@@ -397,7 +418,7 @@ fn put_steps(out: &mut Vec<u8>, steps: &[Step], coder: &mut BoxCoder) {
 fn read_steps(
     r: &mut Reader<'_>,
     out: &mut Vec<Step>,
-    coder: &mut BoxCoder,
+    reference: &SpaceTime,
     depth: usize,
 ) -> Result<(), WireError> {
     if depth > MAX_DEPTH {
@@ -406,13 +427,14 @@ fn read_steps(
     let step = r.u8("step")?;
     match step & 0x0f {
         tag::PRUNED if step == tag::PRUNED => {
-            let bbox = coder.read(r)?;
+            let bbox = read_box(r, reference)?;
             out.push(Step::Pruned(Summary { bbox, digest: r.array("digest")? }));
         }
         tag::INTERIOR if step == tag::INTERIOR => {
-            out.push(Step::Interior);
-            read_steps(r, out, coder, depth + 1)?;
-            read_steps(r, out, coder, depth + 1)?;
+            let bbox = read_box(r, reference)?;
+            out.push(Step::Interior(bbox));
+            read_steps(r, out, &bbox, depth + 1)?;
+            read_steps(r, out, &bbox, depth + 1)?;
         }
         tag::GROUP if (1..=GROUP).contains(&usize::from(step >> 4)) => {
             let mut entries = Vec::with_capacity(usize::from(step >> 4));
@@ -422,7 +444,7 @@ fn read_steps(
                     tag::MISS => {
                         let position = r.varint("position")?;
                         let id = crate::atom::AtomId(r.array("id")?);
-                        GroupEntry::Miss(Entry { position, id, bbox: coder.read(r)? })
+                        GroupEntry::Miss(Entry { position, id, bbox: read_box(r, reference)? })
                     }
                     t => {
                         return Err(WireError::Invalid {
@@ -466,7 +488,7 @@ impl Walker<'_> {
                 self.steps.get(at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
             at += 1;
             open -= 1;
-            if matches!(step, Step::Interior) {
+            if matches!(step, Step::Interior(_)) {
                 open += 2;
             }
         }
@@ -489,7 +511,7 @@ impl Walker<'_> {
                 self.tell(seen, depth, s.bbox, Reached::Pruned);
                 Ok((*s, at + 1))
             }
-            Step::Interior => {
+            Step::Interior(bbox) => {
                 let ((left, _), (right, end)) =
                     if seen.is_none() && depth < PARALLEL_DEPTH && self.steps.len() - at >= PARALLEL {
                         let mid = self.end_of(at + 1)?;
@@ -505,6 +527,11 @@ impl Walker<'_> {
                         (left, right)
                     };
                 let s = Summary::join(&left, &right);
+                if s.bbox != *bbox {
+                    return Err(VerifyError::Range(
+                        "an interior node's box is not the union of its children's".into(),
+                    ));
+                }
                 self.tell(seen, depth, s.bbox, Reached::Expanded);
                 Ok((s, end))
             }
@@ -513,7 +540,7 @@ impl Walker<'_> {
                     return Err(VerifyError::Range("a leaf group holds 1 to 4 entries".into()));
                 }
                 let mut entries =
-                    [Entry { position: 0, id: crate::atom::AtomId([0; 32]), bbox: EMPTY_BOX }; GROUP];
+                    [Entry { position: 0, id: crate::atom::AtomId([0; 32]), bbox: ZERO_BOX }; GROUP];
                 for (g, slot) in group.iter().zip(entries.iter_mut()) {
                     let (entry, reached) = match g {
                         GroupEntry::Hit(p) => {
@@ -556,8 +583,6 @@ impl Walker<'_> {
         }
     }
 }
-
-const EMPTY_BOX: SpaceTime = SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 };
 
 fn frames_root_from(index: u64, frames: u64, entry: &[u8], path: &[Digest]) -> Result<Digest, VerifyError> {
     root_from_inclusion::<Blake3, _>(index, frames, &Blake3::hash_leaf(entry), path)
