@@ -20,11 +20,9 @@ const MAX_PATH: usize = 64;
 mod tag {
     pub const PRUNED: u8 = 0;
     pub const INTERIOR: u8 = 1;
-    /// A leaf group: the tag carries the entry count (1..=GROUP) in its high bits.
+    /// A leaf group of `k` entries: `2 | (k − 1) << 2 | hits << 4`, bit `j` of `hits` set when
+    /// entry `j` answers the query.
     pub const GROUP: u8 = 2;
-    /// In a group, each entry starts with one of these.
-    pub const HIT: u8 = 0;
-    pub const MISS: u8 = 1;
 }
 
 /// A range query's answer and its proof, as the index gave them.
@@ -132,22 +130,32 @@ fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
     (0..n).map(|_| r.array("path")).collect()
 }
 
-pub(super) fn put_query(out: &mut Vec<u8>, q: &Query) {
+/// The query: its frame, then the zigzag of each minimum (x, y, z), of each extent
+/// (max − min), of `from` and of `to − from` (wrapping i64 arithmetic).
+fn put_query(out: &mut Vec<u8>, q: &Query) {
     out.put_str8(&q.frame);
-    for v in q.bounds.min_mm.iter().chain(&q.bounds.max_mm) {
-        out.put_i64(*v);
+    let b = &q.bounds;
+    for a in 0..3 {
+        out.put_zigzag(b.min_mm[a]);
     }
-    out.put_i64(q.from_ns);
-    out.put_i64(q.to_ns);
+    for a in 0..3 {
+        out.put_zigzag(b.max_mm[a].wrapping_sub(b.min_mm[a]));
+    }
+    out.put_zigzag(q.from_ns);
+    out.put_zigzag(q.to_ns.wrapping_sub(q.from_ns));
 }
 
-pub(super) fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
+fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
     let frame = r.str8("frame")?;
     let mut bounds = BoxMm { min_mm: [0; 3], max_mm: [0; 3] };
-    for v in bounds.min_mm.iter_mut().chain(bounds.max_mm.iter_mut()) {
-        *v = r.i64("box")?;
+    for a in 0..3 {
+        bounds.min_mm[a] = r.zigzag("box")?;
     }
-    let (from, to) = (r.i64("from")?, r.i64("to")?);
+    for a in 0..3 {
+        bounds.max_mm[a] = bounds.min_mm[a].wrapping_add(r.zigzag("box")?);
+    }
+    let from = r.zigzag("from")?;
+    let to = from.wrapping_add(r.zigzag("to")?);
     if to <= from {
         return Err(WireError::Invalid {
             field: "to",
@@ -161,7 +169,7 @@ pub(super) fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
 impl RangeProof {
     pub fn put(&self, out: &mut Vec<u8>) {
         put_query(out, &self.query);
-        out.put_u32(self.atoms.len() as u32);
+        out.put_varint(self.atoms.len() as u64);
         for (position, bytes) in &self.atoms {
             out.put_varint(*position);
             out.put_bytes32(bytes);
@@ -207,11 +215,11 @@ impl RangeProof {
 
     pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
         let query = read_query(r)?;
-        let n = r.u32("atoms")? as usize;
-        if n > r.remaining() {
+        let n = r.varint("atoms")?;
+        if n > r.remaining() as u64 {
             return Err(WireError::Truncated("atoms"));
         }
-        let mut atoms = Vec::with_capacity(n);
+        let mut atoms = Vec::with_capacity(n as usize);
         for _ in 0..n {
             atoms.push((
                 r.varint("position")?,
@@ -395,15 +403,15 @@ fn put_walk(out: &mut Vec<u8>, steps: &[Step], at: &mut usize, reference: &Space
             put_walk(out, steps, at, bbox);
         }
         Step::Group(entries) => {
-            out.put_u8(tag::GROUP | ((entries.len() as u8) << 4));
+            // (A group holds 1 to 4 entries; `put` writes what it is given without panicking.)
+            let hits =
+                entries.iter().enumerate().filter(|(j, e)| *j < GROUP && matches!(e, GroupEntry::Hit(_)));
+            let hits = hits.fold(0u8, |m, (j, _)| m | (1 << j));
+            out.put_u8(tag::GROUP | ((entries.len() as u8).wrapping_sub(1) & 3) << 2 | hits << 4);
             for entry in entries {
                 match entry {
-                    GroupEntry::Hit(p) => {
-                        out.put_u8(tag::HIT);
-                        out.put_varint(*p);
-                    }
+                    GroupEntry::Hit(p) => out.put_varint(*p),
                     GroupEntry::Miss(e) => {
-                        out.put_u8(tag::MISS);
                         out.put_varint(e.position);
                         out.put_bytes(&e.id.0);
                         put_box(out, &e.bbox, reference);
@@ -425,7 +433,7 @@ fn read_steps(
         return Err(WireError::Invalid { field: "tree", problem: "deeper than any index tree".into() });
     }
     let step = r.u8("step")?;
-    match step & 0x0f {
+    match step & 3 {
         tag::PRUNED if step == tag::PRUNED => {
             let bbox = read_box(r, reference)?;
             out.push(Step::Pruned(Summary { bbox, digest: r.array("digest")? }));
@@ -436,22 +444,17 @@ fn read_steps(
             read_steps(r, out, &bbox, depth + 1)?;
             read_steps(r, out, &bbox, depth + 1)?;
         }
-        tag::GROUP if (1..=GROUP).contains(&usize::from(step >> 4)) => {
-            let mut entries = Vec::with_capacity(usize::from(step >> 4));
-            for _ in 0..step >> 4 {
-                entries.push(match r.u8("group entry")? {
-                    tag::HIT => GroupEntry::Hit(r.varint("position")?),
-                    tag::MISS => {
-                        let position = r.varint("position")?;
-                        let id = crate::atom::AtomId(r.array("id")?);
-                        GroupEntry::Miss(Entry { position, id, bbox: read_box(r, reference)? })
-                    }
-                    t => {
-                        return Err(WireError::Invalid {
-                            field: "group entry",
-                            problem: format!("unknown kind {t}"),
-                        });
-                    }
+        // No hit flag beyond the group's entries: a group has one encoding.
+        tag::GROUP if (step >> 4) >> (((step >> 2) & 3) + 1) == 0 => {
+            let (count, hits) = (usize::from((step >> 2) & 3) + 1, step >> 4);
+            let mut entries = Vec::with_capacity(count);
+            for j in 0..count {
+                let position = r.varint("position")?;
+                entries.push(if hits & (1 << j) != 0 {
+                    GroupEntry::Hit(position)
+                } else {
+                    let id = crate::atom::AtomId(r.array("id")?);
+                    GroupEntry::Miss(Entry { position, id, bbox: read_box(r, reference)? })
                 });
             }
             out.push(Step::Group(entries));
