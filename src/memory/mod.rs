@@ -86,7 +86,7 @@ pub struct Memory {
 }
 
 /// Atoms decoded at a time while folding a long stretch of log.
-const FOLD_BATCH: usize = 1 << 15;
+const FOLD_BATCH: usize = 1 << 14;
 
 fn config_err(path: &Path, problem: impl ToString) -> MemoryError {
     MemoryError::Config { path: path.to_owned(), problem: problem.to_string() }
