@@ -37,9 +37,7 @@ impl Atom {
 
     /// Parse canonical bytes; anything but a valid atom's exact encoding is an error.
     pub fn decode(bytes: &[u8]) -> Result<Self, AtomError> {
-        let parts = codec::decode(bytes)?;
-        validate::check(&parts)?;
-        Ok(Self { parts, bytes: bytes.into(), id: AtomId::of_encoding(bytes) })
+        Self::decode_owned(bytes.to_vec())
     }
 
     /// [`Atom::decode`] keeping the buffer it was read into, rather than a copy.

@@ -708,11 +708,7 @@ impl Index {
         self.sealed = None;
         let frame = self.frame_number(&mut prepared);
         self.cells(frame, prepared.hour).bucket(prepared.cell).push(prepared.entry);
-        self.subject_slot(&mut prepared, &Numbering::default());
-        if let Slot::Known(slot) = prepared.subject {
-            self.pending_subjects.push((slot, prepared.entry.position, prepared.leaf));
-        }
-        self.add_links(&prepared);
+        self.join_lists(&mut prepared, &Numbering::default());
     }
 
     /// Take in the next atoms of the log. The per-atom work runs on every core a chunk
@@ -770,13 +766,7 @@ impl Index {
                 run_keys.len() as u32 - 1
             });
             run_of.push(run);
-            self.subject_slot(p, seen);
-            if let Slot::Known(slot) = p.subject {
-                self.pending_subjects.push((slot, p.entry.position, p.leaf));
-            }
-            if p.has_links {
-                self.add_links(p);
-            }
+            self.join_lists(p, seen);
         }
         // Each bucket's atoms as one run, in log order.
         let (start, order) = group_by_key(run_of.iter().map(|&r| r as usize), run_keys.len());
@@ -813,7 +803,6 @@ impl Index {
             None => {
                 known.frame_names.push(name.clone());
                 known.frames.insert(name, known.frame_names.len() as u32 - 1);
-                self.frames.insert(name.clone(), Frame::default());
                 known.frame_names.len() as u32 - 1
             }
         };
@@ -821,7 +810,8 @@ impl Index {
         f
     }
 
-    /// The cells of a frame's hour (`None`: its long-lived atoms).
+    /// The cells of a frame's hour (`None`: its long-lived atoms), making the frame on its
+    /// first atom.
     fn cells(&mut self, frame: u32, hour: Option<i64>) -> &mut Cells {
         let name = &self.known.frame_names[frame as usize];
         if !self.frames.contains_key(name) {
@@ -855,10 +845,18 @@ impl Index {
         prepared.subject = Slot::Known(slot);
     }
 
-    fn add_links(&mut self, prepared: &Prepared<'_>) {
-        for link in &prepared.atom.parts().links {
-            let slot = self.links.slot(link.target.0, String::new) as u32;
-            self.pending_links.push((slot, prepared.entry.position, prepared.leaf));
+    /// Queue the atom for its subject's list and its link targets' lists (subjects looked up
+    /// as in [`Self::subject_slot`]).
+    fn join_lists(&mut self, prepared: &mut Prepared<'_>, seen: &Numbering) {
+        self.subject_slot(prepared, seen);
+        if let Slot::Known(slot) = prepared.subject {
+            self.pending_subjects.push((slot, prepared.entry.position, prepared.leaf));
+        }
+        if prepared.has_links {
+            for link in &prepared.atom.parts().links {
+                let slot = self.links.slot(link.target.0, String::new) as u32;
+                self.pending_links.push((slot, prepared.entry.position, prepared.leaf));
+            }
         }
     }
 
