@@ -13,6 +13,9 @@ pub struct SpaceTime {
 }
 
 impl SpaceTime {
+    /// All zeros: a placeholder, and the reference a proof codes a walk's root box against.
+    pub const ZERO: Self = Self { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 };
+
     pub fn of_atom(p: &AtomParts) -> Self {
         Self {
             min_mm: p.bounds.min_mm,

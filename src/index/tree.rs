@@ -71,8 +71,7 @@ pub fn interior_of(n: usize, item: &dyn Fn(usize) -> Summary) -> Vec<Summary> {
     out
 }
 
-const PLACEHOLDER: Summary =
-    Summary { bbox: SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 }, digest: [0; 32] };
+const PLACEHOLDER: Summary = Summary { bbox: SpaceTime::ZERO, digest: [0; 32] };
 
 fn fill(lo: usize, hi: usize, item: &dyn Fn(usize) -> Summary, out: &mut Vec<Summary>) -> Summary {
     if hi - lo == 1 {

@@ -64,9 +64,6 @@ pub struct Walked {
     pub reached: Reached,
 }
 
-/// The reference of a walk's root: boxes below an interior node are coded against its box.
-const ZERO_BOX: SpaceTime = SpaceTime { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 };
-
 /// A box's eight coordinates as differences from the box it lies in: each minimum (x, y, z,
 /// from) minus the reference's, the reference's maximum (x, y, z, to) minus each maximum. A box
 /// inside its reference has no negative difference, and one sharing a side with it a zero.
@@ -105,7 +102,7 @@ fn read_box(r: &mut Reader<'_>, reference: &SpaceTime) -> Result<SpaceTime, Wire
         }
     }
     let rf = reference;
-    let mut b = ZERO_BOX;
+    let mut b = SpaceTime::ZERO;
     for a in 0..3 {
         b.min_mm[a] = rf.min_mm[a].wrapping_add(d[a]);
         b.max_mm[a] = rf.max_mm[a].wrapping_sub(d[4 + a]);
@@ -206,7 +203,7 @@ impl RangeProof {
                     out.put_u8(1);
                     let mut at = 0;
                     while at < steps.len() {
-                        put_walk(out, steps, &mut at, &ZERO_BOX);
+                        put_walk(out, steps, &mut at, &SpaceTime::ZERO);
                     }
                 }
             }
@@ -257,7 +254,7 @@ impl RangeProof {
         for walk in walks.iter_mut() {
             if r.flag("tree")? {
                 let mut steps = Vec::new();
-                read_steps(r, &mut steps, &ZERO_BOX, 0)?;
+                read_steps(r, &mut steps, &SpaceTime::ZERO, 0)?;
                 *walk = Some(steps);
             }
         }
@@ -516,7 +513,7 @@ impl Walker<'_> {
             }
             Step::Interior(bbox) => {
                 let ((left, _), (right, end)) =
-                    if seen.is_none() && depth < PARALLEL_DEPTH && self.steps.len() - at >= PARALLEL {
+                    if seen.is_none() && depth < PARALLEL_DEPTH && self.steps.len() >= PARALLEL {
                         let mid = self.end_of(at + 1)?;
                         let (left, right) = rayon::join(
                             || self.replay(at + 1, depth + 1, &mut None),
@@ -543,7 +540,7 @@ impl Walker<'_> {
                     return Err(VerifyError::Range("a leaf group holds 1 to 4 entries".into()));
                 }
                 let mut entries =
-                    [Entry { position: 0, id: crate::atom::AtomId([0; 32]), bbox: ZERO_BOX }; GROUP];
+                    [Entry { position: 0, id: crate::atom::AtomId([0; 32]), bbox: SpaceTime::ZERO }; GROUP];
                 for (g, slot) in group.iter().zip(entries.iter_mut()) {
                     let (entry, reached) = match g {
                         GroupEntry::Hit(p) => {
