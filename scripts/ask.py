@@ -5,16 +5,26 @@
     python3 scripts/ask.py subject SUBJECT [--proof FILE]
     python3 scripts/ask.py commit
 
-Boxes are millimetres, times nanoseconds since the epoch. Every answer's proof is checked by the
-node's /sion_memory/verify service, and written to --proof FILE for `sion memory verify FILE`.
+Boxes are millimetres, times nanoseconds since the epoch. Every answer's proof is checked here,
+in this process, by the sion_verify package (`pip install ./python`): against the ledger key you
+name with --ledger-key (or SION_LEDGER_KEY), and against the question asked, so a valid proof
+for a smaller box or an older head is refused. Without a key, the key the node publishes on its
+head is used, and ask.py says that this trusts the node's word. --proof FILE keeps the proof for
+`sion memory verify FILE`.
 """
 
 import argparse
+import os
 import sys
 
 import rclpy
 from builtin_interfaces.msg import Time
 from sion_memory_msgs.srv import Commit, QueryRange, QuerySubject, Verify
+
+try:
+    import sion_verify
+except ImportError:  # pragma: no cover - says how to get it
+    sion_verify = None
 
 TIMEOUT_S = 30.0
 
@@ -47,17 +57,28 @@ def query_subject(node, subject, as_of=0):
     return call(node, QuerySubject, '/sion_memory/query_subject', request)
 
 
-def verify(node, proof):
+def verify_by_node(node, proof):
+    """The node's own /sion_memory/verify: a convenience, never a reason to trust an answer
+    (the writer would be vouching for its own proof)."""
     request = Verify.Request()
     request.proof = bytes(proof)
     return call(node, Verify, '/sion_memory/verify', request)
+
+
+def verify(answer, ledger_key, at_least=0, **question):
+    """Check an answer's proof here, against `ledger_key` and the question asked (keyword
+    arguments of sion_verify.verify); returns what it proves or raises sion_verify.ProofError.
+    at_least: the smallest head the reader accepts an answer as of."""
+    if sion_verify is None:
+        raise SystemExit('ask: the sion_verify package is missing: pip install ./python (from the repository)')
+    return sion_verify.verify(bytes(answer.proof), ledger_key, at_least=at_least, **question)
 
 
 def commit(node):
     return call(node, Commit, '/sion_memory/commit', Commit.Request())
 
 
-def show_answer(node, answer, proof_path):
+def show_answer(answer, proof_path, ledger_key, question):
     if not answer.ok:
         print(f'refused: {answer.error}')
         return 1
@@ -73,11 +94,16 @@ def show_answer(node, answer, proof_path):
               f't={atom.from_ns}')
     if len(answer.atoms) > 8:
         print(f'  … and {len(answer.atoms) - 8} more (' + ', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) + ')')
-    checked = verify(node, answer.proof)
-    if not checked.ok:
-        print(f'INVALID proof: {checked.error}')
+    if ledger_key is None:
+        ledger_key = bytes(answer.head.ledger_key).hex()
+        print(f'(checking against the ledger key the node itself publishes, {ledger_key[:16]}…: '
+              'that trusts the node\'s word; pass --ledger-key)')
+    try:
+        checked = verify(answer, ledger_key, **question)
+    except sion_verify.ProofError as refused:
+        print(f'INVALID proof ({refused.code}): {refused}')
         return 1
-    print(f'VALID {checked.kind} proof: {checked.statement}')
+    print(f'VALID {checked["kind"]} proof, checked here: {checked["statement"]}')
     if proof_path:
         with open(proof_path, 'wb') as f:
             f.write(bytes(answer.proof))
@@ -87,6 +113,8 @@ def show_answer(node, answer, proof_path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--ledger-key', default=os.environ.get('SION_LEDGER_KEY'),
+                        help='the ledger key you trust (64 hex digits); default: $SION_LEDGER_KEY')
     sub = parser.add_subparsers(dest='command', required=True)
     r = sub.add_parser('range', help='what was seen in this box, during this interval')
     r.add_argument('--frame', default='map')
@@ -109,9 +137,12 @@ def main():
             box = [int(v) for v in args.box.split(',')]
             if len(box) != 6:
                 raise SystemExit('ask: --box needs six numbers')
-            return show_answer(node, query_range(node, args.frame, box, args.from_ns, args.to_ns, args.as_of), args.proof)
+            answer = query_range(node, args.frame, box, args.from_ns, args.to_ns, args.as_of)
+            question = dict(frame=args.frame, box=box, from_ns=args.from_ns, to_ns=args.to_ns, at_least=args.as_of)
+            return show_answer(answer, args.proof, args.ledger_key, question)
         if args.command == 'subject':
-            return show_answer(node, query_subject(node, args.subject, args.as_of), args.proof)
+            answer = query_subject(node, args.subject, args.as_of)
+            return show_answer(answer, args.proof, args.ledger_key, dict(subject=args.subject, at_least=args.as_of))
         answer = commit(node)
         if not answer.ok:
             print(f'refused: {answer.error}')

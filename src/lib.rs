@@ -1,24 +1,22 @@
-//! sion_memory: a robot's memory it can prove.
+//! sion_memory: a robot's memory it can prove — the ROS 2 package.
 //!
-//! Data flows one way: sensors (`ingest`) → `atom` → `log` → (index, proofs) → readers;
-//! `ledger` keeps heads.
-//! Lower layers never import higher ones.
+//! Data flows one way: sensors (`ingest`) → atoms → log → index → proofs → readers. Each layer
+//! is a crate of the workspace (CONTRIBUTING.md), so a lower one cannot import a higher one;
+//! this package puts the ROS 2 node (`ros`, feature `ros`) and the `sion` command line on top,
+//! and re-exports the layers under one name for its binaries, tests and examples.
 
-pub mod atom;
-pub mod bag;
-pub mod brain;
-pub mod cognet;
-pub mod index;
-pub mod ingest;
-pub mod ledger;
-pub mod log;
-pub mod memory;
-pub mod merkle;
-pub mod proof;
+#![forbid(unsafe_code)]
+
+pub use sion_bag as bag;
+pub use sion_brain as brain;
+pub use sion_cognet as cognet;
+pub use sion_ingest as ingest;
+#[cfg(feature = "sim")]
+pub use sion_store::sim;
+pub use sion_store::{index, ledger, log, memory};
+pub use sion_verify::{atom, leaf, merkle, proof, time, wire};
+#[cfg(feature = "viz")]
+pub use sion_viz as viz;
+
 #[cfg(feature = "ros")]
 pub mod ros;
-pub mod sim;
-pub mod time;
-#[cfg(feature = "viz")]
-pub mod viz;
-pub mod wire;

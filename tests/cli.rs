@@ -186,3 +186,63 @@ fn a_session_at_the_command_line() {
     let o = sion(&["memory", "--help"], None);
     assert!(o.status.success() && text(&o).contains("remember"));
 }
+
+/// `sion memory verify --expect-…`: a valid proof is refused for a question it does not answer.
+#[test]
+fn verify_checks_the_question_asked() {
+    let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{suite}/manifest.json")).expect("manifest"))
+            .expect("json");
+    let range = manifest["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .find(|c| c["file"] == "range.sionproof")
+        .expect("range");
+    let e = &range["expect"];
+    let corners: Vec<String> = e["box"].as_array().expect("box").iter().map(|v| v.to_string()).collect();
+    let (frame, key) = (e["frame"].as_str().expect("frame"), range["ledger_key"].as_str().expect("key"));
+    let (from, to) = (e["from_ns"].to_string(), e["to_ns"].to_string());
+    let file = format!("{suite}/range.sionproof");
+    let ask = |corners: &str, at_least: &str| {
+        sion(
+            &[
+                "memory",
+                "verify",
+                "--ledger-key",
+                key,
+                "--expect-frame",
+                frame,
+                "--expect-box",
+                corners,
+                "--expect-from",
+                &from,
+                "--expect-to",
+                &to,
+                "--expect-at-least",
+                at_least,
+                &file,
+            ],
+            None,
+        )
+    };
+    let o = ask(&corners.join(","), "0");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("VALID"), "{}", text(&o));
+    let mut bigger = corners.clone();
+    bigger[0] = (corners[0].parse::<i64>().expect("int") - 1).to_string();
+    let o = ask(&bigger.join(","), "0");
+    assert!(!o.status.success());
+    assert!(text(&o).contains("answers another question"), "{}", text(&o));
+    let o = ask(&corners.join(","), "999999");
+    assert!(!o.status.success());
+    assert!(text(&o).contains("older than the 999999 atoms expected"), "{}", text(&o));
+    let o = sion(&["memory", "verify", "--ledger-key", key, "--expect-subject", "nobody", &file], None);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("answers another question"), "{}", text(&o));
+    // The question's parts come together.
+    let o = sion(&["memory", "verify", "--expect-frame", "map", &file], None);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--expect-box"), "{}", text(&o));
+}

@@ -45,46 +45,9 @@ fn qos(stream: Stream) -> QosProfile {
     }
 }
 
-fn help() -> String {
-    let mut out = String::from(
-        "sion_memory_node: the robot's provable memory as a ROS 2 node.\n\n\
-         Subscribes to pose, odometry, /tf, /tf_static, the map and a camera; remembers them as\n\
-         atoms in a durable log; commits heads to the ledger; serves /sion_memory/query_range,\n\
-         query_subject, verify, remember and commit; publishes /sion_memory/head and /stats.\n\n\
-         Usage: sion_memory_node [--ros-args --params-file config/robot.yaml -p NAME:=VALUE ...]\n\
-         \x20      sion_memory_node --list-parameters\n\nParameters:\n",
-    );
-    for (name, description, default) in Params::declared() {
-        out.push_str(&format!("  {name:<24} {description} (default {default})\n"));
-    }
-    out
-}
-
-/// The node's entry point.
-pub fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{}", help());
-        return Ok(());
-    }
-    if args.iter().any(|a| a == "--list-parameters") {
-        for (name, ..) in Params::declared() {
-            println!("{name}");
-        }
-        return Ok(());
-    }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run())
-}
-
-async fn run() -> Result<()> {
+/// Run the node until SIGINT or SIGTERM: set up from its ROS parameters, open (or create) the
+/// memory, subscribe, serve, commit and publish (docs/ROS.md).
+pub async fn run() -> Result<()> {
     let ctx = r2r::Context::create().context("initialising ROS 2 (rcl)")?;
     let mut node = r2r::Node::create(ctx, NODE, "").context("creating the node")?;
     let params = Arc::new(Mutex::new(Params::default()));

@@ -33,7 +33,7 @@ where
     S: FutStream<Item = r2r::ServiceRequest<Req>> + Unpin + Send + 'static,
     Req: r2r::WrappedServiceTypeSupport + 'static,
     F: Fn(Req::Request) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Req::Response> + Send + 'static,
+    Fut: Future<Output = Req::Response> + Send + 'static,
     Req::Request: Send,
     Req::Response: Send,
     r2r::ServiceRequest<Req>: Send,

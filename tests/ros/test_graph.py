@@ -67,9 +67,14 @@ class Graph(unittest.TestCase):
             rclpy.spin_once(self.client, timeout_sec=0.1)
         return condition()
 
-    def verify(self, answer):
-        checked = ask.verify(self.client, answer.proof)
-        self.assertTrue(checked.ok, checked.error)
+    def verify(self, answer, **question):
+        """Check the proof here (sion_verify), against the ledger key the node published on its
+        committed head and the question asked; also through the node's own service."""
+        key = bytes(self.committed.head.ledger_key).hex()
+        checked = ask.verify(answer, key, **question)
+        by_node = ask.verify_by_node(self.client, answer.proof)
+        self.assertTrue(by_node.ok, by_node.error)
+        self.assertEqual(by_node.statement, checked['statement'])
         return checked
 
     def verify_offline(self, proof):
@@ -109,23 +114,33 @@ class Graph(unittest.TestCase):
             self.assertTrue(self.first <= atom.from_ns <= self.last)
         kinds = {a.kind for a in answer.atoms}
         self.assertTrue({'pose', 'observation', 'map_tile', 'transform'} <= kinds, kinds)
-        checked = self.verify(answer)
-        self.assertEqual(checked.kind, 'range')
-        self.assertIn(f'these {len(answer.atoms)} atoms are everything', checked.statement)
+        checked = self.verify(answer, frame='map', box=box, from_ns=self.first, to_ns=self.last + 1)
+        self.assertEqual(checked['kind'], 'range')
+        self.assertIn(f'these {len(answer.atoms)} atoms are everything', checked['statement'])
+        self.assertEqual([a['position'] for a in checked['atoms']], [a.position for a in answer.atoms])
         self.verify_offline(answer.proof)
+        # The same valid proof is refused for a reader who asked about a bigger box.
+        bigger = [box[0] - 1] + box[1:]
+        with self.assertRaises(ask.sion_verify.ProofError) as refused:
+            self.verify(answer, frame='map', box=bigger, from_ns=self.first, to_ns=self.last + 1)
+        self.assertEqual(refused.exception.code, 'other_question')
 
     def test_an_empty_box_gets_an_empty_answer_that_verifies(self):
         answer = ask.query_range(self.client, 'map', [50000, 50000, 0, 60000, 60000, 10], self.first, self.last)
         self.assertTrue(answer.ok, answer.error)
         self.assertEqual(list(answer.atoms), [])
-        self.assertIn('these 0 atoms are everything', self.verify(answer).statement)
+        box = [50000, 50000, 0, 60000, 60000, 10]
+        checked = self.verify(answer, frame='map', box=box, from_ns=self.first, to_ns=self.last)
+        self.assertIn('these 0 atoms are everything', checked['statement'])
         self.verify_offline(answer.proof)
 
     def test_a_tampered_proof_is_rejected(self):
         answer = ask.query_range(self.client, 'map', [0, 0, -1000, 5000, 5000, 3000], self.first, self.last)
         proof = bytearray(answer.proof)
         proof[len(proof) // 2] ^= 1
-        self.assertFalse(ask.verify(self.client, proof).ok)
+        with self.assertRaises(ask.sion_verify.ProofError):
+            ask.sion_verify.verify(bytes(proof), bytes(self.committed.head.ledger_key).hex())
+        self.assertFalse(ask.verify_by_node(self.client, proof).ok)
 
     def test_bad_questions_get_errors_not_silence(self):
         answer = ask.query_range(self.client, 'map', [10, 0, 0, 0, 0, 0], self.first, self.last)
@@ -159,7 +174,7 @@ class Graph(unittest.TestCase):
         answer = ask.query_subject(self.client, 'robot')
         self.assertTrue(answer.ok, answer.error)
         self.assertEqual(sum(a.kind == 'pose' for a in answer.atoms), pose.remembered + odom.remembered)
-        self.verify(answer)
+        self.verify(answer, subject='robot')
         self.assertIsNone(self.node.poll(), 'the node stopped')
 
     def test_remembered_atoms_are_answered_after_a_commit(self):
@@ -172,7 +187,7 @@ class Graph(unittest.TestCase):
         self.assertGreater(committed.head.size, remembered.positions[0])
         answer = ask.query_subject(self.client, 'pallet-17')
         self.assertEqual([a.id for a in answer.atoms], list(remembered.ids))
-        self.verify(answer)
+        self.verify(answer, subject='pallet-17', at_least=committed.head.size)
         # A head from before still answers, as of then.
         old = ask.query_subject(self.client, 'pallet-17', as_of=self.committed.head.size)
         self.assertTrue(old.ok, old.error)

@@ -1,5 +1,8 @@
 //! `sion`: the command line of sion_memory.
 
+// One unsafe call, for SIGPIPE's disposition below; nothing else.
+#![deny(unsafe_code)]
+
 mod bag_cmd;
 mod brain_cmd;
 mod demo;
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
     // Like any Unix tool, end quietly when whoever reads our output stops (`sion … | head`),
     // rather than panic in println!. Rust starts programs with SIGPIPE ignored.
     // SAFETY: nothing else runs yet; SIG_DFL is a valid disposition for SIGPIPE.
+    #[allow(unsafe_code)]
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use ed25519_dalek::VerifyingKey;
 use sion_memory::atom::{Atom, AtomId, BoxMm};
 use sion_memory::index::geom::Query;
 use sion_memory::memory::Memory;
-use sion_memory::proof::{Claim, ListKey, ProofFile, Verified};
+use sion_memory::proof::{Claim, Expect, ListKey, ProofFile, Question, Verified};
 use sion_memory::time::rfc3339;
 
 use crate::ui;
@@ -214,9 +214,54 @@ pub struct VerifyArgs {
     /// Accept only heads attested by the ledger of this memory directory.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// The question you asked: a range proof must be for exactly this frame (with
+    /// --expect-box, --expect-from and --expect-to). A valid proof for a smaller box or a
+    /// shorter interval is complete only for that, so it is refused.
+    #[arg(long, requires_all = ["expect_box", "expect_from", "expect_to"], help_heading = "The question asked")]
+    expect_frame: Option<String>,
+    /// ... exactly this box, X0,Y0,Z0,X1,Y1,Z1 in mm (corners included).
+    #[arg(long, requires = "expect_frame", help_heading = "The question asked")]
+    expect_box: Option<String>,
+    /// ... from this time [ns].
+    #[arg(long, requires = "expect_frame", help_heading = "The question asked")]
+    expect_from: Option<i64>,
+    /// ... to this time [ns] (exclusive; equal to --expect-from for an instant).
+    #[arg(long, requires = "expect_frame", help_heading = "The question asked")]
+    expect_to: Option<i64>,
+    /// A subject proof must be about exactly this subject.
+    #[arg(long, conflicts_with_all = ["expect_frame", "expect_links_to"], help_heading = "The question asked")]
+    expect_subject: Option<String>,
+    /// A link proof must be about exactly the atoms linking to this atom id (64 hex digits).
+    #[arg(long, conflicts_with = "expect_frame", help_heading = "The question asked")]
+    expect_links_to: Option<String>,
+    /// The proof's head must hold at least this many atoms (an older answer is refused).
+    #[arg(long, default_value_t = 0, help_heading = "The question asked")]
+    expect_at_least: u64,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+impl VerifyArgs {
+    /// What the reader said it asked.
+    fn expect(&self) -> Result<Expect> {
+        let question = if let Some(frame) = &self.expect_frame {
+            let (Some(b), Some(from), Some(to)) = (&self.expect_box, self.expect_from, self.expect_to) else {
+                bail!("--expect-frame needs --expect-box, --expect-from and --expect-to");
+            };
+            let bounds = parse_box(b).context("--expect-box")?;
+            Some(Question::Range(Query::new(frame, bounds, from, to).context("the expected question")?))
+        } else if let Some(subject) = &self.expect_subject {
+            Some(Question::Subject(subject.clone()))
+        } else if let Some(target) = &self.expect_links_to {
+            Some(Question::LinksTo(
+                target.parse().map_err(|_| anyhow!("--expect-links-to: not 64 hex digits"))?,
+            ))
+        } else {
+            None
+        };
+        Ok(Expect { question, at_least: self.expect_at_least, ..Expect::default() })
+    }
 }
 
 pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
@@ -282,7 +327,7 @@ fn answer(file: ProofFile, a: &AnswerArgs, started: Instant) -> Result<ExitCode>
                 "index": hex::encode(verified.head.index),
                 "pulse": verified.pulse.map(|(n, t, _)| serde_json::json!({"number": n, "time": rfc3339(t)})),
             },
-            "claim": claim_json(&verified.claim),
+            "claim": verified.claim.to_json(),
             "proof_bytes": bytes.len(),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -501,7 +546,7 @@ fn commit(a: CommitArgs) -> Result<ExitCode> {
 fn dump(a: &DumpArgs) -> Result<ExitCode> {
     use std::io::Write as _;
     let memory = open_memory(&a.data.data)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = BufWriter::new(io::stdout().lock());
     for entry in memory.log().scan(a.from).take(a.limit.map_or(usize::MAX, |n| n as usize)) {
         let (position, atom) = entry.context("reading the log")?;
         if writeln!(out, "{}", atom.to_json_line(Some(position))).is_err() {
@@ -648,39 +693,6 @@ fn print_atoms(atoms: &[(u64, Atom)]) {
     }
 }
 
-pub fn claim_json(claim: &Claim) -> serde_json::Value {
-    let list = |atoms: &[(u64, Atom)]| -> Vec<serde_json::Value> {
-        atoms.iter().map(|(p, a)| serde_json::to_value(a.to_json(Some(*p))).unwrap_or_default()).collect()
-    };
-    match claim {
-        Claim::Included { position, atom } => serde_json::json!({
-            "included": { "position": position, "atom": atom.to_json(Some(*position)) }
-        }),
-        Claim::Extends { old_size, old_root } => serde_json::json!({
-            "extends": { "size": old_size, "root": hex::encode(old_root) }
-        }),
-        Claim::Range { query, atoms } => serde_json::json!({
-            "range": {
-                "frame": query.frame,
-                "min": query.bounds.min_mm,
-                "max": query.bounds.max_mm,
-                "from": query.from_ns,
-                "to": query.to_ns,
-                "atoms": list(atoms),
-            }
-        }),
-        Claim::List { key, atoms } => match key {
-            ListKey::Subject(s) => serde_json::json!({ "subject": { "subject": s, "atoms": list(atoms) } }),
-            ListKey::LinksTo(id) => {
-                serde_json::json!({ "links": { "target": id.to_string(), "atoms": list(atoms) } })
-            }
-        },
-        Claim::Omitted { position, atom } => serde_json::json!({
-            "omitted": { "position": position, "atom": atom.to_json(Some(*position)) }
-        }),
-    }
-}
-
 fn verify(a: VerifyArgs) -> Result<ExitCode> {
     let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let expected = match (&a.ledger_key, &a.data) {
@@ -692,13 +704,15 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
         (None, Some(dir)) => Some(open_memory(dir)?.ledger().public_key()),
         (None, None) => None,
     };
+    let expect = a.expect()?;
     let result = ProofFile::decode(&bytes)
         .map_err(sion_memory::proof::VerifyError::from)
-        .and_then(|f| f.verify(expected.as_ref()));
+        .and_then(|f| f.verify(expected.as_ref()))
+        .and_then(|v| expect.check(&v).map(|()| v));
     match result {
         Ok(v) => {
             if a.json {
-                let claim = claim_json(&v.claim);
+                let claim = v.claim.to_json();
                 let v = serde_json::json!({
                     "valid": true,
                     "log": v.log.0,

@@ -1,0 +1,244 @@
+//! ROS 2 bags in MCAP (CDR messages, `ros2msg` schemas), read and written without a ROS
+//! install. Reading goes record by record, so a damaged bag gives up what precedes the damage
+//! and names where it is; a chunk whose checksum fails is reported whole, never half-decoded.
+//!
+//! - [`BagReader`]: the messages of a bag in file order, with their topics;
+//! - [`BagWriter`]: a bag as rosbag2 writes one (used by [`synth`] and the tests);
+//! - [`synth`]: a deterministic warehouse robot run;
+//! - [`replay`]: a bag into a memory through the live node's ingest;
+//! - [`export`]: a memory out as MCAP with JSON messages (atoms, heads, answers).
+
+#![forbid(unsafe_code)]
+
+pub mod export;
+pub mod replay;
+pub mod synth;
+mod write;
+
+use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use mcap::records::Record;
+
+pub use write::BagWriter;
+
+/// A topic of a bag: its channel as the bag declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topic {
+    pub id: u16,
+    pub name: String,
+    /// The schema's name (`geometry_msgs/msg/PoseStamped`), empty without a schema.
+    pub message_type: String,
+    pub schema_encoding: String,
+    /// The schema's text (for `ros2msg`, the message definition).
+    pub schema: Vec<u8>,
+    pub message_encoding: String,
+}
+
+/// One message of a bag.
+#[derive(Debug, Clone)]
+pub struct BagMessage<'a> {
+    pub topic: Arc<Topic>,
+    pub log_time: u64,
+    pub data: Cow<'a, [u8]>,
+}
+
+/// What reading a bag met.
+#[derive(Debug)]
+pub enum Event<'a> {
+    Message(BagMessage<'a>),
+    /// A chunk that cannot be read (its checksum fails, its compression is unknown, it ends
+    /// early); the messages in it are lost, those after it are read.
+    DamagedChunk {
+        offset: u64,
+        error: String,
+    },
+}
+
+/// Why a bag cannot be read on.
+#[derive(Debug, thiserror::Error)]
+pub enum BagError {
+    #[error("not an MCAP bag: {0}")]
+    NotMcap(String),
+    #[error("the bag is damaged at byte {offset}: {error}{}", after_text(after))]
+    Damaged { offset: u64, after: Option<(String, u64)>, error: String },
+    #[error("message at log time {log_time} names channel {channel}, which the bag never declared")]
+    UnknownChannel { channel: u16, log_time: u64 },
+}
+
+fn after_text(after: &Option<(String, u64)>) -> String {
+    match after {
+        Some((topic, t)) => format!(" (after the message on {topic} at log time {t})"),
+        None => " (before any message)".into(),
+    }
+}
+
+/// The messages of a bag, in the order they are stored. Records are framed here (opcode,
+/// length, body) so that every problem has a byte offset, and parsed by the `mcap` crate.
+pub struct BagReader<'a> {
+    bytes: &'a [u8],
+    /// Where the next record begins.
+    position: usize,
+    schemas: HashMap<u16, (String, String, Vec<u8>)>,
+    channels: HashMap<u16, Arc<Topic>>,
+    /// Records unpacked from the current chunk, not yet handed out.
+    pending: VecDeque<Record<'static>>,
+    last: Option<(String, u64)>,
+    done: bool,
+}
+
+const FOOTER: u8 = 0x02;
+
+impl<'a> BagReader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Result<Self, BagError> {
+        if !bytes.starts_with(mcap::MAGIC) {
+            return Err(BagError::NotMcap("it does not begin with the MCAP magic bytes".into()));
+        }
+        Ok(Self {
+            bytes,
+            position: mcap::MAGIC.len(),
+            schemas: HashMap::new(),
+            channels: HashMap::new(),
+            pending: VecDeque::new(),
+            last: None,
+            done: false,
+        })
+    }
+
+    /// Every topic declared so far.
+    pub fn topics(&self) -> impl Iterator<Item = &Arc<Topic>> {
+        self.channels.values()
+    }
+
+    /// How many bytes of the bag have been read.
+    pub fn position(&self) -> u64 {
+        self.position as u64
+    }
+
+    /// The bag's size in bytes.
+    pub fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    fn damaged(&mut self, offset: usize, error: String) -> BagError {
+        self.done = true;
+        BagError::Damaged { offset: offset as u64, after: self.last.clone(), error }
+    }
+
+    /// Take a declaration or turn a message record into a message; other records are None.
+    fn record(&mut self, record: Record<'_>) -> Option<Result<BagMessage<'a>, BagError>> {
+        match record {
+            Record::Schema { header, data } => {
+                self.schemas.insert(header.id, (header.name, header.encoding, data.into_owned()));
+                None
+            }
+            Record::Channel(c) => {
+                let (message_type, schema_encoding, schema) =
+                    self.schemas.get(&c.schema_id).cloned().unwrap_or_default();
+                let topic = Topic {
+                    id: c.id,
+                    name: c.topic,
+                    message_type,
+                    schema_encoding,
+                    schema,
+                    message_encoding: c.message_encoding,
+                };
+                self.channels.insert(c.id, Arc::new(topic));
+                None
+            }
+            Record::Message { header, data } => {
+                let Some(topic) = self.channels.get(&header.channel_id).cloned() else {
+                    return Some(Err(BagError::UnknownChannel {
+                        channel: header.channel_id,
+                        log_time: header.log_time,
+                    }));
+                };
+                self.last = Some((topic.name.clone(), header.log_time));
+                Some(Ok(BagMessage { topic, log_time: header.log_time, data: Cow::Owned(data.into_owned()) }))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl<'a> Iterator for BagReader<'a> {
+    type Item = Result<Event<'a>, BagError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(record) = self.pending.pop_front() {
+                match self.record(record) {
+                    Some(Ok(m)) => return Some(Ok(Event::Message(m))),
+                    Some(Err(e)) => return Some(Err(e)),
+                    None => continue,
+                }
+            }
+            if self.done || self.position == self.bytes.len() {
+                // A file that simply stops between records (a recorder killed before its
+                // footer) has given everything it has.
+                self.done = true;
+                return None;
+            }
+            let at = self.position;
+            let rest = &self.bytes[at..];
+            if rest.len() < 9 {
+                return Some(Err(
+                    self.damaged(at, "the file ends in the middle of a record (truncated)".into())
+                ));
+            }
+            let opcode = rest[0];
+            let mut length = [0u8; 8];
+            length.copy_from_slice(&rest[1..9]);
+            let length = u64::from_le_bytes(length);
+            if length > (rest.len() - 9) as u64 {
+                let error = format!(
+                    "a record of {length} bytes begins here but only {} remain (truncated)",
+                    rest.len() - 9
+                );
+                return Some(Err(self.damaged(at, error)));
+            }
+            let body = &rest[9..9 + length as usize];
+            self.position = at + 9 + length as usize;
+            if opcode == FOOTER {
+                self.done = true;
+                return None;
+            }
+            let record = match mcap::read::parse_record(opcode, body) {
+                Ok(r) => r,
+                Err(e) => return Some(Err(self.damaged(at, format!("a record does not parse: {e}")))),
+            };
+            if let Record::Chunk { header, data } = record {
+                // Unpack the whole chunk before handing out any of it: its checksum is only
+                // known at its end.
+                let unpacked: Result<Vec<Record<'static>>, mcap::McapError> =
+                    mcap::read::ChunkReader::new(header, &data)
+                        .and_then(|r| r.map(|x| x.map(Record::into_owned)).collect());
+                match unpacked {
+                    Ok(records) => self.pending.extend(records),
+                    Err(e) => {
+                        return Some(Ok(Event::DamagedChunk { offset: at as u64, error: describe(&e) }));
+                    }
+                }
+                continue;
+            }
+            match self.record(record) {
+                Some(Ok(m)) => return Some(Ok(Event::Message(m))),
+                Some(Err(e)) => return Some(Err(e)),
+                None => continue,
+            }
+        }
+    }
+}
+
+fn describe(e: &mcap::McapError) -> String {
+    match e {
+        mcap::McapError::BadChunkCrc { .. } => format!("its checksum fails ({e})"),
+        mcap::McapError::UnexpectedEoc => "it ends in the middle of a record".into(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,330 @@
+//! A bag into a memory, through the same ingest as the live node: the same message gives the
+//! same atoms, byte for byte, whether it came from a topic or from a bag.
+//!
+//! Messages are taken in the order the bag stores them. Atoms (and the blobs they commit to)
+//! are made durable in batches; when something stops the replay, everything before it is made
+//! durable first, so what the report counts is what the memory holds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::{BagError, BagReader, Event, Topic};
+use sion_ingest::{Ingest, IngestConfig, Stream, Taken, schema};
+use sion_store::memory::{Memory, MemoryError};
+use sion_verify::atom::Atom;
+
+/// How to replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// The ingest's configuration; its topic names are replaced by the bag's.
+    pub ingest: IngestConfig,
+    /// Count messages that do not decode, and damaged chunks, and go on.
+    pub skip_bad: bool,
+    /// Make atoms durable at least every this many bytes of blobs ...
+    pub batch_blob_bytes: usize,
+    /// ... or this many atoms.
+    pub batch_atoms: usize,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        Self {
+            ingest: IngestConfig::default(),
+            skip_bad: false,
+            batch_blob_bytes: 64 << 20,
+            batch_atoms: 65_536,
+        }
+    }
+}
+
+/// What became of one topic of the bag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicReport {
+    pub topic: String,
+    pub message_type: String,
+    /// The stream it was taken in as, or why it was skipped.
+    pub taken_as: Result<Stream, String>,
+    pub messages: u64,
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayReport {
+    pub topics: Vec<TopicReport>,
+    /// Messages read (all topics).
+    pub messages: u64,
+    /// Atoms made durable.
+    pub atoms: u64,
+    /// Bytes of the bag read.
+    pub bytes: u64,
+    /// Refusals by reason, over all streams (as the node counts them).
+    pub rejected: BTreeMap<&'static str, u64>,
+    /// What `--skip-bad` skipped: messages that do not decode, damaged chunks.
+    pub skipped_bad: Vec<String>,
+    /// Log times of the first and last message read.
+    pub log_times: Option<(u64, u64)>,
+    /// The log's size afterwards.
+    pub log_size: u64,
+}
+
+/// Where a replay is, for a progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub position: u64,
+    pub len: u64,
+    pub messages: u64,
+    pub atoms: u64,
+}
+
+/// Why a replay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Bag(#[from] BagError),
+    #[error("a message on {topic} at log time {log_time} does not decode as {message_type}: {reason}")]
+    BadMessage { topic: String, message_type: String, log_time: u64, reason: String },
+    #[error("topic {topic} (first message at log time {log_time}): {reason}")]
+    BadTopic { topic: String, log_time: u64, reason: String },
+    #[error("a damaged chunk at byte {offset}: {error}")]
+    DamagedChunk { offset: u64, error: String },
+    #[error("keeping the atoms: {0}")]
+    Memory(#[from] MemoryError),
+    #[error("keeping the blobs: {0}")]
+    Blobs(#[from] sion_store::log::blobs::BlobError),
+}
+
+/// A replay that stopped, with what it had done: every atom it counts is durable.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct ReplayFailed {
+    pub error: ReplayError,
+    pub report: Box<ReplayReport>,
+}
+
+/// What the ingest takes a topic as, or why not.
+fn classify(topic: &Topic) -> Result<Stream, String> {
+    if topic.message_encoding != "cdr" {
+        return Err(format!("message encoding {:?}, not cdr", topic.message_encoding));
+    }
+    if topic.message_type.is_empty() {
+        return Err("no schema".into());
+    }
+    // The ingest's own type names (`pkg/msg/Type`) decide; `pkg/Type` is the same type.
+    let full = match topic.message_type.split('/').collect::<Vec<_>>()[..] {
+        [package, ty] => format!("{package}/msg/{ty}"),
+        _ => topic.message_type.clone(),
+    };
+    let stream = Stream::ALL
+        .into_iter()
+        .find(|s| s.message_type() == full)
+        .ok_or_else(|| "not a type the memory takes in".to_owned())?;
+    // /tf and /tf_static share a type; the topic tells them apart.
+    let stream = match stream {
+        Stream::Tf | Stream::TfStatic if topic.name.ends_with("tf_static") => Stream::TfStatic,
+        Stream::Tf | Stream::TfStatic => Stream::Tf,
+        other => other,
+    };
+    Ok(stream)
+}
+
+struct Replay<'m> {
+    memory: &'m Memory,
+    options: ReplayOptions,
+    ingest: Ingest,
+    report: ReplayReport,
+    /// Per channel: the topic's index in the report and the stream it feeds, if any.
+    topics: HashMap<u16, (usize, Option<Stream>)>,
+    streams: BTreeMap<Stream, String>,
+    atoms: Vec<Atom>,
+    blobs: Vec<Vec<u8>>,
+    blob_bytes: usize,
+}
+
+impl Replay<'_> {
+    fn fail(&mut self, error: ReplayError) -> ReplayFailed {
+        // What came before the failure is kept; if even that fails, say so instead.
+        let error = match self.flush() {
+            Ok(()) => error,
+            Err(e) => e,
+        };
+        self.report.log_size = self.memory.log().size();
+        ReplayFailed { error, report: Box::new(std::mem::take(&mut self.report)) }
+    }
+
+    fn flush(&mut self) -> Result<(), ReplayError> {
+        if !self.blobs.is_empty() {
+            self.memory.blobs().keep(&self.blobs)?;
+            self.blobs.clear();
+            self.blob_bytes = 0;
+        }
+        if !self.atoms.is_empty() {
+            let atoms = std::mem::take(&mut self.atoms);
+            let n = atoms.len() as u64;
+            self.memory.remember(atoms)?;
+            self.report.atoms += n;
+        }
+        Ok(())
+    }
+
+    /// The report's entry and stream of a channel, deciding on first sight.
+    fn topic(&mut self, topic: &Arc<Topic>, log_time: u64) -> Result<(usize, Option<Stream>), ReplayError> {
+        if let Some(&known) = self.topics.get(&topic.id) {
+            return Ok(known);
+        }
+        let mut taken_as = classify(topic);
+        if let Ok(stream) = taken_as {
+            if !topic.schema.is_empty() && topic.schema_encoding == "ros2msg" {
+                let text = String::from_utf8_lossy(&topic.schema);
+                if let Err(e) = schema::check(&topic.message_type, &text) {
+                    if !self.options.skip_bad {
+                        return Err(ReplayError::BadTopic {
+                            topic: topic.name.clone(),
+                            log_time,
+                            reason: e.to_string(),
+                        });
+                    }
+                    self.report.skipped_bad.push(format!("topic {}: {e}", topic.name));
+                    taken_as = Err(format!("its schema differs: {e}"));
+                }
+            }
+            if let Some(other) = self.streams.get(&stream) {
+                taken_as = Err(format!("{other} is already taken in as the {} stream", stream.name()));
+            }
+        }
+        let stream = taken_as.as_ref().ok().copied();
+        if let Some(stream) = stream {
+            self.streams.insert(stream, topic.name.clone());
+            self.ingest.use_topic(stream, &topic.name);
+        }
+        self.report.topics.push(TopicReport {
+            topic: topic.name.clone(),
+            message_type: topic.message_type.clone(),
+            taken_as,
+            messages: 0,
+        });
+        let entry = (self.report.topics.len() - 1, stream);
+        self.topics.insert(topic.id, entry);
+        Ok(entry)
+    }
+
+    /// Count what the ingest refused and keep what it gave; returns why a message did not
+    /// decode, if one did not.
+    fn absorb(&mut self, taken: Taken) -> Option<String> {
+        for r in taken.rejected() {
+            *self.report.rejected.entry(r.reason()).or_default() += 1;
+        }
+        let malformed = taken.rejected().find(|r| r.reason() == "malformed_message").map(ToString::to_string);
+        for i in taken.ingested {
+            if let Some(blob) = i.blob {
+                self.blob_bytes += blob.len();
+                self.blobs.push(blob);
+            }
+            self.atoms.push(i.atom);
+        }
+        malformed
+    }
+
+    fn taken(&mut self, taken: Taken, topic: &Topic, log_time: u64) -> Result<(), ReplayError> {
+        let malformed = self.absorb(taken);
+        if let Some(reason) = malformed {
+            if !self.options.skip_bad {
+                return Err(ReplayError::BadMessage {
+                    topic: topic.name.clone(),
+                    message_type: topic.message_type.clone(),
+                    log_time,
+                    reason,
+                });
+            }
+            self.report
+                .skipped_bad
+                .push(format!("a message on {} at log time {log_time}: {reason}", topic.name));
+        }
+        if self.blob_bytes >= self.options.batch_blob_bytes || self.atoms.len() >= self.options.batch_atoms {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// Replay `bag` into `memory`; `progress` hears where it is now and then.
+pub fn replay(
+    bag: &[u8],
+    memory: &Memory,
+    options: ReplayOptions,
+    mut progress: impl FnMut(Progress),
+) -> Result<ReplayReport, ReplayFailed> {
+    let ingest = Ingest::new(options.ingest.clone());
+    let mut r = Replay {
+        memory,
+        options,
+        ingest,
+        report: ReplayReport::default(),
+        topics: HashMap::new(),
+        streams: BTreeMap::new(),
+        atoms: Vec::new(),
+        blobs: Vec::new(),
+        blob_bytes: 0,
+    };
+    let mut reader = match BagReader::new(bag) {
+        Ok(reader) => reader,
+        Err(e) => return Err(r.fail(e.into())),
+    };
+    while let Some(event) = reader.next() {
+        r.report.bytes = reader.position();
+        let message = match event {
+            Ok(Event::Message(m)) => m,
+            Ok(Event::DamagedChunk { offset, error }) => {
+                if !r.options.skip_bad {
+                    return Err(r.fail(ReplayError::DamagedChunk { offset, error }));
+                }
+                r.report.skipped_bad.push(format!("a damaged chunk at byte {offset}: {error}"));
+                continue;
+            }
+            // With --skip-bad, a bag cut short (a recorder that died) gives what precedes the cut.
+            Err(e @ BagError::Damaged { .. }) if r.options.skip_bad => {
+                r.report.skipped_bad.push(format!("the rest of the bag: {e}"));
+                break;
+            }
+            Err(e) => return Err(r.fail(e.into())),
+        };
+        r.report.messages += 1;
+        let t = message.log_time;
+        r.report.log_times = Some(r.report.log_times.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+        let (index, stream) = match r.topic(&message.topic, t) {
+            Ok(found) => found,
+            Err(e) => return Err(r.fail(e)),
+        };
+        r.report.topics[index].messages += 1;
+        if let Some(stream) = stream {
+            let taken = r.ingest.take(stream, &message.data);
+            if let Err(e) = r.taken(taken, &message.topic, t) {
+                return Err(r.fail(e));
+            }
+        }
+        if r.report.messages.is_multiple_of(1024) {
+            let atoms = r.report.atoms + r.atoms.len() as u64;
+            progress(Progress {
+                position: reader.position(),
+                len: reader.len(),
+                messages: r.report.messages,
+                atoms,
+            });
+        }
+    }
+    r.report.bytes = reader.position();
+    // Frames still waiting for a transform will not get one.
+    let flushed = r.ingest.flush();
+    r.absorb(flushed);
+    if let Err(e) = r.flush() {
+        return Err(r.fail(e));
+    }
+    r.report.topics.sort_by(|a, b| a.topic.cmp(&b.topic));
+    r.report.log_size = memory.log().size();
+    progress(Progress {
+        position: reader.len(),
+        len: reader.len(),
+        messages: r.report.messages,
+        atoms: r.report.atoms,
+    });
+    Ok(r.report)
+}

@@ -1,0 +1,485 @@
+//! The memory brain: this package's reference cognet (docs/BRAIN.md). Phases sync → think →
+//! act, on the cognet runtime:
+//!
+//! - **sync** folds the log tail into the resident index, one function for cold boot (cursor
+//!   at the start) and steady state alike; calling it twice folds nothing the second time;
+//! - **think** derives trajectories, coverage and conflicts from what is new;
+//! - **act** outputs them and commits the head to the ledger every `commit_period_ms` or every
+//!   `commit_every` new atoms, whichever comes first.
+//!
+//! The brain cannot write the log: the [`MemoryKernel`] commits its outputs and the results of
+//! its actions, which come back through the same fold. It does not stop while it has
+//! unwitnessed results.
+
+#![forbid(unsafe_code)]
+
+mod derive;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use derive::{DeriveConfig, Deriver};
+
+use ed25519_dalek::VerifyingKey;
+use sion_cognet::{BoxError, CognetConfig, Loop, Mode, Store, StoreKey, Tick};
+use sion_store::index::Index;
+use sion_store::index::geom::Query;
+use sion_store::ledger::MemoryLog;
+use sion_store::ledger::SignedHeader;
+use sion_store::log::blobs::{BlobError, BlobStore};
+use sion_store::log::{Appended, Log};
+use sion_store::memory::{Memory, MemoryError};
+use sion_verify::atom::{Atom, AtomId, AtomParts, BoxMm, Interval, Kind, Payload, Permille};
+use sion_verify::proof::{ListKey, ProofFile};
+
+/// The brain's settings (a JSON file for `sion brain --config`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrainConfig {
+    pub cognet: CognetConfig,
+    /// Commit at least this often while there is something new …
+    pub commit_period_ms: u64,
+    /// … or as soon as this many new atoms wait, whichever comes first.
+    pub commit_every: u64,
+    /// Fold at most this many atoms per sync call before checking the wake's signal.
+    pub sync_chunk: usize,
+    pub derive: DeriveConfig,
+}
+
+impl Default for BrainConfig {
+    fn default() -> Self {
+        Self {
+            cognet: CognetConfig { mode: Mode::Continuous { period_ms: 100 }, max_ticks_per_wake: 32 },
+            commit_period_ms: 5_000,
+            commit_every: 10_000,
+            sync_chunk: 1 << 16,
+            derive: DeriveConfig::default(),
+        }
+    }
+}
+
+/// The subject of the outcome atom each commit leaves in the log.
+pub const COMMIT_SUBJECT: &str = "sion:commit";
+
+/// What the brain can ask the kernel to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Commit the head of the log's first `size` atoms, with this index root.
+    Commit { size: u64, index_root: [u8; 32] },
+}
+
+/// What came of an action (its outcome atom is in the log too).
+#[derive(Debug, Clone)]
+pub struct ActionResult {
+    pub outcome: Atom,
+    pub pulse: SignedHeader,
+}
+
+/// The kernel of a memory: the only writer of its log. Sensors' atoms (stimuli, through
+/// [`Sensors`]), the brain's outputs and the outcomes of its actions all enter the log here,
+/// and leave it through [`MemoryKernel::session_after`], read-only. The brain holds the kernel
+/// and nothing else of the memory, so it has no way to write the log itself.
+pub struct MemoryKernel {
+    /// Shared with [`Readers`], which prove answers as of committed heads; only the kernel
+    /// commits.
+    memory: Arc<Mutex<Memory>>,
+    log: Log,
+    store: Store,
+}
+
+/// The kernel's door for sensors: atoms taken in here are durable before any brain hears of
+/// them. Kept apart from the kernel the brain holds.
+#[derive(Clone)]
+pub struct Sensors {
+    log: Log,
+    blobs: BlobStore,
+}
+
+impl Sensors {
+    /// Keep the blobs sensed atoms commit to (camera frames, map tiles); resolves once they
+    /// are durable, so call it before [`Sensors::take_in`] for the atoms.
+    pub fn keep_blobs<B: AsRef<[u8]>>(&self, blobs: &[B]) -> Result<(), BlobError> {
+        self.blobs.keep(blobs).map(drop)
+    }
+
+    /// Append sensed atoms; resolves once they are durable.
+    pub fn take_in(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, sion_store::log::LogError> {
+        self.log.append(atoms)
+    }
+}
+
+/// The kernel's door for readers: answers, with proofs, as of the heads the kernel committed.
+/// It cannot write the log or commit.
+#[derive(Clone)]
+pub struct Readers {
+    memory: Arc<Mutex<Memory>>,
+}
+
+impl Readers {
+    fn memory(&self) -> MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The log's latest committed version on the ledger.
+    pub fn committed(&self) -> MemoryLog {
+        self.memory().committed().clone()
+    }
+
+    /// How many atoms the log holds (committed or not).
+    pub fn log_size(&self) -> u64 {
+        self.memory().log().size()
+    }
+
+    /// The committed version of the log with `size` atoms (the latest if `None`), and the
+    /// time of the Pulse that committed it.
+    pub fn head_at(&self, size: Option<u64>) -> Result<(MemoryLog, i64), MemoryError> {
+        let memory = self.memory();
+        let latest = memory.committed();
+        let version = match size {
+            Some(size) if size != latest.head.size => memory.version(Some(size))?,
+            _ => latest.clone(),
+        };
+        let time = memory.ledger().header(version.committed_at).map_or(0, |h| h.header.time_ns);
+        Ok((version, time))
+    }
+
+    /// The key that signs the ledger's Pulse headers.
+    pub fn ledger_key(&self) -> VerifyingKey {
+        self.memory().ledger().public_key()
+    }
+
+    /// See [`Memory::prove_range`].
+    pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        self.memory().prove_range(query, as_of)
+    }
+
+    /// See [`Memory::prove_list`].
+    pub fn prove_list(&self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        self.memory().prove_list(key, as_of)
+    }
+}
+
+impl MemoryKernel {
+    /// The kernel of a memory, and the door its sensors write through.
+    pub fn new(memory: Memory) -> Result<(Self, Sensors), BoxError> {
+        let store = Store::open(&memory.dir().join("brain"))?;
+        let log = memory.log().clone();
+        let sensors = Sensors { log: log.clone(), blobs: memory.blobs().clone() };
+        Ok((Self { memory: Arc::new(Mutex::new(memory)), log, store }, sensors))
+    }
+
+    /// A door for readers of the memory, to hand out before the kernel goes to its brain.
+    pub fn readers(&self) -> Readers {
+        Readers { memory: Arc::clone(&self.memory) }
+    }
+
+    /// The brain's private store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// How many atoms the log holds.
+    pub fn log_size(&self) -> u64 {
+        self.log.size()
+    }
+
+    /// The head the ledger holds for this log.
+    pub fn committed(&self) -> sion_store::ledger::Head {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner).committed().head
+    }
+
+    fn output_log(&self) -> Log {
+        self.log.clone()
+    }
+
+    /// Log entries after `cursor` (all of them for `None`), in order, at most `limit`
+    /// (records read in order, decoded on every core).
+    pub fn session_after(&self, cursor: Option<u64>, limit: usize) -> Result<Vec<(u64, Atom)>, BoxError> {
+        use rayon::prelude::*;
+        let from = cursor.map_or(0, |c| c + 1);
+        let records: Vec<(u64, Vec<u8>)> = self.log.scan_bytes(from).take(limit).collect::<Result<_, _>>()?;
+        let atoms = records
+            .par_iter()
+            .map(|(position, bytes)| {
+                Atom::decode(bytes).map(|a| (*position, a)).map_err(|e| sion_store::log::LogError::Corrupt {
+                    position: *position,
+                    reason: e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(atoms)
+    }
+
+    /// Append atoms for the brain; resolves once they are durable.
+    pub async fn output(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, BoxError> {
+        let log = self.output_log();
+        Ok(tokio::task::spawn_blocking(move || log.append(atoms)).await??)
+    }
+
+    /// Carry out an action and commit its outcome to the log.
+    pub async fn run(&mut self, action: Action) -> Result<ActionResult, BoxError> {
+        match action {
+            Action::Commit { size, index_root } => {
+                let committed = tokio::task::block_in_place(|| {
+                    self.memory
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .commit_at(size, index_root, false)
+                })?;
+                let h = committed.pulse.header;
+                let mut parts = AtomParts::new(
+                    Kind::Outcome,
+                    "sion",
+                    BoxMm::point([0, 0, 0]),
+                    Interval { from_ns: h.time_ns.max(0), to_ns: h.time_ns.max(0) + 1 },
+                    Permille(1000),
+                );
+                parts.subject = COMMIT_SUBJECT.into();
+                parts.payload = Payload::Text(format!(
+                    "committed {} atoms at Pulse {}: root {}, index {}",
+                    committed.head.size,
+                    h.number,
+                    hex::encode(committed.head.root),
+                    hex::encode(committed.head.index)
+                ));
+                let outcome = Atom::new(parts)?;
+                self.output(vec![outcome.clone()]).await?;
+                Ok(ActionResult { outcome, pulse: committed.pulse })
+            }
+        }
+    }
+}
+
+/// The brain's checkpoint: how far its derivations reached. Never load-bearing: without it
+/// the brain derives everything again (the log takes the repeats as no-ops), only slower.
+pub struct Checkpoint;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointValue {
+    /// Every derivation triggered at or before this position is in the log.
+    pub derived_through: u64,
+}
+
+impl StoreKey for Checkpoint {
+    const NAME: &'static str = "checkpoint";
+    type Value = CheckpointValue;
+}
+
+/// Counters for status lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrainStats {
+    pub folded: u64,
+    pub derived: u64,
+    pub commits: u64,
+    /// (Pulse, size) of the last commit.
+    pub last_commit: Option<(u64, u64)>,
+}
+
+/// The memory brain.
+pub struct MemoryBrain {
+    kernel: MemoryKernel,
+    config: BrainConfig,
+    /// Resident memory: a projection of the log, free to lose.
+    index: Index,
+    cursor: Option<u64>,
+    deriver: Deriver,
+    /// Atoms folded but not yet thought about.
+    fresh: Vec<(u64, Atom)>,
+    outbox: Vec<Atom>,
+    /// Outputs and outcomes not yet seen coming back through sync.
+    unwitnessed: HashSet<AtomId>,
+    /// Derivations triggered at or before this position are already in the log.
+    derived_through: Option<u64>,
+    committed_size: u64,
+    /// Atoms past the committed head other than the brain's own commit outcomes.
+    news: u64,
+    last_commit: Instant,
+    /// Set by whoever wants a commit now (a service call); cleared when the brain has committed
+    /// everything it had folded at that time.
+    commit_now: Arc<AtomicBool>,
+    stats: BrainStats,
+}
+
+/// A handle that asks the brain to commit at its next wake rather than when its period says.
+#[derive(Clone)]
+pub struct CommitNow(Arc<AtomicBool>);
+
+impl CommitNow {
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a request is still waiting for the brain.
+    pub fn pending(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl MemoryBrain {
+    pub fn new(kernel: MemoryKernel, config: BrainConfig) -> Self {
+        let derived_through = kernel.store().get::<Checkpoint>().map(|c| c.derived_through);
+        let committed_size = kernel.committed().size;
+        Self {
+            deriver: Deriver::new(config.derive),
+            kernel,
+            config,
+            index: Index::new(),
+            cursor: None,
+            fresh: Vec::new(),
+            outbox: Vec::new(),
+            unwitnessed: HashSet::new(),
+            derived_through,
+            committed_size,
+            news: 0,
+            last_commit: Instant::now(),
+            commit_now: Arc::default(),
+            stats: BrainStats::default(),
+        }
+    }
+
+    pub fn kernel(&self) -> &MemoryKernel {
+        &self.kernel
+    }
+
+    pub fn index(&mut self) -> &mut Index {
+        &mut self.index
+    }
+
+    /// The position of the last atom folded.
+    pub fn cursor(&self) -> Option<u64> {
+        self.cursor
+    }
+
+    pub fn stats(&self) -> &BrainStats {
+        &self.stats
+    }
+
+    /// A handle to ask for a commit at the next wake.
+    pub fn commit_now(&self) -> CommitNow {
+        CommitNow(Arc::clone(&self.commit_now))
+    }
+
+    /// Whether the brain has caught up: everything in the log folded, nothing unwitnessed,
+    /// nothing left to commit.
+    pub fn idle(&self) -> bool {
+        let size = self.kernel.log_size();
+        self.cursor.map_or(0, |c| c + 1) == size
+            && self.unwitnessed.is_empty()
+            && self.outbox.is_empty()
+            && self.fresh.is_empty()
+            && !self.commit_due(true)
+    }
+
+    /// Fold the log tail into the resident index: the same call on a cold boot (cursor at
+    /// the start) and on every tick; calling it again folds nothing. Returns how many atoms.
+    pub fn sync(&mut self, signal: &tokio_util::sync::CancellationToken) -> Result<u64, BoxError> {
+        let mut folded = 0;
+        loop {
+            let batch = self.kernel.session_after(self.cursor, self.config.sync_chunk)?;
+            let Some(&(last, _)) = batch.last() else { return Ok(folded) };
+            let atoms: Vec<Atom> = batch.iter().map(|(_, a)| a.clone()).collect();
+            self.index.fold_all(&atoms);
+            for (position, atom) in batch {
+                self.unwitnessed.remove(&atom.id());
+                let outcome = atom.kind() == Kind::Outcome && atom.parts().subject == COMMIT_SUBJECT;
+                if position >= self.committed_size && !outcome {
+                    self.news += 1;
+                }
+                if matches!(atom.kind(), Kind::Pose | Kind::Observation) {
+                    self.fresh.push((position, atom));
+                }
+            }
+            self.cursor = Some(last);
+            folded += atoms.len() as u64;
+            self.stats.folded += atoms.len() as u64;
+            if signal.is_cancelled() {
+                return Err(Box::new(sion_cognet::Interrupted));
+            }
+        }
+    }
+
+    /// Derive from what is new; outputs wait in the outbox for `act`.
+    pub fn think(&mut self) {
+        for (position, atom) in std::mem::take(&mut self.fresh) {
+            let derived = self.deriver.take(&atom);
+            // After a restart, what the checkpoint says is in the log already is not repeated.
+            if self.derived_through.is_none_or(|through| position > through) {
+                self.stats.derived += derived.len() as u64;
+                self.outbox.extend(derived);
+            }
+        }
+    }
+
+    /// Whether a commit is due: someone asked for one and something is folded past the
+    /// committed head; or there is news (the outcomes of the brain's own commits are not news,
+    /// or every commit would call for another) and the period has passed or enough has piled
+    /// up (`any_time`: whenever there is news).
+    fn commit_due(&self, any_time: bool) -> bool {
+        let requested = self.commit_now.load(Ordering::SeqCst) && self.index.size() > self.committed_size;
+        requested
+            || self.news > 0
+                && (any_time
+                    || self.news >= self.config.commit_every
+                    || self.last_commit.elapsed() >= Duration::from_millis(self.config.commit_period_ms))
+    }
+
+    /// Output the derived atoms and commit the head when it is due.
+    pub async fn act(&mut self) -> Result<(), BoxError> {
+        if self.index.size() <= self.committed_size {
+            // Nothing folded to commit: a request is answered by the head as it is.
+            self.commit_now.store(false, Ordering::SeqCst);
+        }
+        if !self.outbox.is_empty() {
+            let atoms = std::mem::take(&mut self.outbox);
+            let ids: Vec<AtomId> = atoms.iter().map(Atom::id).collect();
+            let got = self.kernel.output(atoms).await?;
+            let cursor = self.cursor.map_or(0, |c| c + 1);
+            for (id, a) in ids.into_iter().zip(got) {
+                // A repeat already folded is witnessed; anything past the cursor is not yet.
+                if a.position >= cursor {
+                    self.unwitnessed.insert(id);
+                }
+            }
+        }
+        if self.commit_due(false) {
+            let size = self.index.size();
+            let index_root = self.index.root();
+            let result = self.kernel.run(Action::Commit { size, index_root }).await?;
+            self.unwitnessed.insert(result.outcome.id());
+            self.committed_size = size;
+            self.news = 0;
+            self.last_commit = Instant::now();
+            self.stats.commits += 1;
+            self.stats.last_commit = Some((result.pulse.header.number, size));
+            self.commit_now.store(false, Ordering::SeqCst);
+            if let Some(through) = self.cursor {
+                self.kernel.store().set::<Checkpoint>(&CheckpointValue { derived_through: through }).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Loop for MemoryBrain {
+    /// Stimuli are the atoms the kernel has committed; the brain reads them from the log.
+    type Stimulus = u64;
+
+    async fn tick(&mut self, tick: &mut Tick<'_, u64>) -> Result<(), BoxError> {
+        tick.phase("sync", async |t: &mut Tick<'_, u64>| self.sync(t.signal())).await?;
+        tick.phase("think", async |_: &mut Tick<'_, u64>| {
+            self.think();
+            Ok(())
+        })
+        .await?;
+        tick.phase("act", async |_: &mut Tick<'_, u64>| self.act().await).await?;
+        // Results must be seen before the wake can honestly end.
+        if self.unwitnessed.is_empty() && self.outbox.is_empty() {
+            tick.stop();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,198 @@
+//! The ledger's state machine: the rules each transaction must pass (docs/LEDGER.md,
+//! "Rules"). `check` decides and describes the change; nothing here does I/O.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::LedgerError;
+use sion_verify::ledger::{
+    Account, Agent, AgentStatus, LogId, MemoryLog, SignedTx, Tx, empty_head, parent_of, valid_agent_name,
+};
+use sion_verify::merkle::{Blake3, verify_consistency};
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct State {
+    pub logs: Vec<MemoryLog>,
+    pub agents: BTreeMap<String, Agent>,
+    pub nonces: HashMap<Account, u64>,
+}
+
+/// What an accepted transaction changes.
+pub(super) enum Change {
+    Agent(Agent),
+    Log(MemoryLog),
+}
+
+impl State {
+    pub fn nonce(&self, account: &Account) -> u64 {
+        self.nonces.get(account).copied().unwrap_or(0)
+    }
+
+    /// The first agent at or above `name` that is not live, if any.
+    fn blocked(&self, name: &str) -> Result<Option<&Agent>, LedgerError> {
+        let mut at = Some(name);
+        while let Some(n) = at {
+            let agent = self.agents.get(n).ok_or_else(|| LedgerError::UnknownAgent(n.to_owned()))?;
+            if agent.status != AgentStatus::Live {
+                return Ok(Some(agent));
+            }
+            at = parent_of(n);
+        }
+        Ok(None)
+    }
+
+    fn require_live(&self, name: &str) -> Result<(), LedgerError> {
+        match self.blocked(name)? {
+            None => Ok(()),
+            Some(a) => Err(LedgerError::AgentNotLive {
+                agent: name.to_owned(),
+                blocked_by: a.name.clone(),
+                status: a.status,
+            }),
+        }
+    }
+
+    pub fn check(&self, operator: &Account, stx: &SignedTx, pulse: u64) -> Result<Change, LedgerError> {
+        if !stx.signature_holds() {
+            return Err(LedgerError::BadSignature);
+        }
+        let expected = self.nonce(&stx.sender);
+        if stx.nonce != expected {
+            return Err(LedgerError::Nonce { expected, got: stx.nonce });
+        }
+        let sender = stx.sender;
+        match &stx.tx {
+            Tx::RegisterAgent { name, controller } => {
+                if !valid_agent_name(name) {
+                    return Err(LedgerError::BadAgentName(name.clone()));
+                }
+                if self.agents.contains_key(name) {
+                    return Err(LedgerError::AgentExists(name.clone()));
+                }
+                if let Some(parent) = parent_of(name) {
+                    let p = self
+                        .agents
+                        .get(parent)
+                        .ok_or_else(|| LedgerError::UnknownAgent(parent.to_owned()))?;
+                    if p.controller != sender {
+                        return Err(LedgerError::NotController { agent: parent.to_owned(), sender });
+                    }
+                    self.require_live(parent)?;
+                }
+                Ok(Change::Agent(Agent {
+                    name: name.clone(),
+                    controller: *controller,
+                    status: AgentStatus::Live,
+                }))
+            }
+            Tx::SetAgentStatus { name, status } => {
+                let agent = self.agents.get(name).ok_or_else(|| LedgerError::UnknownAgent(name.clone()))?;
+                // An agent may stop itself; only those above it (or the operator) may restart it.
+                let mut above = parent_of(name);
+                let mut allowed =
+                    sender == *operator || (agent.controller == sender && *status != AgentStatus::Live);
+                while let (false, Some(n)) = (allowed, above) {
+                    allowed = self.agents.get(n).is_some_and(|a| a.controller == sender);
+                    above = parent_of(n);
+                }
+                if !allowed {
+                    return Err(LedgerError::NotController { agent: name.clone(), sender });
+                }
+                if agent.status == AgentStatus::Revoked {
+                    return Err(LedgerError::AgentNotLive {
+                        agent: name.clone(),
+                        blocked_by: name.clone(),
+                        status: AgentStatus::Revoked,
+                    });
+                }
+                Ok(Change::Agent(Agent { status: *status, ..agent.clone() }))
+            }
+            Tx::OpenMemory { agent, policy } => {
+                if let Some(name) = agent {
+                    let a = self.agents.get(name).ok_or_else(|| LedgerError::UnknownAgent(name.clone()))?;
+                    if a.controller != sender {
+                        return Err(LedgerError::NotController { agent: name.clone(), sender });
+                    }
+                    self.require_live(name)?;
+                }
+                Ok(Change::Log(MemoryLog {
+                    id: LogId(self.logs.len() as u64),
+                    writer: sender,
+                    agent: agent.clone(),
+                    policy: *policy,
+                    head: empty_head(),
+                    commits: 0,
+                    committed_at: pulse,
+                    sealed: false,
+                }))
+            }
+            Tx::CommitMemory { log, version, head, proof, seal } => {
+                let current = self.logs.get(log.0 as usize).ok_or(LedgerError::UnknownLog(*log))?;
+                if current.writer != sender {
+                    return Err(LedgerError::NotWriter { log: *log, sender });
+                }
+                if current.sealed {
+                    return Err(LedgerError::Sealed(*log));
+                }
+                if *version != current.commits {
+                    return Err(LedgerError::Stale {
+                        log: *log,
+                        version: *version,
+                        current: current.commits,
+                    });
+                }
+                let (old, new) = (&current.head, head);
+                if new.size < old.size {
+                    return Err(LedgerError::Shrinks { log: *log, from: old.size, to: new.size });
+                }
+                if new.size > old.size
+                    && let Some(name) = &current.agent
+                {
+                    self.require_live(name)?;
+                }
+                if new.size == old.size {
+                    if new.root != old.root || !proof.is_empty() {
+                        return Err(LedgerError::RootChanged { log: *log, size: new.size });
+                    }
+                } else if old.size == 0 {
+                    // Every log extends the empty one: there is nothing to prove.
+                    if !proof.is_empty() {
+                        return Err(LedgerError::Fork {
+                            log: *log,
+                            from: 0,
+                            to: new.size,
+                            reason: "a commit onto the empty log carries no proof".into(),
+                        });
+                    }
+                } else {
+                    verify_consistency::<Blake3, _>(old.size, new.size, &old.root, &new.root, proof)
+                        .map_err(|e| LedgerError::Fork {
+                            log: *log,
+                            from: old.size,
+                            to: new.size,
+                            reason: e.to_string(),
+                        })?;
+                }
+                Ok(Change::Log(MemoryLog {
+                    head: *new,
+                    commits: current.commits + 1,
+                    committed_at: pulse,
+                    sealed: *seal,
+                    ..current.clone()
+                }))
+            }
+        }
+    }
+
+    pub fn apply(&mut self, sender: Account, change: Change) {
+        *self.nonces.entry(sender).or_insert(0) += 1;
+        match change {
+            Change::Agent(a) => {
+                self.agents.insert(a.name.clone(), a);
+            }
+            Change::Log(log) => match self.logs.get_mut(log.id.0 as usize) {
+                Some(slot) => *slot = log,
+                None => self.logs.push(log),
+            },
+        }
+    }
+}

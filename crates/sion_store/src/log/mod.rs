@@ -1,0 +1,933 @@
+//! The durable, append-only atom log (docs/LOG.md).
+//!
+//! Atoms go to segment files, one checksummed record each. Beside them the log keeps two
+//! derived files: `offsets` (where each position's record starts) and `nodes` (every perfect
+//! subtree hash of the RFC 9162 tree over the records, in post-order). So proofs for any old
+//! size are O(log n) reads, and the log itself is never held in memory: what stays resident is
+//! the tree's frontier and the map that makes a repeated atom a no-op.
+//!
+//! An append resolves only once its atoms are durable. Concurrent appends are committed in
+//! groups: whoever finds no commit under way leads one for everything queued, with one fsync
+//! per file, while the others wait for it.
+
+pub mod blobs;
+mod dedup;
+mod segment;
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+
+use dedup::Dedup;
+use segment::{HEADER_LEN, RECORD_HEADER_LEN, Record, RecordReader};
+use sion_verify::atom::Atom;
+pub use sion_verify::leaf::{LogHasher, leaf_hash, leaf_hash_of_bytes};
+use sion_verify::merkle::{self, Digest, Frontier, Subtrees, postorder_index, postorder_len};
+
+const FORMAT: &str = "sion-log 2 blake3 id-leaves\n";
+
+/// Why a log operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LogError {
+    #[error("{context}: {source}")]
+    Io { context: String, source: Arc<io::Error> },
+    #[error("no log at {0} (create one with `sion memory open`)")]
+    Missing(PathBuf),
+    #[error("a log already exists at {0}")]
+    Exists(PathBuf),
+    #[error("the log at {0} is open in another process")]
+    Locked(PathBuf),
+    #[error("{path}: not a log of this version (expected {FORMAT:?})")]
+    Format { path: PathBuf },
+    #[error("log is damaged at position {position}: {reason}")]
+    Corrupt { position: u64, reason: String },
+    #[error("position {position} is not below the log size {size}")]
+    NoSuchPosition { position: u64, size: u64 },
+    #[error("size {size} is larger than the log ({current})")]
+    NoSuchSize { size: u64, current: u64 },
+    #[error("the log stopped accepting appends after an I/O failure ({0}); reopen it to recover")]
+    Halted(String),
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> LogError {
+    move |source| LogError::Io { context: context.into(), source: Arc::new(source) }
+}
+
+/// Where an appended atom is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub position: u64,
+    /// False when the log already held this atom: the append was a no-op.
+    pub new: bool,
+}
+
+/// The size and tree hash of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeHead {
+    pub size: u64,
+    pub root: Digest,
+}
+
+/// What opening a log had to repair.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Bytes of an unfinished record dropped from the end of the last segment.
+    pub torn_bytes: u64,
+    /// Records past the last checkpoint whose offsets and tree hashes were derived again from
+    /// the segments.
+    pub rederived: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    /// A new segment starts once the current one has reached this many bytes.
+    pub segment_bytes: u64,
+    /// The derived files are fsynced, and a checkpoint written, once this many segment bytes
+    /// have been appended since the last checkpoint. Reopening after a crash re-derives at
+    /// most this much from the segments.
+    pub checkpoint_bytes: u64,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        Self { segment_bytes: 256 << 20, checkpoint_bytes: 32 << 20 }
+    }
+}
+
+/// A handle on an open log. Clones share it; reads never wait for a commit in progress.
+#[derive(Clone)]
+pub struct Log {
+    inner: Arc<Inner>,
+}
+
+struct Segment {
+    first: u64,
+    file: Arc<File>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    options: LogOptions,
+    segments: RwLock<Vec<Segment>>,
+    offsets: File,
+    nodes: File,
+    checkpoint: File,
+    head: RwLock<TreeHead>,
+    writer: Mutex<Writer>,
+    queue: Mutex<Queue>,
+    queue_changed: Condvar,
+    groups_committed: AtomicU64,
+    /// Held for the life of the handle: one process writes a log.
+    _lock: File,
+}
+
+struct Writer {
+    frontier: Frontier<LogHasher>,
+    dedup: Dedup,
+    /// Length of the last segment.
+    active_len: u64,
+    /// Segment bytes appended since the derived files were last made durable.
+    since_checkpoint: u64,
+    halted: Option<String>,
+}
+
+#[derive(Default)]
+struct Queue {
+    next_ticket: u64,
+    leading: bool,
+    waiting: Vec<(u64, Vec<Atom>)>,
+    done: HashMap<u64, Result<Vec<Appended>, LogError>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; if something did, the data is still whole.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The node file read as perfect subtrees.
+struct NodeFile<'a>(&'a File);
+
+impl Subtrees for NodeFile<'_> {
+    type Error = LogError;
+
+    fn subtree(&self, level: u32, index: u64) -> Result<Digest, LogError> {
+        let mut d = [0u8; 32];
+        self.0.read_exact_at(&mut d, postorder_index(level, index) * 32).map_err(io_err("reading nodes"))?;
+        Ok(d)
+    }
+}
+
+fn open_rw(path: &Path) -> Result<File, LogError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io_err(format!("opening {}", path.display())))
+}
+
+fn sync_dir(path: &Path) -> Result<(), LogError> {
+    File::open(path)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(format!("syncing directory {}", path.display())))
+}
+
+fn file_len(file: &File, what: &str) -> Result<u64, LogError> {
+    Ok(file.metadata().map_err(io_err(format!("reading the length of {what}")))?.len())
+}
+
+impl Log {
+    /// Create an empty log in `dir` (which must not hold one).
+    pub fn create(dir: &Path, options: LogOptions) -> Result<(Self, Recovery), LogError> {
+        if dir.join("FORMAT").exists() {
+            return Err(LogError::Exists(dir.to_owned()));
+        }
+        let segments = dir.join("segments");
+        fs::create_dir_all(&segments).map_err(io_err(format!("creating {}", segments.display())))?;
+        for (name, bytes) in [("offsets", &b""[..]), ("nodes", &b""[..])] {
+            let path = dir.join(name);
+            let f = File::create(&path).map_err(io_err(format!("creating {}", path.display())))?;
+            f.write_all_at(bytes, 0).and_then(|()| f.sync_all()).map_err(io_err("writing"))?;
+        }
+        new_segment(&segments, 0)?;
+        sync_dir(&segments)?;
+        // FORMAT last: a directory without it is an unfinished creation, not a log.
+        let format = dir.join("FORMAT");
+        fs::write(&format, FORMAT).map_err(io_err(format!("writing {}", format.display())))?;
+        File::open(&format).and_then(|f| f.sync_all()).map_err(io_err("syncing FORMAT"))?;
+        sync_dir(dir)?;
+        Self::open(dir, options)
+    }
+
+    /// Open a log, dropping an unfinished record at its end and taking in whole records the
+    /// derived files had not caught up with.
+    pub fn open(dir: &Path, options: LogOptions) -> Result<(Self, Recovery), LogError> {
+        let format_path = dir.join("FORMAT");
+        match fs::read_to_string(&format_path) {
+            Ok(f) if f == FORMAT => {}
+            Ok(_) => return Err(LogError::Format { path: format_path }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LogError::Missing(dir.to_owned())),
+            Err(e) => return Err(io_err(format!("reading {}", format_path.display()))(e)),
+        }
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("LOCK"))
+            .map_err(io_err("opening the log's lock file"))?;
+        lock.try_lock().map_err(|_| LogError::Locked(dir.to_owned()))?;
+        let offsets = open_rw(&dir.join("offsets"))?;
+        let nodes = open_rw(&dir.join("nodes"))?;
+        let checkpoint = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("checkpoint"))
+            .map_err(io_err("opening the checkpoint"))?;
+        let segments = load_segments(&dir.join("segments"))?;
+        let mut recovery = Recovery::default();
+
+        // The derived files are durable up to the checkpoint; past it they may hold anything a
+        // crash left, so they are cut back to it and re-derived from the segments, which are
+        // the truth.
+        let n_offsets = file_len(&offsets, "offsets")? / 8;
+        let n_leaves = leaves_in(file_len(&nodes, "nodes")? / 32);
+        let mut size = read_checkpoint(&checkpoint).min(n_offsets).min(n_leaves);
+        let (mut seg_index, mut offset) = (0usize, HEADER_LEN);
+        if size > 0 {
+            let position = size - 1;
+            let (i, record_offset) = locate(&segments, &offsets, position)?;
+            let file = &segments[i].file;
+            let good = match segment::read_record_at(file, record_offset, file_len(file, "a segment")?)
+                .map_err(io_err("reading a segment"))?
+            {
+                Record::Good(bytes) => bytes,
+                _ => {
+                    return Err(LogError::Corrupt { position, reason: "its record is damaged".into() });
+                }
+            };
+            let stored = NodeFile(&nodes).subtree(0, position)?;
+            if leaf_hash_of_bytes(&good) != stored {
+                return Err(LogError::Corrupt {
+                    position,
+                    reason: "its record does not match the stored leaf hash".into(),
+                });
+            }
+            seg_index = i;
+            offset = record_offset + RECORD_HEADER_LEN + good.len() as u64;
+        }
+        offsets.set_len(size * 8).map_err(io_err("truncating offsets"))?;
+        nodes.set_len(postorder_len(size) * 32).map_err(io_err("truncating nodes"))?;
+        let mut frontier = Frontier::<LogHasher>::load(&NodeFile(&nodes), size)?;
+
+        // Take in whole records past the derived files; cut an unfinished one.
+        let mut offset_buf = Vec::new();
+        let mut node_buf = Vec::new();
+        while let Some(seg) = segments.get(seg_index) {
+            if offset == HEADER_LEN && seg.first != size {
+                return Err(LogError::Corrupt {
+                    position: size,
+                    reason: format!("segment {seg_index} starts at position {}", seg.first),
+                });
+            }
+            let seg_len = file_len(&seg.file, "a segment")?;
+            let mut reader =
+                RecordReader::new(BufReader::new(ReadAt { file: &seg.file, at: offset }), seg_len);
+            // RecordReader counts from the header; start it at our offset.
+            reader_skip(&mut reader, offset);
+            loop {
+                let at = reader.offset();
+                let record = reader.next_record().map_err(io_err("reading a segment"))?;
+                let bytes = match record {
+                    Record::Good(bytes) if Atom::decode(&bytes).is_ok() => bytes,
+                    Record::End => break,
+                    unusable => {
+                        let other = match unusable {
+                            Record::Good(_) => "a record that is not a valid atom",
+                            Record::Torn => "an unfinished record",
+                            Record::Bad(why) => why,
+                            Record::End => "the end",
+                        };
+                        let is_last = seg_index + 1 == segments.len();
+                        if !is_last {
+                            return Err(LogError::Corrupt {
+                                position: size,
+                                reason: format!("{other} before later segments"),
+                            });
+                        }
+                        recovery.torn_bytes = seg_len - at;
+                        seg.file.set_len(at).map_err(io_err("truncating a torn segment"))?;
+                        seg.file.sync_data().map_err(io_err("syncing a segment"))?;
+                        break;
+                    }
+                };
+                offset_buf.extend_from_slice(&at.to_le_bytes());
+                frontier.push(leaf_hash_of_bytes(&bytes), |d| node_buf.extend_from_slice(d));
+                size += 1;
+                recovery.rederived += 1;
+            }
+            if recovery.torn_bytes > 0 {
+                break;
+            }
+            seg_index += 1;
+            offset = HEADER_LEN;
+        }
+        if !offset_buf.is_empty() {
+            offsets
+                .write_all_at(&offset_buf, file_len(&offsets, "offsets")?)
+                .map_err(io_err("writing offsets"))?;
+            nodes.write_all_at(&node_buf, file_len(&nodes, "nodes")?).map_err(io_err("writing nodes"))?;
+        }
+        offsets.sync_data().map_err(io_err("syncing offsets"))?;
+        nodes.sync_data().map_err(io_err("syncing nodes"))?;
+        write_checkpoint(&checkpoint, size)?;
+
+        let dedup = load_dedup(&nodes, size)?;
+        let active_len = match segments.last() {
+            Some(s) => file_len(&s.file, "the last segment")?,
+            None => return Err(LogError::Corrupt { position: 0, reason: "no segments".into() }),
+        };
+        let head = TreeHead { size, root: frontier.root() };
+        let inner = Inner {
+            dir: dir.to_owned(),
+            options,
+            segments: RwLock::new(segments),
+            offsets,
+            nodes,
+            checkpoint,
+            head: RwLock::new(head),
+            writer: Mutex::new(Writer { frontier, dedup, active_len, since_checkpoint: 0, halted: None }),
+            queue: Mutex::new(Queue::default()),
+            queue_changed: Condvar::new(),
+            groups_committed: AtomicU64::new(0),
+            _lock: lock,
+        };
+        Ok((Self { inner: Arc::new(inner) }, recovery))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The durable size and root.
+    pub fn head(&self) -> TreeHead {
+        *self.inner.head.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn size(&self) -> u64 {
+        self.head().size
+    }
+
+    /// How many group commits (one fsync per file each) this handle has made.
+    pub fn groups_committed(&self) -> u64 {
+        self.inner.groups_committed.load(Ordering::Relaxed)
+    }
+
+    fn check_size(&self, size: u64) -> Result<(), LogError> {
+        let current = self.size();
+        if size > current {
+            return Err(LogError::NoSuchSize { size, current });
+        }
+        Ok(())
+    }
+
+    fn check_position(&self, position: u64) -> Result<(), LogError> {
+        let size = self.size();
+        if position >= size {
+            return Err(LogError::NoSuchPosition { position, size });
+        }
+        Ok(())
+    }
+
+    /// The canonical bytes of the atom at `position`, checksum verified.
+    pub fn read_bytes(&self, position: u64) -> Result<Vec<u8>, LogError> {
+        self.check_position(position)?;
+        let segments = self.inner.segments.read().unwrap_or_else(PoisonError::into_inner);
+        let (i, offset) = locate(&segments, &self.inner.offsets, position)?;
+        // Records below the size are whole: no need to ask the segment's length.
+        match segment::read_record_at(&segments[i].file, offset, u64::MAX)
+            .map_err(io_err("reading a segment"))?
+        {
+            Record::Good(bytes) => Ok(bytes),
+            other => Err(LogError::Corrupt { position, reason: format!("record is {other:?}") }),
+        }
+    }
+
+    /// The atom at `position`.
+    pub fn read(&self, position: u64) -> Result<Atom, LogError> {
+        let bytes = self.read_bytes(position)?;
+        Atom::decode(&bytes).map_err(|e| LogError::Corrupt { position, reason: e.to_string() })
+    }
+
+    /// The stored leaf hash of `position`.
+    pub fn leaf_hash(&self, position: u64) -> Result<Digest, LogError> {
+        self.check_position(position)?;
+        NodeFile(&self.inner.nodes).subtree(0, position)
+    }
+
+    /// The root of the log's first `size` atoms.
+    pub fn root_at(&self, size: u64) -> Result<Digest, LogError> {
+        self.check_size(size)?;
+        merkle::root_at::<LogHasher, _>(&NodeFile(&self.inner.nodes), size)
+    }
+
+    /// The inclusion proof of `position` in the tree of the first `size` atoms.
+    pub fn inclusion_proof(&self, position: u64, size: u64) -> Result<Vec<Digest>, LogError> {
+        self.check_size(size)?;
+        if position >= size {
+            return Err(LogError::NoSuchPosition { position, size });
+        }
+        merkle::inclusion_path::<LogHasher, _>(&NodeFile(&self.inner.nodes), position, size)
+    }
+
+    /// The consistency proof from the first `old` atoms to the first `new` (`0 < old <= new`).
+    pub fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Digest>, LogError> {
+        self.check_size(new)?;
+        if old == 0 || old > new {
+            return Err(LogError::NoSuchSize { size: old, current: new });
+        }
+        merkle::consistency_path::<LogHasher, _>(&NodeFile(&self.inner.nodes), old, new)
+    }
+
+    /// Where the log holds this atom, if it does.
+    pub fn position_of(&self, atom: &Atom) -> Result<Option<u64>, LogError> {
+        let leaf = leaf_hash(atom);
+        let writer = lock(&self.inner.writer);
+        writer.dedup.find(&leaf, |p| NodeFile(&self.inner.nodes).subtree(0, p))
+    }
+
+    /// Append atoms; resolves once all of them are durable. An atom the log already holds is
+    /// not written again: its existing position comes back with `new: false`.
+    pub fn append(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, LogError> {
+        let inner = &*self.inner;
+        let mut queue = lock(&inner.queue);
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        queue.waiting.push((ticket, atoms));
+        loop {
+            if let Some(result) = queue.done.remove(&ticket) {
+                return result;
+            }
+            if queue.leading {
+                queue = inner.queue_changed.wait(queue).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            // Lead one commit for everything queued so far.
+            queue.leading = true;
+            let group = std::mem::take(&mut queue.waiting);
+            drop(queue);
+            let results = self.commit_group(group);
+            queue = lock(&inner.queue);
+            queue.done.extend(results);
+            queue.leading = false;
+            inner.queue_changed.notify_all();
+        }
+    }
+
+    fn commit_group(&self, group: Vec<(u64, Vec<Atom>)>) -> Vec<(u64, Result<Vec<Appended>, LogError>)> {
+        let mut writer = lock(&self.inner.writer);
+        if let Some(why) = &writer.halted {
+            let err = LogError::Halted(why.clone());
+            return group.into_iter().map(|(t, _)| (t, Err(err.clone()))).collect();
+        }
+        match self.write_group(&mut writer, &group) {
+            Ok(per_request) => group.iter().map(|(t, _)| *t).zip(per_request.into_iter().map(Ok)).collect(),
+            Err(e) => {
+                // After a failed write or fsync the files' state is unknown: stop here and
+                // let reopening (recovery) decide what is durable.
+                writer.halted = Some(e.to_string());
+                group.into_iter().map(|(t, _)| (t, Err(e.clone()))).collect()
+            }
+        }
+    }
+
+    fn write_group(
+        &self,
+        w: &mut Writer,
+        group: &[(u64, Vec<Atom>)],
+    ) -> Result<Vec<Vec<Appended>>, LogError> {
+        let inner = &*self.inner;
+        let start = w.frontier.size();
+        if w.active_len >= inner.options.segment_bytes && start > 0 {
+            self.roll_segment(w, start)?;
+        }
+        let nodes = NodeFile(&inner.nodes);
+        let mut frontier = w.frontier.clone();
+        let count: usize = group.iter().map(|(_, atoms)| atoms.len()).sum();
+        let bytes: usize = group.iter().flat_map(|(_, atoms)| atoms).map(|a| a.bytes().len()).sum();
+        let mut fresh = dedup::LeafMap::with_capacity_and_hasher(count, Default::default());
+        let mut seg_buf = Vec::with_capacity(bytes + count * RECORD_HEADER_LEN as usize);
+        let mut offset_buf = Vec::with_capacity(count * 8);
+        let mut node_buf = Vec::with_capacity(count * 2 * 32 + 64 * 32);
+        let mut out = Vec::with_capacity(group.len());
+        for (_, atoms) in group {
+            let mut appended = Vec::with_capacity(atoms.len());
+            for atom in atoms {
+                let leaf = leaf_hash(atom);
+                let known = match fresh.get(&leaf) {
+                    Some(&p) => Some(p),
+                    None => w.dedup.find(&leaf, |p| nodes.subtree(0, p))?,
+                };
+                if let Some(position) = known {
+                    appended.push(Appended { position, new: false });
+                    continue;
+                }
+                let position = frontier.size();
+                let offset = w.active_len + seg_buf.len() as u64;
+                segment::put_record(&mut seg_buf, atom.bytes());
+                offset_buf.extend_from_slice(&offset.to_le_bytes());
+                frontier.push(leaf, |d| node_buf.extend_from_slice(d));
+                fresh.insert(leaf, position);
+                appended.push(Appended { position, new: true });
+            }
+            out.push(appended);
+        }
+        if !seg_buf.is_empty() {
+            let segments = inner.segments.read().unwrap_or_else(PoisonError::into_inner);
+            let active = segments.last().map(|s| Arc::clone(&s.file));
+            drop(segments);
+            let Some(active) = active else {
+                return Err(LogError::Corrupt { position: start, reason: "no segments".into() });
+            };
+            active.write_all_at(&seg_buf, w.active_len).map_err(io_err("writing a segment"))?;
+            inner.offsets.write_all_at(&offset_buf, start * 8).map_err(io_err("writing offsets"))?;
+            inner
+                .nodes
+                .write_all_at(&node_buf, postorder_len(start) * 32)
+                .map_err(io_err("writing nodes"))?;
+            // The segment is the truth: once it is durable, so are these atoms. The derived
+            // files follow at the next checkpoint (or are re-derived on open).
+            active.sync_data().map_err(io_err("syncing a segment"))?;
+            inner.groups_committed.fetch_add(1, Ordering::Relaxed);
+            w.active_len += seg_buf.len() as u64;
+            w.since_checkpoint += seg_buf.len() as u64;
+            for (leaf, position) in &fresh {
+                w.dedup.insert(leaf, *position);
+            }
+            w.frontier = frontier;
+            *inner.head.write().unwrap_or_else(PoisonError::into_inner) =
+                TreeHead { size: w.frontier.size(), root: w.frontier.root() };
+            if w.since_checkpoint >= inner.options.checkpoint_bytes {
+                inner.checkpoint(w.frontier.size())?;
+                w.since_checkpoint = 0;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Make the derived files durable now, so reopening re-derives nothing.
+    pub fn checkpoint(&self) -> Result<(), LogError> {
+        let mut w = lock(&self.inner.writer);
+        self.inner.checkpoint(w.frontier.size())?;
+        w.since_checkpoint = 0;
+        Ok(())
+    }
+
+    fn roll_segment(&self, w: &mut Writer, first: u64) -> Result<(), LogError> {
+        let dir = self.inner.dir.join("segments");
+        let file = new_segment(&dir, first)?;
+        sync_dir(&dir)?;
+        self.inner
+            .segments
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Segment { first, file: Arc::new(file) });
+        w.active_len = HEADER_LEN;
+        Ok(())
+    }
+
+    /// Read every atom from `from` on, in order, checking each record's checksum.
+    pub fn scan(&self, from: u64) -> impl Iterator<Item = Result<(u64, Atom), LogError>> + use<> {
+        self.scan_bytes(from).map(|item| {
+            let (position, bytes) = item?;
+            let atom =
+                Atom::decode(&bytes).map_err(|e| LogError::Corrupt { position, reason: e.to_string() })?;
+            Ok((position, atom))
+        })
+    }
+
+    /// Read every record from `from` on, in order, checking each checksum but not decoding
+    /// (for readers that decode on several cores).
+    pub fn scan_bytes(&self, from: u64) -> Scan {
+        Scan::new(self.clone(), from, self.size())
+    }
+
+    /// Re-read every record, recompute every tree node and compare with what is stored; also
+    /// recompute the root at size `mark` (say, the committed head's). `progress` is called
+    /// with the number of records checked so far.
+    pub fn audit(&self, mark: u64, mut progress: impl FnMut(u64)) -> Result<Audit, LogError> {
+        let size = self.size();
+        let mut root_at_mark = None;
+        let mut frontier = Frontier::<LogHasher>::new();
+        let mut stored_nodes = BufReader::with_capacity(1 << 20, ReadAt { file: &self.inner.nodes, at: 0 });
+        let mut stored_offsets =
+            BufReader::with_capacity(1 << 16, ReadAt { file: &self.inner.offsets, at: 0 });
+        let segments: Vec<(u64, Arc<File>)> = self
+            .inner
+            .segments
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|s| (s.first, Arc::clone(&s.file)))
+            .collect();
+        let mut position = 0u64;
+        let bad = |position: u64, reason: String| {
+            Ok(Audit { size, root: None, root_at_mark: None, first_bad: Some((position, reason)) })
+        };
+        if mark == 0 {
+            root_at_mark = Some(frontier.root());
+        }
+        for (index, (first, file)) in segments.iter().enumerate() {
+            if position >= size {
+                break;
+            }
+            if *first != position {
+                return bad(position, format!("segment {index} starts at position {first}"));
+            }
+            let mut head = [0u8; 16];
+            file.read_exact_at(&mut head, 0).map_err(io_err("reading a segment header"))?;
+            if head != segment::header(*first) {
+                return bad(position, format!("segment {index} has a damaged header"));
+            }
+            let seg_len = file_len(file, "a segment")?;
+            let mut reader = RecordReader::new(
+                BufReader::with_capacity(1 << 20, ReadAt { file, at: HEADER_LEN }),
+                seg_len,
+            );
+            while position < size {
+                let at = reader.offset();
+                let bytes = match reader.next_record().map_err(io_err("reading a segment"))? {
+                    Record::End => break,
+                    Record::Good(bytes) => bytes,
+                    Record::Torn => return bad(position, "record is cut short".into()),
+                    Record::Bad(why) => return bad(position, why.into()),
+                };
+                if let Err(e) = Atom::decode(&bytes) {
+                    return bad(position, format!("record is not a valid atom: {e}"));
+                }
+                let mut stored_offset = [0u8; 8];
+                stored_offsets.read_exact(&mut stored_offset).map_err(io_err("reading offsets"))?;
+                if u64::from_le_bytes(stored_offset) != at {
+                    return bad(position, "stored offset does not match the segment".into());
+                }
+                let mut mismatch = None;
+                let mut read_err = None;
+                frontier.push(leaf_hash_of_bytes(&bytes), |computed| {
+                    let mut stored = [0u8; 32];
+                    if let Err(e) = stored_nodes.read_exact(&mut stored) {
+                        read_err.get_or_insert(e);
+                    } else if stored != *computed && mismatch.is_none() {
+                        mismatch = Some(());
+                    }
+                });
+                if let Some(e) = read_err {
+                    return Err(io_err("reading nodes")(e));
+                }
+                if mismatch.is_some() {
+                    return bad(position, "stored tree hashes do not match the record".into());
+                }
+                position += 1;
+                if position == mark {
+                    root_at_mark = Some(frontier.root());
+                }
+                if position.is_multiple_of(4096) {
+                    progress(position);
+                }
+            }
+        }
+        progress(position);
+        if position != size {
+            return bad(position, format!("segments hold {position} records, the log says {size}"));
+        }
+        Ok(Audit { size, root: Some(frontier.root()), root_at_mark, first_bad: None })
+    }
+}
+
+impl Inner {
+    /// Make the derived files durable up to `size` and record that.
+    fn checkpoint(&self, size: u64) -> Result<(), LogError> {
+        self.offsets.sync_data().map_err(io_err("syncing offsets"))?;
+        self.nodes.sync_data().map_err(io_err("syncing nodes"))?;
+        write_checkpoint(&self.checkpoint, size)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // A clean close leaves nothing to re-derive; if this fails, opening re-derives.
+        let w = self.writer.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let (size, pending) = (w.frontier.size(), w.halted.is_none() && w.since_checkpoint > 0);
+        if pending {
+            let _ = self.checkpoint(size);
+        }
+    }
+}
+
+/// The checkpoint file: the size up to which the derived files are durable, as a u64 and its
+/// CRC-32C (docs/LOG.md, "Checkpoint"). Absent or damaged reads as 0.
+fn read_checkpoint(file: &File) -> u64 {
+    let mut b = [0u8; 12];
+    if file.read_exact_at(&mut b, 0).is_err() {
+        return 0;
+    }
+    let mut size = [0u8; 8];
+    size.copy_from_slice(&b[..8]);
+    let mut crc = [0u8; 4];
+    crc.copy_from_slice(&b[8..]);
+    if crc32c::crc32c(&size) == u32::from_le_bytes(crc) { u64::from_le_bytes(size) } else { 0 }
+}
+
+fn write_checkpoint(file: &File, size: u64) -> Result<(), LogError> {
+    let mut b = [0u8; 12];
+    b[..8].copy_from_slice(&size.to_le_bytes());
+    b[8..].copy_from_slice(&crc32c::crc32c(&size.to_le_bytes()).to_le_bytes());
+    file.write_all_at(&b, 0).and_then(|()| file.sync_data()).map_err(io_err("writing the checkpoint"))
+}
+
+/// What an audit found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Audit {
+    pub size: u64,
+    /// The root recomputed from the records, when every record checked out.
+    pub root: Option<Digest>,
+    /// The root recomputed at the size asked for, if the log reached it.
+    pub root_at_mark: Option<Digest>,
+    /// The first position that did not check out, and why.
+    pub first_bad: Option<(u64, String)>,
+}
+
+/// Sequential reads through a log, from a position to the size when the scan began.
+pub struct Scan {
+    log: Log,
+    next: u64,
+    end: u64,
+    reader: Option<(usize, RecordReader<BufReader<ReadAtOwned>>)>,
+}
+
+impl Scan {
+    fn new(log: Log, from: u64, end: u64) -> Self {
+        Self { log, next: from, end, reader: None }
+    }
+
+    fn open_reader(&self) -> Result<(usize, RecordReader<BufReader<ReadAtOwned>>), LogError> {
+        let segments = self.log.inner.segments.read().unwrap_or_else(PoisonError::into_inner);
+        let (i, offset) = locate(&segments, &self.log.inner.offsets, self.next)?;
+        let file = Arc::clone(&segments[i].file);
+        let len = file_len(&file, "a segment")?;
+        let mut reader =
+            RecordReader::new(BufReader::with_capacity(1 << 20, ReadAtOwned { file, at: offset }), len);
+        reader_skip(&mut reader, offset);
+        Ok((i, reader))
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<(u64, Vec<u8>), LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.end {
+            return None;
+        }
+        let position = self.next;
+        loop {
+            if self.reader.is_none() {
+                match self.open_reader() {
+                    Ok(r) => self.reader = Some(r),
+                    Err(e) => {
+                        self.next = self.end;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            let (_, reader) = self.reader.as_mut()?;
+            let record = match reader.next_record() {
+                Ok(r) => r,
+                Err(e) => {
+                    self.next = self.end;
+                    return Some(Err(io_err("reading a segment")(e)));
+                }
+            };
+            let result = match record {
+                // The segment ended: the next position starts the next segment.
+                Record::End => {
+                    self.reader = None;
+                    continue;
+                }
+                Record::Good(bytes) => Ok(bytes),
+                other => Err(LogError::Corrupt { position, reason: format!("record is {other:?}") }),
+            };
+            self.next += 1;
+            if result.is_err() {
+                self.next = self.end;
+            }
+            return Some(result.map(|bytes| (position, bytes)));
+        }
+    }
+}
+
+/// `Read` over a file from an offset, with positioned reads (so handles can be shared).
+struct ReadAt<'a> {
+    file: &'a File,
+    at: u64,
+}
+
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+struct ReadAtOwned {
+    file: Arc<File>,
+    at: u64,
+}
+
+impl Read for ReadAtOwned {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// Start a reader's offset count at `offset` (its inner reader already starts there).
+fn reader_skip<R: Read>(reader: &mut RecordReader<R>, offset: u64) {
+    reader.set_offset(offset);
+}
+
+fn new_segment(dir: &Path, first: u64) -> Result<File, LogError> {
+    let path = segment::segment_path(dir, first);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(io_err(format!("creating {}", path.display())))?;
+    file.write_all(&segment::header(first)).map_err(io_err("writing a segment header"))?;
+    file.sync_all().map_err(io_err("syncing a new segment"))?;
+    file.seek(SeekFrom::Start(0)).map_err(io_err("seeking"))?;
+    Ok(file)
+}
+
+fn load_segments(dir: &Path) -> Result<Vec<Segment>, LogError> {
+    let mut firsts = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err(format!("listing {}", dir.display())))? {
+        let name = entry.map_err(io_err("listing segments"))?.file_name();
+        let Some(first) =
+            name.to_str().and_then(|n| n.strip_suffix(".seg")).and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        firsts.push(first);
+    }
+    firsts.sort_unstable();
+    let mut segments = Vec::with_capacity(firsts.len());
+    let count = firsts.len();
+    for (i, first) in firsts.into_iter().enumerate() {
+        let path = segment::segment_path(dir, first);
+        let file = open_rw(&path)?;
+        let mut head = [0u8; 16];
+        let len = file_len(&file, "a segment")?;
+        if len < HEADER_LEN && i + 1 == count && i > 0 {
+            // A segment whose creation was cut short holds no records.
+            fs::remove_file(&path).map_err(io_err(format!("removing unfinished {}", path.display())))?;
+            sync_dir(dir)?;
+            continue;
+        }
+        if len < HEADER_LEN || file.read_exact_at(&mut head, 0).is_err() || head != segment::header(first) {
+            return Err(LogError::Corrupt {
+                position: first,
+                reason: format!("{} has a damaged header", path.display()),
+            });
+        }
+        segments.push(Segment { first, file: Arc::new(file) });
+    }
+    if segments.first().is_none_or(|s| s.first != 0) {
+        return Err(LogError::Corrupt { position: 0, reason: "the first segment is missing".into() });
+    }
+    Ok(segments)
+}
+
+/// Which segment holds `position`, and the record's offset in it.
+fn locate(segments: &[Segment], offsets: &File, position: u64) -> Result<(usize, u64), LogError> {
+    let i = segments.partition_point(|s| s.first <= position).saturating_sub(1);
+    let mut o = [0u8; 8];
+    offsets.read_exact_at(&mut o, position * 8).map_err(io_err("reading offsets"))?;
+    Ok((i, u64::from_le_bytes(o)))
+}
+
+/// The most leaves whose post-order nodes fit in `nodes` stored nodes.
+fn leaves_in(nodes: u64) -> u64 {
+    // postorder_len(n) = 2n - popcount(n) is increasing, and popcount(n) <= 64 puts the
+    // answer within 32 of nodes / 2.
+    let mut n = nodes / 2 + 33;
+    while n > 0 && postorder_len(n) > nodes {
+        n -= 1;
+    }
+    n
+}
+
+fn load_dedup(nodes: &File, size: u64) -> Result<Dedup, LogError> {
+    let mut dedup = Dedup::with_capacity(size as usize);
+    let mut reader = BufReader::with_capacity(1 << 20, ReadAt { file: nodes, at: 0 });
+    let mut node = [0u8; 32];
+    let mut index = 0u64;
+    for position in 0..size {
+        // Skip interior nodes up to this leaf's slot.
+        let want = postorder_index(0, position);
+        while index < want {
+            reader.read_exact(&mut node).map_err(io_err("reading nodes"))?;
+            index += 1;
+        }
+        reader.read_exact(&mut node).map_err(io_err("reading nodes"))?;
+        index += 1;
+        dedup.insert(&node, position);
+    }
+    Ok(dedup)
+}

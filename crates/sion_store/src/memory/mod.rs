@@ -1,0 +1,493 @@
+//! A writer's memory: its atom log, its writer key and the ledger that keeps its heads,
+//! behind one handle. This is what the command line, the demo and the node drive.
+//!
+//! A memory directory holds `memory.json` (which log on which ledger), `writer.key`, `log/`,
+//! `blobs/` (what atoms commit to by hash) and, for the embedded ledger, `ledger/`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::SigningKey;
+use serde::{Deserialize, Serialize};
+
+use crate::index::Index;
+use crate::index::geom::Query;
+use crate::ledger::{
+    Head, Ledger, LedgerError, LogId, MemoryLog, SignedHeader, Tx, TxTimeProof, account_of, generate_key,
+    read_key, write_key,
+};
+use crate::log::blobs::{BlobError, BlobStore};
+use crate::log::{Appended, Audit, Log, LogError, LogOptions, Recovery};
+use sion_verify::atom::{Atom, AtomId};
+use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error("no memory at {0}: create one with `sion memory open --data {0}`")]
+    Missing(PathBuf),
+    #[error("a memory already exists at {0}")]
+    Exists(PathBuf),
+    #[error("{path}: {problem}")]
+    Config { path: PathBuf, problem: String },
+    #[error(
+        "position {position} is not committed yet (the committed head has {committed} atoms): run `sion memory commit`"
+    )]
+    NotCommitted { position: u64, committed: u64 },
+    #[error("size {size} is not within the committed head (1..={committed})")]
+    BadSize { size: u64, committed: u64 },
+    #[error(
+        "the log no longer extends its committed head ({committed} atoms, root {root}): atoms were lost or rewritten; run `sion memory audit`"
+    )]
+    Diverged { committed: u64, root: String },
+    #[error("no committed head has {size} atoms (committed sizes: {sizes})")]
+    NoSuchHead { size: u64, sizes: String },
+    #[error(
+        "the index rebuilt from the log's first {size} atoms does not match the index root committed for them"
+    )]
+    IndexMismatch { size: u64 },
+    #[error("position {0} is not omitted: the committed index answers it for its own box and interval")]
+    NotOmitted(u64),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Config {
+    /// The log's number on its ledger.
+    log: u64,
+    agent: Option<String>,
+    /// The ledger's directory, relative to the memory directory.
+    ledger: PathBuf,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Copy)]
+pub struct Committed {
+    pub pulse: SignedHeader,
+    pub head: Head,
+    pub previous: Head,
+}
+
+pub struct Memory {
+    dir: PathBuf,
+    log: Log,
+    blobs: BlobStore,
+    ledger: Ledger,
+    writer: SigningKey,
+    log_id: LogId,
+    agent: Option<String>,
+    recovery: Recovery,
+    /// The index of the committed head, built on first use.
+    index: Option<Index>,
+}
+
+/// Atoms decoded at a time while folding a long stretch of log.
+const FOLD_BATCH: usize = 1 << 14;
+
+fn config_err(path: &Path, problem: impl ToString) -> MemoryError {
+    MemoryError::Config { path: path.to_owned(), problem: problem.to_string() }
+}
+
+impl Memory {
+    /// Create a memory in `dir`: a writer key, an empty log, the embedded ledger (unless
+    /// `ledger_dir` names an existing one), the agent identity if asked for, and the log opened
+    /// on the ledger.
+    pub fn create(dir: &Path, agent: Option<&str>, ledger_dir: Option<&Path>) -> Result<Self, MemoryError> {
+        let config_path = dir.join("memory.json");
+        if config_path.exists() {
+            return Err(MemoryError::Exists(dir.to_owned()));
+        }
+        fs::create_dir_all(dir).map_err(|e| config_err(dir, e))?;
+        let key_path = dir.join("writer.key");
+        let writer = match read_key(&key_path) {
+            Ok(k) => k,
+            Err(_) => {
+                let k = generate_key()?;
+                let _ = fs::remove_file(&key_path);
+                write_key(&key_path, &k)?;
+                k
+            }
+        };
+        let ledger_rel = ledger_dir.map(Path::to_owned).unwrap_or_else(|| PathBuf::from("ledger"));
+        let ledger_path = dir.join(&ledger_rel);
+        let mut ledger = match Ledger::open(&ledger_path) {
+            Ok(l) => l,
+            Err(LedgerError::Missing(_)) => Ledger::create(&ledger_path)?,
+            Err(e) => return Err(e.into()),
+        };
+        let log_dir = dir.join("log");
+        let (log, recovery) = match Log::open(&log_dir, LogOptions::default()) {
+            Ok(opened) => opened,
+            Err(LogError::Missing(_)) => Log::create(&log_dir, LogOptions::default())?,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(name) = agent {
+            register_agent_path(&mut ledger, &writer, name)?;
+        }
+        let me = account_of(&writer);
+        ledger.submit(crate::ledger::SignedTx::sign(
+            &writer,
+            ledger.nonce(&me),
+            Tx::OpenMemory { agent: agent.map(str::to_owned), policy: [0; 32] },
+        ))?;
+        let log_id = LogId(ledger.logs().len() as u64 - 1);
+        let config = Config { log: log_id.0, agent: agent.map(str::to_owned), ledger: ledger_rel };
+        let text = serde_json::to_string_pretty(&config).map_err(|e| config_err(&config_path, e))?;
+        let tmp = dir.join("memory.json.tmp");
+        fs::write(&tmp, text + "\n").map_err(|e| config_err(&tmp, e))?;
+        fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| config_err(&tmp, e))?;
+        fs::rename(&tmp, &config_path).map_err(|e| config_err(&config_path, e))?;
+        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| config_err(dir, e))?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            log,
+            ledger,
+            writer,
+            log_id,
+            agent: config.agent,
+            recovery,
+            blobs: BlobStore::open(&dir.join("blobs"))?,
+            index: None,
+        })
+    }
+
+    /// Open a memory, recovering its log and checking that the log still extends the head the
+    /// ledger holds.
+    pub fn open(dir: &Path) -> Result<Self, MemoryError> {
+        let config_path = dir.join("memory.json");
+        let text = match fs::read_to_string(&config_path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(MemoryError::Missing(dir.to_owned()));
+            }
+            Err(e) => return Err(config_err(&config_path, e)),
+        };
+        let config: Config = serde_json::from_str(&text).map_err(|e| config_err(&config_path, e))?;
+        let writer = read_key(&dir.join("writer.key"))?;
+        let ledger = Ledger::open(&dir.join(&config.ledger))?;
+        let (log, recovery) = Log::open(&dir.join("log"), LogOptions::default())?;
+        let log_id = LogId(config.log);
+        let committed = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?.head;
+        let extends = committed.size <= log.size()
+            && (committed.size == 0 || log.root_at(committed.size)? == committed.root);
+        if !extends {
+            return Err(MemoryError::Diverged {
+                committed: committed.size,
+                root: hex::encode(committed.root),
+            });
+        }
+        Ok(Self {
+            dir: dir.to_owned(),
+            log,
+            ledger,
+            writer,
+            log_id,
+            agent: config.agent,
+            recovery,
+            blobs: BlobStore::open(&dir.join("blobs"))?,
+            index: None,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// The blobs atoms commit to: keep them before remembering the atoms.
+    pub fn blobs(&self) -> &BlobStore {
+        &self.blobs
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    pub fn ledger_mut(&mut self) -> &mut Ledger {
+        &mut self.ledger
+    }
+
+    pub fn writer(&self) -> &SigningKey {
+        &self.writer
+    }
+
+    pub fn log_id(&self) -> LogId {
+        self.log_id
+    }
+
+    pub fn agent(&self) -> Option<&str> {
+        self.agent.as_deref()
+    }
+
+    /// What opening the log had to repair.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// The log object as the ledger holds it (the committed head).
+    pub fn committed(&self) -> &MemoryLog {
+        // `open` and `create` checked the log exists on the ledger, and logs are never removed.
+        &self.ledger.logs()[self.log_id.0 as usize]
+    }
+
+    /// Append atoms durably (a no-op for atoms already held).
+    pub fn remember(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, MemoryError> {
+        Ok(self.log.append(atoms)?)
+    }
+
+    /// The index of the committed head, built from the log on first use, folded forward when
+    /// the head moves (work in proportion to what was added), and checked against the index
+    /// root the head commits to.
+    pub fn index(&mut self) -> Result<&mut Index, MemoryError> {
+        let head = self.committed().head;
+        // An index past the head (a commit the ledger refused after folding) starts over.
+        if self.index.as_ref().is_some_and(|i| i.size() > head.size) {
+            self.index = None;
+        }
+        let index = self.index.get_or_insert_with(Index::new);
+        if index.size() < head.size {
+            fold_log(&self.log, index, head.size)?;
+            if index.root() != head.index {
+                self.index = None;
+                return Err(MemoryError::IndexMismatch { size: head.size });
+            }
+        }
+        Ok(self.index.get_or_insert_with(Index::new))
+    }
+
+    /// Commit the log's durable head and its index root to the ledger, with the consistency
+    /// proof from the committed head; `seal` closes the log for good.
+    pub fn commit(&mut self, seal: bool) -> Result<Committed, MemoryError> {
+        let size = self.log.size();
+        let log = self.log.clone();
+        let index = self.index()?;
+        fold_log(&log, index, size)?;
+        let root = index.root();
+        self.commit_at(size, root, seal)
+    }
+
+    /// Commit the head of the log's first `size` atoms with an index root computed elsewhere
+    /// (by a brain that keeps the index resident); the consistency proof runs from the
+    /// committed head to `size`.
+    pub fn commit_at(
+        &mut self,
+        size: u64,
+        index_root: [u8; 32],
+        seal: bool,
+    ) -> Result<Committed, MemoryError> {
+        let current = self.committed().clone();
+        if size < current.head.size || size > self.log.size() {
+            return Err(MemoryError::BadSize { size, committed: current.head.size });
+        }
+        let proof = if current.head.size == 0 || current.head.size == size {
+            Vec::new()
+        } else {
+            self.log.consistency_proof(current.head.size, size)?
+        };
+        let head = Head { size, root: self.log.root_at(size)?, index: index_root, manifest: [0; 32] };
+        let me = account_of(&self.writer);
+        let tx = crate::ledger::SignedTx::sign(
+            &self.writer,
+            self.ledger.nonce(&me),
+            Tx::CommitMemory { log: self.log_id, version: current.commits, head, proof, seal },
+        );
+        let pulse = self.ledger.submit(tx)?;
+        Ok(Committed { pulse, head, previous: current.head })
+    }
+
+    fn attestation(&self) -> Result<Attestation, MemoryError> {
+        self.attestation_at(self.committed().committed_at)
+    }
+
+    fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
+        let state = self.ledger.state_proof(self.log_id, pulse)?;
+        Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state })
+    }
+
+    /// The committed version of the log with `size` atoms (the latest commit if `None`).
+    pub fn version(&self, size: Option<u64>) -> Result<MemoryLog, MemoryError> {
+        let Some(size) = size else { return Ok(self.committed().clone()) };
+        let versions = self.ledger.versions(self.log_id);
+        versions.iter().rev().find(|v| v.head.size == size && v.commits > 0).cloned().ok_or_else(|| {
+            let mut sizes: Vec<String> =
+                versions.iter().filter(|v| v.commits > 0).map(|v| v.head.size.to_string()).collect();
+            sizes.dedup();
+            MemoryError::NoSuchHead { size, sizes: sizes.join(", ") }
+        })
+    }
+
+    /// Run `f` on the index of a committed version: the kept one for the latest head, one
+    /// rebuilt from the log's prefix for an older head.
+    fn with_index<T>(
+        &mut self,
+        version: &MemoryLog,
+        f: impl FnOnce(&mut Index) -> T,
+    ) -> Result<T, MemoryError> {
+        if version.head.size == self.committed().head.size {
+            return Ok(f(self.index()?));
+        }
+        let mut index = Index::new();
+        fold_log(&self.log, &mut index, version.head.size)?;
+        if index.root() != version.head.index {
+            return Err(MemoryError::IndexMismatch { size: version.head.size });
+        }
+        Ok(f(&mut index))
+    }
+
+    fn answer_atoms(&self, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, MemoryError> {
+        positions.iter().map(|p| Ok((*p, self.log.read_bytes(*p)?))).collect()
+    }
+
+    /// Everything in a frame, box and interval, as of a committed head (the latest if `None`),
+    /// with the proof that nothing is missing.
+    pub fn prove_range(&mut self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        let version = self.version(as_of)?;
+        let answer = self.with_index(&version, |index| index.range(query))?;
+        let range = RangeProof { query: query.clone(), atoms: self.answer_atoms(&answer.positions)?, answer };
+        Ok(ProofFile {
+            proof: Proof::Range { log: self.log_id, head: version.head, range: Box::new(range) },
+            attestation: Some(self.attestation_at(version.committed_at)?),
+        })
+    }
+
+    /// Every atom about `subject` (or linking to an atom), as of a committed head.
+    pub fn prove_list(&mut self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        let version = self.version(as_of)?;
+        let answer = self.with_index(&version, |index| match &key {
+            ListKey::Subject(s) => index.subject(s),
+            ListKey::LinksTo(id) => index.links(id),
+        })?;
+        let list = ListProof { key, atoms: self.answer_atoms(&answer.positions)?, answer };
+        Ok(ProofFile {
+            proof: Proof::List { log: self.log_id, head: version.head, list: Box::new(list) },
+            attestation: Some(self.attestation_at(version.committed_at)?),
+        })
+    }
+
+    /// Every atom linking to `target`, as of a committed head.
+    pub fn prove_links(&mut self, target: AtomId, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+        self.prove_list(ListKey::LinksTo(target), as_of)
+    }
+
+    /// Prove that the committed index leaves out the atom at `position` (for an honest index
+    /// this fails with [`MemoryError::NotOmitted`]).
+    pub fn prove_omission(&mut self, position: u64) -> Result<ProofFile, MemoryError> {
+        let head = self.committed().head;
+        if position >= head.size {
+            return Err(MemoryError::NotCommitted { position, committed: head.size });
+        }
+        let atom = self.log.read(position)?;
+        let p = atom.parts();
+        let query = Query::new(&p.frame, p.bounds, p.valid.from_ns, p.valid.to_ns)
+            .map_err(|e| MemoryError::Config { path: self.dir.clone(), problem: e.to_string() })?;
+        let answer = self.index()?.range(&query);
+        if answer.positions.contains(&position) {
+            return Err(MemoryError::NotOmitted(position));
+        }
+        let range = RangeProof { query, atoms: self.answer_atoms(&answer.positions)?, answer };
+        Ok(ProofFile {
+            proof: Proof::Omission {
+                log: self.log_id,
+                head,
+                position,
+                atom: atom.bytes().to_vec(),
+                path: self.log.inclusion_proof(position, head.size)?,
+                range: Box::new(range),
+            },
+            attestation: Some(self.attestation()?),
+        })
+    }
+
+    /// Prove that the atom at `position` is in the committed head.
+    pub fn prove_inclusion(&self, position: u64) -> Result<ProofFile, MemoryError> {
+        let head = self.committed().head;
+        if position >= head.size {
+            return Err(MemoryError::NotCommitted { position, committed: head.size });
+        }
+        let proof = Proof::Inclusion {
+            log: self.log_id,
+            head,
+            position,
+            atom: self.log.read_bytes(position)?,
+            path: self.log.inclusion_proof(position, head.size)?,
+        };
+        Ok(ProofFile { proof, attestation: Some(self.attestation()?) })
+    }
+
+    /// Prove that the log's first `old_size` atoms are a prefix of the committed head.
+    pub fn prove_consistency(&self, old_size: u64) -> Result<ProofFile, MemoryError> {
+        let head = self.committed().head;
+        if old_size == 0 || old_size > head.size {
+            return Err(MemoryError::BadSize { size: old_size, committed: head.size });
+        }
+        let proof = Proof::Consistency {
+            log: self.log_id,
+            head,
+            old_size,
+            old_root: self.log.root_at(old_size)?,
+            path: self.log.consistency_proof(old_size, head.size)?,
+        };
+        Ok(ProofFile { proof, attestation: Some(self.attestation()?) })
+    }
+
+    /// When the atom at `position` was recorded, as the ledger attests.
+    pub fn prove_time(&self, position: u64) -> Result<TxTimeProof, MemoryError> {
+        Ok(self.ledger.tx_time_proof(self.log_id, position)?)
+    }
+
+    /// Re-read the whole log and compare it with the committed head.
+    pub fn audit(&self, progress: impl FnMut(u64)) -> Result<(Audit, MemoryLog), MemoryError> {
+        let committed = self.committed().clone();
+        Ok((self.log.audit(committed.head.size, progress)?, committed))
+    }
+}
+
+/// Register `name` and every agent above it that does not exist yet, controlled by `writer`.
+fn register_agent_path(ledger: &mut Ledger, writer: &SigningKey, name: &str) -> Result<(), MemoryError> {
+    let mut prefix = String::new();
+    for segment in name.split('/') {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(segment);
+        if ledger.agent(&prefix).is_none() {
+            let me = account_of(writer);
+            let tx = Tx::RegisterAgent { name: prefix.clone(), controller: me };
+            ledger.submit(crate::ledger::SignedTx::sign(writer, ledger.nonce(&me), tx))?;
+        }
+    }
+    Ok(())
+}
+
+/// Fold a log into an index, from the index's size up to `size`: while one batch of records
+/// is folded, the next is read and decoded on the other core; sealing is left to the caller,
+/// once. A cold boot is `fold_log(log, &mut Index::new(), log.size())`.
+pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryError> {
+    use rayon::prelude::*;
+    let mut records = log.scan_bytes(index.size()).take(size.saturating_sub(index.size()) as usize);
+    let mut next_batch = || -> Result<Vec<Atom>, MemoryError> {
+        let batch: Vec<(u64, Vec<u8>)> = records.by_ref().take(FOLD_BATCH).collect::<Result<_, _>>()?;
+        // Decoded into place (an indexed collect), then checked: atoms are moved once.
+        let mut decoded = Vec::with_capacity(batch.len());
+        batch
+            .into_par_iter()
+            .map(|(position, bytes)| {
+                Atom::decode_owned(bytes).map_err(|e| LogError::Corrupt { position, reason: e.to_string() })
+            })
+            .collect_into_vec(&mut decoded);
+        Ok(decoded.into_iter().collect::<Result<Vec<Atom>, LogError>>()?)
+    };
+    let mut batch = next_batch()?;
+    while !batch.is_empty() {
+        let (next, ()) = rayon::join(&mut next_batch, || index.fold_all(&batch));
+        batch = next?;
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Boxes in space and time, and the one rule for when a box answers a query
+//! (docs/INDEX.md, "Queries").
+
+use crate::atom::{AtomParts, BoxMm};
+
+/// A box in space (millimetres, corners included) and time (`[from_ns, to_ns)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SpaceTime {
+    pub min_mm: [i64; 3],
+    pub max_mm: [i64; 3],
+    pub from_ns: i64,
+    pub to_ns: i64,
+}
+
+impl SpaceTime {
+    /// All zeros: a placeholder, and the reference a proof codes a walk's root box against.
+    pub const ZERO: Self = Self { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 };
+
+    pub fn of_atom(p: &AtomParts) -> Self {
+        Self {
+            min_mm: p.bounds.min_mm,
+            max_mm: p.bounds.max_mm,
+            from_ns: p.valid.from_ns,
+            to_ns: p.valid.to_ns,
+        }
+    }
+
+    /// The smallest box holding both.
+    pub fn union(&self, other: &Self) -> Self {
+        let mut u = *self;
+        for a in 0..3 {
+            u.min_mm[a] = u.min_mm[a].min(other.min_mm[a]);
+            u.max_mm[a] = u.max_mm[a].max(other.max_mm[a]);
+        }
+        u.from_ns = u.from_ns.min(other.from_ns);
+        u.to_ns = u.to_ns.max(other.to_ns);
+        u
+    }
+
+    /// The 64 bytes hashed for this box: min x, y, z, max x, y, z, from, to, each i64 LE.
+    pub fn encode(&self) -> [u8; 64] {
+        let mut out = [0u8; 64];
+        let fields = [
+            self.min_mm[0],
+            self.min_mm[1],
+            self.min_mm[2],
+            self.max_mm[0],
+            self.max_mm[1],
+            self.max_mm[2],
+            self.from_ns,
+            self.to_ns,
+        ];
+        for (chunk, v) in out.chunks_exact_mut(8).zip(fields) {
+            chunk.copy_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    /// Centre of the box on a spatial axis, rounded towards the minimum.
+    pub fn center(&self, axis: usize) -> i64 {
+        self.min_mm[axis] + (self.max_mm[axis] - self.min_mm[axis]) / 2
+    }
+
+    /// Whether the box, or anything inside it, can answer the query.
+    pub fn meets(&self, q: &Query) -> bool {
+        (0..3).all(|a| self.min_mm[a] <= q.bounds.max_mm[a] && self.max_mm[a] >= q.bounds.min_mm[a])
+            && self.from_ns < q.to_ns
+            && self.to_ns > q.from_ns
+    }
+}
+
+/// Why a query is not well formed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    #[error("box: min[{axis}] = {min} mm is above max[{axis}] = {max} mm")]
+    Corners { axis: usize, min: i64, max: i64 },
+    #[error("interval: to = {to} ns is before from = {from} ns")]
+    Interval { from: i64, to: i64 },
+    #[error("interval: the instant {0} ns is the last one and has no [t, t + 1)")]
+    LastInstant(i64),
+    #[error("frame: {0}")]
+    Frame(String),
+}
+
+/// "What was seen in this box, during this interval": a frame (named as an atom's frame is), a
+/// box (corners included, `min <= max` on each axis, any i64) and a half-open interval
+/// `[from, to)`. An atom answers when its box meets the query box (touching
+/// counts) and its valid time overlaps the interval; `from == to` asks about the instant
+/// `from`, that is `[from, from + 1)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Query {
+    pub frame: String,
+    pub bounds: BoxMm,
+    pub from_ns: i64,
+    /// Always above `from_ns` once built: an instant is stored as `from + 1`.
+    pub to_ns: i64,
+}
+
+impl Query {
+    pub fn new(frame: &str, bounds: BoxMm, from_ns: i64, to_ns: i64) -> Result<Self, QueryError> {
+        crate::atom::check_frame(frame).map_err(|e| {
+            QueryError::Frame(match e {
+                crate::atom::AtomError::Invalid { problem, .. } => problem,
+                other => other.to_string(),
+            })
+        })?;
+        for axis in 0..3 {
+            if bounds.min_mm[axis] > bounds.max_mm[axis] {
+                return Err(QueryError::Corners { axis, min: bounds.min_mm[axis], max: bounds.max_mm[axis] });
+            }
+        }
+        if to_ns < from_ns {
+            return Err(QueryError::Interval { from: from_ns, to: to_ns });
+        }
+        let to_ns = if to_ns == from_ns {
+            from_ns.checked_add(1).ok_or(QueryError::LastInstant(from_ns))?
+        } else {
+            to_ns
+        };
+        Ok(Self { frame: frame.to_owned(), bounds, from_ns, to_ns })
+    }
+
+    /// Whether an atom answers the query.
+    pub fn matches(&self, atom: &AtomParts) -> bool {
+        atom.frame == self.frame && SpaceTime::of_atom(atom).meets(self)
+    }
+}

@@ -1,0 +1,152 @@
+//! The index's commitment (docs/INDEX.md): how its nodes, frames, lists, maps and root are
+//! hashed, and the shape of the answers a proof carries. Building and maintaining the index is
+//! the store's (`sion_store::index`); a reader needs only this to check a proof.
+
+pub mod critbit;
+pub mod geom;
+pub mod tree;
+
+use crate::atom::AtomId;
+use crate::merkle::{Blake3, Digest, TreeHasher};
+use crate::wire::Put as _;
+use critbit::PathStep;
+use tree::{Step, Summary};
+
+const TAG_ROOT: u8 = 0x30;
+const TAG_SUBJECT: u8 = 0x20;
+const TAG_LINKS: u8 = 0x23;
+
+/// A frame's leaf in the frames tree: str8 name, then for the short-lived and the long-lived
+/// tree a flag (0 empty, 1 present) and, if present, its 64-byte box and digest.
+pub fn encode_frame(name: &str, short: Option<Summary>, long: Option<Summary>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + name.len() + 2 * 97);
+    out.put_str8(name);
+    for tree in [short, long] {
+        match tree {
+            None => out.put_u8(0),
+            Some(s) => {
+                out.put_u8(1);
+                out.put_bytes(&s.bbox.encode());
+                out.put_bytes(&s.digest);
+            }
+        }
+    }
+    out
+}
+
+/// How list trees hash: RFC 9162's shape and leaf hashing (`BLAKE3(0x00 || leaf)`), with
+/// interior nodes `BLAKE3(left || right)` (one 64-byte block; the leaves are hashes already,
+/// and the count is committed beside the root).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListHasher;
+
+impl TreeHasher for ListHasher {
+    fn hash_empty() -> Digest {
+        Blake3::hash_empty()
+    }
+
+    fn hash_leaf(data: &[u8]) -> Digest {
+        Blake3::hash_leaf(data)
+    }
+
+    fn hash_children(left: &Digest, right: &Digest) -> Digest {
+        let mut buf = [0u8; 64];
+        buf[..32].copy_from_slice(left);
+        buf[32..].copy_from_slice(right);
+        *blake3::hash(&buf).as_bytes()
+    }
+}
+
+/// A list's leaf: u64 position || atom id (hashed as `BLAKE3(0x00 || leaf)`).
+pub fn list_leaf(position: u64, id: &AtomId) -> [u8; 40] {
+    let mut out = [0u8; 40];
+    out[..8].copy_from_slice(&position.to_le_bytes());
+    out[8..].copy_from_slice(&id.0);
+    out
+}
+
+/// The key of a subject in the subject map.
+pub fn subject_key(subject: &str) -> [u8; 32] {
+    *blake3::hash(subject.as_bytes()).as_bytes()
+}
+
+/// A subject map leaf: `BLAKE3(0x20 || key || u64 count || list root || str16 subject)`.
+pub fn subject_leaf_digest(key: &[u8; 32], count: u64, root: &Digest, subject: &str) -> Digest {
+    let mut buf = vec![TAG_SUBJECT];
+    buf.put_bytes(key);
+    buf.put_u64(count);
+    buf.put_bytes(root);
+    buf.put_str16(subject);
+    *blake3::hash(&buf).as_bytes()
+}
+
+/// A link map leaf: `BLAKE3(0x23 || target id || u64 count || list root)`.
+pub fn link_leaf_digest(key: &[u8; 32], count: u64, root: &Digest) -> Digest {
+    let mut buf = vec![TAG_LINKS];
+    buf.put_bytes(key);
+    buf.put_u64(count);
+    buf.put_bytes(root);
+    *blake3::hash(&buf).as_bytes()
+}
+
+/// The index root: `BLAKE3(0x30 || u64 frame count || frames root || subjects || links)`.
+pub fn index_root(frames: u64, frames_root: &Digest, subjects: &Digest, links: &Digest) -> Digest {
+    let mut buf = vec![TAG_ROOT];
+    buf.put_u64(frames);
+    buf.put_bytes(frames_root);
+    buf.put_bytes(subjects);
+    buf.put_bytes(links);
+    *blake3::hash(&buf).as_bytes()
+}
+
+/// Where a query's frame stands in the frames tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameWitness {
+    /// The frame is leaf `index`; its entry is recomputed from the tree walks.
+    Present { index: u64, path: Vec<Digest> },
+    /// The frame is not in the index: the entries next to where it would be.
+    Absent { left: Option<Neighbour>, right: Option<Neighbour> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Neighbour {
+    pub index: u64,
+    pub entry: Vec<u8>,
+    pub path: Vec<Digest>,
+}
+
+/// The answer to a range query with what proves it complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeAnswer {
+    pub positions: Vec<u64>,
+    pub frames: u64,
+    pub frame: FrameWitness,
+    /// Walks of the short-lived and the long-lived tree (`None`: that tree is empty).
+    pub short: Option<Vec<Step>>,
+    pub long: Option<Vec<Step>>,
+    pub subjects_root: Digest,
+    pub links_root: Digest,
+}
+
+/// Every atom in a subject's list (or linking to a target), with the map path that proves the
+/// list is the committed one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListAnswer {
+    pub positions: Vec<u64>,
+    /// The leaf the search ended at, when the map is not empty: its key, and for a subject its
+    /// label, count and list root (for a different key, this proves absence).
+    pub leaf: Option<MapLeaf>,
+    pub path: Vec<PathStep>,
+    pub frames: u64,
+    pub frames_root: Digest,
+    /// The other map's root (links for a subject answer, subjects for a links answer).
+    pub other_root: Digest,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapLeaf {
+    pub key: [u8; 32],
+    pub label: String,
+    pub count: u64,
+    pub root: Digest,
+}

@@ -1,0 +1,191 @@
+//! What the ledger holds: accounts, agents, memory logs and their heads (docs/LEDGER.md).
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::merkle::Digest;
+use crate::wire::{Put as _, Reader, WireError};
+
+/// An account: an ed25519 public key.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Account(pub [u8; 32]);
+
+impl fmt::Display for Account {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for Account {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Account({})", &hex::encode(self.0)[..16])
+    }
+}
+
+impl FromStr for Account {
+    type Err = hex::FromHexError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut a = [0u8; 32];
+        hex::decode_to_slice(s, &mut a)?;
+        Ok(Self(a))
+    }
+}
+
+/// A memory log's number on its ledger, in order of opening.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LogId(pub u64);
+
+impl fmt::Display for LogId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A log's head: how many atoms, their tree hash, and the index and manifest roots the writer
+/// committed beside them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Head {
+    pub size: u64,
+    pub root: Digest,
+    pub index: Digest,
+    pub manifest: Digest,
+}
+
+impl Head {
+    pub fn put(&self, out: &mut Vec<u8>) {
+        out.put_u64(self.size);
+        out.put_bytes(&self.root);
+        out.put_bytes(&self.index);
+        out.put_bytes(&self.manifest);
+    }
+
+    pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            size: r.u64("size")?,
+            root: r.array("root")?,
+            index: r.array("index")?,
+            manifest: r.array("manifest")?,
+        })
+    }
+}
+
+/// A memory log on the ledger (specification v1.9's MemoryLog).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MemoryLog {
+    pub id: LogId,
+    pub writer: Account,
+    pub agent: Option<String>,
+    pub policy: Digest,
+    pub head: Head,
+    /// The head's sequence number: how many commits moved it.
+    pub commits: u64,
+    /// The Pulse of the last commit (of the opening, before any commit).
+    pub committed_at: u64,
+    pub sealed: bool,
+}
+
+impl MemoryLog {
+    /// The leaf of the ledger's state tree for this log.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(200);
+        out.put_u8(1);
+        out.put_u64(self.id.0);
+        out.put_bytes(&self.writer.0);
+        match &self.agent {
+            None => out.put_u8(0),
+            Some(a) => {
+                out.put_u8(1);
+                out.put_str8(a);
+            }
+        }
+        out.put_bytes(&self.policy);
+        self.head.put(&mut out);
+        out.put_u64(self.commits);
+        out.put_u64(self.committed_at);
+        out.put_u8(u8::from(self.sealed));
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(bytes);
+        if r.u8("version")? != 1 {
+            return Err(WireError::Invalid { field: "version", problem: "unknown".into() });
+        }
+        let id = LogId(r.u64("id")?);
+        let writer = Account(r.array("writer")?);
+        let agent = if r.flag("agent")? { Some(r.str8("agent")?) } else { None };
+        let log = Self {
+            id,
+            writer,
+            agent,
+            policy: r.array("policy")?,
+            head: Head::read(&mut r)?,
+            commits: r.u64("commits")?,
+            committed_at: r.u64("committed_at")?,
+            sealed: r.flag("sealed")?,
+        };
+        r.finish()?;
+        Ok(log)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AgentStatus {
+    Live,
+    Suspended,
+    Revoked,
+}
+
+impl AgentStatus {
+    pub fn code(self) -> u8 {
+        match self {
+            Self::Live => 0,
+            Self::Suspended => 1,
+            Self::Revoked => 2,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Option<Self> {
+        [Self::Live, Self::Suspended, Self::Revoked].into_iter().find(|s| s.code() == c)
+    }
+}
+
+impl fmt::Display for AgentStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Live => "live",
+            Self::Suspended => "suspended",
+            Self::Revoked => "revoked",
+        })
+    }
+}
+
+/// An agent identity. Names are paths: `fleet/robot-7` sits under `fleet`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    pub name: String,
+    pub controller: Account,
+    pub status: AgentStatus,
+}
+
+/// The agent directly above `name`, if any.
+pub fn parent_of(name: &str) -> Option<&str> {
+    name.rsplit_once('/').map(|(parent, _)| parent)
+}
+
+/// Agent names: 1 to 128 bytes, `/`-separated segments of `[a-z0-9_-]`.
+pub fn valid_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        })
+}
+
+/// The head of a log nothing was committed to yet: size 0, the empty tree's root, zero index
+/// and manifest roots.
+pub fn empty_head() -> Head {
+    use crate::merkle::{Blake3, TreeHasher as _};
+    Head { size: 0, root: Blake3::hash_empty(), index: [0; 32], manifest: [0; 32] }
+}

@@ -1,0 +1,710 @@
+//! Proof files: what a writer hands a reader, checked from the head they name alone
+//! (docs/PROOFS.md). Building them needs the writer's log and index; verifying needs nothing
+//! but the file and, to trust the head, the ledger's public key.
+
+mod list;
+mod parallel;
+mod range;
+
+use ed25519_dalek::VerifyingKey;
+
+pub use list::{ListKey, ListProof};
+pub use range::{RangeProof, Reached, Tree, Walked};
+
+use crate::atom::{Atom, AtomId};
+use crate::index::geom::Query;
+use crate::leaf::{LogHasher, leaf_hash};
+use crate::ledger::{AttestationError, Head, LogId, StateProof};
+use crate::merkle::{Digest, ProofError, verify_consistency, verify_inclusion};
+use crate::wire::{Put as _, Reader, WireError};
+
+/// Version 2 codes a range walk's boxes against the interior node above them (docs/PROOFS.md).
+const MAGIC: &[u8; 8] = b"SIONPRF2";
+const MAX_FILE_BYTES: usize = 64 << 20;
+
+/// The ledger's word for a head: its public key and a state proof at the Pulse that
+/// committed the head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attestation {
+    pub ledger_key: [u8; 32],
+    pub state: StateProof,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proof {
+    /// The atom is at `position` of the log whose head is `head`.
+    Inclusion { log: LogId, head: Head, position: u64, atom: Vec<u8>, path: Vec<Digest> },
+    /// The log of `old_size` atoms with root `old_root` is a prefix of the log at `head`.
+    Consistency { log: LogId, head: Head, old_size: u64, old_root: Digest, path: Vec<Digest> },
+    /// Everything in a box and interval, as of `head`.
+    Range { log: LogId, head: Head, range: Box<RangeProof> },
+    /// Every atom about a subject, or linking to an atom, as of `head`.
+    List { log: LogId, head: Head, list: Box<ListProof> },
+    /// The atom at `position` is in the log, and the committed index's complete answer for the
+    /// atom's own frame, box and interval leaves it out: the writer's index omits it.
+    Omission {
+        log: LogId,
+        head: Head,
+        position: u64,
+        atom: Vec<u8>,
+        path: Vec<Digest>,
+        range: Box<RangeProof>,
+    },
+}
+
+/// A proof and, usually, the ledger's attestation of the head it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProofFile {
+    pub proof: Proof,
+    pub attestation: Option<Attestation>,
+}
+
+/// Why a proof file does not prove what it claims.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("not a proof file: {0}")]
+    Format(#[from] WireError),
+    #[error("the atom in the proof is not valid: {0}")]
+    Atom(String),
+    #[error("the Merkle proof fails: {0}")]
+    Merkle(#[from] ProofError),
+    #[error("the head is not attested by the ledger: {0}")]
+    Attestation(#[from] AttestationError),
+    #[error(
+        "the ledger's state proof is about log {attested} at size {attested_size}, the proof about log {claimed} at size {claimed_size}"
+    )]
+    HeadMismatch { attested: LogId, attested_size: u64, claimed: LogId, claimed_size: u64 },
+    #[error("the proof is attested by ledger key {found}, not the expected {expected}")]
+    WrongLedger { found: String, expected: String },
+    #[error("the ledger key in the file is not a valid ed25519 key")]
+    BadLedgerKey,
+    #[error("the proof carries no ledger attestation, and one was required")]
+    Unattested,
+    #[error("the range proof fails: {0}")]
+    Range(String),
+    #[error("the subject or link proof fails: {0}")]
+    List(String),
+    #[error("the proof does not lead to the head's index root")]
+    IndexRoot,
+    #[error("no omission: the committed index answers position {0} for the atom's own box and interval")]
+    NotOmitted(u64),
+    #[error("the proof answers another question: {answered}, not the one asked: {asked}")]
+    OtherQuestion { asked: String, answered: String },
+    #[error("the proof is about log {found}, not the expected log {expected}")]
+    OtherLog { found: LogId, expected: LogId },
+    #[error("the proof is as of a head of {size} atoms, older than the {at_least} atoms expected")]
+    StaleHead { size: u64, at_least: u64 },
+    #[error("the proof is as of another head than the expected one ({size} atoms, root {root})")]
+    OtherHead { size: u64, root: String },
+}
+
+impl VerifyError {
+    /// A stable name for the kind of refusal (docs/PROOFS.md, "Refusals"; the conformance
+    /// suite's `error`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            VerifyError::Format(_) => "format",
+            VerifyError::Atom(_) => "atom",
+            VerifyError::Merkle(_) => "merkle",
+            VerifyError::Attestation(_) => "attestation",
+            VerifyError::HeadMismatch { .. } => "head_mismatch",
+            VerifyError::WrongLedger { .. } => "wrong_ledger",
+            VerifyError::BadLedgerKey => "bad_ledger_key",
+            VerifyError::Unattested => "unattested",
+            VerifyError::Range(_) => "range",
+            VerifyError::List(_) => "list",
+            VerifyError::IndexRoot => "index_root",
+            VerifyError::NotOmitted(_) => "not_omitted",
+            VerifyError::OtherQuestion { .. } => "other_question",
+            VerifyError::OtherLog { .. } => "other_log",
+            VerifyError::StaleHead { .. } => "stale_head",
+            VerifyError::OtherHead { .. } => "other_head",
+        }
+    }
+}
+
+/// The question a reader asked. A valid proof is complete only for the question it carries, and
+/// a proof for a smaller box, a shorter interval or another subject can be valid and complete
+/// too: [`Expect`] makes the verifier refuse it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Question {
+    /// Everything in this frame, box and interval (a range proof). Build the query with
+    /// [`Query::new`], so an instant is asked as the proof carries it.
+    Range(Query),
+    /// Every atom about this subject (a subject proof).
+    Subject(String),
+    /// Every atom linking to this atom (a link proof).
+    LinksTo(AtomId),
+    /// The atom at this position (an inclusion proof).
+    Included { position: u64 },
+    /// The log extends this earlier head (a consistency proof).
+    Extends { size: u64, root: Digest },
+    /// The committed index leaves out the atom at this position (an omission proof).
+    Omitted { position: u64 },
+}
+
+/// What a reader expects of a proof besides its being valid: the question it answers, the log,
+/// and how recent a head it answers as of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expect {
+    /// The question the proof must answer; `None` accepts any.
+    pub question: Option<Question>,
+    /// The log the proof must be about.
+    pub log: Option<LogId>,
+    /// The head must hold at least this many atoms: an answer as of an older head is refused.
+    pub at_least: u64,
+    /// Exactly this head (size and root), when the reader holds it.
+    pub head: Option<(u64, Digest)>,
+}
+
+impl Expect {
+    /// Expect an answer to `question`, of any log and head.
+    pub fn answer(question: Question) -> Self {
+        Self { question: Some(question), ..Self::default() }
+    }
+
+    /// Also require the head to hold at least `size` atoms.
+    pub fn at_least(mut self, size: u64) -> Self {
+        self.at_least = size;
+        self
+    }
+
+    /// Also require the proof to be about `log`.
+    pub fn of_log(mut self, log: LogId) -> Self {
+        self.log = Some(log);
+        self
+    }
+
+    /// Also require exactly this head.
+    pub fn at_head(mut self, size: u64, root: Digest) -> Self {
+        self.head = Some((size, root));
+        self
+    }
+
+    /// An expectation from its JSON form (docs/PROOFS.md, "What the reader asked"): an object
+    /// with, for a range question, `frame`, `box` (six integers: x0, y0, z0, x1, y1, z1 in mm),
+    /// `from_ns` and `to_ns`; or `subject`; or `links_to` (64 hex digits); or `position` (an
+    /// inclusion); or `omitted` (a position); or `extends` (`{"size", "root"}`); and
+    /// optionally `at_least` and `log`. Absent or null members are not expected.
+    pub fn from_json(v: &serde_json::Value) -> Result<Self, String> {
+        let int = |name: &str| -> Result<Option<i64>, String> {
+            match v.get(name) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(x) => x.as_i64().map(Some).ok_or_else(|| format!("{name}: not an integer")),
+            }
+        };
+        let unsigned = |name: &str| -> Result<Option<u64>, String> {
+            int(name)?.map(|x| u64::try_from(x).map_err(|_| format!("{name}: negative"))).transpose()
+        };
+        let text = |name: &str| v.get(name).and_then(serde_json::Value::as_str);
+        let question = if let Some(frame) = text("frame") {
+            let corners: Vec<i64> = match v.get("box").and_then(serde_json::Value::as_array) {
+                Some(b) => {
+                    b.iter().map(|c| c.as_i64().ok_or("box: six integers (mm)")).collect::<Result<_, _>>()?
+                }
+                None => {
+                    return Err("box: a range question names its box (x0, y0, z0, x1, y1, z1 in mm)".into());
+                }
+            };
+            let [x0, y0, z0, x1, y1, z1] = corners[..] else {
+                return Err(format!(
+                    "box: {} numbers, not six (x0, y0, z0, x1, y1, z1 in mm)",
+                    corners.len()
+                ));
+            };
+            let (Some(from), Some(to)) = (int("from_ns")?, int("to_ns")?) else {
+                return Err("from_ns, to_ns: a range question names its interval".into());
+            };
+            let bounds = crate::atom::BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] };
+            Some(Question::Range(Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?))
+        } else if let Some(subject) = text("subject") {
+            Some(Question::Subject(subject.to_owned()))
+        } else if let Some(target) = text("links_to") {
+            Some(Question::LinksTo(target.parse().map_err(|_| "links_to: not an atom id (64 hex digits)")?))
+        } else if let Some(position) = unsigned("omitted")? {
+            Some(Question::Omitted { position })
+        } else if let Some(extends) = v.get("extends").filter(|e| !e.is_null()) {
+            let size =
+                extends.get("size").and_then(serde_json::Value::as_u64).ok_or("extends.size: an integer")?;
+            let mut root = [0u8; 32];
+            let hex_root = extends.get("root").and_then(serde_json::Value::as_str).unwrap_or_default();
+            hex::decode_to_slice(hex_root, &mut root).map_err(|_| "extends.root: 64 hex digits")?;
+            Some(Question::Extends { size, root })
+        } else {
+            unsigned("position")?.map(|position| Question::Included { position })
+        };
+        Ok(Self {
+            question,
+            log: unsigned("log")?.map(LogId),
+            at_least: unsigned("at_least")?.unwrap_or(0),
+            head: None,
+        })
+    }
+
+    /// Whether `verified` meets the expectation.
+    pub fn check(&self, verified: &Verified) -> Result<(), VerifyError> {
+        if let Some(expected) = self.log
+            && verified.log != expected
+        {
+            return Err(VerifyError::OtherLog { found: verified.log, expected });
+        }
+        let head = &verified.head;
+        if head.size < self.at_least {
+            return Err(VerifyError::StaleHead { size: head.size, at_least: self.at_least });
+        }
+        if let Some((size, root)) = self.head
+            && (head.size != size || head.root != root)
+        {
+            return Err(VerifyError::OtherHead { size: head.size, root: hex::encode(&head.root[..8]) });
+        }
+        let Some(question) = &self.question else { return Ok(()) };
+        let answers = match (question, &verified.claim) {
+            (Question::Range(q), Claim::Range { query, .. }) => q == query,
+            (Question::Subject(s), Claim::List { key: ListKey::Subject(k), .. }) => s == k,
+            (Question::LinksTo(t), Claim::List { key: ListKey::LinksTo(k), .. }) => t == k,
+            (Question::Included { position }, Claim::Included { position: p, .. }) => position == p,
+            (Question::Extends { size, root }, Claim::Extends { old_size, old_root }) => {
+                size == old_size && root == old_root
+            }
+            (Question::Omitted { position }, Claim::Omitted { position: p, .. }) => position == p,
+            _ => false,
+        };
+        if answers {
+            Ok(())
+        } else {
+            Err(VerifyError::OtherQuestion {
+                asked: question.to_string(),
+                answered: verified.claim.question(),
+            })
+        }
+    }
+}
+
+impl std::fmt::Display for Question {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Question::Range(q) => write!(
+                f,
+                "frame {:?}, box {:?}..={:?} mm, [{}, {}) ns",
+                q.frame, q.bounds.min_mm, q.bounds.max_mm, q.from_ns, q.to_ns
+            ),
+            Question::Subject(s) => write!(f, "every atom about {s:?}"),
+            Question::LinksTo(id) => write!(f, "every atom linking to {id}"),
+            Question::Included { position } => write!(f, "the atom at position {position}"),
+            Question::Extends { size, root } => {
+                write!(f, "extends the head of {size} atoms (root {})", hex::encode(&root[..8]))
+            }
+            Question::Omitted { position } => write!(f, "the index leaves out position {position}"),
+        }
+    }
+}
+
+/// Decode a proof file and check it in this process: against `ledger_key` (an attestation by
+/// that key is required), and against what the reader expects (the question, the log, the
+/// head). What a reader who trusts nothing the writer says should call.
+pub fn verify(bytes: &[u8], ledger_key: &VerifyingKey, expect: &Expect) -> Result<Verified, VerifyError> {
+    let file = ProofFile::decode(bytes)?;
+    let verified = file.verify(Some(ledger_key))?;
+    expect.check(&verified)?;
+    Ok(verified)
+}
+
+/// What a proof file was found to prove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub log: LogId,
+    pub head: Head,
+    /// The Pulse that committed the head and the ledger key that signed it, when attested.
+    pub pulse: Option<(u64, i64, [u8; 32])>,
+    pub claim: Claim,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    Included {
+        position: u64,
+        atom: Box<Atom>,
+    },
+    Extends {
+        old_size: u64,
+        old_root: Digest,
+    },
+    /// The complete answer to a range query (possibly empty).
+    Range {
+        query: Query,
+        atoms: Vec<(u64, Atom)>,
+    },
+    /// Every atom about a subject, or linking to an atom.
+    List {
+        key: ListKey,
+        atoms: Vec<(u64, Atom)>,
+    },
+    /// The committed index leaves out this atom of the log.
+    Omitted {
+        position: u64,
+        atom: Box<Atom>,
+    },
+}
+
+impl Proof {
+    /// The kind of proof, as `sion memory verify` names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Proof::Inclusion { .. } => "inclusion",
+            Proof::Consistency { .. } => "consistency",
+            Proof::Range { .. } => "range",
+            Proof::List { .. } => "list",
+            Proof::Omission { .. } => "omission",
+        }
+    }
+}
+
+impl Claim {
+    /// The claim as JSON: one key naming what is proved (`included`, `extends`, `range`,
+    /// `subject`, `links`, `omitted`), atoms in their JSON form with their positions.
+    pub fn to_json(&self) -> serde_json::Value {
+        let claim = self;
+        let list = |atoms: &[(u64, Atom)]| -> Vec<serde_json::Value> {
+            atoms.iter().map(|(p, a)| serde_json::to_value(a.to_json(Some(*p))).unwrap_or_default()).collect()
+        };
+        match claim {
+            Claim::Included { position, atom } => serde_json::json!({
+                "included": { "position": position, "atom": atom.to_json(Some(*position)) }
+            }),
+            Claim::Extends { old_size, old_root } => serde_json::json!({
+                "extends": { "size": old_size, "root": hex::encode(old_root) }
+            }),
+            Claim::Range { query, atoms } => serde_json::json!({
+                "range": {
+                    "frame": query.frame,
+                    "min": query.bounds.min_mm,
+                    "max": query.bounds.max_mm,
+                    "from": query.from_ns,
+                    "to": query.to_ns,
+                    "atoms": list(atoms),
+                }
+            }),
+            Claim::List { key, atoms } => match key {
+                ListKey::Subject(s) => {
+                    serde_json::json!({ "subject": { "subject": s, "atoms": list(atoms) } })
+                }
+                ListKey::LinksTo(id) => {
+                    serde_json::json!({ "links": { "target": id.to_string(), "atoms": list(atoms) } })
+                }
+            },
+            Claim::Omitted { position, atom } => serde_json::json!({
+                "omitted": { "position": position, "atom": atom.to_json(Some(*position)) }
+            }),
+        }
+    }
+
+    /// The question the claim answers, as [`Question`]'s `Display` puts it.
+    pub fn question(&self) -> String {
+        match self {
+            Claim::Included { position, .. } => Question::Included { position: *position },
+            Claim::Extends { old_size, old_root } => Question::Extends { size: *old_size, root: *old_root },
+            Claim::Range { query, .. } => Question::Range(query.clone()),
+            Claim::List { key: ListKey::Subject(s), .. } => Question::Subject(s.clone()),
+            Claim::List { key: ListKey::LinksTo(id), .. } => Question::LinksTo(*id),
+            Claim::Omitted { position, .. } => Question::Omitted { position: *position },
+        }
+        .to_string()
+    }
+
+    /// The kind of proof that makes this claim, as `sion memory verify` names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Claim::Included { .. } => "inclusion",
+            Claim::Extends { .. } => "consistency",
+            Claim::Range { .. } => "range",
+            Claim::List { .. } => "list",
+            Claim::Omitted { .. } => "omission",
+        }
+    }
+}
+
+impl Verified {
+    /// What was verified, as JSON: `kind`, `statement`, `log`, `head` (size and the three roots
+    /// in hex), `pulse` (number, time in ns, ledger key; null when unattested) and `claim`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": self.claim.kind(),
+            "statement": self.statement(),
+            "log": self.log.0,
+            "head": {
+                "size": self.head.size,
+                "root": hex::encode(self.head.root),
+                "index": hex::encode(self.head.index),
+                "manifest": hex::encode(self.head.manifest),
+            },
+            "pulse": self.pulse.map(|(number, time_ns, key)| serde_json::json!({
+                "number": number, "time_ns": time_ns, "ledger_key": hex::encode(key),
+            })),
+            "claim": self.claim.to_json(),
+        })
+    }
+
+    /// What the proof proves, in one sentence.
+    pub fn statement(&self) -> String {
+        let log = self.log;
+        match &self.claim {
+            Claim::Included { position, atom } => {
+                let p = atom.parts();
+                format!(
+                    "atom {} ({} {:?} in {}) is at position {position} of log {log}",
+                    atom.id(),
+                    p.kind,
+                    p.subject,
+                    p.frame
+                )
+            }
+            Claim::Extends { old_size, old_root } => format!(
+                "log {log} of {old_size} atoms (root {}) is a prefix of its committed head",
+                hex::encode(&old_root[..8])
+            ),
+            Claim::Range { query, atoms } => format!(
+                "these {} atoms are everything log {log} holds in frame {:?}, box {:?}..={:?} mm, [{}, {}) ns",
+                atoms.len(),
+                query.frame,
+                query.bounds.min_mm,
+                query.bounds.max_mm,
+                query.from_ns,
+                query.to_ns
+            ),
+            Claim::List { key: ListKey::Subject(s), atoms } => {
+                format!("these {} atoms are every atom of log {log} about {s:?}", atoms.len())
+            }
+            Claim::List { key: ListKey::LinksTo(id), atoms } => {
+                format!("these {} atoms are every atom of log {log} linking to {id}", atoms.len())
+            }
+            Claim::Omitted { position, atom } => format!(
+                "the writer's committed index leaves out atom {} at position {position} of log {log}, though the log holds it",
+                atom.id()
+            ),
+        }
+    }
+}
+
+impl ProofFile {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1024);
+        out.put_bytes(MAGIC);
+        match &self.attestation {
+            None => out.put_u8(0),
+            Some(a) => {
+                out.put_u8(1);
+                out.put_bytes(&a.ledger_key);
+                a.state.put(&mut out);
+            }
+        }
+        match &self.proof {
+            Proof::Inclusion { log, head, position, atom, path } => {
+                out.put_u8(1);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                out.put_u64(*position);
+                out.put_bytes32(atom);
+                put_path(&mut out, path);
+            }
+            Proof::Consistency { log, head, old_size, old_root, path } => {
+                out.put_u8(2);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                out.put_u64(*old_size);
+                out.put_bytes(old_root);
+                put_path(&mut out, path);
+            }
+            Proof::Range { log, head, range } => {
+                out.put_u8(3);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                range.put(&mut out);
+            }
+            Proof::List { log, head, list } => {
+                out.put_u8(4);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                list.put(&mut out);
+            }
+            Proof::Omission { log, head, position, atom, path, range } => {
+                out.put_u8(5);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                out.put_u64(*position);
+                out.put_bytes32(atom);
+                put_path(&mut out, path);
+                range.put(&mut out);
+            }
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        if bytes.len() > MAX_FILE_BYTES {
+            return Err(WireError::Invalid {
+                field: "file",
+                problem: format!("{} bytes is too large", bytes.len()),
+            });
+        }
+        let mut r = Reader::new(bytes);
+        match r.take(8, "magic")? {
+            m if m == MAGIC => {}
+            b"SIONPRF1" => {
+                return Err(WireError::Invalid {
+                    field: "magic",
+                    problem: "a proof file of the first format (SIONPRF1), which this version no longer \
+                              reads: prove again"
+                        .into(),
+                });
+            }
+            _ => {
+                return Err(WireError::Invalid {
+                    field: "magic",
+                    problem: "not a proof file (SIONPRF2)".into(),
+                });
+            }
+        }
+        let attestation = if r.flag("attestation")? {
+            Some(Attestation { ledger_key: r.array("ledger key")?, state: StateProof::read(&mut r)? })
+        } else {
+            None
+        };
+        let proof = match r.u8("proof kind")? {
+            1 => Proof::Inclusion {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                position: r.u64("position")?,
+                atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+                path: read_path(&mut r)?,
+            },
+            2 => Proof::Consistency {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                old_size: r.u64("old size")?,
+                old_root: r.array("old root")?,
+                path: read_path(&mut r)?,
+            },
+            3 => Proof::Range {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                range: Box::new(RangeProof::read(&mut r)?),
+            },
+            4 => Proof::List {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                list: Box::new(ListProof::read(&mut r)?),
+            },
+            5 => Proof::Omission {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                position: r.u64("position")?,
+                atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+                path: read_path(&mut r)?,
+                range: Box::new(RangeProof::read(&mut r)?),
+            },
+            k => {
+                return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });
+            }
+        };
+        r.finish()?;
+        Ok(Self { proof, attestation })
+    }
+
+    /// Check the proof against the head it names and, if attested, the head against the
+    /// ledger. `expected_ledger`, when given, is the only ledger key accepted, and an
+    /// attestation is then required.
+    pub fn verify(&self, expected_ledger: Option<&VerifyingKey>) -> Result<Verified, VerifyError> {
+        let (log, head) = match &self.proof {
+            Proof::Inclusion { log, head, .. }
+            | Proof::Consistency { log, head, .. }
+            | Proof::Range { log, head, .. }
+            | Proof::List { log, head, .. }
+            | Proof::Omission { log, head, .. } => (*log, *head),
+        };
+        let pulse = match (&self.attestation, expected_ledger) {
+            (None, Some(_)) => return Err(VerifyError::Unattested),
+            (None, None) => None,
+            (Some(a), expected) => {
+                if let Some(expected) = expected
+                    && expected.to_bytes() != a.ledger_key
+                {
+                    return Err(VerifyError::WrongLedger {
+                        found: hex::encode(a.ledger_key),
+                        expected: hex::encode(expected.to_bytes()),
+                    });
+                }
+                let key = VerifyingKey::from_bytes(&a.ledger_key).map_err(|_| VerifyError::BadLedgerKey)?;
+                a.state.verify(&key)?;
+                if a.state.log.id != log || a.state.log.head != head {
+                    return Err(VerifyError::HeadMismatch {
+                        attested: a.state.log.id,
+                        attested_size: a.state.log.head.size,
+                        claimed: log,
+                        claimed_size: head.size,
+                    });
+                }
+                let h = &a.state.header.header;
+                Some((h.number, h.time_ns, a.ledger_key))
+            }
+        };
+        let claim = match &self.proof {
+            Proof::Inclusion { position, atom, path, .. } => {
+                let atom = Atom::decode(atom).map_err(|e| VerifyError::Atom(e.to_string()))?;
+                let leaf = leaf_hash(&atom);
+                verify_inclusion::<LogHasher, _>(*position, head.size, &leaf, path, &head.root)?;
+                Claim::Included { position: *position, atom: Box::new(atom) }
+            }
+            Proof::Consistency { old_size, old_root, path, .. } => {
+                verify_consistency::<LogHasher, _>(*old_size, head.size, old_root, &head.root, path)?;
+                Claim::Extends { old_size: *old_size, old_root: *old_root }
+            }
+            Proof::Range { range, .. } => {
+                let atoms = range.verify(&head.index, head.size)?;
+                Claim::Range { query: range.query.clone(), atoms }
+            }
+            Proof::List { list, .. } => {
+                let atoms = list.verify(&head.index, head.size)?;
+                Claim::List { key: list.key.clone(), atoms }
+            }
+            Proof::Omission { position, atom, path, range, .. } => {
+                let atom = Atom::decode(atom).map_err(|e| VerifyError::Atom(e.to_string()))?;
+                let leaf = leaf_hash(&atom);
+                verify_inclusion::<LogHasher, _>(*position, head.size, &leaf, path, &head.root)?;
+                if !range.query.matches(atom.parts()) {
+                    return Err(VerifyError::Range(
+                        "the atom does not answer the range query it is tested by".into(),
+                    ));
+                }
+                let answer = range.verify(&head.index, head.size)?;
+                if answer.iter().any(|(p, a)| *p == *position && a.id() == atom.id()) {
+                    return Err(VerifyError::NotOmitted(*position));
+                }
+                Claim::Omitted { position: *position, atom: Box::new(atom) }
+            }
+        };
+        Ok(Verified { log, head, pulse, claim })
+    }
+}
+
+fn put_path(out: &mut Vec<u8>, path: &[Digest]) {
+    out.put_u8(path.len() as u8);
+    for d in path {
+        out.put_bytes(d);
+    }
+}
+
+fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
+    let n = r.u8("path")?;
+    (0..n).map(|_| r.array("path")).collect()
+}
+
+impl Verified {
+    /// The id of the atom proved included, if that is the claim.
+    pub fn atom_id(&self) -> Option<AtomId> {
+        match &self.claim {
+            Claim::Included { atom, .. } => Some(atom.id()),
+            Claim::Omitted { atom, .. } => Some(atom.id()),
+            _ => None,
+        }
+    }
+}

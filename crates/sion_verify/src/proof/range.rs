@@ -1,0 +1,625 @@
+//! Range proofs: "everything recorded in this box during this interval, as of this head"
+//! (docs/PROOFS.md, "Range proof"). The answer's atoms travel with the proof; the proof is the
+//! walk of the frame's trees that the query reached, and the frames tree path above it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{VerifyError, parallel};
+use crate::atom::{Atom, BoxMm};
+use crate::index::geom::{Query, SpaceTime};
+use crate::index::tree::{Entry, GROUP, GroupEntry, Step, Summary, group_summary};
+use crate::index::{FrameWitness, Neighbour, RangeAnswer, encode_frame, index_root};
+use crate::merkle::{Blake3, Digest, TreeHasher as _, root_from_inclusion};
+use crate::wire::{Put as _, Reader, WireError};
+
+const MAX_DEPTH: usize = 256;
+const MAX_PATH: usize = 64;
+
+mod tag {
+    pub const PRUNED: u8 = 0;
+    pub const INTERIOR: u8 = 1;
+    /// A leaf group of `k` entries: `2 | (k − 1) << 2 | hits << 4`, bit `j` of `hits` set when
+    /// entry `j` answers the query.
+    pub const GROUP: u8 = 2;
+}
+
+/// A range query's answer and its proof, as the index gave them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeProof {
+    pub query: Query,
+    /// The answer: (position, atom bytes), ascending by position.
+    pub atoms: Vec<(u64, Vec<u8>)>,
+    pub answer: RangeAnswer,
+}
+
+/// Which of a frame's two trees a walked node is in (docs/INDEX.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tree {
+    ShortLived,
+    LongLived,
+}
+
+/// What a node of a proof's tree walk is to the query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reached {
+    /// An interior node or leaf group the walk opened, because its box meets the query.
+    Expanded,
+    /// A subtree the walk passed over whole: its box does not meet the query.
+    Pruned,
+    /// A leaf entry that answers the query: the atom at this position is in the answer.
+    Answer(u64),
+    /// A leaf entry in an opened group that does not answer the query.
+    Passed(u64),
+}
+
+/// One node of a range proof's tree walk as verification rebuilds it: what a picture of the
+/// proof draws (sion viz). Nodes come in post-order, children before their parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Walked {
+    pub tree: Tree,
+    pub depth: usize,
+    pub bbox: SpaceTime,
+    pub reached: Reached,
+}
+
+/// A box's eight coordinates as differences from the box it lies in: each minimum (x, y, z,
+/// from) minus the reference's, the reference's maximum (x, y, z, to) minus each maximum. A box
+/// inside its reference has no negative difference, and one sharing a side with it a zero.
+fn box_differences(b: &SpaceTime, reference: &SpaceTime) -> [i64; 8] {
+    let (r, mut d) = (reference, [0i64; 8]);
+    for a in 0..3 {
+        d[a] = b.min_mm[a].wrapping_sub(r.min_mm[a]);
+        d[4 + a] = r.max_mm[a].wrapping_sub(b.max_mm[a]);
+    }
+    d[3] = b.from_ns.wrapping_sub(r.from_ns);
+    d[7] = r.to_ns.wrapping_sub(b.to_ns);
+    d
+}
+
+/// A box against its reference: a byte whose bit `i` says difference `i` is not zero, then the
+/// zigzag of each such difference.
+fn put_box(out: &mut Vec<u8>, b: &SpaceTime, reference: &SpaceTime) {
+    let d = box_differences(b, reference);
+    let mask = (0..8).filter(|&i| d[i] != 0).fold(0u8, |m, i| m | (1 << i));
+    out.put_u8(mask);
+    for v in d.into_iter().filter(|&v| v != 0) {
+        out.put_zigzag(v);
+    }
+}
+
+fn read_box(r: &mut Reader<'_>, reference: &SpaceTime) -> Result<SpaceTime, WireError> {
+    let mask = r.u8("box")?;
+    let mut d = [0i64; 8];
+    for (i, v) in d.iter_mut().enumerate() {
+        if mask & (1 << i) != 0 {
+            *v = r.zigzag("box")?;
+            if *v == 0 {
+                // A zero has one encoding: its mask bit clear.
+                return Err(WireError::Invalid { field: "box", problem: "a zero difference coded".into() });
+            }
+        }
+    }
+    let rf = reference;
+    let mut b = SpaceTime::ZERO;
+    for a in 0..3 {
+        b.min_mm[a] = rf.min_mm[a].wrapping_add(d[a]);
+        b.max_mm[a] = rf.max_mm[a].wrapping_sub(d[4 + a]);
+    }
+    b.from_ns = rf.from_ns.wrapping_add(d[3]);
+    b.to_ns = rf.to_ns.wrapping_sub(d[7]);
+    Ok(b)
+}
+
+fn put_path(out: &mut Vec<u8>, path: &[Digest]) {
+    out.put_u8(path.len() as u8);
+    for d in path {
+        out.put_bytes(d);
+    }
+}
+
+fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
+    let n = usize::from(r.u8("path")?);
+    if n > MAX_PATH {
+        return Err(WireError::Invalid { field: "path", problem: format!("{n} nodes") });
+    }
+    (0..n).map(|_| r.array("path")).collect()
+}
+
+/// The query: its frame, then the zigzag of each minimum (x, y, z), of each extent
+/// (max − min), of `from` and of `to − from` (wrapping i64 arithmetic).
+fn put_query(out: &mut Vec<u8>, q: &Query) {
+    out.put_str8(&q.frame);
+    let b = &q.bounds;
+    for a in 0..3 {
+        out.put_zigzag(b.min_mm[a]);
+    }
+    for a in 0..3 {
+        out.put_zigzag(b.max_mm[a].wrapping_sub(b.min_mm[a]));
+    }
+    out.put_zigzag(q.from_ns);
+    out.put_zigzag(q.to_ns.wrapping_sub(q.from_ns));
+}
+
+fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
+    let frame = r.str8("frame")?;
+    let mut bounds = BoxMm { min_mm: [0; 3], max_mm: [0; 3] };
+    for a in 0..3 {
+        bounds.min_mm[a] = r.zigzag("box")?;
+    }
+    for a in 0..3 {
+        bounds.max_mm[a] = bounds.min_mm[a].wrapping_add(r.zigzag("box")?);
+    }
+    let from = r.zigzag("from")?;
+    let to = from.wrapping_add(r.zigzag("to")?);
+    if to <= from {
+        return Err(WireError::Invalid {
+            field: "to",
+            problem: "a stored query interval is never empty".into(),
+        });
+    }
+    Query::new(&frame, bounds, from, to)
+        .map_err(|e| WireError::Invalid { field: "query", problem: e.to_string() })
+}
+
+impl RangeProof {
+    pub fn put(&self, out: &mut Vec<u8>) {
+        put_query(out, &self.query);
+        out.put_varint(self.atoms.len() as u64);
+        for (position, bytes) in &self.atoms {
+            out.put_varint(*position);
+            out.put_bytes32(bytes);
+        }
+        let a = &self.answer;
+        out.put_varint(a.frames);
+        match &a.frame {
+            FrameWitness::Present { index, path } => {
+                out.put_u8(0);
+                out.put_varint(*index);
+                put_path(out, path);
+            }
+            FrameWitness::Absent { left, right } => {
+                out.put_u8(1);
+                for n in [left, right] {
+                    match n {
+                        None => out.put_u8(0),
+                        Some(n) => {
+                            out.put_u8(1);
+                            out.put_varint(n.index);
+                            out.put_bytes32(&n.entry);
+                            put_path(out, &n.path);
+                        }
+                    }
+                }
+            }
+        }
+        out.put_bytes(&a.subjects_root);
+        out.put_bytes(&a.links_root);
+        for walk in [&a.short, &a.long] {
+            match walk {
+                None => out.put_u8(0),
+                Some(steps) => {
+                    out.put_u8(1);
+                    let mut at = 0;
+                    while at < steps.len() {
+                        put_walk(out, steps, &mut at, &SpaceTime::ZERO);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let query = read_query(r)?;
+        let n = r.varint("atoms")?;
+        if n > r.remaining() as u64 {
+            return Err(WireError::Truncated("atoms"));
+        }
+        let mut atoms = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            atoms.push((
+                r.varint("position")?,
+                r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+            ));
+        }
+        let frames = r.varint("frames")?;
+        let frame = match r.u8("frame witness")? {
+            0 => FrameWitness::Present { index: r.varint("frame index")?, path: read_path(r)? },
+            1 => {
+                let mut side = || -> Result<Option<Neighbour>, WireError> {
+                    if !r.flag("neighbour")? {
+                        return Ok(None);
+                    }
+                    Ok(Some(Neighbour {
+                        index: r.varint("neighbour index")?,
+                        entry: r.bytes32(4096, "neighbour entry")?.to_vec(),
+                        path: read_path(r)?,
+                    }))
+                };
+                let left = side()?;
+                let right = side()?;
+                FrameWitness::Absent { left, right }
+            }
+            k => {
+                return Err(WireError::Invalid {
+                    field: "frame witness",
+                    problem: format!("unknown kind {k}"),
+                });
+            }
+        };
+        let subjects_root = r.array("subjects root")?;
+        let links_root = r.array("links root")?;
+        let mut walks = [None, None];
+        for walk in walks.iter_mut() {
+            if r.flag("tree")? {
+                let mut steps = Vec::new();
+                read_steps(r, &mut steps, &SpaceTime::ZERO, 0)?;
+                *walk = Some(steps);
+            }
+        }
+        let [short, long] = walks;
+        let answer = RangeAnswer {
+            positions: atoms.iter().map(|(p, _)| *p).collect(),
+            frames,
+            frame,
+            short,
+            long,
+            subjects_root,
+            links_root,
+        };
+        Ok(Self { query, atoms, answer })
+    }
+
+    /// Check the proof against an index root and log size; returns the answer's atoms.
+    /// Big walks are replayed on every core.
+    pub fn verify(
+        &self,
+        index_root_expected: &Digest,
+        log_size: u64,
+    ) -> Result<Vec<(u64, Atom)>, VerifyError> {
+        self.check(index_root_expected, log_size, None)
+    }
+
+    /// [`Self::verify`], handing each node of the tree walks to `seen` as it is checked (in
+    /// post-order, on this thread).
+    pub fn verify_walk(
+        &self,
+        index_root_expected: &Digest,
+        log_size: u64,
+        mut seen: impl FnMut(Walked),
+    ) -> Result<Vec<(u64, Atom)>, VerifyError> {
+        self.check(index_root_expected, log_size, Some(&mut seen))
+    }
+
+    fn check(
+        &self,
+        index_root_expected: &Digest,
+        log_size: u64,
+        mut seen: Option<&mut dyn FnMut(Walked)>,
+    ) -> Result<Vec<(u64, Atom)>, VerifyError> {
+        let q = &self.query;
+        // Decoding (and hashing) the answer's atoms is most of the work: for big answers, on
+        // every core, decoded into place.
+        let decode =
+            |(_, bytes): &(u64, Vec<u8>)| Atom::decode(bytes).map_err(|e| VerifyError::Atom(e.to_string()));
+        let decoded: Vec<Atom> = if self.atoms.len() >= PARALLEL {
+            parallel::map(&self.atoms, decode)?
+        } else {
+            self.atoms.iter().map(decode).collect::<Result<_, _>>()?
+        };
+        let mut last = None;
+        for ((position, _), atom) in self.atoms.iter().zip(&decoded) {
+            if last.is_some_and(|l| l >= *position) {
+                return Err(VerifyError::Range("answer positions are not strictly ascending".into()));
+            }
+            last = Some(*position);
+            if *position >= log_size {
+                return Err(VerifyError::Range(format!(
+                    "position {position} is beyond the head ({log_size} atoms)"
+                )));
+            }
+            if !q.matches(atom.parts()) {
+                return Err(VerifyError::Range(format!(
+                    "the atom at position {position} does not answer the query"
+                )));
+            }
+        }
+        let answer = Answer {
+            positions: self.atoms.iter().map(|(p, _)| *p).collect(),
+            used: decoded.iter().map(|_| AtomicBool::new(false)).collect(),
+            atoms: decoded,
+        };
+        let a = &self.answer;
+        let mut summaries = [None, None];
+        let walks = [(Tree::ShortLived, &a.short), (Tree::LongLived, &a.long)];
+        for ((tree, walk), summary) in walks.into_iter().zip(summaries.iter_mut()) {
+            if let Some(steps) = walk {
+                let walker = Walker { steps, q, log_size, tree, answer: &answer };
+                let (s, end) = walker.replay(0, 0, &mut seen)?;
+                if end != steps.len() {
+                    return Err(VerifyError::Range("the tree walk has steps left over".into()));
+                }
+                *summary = Some(s);
+            }
+        }
+        if let Some(i) = answer.used.iter().position(|used| !used.load(Ordering::Relaxed)) {
+            let p = answer.positions[i];
+            return Err(VerifyError::Range(format!("the atom at position {p} is not in the index")));
+        }
+        let frames_root = match &a.frame {
+            FrameWitness::Present { index, path } => {
+                let entry = encode_frame(&q.frame, summaries[0], summaries[1]);
+                frames_root_from(*index, a.frames, &entry, path)?
+            }
+            FrameWitness::Absent { left, right } => {
+                if a.short.is_some() || a.long.is_some() || !self.atoms.is_empty() {
+                    return Err(VerifyError::Range("an absent frame has no trees and no answer".into()));
+                }
+                absent_frame_root(&q.frame, a.frames, left.as_ref(), right.as_ref())?
+            }
+        };
+        let root = index_root(a.frames, &frames_root, &a.subjects_root, &a.links_root);
+        if root != *index_root_expected {
+            return Err(VerifyError::IndexRoot);
+        }
+        Ok(answer.positions.into_iter().zip(answer.atoms).collect())
+    }
+}
+
+/// The answer's atoms by ascending position, and which of them a walk has reached (walks of
+/// two subtrees may run on two cores).
+struct Answer {
+    positions: Vec<u64>,
+    atoms: Vec<Atom>,
+    used: Vec<AtomicBool>,
+}
+
+/// Answers at least this big are decoded, and walks at least this many steps replayed, on
+/// every core.
+const PARALLEL: usize = 256;
+
+/// The walk whose first step is `steps[*at]`, its boxes coded against `reference`.
+fn put_walk(out: &mut Vec<u8>, steps: &[Step], at: &mut usize, reference: &SpaceTime) {
+    let Some(step) = steps.get(*at) else { return };
+    *at += 1;
+    match step {
+        Step::Pruned(s) => {
+            out.put_u8(tag::PRUNED);
+            put_box(out, &s.bbox, reference);
+            out.put_bytes(&s.digest);
+        }
+        Step::Interior(bbox) => {
+            out.put_u8(tag::INTERIOR);
+            put_box(out, bbox, reference);
+            put_walk(out, steps, at, bbox);
+            put_walk(out, steps, at, bbox);
+        }
+        Step::Group(entries) => {
+            // (A group holds 1 to 4 entries; `put` writes what it is given without panicking.)
+            let hits =
+                entries.iter().enumerate().filter(|(j, e)| *j < GROUP && matches!(e, GroupEntry::Hit(_)));
+            let hits = hits.fold(0u8, |m, (j, _)| m | (1 << j));
+            out.put_u8(tag::GROUP | ((entries.len() as u8).wrapping_sub(1) & 3) << 2 | hits << 4);
+            for entry in entries {
+                match entry {
+                    GroupEntry::Hit(p) => out.put_varint(*p),
+                    GroupEntry::Miss(e) => {
+                        out.put_varint(e.position);
+                        out.put_bytes(&e.id.0);
+                        put_box(out, &e.bbox, reference);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Read one tree's steps (pre-order, self-delimiting).
+fn read_steps(
+    r: &mut Reader<'_>,
+    out: &mut Vec<Step>,
+    reference: &SpaceTime,
+    depth: usize,
+) -> Result<(), WireError> {
+    if depth > MAX_DEPTH {
+        return Err(WireError::Invalid { field: "tree", problem: "deeper than any index tree".into() });
+    }
+    let step = r.u8("step")?;
+    match step & 3 {
+        tag::PRUNED if step == tag::PRUNED => {
+            let bbox = read_box(r, reference)?;
+            out.push(Step::Pruned(Summary { bbox, digest: r.array("digest")? }));
+        }
+        tag::INTERIOR if step == tag::INTERIOR => {
+            let bbox = read_box(r, reference)?;
+            out.push(Step::Interior(bbox));
+            read_steps(r, out, &bbox, depth + 1)?;
+            read_steps(r, out, &bbox, depth + 1)?;
+        }
+        // No hit flag beyond the group's entries: a group has one encoding.
+        tag::GROUP if (step >> 4) >> (((step >> 2) & 3) + 1) == 0 => {
+            let (count, hits) = (usize::from((step >> 2) & 3) + 1, step >> 4);
+            let mut entries = Vec::with_capacity(count);
+            for j in 0..count {
+                let position = r.varint("position")?;
+                entries.push(if hits & (1 << j) != 0 {
+                    GroupEntry::Hit(position)
+                } else {
+                    let id = crate::atom::AtomId(r.array("id")?);
+                    GroupEntry::Miss(Entry { position, id, bbox: read_box(r, reference)? })
+                });
+            }
+            out.push(Step::Group(entries));
+        }
+        _ => return Err(WireError::Invalid { field: "step", problem: format!("unknown step {step}") }),
+    }
+    Ok(())
+}
+
+/// One tree's walk being replayed: the steps, the query, and the answer it must account for.
+struct Walker<'a> {
+    steps: &'a [Step],
+    q: &'a Query,
+    log_size: u64,
+    tree: Tree,
+    answer: &'a Answer,
+}
+
+/// Who is told of each node as it is checked; nobody when subtrees are replayed on two cores.
+type Seen<'s> = Option<&'s mut dyn FnMut(Walked)>;
+
+impl Walker<'_> {
+    fn tell(&self, seen: &mut Seen<'_>, depth: usize, bbox: SpaceTime, reached: Reached) {
+        if let Some(seen) = seen {
+            seen(Walked { tree: self.tree, depth, bbox, reached });
+        }
+    }
+
+    /// Where the subtree whose first step is `at` ends (its steps are pre-order).
+    fn end_of(&self, mut at: usize) -> Result<usize, VerifyError> {
+        let mut open = 1usize;
+        while open > 0 {
+            let step =
+                self.steps.get(at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
+            at += 1;
+            open -= 1;
+            if matches!(step, Step::Interior(_)) {
+                open += 2;
+            }
+        }
+        Ok(at)
+    }
+
+    /// Recompute the summary of the walked subtree whose first step is `at`, checking that
+    /// nothing it passes over could answer; returns it and where the subtree's steps end.
+    fn replay(&self, at: usize, depth: usize, seen: &mut Seen<'_>) -> Result<(Summary, usize), VerifyError> {
+        if depth > MAX_DEPTH {
+            return Err(VerifyError::Range("the tree walk is too deep".into()));
+        }
+        let q = self.q;
+        let step = self.steps.get(at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
+        match step {
+            Step::Pruned(s) => {
+                if s.bbox.meets(q) {
+                    return Err(VerifyError::Range("a subtree passed over meets the query".into()));
+                }
+                self.tell(seen, depth, s.bbox, Reached::Pruned);
+                Ok((*s, at + 1))
+            }
+            Step::Interior(bbox) => {
+                let ((left, _), (right, end)) =
+                    if seen.is_none() && depth < parallel::depth() && self.steps.len() >= PARALLEL {
+                        let mid = self.end_of(at + 1)?;
+                        let (left, right) = parallel::join(
+                            || self.replay(at + 1, depth + 1, &mut None),
+                            || self.replay(mid, depth + 1, &mut None),
+                        );
+                        // The left error first, as a walk on one core finds it first.
+                        (left?, right?)
+                    } else {
+                        let left = self.replay(at + 1, depth + 1, seen)?;
+                        let right = self.replay(left.1, depth + 1, seen)?;
+                        (left, right)
+                    };
+                let s = Summary::join(&left, &right);
+                if s.bbox != *bbox {
+                    return Err(VerifyError::Range(
+                        "an interior node's box is not the union of its children's".into(),
+                    ));
+                }
+                self.tell(seen, depth, s.bbox, Reached::Expanded);
+                Ok((s, end))
+            }
+            Step::Group(group) => {
+                if group.is_empty() || group.len() > GROUP {
+                    return Err(VerifyError::Range("a leaf group holds 1 to 4 entries".into()));
+                }
+                let mut entries =
+                    [Entry { position: 0, id: crate::atom::AtomId([0; 32]), bbox: SpaceTime::ZERO }; GROUP];
+                for (g, slot) in group.iter().zip(entries.iter_mut()) {
+                    let (entry, reached) = match g {
+                        GroupEntry::Hit(p) => {
+                            let answer = self.answer;
+                            let i = answer.positions.binary_search(p).map_err(|_| {
+                                VerifyError::Range(format!(
+                                    "the index answers with position {p}, which the answer lacks"
+                                ))
+                            })?;
+                            if answer.used[i].swap(true, Ordering::Relaxed) {
+                                return Err(VerifyError::Range(format!("position {p} answers twice")));
+                            }
+                            let atom = &answer.atoms[i];
+                            let bbox = SpaceTime::of_atom(atom.parts());
+                            (Entry { position: *p, id: atom.id(), bbox }, Reached::Answer(*p))
+                        }
+                        GroupEntry::Miss(e) => {
+                            if e.bbox.meets(q) {
+                                return Err(VerifyError::Range(format!(
+                                    "position {} answers the query but is left out",
+                                    e.position
+                                )));
+                            }
+                            if e.position >= self.log_size {
+                                return Err(VerifyError::Range(format!(
+                                    "position {} is beyond the head",
+                                    e.position
+                                )));
+                            }
+                            (*e, Reached::Passed(e.position))
+                        }
+                    };
+                    self.tell(seen, depth + 1, entry.bbox, reached);
+                    *slot = entry;
+                }
+                let s = group_summary(&entries[..group.len()]);
+                self.tell(seen, depth, s.bbox, Reached::Expanded);
+                Ok((s, at + 1))
+            }
+        }
+    }
+}
+
+fn frames_root_from(index: u64, frames: u64, entry: &[u8], path: &[Digest]) -> Result<Digest, VerifyError> {
+    root_from_inclusion::<Blake3, _>(index, frames, &Blake3::hash_leaf(entry), path)
+        .map_err(|e| VerifyError::Range(format!("frames tree: {e}")))
+}
+
+fn absent_frame_root(
+    frame: &str,
+    frames: u64,
+    left: Option<&Neighbour>,
+    right: Option<&Neighbour>,
+) -> Result<Digest, VerifyError> {
+    let name_of = |n: &Neighbour| -> Result<String, VerifyError> {
+        Reader::new(&n.entry).str8("frame").map_err(|e| VerifyError::Range(format!("neighbour entry: {e}")))
+    };
+    let bad = |why: &str| Err(VerifyError::Range(format!("frame {frame:?} is not shown absent: {why}")));
+    match (left, right) {
+        (None, None) if frames == 0 => Ok(Blake3::hash_empty()),
+        (None, None) => bad("no neighbours"),
+        (Some(l), r) => {
+            if name_of(l)?.as_str() >= frame {
+                return bad("the left neighbour does not sort before it");
+            }
+            let root = frames_root_from(l.index, frames, &l.entry, &l.path)?;
+            match r {
+                None if l.index + 1 == frames => Ok(root),
+                None => bad("the left neighbour is not the last frame"),
+                Some(r) => {
+                    if name_of(r)?.as_str() <= frame || r.index != l.index + 1 {
+                        return bad("the right neighbour is not next to the left one, after it");
+                    }
+                    if frames_root_from(r.index, frames, &r.entry, &r.path)? != root {
+                        return bad("the neighbours are in different trees");
+                    }
+                    Ok(root)
+                }
+            }
+        }
+        (None, Some(r)) => {
+            if r.index != 0 || name_of(r)?.as_str() <= frame {
+                return bad("the right neighbour is not the first frame, after it");
+            }
+            frames_root_from(r.index, frames, &r.entry, &r.path)
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The little-endian, length-prefixed byte layout shared by every canonical encoding here
+//! (atoms, ledger transactions and headers, proof files): appending on one side, a cursor
+//! that names the field it is reading on the other.
+
+/// Why bytes could not be read as the expected layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("{0}: the encoding ends early")]
+    Truncated(&'static str),
+    #[error("{0}: is not UTF-8")]
+    Utf8(&'static str),
+    #[error("{field}: {problem}")]
+    Invalid { field: &'static str, problem: String },
+    #[error("{0} bytes follow the end of the encoding")]
+    Trailing(usize),
+}
+
+/// Appending fixed-width little-endian integers and length-prefixed data.
+pub trait Put {
+    fn put_u8(&mut self, v: u8);
+    fn put_u16(&mut self, v: u16);
+    fn put_u32(&mut self, v: u32);
+    fn put_u64(&mut self, v: u64);
+    fn put_i64(&mut self, v: i64);
+    fn put_bytes(&mut self, v: &[u8]);
+    /// u8 length, then the bytes; the caller has checked the length fits.
+    fn put_str8(&mut self, s: &str);
+    /// u16 length, then the bytes; the caller has checked the length fits.
+    fn put_str16(&mut self, s: &str);
+    /// u32 length, then the bytes; the caller has checked the length fits.
+    fn put_bytes32(&mut self, b: &[u8]);
+    /// LEB128: seven bits a byte, least significant first, the high bit set on all but the last.
+    fn put_varint(&mut self, v: u64);
+    /// A signed value as a varint of its zigzag form (0, -1, 1, -2, … → 0, 1, 2, 3, …).
+    fn put_zigzag(&mut self, v: i64) {
+        self.put_varint(((v << 1) ^ (v >> 63)) as u64);
+    }
+}
+
+impl Put for Vec<u8> {
+    fn put_u8(&mut self, v: u8) {
+        self.push(v);
+    }
+    fn put_u16(&mut self, v: u16) {
+        self.extend_from_slice(&v.to_le_bytes());
+    }
+    fn put_u32(&mut self, v: u32) {
+        self.extend_from_slice(&v.to_le_bytes());
+    }
+    fn put_u64(&mut self, v: u64) {
+        self.extend_from_slice(&v.to_le_bytes());
+    }
+    fn put_i64(&mut self, v: i64) {
+        self.extend_from_slice(&v.to_le_bytes());
+    }
+    fn put_bytes(&mut self, v: &[u8]) {
+        self.extend_from_slice(v);
+    }
+    fn put_str8(&mut self, s: &str) {
+        self.push(s.len() as u8);
+        self.extend_from_slice(s.as_bytes());
+    }
+    fn put_str16(&mut self, s: &str) {
+        self.put_u16(s.len() as u16);
+        self.extend_from_slice(s.as_bytes());
+    }
+    fn put_bytes32(&mut self, b: &[u8]) {
+        self.put_u32(b.len() as u32);
+        self.extend_from_slice(b);
+    }
+    fn put_varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.push(v as u8);
+    }
+}
+
+/// A cursor over bytes being decoded.
+pub struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { rest: bytes }
+    }
+
+    pub fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], WireError> {
+        if self.rest.len() < n {
+            return Err(WireError::Truncated(field));
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+
+    pub fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], WireError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N, field)?);
+        Ok(a)
+    }
+
+    pub fn u8(&mut self, field: &'static str) -> Result<u8, WireError> {
+        Ok(self.array::<1>(field)?[0])
+    }
+
+    pub fn u16(&mut self, field: &'static str) -> Result<u16, WireError> {
+        Ok(u16::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn u32(&mut self, field: &'static str) -> Result<u32, WireError> {
+        Ok(u32::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn u64(&mut self, field: &'static str) -> Result<u64, WireError> {
+        Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn i64(&mut self, field: &'static str) -> Result<i64, WireError> {
+        Ok(i64::from_le_bytes(self.array(field)?))
+    }
+
+    /// 0 or 1.
+    pub fn flag(&mut self, field: &'static str) -> Result<bool, WireError> {
+        match self.u8(field)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(WireError::Invalid { field, problem: format!("flag {v} is not 0 or 1") }),
+        }
+    }
+
+    pub fn utf8(&mut self, n: usize, field: &'static str) -> Result<String, WireError> {
+        let bytes = self.take(n, field)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| WireError::Utf8(field))
+    }
+
+    pub fn str8(&mut self, field: &'static str) -> Result<String, WireError> {
+        let n = self.u8(field)?;
+        self.utf8(n.into(), field)
+    }
+
+    pub fn str16(&mut self, field: &'static str) -> Result<String, WireError> {
+        let n = self.u16(field)?;
+        self.utf8(n.into(), field)
+    }
+
+    /// u32 length then bytes, refusing lengths above `max` before allocating.
+    pub fn bytes32(&mut self, max: usize, field: &'static str) -> Result<&'a [u8], WireError> {
+        let n = self.u32(field)? as usize;
+        if n > max {
+            return Err(WireError::Invalid { field, problem: format!("{n} bytes, more than {max}") });
+        }
+        self.take(n, field)
+    }
+
+    /// A u16 count then that many items, each read by `item`.
+    pub fn list16<T>(
+        &mut self,
+        field: &'static str,
+        mut item: impl FnMut(&mut Self) -> Result<T, WireError>,
+    ) -> Result<Vec<T>, WireError> {
+        let n = self.u16(field)?;
+        (0..n).map(|_| item(self)).collect()
+    }
+
+    /// A LEB128 varint in its one shortest form (a trailing zero byte or more than ten bytes
+    /// is refused, so every value has exactly one encoding).
+    pub fn varint(&mut self, field: &'static str) -> Result<u64, WireError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.u8(field)?;
+            let bits = u64::from(b & 0x7f);
+            if i == 9 && b > 1 {
+                return Err(WireError::Invalid { field, problem: "varint overflows 64 bits".into() });
+            }
+            v |= bits << (7 * i);
+            if b & 0x80 == 0 {
+                if b == 0 && i > 0 {
+                    return Err(WireError::Invalid {
+                        field,
+                        problem: "varint is not in its shortest form".into(),
+                    });
+                }
+                return Ok(v);
+            }
+        }
+        Err(WireError::Invalid { field, problem: "varint is longer than ten bytes".into() })
+    }
+
+    pub fn zigzag(&mut self, field: &'static str) -> Result<i64, WireError> {
+        let v = self.varint(field)?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.rest.len()
+    }
+
+    /// Succeeds only if every byte was read.
+    pub fn finish(self) -> Result<(), WireError> {
+        match self.rest.len() {
+            0 => Ok(()),
+            n => Err(WireError::Trailing(n)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_and_have_one_form() {
+        for v in [0u64, 1, 127, 128, 300, 1 << 35, u64::MAX] {
+            let mut out = Vec::new();
+            out.put_varint(v);
+            let mut r = Reader::new(&out);
+            assert_eq!(r.varint("v"), Ok(v));
+            assert!(r.finish().is_ok());
+        }
+        for v in [0i64, -1, 1, i64::MIN, i64::MAX, -300] {
+            let mut out = Vec::new();
+            out.put_zigzag(v);
+            assert_eq!(Reader::new(&out).zigzag("v"), Ok(v));
+        }
+        assert!(Reader::new(&[0x80, 0x00]).varint("v").is_err());
+        assert!(Reader::new(&[0xff; 10]).varint("v").is_err());
+        assert!(
+            Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]).varint("v").is_err()
+        );
+    }
+}

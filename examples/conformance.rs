@@ -1,0 +1,529 @@
+//! Writes the conformance suite (`tests/conformance/`): proof files of every kind made by a
+//! real memory, valid ones and mutated ones, with a manifest saying what a verifier must
+//! conclude of each, and why. Any implementation of docs/PROOFS.md can run it; the Rust
+//! verifier (tests/conformance.rs) and the Python package (python/tests) do in CI.
+//!
+//!   cargo run --example conformance -- tests/conformance
+//!
+//! The files are committed: a new run makes a new ledger key and new Pulse times, so it
+//! rewrites every file (and the tests then check the new ones).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Link, LinkRel, Permille};
+use sion_memory::index::Index;
+use sion_memory::index::geom::Query;
+use sion_memory::index::tree::Step;
+use sion_memory::ledger::{Head, SignedTx, Tx, account_of};
+use sion_memory::memory::Memory;
+use sion_memory::proof::{self, Attestation, Expect, ListKey, Proof, ProofFile, RangeProof, VerifyError};
+use sion_memory::sim::{Warehouse, WarehouseConfig};
+
+struct Suite {
+    dir: PathBuf,
+    ledger_key: String,
+    cases: Vec<Value>,
+}
+
+impl Suite {
+    /// Add a case: write the file, check our verifier's verdict is the one stated, record it.
+    fn case(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        expect: Value,
+        verdict: Result<(), (&str, &str)>,
+    ) -> Result<()> {
+        self.case_with_key(name, bytes, expect, verdict, None)
+    }
+
+    fn case_with_key(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        expect: Value,
+        verdict: Result<(), (&str, &str)>,
+        key: Option<&str>,
+    ) -> Result<()> {
+        let file = format!("{name}.sionproof");
+        std::fs::write(self.dir.join(&file), bytes)?;
+        let key_hex = key.unwrap_or(&self.ledger_key).to_owned();
+        let ours = check(bytes, &key_hex, &expect);
+        let mut case = json!({ "file": file, "ledger_key": key_hex, "expect": expect });
+        match (verdict, ours) {
+            (Ok(()), Ok(v)) => {
+                case["verdict"] = json!("valid");
+                case["statement"] = json!(v.statement());
+                case["kind"] = json!(v.claim.kind());
+                case["head_size"] = json!(v.head.size);
+                case["atoms"] = json!(answer_positions(&v));
+            }
+            (Err((code, why)), Err(e)) if e.code() == code => {
+                case["verdict"] = json!("invalid");
+                case["error"] = json!(code);
+                case["why"] = json!(why);
+                case["our_message"] = json!(e.to_string());
+            }
+            (wanted, got) => {
+                bail!("{name}: meant to be {wanted:?}, our verifier says {:?}", got.map(|v| v.statement()))
+            }
+        }
+        self.cases.push(case);
+        Ok(())
+    }
+}
+
+fn answer_positions(v: &proof::Verified) -> Vec<u64> {
+    match &v.claim {
+        proof::Claim::Range { atoms, .. } | proof::Claim::List { atoms, .. } => {
+            atoms.iter().map(|(p, _)| *p).collect()
+        }
+        proof::Claim::Included { position, .. } | proof::Claim::Omitted { position, .. } => vec![*position],
+        proof::Claim::Extends { .. } => vec![],
+    }
+}
+
+fn check(bytes: &[u8], key_hex: &str, expect: &Value) -> Result<proof::Verified, VerifyError> {
+    let mut k = [0u8; 32];
+    hex::decode_to_slice(key_hex, &mut k).map_err(|_| VerifyError::BadLedgerKey)?;
+    let key = ed25519_dalek::VerifyingKey::from_bytes(&k).map_err(|_| VerifyError::BadLedgerKey)?;
+    let expect = Expect::from_json(expect).map_err(VerifyError::Range)?;
+    proof::verify(bytes, &key, &expect)
+}
+
+fn range_expect(q: &Query) -> Value {
+    json!({
+        "frame": q.frame,
+        "box": [q.bounds.min_mm[0], q.bounds.min_mm[1], q.bounds.min_mm[2],
+                q.bounds.max_mm[0], q.bounds.max_mm[1], q.bounds.max_mm[2]],
+        "from_ns": q.from_ns, "to_ns": q.to_ns,
+    })
+}
+
+fn range_of(file: &mut ProofFile) -> &mut RangeProof {
+    match &mut file.proof {
+        Proof::Range { range, .. } | Proof::Omission { range, .. } => range,
+        _ => unreachable!("a range proof"),
+    }
+}
+
+fn main() -> Result<()> {
+    let out =
+        std::env::args().nth(1).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("tests/conformance"));
+    std::fs::create_dir_all(&out)?;
+    for entry in std::fs::read_dir(&out)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "sionproof") {
+            std::fs::remove_file(path)?;
+        }
+    }
+    let tmp = tempfile::tempdir()?;
+    let mut memory = Memory::create(&tmp.path().join("m"), Some("fleet/robot-7"), None)?;
+    let mut atoms: Vec<Atom> = Warehouse::new(WarehouseConfig::default()).take(3000).collect();
+    // A revision of atom 10, so there is a link list to prove.
+    let target = atoms[10].id();
+    let mut revision = AtomParts::new(
+        Kind::Revision,
+        "map",
+        BoxMm { min_mm: [0; 3], max_mm: [0; 3] },
+        Interval { from_ns: atoms[10].parts().valid.from_ns, to_ns: atoms[10].parts().valid.to_ns },
+        Permille(800),
+    );
+    revision.links = vec![Link { rel: LinkRel::Supersedes, target }];
+    revision.subject = atoms[10].parts().subject.clone();
+    atoms.push(Atom::new(revision)?);
+    memory.remember(atoms[..2000].to_vec())?;
+    memory.commit(false)?;
+    memory.remember(atoms[2000..].to_vec())?;
+    memory.commit(false)?;
+    let ledger_key = hex::encode(memory.ledger().public_key().to_bytes());
+    let size = memory.committed().head.size;
+    let mut suite = Suite { dir: out.clone(), ledger_key: ledger_key.clone(), cases: Vec::new() };
+
+    // --- range proofs
+    let a = atoms[42].parts().clone();
+    let pad = 20_000;
+    let bounds = BoxMm {
+        min_mm: [a.bounds.min_mm[0] - pad, a.bounds.min_mm[1] - pad, a.bounds.min_mm[2] - 5_000],
+        max_mm: [a.bounds.max_mm[0] + pad, a.bounds.max_mm[1] + pad, a.bounds.max_mm[2] + 5_000],
+    };
+    let q = Query::new("map", bounds, a.valid.from_ns - 600_000_000_000, a.valid.to_ns + 600_000_000_000)?;
+    let range = memory.prove_range(&q, None)?;
+    let n = match &range.proof {
+        Proof::Range { range, .. } => range.atoms.len(),
+        _ => 0,
+    };
+    if n < 2 {
+        bail!("the range query answers {n} atoms; the suite wants a few");
+    }
+    suite.case("range", &range.encode(), range_expect(&q).tap_at_least(size), Ok(()))?;
+    let empty_q = Query::new("map", BoxMm { min_mm: [-9_000_000; 3], max_mm: [-8_000_000; 3] }, 0, 1)?;
+    let empty = memory.prove_range(&empty_q, None)?;
+    suite.case("range-empty", &empty.encode(), range_expect(&empty_q), Ok(()))?;
+    let absent_q = Query::new("no_such_frame", bounds, q.from_ns, q.to_ns)?;
+    let absent = memory.prove_range(&absent_q, None)?;
+    suite.case("range-absent-frame", &absent.encode(), range_expect(&absent_q), Ok(()))?;
+    let instant_q = Query::new("map", bounds, a.valid.from_ns, a.valid.from_ns)?;
+    let instant = memory.prove_range(&instant_q, None)?;
+    let mut instant_expect = range_expect(&instant_q);
+    instant_expect["to_ns"] = json!(a.valid.from_ns); // asked as an instant: from = to
+    suite.case("range-instant", &instant.encode(), instant_expect, Ok(()))?;
+    let older = memory.prove_range(&q, Some(2000))?;
+    suite.case("range-as-of-older-head", &older.encode(), range_expect(&q), Ok(()))?;
+
+    // The question, not only the proof.
+    let smaller = BoxMm {
+        min_mm: [a.bounds.min_mm[0] - 1, a.bounds.min_mm[1] - 1, a.bounds.min_mm[2]],
+        max_mm: a.bounds.max_mm,
+    };
+    let small_q = Query::new("map", smaller, q.from_ns, q.to_ns)?;
+    let small = memory.prove_range(&small_q, None)?;
+    suite.case(
+        "range-for-a-smaller-box",
+        &small.encode(),
+        range_expect(&q),
+        Err(("other_question", "a valid, complete proof for a smaller box than the one asked")),
+    )?;
+    let short_q = Query::new("map", bounds, q.from_ns, q.from_ns + 1_000_000_000)?;
+    let short = memory.prove_range(&short_q, None)?;
+    suite.case(
+        "range-for-a-shorter-interval",
+        &short.encode(),
+        range_expect(&q),
+        Err(("other_question", "a valid, complete proof for a shorter interval than the one asked")),
+    )?;
+    suite.case(
+        "range-older-than-asked",
+        &older.encode(),
+        range_expect(&q).tap_at_least(size),
+        Err(("stale_head", "valid as of 2000 atoms; the reader asked for a head of at least the latest")),
+    )?;
+    suite.case_with_key(
+        "range-other-ledger",
+        &range.encode(),
+        range_expect(&q),
+        Err(("wrong_ledger", "attested by a ledger other than the one the reader trusts")),
+        Some(&hex::encode(ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key().to_bytes())),
+    )?;
+    let mut unattested = range.clone();
+    unattested.attestation = None;
+    suite.case(
+        "range-unattested",
+        &unattested.encode(),
+        range_expect(&q),
+        Err(("unattested", "no ledger attestation, and the reader names a ledger key")),
+    )?;
+
+    // Mutations of the valid range proof.
+    let mut m = range.clone();
+    range_of(&mut m).atoms.remove(0);
+    suite.case(
+        "range-answer-dropped",
+        &m.encode(),
+        range_expect(&q),
+        Err(("range", "an answer atom is left out: the walk still hits it")),
+    )?;
+    let mut m = range.clone();
+    let extra = range_of(&mut m).atoms[0].clone();
+    range_of(&mut m).atoms.insert(0, extra);
+    suite.case(
+        "range-answer-duplicated",
+        &m.encode(),
+        range_expect(&q),
+        Err(("range", "answer positions are not strictly ascending")),
+    )?;
+    let mut m = range.clone();
+    range_of(&mut m).atoms.swap(0, 1);
+    suite.case(
+        "range-answer-swapped",
+        &m.encode(),
+        range_expect(&q),
+        Err(("range", "answer positions out of order")),
+    )?;
+    let mut m = range.clone();
+    range_of(&mut m).query.bounds.max_mm[0] += 1_000_000;
+    let widened = range_of(&mut m).query.clone();
+    suite.case(
+        "range-query-widened",
+        &m.encode(),
+        range_expect(&widened),
+        Err(("range", "the query in the file widened after proving: a pruned subtree now meets it")),
+    )?;
+    let mut m = range.clone();
+    range_of(&mut m).query.bounds.min_mm[0] += 10_000;
+    range_of(&mut m).query.bounds.max_mm[0] -= 10_000;
+    let narrowed = range_of(&mut m).query.clone();
+    suite.case(
+        "range-query-narrowed",
+        &m.encode(),
+        range_expect(&narrowed),
+        Err(("range", "the query in the file narrowed after proving: an answer atom no longer answers it")),
+    )?;
+    let mut m = range.clone();
+    range_of(&mut m).answer.links_root[0] ^= 1;
+    suite.case(
+        "range-links-root-flipped",
+        &m.encode(),
+        range_expect(&q),
+        Err(("index_root", "a bit of the link map's root flipped: the index root differs")),
+    )?;
+    let mut bytes = range.encode();
+    bytes.push(0);
+    suite.case(
+        "range-trailing-byte",
+        &bytes,
+        range_expect(&q),
+        Err(("format", "a byte after the end of the encoding")),
+    )?;
+    let bytes = range.encode();
+    suite.case(
+        "range-truncated",
+        &bytes[..bytes.len() - 1],
+        range_expect(&q),
+        Err(("format", "the file ends early")),
+    )?;
+    let mut bytes = range.encode();
+    bytes[..8].copy_from_slice(b"SIONPRF1");
+    suite.case(
+        "range-first-format",
+        &bytes,
+        range_expect(&q),
+        Err(("format", "the first proof format (SIONPRF1) is refused")),
+    )?;
+    let mut bytes = range.encode();
+    bytes[8 + 1 + 32 + 89] ^= 0x80; // the first byte of the ledger's signature
+    suite.case(
+        "range-signature-flipped",
+        &bytes,
+        range_expect(&q),
+        Err(("attestation", "the Pulse header's signature does not hold")),
+    )?;
+    let mut m = range.clone();
+    if let Proof::Range { head, .. } = &mut m.proof {
+        head.size -= 1;
+    }
+    suite.case(
+        "range-head-mismatch",
+        &m.encode(),
+        range_expect(&q),
+        Err(("head_mismatch", "the head named differs from the one the ledger attests")),
+    )?;
+    let mut m = range.clone();
+    let first = range_of(&mut m).atoms[0].0;
+    let atom = Atom::decode(&range_of(&mut m).atoms[0].1)?;
+    let mut parts = atom.into_parts();
+    parts.confidence = Permille(if parts.confidence.0 == 1000 { 999 } else { parts.confidence.0 + 1 });
+    range_of(&mut m).atoms[0] = (first, Atom::new(parts)?.bytes().to_vec());
+    suite.case(
+        "range-atom-edited",
+        &m.encode(),
+        range_expect(&q),
+        Err(("index_root", "an answer atom's confidence edited: its id, and so the root, differ")),
+    )?;
+
+    let mut m = range.clone();
+    range_of(&mut m).query.frame = "map\u{e9}".into();
+    suite.case(
+        "range-query-frame-not-a-frame",
+        &m.encode(),
+        json!({}),
+        Err(("format", "the query names a frame outside [A-Za-z0-9_./-]")),
+    )?;
+    let mut m = range.clone();
+    range_of(&mut m).query.bounds.min_mm[2] = range_of(&mut m).query.bounds.max_mm[2] + 1;
+    suite.case(
+        "range-query-corners-reversed",
+        &m.encode(),
+        json!({}),
+        Err(("format", "the query box's minimum is above its maximum on z")),
+    )?;
+    let mut m = range.clone();
+    {
+        // A chain of 257 interior nodes, each with a pruned right child, over one group.
+        let r = range_of(&mut m);
+        let walk = r.answer.short.clone().or(r.answer.long.clone()).unwrap_or_default();
+        let pruned = walk.iter().find(|s| matches!(s, Step::Pruned(_))).cloned();
+        let group = walk.iter().find(|s| matches!(s, Step::Group(_))).cloned();
+        if let (Some(Step::Pruned(p)), Some(group)) = (pruned, group) {
+            let mut deep = vec![Step::Interior(p.bbox); 257];
+            deep.push(group);
+            deep.extend(std::iter::repeat_n(Step::Pruned(p), 257));
+            r.answer.short = Some(deep);
+        }
+    }
+    suite.case(
+        "range-walk-too-deep",
+        &m.encode(),
+        json!({}),
+        Err(("format", "a walk deeper than 256 levels")),
+    )?;
+
+    // --- subject and link proofs
+    let subject = atoms[10].parts().subject.clone();
+    let subj = memory.prove_list(ListKey::Subject(subject.clone()), None)?;
+    suite.case("subject", &subj.encode(), json!({ "subject": subject }), Ok(()))?;
+    let nobody = memory.prove_list(ListKey::Subject("nobody-at-all".into()), None)?;
+    suite.case("subject-absent", &nobody.encode(), json!({ "subject": "nobody-at-all" }), Ok(()))?;
+    suite.case(
+        "subject-other-subject",
+        &nobody.encode(),
+        json!({ "subject": subject }),
+        Err((
+            "other_question",
+            "a valid proof that nobody-at-all has no atoms, for a reader who asked about another subject",
+        )),
+    )?;
+    let mut m = subj.clone();
+    if let Proof::List { list, .. } = &mut m.proof {
+        list.atoms.pop();
+    }
+    suite.case(
+        "subject-answer-dropped",
+        &m.encode(),
+        json!({ "subject": subject }),
+        Err(("list", "the answer lacks an atom of the committed list")),
+    )?;
+    let mut m = subj.clone();
+    if let Proof::List { list, .. } = &mut m.proof {
+        list.key = ListKey::Subject("line\nbreak".into());
+    }
+    suite.case(
+        "subject-control-character",
+        &m.encode(),
+        json!({}),
+        Err(("format", "the subject holds a control character (U+000A)")),
+    )?;
+    let links = memory.prove_links(target, None)?;
+    suite.case("links", &links.encode(), json!({ "links_to": target.to_string() }), Ok(()))?;
+
+    // --- inclusion, consistency, omission
+    let inclusion = memory.prove_inclusion(1234)?;
+    suite.case("inclusion", &inclusion.encode(), json!({ "position": 1234 }), Ok(()))?;
+    suite.case(
+        "inclusion-other-position",
+        &inclusion.encode(),
+        json!({ "position": 1235 }),
+        Err(("other_question", "proves position 1234, the reader asked about 1235")),
+    )?;
+    let mut m = inclusion.clone();
+    if let Proof::Inclusion { path, .. } = &mut m.proof {
+        path[0][0] ^= 1;
+    }
+    suite.case(
+        "inclusion-path-flipped",
+        &m.encode(),
+        json!({ "position": 1234 }),
+        Err(("merkle", "a bit of the inclusion path flipped")),
+    )?;
+    let consistency = memory.prove_consistency(2000)?;
+    suite.case(
+        "consistency",
+        &consistency.encode(),
+        json!({ "extends": { "size": 2000, "root": hex::encode(memory.version(Some(2000))?.head.root) } }),
+        Ok(()),
+    )?;
+    let mut m = consistency.clone();
+    if let Proof::Consistency { old_size, path, .. } = &mut m.proof {
+        *old_size = 0;
+        path.clear();
+    }
+    suite.case(
+        "consistency-from-zero",
+        &m.encode(),
+        json!({}),
+        Err(("merkle", "a consistency proof from size 0 proves nothing and is refused")),
+    )?;
+    omission_cases(&mut suite, &mut memory, &atoms)?;
+
+    let manifest = json!({
+        "suite": "sion_memory proof conformance",
+        "format": "SIONPRF2 (docs/PROOFS.md)",
+        "about": "Each case: a proof file, the ledger key a reader trusts, what the reader asked (expect: docs/PROOFS.md, \"What the reader asked\"), and the verdict a verifier must reach: valid (with the answer's positions) or invalid (with the refusal's code, docs/PROOFS.md \"Refusals\", and why). our_message is what the Rust verifier says, for information only.",
+        "ledger_key": ledger_key,
+        "cases": suite.cases,
+    });
+    write_manifest(&out.join("manifest.json"), &manifest)?;
+    println!("wrote {} cases to {}", manifest["cases"].as_array().map_or(0, Vec::len), out.display());
+    Ok(())
+}
+
+/// A writer whose committed index leaves an atom out, and the omission proof that convicts it.
+fn omission_cases(suite: &mut Suite, memory: &mut Memory, atoms: &[Atom]) -> Result<()> {
+    let size = memory.committed().head.size as usize;
+    let mut decoy = atoms[123].parts().clone();
+    decoy.bounds.min_mm[0] += 50_000;
+    decoy.bounds.max_mm[0] += 50_000;
+    let decoy = Atom::new(decoy)?;
+    let mut bad = Index::new();
+    for (i, a) in atoms[..size].iter().enumerate() {
+        bad.fold(if i == 123 { &decoy } else { a });
+    }
+    let log_head = memory.log().head();
+    let head = Head { size: log_head.size, root: log_head.root, index: bad.root(), manifest: [0; 32] };
+    let writer = memory.writer().clone();
+    let nonce = memory.ledger().nonce(&account_of(&writer));
+    let log = memory.log_id();
+    let version = memory.committed().commits;
+    memory
+        .ledger_mut()
+        .submit(SignedTx::sign(
+            &writer,
+            nonce,
+            Tx::CommitMemory { log, version, head, proof: vec![], seal: false },
+        ))
+        .context("the ledger does not check index roots")?;
+    let atom = &atoms[123];
+    let p = atom.parts();
+    let query = Query::new(&p.frame, p.bounds, p.valid.from_ns, p.valid.to_ns)?;
+    let answer = bad.range(&query);
+    let range = RangeProof {
+        query,
+        atoms: answer.positions.iter().map(|&i| (i, atoms[i as usize].bytes().to_vec())).collect(),
+        answer,
+    };
+    let state = memory.ledger().state_proof(log, memory.committed().committed_at)?;
+    let file = ProofFile {
+        proof: Proof::Omission {
+            log,
+            head,
+            position: 123,
+            atom: atom.bytes().to_vec(),
+            path: memory.log().inclusion_proof(123, head.size)?,
+            range: Box::new(range),
+        },
+        attestation: Some(Attestation { ledger_key: memory.ledger().public_key().to_bytes(), state }),
+    };
+    suite.case("omission", &file.encode(), json!({ "omitted": 123 }), Ok(()))?;
+    let mut wrong = file.clone();
+    if let Proof::Omission { position, atom: a, path, .. } = &mut wrong.proof {
+        *position = 124;
+        *a = atoms[124].bytes().to_vec();
+        *path = memory.log().inclusion_proof(124, head.size)?;
+    }
+    suite.case(
+        "omission-of-an-atom-the-index-holds",
+        &wrong.encode(),
+        json!({}),
+        Err(("range", "accuses the index of leaving out an atom the proof's query does not reach")),
+    )?;
+    Ok(())
+}
+
+trait AtLeast {
+    fn tap_at_least(self, size: u64) -> Self;
+}
+
+impl AtLeast for Value {
+    fn tap_at_least(mut self, size: u64) -> Self {
+        self["at_least"] = json!(size);
+        self
+    }
+}
+
+fn write_manifest(path: &Path, manifest: &Value) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(manifest)?;
+    text.push('\n');
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}

@@ -1,0 +1,100 @@
+"""Check sion_memory proofs in your own process.
+
+A sion_memory node answers "what was seen in this box, during this interval" with a proof.
+Asking the node to check its own proof proves nothing; this package checks it here, against
+a ledger key you chose, and checks that it answers the question you asked::
+
+    import sion_verify
+    answer = sion_verify.verify(bytes(response.proof), ledger_key,
+                                frame="map", box=(0, 0, -1000, 5000, 5000, 3000),
+                                from_ns=t0, to_ns=t1)
+    for atom in answer["atoms"]:
+        print(atom["position"], atom["kind"], atom["min"], atom["max"])
+
+`verify` returns what the proof proves, or raises ProofError with the reason. The proof
+format and the verification algorithm are specified in the repository's docs/PROOFS.md.
+"""
+
+import json
+
+from ._sion_verify import verify_json
+
+__all__ = ["ProofError", "verify"]
+
+
+class ProofError(ValueError):
+    """The proof does not prove what was asked. `code` names the kind of refusal
+    (docs/PROOFS.md, "Refusals": format, atom, merkle, attestation, wrong_ledger, unattested,
+    range, list, index_root, other_question, stale_head, ...); the message says why."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def _key_bytes(ledger_key):
+    if isinstance(ledger_key, str):
+        try:
+            key = bytes.fromhex(ledger_key)
+        except ValueError:
+            raise ValueError("ledger_key: not hex digits") from None
+    else:
+        key = bytes(ledger_key)
+    if len(key) != 32:
+        raise ValueError(f"ledger_key: {len(key)} bytes, not 32 (64 hex digits)")
+    return key
+
+
+def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
+           subject=None, links_to=None, position=None, omitted=None, extends=None,
+           at_least=0, log=None):
+    """Verify a proof file's bytes; return what it proves, or raise ProofError.
+
+    ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust; the proof
+        must carry that ledger's attestation of its head. It is never taken from the proof.
+    The question you asked, which the proof must answer exactly (a valid proof for a smaller box,
+    a shorter interval or another subject is refused):
+        frame, box, from_ns, to_ns: a range query: a frame, (x0, y0, z0, x1, y1, z1) in mm with
+            both corners included, and [from_ns, to_ns) in ns (from_ns == to_ns: that instant);
+        subject: every atom about a subject;
+        links_to: every atom linking to an atom id (64 hex digits);
+        position: the atom at a position (an inclusion proof);
+        omitted: the position an omission proof convicts the writer's index of leaving out;
+        extends: (size, root as 64 hex digits) of an earlier head the log extends (consistency).
+    at_least: the head must hold at least this many atoms (refuses an older answer).
+    log: the log id the proof must be about.
+
+    Returns a dict: kind, statement (one sentence), log, head (size, root, index, manifest in
+    hex), pulse (number, time_ns, ledger_key), claim (as `sion memory verify --json` prints it)
+    and atoms: the answer's atoms in their JSON form (docs/ATOM.md) with their positions.
+    """
+    if frame is None and any(v is not None for v in (box, from_ns, to_ns)):
+        raise ValueError("box, from_ns and to_ns belong to a range question: name its frame too")
+    asked = sum(v is not None for v in (frame, subject, links_to, position, omitted, extends))
+    if asked > 1:
+        raise ValueError("ask one question: a range (frame, box, interval), a subject, links_to, "
+                         "a position, omitted or extends")
+    expect = {
+        "frame": frame,
+        "box": list(box) if box is not None else None,
+        "from_ns": from_ns,
+        "to_ns": to_ns,
+        "subject": subject,
+        "links_to": links_to,
+        "position": position,
+        "omitted": omitted,
+        "extends": {"size": extends[0], "root": extends[1]} if extends is not None else None,
+        "at_least": at_least,
+        "log": log,
+    }
+    outcome = json.loads(verify_json(bytes(proof), _key_bytes(ledger_key), json.dumps(expect)))
+    if "error" in outcome:
+        raise ProofError(outcome["error"]["code"], outcome["error"]["message"])
+    verified = outcome["ok"]
+    claim = verified["claim"]
+    (body,) = claim.values()
+    atoms = body.get("atoms")
+    if atoms is None and "atom" in body:
+        atoms = [body["atom"]]
+    verified["atoms"] = atoms or []
+    return verified

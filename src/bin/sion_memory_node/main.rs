@@ -1,0 +1,58 @@
+//! The ROS 2 node: `ros2 launch sion_memory robot.launch.py` starts this (docs/ROS.md). Its
+//! arguments are ROS's (`--ros-args --params-file …`), read by rcl; this binary adds `--help`
+//! and `--list-parameters`, sets up logging, and runs [`sion_memory::ros::run`].
+
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use sion_memory::ros::Params;
+
+fn help() -> String {
+    let mut out = String::from(
+        "sion_memory_node: the robot's provable memory as a ROS 2 node.\n\n\
+         Subscribes to pose, odometry, /tf, /tf_static, the map and a camera; remembers them as\n\
+         atoms in a durable log; commits heads to the ledger; serves /sion_memory/query_range,\n\
+         query_subject, verify, remember and commit; publishes /sion_memory/head and /stats.\n\n\
+         Usage: sion_memory_node [--ros-args --params-file config/robot.yaml -p NAME:=VALUE ...]\n\
+         \x20      sion_memory_node --list-parameters\n\nParameters:\n",
+    );
+    for (name, description, default) in Params::declared() {
+        out.push_str(&format!("  {name:<24} {description} (default {default})\n"));
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{}", help());
+        return ExitCode::SUCCESS;
+    }
+    if args.iter().any(|a| a == "--list-parameters") {
+        for (name, ..) in Params::declared() {
+            println!("{name}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let outcome = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| runtime.block_on(sion_memory::ros::run()));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sion_memory_node: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
