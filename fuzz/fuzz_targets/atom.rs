@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sion_memory::atom::Atom;
+use sion_verify::atom::Atom;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(atom) = Atom::decode(data) {

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sion_memory::proof::ProofFile;
+use sion_verify::proof::ProofFile;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(file) = ProofFile::decode(data) {

@@ -9,6 +9,7 @@
 //! signatures (docs/LEDGER.md).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod atom;
 pub mod index;

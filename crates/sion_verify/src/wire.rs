@@ -5,23 +5,39 @@
 /// Why bytes could not be read as the expected layout.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
+    /// The bytes end inside this field.
     #[error("{0}: the encoding ends early")]
     Truncated(&'static str),
+    /// This field's text is not UTF-8.
     #[error("{0}: is not UTF-8")]
     Utf8(&'static str),
+    /// A field's value is not allowed: an unknown code, kind or flag, a length or count out of
+    /// bounds, a varint not in its shortest form.
     #[error("{field}: {problem}")]
-    Invalid { field: &'static str, problem: String },
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// This many bytes follow the last field.
     #[error("{0} bytes follow the end of the encoding")]
     Trailing(usize),
 }
 
 /// Appending fixed-width little-endian integers and length-prefixed data.
 pub trait Put {
+    /// One byte.
     fn put_u8(&mut self, v: u8);
+    /// Two bytes, little-endian.
     fn put_u16(&mut self, v: u16);
+    /// Four bytes, little-endian.
     fn put_u32(&mut self, v: u32);
+    /// Eight bytes, little-endian.
     fn put_u64(&mut self, v: u64);
+    /// Eight bytes, little-endian two's complement.
     fn put_i64(&mut self, v: i64);
+    /// The bytes as they are, with no length.
     fn put_bytes(&mut self, v: &[u8]);
     /// u8 length, then the bytes; the caller has checked the length fits.
     fn put_str8(&mut self, s: &str);
@@ -83,10 +99,13 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A cursor at the start of `bytes`.
     pub fn new(bytes: &'a [u8]) -> Self {
         Self { rest: bytes }
     }
 
+    /// The next `n` bytes. Every read fails with [`WireError::Truncated`] naming `field` if the
+    /// bytes run out.
     pub fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], WireError> {
         if self.rest.len() < n {
             return Err(WireError::Truncated(field));
@@ -96,28 +115,34 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// The next `N` bytes.
     pub fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], WireError> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.take(N, field)?);
         Ok(a)
     }
 
+    /// One byte.
     pub fn u8(&mut self, field: &'static str) -> Result<u8, WireError> {
         Ok(self.array::<1>(field)?[0])
     }
 
+    /// A little-endian u16.
     pub fn u16(&mut self, field: &'static str) -> Result<u16, WireError> {
         Ok(u16::from_le_bytes(self.array(field)?))
     }
 
+    /// A little-endian u32.
     pub fn u32(&mut self, field: &'static str) -> Result<u32, WireError> {
         Ok(u32::from_le_bytes(self.array(field)?))
     }
 
+    /// A little-endian u64.
     pub fn u64(&mut self, field: &'static str) -> Result<u64, WireError> {
         Ok(u64::from_le_bytes(self.array(field)?))
     }
 
+    /// A little-endian i64.
     pub fn i64(&mut self, field: &'static str) -> Result<i64, WireError> {
         Ok(i64::from_le_bytes(self.array(field)?))
     }
@@ -131,16 +156,19 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The next `n` bytes as UTF-8 text.
     pub fn utf8(&mut self, n: usize, field: &'static str) -> Result<String, WireError> {
         let bytes = self.take(n, field)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| WireError::Utf8(field))
     }
 
+    /// A u8 length, then that many bytes of UTF-8.
     pub fn str8(&mut self, field: &'static str) -> Result<String, WireError> {
         let n = self.u8(field)?;
         self.utf8(n.into(), field)
     }
 
+    /// A u16 length, then that many bytes of UTF-8.
     pub fn str16(&mut self, field: &'static str) -> Result<String, WireError> {
         let n = self.u16(field)?;
         self.utf8(n.into(), field)
@@ -189,11 +217,13 @@ impl<'a> Reader<'a> {
         Err(WireError::Invalid { field, problem: "varint is longer than ten bytes".into() })
     }
 
+    /// A signed value as [`Put::put_zigzag`] writes it.
     pub fn zigzag(&mut self, field: &'static str) -> Result<i64, WireError> {
         let v = self.varint(field)?;
         Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
     }
 
+    /// How many bytes are left to read.
     pub fn remaining(&self) -> usize {
         self.rest.len()
     }

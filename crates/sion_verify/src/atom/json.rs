@@ -16,30 +16,48 @@ use super::{
     Payload, Permille,
 };
 
+/// One line of the JSON form as serde reads and writes it: ids and hashes as hex, byte payloads
+/// as base64, unknown fields refused, empty optional fields left out of the output. Not yet
+/// validated: [`AtomJson::to_parts`] and [`Atom::new`] make it an atom.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AtomJson {
+    /// The atom id, 64 hex digits: always written; on input, if given, it must match the content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The atom's position in its log, when printed from one; ignored on input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<u64>,
+    /// The kind's name (`observation`, `map_tile`, …).
     pub kind: String,
+    /// The frame the box is in.
     pub frame: String,
+    /// The box's minimum corner, x, y, z in mm.
     pub min: [i64; 3],
+    /// The box's maximum corner, x, y, z in mm.
     pub max: [i64; 3],
+    /// Start of valid time, ns, included.
     pub from: i64,
+    /// End of valid time, ns, excluded (`9223372036854775807`: until further notice).
     pub to: i64,
+    /// Confidence in permille, 0 to 1000.
     pub confidence: u16,
+    /// What the atom is about; may be empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subject: String,
+    /// Ids of the atoms it rests on, 64 hex digits each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<String>,
+    /// Spans of sources' payloads that support it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<EvidenceJson>,
+    /// The model and code that produced it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extractor: Option<ExtractorJson>,
+    /// Its relations to other atoms.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<LinkJson>,
+    /// One of `text`, `public`, `encrypted` (base64) or `blob`; absent for no payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<PayloadJson>,
 }
@@ -89,12 +107,21 @@ pub struct BlobJson {
 /// Why a line is not an atom in the JSON form.
 #[derive(Debug, thiserror::Error)]
 pub enum JsonError {
+    /// The line is not JSON, or not an object of the form's fields and types (an unknown field,
+    /// a missing required one, a number that is not an integer in range).
     #[error("not an atom in JSON form: {0}")]
     Syntax(#[from] serde_json::Error),
+    /// The fields do not make a valid atom.
     #[error(transparent)]
     Atom(#[from] AtomError),
+    /// The line's `id` is not the id of its content (or not an id at all).
     #[error("id: {given} does not match the content, whose id is {computed}")]
-    IdMismatch { given: String, computed: AtomId },
+    IdMismatch {
+        /// The `id` as the line gives it.
+        given: String,
+        /// The id of the content.
+        computed: AtomId,
+    },
 }
 
 fn id(field: impl FnOnce() -> String, hex: &str) -> Result<AtomId, AtomError> {

@@ -60,10 +60,12 @@ impl Atom {
         Ok(Self { parts, bytes: bytes.into_boxed_slice(), id })
     }
 
+    /// What the atom says.
     pub fn parts(&self) -> &AtomParts {
         &self.parts
     }
 
+    /// The parts, dropping the encoding and id (to change them and build a new atom).
     pub fn into_parts(self) -> AtomParts {
         self.parts
     }
@@ -78,6 +80,7 @@ impl Atom {
         self.id
     }
 
+    /// The atom's kind.
     pub fn kind(&self) -> Kind {
         self.parts.kind
     }

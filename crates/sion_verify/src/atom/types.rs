@@ -9,10 +9,12 @@ use std::str::FromStr;
 pub struct AtomId(pub [u8; 32]);
 
 impl AtomId {
+    /// BLAKE3 of `bytes`, taken to be a canonical encoding (they are not checked).
     pub fn of_encoding(bytes: &[u8]) -> Self {
         Self(*blake3::hash(bytes).as_bytes())
     }
 
+    /// The 32 bytes, as leaves and index entries hash them.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
@@ -49,9 +51,10 @@ macro_rules! named_codes {
     ($(#[$meta:meta])* $name:ident { $($variant:ident = $code:literal, $text:literal;)* }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum $name { $($variant,)* }
+        pub enum $name { $(#[doc = concat!("`", $text, "`, code ", stringify!($code), ".")] $variant,)* }
 
         impl $name {
+            /// Every value, in code order.
             pub const ALL: &'static [$name] = &[$($name::$variant,)*];
 
             /// The byte that stands for this value in the canonical encoding.
@@ -59,6 +62,7 @@ macro_rules! named_codes {
                 match self { $($name::$variant => $code,)* }
             }
 
+            /// The value a code of the canonical encoding stands for; `None` if it is unknown.
             pub fn from_code(code: u8) -> Option<Self> {
                 match code { $($code => Some($name::$variant),)* _ => None }
             }
@@ -68,6 +72,7 @@ macro_rules! named_codes {
                 match self { $($name::$variant => $text,)* }
             }
 
+            /// The value of a JSON-form name; `None` if it is unknown.
             pub fn from_name(name: &str) -> Option<Self> {
                 match name { $($text => Some($name::$variant),)* _ => None }
             }
@@ -83,6 +88,13 @@ macro_rules! named_codes {
 
 named_codes! {
     /// The seventeen kinds: the ten agent memory kinds, then the robot kinds.
+    ///
+    /// As the ROS node writes robot kinds (docs/ROS.md): a `pose` is a robot's position (a
+    /// point) at an instant, a `transform` a child frame's origin in its parent frame, a
+    /// `map_tile` the box of a map's grid (its payload a blob reference) and an `observation`
+    /// the box a camera frame saw. The brain derives `trajectory` and `coverage` atoms from
+    /// poses and observations per time window (docs/BRAIN.md). A `revision` has at least one
+    /// link and a `conflict` at least two `contradicts` links (docs/ATOM.md, "Limits").
     Kind {
         Claim = 0, "claim";
         Episode = 1, "episode";
@@ -117,7 +129,9 @@ named_codes! {
 /// An axis-aligned box in a frame, corners included, in millimetres.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BoxMm {
+    /// Minimum corner, x, y, z in mm.
     pub min_mm: [i64; 3],
+    /// Maximum corner, x, y, z in mm; `min_mm[i] <= max_mm[i]` in a valid atom.
     pub max_mm: [i64; 3],
 }
 
@@ -132,11 +146,14 @@ impl BoxMm {
 /// start). `to_ns == i64::MAX` means "until further notice".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Interval {
+    /// Start, included; at least 0 in a valid atom.
     pub from_ns: i64,
+    /// End, excluded; above `from_ns` in a valid atom.
     pub to_ns: i64,
 }
 
 impl Interval {
+    /// The `to_ns` of a statement that holds until further notice.
     pub const OPEN_END_NS: i64 = i64::MAX;
 }
 
@@ -147,8 +164,11 @@ pub struct Permille(pub u16);
 /// A span of a source's payload that supports the atom: bytes `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Evidence {
+    /// The atom whose payload the span is in.
     pub source: AtomId,
+    /// First byte of the span.
     pub start: u64,
+    /// End of the span, excluded; `start <= end`.
     pub end: u64,
 }
 
@@ -156,13 +176,18 @@ pub struct Evidence {
 /// `sion_memory 0.1.0`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Extractor {
+    /// The model's identity: at most 256 bytes, no control characters; may be empty.
     pub model: String,
+    /// The code's identity, by the same rules; not empty if `model` is.
     pub code: String,
 }
 
+/// A relation to another atom. An atom carries no `(rel, target)` pair twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Link {
+    /// How this atom relates to the target.
     pub rel: LinkRel,
+    /// The atom related to.
     pub target: AtomId,
 }
 
@@ -170,13 +195,20 @@ pub struct Link {
 /// its length and its media type.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BlobRef {
+    /// BLAKE3 of the blob's bytes.
     pub hash: [u8; 32],
+    /// The blob's length in bytes.
     pub size: u64,
+    /// At most 127 bytes of docs/ATOM.md's media type grammar (`image/jpeg`,
+    /// `application/cdr; type=sensor_msgs/msg/Image`), compared bytewise.
     pub media_type: String,
 }
 
+/// The data an atom carries. Inline payloads (text, public, encrypted) are at most 65,536 bytes;
+/// larger data is kept elsewhere and committed to by a [`BlobRef`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum Payload {
+    /// No payload.
     #[default]
     None,
     /// Public UTF-8 text.
@@ -192,16 +224,28 @@ pub enum Payload {
 /// Everything an atom says, before validation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AtomParts {
+    /// What sort of statement the atom is.
     pub kind: Kind,
+    /// The frame `bounds` is in: 1 to 128 bytes of `[A-Za-z0-9_./-]`.
     pub frame: String,
+    /// Where, in `frame`; each coordinate within ±10^15 mm.
     pub bounds: BoxMm,
+    /// When the statement held.
     pub valid: Interval,
+    /// How sure the writer was, at most 1000 permille.
     pub confidence: Permille,
+    /// What the atom is about (`pallet-17`): at most 256 bytes, no control characters; may be
+    /// empty.
     pub subject: String,
+    /// The atoms it rests on: at most 256, none repeated.
     pub sources: Vec<AtomId>,
+    /// Spans of sources' payloads that support it: at most 256.
     pub evidence: Vec<Evidence>,
+    /// The model and code that produced it, if recorded.
     pub extractor: Option<Extractor>,
+    /// Relations to other atoms: at most 256, none repeated.
     pub links: Vec<Link>,
+    /// The data it carries.
     pub payload: Payload,
 }
 

@@ -8,9 +8,12 @@
 
 use crate::merkle::Digest;
 
+/// Domain tag of the key an interior node is hashed with.
 pub const TAG_NODE: u8 = 0x21;
+/// The empty map's digest is BLAKE3 of this one byte.
 pub const TAG_EMPTY: u8 = 0x22;
 
+/// Bit `i` (below 256) of a key; bit 0 is the most significant bit of byte 0.
 pub fn bit(key: &[u8; 32], i: u16) -> bool {
     let i = usize::from(i);
     key[i / 8] >> (7 - i % 8) & 1 == 1
@@ -44,6 +47,8 @@ fn crit_key(crit: u16) -> [u8; 32] {
     })
 }
 
+/// An interior node's digest: BLAKE3 keyed with `BLAKE3(0x21 || u16 LE crit)` over
+/// `left || right`.
 pub fn node_digest(crit: u16, left: &Digest, right: &Digest) -> Digest {
     let mut buf = [0u8; 64];
     buf[..32].copy_from_slice(left);
@@ -51,6 +56,7 @@ pub fn node_digest(crit: u16, left: &Digest, right: &Digest) -> Digest {
     *blake3::keyed_hash(&crit_key(crit), &buf).as_bytes()
 }
 
+/// The empty map's digest, `BLAKE3(0x22)`.
 pub fn empty_digest() -> Digest {
     *blake3::hash(&[TAG_EMPTY]).as_bytes()
 }
@@ -59,7 +65,9 @@ pub fn empty_digest() -> Digest {
 /// path does not take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathStep {
+    /// The first bit (0 to 255) at which the node's first and last keys differ.
     pub crit: u16,
+    /// Digest of the side the path does not take.
     pub sibling: Digest,
 }
 

@@ -6,9 +6,13 @@ use crate::atom::{AtomParts, BoxMm};
 /// A box in space (millimetres, corners included) and time (`[from_ns, to_ns)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SpaceTime {
+    /// Minimum corner, x, y, z in mm.
     pub min_mm: [i64; 3],
+    /// Maximum corner, x, y, z in mm.
     pub max_mm: [i64; 3],
+    /// Start, ns, included.
     pub from_ns: i64,
+    /// End, ns, excluded.
     pub to_ns: i64,
 }
 
@@ -16,6 +20,7 @@ impl SpaceTime {
     /// All zeros: a placeholder, and the reference a proof codes a walk's root box against.
     pub const ZERO: Self = Self { min_mm: [0; 3], max_mm: [0; 3], from_ns: 0, to_ns: 0 };
 
+    /// An atom's box and valid interval.
     pub fn of_atom(p: &AtomParts) -> Self {
         Self {
             min_mm: p.bounds.min_mm,
@@ -72,12 +77,28 @@ impl SpaceTime {
 /// Why a query is not well formed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueryError {
+    /// The box's minimum is above its maximum on an axis.
     #[error("box: min[{axis}] = {min} mm is above max[{axis}] = {max} mm")]
-    Corners { axis: usize, min: i64, max: i64 },
+    Corners {
+        /// 0, 1 or 2 for x, y or z.
+        axis: usize,
+        /// The minimum given, mm.
+        min: i64,
+        /// The maximum given, mm.
+        max: i64,
+    },
+    /// The interval ends before it starts.
     #[error("interval: to = {to} ns is before from = {from} ns")]
-    Interval { from: i64, to: i64 },
+    Interval {
+        /// The start given, ns.
+        from: i64,
+        /// The end given, ns.
+        to: i64,
+    },
+    /// The instant asked (ns) is `i64::MAX`, which has no `[t, t + 1)`.
     #[error("interval: the instant {0} ns is the last one and has no [t, t + 1)")]
     LastInstant(i64),
+    /// The frame is not named as an atom's frame is (why).
     #[error("frame: {0}")]
     Frame(String),
 }
@@ -89,14 +110,19 @@ pub enum QueryError {
 /// `from`, that is `[from, from + 1)`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Query {
+    /// The frame asked about.
     pub frame: String,
+    /// The box, mm, corners included.
     pub bounds: BoxMm,
+    /// Start of the interval, ns, included.
     pub from_ns: i64,
     /// Always above `from_ns` once built: an instant is stored as `from + 1`.
     pub to_ns: i64,
 }
 
 impl Query {
+    /// A well-formed query (docs/INDEX.md, "Queries"); `from_ns == to_ns` asks about that
+    /// instant and is stored as `[from_ns, from_ns + 1)`.
     pub fn new(frame: &str, bounds: BoxMm, from_ns: i64, to_ns: i64) -> Result<Self, QueryError> {
         crate::atom::check_frame(frame).map_err(|e| {
             QueryError::Frame(match e {

@@ -103,28 +103,48 @@ pub fn index_root(frames: u64, frames_root: &Digest, subjects: &Digest, links: &
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameWitness {
     /// The frame is leaf `index`; its entry is recomputed from the tree walks.
-    Present { index: u64, path: Vec<Digest> },
+    Present {
+        /// The frame's leaf index (frames sort by name, bytewise).
+        index: u64,
+        /// RFC 9162 inclusion path of its entry, from the leaf up.
+        path: Vec<Digest>,
+    },
     /// The frame is not in the index: the entries next to where it would be.
-    Absent { left: Option<Neighbour>, right: Option<Neighbour> },
+    Absent {
+        /// The last frame sorting before it; `None` if it would be first.
+        left: Option<Neighbour>,
+        /// The first frame sorting after it; `None` if it would be last.
+        right: Option<Neighbour>,
+    },
 }
 
+/// A frames tree leaf beside the place of an absent frame, with what proves it is there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Neighbour {
+    /// Its leaf index.
     pub index: u64,
+    /// Its frame entry, as [`encode_frame`] makes it.
     pub entry: Vec<u8>,
+    /// RFC 9162 inclusion path of the entry, from the leaf up.
     pub path: Vec<Digest>,
 }
 
 /// The answer to a range query with what proves it complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangeAnswer {
+    /// Log positions of the answer's atoms, ascending.
     pub positions: Vec<u64>,
+    /// How many frames the index holds: the frames tree's leaves.
     pub frames: u64,
+    /// Where the query's frame stands in the frames tree.
     pub frame: FrameWitness,
-    /// Walks of the short-lived and the long-lived tree (`None`: that tree is empty).
+    /// Walk of the short-lived tree (`None`: that tree is empty).
     pub short: Option<Vec<Step>>,
+    /// Walk of the long-lived tree, likewise.
     pub long: Option<Vec<Step>>,
+    /// The subject map's digest, hashed into the index root.
     pub subjects_root: Digest,
+    /// The link map's digest, hashed into the index root.
     pub links_root: Digest,
 }
 
@@ -132,21 +152,30 @@ pub struct RangeAnswer {
 /// list is the committed one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListAnswer {
+    /// Log positions of the list's atoms, ascending.
     pub positions: Vec<u64>,
     /// The leaf the search ended at, when the map is not empty: its key, and for a subject its
     /// label, count and list root (for a different key, this proves absence).
     pub leaf: Option<MapLeaf>,
+    /// The crit-bit path from the map's root down to `leaf` (empty for a map of one key).
     pub path: Vec<PathStep>,
+    /// How many frames the index holds.
     pub frames: u64,
+    /// The frames tree's root.
     pub frames_root: Digest,
     /// The other map's root (links for a subject answer, subjects for a links answer).
     pub other_root: Digest,
 }
 
+/// A leaf of the subject or the link map (docs/INDEX.md, "Maps").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MapLeaf {
+    /// Its key: BLAKE3 of the subject, or the target atom's id.
     pub key: [u8; 32],
+    /// The subject; empty in the link map.
     pub label: String,
+    /// How many atoms the list holds.
     pub count: u64,
+    /// The list's root ([`ListHasher`] over [`list_leaf`]s).
     pub root: Digest,
 }

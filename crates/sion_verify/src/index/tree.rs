@@ -12,6 +12,7 @@ use super::geom::SpaceTime;
 use crate::atom::AtomId;
 use crate::merkle::Digest;
 
+/// Domain tag of a leaf group's digest.
 pub const TAG_GROUP: u8 = 0x10;
 /// Entries in a leaf group, at most.
 pub const GROUP: usize = 4;
@@ -19,8 +20,11 @@ pub const GROUP: usize = 4;
 /// An atom as the index holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
+    /// The atom's position in the log.
     pub position: u64,
+    /// The atom's id.
     pub id: AtomId,
+    /// The atom's box and valid interval.
     pub bbox: SpaceTime,
 }
 
@@ -42,11 +46,15 @@ pub fn group_summary(entries: &[Entry]) -> Summary {
 /// A node's box and digest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Summary {
+    /// The union of the boxes below the node.
     pub bbox: SpaceTime,
+    /// The node's digest.
     pub digest: Digest,
 }
 
 impl Summary {
+    /// The parent of two nodes: the union of their boxes and
+    /// `BLAKE3(left box || left digest || right box || right digest)`.
     pub fn join(left: &Summary, right: &Summary) -> Summary {
         let mut buf = [0u8; 2 * (64 + 32)];
         buf[..64].copy_from_slice(&left.bbox.encode());
@@ -63,15 +71,20 @@ impl Summary {
 /// shows why).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
+    /// A subtree the walk did not enter, its box and digest; its box must not meet the query.
     Pruned(Summary),
     /// An entered interior node and its box (the union of its children's; a proof codes the
     /// boxes below it against it).
     Interior(SpaceTime),
+    /// A leaf group's 1 to [`GROUP`] entries, in the group's order.
     Group(Vec<GroupEntry>),
 }
 
+/// An entry of a walked leaf group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupEntry {
+    /// An entry that answers the query: its position (the atom comes with the answer).
     Hit(u64),
+    /// An entry that does not: the whole entry, whose box shows that it does not meet the query.
     Miss(Entry),
 }

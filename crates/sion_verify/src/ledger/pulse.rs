@@ -13,14 +13,20 @@ const PULSE_DOMAIN: &[u8] = b"sion-ledger-pulse-v1";
 /// is log `i`'s encoding, `logs` leaves) and the hash of the header before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PulseHeader {
+    /// Its number; Pulse 0 is the genesis, with no logs.
     pub number: u64,
+    /// Wall-clock time, ns since the Unix epoch; strictly increasing.
     pub time_ns: i64,
+    /// How many logs exist: the state tree's leaves.
     pub logs: u64,
+    /// Root of the RFC 9162 BLAKE3 tree over the logs' encodings.
     pub state_root: Digest,
+    /// BLAKE3 of the previous header's encoding; zeros for Pulse 0.
     pub prev: Digest,
 }
 
 impl PulseHeader {
+    /// The 89 bytes signed and hashed: u8 1, u64 number, i64 time_ns, u64 logs, state root, prev.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(89);
         out.put_u8(1);
@@ -54,16 +60,20 @@ impl PulseHeader {
 /// A header with the ledger's ed25519 signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignedHeader {
+    /// The header.
     pub header: PulseHeader,
+    /// ed25519 signature over `"sion-ledger-pulse-v1" || header`.
     pub signature: [u8; 64],
 }
 
 impl SignedHeader {
+    /// Sign a header with the ledger's key.
     pub fn sign(key: &SigningKey, header: PulseHeader) -> Self {
         let msg = [PULSE_DOMAIN, &header.encode()].concat();
         Self { header, signature: key.sign(&msg).to_bytes() }
     }
 
+    /// Check the signature under `ledger_key` (strict ed25519 verification).
     pub fn verify(&self, ledger_key: &VerifyingKey) -> Result<(), AttestationError> {
         let msg = [PULSE_DOMAIN, &self.header.encode()].concat();
         let sig = ed25519_dalek::Signature::from_bytes(&self.signature);
@@ -72,11 +82,13 @@ impl SignedHeader {
             .map_err(|_| AttestationError::Signature { pulse: self.header.number })
     }
 
+    /// Append the header's encoding, then the 64-byte signature.
     pub fn put(&self, out: &mut Vec<u8>) {
         out.put_bytes(&self.header.encode());
         out.put_bytes(&self.signature);
     }
 
+    /// Read a signed header as [`SignedHeader::put`] writes it; header version 1 only.
     pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
         Ok(Self { header: PulseHeader::read(r)?, signature: r.array("signature")? })
     }
@@ -85,30 +97,71 @@ impl SignedHeader {
 /// Why an attestation (a signed header, a state or transaction-time proof) does not hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AttestationError {
+    /// A header's signature does not hold under the ledger key.
     #[error("the header of Pulse {pulse} is not signed by this ledger's key")]
-    Signature { pulse: u64 },
+    Signature {
+        /// The header's Pulse number.
+        pulse: u64,
+    },
+    /// A state proof's path does not lead from the log's leaf to the header's state root.
     #[error("log {log} is not in the state of Pulse {pulse}: {reason}")]
-    NotInState { log: LogId, pulse: u64, reason: String },
+    NotInState {
+        /// The log the state proof is about.
+        log: LogId,
+        /// The Pulse whose state it was checked against.
+        pulse: u64,
+        /// Why the inclusion proof failed.
+        reason: String,
+    },
+    /// A transaction-time proof's Pulses are not consecutive: numbers `P − 1` and `P`, with
+    /// `P.prev` the hash of `P − 1`.
     #[error("Pulse {after} does not directly follow Pulse {before}")]
-    NotConsecutive { before: u64, after: u64 },
+    NotConsecutive {
+        /// The earlier Pulse's number.
+        before: u64,
+        /// The later Pulse's number.
+        after: u64,
+    },
+    /// A transaction-time proof's two state proofs differ in log id or writer.
     #[error("the two state proofs are about different logs")]
     DifferentLogs,
+    /// The log already held the position at the earlier Pulse, so it was not recorded at the
+    /// later one.
     #[error("position {position} was already covered before Pulse {pulse} (size {size})")]
-    CoveredBefore { position: u64, pulse: u64, size: u64 },
+    CoveredBefore {
+        /// The position asked about.
+        position: u64,
+        /// The later Pulse's number.
+        pulse: u64,
+        /// The log's size at the earlier Pulse.
+        size: u64,
+    },
+    /// The log does not hold the position yet at the later Pulse.
     #[error("position {position} is not covered at Pulse {pulse} (size {size})")]
-    NotCovered { position: u64, pulse: u64, size: u64 },
+    NotCovered {
+        /// The position asked about.
+        position: u64,
+        /// The later Pulse's number.
+        pulse: u64,
+        /// The log's size at that Pulse.
+        size: u64,
+    },
 }
 
 /// That, at a Pulse, the ledger's state held this log object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateProof {
+    /// The Pulse's signed header.
     pub header: SignedHeader,
+    /// The log as that Pulse's state holds it.
     pub log: MemoryLog,
     /// Inclusion path of the log's leaf in the header's state tree.
     pub path: Vec<Digest>,
 }
 
 impl StateProof {
+    /// Check the header's signature under `ledger_key` and the log's leaf
+    /// (`BLAKE3(0x00 || encoding)`, index `log.id`) against the header's state root.
     pub fn verify(&self, ledger_key: &VerifyingKey) -> Result<(), AttestationError> {
         self.header.verify(ledger_key)?;
         let h = &self.header.header;
@@ -118,6 +171,8 @@ impl StateProof {
         })
     }
 
+    /// Append the signed header, the log's encoding (u32 length first) and the path (u8 count,
+    /// then 32 bytes each).
     pub fn put(&self, out: &mut Vec<u8>) {
         self.header.put(out);
         out.put_bytes32(&self.log.encode());
@@ -127,6 +182,8 @@ impl StateProof {
         }
     }
 
+    /// Read a state proof as [`StateProof::put`] writes it; a log encoding over 4096 bytes is
+    /// refused.
     pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
         let header = SignedHeader::read(r)?;
         let log = MemoryLog::decode(r.bytes32(4096, "log")?)?;
@@ -139,8 +196,11 @@ impl StateProof {
 /// When an atom was recorded: before Pulse P its log did not cover the position, at P it did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxTimeProof {
+    /// The log position whose recording is proved.
     pub position: u64,
+    /// The log at Pulse P − 1, not covering `position`.
     pub before: StateProof,
+    /// The log at Pulse P, covering it.
     pub at: StateProof,
 }
 

@@ -8,29 +8,62 @@ use crate::wire::{Put as _, Reader, WireError};
 
 const TX_DOMAIN: &[u8] = b"sion-ledger-tx-v1";
 
+/// A transaction, before it is signed (docs/LEDGER.md, "Transactions", says when each is
+/// accepted).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tx {
     /// Register an agent identity controlled by `controller`. An agent under a parent needs
     /// the parent's controller to sign; a top-level agent, anyone.
-    RegisterAgent { name: String, controller: Account },
+    RegisterAgent {
+        /// The new agent's name (see [`valid_agent_name`](crate::ledger::valid_agent_name)).
+        name: String,
+        /// The account that will control it.
+        controller: Account,
+    },
     /// Suspend, revoke or reinstate an agent: signed by the controller of an agent above it or
     /// by the ledger's operator; an agent's own controller may suspend or revoke it, not
     /// reinstate it. Revocation is final.
-    SetAgentStatus { name: String, status: AgentStatus },
+    SetAgentStatus {
+        /// The agent's name.
+        name: String,
+        /// Its new status.
+        status: AgentStatus,
+    },
     /// Open a memory log owned by the sender.
-    OpenMemory { agent: Option<String>, policy: Digest },
+    OpenMemory {
+        /// The agent the log is for, which the sender controls; `None` for none.
+        agent: Option<String>,
+        /// The log's 32-byte policy commitment.
+        policy: Digest,
+    },
     /// Move a log to a new head. `version` is the `commits` count the writer built on, so two
     /// commits of one version never both execute; `proof` is the RFC 9162 consistency proof
     /// from the current head's size to the new one.
-    CommitMemory { log: LogId, version: u64, head: Head, proof: Vec<Digest>, seal: bool },
+    CommitMemory {
+        /// The log to move.
+        log: LogId,
+        /// The log's `commits` count this commit builds on.
+        version: u64,
+        /// The new head.
+        head: Head,
+        /// The consistency proof: empty at the same size and from size 0; at most 255 nodes.
+        proof: Vec<Digest>,
+        /// Seal the log with this commit: no commit may follow.
+        seal: bool,
+    },
 }
 
 /// A transaction with its sender, the sender's nonce and the sender's signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedTx {
+    /// The transaction.
     pub tx: Tx,
+    /// The signing account.
     pub sender: Account,
+    /// The sender's sequence number, 0, 1, 2, … per account: no transaction can be replayed.
     pub nonce: u64,
+    /// ed25519 signature over `"sion-ledger-tx-v1" || body` (the body is [`SignedTx::encode`]
+    /// without the signature).
     pub signature: [u8; 64],
 }
 
@@ -80,6 +113,7 @@ fn signed_message(body: &[u8]) -> Vec<u8> {
 }
 
 impl SignedTx {
+    /// Sign `tx` as the account of `key`, with that account's next `nonce`.
     pub fn sign(key: &SigningKey, nonce: u64, tx: Tx) -> Self {
         let sender = Account(key.verifying_key().to_bytes());
         let signature = key.sign(&signed_message(&body(&tx, &sender, nonce))).to_bytes();
@@ -93,12 +127,15 @@ impl SignedTx {
         key.verify_strict(&signed_message(&body(&self.tx, &self.sender, self.nonce)), &sig).is_ok()
     }
 
+    /// The body (sender, u64 nonce, a kind byte 0 to 3 and the fields), then the signature.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = body(&self.tx, &self.sender, self.nonce);
         out.put_bytes(&self.signature);
         out
     }
 
+    /// Read exactly what [`SignedTx::encode`] writes. The signature is not checked: see
+    /// [`SignedTx::signature_holds`].
     pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(bytes);
         let sender = Account(r.array("sender")?);

@@ -45,13 +45,18 @@ impl fmt::Display for LogId {
 /// committed beside them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Head {
+    /// How many atoms the log holds.
     pub size: u64,
+    /// The log's RFC 9162 BLAKE3 tree hash (docs/LOG.md, "The tree").
     pub root: Digest,
+    /// The root of the index of the first `size` atoms (docs/INDEX.md, "The root").
     pub index: Digest,
+    /// The manifest root the writer committed; attested with the head, not interpreted here.
     pub manifest: Digest,
 }
 
 impl Head {
+    /// Append u64 size, then root, index and manifest (32 bytes each).
     pub fn put(&self, out: &mut Vec<u8>) {
         out.put_u64(self.size);
         out.put_bytes(&self.root);
@@ -59,6 +64,7 @@ impl Head {
         out.put_bytes(&self.manifest);
     }
 
+    /// Read a head as [`Head::put`] writes it.
     pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
         Ok(Self {
             size: r.u64("size")?,
@@ -72,15 +78,21 @@ impl Head {
 /// A memory log on the ledger (specification v1.9's MemoryLog).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MemoryLog {
+    /// The log's number; also its leaf index in the state tree.
     pub id: LogId,
+    /// The account that opened it, the only one that may commit to it.
     pub writer: Account,
+    /// The agent it was opened for, if any.
     pub agent: Option<String>,
+    /// The 32-byte policy commitment given when it was opened.
     pub policy: Digest,
+    /// Its current head.
     pub head: Head,
     /// The head's sequence number: how many commits moved it.
     pub commits: u64,
     /// The Pulse of the last commit (of the opening, before any commit).
     pub committed_at: u64,
+    /// Whether a commit sealed it: a sealed log takes no more commits.
     pub sealed: bool,
 }
 
@@ -106,6 +118,8 @@ impl MemoryLog {
         out
     }
 
+    /// Read exactly what [`MemoryLog::encode`] writes (docs/LEDGER.md, "Pulses"): version 1,
+    /// nothing after.
     pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(bytes);
         if r.u8("version")? != 1 {
@@ -129,14 +143,20 @@ impl MemoryLog {
     }
 }
 
+/// Whether an agent may act (docs/LEDGER.md, "Transactions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AgentStatus {
+    /// It may open logs, grow them and have agents registered under it, if every agent above
+    /// it is live too.
     Live,
+    /// Stopped until the operator or the controller of an agent above it reinstates it.
     Suspended,
+    /// Stopped for good: revocation is final.
     Revoked,
 }
 
 impl AgentStatus {
+    /// The status's byte in a `SetAgentStatus` transaction: 0 live, 1 suspended, 2 revoked.
     pub fn code(self) -> u8 {
         match self {
             Self::Live => 0,
@@ -145,6 +165,7 @@ impl AgentStatus {
         }
     }
 
+    /// The status a byte stands for; `None` if it is unknown.
     pub fn from_code(c: u8) -> Option<Self> {
         [Self::Live, Self::Suspended, Self::Revoked].into_iter().find(|s| s.code() == c)
     }
@@ -163,8 +184,11 @@ impl fmt::Display for AgentStatus {
 /// An agent identity. Names are paths: `fleet/robot-7` sits under `fleet`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Agent {
+    /// Its name (see [`valid_agent_name`]).
     pub name: String,
+    /// The account that controls it.
     pub controller: Account,
+    /// Whether it may act.
     pub status: AgentStatus,
 }
 

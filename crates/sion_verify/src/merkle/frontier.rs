@@ -35,6 +35,7 @@ impl<H: TreeHasher> Default for Frontier<H> {
 }
 
 impl<H: TreeHasher> Frontier<H> {
+    /// The frontier of the empty tree.
     pub fn new() -> Self {
         Self { size: 0, peaks: Vec::new(), hasher: PhantomData }
     }
@@ -52,6 +53,7 @@ impl<H: TreeHasher> Frontier<H> {
         Ok(Self { size, peaks, hasher: PhantomData })
     }
 
+    /// How many leaves the tree holds.
     pub fn size(&self) -> u64 {
         self.size
     }
@@ -96,10 +98,12 @@ impl<H: TreeHasher> Default for MemoryTree<H> {
 }
 
 impl<H: TreeHasher> MemoryTree<H> {
+    /// The empty tree.
     pub fn new() -> Self {
         Self { nodes: Vec::new(), frontier: Frontier::new() }
     }
 
+    /// The tree over these leaves' data, in order.
     pub fn from_leaves<D: AsRef<[u8]>>(leaves: impl IntoIterator<Item = D>) -> Self {
         let mut tree = Self::new();
         for leaf in leaves {
@@ -108,23 +112,28 @@ impl<H: TreeHasher> MemoryTree<H> {
         tree
     }
 
+    /// Append a leaf's data, hashed as `H::hash_leaf` does.
     pub fn push_leaf(&mut self, data: &[u8]) {
         self.push_leaf_hash(H::hash_leaf(data));
     }
 
+    /// Append a leaf already hashed.
     pub fn push_leaf_hash(&mut self, leaf_hash: Digest) {
         let nodes = &mut self.nodes;
         self.frontier.push(leaf_hash, |node| nodes.push(*node));
     }
 
+    /// How many leaves the tree holds.
     pub fn size(&self) -> u64 {
         self.frontier.size()
     }
 
+    /// The tree hash (RFC 9162 MTH) of the whole tree.
     pub fn root(&self) -> Digest {
         self.frontier.root()
     }
 
+    /// The hash of leaf `index`; `None` if the tree is not that big.
     pub fn leaf_hash(&self, index: u64) -> Option<Digest> {
         (index < self.size()).then(|| self.nodes[postorder_index(0, index) as usize])
     }

@@ -21,7 +21,9 @@ pub use proof::{
 /// leaves `[index << level, (index + 1) << level)`. Callers only ask for subtrees that are
 /// complete in the tree they hold.
 pub trait Subtrees {
+    /// Why a subtree could not be read (an I/O failure, or a subtree the source does not hold).
     type Error;
+    /// The hash of the perfect subtree of `2^level` leaves that starts at leaf `index << level`.
     fn subtree(&self, level: u32, index: u64) -> Result<Digest, Self::Error>;
 }
 

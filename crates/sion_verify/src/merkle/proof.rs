@@ -10,29 +10,55 @@ use super::{Digest, Subtrees, TreeHasher, split_point};
 /// Why a proof did not verify.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProofError {
+    /// An inclusion proof's leaf index is not below the tree size.
     #[error("leaf index {index} is not below tree size {size}")]
-    IndexOutOfRange { index: u64, size: u64 },
+    IndexOutOfRange {
+        /// The leaf index.
+        index: u64,
+        /// The tree size.
+        size: u64,
+    },
+    /// A consistency proof's old tree is larger than the new one.
     #[error("old size {old} is larger than new size {new}")]
-    SizesOutOfOrder { old: u64, new: u64 },
+    SizesOutOfOrder {
+        /// The old size.
+        old: u64,
+        /// The new size.
+        new: u64,
+    },
+    /// A consistency proof from the empty tree, which RFC 9162 does not define.
     #[error("a consistency proof needs a non-empty old tree (RFC 9162 §2.1.4: 0 < m)")]
     EmptyOldTree,
+    /// A proof node is not 32 bytes.
     #[error("proof node {position} is {len} bytes, expected 32")]
-    NodeLength { position: usize, len: usize },
+    NodeLength {
+        /// Its index in the proof.
+        position: usize,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The leaf hash is this many bytes, not 32.
     #[error("leaf hash is {0} bytes, expected 32")]
     LeafHashLength(usize),
+    /// The proof has more nodes (this many) than the tree sizes need.
     #[error("proof has {0} nodes, more than the tree can need")]
     TooLong(usize),
+    /// The proof has fewer nodes than the tree sizes need.
     #[error("proof has too few nodes for the tree sizes")]
     TooShort,
+    /// A consistency proof between equal sizes is not empty, or the roots differ.
     #[error("equal tree sizes need an empty proof and equal roots")]
     NotEmpty,
+    /// The proof leads to another root than the one given (the new one, for consistency).
     #[error("proof does not lead to the expected root")]
     RootMismatch,
+    /// A consistency proof leads to another old root than the one given (or that is not 32
+    /// bytes).
     #[error("proof does not lead to the old root")]
     OldRootMismatch,
 }
 
-/// MTH(D[lo:hi]): the tree hash of a range of leaves, read from perfect subtrees.
+/// MTH(D\[lo:hi\]): the tree hash of a range of leaves, read from perfect subtrees.
 ///
 /// For the ranges RFC 9162's recursion produces (a perfect left part and a right part ending at
 /// the tree size) this costs one read per perfect subtree, O(log n) in all.
@@ -56,7 +82,7 @@ pub fn root_at<H: TreeHasher, S: Subtrees>(src: &S, size: u64) -> Result<Digest,
     range_hash::<H, S>(src, 0, size)
 }
 
-/// PATH(index, D[0:size]) of RFC 9162 §2.1.3.1, nodes ordered from the leaf upwards.
+/// PATH(index, D\[0:size\]) of RFC 9162 §2.1.3.1, nodes ordered from the leaf upwards.
 /// The caller guarantees `index < size` and that `src` holds at least `size` leaves.
 pub fn inclusion_path<H: TreeHasher, S: Subtrees>(
     src: &S,
@@ -81,7 +107,7 @@ pub fn inclusion_path<H: TreeHasher, S: Subtrees>(
     Ok(top_down)
 }
 
-/// PROOF(old, D[0:new]) of RFC 9162 §2.1.4.1, nodes in the RFC's order.
+/// PROOF(old, D\[0:new\]) of RFC 9162 §2.1.4.1, nodes in the RFC's order.
 /// The caller guarantees `0 < old <= new` and that `src` holds at least `new` leaves.
 pub fn consistency_path<H: TreeHasher, S: Subtrees>(
     src: &S,

@@ -15,15 +15,20 @@ use crate::wire::{Put as _, Reader, WireError};
 /// Which list a proof is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListKey {
+    /// The atoms with this subject (1 to 256 bytes of UTF-8, no control character).
     Subject(String),
+    /// The atoms with a link to this atom, whatever the relation.
     LinksTo(AtomId),
 }
 
+/// A subject or link list and its proof (docs/PROOFS.md, "Subject and link proofs").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListProof {
+    /// Which list.
     pub key: ListKey,
     /// The answer: (position, atom bytes), ascending by position.
     pub atoms: Vec<(u64, Vec<u8>)>,
+    /// The map leaf and path, and the rest of the index root.
     pub answer: ListAnswer,
 }
 
@@ -37,6 +42,7 @@ impl ListKey {
 }
 
 impl ListProof {
+    /// Append the proof's body (docs/PROOFS.md, kind 4).
     pub fn put(&self, out: &mut Vec<u8>) {
         match &self.key {
             ListKey::Subject(s) => {
@@ -74,6 +80,8 @@ impl ListProof {
         out.put_bytes(&a.other_root);
     }
 
+    /// Read a body as [`ListProof::put`] writes it; refuses an empty or invalid subject and a
+    /// path longer than 256 steps.
     pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
         let key = match r.u8("list kind")? {
             0 => {

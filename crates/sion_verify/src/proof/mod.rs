@@ -26,28 +26,75 @@ const MAX_FILE_BYTES: usize = 64 << 20;
 /// committed the head.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attestation {
+    /// The ed25519 public key the file says signed the header (trusting it is trusting the
+    /// writer: a reader names its own, see [`verify`]).
     pub ledger_key: [u8; 32],
+    /// The log's state at the Pulse that committed the head.
     pub state: StateProof,
 }
 
+/// What a proof file claims and its evidence, one variant per kind (docs/PROOFS.md, kinds 1 to
+/// 5), each naming the log and the head it is checked against.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Proof {
     /// The atom is at `position` of the log whose head is `head`.
-    Inclusion { log: LogId, head: Head, position: u64, atom: Vec<u8>, path: Vec<Digest> },
+    Inclusion {
+        /// The log.
+        log: LogId,
+        /// The head proved against.
+        head: Head,
+        /// The atom's position.
+        position: u64,
+        /// The atom's canonical encoding.
+        atom: Vec<u8>,
+        /// RFC 9162 inclusion path of the atom's leaf, from the leaf up.
+        path: Vec<Digest>,
+    },
     /// The log of `old_size` atoms with root `old_root` is a prefix of the log at `head`.
-    Consistency { log: LogId, head: Head, old_size: u64, old_root: Digest, path: Vec<Digest> },
+    Consistency {
+        /// The log.
+        log: LogId,
+        /// The head proved against.
+        head: Head,
+        /// The earlier size; 0 is refused.
+        old_size: u64,
+        /// The earlier root.
+        old_root: Digest,
+        /// RFC 9162 consistency proof, in the RFC's order.
+        path: Vec<Digest>,
+    },
     /// Everything in a box and interval, as of `head`.
-    Range { log: LogId, head: Head, range: Box<RangeProof> },
+    Range {
+        /// The log.
+        log: LogId,
+        /// The head proved against.
+        head: Head,
+        /// The query, its answer and the walk that shows it complete.
+        range: Box<RangeProof>,
+    },
     /// Every atom about a subject, or linking to an atom, as of `head`.
-    List { log: LogId, head: Head, list: Box<ListProof> },
+    List {
+        /// The log.
+        log: LogId,
+        /// The head proved against.
+        head: Head,
+        /// The subject or target, its answer and the map path that shows it complete.
+        list: Box<ListProof>,
+    },
     /// The atom at `position` is in the log, and the committed index's complete answer for the
     /// atom's own frame, box and interval leaves it out: the writer's index omits it.
     Omission {
+        /// The log.
         log: LogId,
+        /// The head proved against.
         head: Head,
+        /// The atom's position.
         position: u64,
+        /// The atom's canonical encoding.
         atom: Vec<u8>,
+        /// RFC 9162 inclusion path of the atom's leaf, from the leaf up.
         path: Vec<Digest>,
+        /// A range proof for a query the atom answers, whose answer lacks it.
         range: Box<RangeProof>,
     },
 }
@@ -55,47 +102,103 @@ pub enum Proof {
 /// A proof and, usually, the ledger's attestation of the head it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProofFile {
+    /// What the file proves.
     pub proof: Proof,
+    /// The ledger's attestation of the head; `None` in an unattested file.
     pub attestation: Option<Attestation>,
 }
 
 /// Why a proof file does not prove what it claims.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyError {
+    /// `format`: the bytes are not a well-formed proof file.
     #[error("not a proof file: {0}")]
     Format(#[from] WireError),
+    /// `atom`: an atom in the file is not a valid atom's canonical encoding (why).
     #[error("the atom in the proof is not valid: {0}")]
     Atom(String),
+    /// `merkle`: an inclusion or consistency path does not lead to the head's root (a
+    /// consistency proof from size 0 included).
     #[error("the Merkle proof fails: {0}")]
     Merkle(#[from] ProofError),
+    /// `attestation`: the Pulse header's signature fails, or the state proof does not lead to
+    /// its state root.
     #[error("the head is not attested by the ledger: {0}")]
     Attestation(#[from] AttestationError),
+    /// `head_mismatch`: the state proof attests another log or head than the proof names.
     #[error(
         "the ledger's state proof is about log {attested} at size {attested_size}, the proof about log {claimed} at size {claimed_size}"
     )]
-    HeadMismatch { attested: LogId, attested_size: u64, claimed: LogId, claimed_size: u64 },
+    HeadMismatch {
+        /// The log the state proof attests.
+        attested: LogId,
+        /// The size of its attested head.
+        attested_size: u64,
+        /// The log the proof names.
+        claimed: LogId,
+        /// The size of the head it names.
+        claimed_size: u64,
+    },
+    /// `wrong_ledger`: the attestation is by another key than the reader's.
     #[error("the proof is attested by ledger key {found}, not the expected {expected}")]
-    WrongLedger { found: String, expected: String },
+    WrongLedger {
+        /// The key in the file, hex.
+        found: String,
+        /// The reader's key, hex.
+        expected: String,
+    },
+    /// `bad_ledger_key`: the key in the file is not an ed25519 public key.
     #[error("the ledger key in the file is not a valid ed25519 key")]
     BadLedgerKey,
+    /// `unattested`: the file has no attestation, and the reader named a ledger key.
     #[error("the proof carries no ledger attestation, and one was required")]
     Unattested,
+    /// `range`: a range proof fails a step of docs/PROOFS.md, "Range proof" (which), or an
+    /// omission's atom does not answer the range query it is tested by.
     #[error("the range proof fails: {0}")]
     Range(String),
+    /// `list`: a subject or link proof fails a step of docs/PROOFS.md, "Subject and link
+    /// proofs" (which).
     #[error("the subject or link proof fails: {0}")]
     List(String),
+    /// `index_root`: the proof recomputes to another index root than the head's.
     #[error("the proof does not lead to the head's index root")]
     IndexRoot,
+    /// `not_omitted`: an omission proof's range answer holds the atom at this position.
     #[error("no omission: the committed index answers position {0} for the atom's own box and interval")]
     NotOmitted(u64),
+    /// `other_question`: the proof is valid, but answers another question than the reader's.
     #[error("the proof answers another question: {answered}, not the one asked: {asked}")]
-    OtherQuestion { asked: String, answered: String },
+    OtherQuestion {
+        /// The reader's question, as [`Question`] displays it.
+        asked: String,
+        /// The proof's, likewise.
+        answered: String,
+    },
+    /// `other_log`: the proof is about another log than the reader's.
     #[error("the proof is about log {found}, not the expected log {expected}")]
-    OtherLog { found: LogId, expected: LogId },
+    OtherLog {
+        /// The proof's log.
+        found: LogId,
+        /// The reader's.
+        expected: LogId,
+    },
+    /// `stale_head`: the head holds fewer atoms than the reader's `at_least`.
     #[error("the proof is as of a head of {size} atoms, older than the {at_least} atoms expected")]
-    StaleHead { size: u64, at_least: u64 },
+    StaleHead {
+        /// The size of the proof's head.
+        size: u64,
+        /// The least size the reader accepts.
+        at_least: u64,
+    },
+    /// `other_head`: the head is not the exact one the reader holds.
     #[error("the proof is as of another head than the expected one ({size} atoms, root {root})")]
-    OtherHead { size: u64, root: String },
+    OtherHead {
+        /// The size of the proof's head.
+        size: u64,
+        /// The first 8 bytes of its root, hex.
+        root: String,
+    },
 }
 
 impl VerifyError {
@@ -136,11 +239,22 @@ pub enum Question {
     /// Every atom linking to this atom (a link proof).
     LinksTo(AtomId),
     /// The atom at this position (an inclusion proof).
-    Included { position: u64 },
+    Included {
+        /// The log position.
+        position: u64,
+    },
     /// The log extends this earlier head (a consistency proof).
-    Extends { size: u64, root: Digest },
+    Extends {
+        /// The earlier head's size.
+        size: u64,
+        /// The earlier head's root.
+        root: Digest,
+    },
     /// The committed index leaves out the atom at this position (an omission proof).
-    Omitted { position: u64 },
+    Omitted {
+        /// The log position.
+        position: u64,
+    },
 }
 
 /// What a reader expects of a proof besides its being valid: the question it answers, the log,
@@ -312,36 +426,52 @@ pub fn verify(bytes: &[u8], ledger_key: &VerifyingKey, expect: &Expect) -> Resul
 /// What a proof file was found to prove.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
+    /// The log the proof is about.
     pub log: LogId,
+    /// The head it was checked against.
     pub head: Head,
     /// The Pulse that committed the head and the ledger key that signed it, when attested.
     pub pulse: Option<(u64, i64, [u8; 32])>,
+    /// What the proof establishes about the head.
     pub claim: Claim,
 }
 
+/// What a verified proof establishes about its head, one variant per kind of proof.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
+    /// The atom is at `position` of the log.
     Included {
+        /// The log position.
         position: u64,
+        /// The atom, decoded and valid.
         atom: Box<Atom>,
     },
+    /// The log of `old_size` atoms with root `old_root` is a prefix of the head's.
     Extends {
+        /// The earlier size.
         old_size: u64,
+        /// The earlier root.
         old_root: Digest,
     },
     /// The complete answer to a range query (possibly empty).
     Range {
+        /// The query the proof carries.
         query: Query,
+        /// The answer: (position, atom), ascending by position.
         atoms: Vec<(u64, Atom)>,
     },
     /// Every atom about a subject, or linking to an atom.
     List {
+        /// The subject or target.
         key: ListKey,
+        /// The answer: (position, atom), ascending by position.
         atoms: Vec<(u64, Atom)>,
     },
     /// The committed index leaves out this atom of the log.
     Omitted {
+        /// The atom's log position.
         position: u64,
+        /// The atom, decoded and valid.
         atom: Box<Atom>,
     },
 }
@@ -486,6 +616,7 @@ impl Verified {
 }
 
 impl ProofFile {
+    /// The file's bytes (docs/PROOFS.md, "The envelope").
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(1024);
         out.put_bytes(MAGIC);
@@ -539,6 +670,9 @@ impl ProofFile {
         out
     }
 
+    /// Read a file's one encoding (docs/PROOFS.md): refuses files over 64 MiB, the first
+    /// format (`SIONPRF1`) and anything not well formed. Nothing is verified yet: see
+    /// [`ProofFile::verify`].
     pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
         if bytes.len() > MAX_FILE_BYTES {
             return Err(WireError::Invalid {

@@ -26,16 +26,21 @@ mod tag {
 /// A range query's answer and its proof, as the index gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangeProof {
+    /// The question: frame, box and interval.
     pub query: Query,
     /// The answer: (position, atom bytes), ascending by position.
     pub atoms: Vec<(u64, Vec<u8>)>,
+    /// What shows the answer complete: the frame's walks, its place in the frames tree and the
+    /// map roots.
     pub answer: RangeAnswer,
 }
 
 /// Which of a frame's two trees a walked node is in (docs/INDEX.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tree {
+    /// Atoms valid for at most an hour (`to − from <= 3_600_000_000_000` ns), by hour, then cell.
     ShortLived,
+    /// Atoms valid for longer, by cell.
     LongLived,
 }
 
@@ -56,9 +61,13 @@ pub enum Reached {
 /// proof draws (sion viz). Nodes come in post-order, children before their parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Walked {
+    /// The tree the node is in.
     pub tree: Tree,
+    /// Its depth: the walk's root is at 0, a group's entries one below the group.
     pub depth: usize,
+    /// Its box (an entry's: its atom's box and valid interval).
     pub bbox: SpaceTime,
+    /// What it is to the query.
     pub reached: Reached,
 }
 
@@ -162,6 +171,7 @@ fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
 }
 
 impl RangeProof {
+    /// Append the proof's body (docs/PROOFS.md, kind 3).
     pub fn put(&self, out: &mut Vec<u8>) {
         put_query(out, &self.query);
         out.put_varint(self.atoms.len() as u64);
@@ -208,6 +218,8 @@ impl RangeProof {
         }
     }
 
+    /// Read a body as [`RangeProof::put`] writes it; refuses an ill-formed query, a walk node
+    /// deeper than 256 and a frames tree path of more than 64 nodes.
     pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
         let query = read_query(r)?;
         let n = r.varint("atoms")?;
