@@ -88,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut brain = MemoryBrain::new(kernel, BrainConfig::default());
         let t = Instant::now();
         let folded = brain.sync(&CancellationToken::new()).expect("sync");
-        brain.index().root();
+        brain.index().root().expect("root");
         (folded, t.elapsed())
     });
 

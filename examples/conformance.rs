@@ -458,10 +458,15 @@ fn omission_cases(suite: &mut Suite, memory: &mut Memory, atoms: &[Atom]) -> Res
     let decoy = Atom::new(decoy)?;
     let mut bad = Index::new();
     for (i, a) in atoms[..size].iter().enumerate() {
-        bad.fold(if i == 123 { &decoy } else { a });
+        bad.fold(if i == 123 { &decoy } else { a }).expect("fold");
     }
     let log_head = memory.log().head();
-    let head = Head { size: log_head.size, root: log_head.root, index: bad.root(), manifest: [0; 32] };
+    let head = Head {
+        size: log_head.size,
+        root: log_head.root,
+        index: bad.root().expect("root"),
+        manifest: [0; 32],
+    };
     let writer = memory.writer().clone();
     let nonce = memory.ledger().nonce(&account_of(&writer));
     let log = memory.log_id();
@@ -477,7 +482,7 @@ fn omission_cases(suite: &mut Suite, memory: &mut Memory, atoms: &[Atom]) -> Res
     let atom = &atoms[123];
     let p = atom.parts();
     let query = Query::new(&p.frame, p.bounds, p.valid.from_ns, p.valid.to_ns)?;
-    let answer = bad.range(&query);
+    let answer = bad.range(&query).expect("range");
     let range = RangeProof {
         query,
         atoms: answer.positions.iter().map(|&i| (i, atoms[i as usize].bytes().to_vec())).collect(),

@@ -33,8 +33,8 @@ fn main() {
     for b in 1..=builds {
         let before = usage();
         let started = Instant::now();
-        let mut index = Index::build(atoms);
-        let root = index.root();
+        let mut index = Index::build(atoms).expect("build");
+        let root = index.root().expect("root");
         let wall = started.elapsed().as_secs_f64();
         let after = usage();
         println!(
@@ -50,10 +50,10 @@ fn main() {
             let (mut fold, mut seal) = (Vec::new(), Vec::new());
             for chunk in later.chunks(1_000) {
                 let t = Instant::now();
-                index.fold_all(chunk);
+                index.fold_all(chunk).expect("fold");
                 fold.push(t.elapsed().as_secs_f64() * 1e3);
                 let t = Instant::now();
-                index.root();
+                index.root().expect("root");
                 seal.push(t.elapsed().as_secs_f64() * 1e3);
             }
             let stats =

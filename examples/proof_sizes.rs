@@ -62,7 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (log, _) = Log::open(Path::new(&args[2]), LogOptions::default())?;
         let mut index = Index::new();
         sion_memory::memory::fold_log(&log, &mut index, log.size())?;
-        let root = index.root();
+        let root = index.root().expect("root");
         let secs = started.elapsed().as_secs_f64();
         println!("{secs} {} {base} {}", status_kib("VmHWM:"), hex::encode(root));
         return Ok(());
@@ -94,8 +94,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // figure a benchmark repeats. Both are printed.
     let timed_build = || {
         let started = Instant::now();
-        let mut index = Index::build(atoms);
-        let root = index.root();
+        let mut index = Index::build(atoms).expect("build");
+        let root = index.root().expect("root");
         (index, root, started.elapsed())
     };
     let (mut index, root, first_build) = timed_build();
@@ -205,7 +205,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let q = Query::new("map", bounds, t0, t0 + row.hours * HOUR_NS)?;
 
             let t = Instant::now();
-            let answer = index.range(&q);
+            let answer = index.range(&q).expect("range");
             let chosen: Vec<(u64, Vec<u8>)> =
                 answer.positions.iter().map(|p| (*p, atoms[*p as usize].bytes().to_vec())).collect();
             let proof = RangeProof { query: q.clone(), atoms: chosen, answer };
@@ -301,8 +301,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut commit_times = Vec::new();
     for chunk in later.chunks(1_000) {
         let t = Instant::now();
-        index.fold_all(chunk);
-        index.root();
+        index.fold_all(chunk).expect("fold");
+        index.root().expect("root");
         commit_times.push(t.elapsed());
     }
 

@@ -2,8 +2,9 @@
 # Everything CI checks, in the order a failure is cheapest to find: formatting, lints, every
 # test suite (unit, RFC 9162 vectors, atoms, log, ledger, index against brute force and
 # against the plain implementation of docs/INDEX.md, memory, ingest, command line, and the
-# SIGKILL crash tests that drive real processes), the ROS 2 node on a real graph (rcl + Fast
-# DDS, in a network namespace with loopback only), then the fuzz targets for a bounded time.
+# SIGKILL crash tests that drive real processes), one pass of each benchmark, the ROS 2 node
+# on a real graph (rcl + Fast DDS, in a network namespace with loopback only), then the fuzz
+# targets for a bounded time.
 #
 #   bash scripts/test.sh            (FUZZ_SECONDS=N to fuzz each target longer than 30 s)
 set -euo pipefail
@@ -28,6 +29,12 @@ cargo test --locked --workspace --all-features --all-targets --no-run
 phase "tests"
 cargo test --locked --workspace --all-features
 
+# The benchmarks still run, each once (criterion's test mode) on a log of 20,000 atoms, so a
+# change that breaks one is found here rather than at the next measurement; timing them is
+# `cargo bench --bench core`, on a quiet machine.
+phase "benchmarks (criterion, one pass each)"
+SION_BENCH_ATOMS=20000 cargo test --locked --all-features --bench core
+
 # The API documentation builds without a warning (broken links, missing docs where asked).
 phase "docs (cargo doc, warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p sion_verify -p sion_store -p sion_cognet \
@@ -44,6 +51,13 @@ python3 -m unittest discover -s python/tests -v
 phase "the node on a real ROS 2 graph"
 sion_install_node --prebuilt
 bash scripts/isolated.sh python3 -m unittest discover -s tests/ros -v
+
+# The route ROS users take: a colcon workspace with sion_memory_msgs and this package, built by
+# colcon-cargo and colcon-ros-cargo (cargo ament-build), its installed layout checked. Cargo
+# builds in the test build's target directory with its features and lint wrapper, so only r2r
+# (its bindings follow the workspace's own interfaces) and this package are compiled again.
+phase "the package built with colcon (colcon-ros-cargo)"
+bash scripts/colcon_build.sh --target-dir "${CARGO_TARGET_DIR:-$PWD/target}"
 
 unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS # the fuzz build is its own, instrumented
 

@@ -32,7 +32,7 @@ fn brute_force(atoms: &[Atom], size: usize, q: &Query) -> Vec<u64> {
 }
 
 fn range_proof(index: &mut Index, atoms: &[Atom], q: &Query) -> RangeProof {
-    let answer = index.range(q);
+    let answer = index.range(q).expect("range");
     let chosen = answer.positions.iter().map(|p| (*p, atoms[*p as usize].bytes().to_vec())).collect();
     RangeProof { query: q.clone(), atoms: chosen, answer }
 }
@@ -62,11 +62,15 @@ fn answers_equal_brute_force_and_proofs_verify() {
             // Seal at random sizes: the incremental root must equal a fresh build's.
             let step = 1 + (rng.next_u64() % 300) as usize;
             for a in &atoms[folded..(folded + step).min(n)] {
-                index.fold(a);
+                index.fold(a).expect("fold");
             }
             folded = (folded + step).min(n);
-            let root = index.root();
-            assert_eq!(root, Index::build(&atoms[..folded]).root(), "round {round}, size {folded}");
+            let root = index.root().expect("root");
+            assert_eq!(
+                root,
+                Index::build(&atoms[..folded]).expect("build").root().expect("root"),
+                "round {round}, size {folded}"
+            );
             for _ in 0..20 {
                 let q = random_query(&mut rng);
                 let proof = range_proof(&mut index, &atoms, &q);
@@ -85,10 +89,10 @@ fn answers_equal_brute_force_and_proofs_verify() {
 fn subject_and_link_lists_are_complete() {
     let mut rng = SplitMix64::new(2);
     let atoms = random_atoms(&mut rng, 800);
-    let mut index = Index::build(&atoms);
-    let root = index.root();
+    let mut index = Index::build(&atoms).expect("build");
+    let root = index.root().expect("root");
     for s in (0..14).map(|i| format!("pallet-{i}")) {
-        let answer = index.subject(&s);
+        let answer = index.subject(&s).expect("subject");
         let expected: Vec<u64> =
             atoms.iter().enumerate().filter(|(_, a)| a.parts().subject == s).map(|(i, _)| i as u64).collect();
         assert_eq!(answer.positions, expected);
@@ -106,7 +110,7 @@ fn subject_and_link_lists_are_complete() {
         }
     }
     for target in atoms.iter().take(60) {
-        let answer = index.links(&target.id());
+        let answer = index.links(&target.id()).expect("links");
         let expected: Vec<u64> = atoms
             .iter()
             .enumerate()
@@ -128,8 +132,8 @@ fn subject_and_link_lists_are_complete() {
 fn mutated_range_proofs_are_refused() {
     let mut rng = SplitMix64::new(3);
     let atoms = random_atoms(&mut rng, 1200);
-    let mut index = Index::build(&atoms);
-    let root = index.root();
+    let mut index = Index::build(&atoms).expect("build");
+    let root = index.root().expect("root");
     let mut tried = 0;
     while tried < 8 {
         let q = random_query(&mut rng);
@@ -267,8 +271,8 @@ fn subtree_end(steps: &[Step], at: usize) -> (usize, ()) {
 fn empty_answers_are_proved_too() {
     let mut rng = SplitMix64::new(4);
     let atoms = random_atoms(&mut rng, 300);
-    let mut index = Index::build(&atoms);
-    let root = index.root();
+    let mut index = Index::build(&atoms).expect("build");
+    let root = index.root().expect("root");
     // An empty frame, a box far away, and an index with nothing at all.
     for q in [
         Query::new("aaa", BoxMm { min_mm: [0; 3], max_mm: [1; 3] }, 0, 10).expect("q"),
@@ -281,7 +285,7 @@ fn empty_answers_are_proved_too() {
         assert!(decode(&encode(&proof)).expect("decodes").verify(&root, 300).expect("verifies").is_empty());
     }
     let mut empty = Index::new();
-    let root = empty.root();
+    let root = empty.root().expect("root");
     let q = Query::new("map", BoxMm { min_mm: [0; 3], max_mm: [1; 3] }, 0, 10).expect("q");
     let proof = range_proof(&mut empty, &[], &q);
     assert!(proof.verify(&root, 0).expect("verifies").is_empty());
@@ -295,8 +299,8 @@ fn big_walks_replayed_on_two_cores_agree_with_one() {
     let mut rng = SplitMix64::new(9);
     let atoms = random_atoms(&mut rng, 20_000);
     let n = atoms.len() as u64;
-    let mut index = Index::build(&atoms);
-    let root = index.root();
+    let mut index = Index::build(&atoms).expect("build");
+    let root = index.root().expect("root");
     let q = Query::new(
         FRAMES[0],
         BoxMm { min_mm: [-6_000, -6_000, -500], max_mm: [0, 6_000, 3_500] },

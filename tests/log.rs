@@ -15,7 +15,7 @@ fn atoms(n: usize, seed: u64) -> Vec<Atom> {
 }
 
 fn small_segments() -> LogOptions {
-    LogOptions { segment_bytes: 4096, checkpoint_bytes: 10_000 }
+    LogOptions { segment_bytes: 4096, checkpoint_bytes: 10_000, ..LogOptions::default() }
 }
 
 fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {

@@ -130,10 +130,15 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
     let decoy = sion_memory::atom::Atom::new(decoy).expect("valid");
     let mut bad = Index::new();
     for (i, a) in atoms.iter().enumerate() {
-        bad.fold(if i == 123 { &decoy } else { a });
+        bad.fold(if i == 123 { &decoy } else { a }).expect("fold");
     }
     let log_head = memory.log().head();
-    let head = Head { size: log_head.size, root: log_head.root, index: bad.root(), manifest: [0; 32] };
+    let head = Head {
+        size: log_head.size,
+        root: log_head.root,
+        index: bad.root().expect("root"),
+        manifest: [0; 32],
+    };
     let writer = memory.writer().clone();
     let nonce = memory.ledger().nonce(&account_of(&writer));
     let log = memory.log_id();
@@ -149,7 +154,7 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
     let atom = &atoms[123];
     let p = atom.parts();
     let q = Query::new(&p.frame, p.bounds, p.valid.from_ns, p.valid.to_ns).expect("query");
-    let answer = bad.range(&q);
+    let answer = bad.range(&q).expect("range");
     assert!(!answer.positions.contains(&123));
     let range = RangeProof {
         query: q,

@@ -77,7 +77,7 @@ fn after_text(after: &Option<(String, u64)>) -> String {
 /// The messages of a bag, in the order they are stored. Records are framed here (opcode,
 /// length, body) so that every problem has a byte offset, and parsed by the `mcap` crate.
 pub struct BagReader<'a> {
-    bytes: &'a [u8],
+    source: Source<'a>,
     /// Where the next record begins.
     position: usize,
     schemas: HashMap<u16, (String, String, Vec<u8>)>,
@@ -89,21 +89,44 @@ pub struct BagReader<'a> {
 }
 
 const FOOTER: u8 = 0x02;
+/// A record is read only if it is at most this long (a bag's chunks are a few MiB): a length
+/// read from the file is bounded before anything is allocated for it.
+const MAX_RECORD: u64 = 1 << 30;
+
+/// Where a bag's bytes come from: all in memory, or read as the bag is (a bag larger than
+/// memory replays).
+enum Source<'a> {
+    Bytes(&'a [u8]),
+    Stream { read: Box<dyn std::io::Read + Send + 'a>, len: u64 },
+}
 
 impl<'a> BagReader<'a> {
     pub fn new(bytes: &'a [u8]) -> Result<Self, BagError> {
         if !bytes.starts_with(mcap::MAGIC) {
             return Err(BagError::NotMcap("it does not begin with the MCAP magic bytes".into()));
         }
-        Ok(Self {
-            bytes,
+        Ok(Self::at_start(Source::Bytes(bytes)))
+    }
+
+    /// Read a bag of `len` bytes as it is read from `read` (a file), one record at a time.
+    pub fn from_reader(mut read: impl std::io::Read + Send + 'a, len: u64) -> Result<Self, BagError> {
+        let mut magic = [0u8; 8];
+        if read.read_exact(&mut magic).is_err() || magic != *mcap::MAGIC {
+            return Err(BagError::NotMcap("it does not begin with the MCAP magic bytes".into()));
+        }
+        Ok(Self::at_start(Source::Stream { read: Box::new(read), len }))
+    }
+
+    fn at_start(source: Source<'a>) -> Self {
+        Self {
+            source,
             position: mcap::MAGIC.len(),
             schemas: HashMap::new(),
             channels: HashMap::new(),
             pending: VecDeque::new(),
             last: None,
             done: false,
-        })
+        }
     }
 
     /// Every topic declared so far.
@@ -118,11 +141,58 @@ impl<'a> BagReader<'a> {
 
     /// The bag's size in bytes.
     pub fn len(&self) -> u64 {
-        self.bytes.len() as u64
+        match &self.source {
+            Source::Bytes(b) => b.len() as u64,
+            Source::Stream { len, .. } => *len,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
+        self.len() == 0
+    }
+
+    /// The next record's opcode and body, or an error naming where the bag is damaged.
+    fn next_body(&mut self) -> Result<(u8, Cow<'a, [u8]>), BagError> {
+        let at = self.position;
+        let left = self.len().saturating_sub(at as u64);
+        if left < 9 {
+            return Err(self.damaged(at, "the file ends in the middle of a record (truncated)".into()));
+        }
+        let mut head = [0u8; 9];
+        match &mut self.source {
+            Source::Bytes(b) => head.copy_from_slice(&b[at..at + 9]),
+            Source::Stream { read, .. } => {
+                if let Err(e) = read.read_exact(&mut head) {
+                    return Err(self.damaged(at, format!("reading a record: {e}")));
+                }
+            }
+        }
+        let opcode = head[0];
+        let mut length = [0u8; 8];
+        length.copy_from_slice(&head[1..9]);
+        let length = u64::from_le_bytes(length);
+        if length > left - 9 {
+            let error =
+                format!("a record of {length} bytes begins here but only {} remain (truncated)", left - 9);
+            return Err(self.damaged(at, error));
+        }
+        if length > MAX_RECORD {
+            return Err(
+                self.damaged(at, format!("a record of {length} bytes, more than any bag's ({MAX_RECORD})"))
+            );
+        }
+        let body = match &mut self.source {
+            Source::Bytes(b) => Cow::Borrowed(&b[at + 9..at + 9 + length as usize]),
+            Source::Stream { read, .. } => {
+                let mut body = vec![0u8; length as usize];
+                if let Err(e) = read.read_exact(&mut body) {
+                    return Err(self.damaged(at, format!("reading a record: {e}")));
+                }
+                Cow::Owned(body)
+            }
+        };
+        self.position = at + 9 + length as usize;
+        Ok((opcode, body))
     }
 
     fn damaged(&mut self, offset: usize, error: String) -> BagError {
@@ -178,37 +248,22 @@ impl<'a> Iterator for BagReader<'a> {
                     None => continue,
                 }
             }
-            if self.done || self.position == self.bytes.len() {
+            if self.done || self.position as u64 == self.len() {
                 // A file that simply stops between records (a recorder killed before its
                 // footer) has given everything it has.
                 self.done = true;
                 return None;
             }
             let at = self.position;
-            let rest = &self.bytes[at..];
-            if rest.len() < 9 {
-                return Some(Err(
-                    self.damaged(at, "the file ends in the middle of a record (truncated)".into())
-                ));
-            }
-            let opcode = rest[0];
-            let mut length = [0u8; 8];
-            length.copy_from_slice(&rest[1..9]);
-            let length = u64::from_le_bytes(length);
-            if length > (rest.len() - 9) as u64 {
-                let error = format!(
-                    "a record of {length} bytes begins here but only {} remain (truncated)",
-                    rest.len() - 9
-                );
-                return Some(Err(self.damaged(at, error)));
-            }
-            let body = &rest[9..9 + length as usize];
-            self.position = at + 9 + length as usize;
+            let (opcode, body) = match self.next_body() {
+                Ok(next) => next,
+                Err(e) => return Some(Err(e)),
+            };
             if opcode == FOOTER {
                 self.done = true;
                 return None;
             }
-            let record = match mcap::read::parse_record(opcode, body) {
+            let record = match mcap::read::parse_record(opcode, &body) {
                 Ok(r) => r,
                 Err(e) => return Some(Err(self.damaged(at, format!("a record does not parse: {e}")))),
             };

@@ -251,6 +251,16 @@ pub fn replay(
     bag: &[u8],
     memory: &Memory,
     options: ReplayOptions,
+    progress: impl FnMut(Progress),
+) -> Result<ReplayReport, ReplayFailed> {
+    replay_from(BagReader::new(bag), memory, options, progress)
+}
+
+/// Replay a bag as it is read (a file of any size: one record is in memory at a time).
+pub fn replay_from(
+    reader: Result<BagReader<'_>, BagError>,
+    memory: &Memory,
+    options: ReplayOptions,
     mut progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayFailed> {
     let ingest = Ingest::new(options.ingest.clone());
@@ -265,7 +275,7 @@ pub fn replay(
         blobs: Vec::new(),
         blob_bytes: 0,
     };
-    let mut reader = match BagReader::new(bag) {
+    let mut reader = match reader {
         Ok(reader) => reader,
         Err(e) => return Err(r.fail(e.into())),
     };

@@ -216,3 +216,126 @@ fn trajectory(subject: &str, frame: &str, run: &Run) -> Option<Atom> {
     parts.extractor = Some(Extractor { model: String::new(), code: CODE_TRAJECTORY.into() });
     Atom::new(parts).ok()
 }
+
+/// The deriver's state as bytes, so a restart resumes where it was instead of replaying the
+/// log from its start (docs/BRAIN.md, "Checkpoint"): the open runs, the coverage window and
+/// tiles, each subject's latest observation. Little-endian, strings u16-length-prefixed,
+/// every collection sorted, so the same state has one encoding.
+mod state {
+    use super::*;
+    use sion_verify::wire::{Put as _, Reader, WireError};
+
+    const VERSION: u8 = 1;
+
+    fn put_box(out: &mut Vec<u8>, b: &BoxMm) {
+        for v in b.min_mm.iter().chain(b.max_mm.iter()) {
+            out.put_i64(*v);
+        }
+    }
+
+    fn read_box(r: &mut Reader<'_>) -> Result<BoxMm, WireError> {
+        let mut v = [0i64; 6];
+        for x in v.iter_mut() {
+            *x = r.i64("box")?;
+        }
+        Ok(BoxMm { min_mm: [v[0], v[1], v[2]], max_mm: [v[3], v[4], v[5]] })
+    }
+
+    fn list<T>(r: &mut Reader<'_>, field: &'static str, each: usize) -> Result<usize, WireError> {
+        let n = r.u32(field)? as usize;
+        if n.saturating_mul(each) > r.remaining() {
+            return Err(WireError::Truncated(field));
+        }
+        let _ = std::marker::PhantomData::<T>;
+        Ok(n)
+    }
+
+    impl Deriver {
+        pub fn save(&self) -> Vec<u8> {
+            let mut out = vec![VERSION];
+            let mut runs: Vec<(&(String, String), &Run)> = self.runs.iter().collect();
+            runs.sort_by(|a, b| a.0.cmp(b.0));
+            out.put_u32(runs.len() as u32);
+            for ((subject, frame), run) in runs {
+                out.put_str16(subject);
+                out.put_str16(frame);
+                out.put_i64(run.window);
+                out.put_u32(run.ids.len() as u32);
+                for id in &run.ids {
+                    out.put_bytes(&id.0);
+                }
+                put_box(&mut out, &run.bounds);
+                out.put_i64(run.from_ns);
+                out.put_i64(run.to_ns);
+                out.put_u16(run.confidence);
+            }
+            match self.coverage_window {
+                None => out.put_u8(0),
+                Some(w) => {
+                    out.put_u8(1);
+                    out.put_i64(w);
+                }
+            }
+            out.put_u32(self.tiles.len() as u32);
+            for ((frame, tx, ty), (bounds, count)) in &self.tiles {
+                out.put_str16(frame);
+                out.put_i64(*tx);
+                out.put_i64(*ty);
+                put_box(&mut out, bounds);
+                out.put_u64(*count);
+            }
+            let mut seen: Vec<(&String, &Seen)> = self.last_seen.iter().collect();
+            seen.sort_by(|a, b| a.0.cmp(b.0));
+            out.put_u32(seen.len() as u32);
+            for (subject, s) in seen {
+                out.put_str16(subject);
+                out.put_bytes(&s.id.0);
+                out.put_str16(&s.frame);
+                put_box(&mut out, &s.bounds);
+                out.put_i64(s.valid.from_ns);
+                out.put_i64(s.valid.to_ns);
+                out.put_u16(s.confidence);
+            }
+            out
+        }
+
+        /// A deriver from [`Deriver::save`]'s bytes; `None` if they are not such bytes.
+        pub fn load(config: DeriveConfig, bytes: &[u8]) -> Option<Self> {
+            Self::read(config, bytes).ok()
+        }
+
+        fn read(config: DeriveConfig, bytes: &[u8]) -> Result<Self, WireError> {
+            let mut r = Reader::new(bytes);
+            if r.u8("version")? != VERSION {
+                return Err(WireError::Invalid { field: "version", problem: "unknown".into() });
+            }
+            let mut d = Deriver::new(config);
+            for _ in 0..list::<Run>(&mut r, "runs", 4)? {
+                let key = (r.str16("subject")?, r.str16("frame")?);
+                let window = r.i64("window")?;
+                let n = list::<AtomId>(&mut r, "ids", 32)?;
+                let ids = (0..n).map(|_| Ok(AtomId(r.array("id")?))).collect::<Result<_, WireError>>()?;
+                let bounds = read_box(&mut r)?;
+                let (from_ns, to_ns, confidence) = (r.i64("from")?, r.i64("to")?, r.u16("confidence")?);
+                d.runs.insert(key, Run { window, ids, bounds, from_ns, to_ns, confidence });
+            }
+            d.coverage_window = if r.flag("coverage window")? { Some(r.i64("window")?) } else { None };
+            for _ in 0..list::<()>(&mut r, "tiles", 4)? {
+                let key = (r.str16("frame")?, r.i64("tile x")?, r.i64("tile y")?);
+                let bounds = read_box(&mut r)?;
+                d.tiles.insert(key, (bounds, r.u64("count")?));
+            }
+            for _ in 0..list::<Seen>(&mut r, "seen", 4)? {
+                let subject = r.str16("subject")?;
+                let id = AtomId(r.array("id")?);
+                let frame = r.str16("frame")?;
+                let bounds = read_box(&mut r)?;
+                let valid = Interval { from_ns: r.i64("from")?, to_ns: r.i64("to")? };
+                let confidence = r.u16("confidence")?;
+                d.last_seen.insert(subject, Seen { id, frame, bounds, valid, confidence });
+            }
+            r.finish()?;
+            Ok(d)
+        }
+    }
+}

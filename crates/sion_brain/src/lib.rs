@@ -1,8 +1,8 @@
 //! The memory brain: this package's reference cognet (docs/BRAIN.md). Phases sync → think →
 //! act, on the cognet runtime:
 //!
-//! - **sync** folds the log tail into the resident index, one function for cold boot (cursor
-//!   at the start) and steady state alike; calling it twice folds nothing the second time;
+//! - **sync** folds the log tail into the index, one function for cold boot (the cursor at the
+//!   index's checkpoint) and steady state alike; calling it twice folds nothing the second time;
 //! - **think** derives trajectories, coverage and conflicts from what is new;
 //! - **act** outputs them and commits the head to the ledger every `commit_period_ms` or every
 //!   `commit_every` new atoms, whichever comes first.
@@ -26,10 +26,10 @@ pub use derive::{DeriveConfig, Deriver};
 
 use ed25519_dalek::VerifyingKey;
 use sion_cognet::{BoxError, CognetConfig, Loop, Mode, Store, StoreKey, Tick};
-use sion_store::index::Index;
 use sion_store::index::geom::Query;
-use sion_store::ledger::MemoryLog;
+use sion_store::index::{Index, IndexReader};
 use sion_store::ledger::SignedHeader;
+use sion_store::ledger::{LogId, MemoryLog};
 use sion_store::log::blobs::{BlobError, BlobStore};
 use sion_store::log::{Appended, Log};
 use sion_store::memory::{Memory, MemoryError};
@@ -47,6 +47,9 @@ pub struct BrainConfig {
     pub commit_every: u64,
     /// Fold at most this many atoms per sync call before checking the wake's signal.
     pub sync_chunk: usize,
+    /// Make the index's sealed versions durable at most this often (after a commit): a
+    /// cold boot folds at most this much of the log again.
+    pub index_checkpoint_ms: u64,
     pub derive: DeriveConfig,
 }
 
@@ -57,6 +60,7 @@ impl Default for BrainConfig {
             commit_period_ms: 5_000,
             commit_every: 10_000,
             sync_chunk: 1 << 16,
+            index_checkpoint_ms: 10_000,
             derive: DeriveConfig::default(),
         }
     }
@@ -84,11 +88,15 @@ pub struct ActionResult {
 /// and leave it through [`MemoryKernel::session_after`], read-only. The brain holds the kernel
 /// and nothing else of the memory, so it has no way to write the log itself.
 pub struct MemoryKernel {
-    /// Shared with [`Readers`], which prove answers as of committed heads; only the kernel
-    /// commits.
+    /// Shared with [`Readers`], which take the ledger's word for a head from it; only the
+    /// kernel commits.
     memory: Arc<Mutex<Memory>>,
     log: Log,
     store: Store,
+    /// The index's writer, until the brain takes it.
+    index: Option<Index>,
+    reader: IndexReader,
+    index_v2_from: u64,
 }
 
 /// The kernel's door for sensors: atoms taken in here are durable before any brain hears of
@@ -113,10 +121,14 @@ impl Sensors {
 }
 
 /// The kernel's door for readers: answers, with proofs, as of the heads the kernel committed.
-/// It cannot write the log or commit.
+/// It cannot write the log or commit. A proof is built from the index's sealed records and the
+/// log without any lock: the memory is locked only to read the ledger's word for the head.
 #[derive(Clone)]
 pub struct Readers {
     memory: Arc<Mutex<Memory>>,
+    index: IndexReader,
+    log: Log,
+    index_v2_from: u64,
 }
 
 impl Readers {
@@ -152,29 +164,79 @@ impl Readers {
         self.memory().ledger().public_key()
     }
 
+    /// The committed version to answer as of, and the ledger's attestation of it.
+    fn head_and_attestation(
+        &self,
+        as_of: Option<u64>,
+    ) -> Result<(MemoryLog, sion_verify::proof::Attestation, LogId), MemoryError> {
+        let memory = self.memory();
+        let version = memory.version(as_of)?;
+        let attestation = memory.attestation_at(version.committed_at)?;
+        Ok((version, attestation, memory.log_id()))
+    }
+
     /// See [`Memory::prove_range`].
     pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
-        self.memory().prove_range(query, as_of)
+        let (version, attestation, log_id) = self.head_and_attestation(as_of)?;
+        sion_store::memory::prove_range(
+            &self.index,
+            &self.log,
+            log_id,
+            &version,
+            attestation,
+            query,
+            self.index_v2_from,
+        )
     }
 
     /// See [`Memory::prove_list`].
     pub fn prove_list(&self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
-        self.memory().prove_list(key, as_of)
+        let (version, attestation, log_id) = self.head_and_attestation(as_of)?;
+        sion_store::memory::prove_list(
+            &self.index,
+            &self.log,
+            log_id,
+            &version,
+            attestation,
+            key,
+            self.index_v2_from,
+        )
     }
 }
 
 impl MemoryKernel {
     /// The kernel of a memory, and the door its sensors write through.
-    pub fn new(memory: Memory) -> Result<(Self, Sensors), BoxError> {
+    pub fn new(mut memory: Memory) -> Result<(Self, Sensors), BoxError> {
         let store = Store::open(&memory.dir().join("brain"))?;
         let log = memory.log().clone();
         let sensors = Sensors { log: log.clone(), blobs: memory.blobs().clone() };
-        Ok((Self { memory: Arc::new(Mutex::new(memory)), log, store }, sensors))
+        let index = memory.take_index()?;
+        let reader = memory.index_reader().clone();
+        let index_v2_from = memory.index_v2_from();
+        let kernel = Self {
+            memory: Arc::new(Mutex::new(memory)),
+            log,
+            store,
+            index: Some(index),
+            reader,
+            index_v2_from,
+        };
+        Ok((kernel, sensors))
     }
 
     /// A door for readers of the memory, to hand out before the kernel goes to its brain.
     pub fn readers(&self) -> Readers {
-        Readers { memory: Arc::clone(&self.memory) }
+        Readers {
+            memory: Arc::clone(&self.memory),
+            index: self.reader.clone(),
+            log: self.log.clone(),
+            index_v2_from: self.index_v2_from,
+        }
+    }
+
+    /// The index's writer, for the brain that keeps it.
+    fn take_index(&mut self) -> Option<Index> {
+        self.index.take()
     }
 
     /// The brain's private store.
@@ -258,10 +320,15 @@ impl MemoryKernel {
 /// the brain derives everything again (the log takes the repeats as no-ops), only slower.
 pub struct Checkpoint;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckpointValue {
     /// Every derivation triggered at or before this position is in the log.
     pub derived_through: u64,
+    /// The deriver's state after the atom at `derived_through` (base64 of
+    /// `Deriver::save`): with it, a restart derives on from there; without it, the deriver
+    /// replays the log from its start (its repeats are no-ops).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deriver: Option<String>,
 }
 
 impl StoreKey for Checkpoint {
@@ -283,9 +350,11 @@ pub struct BrainStats {
 pub struct MemoryBrain {
     kernel: MemoryKernel,
     config: BrainConfig,
-    /// Resident memory: a projection of the log, free to lose.
+    /// The index: a projection of the log, on disk, free to lose (it is rebuilt).
     index: Index,
     cursor: Option<u64>,
+    last_checkpoint: Instant,
+    last_brain_checkpoint: Option<Instant>,
     deriver: Deriver,
     /// Atoms folded but not yet thought about.
     fresh: Vec<(u64, Atom)>,
@@ -320,15 +389,32 @@ impl CommitNow {
 }
 
 impl MemoryBrain {
-    pub fn new(kernel: MemoryKernel, config: BrainConfig) -> Self {
-        let derived_through = kernel.store().get::<Checkpoint>().map(|c| c.derived_through);
+    pub fn new(mut kernel: MemoryKernel, config: BrainConfig) -> Self {
+        let checkpoint = kernel.store().get::<Checkpoint>();
+        let derived_through = checkpoint.as_ref().map(|c| c.derived_through);
+        let resumed = checkpoint.as_ref().and_then(|c| {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(c.deriver.as_ref()?).ok()?;
+            Deriver::load(config.derive, &bytes).map(|d| (c.derived_through, d))
+        });
         let committed_size = kernel.committed().size;
+        let index = kernel.take_index().unwrap_or_default();
+        // Sync resumes where the index and the deriver both are: the index folds only what it
+        // lacks, and the deriver, restored, sees only what it has not seen (without its state
+        // it sees the whole log again).
+        let (deriver, seen) = match resumed {
+            Some((through, deriver)) => (deriver, through + 1),
+            None => (Deriver::new(config.derive), 0),
+        };
+        let resume = seen.min(index.size());
         Self {
-            deriver: Deriver::new(config.derive),
+            deriver,
             kernel,
             config,
-            index: Index::new(),
-            cursor: None,
+            index,
+            cursor: resume.checked_sub(1),
+            last_checkpoint: Instant::now(),
+            last_brain_checkpoint: None,
             fresh: Vec::new(),
             outbox: Vec::new(),
             unwitnessed: HashSet::new(),
@@ -347,6 +433,11 @@ impl MemoryBrain {
 
     pub fn index(&mut self) -> &mut Index {
         &mut self.index
+    }
+
+    /// How many atoms the index covers.
+    pub fn index_size(&self) -> u64 {
+        self.index.size()
     }
 
     /// The position of the last atom folded.
@@ -381,8 +472,9 @@ impl MemoryBrain {
         loop {
             let batch = self.kernel.session_after(self.cursor, self.config.sync_chunk)?;
             let Some(&(last, _)) = batch.last() else { return Ok(folded) };
-            let atoms: Vec<Atom> = batch.iter().map(|(_, a)| a.clone()).collect();
-            self.index.fold_all(&atoms);
+            let from = self.index.size();
+            let atoms: Vec<Atom> = batch.iter().filter(|(p, _)| *p >= from).map(|(_, a)| a.clone()).collect();
+            self.index.fold_all(&atoms)?;
             for (position, atom) in batch {
                 self.unwitnessed.remove(&atom.id());
                 let outcome = atom.kind() == Kind::Outcome && atom.parts().subject == COMMIT_SUBJECT;
@@ -447,8 +539,14 @@ impl MemoryBrain {
         }
         if self.commit_due(false) {
             let size = self.index.size();
-            let index_root = self.index.root();
+            let index_root = self.index.root()?;
             let result = self.kernel.run(Action::Commit { size, index_root }).await?;
+            if self.last_checkpoint.elapsed() >= Duration::from_millis(self.config.index_checkpoint_ms)
+                || self.stats.commits == 0
+            {
+                self.index.checkpoint()?;
+                self.last_checkpoint = Instant::now();
+            }
             self.unwitnessed.insert(result.outcome.id());
             self.committed_size = size;
             self.news = 0;
@@ -456,8 +554,16 @@ impl MemoryBrain {
             self.stats.commits += 1;
             self.stats.last_commit = Some((result.pulse.header.number, size));
             self.commit_now.store(false, Ordering::SeqCst);
-            if let Some(through) = self.cursor {
-                self.kernel.store().set::<Checkpoint>(&CheckpointValue { derived_through: through }).await?;
+            if let Some(through) = self.cursor
+                && self
+                    .last_brain_checkpoint
+                    .is_none_or(|t| t.elapsed() >= Duration::from_millis(self.config.index_checkpoint_ms))
+            {
+                use base64::Engine as _;
+                let deriver = base64::engine::general_purpose::STANDARD.encode(self.deriver.save());
+                let value = CheckpointValue { derived_through: through, deriver: Some(deriver) };
+                self.kernel.store().set::<Checkpoint>(&value).await?;
+                self.last_brain_checkpoint = Some(Instant::now());
             }
         }
         Ok(())

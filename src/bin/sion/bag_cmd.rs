@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use sion_memory::bag::replay::{ReplayOptions, ReplayReport, replay};
+use sion_memory::bag::BagReader;
+use sion_memory::bag::replay::{ReplayOptions, ReplayReport, replay_from};
 use sion_memory::bag::synth::{SynthConfig, synth};
 use sion_memory::ingest::IngestConfig;
 use sion_memory::memory::Memory;
@@ -149,7 +150,10 @@ fn synth_cmd(a: &SynthArgs) -> Result<ExitCode> {
 }
 
 pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
-    let bytes = std::fs::read(&a.bag).with_context(|| format!("reading {}", a.bag.display()))?;
+    // The bag is streamed, a record at a time: a bag larger than memory replays.
+    let file = File::open(&a.bag).with_context(|| format!("reading {}", a.bag.display()))?;
+    let len = file.metadata().with_context(|| format!("reading {}", a.bag.display()))?.len();
+    let reader = BagReader::from_reader(std::io::BufReader::with_capacity(1 << 20, file), len);
     let mut memory = if a.data.join("memory.json").exists() {
         Memory::open(&a.data)
     } else {
@@ -165,9 +169,9 @@ pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
         skip_bad: a.skip_bad,
         ..ReplayOptions::default()
     };
-    let bar = ui::byte_bar(bytes.len() as u64);
+    let bar = ui::byte_bar(len);
     let started = Instant::now();
-    let outcome = replay(&bytes, &memory, options, |p| {
+    let outcome = replay_from(reader, &memory, options, |p| {
         bar.set_position(p.position);
         bar.set_message(format!("{} messages, {} atoms", ui::count(p.messages), ui::count(p.atoms)));
     });

@@ -130,7 +130,7 @@ async fn run_async(a: BrainArgs) -> Result<ExitCode> {
     let mut brain = cognet.shutdown().await.map_err(|e| anyhow::anyhow!("{e}"))?;
     let s = brain.stats().clone();
     let size = brain.index().size();
-    let root = brain.index().root();
+    let root = brain.index().root().map_err(|e| anyhow::anyhow!("{e}"))?;
     eprintln!(
         "brain stopped after {:.1} s: {} wakes, {} ticks, {} skipped; folded {}, derived {}, {} commits{}",
         started.elapsed().as_secs_f64(),

@@ -297,14 +297,14 @@ pub(crate) fn parse_box(text: &str) -> Result<BoxMm> {
 
 fn recall(a: RecallArgs) -> Result<ExitCode> {
     let query = Query::new(&a.frame, parse_box(&a.r#box)?, a.from, a.to).context("the query")?;
-    let mut memory = open_memory(&a.answer.data.data)?;
+    let memory = open_memory(&a.answer.data.data)?;
     let started = Instant::now();
     let file = memory.prove_range(&query, a.answer.as_of).context("answering the query")?;
     answer(file, &a.answer, started)
 }
 
 fn list(key: ListKey, a: AnswerArgs) -> Result<ExitCode> {
-    let mut memory = open_memory(&a.data.data)?;
+    let memory = open_memory(&a.data.data)?;
     let started = Instant::now();
     let file = memory.prove_list(key, a.as_of).context("answering")?;
     answer(file, &a, started)
@@ -638,7 +638,7 @@ fn prove(cmd: ProveCommand) -> Result<ExitCode> {
             )?;
         }
         ProveCommand::Omission { data, position, out } => {
-            let mut memory = open_memory(&data.data)?;
+            let memory = open_memory(&data.data)?;
             let file = memory.prove_omission(position)?;
             write_proof(
                 &file,

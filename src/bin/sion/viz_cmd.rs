@@ -62,7 +62,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     use crate::memory_cmd::{open_memory, parse_box};
     use crate::ui;
 
-    let mut memory = open_memory(&a.data)?;
+    let memory = open_memory(&a.data)?;
     let builder =
         rerun::RecordingStreamBuilder::new("sion_memory").recording_name(a.data.display().to_string());
     let rec = match (&a.out, &a.connect) {

@@ -5,31 +5,52 @@
 use sion_verify::index::geom::{Query, SpaceTime};
 pub use sion_verify::index::tree::{Entry, GROUP, GroupEntry, Step, Summary, TAG_GROUP, group_summary};
 
-/// How many items go left in a tree over `n >= 2` items.
-pub fn left_len(n: usize) -> usize {
-    n.div_ceil(2)
+/// How a tree over items splits them (docs/INDEX.md, "Trees"): a block's tree over its groups
+/// halves them, rounding up (its k-d order is cut the same way); a list — over blocks, cells or
+/// hours — puts the largest power of two below the count on the left (RFC 9162), so appending
+/// an item changes only the right edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Halves,
+    Lists,
+}
+
+impl Shape {
+    /// How many of `n >= 2` items go left.
+    pub fn left(self, n: usize) -> usize {
+        match self {
+            Shape::Halves => n.div_ceil(2),
+            Shape::Lists => 1 << (usize::BITS - 1 - (n - 1).leading_zeros()),
+        }
+    }
 }
 
 /// The interior nodes of the tree over `n` items, in pre-order (`n - 1` of them).
-pub fn interior_of(n: usize, item: &dyn Fn(usize) -> Summary) -> Vec<Summary> {
+pub fn interior_of(shape: Shape, n: usize, item: &dyn Fn(usize) -> Summary) -> Vec<Summary> {
     let mut out = Vec::with_capacity(n.saturating_sub(1));
     if n >= 2 {
-        fill(0, n, item, &mut out);
+        fill(shape, 0, n, item, &mut out);
     }
     out
 }
 
 const PLACEHOLDER: Summary = Summary { bbox: SpaceTime::ZERO, digest: [0; 32] };
 
-fn fill(lo: usize, hi: usize, item: &dyn Fn(usize) -> Summary, out: &mut Vec<Summary>) -> Summary {
+fn fill(
+    shape: Shape,
+    lo: usize,
+    hi: usize,
+    item: &dyn Fn(usize) -> Summary,
+    out: &mut Vec<Summary>,
+) -> Summary {
     if hi - lo == 1 {
         return item(lo);
     }
     let at = out.len();
     out.push(PLACEHOLDER); // until the children are known (not `item(lo)`: it may hash a group)
-    let m = left_len(hi - lo);
-    let left = fill(lo, lo + m, item, out);
-    let right = fill(lo + m, hi, item, out);
+    let m = shape.left(hi - lo);
+    let left = fill(shape, lo, lo + m, item, out);
+    let right = fill(shape, lo + m, hi, item, out);
     let node = Summary::join(&left, &right);
     out[at] = node;
     node
@@ -43,72 +64,113 @@ pub struct Items<'a> {
     pub summary: &'a dyn Fn(usize) -> Summary,
 }
 
+/// A walk's way into an item that meets the query: the item's index and the steps so far.
+pub type Descend<'a, E> = dyn FnMut(usize, &mut Vec<Step>) -> Result<(), E> + 'a;
+
 /// Walk the nodes of a tree (its interior nodes in pre-order, its items) that the query
 /// reaches, pushing proof steps; at an item that meets the query, `descend(index)` continues
 /// into what the item stands for.
-pub fn walk(
+pub fn walk<E>(
+    shape: Shape,
     interior: &[Summary],
     items: &Items<'_>,
     q: &Query,
     out: &mut Vec<Step>,
-    descend: &mut dyn FnMut(usize, &mut Vec<Step>),
-) {
+    descend: &mut Descend<'_, E>,
+) -> Result<(), E> {
     if items.count > 0 {
-        walk_range(interior, items, 0, items.count, 0, q, out, descend);
+        walk_range(shape, interior, items, (0, items.count, 0), q, out, descend)?;
     }
+    Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn walk_range(
+fn walk_range<E>(
+    shape: Shape,
     interior: &[Summary],
     items: &Items<'_>,
-    lo: usize,
-    hi: usize,
-    at: usize,
+    (lo, hi, at): (usize, usize, usize),
     q: &Query,
     out: &mut Vec<Step>,
-    descend: &mut dyn FnMut(usize, &mut Vec<Step>),
-) {
+    descend: &mut Descend<'_, E>,
+) -> Result<(), E> {
     if hi - lo == 1 {
         if (items.bbox)(lo).meets(q) {
-            descend(lo, out);
+            descend(lo, out)?;
         } else {
             out.push(Step::Pruned((items.summary)(lo)));
         }
-        return;
+        return Ok(());
     }
     let node = interior[at];
     if !node.bbox.meets(q) {
         out.push(Step::Pruned(node));
-        return;
+        return Ok(());
     }
     out.push(Step::Interior(node.bbox));
-    let m = left_len(hi - lo);
-    walk_range(interior, items, lo, lo + m, at + 1, q, out, descend);
-    walk_range(interior, items, lo + m, hi, at + m, q, out, descend);
+    let m = shape.left(hi - lo);
+    walk_range(shape, interior, items, (lo, lo + m, at + 1), q, out, descend)?;
+    walk_range(shape, interior, items, (lo + m, hi, at + m), q, out, descend)
 }
 
-/// A tree over summaries kept in full (the lists over blocks, cells and hours).
-#[derive(Debug, Clone, Default)]
-pub struct Built {
-    pub items: Vec<Summary>,
+/// The root of the tree over `items` in the given shape (`None` for no items).
+pub fn root_of(shape: Shape, items: &[Summary]) -> Option<Summary> {
+    match items.len() {
+        0 => None,
+        1 => Some(items[0]),
+        n => {
+            let m = shape.left(n);
+            let (l, r) = items.split_at(m);
+            Some(Summary::join(&root_of(shape, l)?, &root_of(shape, r)?))
+        }
+    }
+}
+
+/// A block's group tree: its entries (k-d order), the interior over its groups, and its root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockTree {
+    pub entries: Vec<Entry>,
     pub interior: Vec<Summary>,
 }
 
-impl Built {
-    pub fn new(items: Vec<Summary>) -> Self {
-        let interior = interior_of(items.len(), &|i| items[i]);
-        Self { items, interior }
+impl BlockTree {
+    /// Put `entries` (1 to `BLOCK` of them) in k-d order and hash their groups' tree.
+    pub fn build(mut entries: Vec<Entry>) -> Self {
+        kd_order(&mut entries);
+        let interior = {
+            let block: &[Entry] = &entries;
+            let group = |g: usize| &block[g * GROUP..((g + 1) * GROUP).min(block.len())];
+            interior_of(Shape::Halves, block.len().div_ceil(GROUP), &|g| group_summary(group(g)))
+        };
+        Self { entries, interior }
     }
 
-    pub fn root(&self) -> Option<Summary> {
-        self.interior.first().or(self.items.first()).copied()
+    pub fn group(&self, g: usize) -> &[Entry] {
+        &self.entries[g * GROUP..((g + 1) * GROUP).min(self.entries.len())]
     }
 
-    pub fn walk(&self, q: &Query, out: &mut Vec<Step>, descend: &mut dyn FnMut(usize, &mut Vec<Step>)) {
-        let items =
-            Items { count: self.items.len(), bbox: &|i| self.items[i].bbox, summary: &|i| self.items[i] };
-        walk(&self.interior, &items, q, out, descend);
+    pub fn root(&self) -> Summary {
+        // A block of one group has no interior.
+        self.interior.first().copied().unwrap_or_else(|| group_summary(self.group(0)))
+    }
+
+    /// The walk of the block's groups that the query reaches.
+    pub fn walk(&self, q: &Query, out: &mut Vec<Step>) {
+        let groups = self.entries.len().div_ceil(GROUP);
+        let items = Items {
+            count: groups,
+            bbox: &|g| self.group(g).iter().skip(1).fold(self.group(g)[0].bbox, |b, e| b.union(&e.bbox)),
+            summary: &|g| group_summary(self.group(g)),
+        };
+        let _ =
+            walk::<std::convert::Infallible>(Shape::Halves, &self.interior, &items, q, out, &mut |g, out| {
+                let step = self
+                    .group(g)
+                    .iter()
+                    .map(|e| if e.bbox.meets(q) { GroupEntry::Hit(e.position) } else { GroupEntry::Miss(*e) })
+                    .collect();
+                out.push(Step::Group(step));
+                Ok(())
+            });
     }
 }
 

@@ -84,6 +84,8 @@ pub struct Recovery {
 
 #[derive(Debug, Clone)]
 pub struct LogOptions {
+    /// Memory for the duplicate filter's cache of pages (the filter itself is on disk).
+    pub dedup_cache_bytes: usize,
     /// A new segment starts once the current one has reached this many bytes.
     pub segment_bytes: u64,
     /// The derived files are fsynced, and a checkpoint written, once this many segment bytes
@@ -94,7 +96,7 @@ pub struct LogOptions {
 
 impl Default for LogOptions {
     fn default() -> Self {
-        Self { segment_bytes: 256 << 20, checkpoint_bytes: 32 << 20 }
+        Self { segment_bytes: 256 << 20, checkpoint_bytes: 32 << 20, dedup_cache_bytes: 16 << 20 }
     }
 }
 
@@ -326,7 +328,15 @@ impl Log {
         nodes.sync_data().map_err(io_err("syncing nodes"))?;
         write_checkpoint(&checkpoint, size)?;
 
-        let dedup = load_dedup(&nodes, size)?;
+        let dedup_path = dir.join("dedup.redb");
+        let mut dedup = match Dedup::open(&dedup_path, options.dedup_cache_bytes) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!("{}: {e}; rebuilding it from the log", dedup_path.display());
+                Dedup::create(&dedup_path, options.dedup_cache_bytes).map_err(dedup_err)?
+            }
+        };
+        catch_up_dedup(&mut dedup, &segments, &offsets, &nodes, size)?;
         let active_len = match segments.last() {
             Some(s) => file_len(&s.file, "the last segment")?,
             None => return Err(LogError::Corrupt { position: 0, reason: "no segments".into() }),
@@ -437,7 +447,10 @@ impl Log {
     pub fn position_of(&self, atom: &Atom) -> Result<Option<u64>, LogError> {
         let leaf = leaf_hash(atom);
         let writer = lock(&self.inner.writer);
-        writer.dedup.find(&leaf, |p| NodeFile(&self.inner.nodes).subtree(0, p))
+        let size = writer.frontier.size();
+        writer
+            .dedup
+            .find(atom.parts().valid.from_ns, &leaf, size, |p| NodeFile(&self.inner.nodes).subtree(0, p))
     }
 
     /// Append atoms; resolves once all of them are durable. An atom the log already holds is
@@ -499,20 +512,35 @@ impl Log {
         let mut frontier = w.frontier.clone();
         let count: usize = group.iter().map(|(_, atoms)| atoms.len()).sum();
         let bytes: usize = group.iter().flat_map(|(_, atoms)| atoms).map(|a| a.bytes().len()).sum();
-        let mut fresh = dedup::LeafMap::with_capacity_and_hasher(count, Default::default());
+        let mut fresh: HashMap<Digest, u64> = HashMap::with_capacity(count);
         let mut seg_buf = Vec::with_capacity(bytes + count * RECORD_HEADER_LEN as usize);
         let mut offset_buf = Vec::with_capacity(count * 8);
         let mut node_buf = Vec::with_capacity(count * 2 * 32 + 64 * 32);
+        // First the duplicate filter, for every atom unlike those before it in the group, in
+        // one transaction; then the new atoms in order.
+        let leaves: Vec<Vec<Digest>> =
+            group.iter().map(|(_, atoms)| atoms.iter().map(leaf_hash).collect()).collect();
+        let mut unique: Vec<(i64, Digest)> = Vec::with_capacity(count);
+        for ((_, atoms), leaves) in group.iter().zip(&leaves) {
+            for (atom, leaf) in atoms.iter().zip(leaves) {
+                if fresh.insert(*leaf, u64::MAX).is_none() {
+                    unique.push((atom.parts().valid.from_ns, *leaf));
+                }
+            }
+        }
+        let held = w.dedup.group(&unique, start, start, |p| nodes.subtree(0, p), false)?;
+        let mut held = held.into_iter();
+        fresh.clear();
         let mut out = Vec::with_capacity(group.len());
-        for (_, atoms) in group {
+        for ((_, atoms), leaves) in group.iter().zip(&leaves) {
             let mut appended = Vec::with_capacity(atoms.len());
-            for atom in atoms {
-                let leaf = leaf_hash(atom);
-                let known = match fresh.get(&leaf) {
+            for (atom, leaf) in atoms.iter().zip(leaves) {
+                let known = match fresh.get(leaf) {
                     Some(&p) => Some(p),
-                    None => w.dedup.find(&leaf, |p| nodes.subtree(0, p))?,
+                    None => held.next().flatten(),
                 };
                 if let Some(position) = known {
+                    fresh.insert(*leaf, position);
                     appended.push(Appended { position, new: false });
                     continue;
                 }
@@ -520,8 +548,8 @@ impl Log {
                 let offset = w.active_len + seg_buf.len() as u64;
                 segment::put_record(&mut seg_buf, atom.bytes());
                 offset_buf.extend_from_slice(&offset.to_le_bytes());
-                frontier.push(leaf, |d| node_buf.extend_from_slice(d));
-                fresh.insert(leaf, position);
+                frontier.push(*leaf, |d| node_buf.extend_from_slice(d));
+                fresh.insert(*leaf, position);
                 appended.push(Appended { position, new: true });
             }
             out.push(appended);
@@ -545,13 +573,11 @@ impl Log {
             inner.groups_committed.fetch_add(1, Ordering::Relaxed);
             w.active_len += seg_buf.len() as u64;
             w.since_checkpoint += seg_buf.len() as u64;
-            for (leaf, position) in &fresh {
-                w.dedup.insert(leaf, *position);
-            }
             w.frontier = frontier;
             *inner.head.write().unwrap_or_else(PoisonError::into_inner) =
                 TreeHead { size: w.frontier.size(), root: w.frontier.root() };
             if w.since_checkpoint >= inner.options.checkpoint_bytes {
+                w.dedup.sync().map_err(dedup_err)?;
                 inner.checkpoint(w.frontier.size())?;
                 w.since_checkpoint = 0;
             }
@@ -562,6 +588,7 @@ impl Log {
     /// Make the derived files durable now, so reopening re-derives nothing.
     pub fn checkpoint(&self) -> Result<(), LogError> {
         let mut w = lock(&self.inner.writer);
+        w.dedup.sync().map_err(dedup_err)?;
         self.inner.checkpoint(w.frontier.size())?;
         w.since_checkpoint = 0;
         Ok(())
@@ -702,6 +729,7 @@ impl Drop for Inner {
         let w = self.writer.get_mut().unwrap_or_else(PoisonError::into_inner);
         let (size, pending) = (w.frontier.size(), w.halted.is_none() && w.since_checkpoint > 0);
         if pending {
+            let _ = w.dedup.sync();
             let _ = self.checkpoint(size);
         }
     }
@@ -913,21 +941,50 @@ fn leaves_in(nodes: u64) -> u64 {
     n
 }
 
-fn load_dedup(nodes: &File, size: u64) -> Result<Dedup, LogError> {
-    let mut dedup = Dedup::with_capacity(size as usize);
-    let mut reader = BufReader::with_capacity(1 << 20, ReadAt { file: nodes, at: 0 });
-    let mut node = [0u8; 32];
-    let mut index = 0u64;
-    for position in 0..size {
-        // Skip interior nodes up to this leaf's slot.
-        let want = postorder_index(0, position);
-        while index < want {
-            reader.read_exact(&mut node).map_err(io_err("reading nodes"))?;
-            index += 1;
-        }
-        reader.read_exact(&mut node).map_err(io_err("reading nodes"))?;
-        index += 1;
-        dedup.insert(&node, position);
+fn dedup_err(e: dedup::DedupError) -> LogError {
+    LogError::Corrupt { position: 0, reason: e.to_string() }
+}
+
+impl From<dedup::DedupError> for LogError {
+    fn from(e: dedup::DedupError) -> Self {
+        dedup_err(e)
     }
-    Ok(dedup)
+}
+
+/// Take the atoms the duplicate filter does not cover yet into it, from the segments (after a
+/// crash, or when the filter was rebuilt).
+fn catch_up_dedup(
+    dedup: &mut Dedup,
+    segments: &[Segment],
+    offsets: &File,
+    nodes: &File,
+    size: u64,
+) -> Result<(), LogError> {
+    let mut from = dedup.covered().min(size);
+    if from == size {
+        return Ok(());
+    }
+    tracing::info!("taking {} atoms into the duplicate filter", size - from);
+    let stored = |p: u64| NodeFile(nodes).subtree(0, p);
+    while from < size {
+        let end = (from + 8192).min(size);
+        let mut group = Vec::with_capacity((end - from) as usize);
+        for position in from..end {
+            let (i, offset) = locate(segments, offsets, position)?;
+            let bytes = match segment::read_record_at(&segments[i].file, offset, u64::MAX)
+                .map_err(io_err("reading a segment"))?
+            {
+                Record::Good(bytes) => bytes,
+                other => return Err(LogError::Corrupt { position, reason: format!("record is {other:?}") }),
+            };
+            let atom =
+                Atom::decode(&bytes).map_err(|e| LogError::Corrupt { position, reason: e.to_string() })?;
+            group.push((atom.parts().valid.from_ns, leaf_hash(&atom)));
+        }
+        // Atoms already covered (a filter ahead of a log cut back) answer as held.
+        dedup.group(&group, from, from, stored, false)?;
+        from = end;
+    }
+    dedup.sync().map_err(dedup_err)?;
+    Ok(())
 }

@@ -2,7 +2,8 @@
 //! behind one handle. This is what the command line, the demo and the node drive.
 //!
 //! A memory directory holds `memory.json` (which log on which ledger), `writer.key`, `log/`,
-//! `blobs/` (what atoms commit to by hash) and, for the embedded ledger, `ledger/`.
+//! `blobs/` (what atoms commit to by hash), `index/` (the index, a cache of the log:
+//! docs/INDEX-STORE.md) and, for the embedded ledger, `ledger/`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,8 +11,8 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 
-use crate::index::Index;
 use crate::index::geom::Query;
+use crate::index::{INDEX_VERSION, Index, IndexConfig, IndexError, IndexReader};
 use crate::ledger::{
     Head, Ledger, LedgerError, LogId, MemoryLog, SignedHeader, Tx, TxTimeProof, account_of, generate_key,
     read_key, write_key,
@@ -53,6 +54,15 @@ pub enum MemoryError {
     IndexMismatch { size: u64 },
     #[error("position {0} is not omitted: the committed index answers it for its own box and interval")]
     NotOmitted(u64),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(
+        "the head of {size} atoms was committed with an index of version 1 (before this memory was \
+         re-indexed): its range and list proofs cannot be made any more; ask as of a later head"
+    )]
+    OldIndex { size: u64 },
+    #[error("this memory's index is held by its brain: ask through the brain's readers")]
+    IndexTaken,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -62,6 +72,24 @@ struct Config {
     agent: Option<String>,
     /// The ledger's directory, relative to the memory directory.
     ledger: PathBuf,
+    /// The version of docs/INDEX.md this memory's index roots follow (absent: 1, a memory
+    /// made before version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    index: Option<u32>,
+    /// For a memory made with version 1: the first committed size whose index root follows
+    /// version 2; heads before it carry version 1 roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    index_v2_from: Option<u64>,
+}
+
+/// How the memory's index came up when it was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexBoot {
+    /// From its checkpoint at `version` atoms, then the log's tail folded.
+    Checkpoint { version: u64, folded: u64 },
+    /// Rebuilt from the whole log, because of `why` (a missing, stale, torn or damaged
+    /// checkpoint); `rebuilds` counts every rebuild this memory has had.
+    Rebuilt { why: String, folded: u64, rebuilds: u64 },
 }
 
 /// What a commit did.
@@ -81,8 +109,12 @@ pub struct Memory {
     log_id: LogId,
     agent: Option<String>,
     recovery: Recovery,
-    /// The index of the committed head, built on first use.
+    /// The index's writer (None once a brain took it) and readers' side.
     index: Option<Index>,
+    reader: IndexReader,
+    index_boot: IndexBoot,
+    /// Heads below this size carry index version 1 roots.
+    index_v2_from: u64,
 }
 
 /// Atoms decoded at a time while folding a long stretch of log.
@@ -135,13 +167,20 @@ impl Memory {
             Tx::OpenMemory { agent: agent.map(str::to_owned), policy: [0; 32] },
         ))?;
         let log_id = LogId(ledger.logs().len() as u64 - 1);
-        let config = Config { log: log_id.0, agent: agent.map(str::to_owned), ledger: ledger_rel };
+        let config = Config {
+            log: log_id.0,
+            agent: agent.map(str::to_owned),
+            ledger: ledger_rel,
+            index: Some(INDEX_VERSION),
+            index_v2_from: None,
+        };
         let text = serde_json::to_string_pretty(&config).map_err(|e| config_err(&config_path, e))?;
         let tmp = dir.join("memory.json.tmp");
         fs::write(&tmp, text + "\n").map_err(|e| config_err(&tmp, e))?;
         fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| config_err(&tmp, e))?;
         fs::rename(&tmp, &config_path).map_err(|e| config_err(&config_path, e))?;
         fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| config_err(dir, e))?;
+        let (index, index_boot) = open_index(dir, &log, &ledger, log_id, 0)?;
         Ok(Self {
             dir: dir.to_owned(),
             log,
@@ -151,7 +190,10 @@ impl Memory {
             agent: config.agent,
             recovery,
             blobs: BlobStore::open(&dir.join("blobs"))?,
-            index: None,
+            reader: index.reader(),
+            index: Some(index),
+            index_boot,
+            index_v2_from: 0,
         })
     }
 
@@ -180,6 +222,20 @@ impl Memory {
                 root: hex::encode(committed.root),
             });
         }
+        // A memory made before index version 2: its heads so far carry version 1 roots, and
+        // from the next commit on, version 2 ones.
+        let index_v2_from = match (config.index, config.index_v2_from) {
+            (_, Some(from)) => from,
+            (Some(_), None) => 0,
+            (None, None) => {
+                let from = if committed.size == 0 { 0 } else { committed.size + 1 };
+                let config =
+                    Config { index: Some(INDEX_VERSION), index_v2_from: Some(from), ..config.clone() };
+                write_config(dir, &config)?;
+                from
+            }
+        };
+        let (index, index_boot) = open_index(dir, &log, &ledger, log_id, index_v2_from)?;
         Ok(Self {
             dir: dir.to_owned(),
             log,
@@ -189,7 +245,10 @@ impl Memory {
             agent: config.agent,
             recovery,
             blobs: BlobStore::open(&dir.join("blobs"))?,
-            index: None,
+            reader: index.reader(),
+            index: Some(index),
+            index_boot,
+            index_v2_from,
         })
     }
 
@@ -242,35 +301,58 @@ impl Memory {
         Ok(self.log.append(atoms)?)
     }
 
-    /// The index of the committed head, built from the log on first use, folded forward when
-    /// the head moves (work in proportion to what was added), and checked against the index
-    /// root the head commits to.
+    /// The index's writer, at least at the committed head (folded forward when the head moved;
+    /// checked against the index root the head commits to).
     pub fn index(&mut self) -> Result<&mut Index, MemoryError> {
         let head = self.committed().head;
-        // An index past the head (a commit the ledger refused after folding) starts over.
-        if self.index.as_ref().is_some_and(|i| i.size() > head.size) {
-            self.index = None;
-        }
-        let index = self.index.get_or_insert_with(Index::new);
+        let checks = head.size >= self.index_v2_from;
+        let log = self.log.clone();
+        let index = self.index.as_mut().ok_or(MemoryError::IndexTaken)?;
         if index.size() < head.size {
-            fold_log(&self.log, index, head.size)?;
-            if index.root() != head.index {
-                self.index = None;
+            fold_log(&log, index, head.size)?;
+            if checks && index.root()? != head.index {
                 return Err(MemoryError::IndexMismatch { size: head.size });
             }
         }
-        Ok(self.index.get_or_insert_with(Index::new))
+        Ok(index)
+    }
+
+    /// The index's writer, for a brain to keep: from now on this memory proves through its
+    /// readers only.
+    pub fn take_index(&mut self) -> Result<Index, MemoryError> {
+        self.index()?;
+        self.index.take().ok_or(MemoryError::IndexTaken)
+    }
+
+    /// The readers' side of the index.
+    pub fn index_reader(&self) -> &IndexReader {
+        &self.reader
+    }
+
+    /// How the index came up when the memory was opened.
+    pub fn index_boot(&self) -> &IndexBoot {
+        &self.index_boot
+    }
+
+    /// Committed heads below this size carry index version 1 roots (0: none does).
+    pub fn index_v2_from(&self) -> u64 {
+        self.index_v2_from
     }
 
     /// Commit the log's durable head and its index root to the ledger, with the consistency
-    /// proof from the committed head; `seal` closes the log for good.
+    /// proof from the committed head; `seal` closes the log for good. The index is
+    /// checkpointed after.
     pub fn commit(&mut self, seal: bool) -> Result<Committed, MemoryError> {
         let size = self.log.size();
         let log = self.log.clone();
         let index = self.index()?;
         fold_log(&log, index, size)?;
-        let root = index.root();
-        self.commit_at(size, root, seal)
+        let root = index.root()?;
+        let committed = self.commit_at(size, root, seal)?;
+        if let Some(index) = &self.index {
+            index.checkpoint()?;
+        }
+        Ok(committed)
     }
 
     /// Commit the head of the log's first `size` atoms with an index root computed elsewhere
@@ -306,7 +388,8 @@ impl Memory {
         self.attestation_at(self.committed().committed_at)
     }
 
-    fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
+    /// The ledger's attestation of the head committed at `pulse`.
+    pub fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
         let state = self.ledger.state_proof(self.log_id, pulse)?;
         Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state })
     }
@@ -323,63 +406,40 @@ impl Memory {
         })
     }
 
-    /// Run `f` on the index of a committed version: the kept one for the latest head, one
-    /// rebuilt from the log's prefix for an older head.
-    fn with_index<T>(
-        &mut self,
-        version: &MemoryLog,
-        f: impl FnOnce(&mut Index) -> T,
-    ) -> Result<T, MemoryError> {
-        if version.head.size == self.committed().head.size {
-            return Ok(f(self.index()?));
-        }
-        let mut index = Index::new();
-        fold_log(&self.log, &mut index, version.head.size)?;
-        if index.root() != version.head.index {
-            return Err(MemoryError::IndexMismatch { size: version.head.size });
-        }
-        Ok(f(&mut index))
+    /// The index as of a committed version, checked against the root the head commits to.
+    fn snapshot_of(&self, version: &MemoryLog) -> Result<crate::index::Snapshot, MemoryError> {
+        snapshot_of(&self.reader, version, self.index_v2_from)
     }
 
     fn answer_atoms(&self, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, MemoryError> {
-        positions.iter().map(|p| Ok((*p, self.log.read_bytes(*p)?))).collect()
+        answer_atoms(&self.log, positions)
     }
 
     /// Everything in a frame, box and interval, as of a committed head (the latest if `None`),
     /// with the proof that nothing is missing.
-    pub fn prove_range(&mut self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+    pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
         let version = self.version(as_of)?;
-        let answer = self.with_index(&version, |index| index.range(query))?;
-        let range = RangeProof { query: query.clone(), atoms: self.answer_atoms(&answer.positions)?, answer };
-        Ok(ProofFile {
-            proof: Proof::Range { log: self.log_id, head: version.head, range: Box::new(range) },
-            attestation: Some(self.attestation_at(version.committed_at)?),
-        })
+        let attestation = self.attestation_at(version.committed_at)?;
+        prove_range(&self.reader, &self.log, self.log_id, &version, attestation, query, self.index_v2_from)
     }
 
     /// Every atom about `subject` (or linking to an atom), as of a committed head.
-    pub fn prove_list(&mut self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+    pub fn prove_list(&self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
         let version = self.version(as_of)?;
-        let answer = self.with_index(&version, |index| match &key {
-            ListKey::Subject(s) => index.subject(s),
-            ListKey::LinksTo(id) => index.links(id),
-        })?;
-        let list = ListProof { key, atoms: self.answer_atoms(&answer.positions)?, answer };
-        Ok(ProofFile {
-            proof: Proof::List { log: self.log_id, head: version.head, list: Box::new(list) },
-            attestation: Some(self.attestation_at(version.committed_at)?),
-        })
+        let attestation = self.attestation_at(version.committed_at)?;
+        prove_list(&self.reader, &self.log, self.log_id, &version, attestation, key, self.index_v2_from)
     }
 
     /// Every atom linking to `target`, as of a committed head.
-    pub fn prove_links(&mut self, target: AtomId, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+    pub fn prove_links(&self, target: AtomId, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
         self.prove_list(ListKey::LinksTo(target), as_of)
     }
 
     /// Prove that the committed index leaves out the atom at `position` (for an honest index
     /// this fails with [`MemoryError::NotOmitted`]).
-    pub fn prove_omission(&mut self, position: u64) -> Result<ProofFile, MemoryError> {
-        let head = self.committed().head;
+    pub fn prove_omission(&self, position: u64) -> Result<ProofFile, MemoryError> {
+        let version = self.committed().clone();
+        let head = version.head;
         if position >= head.size {
             return Err(MemoryError::NotCommitted { position, committed: head.size });
         }
@@ -387,7 +447,7 @@ impl Memory {
         let p = atom.parts();
         let query = Query::new(&p.frame, p.bounds, p.valid.from_ns, p.valid.to_ns)
             .map_err(|e| MemoryError::Config { path: self.dir.clone(), problem: e.to_string() })?;
-        let answer = self.index()?.range(&query);
+        let answer = self.snapshot_of(&version)?.range(&query)?;
         if answer.positions.contains(&position) {
             return Err(MemoryError::NotOmitted(position));
         }
@@ -486,8 +546,173 @@ pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryErr
     };
     let mut batch = next_batch()?;
     while !batch.is_empty() {
-        let (next, ()) = rayon::join(&mut next_batch, || index.fold_all(&batch));
+        let (next, folded) = rayon::join(&mut next_batch, || index.fold_all(&batch));
+        folded?;
         batch = next?;
     }
     Ok(())
+}
+
+fn answer_atoms(log: &Log, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, MemoryError> {
+    positions.iter().map(|p| Ok((*p, log.read_bytes(*p)?))).collect()
+}
+
+/// The index as of a committed version, checked against the root the head commits to.
+pub fn snapshot_of(
+    reader: &IndexReader,
+    version: &MemoryLog,
+    index_v2_from: u64,
+) -> Result<crate::index::Snapshot, MemoryError> {
+    let size = version.head.size;
+    if size < index_v2_from {
+        return Err(MemoryError::OldIndex { size });
+    }
+    let snapshot = match reader.at(size) {
+        Ok(s) => s,
+        Err(IndexError::NoVersion(_)) => return Err(MemoryError::IndexMismatch { size }),
+        Err(e) => return Err(e.into()),
+    };
+    if snapshot.root() != version.head.index {
+        return Err(MemoryError::IndexMismatch { size });
+    }
+    Ok(snapshot)
+}
+
+/// A range proof as of a committed version, from the index's readers' side and the log: no
+/// lock on the memory is needed (the caller got the version and attestation from it).
+pub fn prove_range(
+    reader: &IndexReader,
+    log: &Log,
+    log_id: LogId,
+    version: &MemoryLog,
+    attestation: Attestation,
+    query: &Query,
+    index_v2_from: u64,
+) -> Result<ProofFile, MemoryError> {
+    let answer = snapshot_of(reader, version, index_v2_from)?.range(query)?;
+    let range = RangeProof { query: query.clone(), atoms: answer_atoms(log, &answer.positions)?, answer };
+    Ok(ProofFile {
+        proof: Proof::Range { log: log_id, head: version.head, range: Box::new(range) },
+        attestation: Some(attestation),
+    })
+}
+
+/// A subject or link proof as of a committed version (as [`prove_range`]).
+pub fn prove_list(
+    reader: &IndexReader,
+    log: &Log,
+    log_id: LogId,
+    version: &MemoryLog,
+    attestation: Attestation,
+    key: ListKey,
+    index_v2_from: u64,
+) -> Result<ProofFile, MemoryError> {
+    let snapshot = snapshot_of(reader, version, index_v2_from)?;
+    let answer = match &key {
+        ListKey::Subject(s) => snapshot.subject(s)?,
+        ListKey::LinksTo(id) => snapshot.links(id)?,
+    };
+    let list = ListProof { key, atoms: answer_atoms(log, &answer.positions)?, answer };
+    Ok(ProofFile {
+        proof: Proof::List { log: log_id, head: version.head, list: Box::new(list) },
+        attestation: Some(attestation),
+    })
+}
+
+fn write_config(dir: &Path, config: &Config) -> Result<(), MemoryError> {
+    let path = dir.join("memory.json");
+    let text = serde_json::to_string_pretty(config).map_err(|e| config_err(&path, e))?;
+    let tmp = dir.join("memory.json.tmp");
+    fs::write(&tmp, text + "\n").map_err(|e| config_err(&tmp, e))?;
+    fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| config_err(&tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| config_err(&path, e))?;
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| config_err(dir, e))?;
+    Ok(())
+}
+
+/// Open the memory's index at its checkpoint and fold the log up to the committed head,
+/// sealing at every committed size on the way, so every head has its version; or, if the
+/// checkpoint is missing, stale, torn or damaged, rebuild it from the whole log the same way.
+fn open_index(
+    dir: &Path,
+    log: &Log,
+    ledger: &Ledger,
+    log_id: LogId,
+    index_v2_from: u64,
+) -> Result<(Index, IndexBoot), MemoryError> {
+    let path = dir.join("index");
+    let config = IndexConfig::default();
+    let committed: Vec<MemoryLog> = ledger
+        .versions(log_id)
+        .iter()
+        .filter(|v| v.commits > 0 && v.head.size >= index_v2_from)
+        .cloned()
+        .collect();
+    let attempt = || -> Result<(Index, u64), MemoryError> {
+        let (mut index, boot) = Index::open(&path, config)?;
+        let crate::index::Boot::Checkpoint { version, .. } = boot else { unreachable!("opened") };
+        if version > log.size() {
+            return Err(IndexError::Damaged(format!(
+                "the checkpoint covers {version} atoms, the log holds {}",
+                log.size()
+            ))
+            .into());
+        }
+        // Every committed head the checkpoint covers must be a version with the same root.
+        if let Some(v) = committed.iter().rev().find(|v| v.head.size <= version) {
+            snapshot_of(&index.reader(), v, index_v2_from).map_err(|_| {
+                IndexError::Damaged(format!(
+                    "the checkpoint disagrees with the head of {} atoms",
+                    v.head.size
+                ))
+            })?;
+        }
+        let folded = catch_up(log, &mut index, &committed)?;
+        Ok((index, folded))
+    };
+    match attempt() {
+        Ok((index, folded)) => {
+            let version = index.size() - folded;
+            Ok((index, IndexBoot::Checkpoint { version, folded }))
+        }
+        Err(first) => {
+            let why = match &first {
+                MemoryError::Index(IndexError::Missing(_)) => "no checkpoint".to_owned(),
+                other => other.to_string(),
+            };
+            if matches!(first, MemoryError::Index(IndexError::Locked(_))) {
+                return Err(first);
+            }
+            // The index is a cache of the log: set the damaged one aside and fold the log again.
+            let aside = dir.join("index.damaged");
+            let _ = fs::remove_dir_all(&aside);
+            if path.exists() {
+                fs::rename(&path, &aside).map_err(|e| config_err(&path, e))?;
+            }
+            let mut index = Index::create(&path, config)?;
+            let folded = catch_up(log, &mut index, &committed)?;
+            index.checkpoint()?;
+            let counter = dir.join("index-rebuilds");
+            let rebuilds =
+                fs::read_to_string(&counter).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0) + 1;
+            fs::write(&counter, format!("{rebuilds}\n")).map_err(|e| config_err(&counter, e))?;
+            if matches!(first, MemoryError::Index(IndexError::Missing(_))) && log.size() == 0 {
+                return Ok((index, IndexBoot::Checkpoint { version: 0, folded: 0 }));
+            }
+            Ok((index, IndexBoot::Rebuilt { why, folded, rebuilds }))
+        }
+    }
+}
+
+/// Fold the log into `index` up to the latest committed head, sealing at each committed size
+/// past the index's; returns how many atoms were folded.
+fn catch_up(log: &Log, index: &mut Index, committed: &[MemoryLog]) -> Result<u64, MemoryError> {
+    let start = index.size();
+    for v in committed {
+        if v.head.size > index.size() {
+            fold_log(log, index, v.head.size)?;
+            index.seal()?;
+        }
+    }
+    Ok(index.size() - start)
 }

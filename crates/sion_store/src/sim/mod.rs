@@ -236,6 +236,7 @@ pub struct MonthInAWarehouse {
     n: u64,
     i: u64,
     start_ns: i64,
+    span_ns: i64,
 }
 
 /// 30 days in nanoseconds.
@@ -245,7 +246,19 @@ pub const WAREHOUSE_MM: [i64; 3] = [1_000_000, 1_000_000, 30_000];
 
 impl MonthInAWarehouse {
     pub fn new(n: u64, seed: u64) -> Self {
-        Self { rng: SplitMix64::new(seed), n, i: 0, start_ns: WarehouseConfig::default().start_ns }
+        Self::over(n, seed, MONTH_NS)
+    }
+
+    /// `n` atoms over `span_ns` instead of a month: the seed's density of atoms per hour and
+    /// per square metre over a longer life is `over(n, seed, MONTH_NS * n / 10^6)`.
+    pub fn over(n: u64, seed: u64, span_ns: i64) -> Self {
+        Self { rng: SplitMix64::new(seed), n, i: 0, start_ns: WarehouseConfig::default().start_ns, span_ns }
+    }
+
+    /// The same, starting at `start_ns` rather than the first of January 2026.
+    pub fn starting_at(mut self, start_ns: i64) -> Self {
+        self.start_ns = start_ns;
+        self
     }
 
     pub fn start_ns(&self) -> i64 {
@@ -263,7 +276,7 @@ impl Iterator for MonthInAWarehouse {
         let rng = &mut self.rng;
         let i = self.i;
         self.i += 1;
-        let slot = MONTH_NS / self.n as i64;
+        let slot = self.span_ns / self.n as i64;
         let jitter =
             rng.range(0, slot.max(1)) - if rng.chance(10) { rng.range(0, 600_000_000_000) } else { 0 };
         let t = (self.start_ns + i as i64 * slot + jitter).max(self.start_ns);
@@ -315,7 +328,12 @@ impl Iterator for MonthInAWarehouse {
                 Kind::MapTile,
                 "map",
                 bounds,
-                Interval { from_ns: t, to_ns: Interval::OPEN_END_NS },
+                // Until further notice, in the seed's month; over a longer life the warehouse
+                // is mapped again each month, so a tile holds for a month.
+                Interval {
+                    from_ns: t,
+                    to_ns: if self.span_ns > MONTH_NS { t + MONTH_NS } else { Interval::OPEN_END_NS },
+                },
                 Permille(950),
             );
             p.subject = format!(

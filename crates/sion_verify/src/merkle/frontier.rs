@@ -53,6 +53,17 @@ impl<H: TreeHasher> Frontier<H> {
         Ok(Self { size, peaks, hasher: PhantomData })
     }
 
+    /// A frontier from its peaks (largest first), as [`Frontier::peaks`] gave them; `None`
+    /// unless there is one peak per set bit of `size`.
+    pub fn from_peaks(size: u64, peaks: Vec<Digest>) -> Option<Self> {
+        (peaks.len() == size.count_ones() as usize).then_some(Self { size, peaks, hasher: PhantomData })
+    }
+
+    /// The peaks: the roots of the perfect subtrees the tree is made of, largest first.
+    pub fn peaks(&self) -> &[Digest] {
+        &self.peaks
+    }
+
     /// How many leaves the tree holds.
     pub fn size(&self) -> u64 {
         self.size

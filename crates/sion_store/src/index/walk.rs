@@ -1,0 +1,376 @@
+//! Answering from a sealed version: a [`Snapshot`] is a root record and the store it points
+//! into, and every answer is read from immutable records through `&self` — no lock on the
+//! writer, whatever the writer is doing, and the same code for the latest head and an old one.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use sion_verify::atom::AtomId;
+use sion_verify::index::critbit::{self, PathStep, bit};
+use sion_verify::index::geom::Query;
+use sion_verify::index::{
+    FrameWitness, ListAnswer, ListHasher, MapLeaf, Neighbour, RangeAnswer, encode_frame, index_root,
+    subject_key,
+};
+use sion_verify::merkle::{Blake3, Digest, Frontier, MemoryTree};
+
+use super::IndexError;
+use super::record::{BucketRec, CellItem, CritChild, Ptr, Record, RootFrame, RootRec, Slot};
+use super::store::Store;
+use super::tree::{BlockTree, Items, Shape, Step, Summary, interior_of, walk};
+
+/// The index of the log's first `size()` atoms, as sealed: answers with their proofs.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub(super) store: Arc<Store>,
+    pub(super) root: Arc<RootRec>,
+    pub(super) partials: Arc<PartialCache>,
+}
+
+/// Partial blocks rebuilt from their runs (k-d order, group tree) by the bucket record they
+/// belong to: records never change, so neither do these.
+#[derive(Default)]
+pub struct PartialCache(Mutex<Vec<(Ptr, Arc<BlockTree>)>>);
+
+const PARTIALS_KEPT: usize = 64;
+
+impl PartialCache {
+    fn get(&self, bucket: Ptr) -> Option<Arc<BlockTree>> {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.iter().find(|(p, _)| *p == bucket).map(|(_, b)| Arc::clone(b))
+    }
+
+    fn put(&self, bucket: Ptr, block: Arc<BlockTree>) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= PARTIALS_KEPT {
+            kept.remove(0);
+        }
+        kept.push((bucket, block));
+    }
+}
+
+/// The summary of a tree over a frontier (RFC 9162 shape: each peak the left child of the
+/// rest), and of any suffix of it.
+fn fold(parts: &[Part]) -> Option<Summary> {
+    let mut iter = parts.iter().rev();
+    let last = iter.next()?.summary();
+    Some(iter.fold(last, |right, left| Summary::join(&left.summary(), &right)))
+}
+
+/// How a walk continues into a list's item (a level-0 slot) that meets the query.
+type ItemWalk<'a> = dyn FnMut(&Slot, &mut Vec<Step>) -> Result<(), IndexError> + 'a;
+/// How a walk continues into a bucket's partial block.
+type PartialWalk<'a> = dyn FnMut(&Summary, &mut Vec<Step>) -> Result<(), IndexError> + 'a;
+
+/// A peak of a list tree as a walk meets it: a stored subtree, or a bucket's partial block.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Slot(Slot),
+    Partial(Summary),
+}
+
+impl Part {
+    fn summary(&self) -> Summary {
+        match self {
+            Part::Slot(s) => s.summary,
+            Part::Partial(s) => *s,
+        }
+    }
+}
+
+/// The index root a root record's parts hash to.
+pub fn recompute_root(root: &RootRec) -> Digest {
+    let frames = frames_tree(&root.frames);
+    index_root(
+        root.frames.len() as u64,
+        &frames.root(),
+        &map_digest(&root.subjects),
+        &map_digest(&root.links),
+    )
+}
+
+fn frames_tree(frames: &[RootFrame]) -> MemoryTree<Blake3> {
+    MemoryTree::<Blake3>::from_leaves(frames.iter().map(|f| encode_frame(&f.name, f.short, f.long)))
+}
+
+fn map_digest(map: &Option<CritChild>) -> Digest {
+    map.map_or_else(critbit::empty_digest, |c| c.digest)
+}
+
+impl Snapshot {
+    /// How many atoms of the log this version covers.
+    pub fn size(&self) -> u64 {
+        self.root.version
+    }
+
+    /// The index root of this version.
+    pub fn root(&self) -> Digest {
+        self.root.index_root
+    }
+
+    fn frames_path(tree: &MemoryTree<Blake3>, index: u64) -> Vec<Digest> {
+        sion_verify::merkle::inclusion_path::<Blake3, _>(tree, index, tree.size()).unwrap_or_default()
+    }
+
+    /// Every atom in the query's frame, box and interval, with the walks that prove it complete.
+    pub fn range(&self, q: &Query) -> Result<RangeAnswer, IndexError> {
+        let frames = &self.root.frames;
+        let tree = frames_tree(frames);
+        let count = frames.len() as u64;
+        let subjects_root = map_digest(&self.root.subjects);
+        let links_root = map_digest(&self.root.links);
+        let found = frames.binary_search_by(|f| f.name.as_str().cmp(&q.frame));
+        let i = match found {
+            Ok(i) => i,
+            Err(at) => {
+                let neighbour = |i: usize| {
+                    let f = &frames[i];
+                    Neighbour {
+                        index: i as u64,
+                        entry: encode_frame(&f.name, f.short, f.long),
+                        path: Self::frames_path(&tree, i as u64),
+                    }
+                };
+                return Ok(RangeAnswer {
+                    positions: Vec::new(),
+                    frames: count,
+                    frame: FrameWitness::Absent {
+                        left: at.checked_sub(1).map(neighbour),
+                        right: (at < frames.len()).then(|| neighbour(at)),
+                    },
+                    short: None,
+                    long: None,
+                    subjects_root,
+                    links_root,
+                });
+            }
+        };
+        let frame = match &*self.store.read(frames[i].ptr)? {
+            Record::Frame(f) => f.clone(),
+            _ => return Err(IndexError::Damaged(format!("frame {:?}: not a frame record", q.frame))),
+        };
+        let mut short = None;
+        if !frame.frontier.is_empty() {
+            let mut steps = Vec::new();
+            let parts: Vec<Part> = frame.frontier.iter().copied().map(Part::Slot).collect();
+            self.walk_parts(&parts, q, &mut steps, &mut |slot, out| self.walk_cells_at(slot.ptr, q, out))?;
+            short = Some(steps);
+        }
+        let mut long = None;
+        if let Some((ptr, _)) = frame.long {
+            let mut steps = Vec::new();
+            self.walk_cells_at(ptr, q, &mut steps)?;
+            long = Some(steps);
+        }
+        let mut positions: Vec<u64> = short
+            .iter()
+            .chain(long.iter())
+            .flatten()
+            .filter_map(|s| if let Step::Group(g) = s { Some(g) } else { None })
+            .flatten()
+            .filter_map(
+                |e| if let sion_verify::index::tree::GroupEntry::Hit(p) = e { Some(*p) } else { None },
+            )
+            .collect();
+        positions.sort_unstable();
+        Ok(RangeAnswer {
+            positions,
+            frames: count,
+            frame: FrameWitness::Present { index: i as u64, path: Self::frames_path(&tree, i as u64) },
+            short,
+            long,
+            subjects_root,
+            links_root,
+        })
+    }
+
+    /// Walk a list tree given by its peaks: each peak is the left child of the tree over the
+    /// rest. `item` continues into a level-0 item that meets the query.
+    fn walk_parts(
+        &self,
+        parts: &[Part],
+        q: &Query,
+        out: &mut Vec<Step>,
+        item: &mut ItemWalk<'_>,
+    ) -> Result<(), IndexError> {
+        self.walk_parts_partial(parts, q, out, item, &mut |_, _| Ok(()))
+    }
+
+    fn walk_parts_partial(
+        &self,
+        parts: &[Part],
+        q: &Query,
+        out: &mut Vec<Step>,
+        item: &mut ItemWalk<'_>,
+        partial: &mut PartialWalk<'_>,
+    ) -> Result<(), IndexError> {
+        match parts {
+            [] => Ok(()),
+            [one] => self.walk_part(one, q, out, item, partial),
+            [first, rest @ ..] => {
+                let Some(s) = fold(parts) else { return Ok(()) };
+                if !s.bbox.meets(q) {
+                    out.push(Step::Pruned(s));
+                    return Ok(());
+                }
+                out.push(Step::Interior(s.bbox));
+                self.walk_part(first, q, out, item, partial)?;
+                self.walk_parts_partial(rest, q, out, item, partial)
+            }
+        }
+    }
+
+    fn walk_part(
+        &self,
+        part: &Part,
+        q: &Query,
+        out: &mut Vec<Step>,
+        item: &mut ItemWalk<'_>,
+        partial: &mut PartialWalk<'_>,
+    ) -> Result<(), IndexError> {
+        let summary = part.summary();
+        if !summary.bbox.meets(q) {
+            out.push(Step::Pruned(summary));
+            return Ok(());
+        }
+        match part {
+            Part::Partial(s) => partial(s, out),
+            Part::Slot(slot) if slot.level == 0 => item(slot, out),
+            Part::Slot(slot) => {
+                out.push(Step::Interior(summary.bbox));
+                let node = match &*self.store.read(slot.ptr)? {
+                    Record::Node(n) => *n,
+                    _ => return Err(IndexError::Damaged(format!("the node at {} is not a node", slot.ptr))),
+                };
+                self.walk_part(&Part::Slot(node.left), q, out, item, partial)?;
+                self.walk_part(&Part::Slot(node.right), q, out, item, partial)
+            }
+        }
+    }
+
+    /// Walk a cell list (its tree is rebuilt from its items: a few dozen at most).
+    fn walk_cells_at(&self, ptr: Ptr, q: &Query, out: &mut Vec<Step>) -> Result<(), IndexError> {
+        let items: Vec<CellItem> = match &*self.store.read(ptr)? {
+            Record::Cells(c) => c.items.clone(),
+            _ => return Err(IndexError::Damaged(format!("the cell list at {ptr} is not one"))),
+        };
+        let interior = interior_of(Shape::Lists, items.len(), &|i| items[i].summary);
+        let walked =
+            Items { count: items.len(), bbox: &|i| items[i].summary.bbox, summary: &|i| items[i].summary };
+        walk(Shape::Lists, &interior, &walked, q, out, &mut |i, out| {
+            self.walk_bucket_at(items[i].bucket, q, out)
+        })
+    }
+
+    fn walk_bucket_at(&self, ptr: Ptr, q: &Query, out: &mut Vec<Step>) -> Result<(), IndexError> {
+        let bucket = match &*self.store.read(ptr)? {
+            Record::Bucket(b) => b.clone(),
+            _ => return Err(IndexError::Damaged(format!("the bucket at {ptr} is not one"))),
+        };
+        let mut parts: Vec<Part> = bucket.full.iter().copied().map(Part::Slot).collect();
+        if let Some(p) = bucket.partial {
+            parts.push(Part::Partial(p));
+        }
+        self.walk_parts_partial(
+            &parts,
+            q,
+            out,
+            &mut |slot, out| {
+                match &*self.store.read(slot.ptr)? {
+                    Record::Block(b) => {
+                        BlockTree { entries: b.entries.clone(), interior: b.interior.clone() }.walk(q, out)
+                    }
+                    _ => return Err(IndexError::Damaged(format!("the block at {} is not one", slot.ptr))),
+                }
+                Ok(())
+            },
+            &mut |_, out| {
+                self.partial_block(ptr, &bucket)?.walk(q, out);
+                Ok(())
+            },
+        )
+    }
+
+    /// A bucket's partial block, from its runs.
+    fn partial_block(&self, ptr: Ptr, bucket: &BucketRec) -> Result<Arc<BlockTree>, IndexError> {
+        if let Some(b) = self.partials.get(ptr) {
+            return Ok(b);
+        }
+        let block = Arc::new(BlockTree::build(read_runs(&self.store, bucket)?));
+        self.partials.put(ptr, Arc::clone(&block));
+        Ok(block)
+    }
+
+    /// Every atom about `subject`.
+    pub fn subject(&self, subject: &str) -> Result<ListAnswer, IndexError> {
+        self.list_answer(&self.root.subjects, &subject_key(subject), map_digest(&self.root.links))
+    }
+
+    /// Every atom that links to `target`.
+    pub fn links(&self, target: &AtomId) -> Result<ListAnswer, IndexError> {
+        self.list_answer(&self.root.links, &target.0, map_digest(&self.root.subjects))
+    }
+
+    fn list_answer(
+        &self,
+        map: &Option<CritChild>,
+        key: &[u8; 32],
+        other_root: Digest,
+    ) -> Result<ListAnswer, IndexError> {
+        let frames = frames_tree(&self.root.frames);
+        let mut answer = ListAnswer {
+            positions: Vec::new(),
+            leaf: None,
+            path: Vec::new(),
+            frames: self.root.frames.len() as u64,
+            frames_root: frames.root(),
+            other_root,
+        };
+        let Some(mut at) = *map else { return Ok(answer) };
+        while !at.leaf {
+            let node = match &*self.store.read(at.ptr)? {
+                Record::Crit(c) => *c,
+                _ => return Err(IndexError::Damaged(format!("the map node at {} is not one", at.ptr))),
+            };
+            let (next, other) =
+                if bit(key, node.crit) { (node.right, node.left) } else { (node.left, node.right) };
+            answer.path.push(PathStep { crit: node.crit, sibling: other.digest });
+            at = next;
+        }
+        let list = match &*self.store.read(at.ptr)? {
+            Record::List(l) => l.clone(),
+            _ => return Err(IndexError::Damaged(format!("the list at {} is not one", at.ptr))),
+        };
+        let root = Frontier::<ListHasher>::from_peaks(list.count, list.peaks.clone())
+            .ok_or_else(|| IndexError::Damaged(format!("the list at {} has the wrong peaks", at.ptr)))?
+            .root();
+        if list.key == *key {
+            for run in &list.runs {
+                match &*self.store.read(run.ptr)? {
+                    Record::ListRun(r) => answer.positions.extend_from_slice(&r.positions),
+                    _ => return Err(IndexError::Damaged(format!("the list run at {} is not one", run.ptr))),
+                }
+            }
+            answer.positions.extend_from_slice(&list.tail);
+            if answer.positions.len() as u64 != list.count {
+                return Err(IndexError::Damaged(format!("the list at {} lacks positions", at.ptr)));
+            }
+        }
+        answer.leaf = Some(MapLeaf { key: list.key, label: list.label, count: list.count, root });
+        Ok(answer)
+    }
+}
+
+/// A bucket's partial block's entries, in log order, from its runs.
+pub(super) fn read_runs(
+    store: &Store,
+    bucket: &BucketRec,
+) -> Result<Vec<sion_verify::index::tree::Entry>, IndexError> {
+    let mut entries = Vec::with_capacity(bucket.runs.iter().map(|r| r.count as usize).sum());
+    for run in &bucket.runs {
+        match &*store.read(run.ptr)? {
+            Record::Run(r) if r.entries.len() == run.count as usize => entries.extend_from_slice(&r.entries),
+            _ => return Err(IndexError::Damaged(format!("the run at {} is not one", run.ptr))),
+        }
+    }
+    Ok(entries)
+}

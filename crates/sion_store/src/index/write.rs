@@ -1,0 +1,802 @@
+//! Folding the log into the index and sealing versions (docs/INDEX-STORE.md, "Sealing").
+//!
+//! The writer keeps in memory only what is hot: the buckets and lists atoms went to lately,
+//! within a budget; everything else is read back from the store when an atom needs it. A seal
+//! writes, for what changed since the last one, new records bottom-up — runs of new entries,
+//! full blocks, buckets, cell lists, the hour lists' changed paths, frames, lists and the
+//! maps' changed paths — and a root that names them all. Nothing written before is touched.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use sion_verify::atom::{Atom, Interval};
+use sion_verify::index::geom::SpaceTime;
+use sion_verify::index::tree::{Entry, Summary};
+use sion_verify::index::{ListHasher, link_leaf_digest, list_leaf, subject_key, subject_leaf_digest};
+use sion_verify::merkle::{Blake3, Digest, Frontier, TreeHasher as _};
+
+use super::map::MemMap;
+use super::record::{
+    BucketRec, CellItem, CellsRec, FrameRec, ListRec, ListRunRec, NodeRec, Ptr, Record, RootFrame, RootRec,
+    RunRec, RunRef, Slot,
+};
+use super::store::Store;
+use super::tree::{BlockTree, Shape, root_of};
+use super::walk::{read_runs, recompute_root};
+use super::{BLOCK, CELL_MM, HOUR_NS, IndexError, SHORT_LIVED_NS};
+
+/// Whether an atom valid for `valid` is short-lived (docs/INDEX.md, "Where an atom goes").
+pub fn is_short_lived(valid: &Interval) -> bool {
+    valid.to_ns - valid.from_ns <= SHORT_LIVED_NS
+}
+
+/// The cell of a box, as a key whose order interleaves x and y (Morton order).
+pub fn cell_key(bbox: &SpaceTime) -> u128 {
+    let cx = bbox.center(0).div_euclid(CELL_MM);
+    let cy = bbox.center(1).div_euclid(CELL_MM);
+    // Offset to unsigned so the order of keys follows the order of cells.
+    let (x, y) = ((cx as u64) ^ (1 << 63), (cy as u64) ^ (1 << 63));
+    (spread(x) << 1) | spread(y)
+}
+
+/// The bits of `v` at the even bit positions of a u128 (bit i goes to bit 2i).
+pub(super) fn spread(v: u64) -> u128 {
+    let mut x = u128::from(v);
+    x = (x | (x << 32)) & 0x0000_0000_FFFF_FFFF_0000_0000_FFFF_FFFF;
+    x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF_0000_FFFF_0000_FFFF;
+    x = (x | (x << 8)) & 0x00FF_00FF_00FF_00FF_00FF_00FF_00FF_00FF;
+    x = (x | (x << 4)) & 0x0F0F_0F0F_0F0F_0F0F_0F0F_0F0F_0F0F_0F0F;
+    x = (x | (x << 2)) & 0x3333_3333_3333_3333_3333_3333_3333_3333;
+    x = (x | (x << 1)) & 0x5555_5555_5555_5555_5555_5555_5555_5555;
+    x
+}
+
+/// A bucket: a frame's short-lived atoms of one hour in one cell (`hour: Some`), or its
+/// long-lived atoms in one cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct BucketKey {
+    frame: u32,
+    hour: Option<i64>,
+    cell: u128,
+}
+
+/// A bucket the writer holds: its partial block's entries and its full blocks' frontier.
+#[derive(Debug, Clone, Default)]
+struct HotBucket {
+    count: u64,
+    first_position: u64,
+    last_position: u64,
+    /// Every entry of the partial block (log order); `runs` hold the first `in_runs`.
+    partial: Vec<Entry>,
+    in_runs: usize,
+    runs: Vec<RunRef>,
+    full: Vec<Slot>,
+    /// Blocks that filled since the last seal.
+    completed: Vec<Vec<Entry>>,
+    dirty: bool,
+    touched: u64,
+}
+
+/// A list the writer holds (a subject's, or a link target's).
+#[derive(Debug, Clone)]
+struct HotList {
+    label: String,
+    frontier: Frontier<ListHasher>,
+    first_position: u64,
+    last_position: u64,
+    runs: Vec<RunRef>,
+    /// Positions not in a run: they travel in the list's record.
+    tail: Vec<u64>,
+    dirty: bool,
+    touched: u64,
+}
+
+/// What the writer may hold in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Entries of hot buckets and positions of hot lists, in bytes; past it, clean ones are
+    /// let go after a seal, and a fold seals early.
+    pub hot_bytes: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self { hot_bytes: 24 << 20 }
+    }
+}
+
+/// The writer: the only one who folds atoms and seals versions.
+pub struct Writer {
+    store: Arc<Store>,
+    size: u64,
+    latest: Option<Arc<RootRec>>,
+    frame_numbers: HashMap<String, u32>,
+    frame_names: Vec<String>,
+    /// The latest record of each frame numbered so far (None: no record yet).
+    frame_recs: Vec<Option<FrameRec>>,
+    buckets: HashMap<BucketKey, HotBucket>,
+    /// The latest cell list of each (frame, hour) a hot bucket is in.
+    cells_at: HashMap<(u32, Option<i64>), Option<Ptr>>,
+    lists: [HashMap<[u8; 32], HotList>; 2],
+    /// The two maps (subjects, links), loaded when first needed.
+    maps: [Option<MemMap>; 2],
+    budget: Budget,
+    seals: u64,
+    hot_bytes: usize,
+}
+
+const SUBJECTS: usize = 0;
+const LINKS: usize = 1;
+/// About what a hot list costs besides its fresh positions.
+const HOT_LIST_BYTES: usize = 320;
+
+fn damaged(what: String) -> IndexError {
+    IndexError::Damaged(what)
+}
+
+/// Push an item (or subtree) onto a frontier, merging equal levels into new node records.
+fn push_slot(store: &Store, frontier: &mut Vec<Slot>, mut slot: Slot) {
+    while frontier.last().is_some_and(|l| l.level == slot.level) {
+        let Some(left) = frontier.pop() else { break };
+        let ptr = store.append(Record::Node(NodeRec { left, right: slot }));
+        slot = Slot {
+            level: left.level + 1,
+            ptr,
+            first: left.first,
+            last: slot.last,
+            summary: Summary::join(&left.summary, &slot.summary),
+        };
+    }
+    frontier.push(slot);
+}
+
+/// The summary of a list tree given by its peaks (each the left child of the rest).
+fn fold_summaries(parts: impl DoubleEndedIterator<Item = Summary>) -> Option<Summary> {
+    let mut rev = parts.rev();
+    let last = rev.next()?;
+    Some(rev.fold(last, |right, left| Summary::join(&left, &right)))
+}
+
+/// Replace the items with keys `ups` (ascending, each present) under `slot`, copying the
+/// path to each; returns the new slot.
+fn update_slot(store: &Store, slot: Slot, ups: &[(i64, Slot)]) -> Result<Slot, IndexError> {
+    if ups.is_empty() {
+        return Ok(slot);
+    }
+    if slot.level == 0 {
+        return match ups {
+            [(key, leaf)] if *key == slot.first => Ok(*leaf),
+            _ => Err(damaged(format!("a list item {} is not where its key says", slot.first))),
+        };
+    }
+    let node = match &*store.read(slot.ptr)? {
+        Record::Node(n) => *n,
+        _ => return Err(damaged(format!("the node at {} is not one", slot.ptr))),
+    };
+    let split = ups.partition_point(|(k, _)| *k <= node.left.last);
+    let left = update_slot(store, node.left, &ups[..split])?;
+    let right = update_slot(store, node.right, &ups[split..])?;
+    let ptr = store.append(Record::Node(NodeRec { left, right }));
+    Ok(Slot {
+        level: slot.level,
+        ptr,
+        first: left.first,
+        last: right.last,
+        summary: Summary::join(&left.summary, &right.summary),
+    })
+}
+
+/// Every item (level 0 slot) under the given peaks, in order.
+fn leaves(store: &Store, frontier: &[Slot], out: &mut Vec<Slot>) -> Result<(), IndexError> {
+    for slot in frontier {
+        if slot.level == 0 {
+            out.push(*slot);
+            continue;
+        }
+        match &*store.read(slot.ptr)? {
+            Record::Node(n) => leaves(store, &[n.left, n.right], out)?,
+            _ => return Err(damaged(format!("the node at {} is not one", slot.ptr))),
+        }
+    }
+    Ok(())
+}
+
+/// The item with key `key` under the peaks, if there is one.
+fn find_item(store: &Store, frontier: &[Slot], key: i64) -> Result<Option<Slot>, IndexError> {
+    let Some(mut at) = frontier.iter().find(|s| s.first <= key && key <= s.last).copied() else {
+        return Ok(None);
+    };
+    while at.level > 0 {
+        let node = match &*store.read(at.ptr)? {
+            Record::Node(n) => *n,
+            _ => return Err(damaged(format!("the node at {} is not one", at.ptr))),
+        };
+        at = if key <= node.left.last { node.left } else { node.right };
+    }
+    Ok((at.first == key).then_some(at))
+}
+
+/// What an atom contributes, worked out on any core before it is placed.
+struct Prepared {
+    entry: Entry,
+    hour: Option<i64>,
+    cell: u128,
+    leaf: Digest,
+}
+
+fn prepare(atom: &Atom, position: u64) -> Prepared {
+    let p = atom.parts();
+    let entry = Entry { position, id: atom.id(), bbox: SpaceTime::of_atom(p) };
+    let joins = !p.subject.is_empty() || !p.links.is_empty();
+    Prepared {
+        hour: is_short_lived(&p.valid).then(|| p.valid.from_ns.div_euclid(HOUR_NS)),
+        cell: cell_key(&entry.bbox),
+        leaf: if joins { Blake3::hash_leaf(&list_leaf(position, &entry.id)) } else { [0; 32] },
+        entry,
+    }
+}
+
+impl Writer {
+    /// A writer over `store`, resuming from its latest published root (or empty).
+    pub fn new(store: Arc<Store>, latest: Option<Arc<RootRec>>, budget: Budget) -> Result<Self, IndexError> {
+        let mut w = Self {
+            store,
+            size: latest.as_ref().map_or(0, |r| r.version),
+            latest: None,
+            frame_numbers: HashMap::new(),
+            frame_names: Vec::new(),
+            frame_recs: Vec::new(),
+            buckets: HashMap::new(),
+            cells_at: HashMap::new(),
+            lists: [HashMap::new(), HashMap::new()],
+            maps: [None, None],
+            budget,
+            seals: 0,
+            hot_bytes: 0,
+        };
+        if let Some(root) = &latest {
+            for f in &root.frames {
+                let rec = match &*w.store.read(f.ptr)? {
+                    Record::Frame(rec) => rec.clone(),
+                    _ => return Err(damaged(format!("frame {:?} is not a frame record", f.name))),
+                };
+                let n = w.frame_names.len() as u32;
+                w.frame_numbers.insert(f.name.clone(), n);
+                w.frame_names.push(f.name.clone());
+                w.frame_recs.push(Some(rec));
+            }
+        }
+        w.latest = latest;
+        Ok(w)
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// How many atoms are folded.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Bytes of entries and positions held hot.
+    pub fn hot_bytes(&self) -> usize {
+        self.hot_bytes
+    }
+
+    fn frame_number(&mut self, name: &str) -> u32 {
+        if let Some(&n) = self.frame_numbers.get(name) {
+            return n;
+        }
+        let n = self.frame_names.len() as u32;
+        self.frame_numbers.insert(name.to_owned(), n);
+        self.frame_names.push(name.to_owned());
+        self.frame_recs.push(None);
+        n
+    }
+
+    /// The latest cell list of a frame's hour (or long-lived cells), if any.
+    fn cells_ptr(&mut self, frame: u32, hour: Option<i64>) -> Result<Option<Ptr>, IndexError> {
+        if let Some(p) = self.cells_at.get(&(frame, hour)) {
+            return Ok(*p);
+        }
+        let found = match &self.frame_recs[frame as usize] {
+            None => None,
+            Some(rec) => match hour {
+                None => rec.long.map(|(p, _)| p),
+                Some(h) => find_item(&self.store, &rec.frontier, h)?.map(|s| s.ptr),
+            },
+        };
+        if self.cells_at.len() > 1 << 16 {
+            self.cells_at.clear();
+        }
+        self.cells_at.insert((frame, hour), found);
+        Ok(found)
+    }
+
+    /// The bucket an atom goes to, loaded from the store if it is not hot.
+    fn bucket(&mut self, key: BucketKey) -> Result<&mut HotBucket, IndexError> {
+        if !self.buckets.contains_key(&key) {
+            let mut hot = HotBucket::default();
+            if let Some(cells) = self.cells_ptr(key.frame, key.hour)? {
+                let found = match &*self.store.read(cells)? {
+                    Record::Cells(c) => {
+                        c.items.binary_search_by(|i| i.cell.cmp(&key.cell)).ok().map(|i| c.items[i].bucket)
+                    }
+                    _ => return Err(damaged(format!("the cell list at {cells} is not one"))),
+                };
+                if let Some(ptr) = found {
+                    let rec = match &*self.store.read(ptr)? {
+                        Record::Bucket(b) => b.clone(),
+                        _ => return Err(damaged(format!("the bucket at {ptr} is not one"))),
+                    };
+                    hot.partial = read_runs(&self.store, &rec)?;
+                    hot.in_runs = hot.partial.len();
+                    hot.runs = rec.runs.clone();
+                    hot.full = rec.full.clone();
+                    hot.count = rec.count;
+                    hot.first_position = rec.first_position;
+                    hot.last_position = rec.last_position;
+                    self.hot_bytes += hot.partial.len() * 104;
+                }
+            }
+            self.buckets.insert(key, hot);
+        }
+        self.buckets.get_mut(&key).ok_or_else(|| damaged("a bucket vanished".into()))
+    }
+
+    /// The list for `key` in map `m`, loaded from the store if it is not hot.
+    fn list(
+        &mut self,
+        m: usize,
+        key: [u8; 32],
+        label: impl FnOnce() -> String,
+    ) -> Result<&mut HotList, IndexError> {
+        if !self.lists[m].contains_key(&key) {
+            let mut hot = HotList {
+                label: String::new(),
+                frontier: Frontier::new(),
+                first_position: 0,
+                last_position: 0,
+                runs: Vec::new(),
+                tail: Vec::new(),
+                dirty: false,
+                touched: 0,
+            };
+            let mut found = None;
+            if let Some(ptr) = self.map(m)?.get(&key)
+                && let Record::List(l) = &*self.store.read(ptr)?
+            {
+                found = Some(l.clone());
+            }
+            match found {
+                Some(l) => {
+                    hot.frontier = Frontier::from_peaks(l.count, l.peaks.clone())
+                        .ok_or_else(|| damaged(format!("list peaks for {} leaves", l.count)))?;
+                    hot.label = l.label;
+                    hot.first_position = l.first_position;
+                    hot.last_position = l.last_position;
+                    hot.runs = l.runs;
+                    hot.tail = l.tail;
+                }
+                None => hot.label = label(),
+            }
+            self.lists[m].insert(key, hot);
+            self.hot_bytes += HOT_LIST_BYTES;
+        }
+        self.lists[m].get_mut(&key).ok_or_else(|| damaged("a list vanished".into()))
+    }
+
+    /// The writer's copy of map `m`, loaded from the latest root on first use.
+    fn map(&mut self, m: usize) -> Result<&mut MemMap, IndexError> {
+        if self.maps[m].is_none() {
+            let root = self.latest.as_ref().and_then(|r| if m == SUBJECTS { r.subjects } else { r.links });
+            self.maps[m] = Some(MemMap::load(&self.store, root)?);
+        }
+        self.maps[m].as_mut().ok_or_else(|| damaged("a map vanished".into()))
+    }
+
+    fn place(&mut self, atom: &Atom, p: Prepared) -> Result<(), IndexError> {
+        let parts = atom.parts();
+        let frame = self.frame_number(&parts.frame);
+        let seals = self.seals;
+        let position = p.entry.position;
+        let bucket = self.bucket(BucketKey { frame, hour: p.hour, cell: p.cell })?;
+        if bucket.count == 0 {
+            bucket.first_position = position;
+        }
+        bucket.count += 1;
+        bucket.last_position = position;
+        bucket.partial.push(p.entry);
+        bucket.dirty = true;
+        bucket.touched = seals;
+        if bucket.partial.len() == BLOCK {
+            let full = std::mem::take(&mut bucket.partial);
+            bucket.completed.push(full);
+            bucket.in_runs = 0;
+            bucket.runs.clear();
+        }
+        self.hot_bytes += 104;
+        if !parts.subject.is_empty() {
+            let key = subject_key(&parts.subject);
+            let list = self.list(SUBJECTS, key, || parts.subject.clone())?;
+            list.add(position, p.leaf, seals);
+            self.hot_bytes += 8;
+        }
+        for link in &parts.links {
+            let list = self.list(LINKS, link.target.0, String::new)?;
+            list.add(position, p.leaf, seals);
+            self.hot_bytes += 8;
+        }
+        self.size = position + 1;
+        Ok(())
+    }
+
+    /// Take in the next atom of the log (position `self.size()`).
+    pub fn fold(&mut self, atom: &Atom) -> Result<(), IndexError> {
+        let p = prepare(atom, self.size);
+        self.place(atom, p)
+    }
+
+    /// Take in the next atoms of the log: prepared on every core, placed in log order; a
+    /// version is sealed early whenever the hot entries outgrow the budget.
+    pub fn fold_all(&mut self, atoms: &[Atom]) -> Result<(), IndexError> {
+        const CHUNK: usize = 1 << 14;
+        for chunk in atoms.chunks(CHUNK) {
+            let base = self.size;
+            let prepared: Vec<Prepared> =
+                chunk.par_iter().enumerate().map(|(i, a)| prepare(a, base + i as u64)).collect();
+            for (atom, p) in chunk.iter().zip(prepared) {
+                self.place(atom, p)?;
+            }
+            if self.hot_bytes > self.budget.hot_bytes {
+                self.seal()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write what changed since the last seal and publish the version of everything folded.
+    pub fn seal(&mut self) -> Result<Arc<RootRec>, IndexError> {
+        if let Some(latest) = &self.latest
+            && latest.version == self.size
+        {
+            return Ok(Arc::clone(latest));
+        }
+        let store = Arc::clone(&self.store);
+        self.seals += 1;
+        let trace = std::env::var_os("SION_SEAL_TRACE").is_some();
+        let t0 = std::time::Instant::now();
+        let mut marks: Vec<(&str, std::time::Duration)> = Vec::new();
+
+        // Buckets: the k-d trees of filled and partial blocks, on every core.
+        let mut dirty: Vec<(BucketKey, HotBucket)> = Vec::new();
+        for (key, b) in self.buckets.iter_mut() {
+            if b.dirty {
+                dirty.push((*key, std::mem::take(b)));
+            }
+        }
+        dirty.sort_by_key(|(k, _)| *k);
+        let trees: Vec<(Vec<BlockTree>, Option<Summary>)> = dirty
+            .par_iter_mut()
+            .map(|(_, b)| {
+                let full: Vec<BlockTree> = b.completed.drain(..).map(BlockTree::build).collect();
+                let partial = (!b.partial.is_empty()).then(|| BlockTree::build(b.partial.clone()).root());
+                (full, partial)
+            })
+            .collect();
+        let mut changed_cells: BTreeMap<(u32, Option<i64>), Vec<CellItem>> = BTreeMap::new();
+        for ((key, mut b), (full, partial)) in dirty.into_iter().zip(trees) {
+            let blocks_before = b.full.iter().map(|s| 1u64 << s.level).sum::<u64>();
+            for (i, tree) in full.into_iter().enumerate() {
+                let summary = tree.root();
+                let ptr = store.append(Record::Block(super::record::BlockRec {
+                    entries: tree.entries,
+                    interior: tree.interior,
+                }));
+                let index = (blocks_before + i as u64) as i64;
+                push_slot(&store, &mut b.full, Slot { level: 0, ptr, first: index, last: index, summary });
+            }
+            b.write_runs(&store);
+            let root = fold_summaries(b.full.iter().map(|s| s.summary).chain(partial))
+                .ok_or_else(|| damaged("an empty bucket was sealed".into()))?;
+            let ptr = store.append(Record::Bucket(BucketRec {
+                count: b.count,
+                first_position: b.first_position,
+                last_position: b.last_position,
+                full: b.full.clone(),
+                runs: b.runs.clone(),
+                partial,
+                root,
+            }));
+            b.dirty = false;
+            changed_cells.entry((key.frame, key.hour)).or_default().push(CellItem {
+                cell: key.cell,
+                bucket: ptr,
+                summary: root,
+            });
+            self.buckets.insert(key, b);
+        }
+
+        marks.push(("buckets", t0.elapsed()));
+        // Cell lists, then each frame's hour list and long-lived cells.
+        let mut changed_hours: BTreeMap<u32, Vec<(i64, Slot, bool)>> = BTreeMap::new();
+        let mut changed_long: BTreeMap<u32, (Ptr, Summary)> = BTreeMap::new();
+        for ((frame, hour), updates) in changed_cells {
+            let previous = self.cells_ptr(frame, hour)?;
+            let mut items = match previous {
+                None => Vec::new(),
+                Some(p) => match &*store.read(p)? {
+                    Record::Cells(c) => c.items.clone(),
+                    _ => return Err(damaged(format!("the cell list at {p} is not one"))),
+                },
+            };
+            for u in updates {
+                match items.binary_search_by(|i| i.cell.cmp(&u.cell)) {
+                    Ok(i) => items[i] = u,
+                    Err(i) => items.insert(i, u),
+                }
+            }
+            let summary = root_of(Shape::Lists, &items.iter().map(|i| i.summary).collect::<Vec<_>>())
+                .ok_or_else(|| damaged("an empty cell list was sealed".into()))?;
+            let ptr = store.append(Record::Cells(CellsRec { hour, items }));
+            self.cells_at.insert((frame, hour), Some(ptr));
+            match hour {
+                Some(h) => changed_hours.entry(frame).or_default().push((
+                    h,
+                    Slot { level: 0, ptr, first: h, last: h, summary },
+                    previous.is_some(),
+                )),
+                None => {
+                    changed_long.insert(frame, (ptr, summary));
+                }
+            }
+        }
+        let mut changed_frames: Vec<u32> = changed_hours.keys().chain(changed_long.keys()).copied().collect();
+        changed_frames.sort_unstable();
+        changed_frames.dedup();
+        for frame in changed_frames {
+            let name = self.frame_names[frame as usize].clone();
+            let mut rec = self.frame_recs[frame as usize].clone().unwrap_or(FrameRec {
+                name,
+                hours: 0,
+                frontier: Vec::new(),
+                long: None,
+            });
+            if let Some(hours) = changed_hours.remove(&frame) {
+                rec.frontier = update_hours(&store, &rec.frontier, &hours)?;
+                rec.hours = rec.frontier.iter().map(|s| 1u64 << s.level).sum();
+            }
+            if let Some(long) = changed_long.remove(&frame) {
+                rec.long = Some(long);
+            }
+            self.frame_recs[frame as usize] = Some(rec);
+        }
+
+        marks.push(("cells+hours", t0.elapsed()));
+        // Lists and the two maps.
+        let mut map_roots = [None, None];
+        for (m, root) in map_roots.iter_mut().enumerate() {
+            let mut ups: Vec<([u8; 32], Ptr, Digest)> = Vec::new();
+            for (key, list) in self.lists[m].iter_mut() {
+                if !list.dirty {
+                    continue;
+                }
+                list.write_runs(&store)?;
+                let count = list.frontier.size();
+                let list_root = list.frontier.root();
+                let digest = if m == SUBJECTS {
+                    subject_leaf_digest(key, count, &list_root, &list.label)
+                } else {
+                    link_leaf_digest(key, count, &list_root)
+                };
+                let ptr = store.append(Record::List(ListRec {
+                    key: *key,
+                    label: list.label.clone(),
+                    count,
+                    first_position: list.first_position,
+                    last_position: list.last_position,
+                    peaks: list.frontier.peaks().to_vec(),
+                    runs: list.runs.clone(),
+                    tail: list.tail.clone(),
+                }));
+                list.dirty = false;
+                ups.push((*key, ptr, digest));
+            }
+            marks.push(("lists written", t0.elapsed()));
+            let map = self.map(m)?;
+            for (key, ptr, digest) in ups {
+                map.set(key, ptr, digest);
+            }
+            *root = map.seal(&store);
+        }
+
+        marks.push(("lists+maps", t0.elapsed()));
+        // The root.
+        let mut frames: Vec<RootFrame> = Vec::new();
+        for (number, name) in self.frame_names.iter().enumerate() {
+            let Some(rec) = &self.frame_recs[number] else { continue };
+            let short = fold_summaries(rec.frontier.iter().map(|s| s.summary));
+            let long = rec.long.map(|(_, s)| s);
+            let unchanged = self.latest.as_ref().and_then(|r| {
+                r.frames.iter().find(|f| f.name == *name && f.short == short && f.long == long).cloned()
+            });
+            let entry = match unchanged {
+                Some(f) => f,
+                None => {
+                    let ptr = store.append(Record::Frame(rec.clone()));
+                    RootFrame { name: name.clone(), ptr, short, long }
+                }
+            };
+            frames.push(entry);
+        }
+        frames.sort_by(|a, b| a.name.cmp(&b.name));
+        let [subjects, links] = map_roots;
+        let mut root = RootRec { version: self.size, frames, subjects, links, index_root: [0; 32] };
+        root.index_root = recompute_root(&root);
+        let root = store.publish(root)?;
+        marks.push(("publish", t0.elapsed()));
+        self.latest = Some(Arc::clone(&root));
+        self.evict();
+        if trace {
+            eprintln!(
+                "seal {}: {marks:?} hot {} buckets {} lists {}+{}",
+                self.size,
+                self.hot_bytes,
+                self.buckets.len(),
+                self.lists[0].len(),
+                self.lists[1].len()
+            );
+        }
+        Ok(root)
+    }
+
+    /// Let clean hot buckets and lists go, oldest first, while over the budget.
+    fn evict(&mut self) {
+        if self.hot_bytes <= self.budget.hot_bytes {
+            return;
+        }
+        let mut buckets: Vec<(u64, BucketKey)> = self.buckets.iter().map(|(k, b)| (b.touched, *k)).collect();
+        buckets.sort_unstable();
+        for (_, key) in buckets {
+            if self.hot_bytes <= self.budget.hot_bytes / 2 {
+                break;
+            }
+            if let Some(b) = self.buckets.remove(&key) {
+                self.hot_bytes = self.hot_bytes.saturating_sub(b.partial.capacity() * 104 + 256);
+            }
+        }
+        for m in [SUBJECTS, LINKS] {
+            let mut lists: Vec<(u64, [u8; 32])> =
+                self.lists[m].iter().map(|(k, l)| (l.touched, *k)).collect();
+            lists.sort_unstable();
+            for (_, key) in lists {
+                if self.hot_bytes <= self.budget.hot_bytes / 2 {
+                    break;
+                }
+                if self.lists[m].remove(&key).is_some() {
+                    self.hot_bytes = self.hot_bytes.saturating_sub(HOT_LIST_BYTES);
+                }
+            }
+        }
+        // What remains hot is counted afresh.
+        self.hot_bytes = self.buckets.values().map(|b| b.partial.capacity() * 104 + 256).sum::<usize>()
+            + (self.lists[0].len() + self.lists[1].len()) * HOT_LIST_BYTES;
+    }
+}
+
+/// Apply changed hours (ascending; `existed`: the hour was in the list) to a frame's hour list.
+fn update_hours(
+    store: &Store,
+    frontier: &[Slot],
+    hours: &[(i64, Slot, bool)],
+) -> Result<Vec<Slot>, IndexError> {
+    let last = frontier.last().map_or(i64::MIN, |s| s.last);
+    let middle = hours.iter().any(|(h, _, existed)| !existed && *h < last);
+    if middle {
+        // An hour before the last one appeared (a late atom): rebuild the list's nodes.
+        let mut items = Vec::new();
+        leaves(store, frontier, &mut items)?;
+        for (h, slot, _) in hours {
+            match items.binary_search_by(|s| s.first.cmp(h)) {
+                Ok(i) => items[i] = *slot,
+                Err(i) => items.insert(i, *slot),
+            }
+        }
+        let mut out = Vec::new();
+        for item in items {
+            push_slot(store, &mut out, item);
+        }
+        return Ok(out);
+    }
+    let existing: Vec<(i64, Slot)> = hours.iter().filter(|(_, _, e)| *e).map(|(h, s, _)| (*h, *s)).collect();
+    let mut out = Vec::with_capacity(frontier.len() + 1);
+    for slot in frontier {
+        let lo = existing.partition_point(|(h, _)| *h < slot.first);
+        let hi = existing.partition_point(|(h, _)| *h <= slot.last);
+        out.push(update_slot(store, *slot, &existing[lo..hi])?);
+    }
+    for (_, slot, _) in hours.iter().filter(|(_, _, e)| !*e) {
+        push_slot(store, &mut out, *slot);
+    }
+    Ok(out)
+}
+
+impl HotBucket {
+    /// Write the partial block's new entries as a run, merging runs so that each is smaller
+    /// than the one before it (a few runs, each entry rewritten a few times at most).
+    fn write_runs(&mut self, store: &Store) {
+        if self.in_runs == self.partial.len() {
+            return;
+        }
+        let mut starts: Vec<usize> = Vec::with_capacity(self.runs.len() + 1);
+        let mut at = 0;
+        for r in &self.runs {
+            starts.push(at);
+            at += r.count as usize;
+        }
+        starts.push(self.in_runs);
+        self.runs.push(RunRef { ptr: 0, count: (self.partial.len() - self.in_runs) as u32 });
+        while self.runs.len() >= 2 {
+            let n = self.runs.len();
+            if self.runs[n - 2].count > self.runs[n - 1].count {
+                break;
+            }
+            let merged = self.runs[n - 2].count + self.runs[n - 1].count;
+            self.runs.truncate(n - 2);
+            starts.truncate(n - 1);
+            self.runs.push(RunRef { ptr: 0, count: merged });
+        }
+        // Write the runs that are new (pointer 0): the last one, possibly merged.
+        for (i, run) in self.runs.iter_mut().enumerate() {
+            if run.ptr == 0 {
+                let start = starts[i];
+                let entries = self.partial[start..start + run.count as usize].to_vec();
+                run.ptr = store.append(Record::Run(RunRec { entries }));
+            }
+        }
+        self.in_runs = self.partial.len();
+    }
+}
+
+impl HotList {
+    fn add(&mut self, position: u64, leaf: Digest, seals: u64) {
+        // An atom linking to one target twice is in its list once.
+        if self.frontier.size() > 0 && self.last_position == position {
+            return;
+        }
+        if self.frontier.size() == 0 {
+            self.first_position = position;
+        }
+        self.frontier.push(leaf, |_| {});
+        self.last_position = position;
+        self.tail.push(position);
+        self.dirty = true;
+        self.touched = seals;
+    }
+
+    /// Once the tail is long, write it as a run, merging runs as buckets do.
+    fn write_runs(&mut self, store: &Store) -> Result<(), IndexError> {
+        if self.tail.len() < super::record::MAX_TAIL {
+            return Ok(());
+        }
+        let mut positions = std::mem::take(&mut self.tail);
+        while let Some(last) = self.runs.last() {
+            if last.count as usize > positions.len() {
+                break;
+            }
+            let mut earlier = match &*store.read(last.ptr)? {
+                Record::ListRun(r) => r.positions.clone(),
+                _ => return Err(damaged(format!("the list run at {} is not one", last.ptr))),
+            };
+            earlier.extend_from_slice(&positions);
+            positions = earlier;
+            self.runs.pop();
+        }
+        let count = positions.len() as u32;
+        let ptr = store.append(Record::ListRun(ListRunRec { positions }));
+        self.runs.push(RunRef { ptr, count });
+        Ok(())
+    }
+}
