@@ -43,5 +43,9 @@ def generate_launch_description():
             output='screen',
             parameters=[LaunchConfiguration('config'), {'data_dir': LaunchConfiguration('data_dir')}],
             additional_env={'FASTDDS_DEFAULT_PROFILES_FILE': LaunchConfiguration('dds_profile')},
+            # The node exits (status 70) when its log stops after an I/O failure; started
+            # again, it recovers the log.
+            respawn=True,
+            respawn_delay=2.0,
         ),
     ])

@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import types
 
 
@@ -47,10 +48,12 @@ def _stand_in_modules():
 
     class Node:
         def __init__(self, *, package, executable, name=None, namespace=None, output=None,
-                     parameters=(), arguments=(), remappings=(), additional_env=None, **_ignored):
+                     parameters=(), arguments=(), remappings=(), additional_env=None,
+                     respawn=False, respawn_delay=0.0, **_ignored):
             self.package, self.executable, self.name, self.namespace = package, executable, name, namespace
             self.parameters, self.arguments, self.remappings = list(parameters), list(arguments), list(remappings)
             self.additional_env = dict(additional_env or {})
+            self.respawn, self.respawn_delay = bool(respawn), float(respawn_delay)
 
     launch = types.ModuleType('launch')
     launch.LaunchDescription = LaunchDescription
@@ -110,11 +113,12 @@ def find_executable(package, executable):
 
 def node_commands(description, overrides):
     """Each node's command line, with launch arguments resolved from `overrides` or defaults."""
-    return [command for command, _ in nodes(description, overrides)]
+    return [command for command, _, _ in nodes(description, overrides)]
 
 
 def nodes(description, overrides):
-    """Each node's (command line, additional environment), with launch arguments resolved."""
+    """Each node's (command line, additional environment, respawn delay or None), with launch
+    arguments resolved."""
     config = {}
     for entity in description.entities:
         if hasattr(entity, 'default_value') and hasattr(entity, 'name'):
@@ -141,7 +145,8 @@ def nodes(description, overrides):
             else:
                 command += ['--params-file', str(_resolve(parameters, config))]
         env = {k: str(_resolve(v, config)) for k, v in entity.additional_env.items()}
-        commands.append((command, env))
+        respawn = getattr(entity, 'respawn_delay', 0.0) if getattr(entity, 'respawn', False) else None
+        commands.append((command, env, respawn))
     return commands
 
 
@@ -161,18 +166,40 @@ def main(argv):
         os.execvp('ros2', ['ros2', 'launch', path, *args[1:]])
     launches = nodes(load_description(path), overrides)
     if '--print' in argv:
-        for command, env in launches:
+        for command, env, _ in launches:
             print(shlex.join([f'{k}={v}' for k, v in env.items()] + command))
         return 0
-    processes = [subprocess.Popen(c, env={**os.environ, **env}) for c, env in launches]
+    start = lambda c, env: subprocess.Popen(c, env={**os.environ, **env})  # noqa: E731
+    processes = [start(c, env) for c, env, _ in launches]
+    stopping = []
 
     def stop(*_):
+        stopping.append(True)
         for p in processes:
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    return max((p.wait() for p in processes), default=0)
+    # As ros2 launch does: a node with respawn=True that exits (not because it was stopped) is
+    # started again after its respawn delay.
+    codes = [None] * len(processes)
+    while any(c is None for c in codes):
+        for i, (command, env, respawn) in enumerate(launches):
+            if codes[i] is not None:
+                continue
+            code = processes[i].poll()
+            if code is None:
+                continue
+            if respawn is not None and not stopping:
+                print(f'launch: {os.path.basename(command[0])} exited with status {code}; starting it again '
+                      f'in {respawn:.1f} s', file=sys.stderr, flush=True)
+                time.sleep(respawn)
+                if not stopping:
+                    processes[i] = start(command, env)
+                    continue
+            codes[i] = code
+        time.sleep(0.1)
+    return max(codes, default=0)
 
 
 if __name__ == '__main__':

@@ -66,6 +66,8 @@ impl Latencies {
 #[derive(Debug, Clone, Default)]
 pub struct StreamCounters {
     pub received: u64,
+    /// Messages the executor dropped because the intake's queue was full.
+    pub dropped: u64,
     /// Messages whose every atom is durable (or that gave none but were not refused, like a
     /// camera_info).
     pub remembered: u64,
@@ -94,11 +96,47 @@ impl RejectLog {
     }
 }
 
+/// The intake's queue: bounded in messages (the channel) and in bytes (`queued`), so a
+/// burst the disk cannot take is dropped at the door and counted, not held in memory.
+pub struct Queue {
+    pub max_bytes: usize,
+    pub queued: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Queue {
+    /// Offer an arrival: `false` when the queue is full (the caller counts the drop).
+    pub fn offer(&self, tx: &mpsc::Sender<Arrival>, arrival: Arrival) -> bool {
+        use std::sync::atomic::Ordering;
+        let len = arrival.bytes.len();
+        if self.queued.load(Ordering::Relaxed) + len > self.max_bytes {
+            return false;
+        }
+        self.queued.fetch_add(len, Ordering::Relaxed);
+        match tx.try_send(arrival) {
+            Ok(()) => true,
+            Err(_) => {
+                self.queued.fetch_sub(len, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+}
+
+/// What the log's refusal means for the node: after a failed write or fsync it takes no more
+/// appends until reopened, so the node exits and its launcher starts it again (opening
+/// recovers the log; nothing acknowledged is lost).
+pub const EXIT_LOG_HALTED: i32 = 70;
+
+fn halts(e: &crate::log::LogError) -> bool {
+    matches!(e, crate::log::LogError::Halted(_) | crate::log::LogError::Io { .. })
+}
+
 /// Run the intake until every sender is gone. `told` hears the log size after each batch.
 pub fn run(
     mut ingest: Ingest,
     sensors: Sensors,
-    mut arrivals: mpsc::UnboundedReceiver<Arrival>,
+    mut arrivals: mpsc::Receiver<Arrival>,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
     counters: Counters,
     told: mpsc::UnboundedSender<u64>,
     log_interval: Duration,
@@ -119,6 +157,8 @@ pub fn run(
                 Err(_) => break,
             }
         }
+        let taken_bytes: usize = batch.iter().map(|a| a.bytes.len()).sum();
+        queued.fetch_sub(taken_bytes, std::sync::atomic::Ordering::Relaxed);
         let mut atoms = Vec::new();
         let mut blobs = Vec::new();
         let mut finished = Vec::new();
@@ -144,7 +184,20 @@ pub fn run(
             take(ingest.flush(), None, &mut arrived);
         }
         let outcome = sensors.keep_blobs(&blobs).map_err(|e| e.to_string()).and_then(|()| {
-            if atoms.is_empty() { Ok(Vec::new()) } else { sensors.take_in(atoms).map_err(|e| e.to_string()) }
+            if atoms.is_empty() {
+                return Ok(Vec::new());
+            }
+            sensors.take_in(atoms).map_err(|e| {
+                if halts(&e) {
+                    tracing::error!(
+                        "the memory's log stopped taking appends after an I/O failure ({e}): exiting with \
+                         status {EXIT_LOG_HALTED} so the launcher starts the node again, which recovers the \
+                         log (nothing acknowledged is lost)"
+                    );
+                    std::process::exit(EXIT_LOG_HALTED);
+                }
+                e.to_string()
+            })
         });
         let durable = Instant::now();
         let last_position = match &outcome {

@@ -65,6 +65,14 @@ pub async fn run() -> Result<()> {
     }
     .with_context(|| format!("opening the memory at {}", dir.display()))?;
     let recovered = memory.recovery().clone();
+    match memory.index_boot() {
+        crate::memory::IndexBoot::Rebuilt { why, folded, rebuilds } => tracing::warn!(
+            "the index was rebuilt from the log ({why}): {folded} atoms folded; {rebuilds} rebuild(s) so far"
+        ),
+        crate::memory::IndexBoot::Checkpoint { version, folded } => tracing::info!(
+            "the index resumed from its checkpoint at {version} atoms and folded {folded} more"
+        ),
+    }
     tracing::info!(
         "memory at {}: {} atoms, {} committed{}",
         dir.display(),
@@ -82,7 +90,12 @@ pub async fn run() -> Result<()> {
     // Subscriptions are drained by the executor's own thread right after each spin (below):
     // r2r hands each message through a channel of 10, and a consumer that waits for a busy
     // async worker would lose messages when it fills.
-    let (arrivals_tx, arrivals) = mpsc::unbounded_channel();
+    let (arrivals_tx, arrivals) = mpsc::channel(p.intake_queue_messages.clamp(16, 1 << 20) as usize);
+    let queue = intake::Queue {
+        max_bytes: (p.intake_queue_mb.clamp(1, 1 << 16) as usize) << 20,
+        queued: Arc::default(),
+    };
+    let queued = Arc::clone(&queue.queued);
     let mut subscriptions = Vec::new();
     for stream in Stream::ALL {
         let topic = p.topic(stream).to_owned();
@@ -127,13 +140,13 @@ pub async fn run() -> Result<()> {
         let interval = Duration::from_secs_f64(p.stats_period_s.max(0.1));
         std::thread::Builder::new()
             .name("intake".into())
-            .spawn(move || intake::run(ingest, sensors, arrivals, counters, told_tx, interval))?
+            .spawn(move || intake::run(ingest, sensors, arrivals, queued, counters, told_tx, interval))?
     };
 
     tokio::spawn(publish_heads(readers.clone(), head_pub, shutdown.clone()));
     tokio::spawn(publish_stats(
         readers.clone(),
-        counters,
+        counters.clone(),
         p.clone(),
         stats_pub,
         Duration::from_secs_f64(p.stats_period_s.max(0.01)),
@@ -145,14 +158,28 @@ pub async fn run() -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let spinner = {
         let stop = stop.clone();
+        let counters = counters.clone();
         std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
+            let mut dropped: Vec<(Stream, u64)> = Vec::new();
             while !stop.load(Ordering::SeqCst) {
                 node.spin_once(Duration::from_millis(5));
                 let at = std::time::Instant::now();
                 for (stream, sub) in &mut subscriptions {
                     while let Some(Some(bytes)) = sub.next().now_or_never() {
-                        // The intake outlives this thread; a send fails only when it is gone.
-                        let _ = arrivals_tx.send(intake::Arrival { stream: *stream, bytes, at });
+                        if !queue.offer(&arrivals_tx, intake::Arrival { stream: *stream, bytes, at }) {
+                            match dropped.iter_mut().find(|(s, _)| s == stream) {
+                                Some((_, n)) => *n += 1,
+                                None => dropped.push((*stream, 1)),
+                            }
+                        }
+                    }
+                }
+                if !dropped.is_empty() {
+                    let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
+                    for (stream, n) in dropped.drain(..) {
+                        let c = counters.entry(stream).or_default();
+                        c.received += n;
+                        c.dropped += n;
                     }
                 }
             }
@@ -257,6 +284,7 @@ async fn publish_stats(
                         stream: s.name().to_owned(),
                         topic: params.topic(s).to_owned(),
                         messages: c.received,
+                        dropped: c.dropped,
                         remembered: c.remembered,
                         atoms: c.atoms,
                         reject_reasons: c.rejected.keys().map(|r| (*r).to_owned()).collect(),

@@ -33,6 +33,10 @@ pub struct Params {
     pub frame_hold_s: f64,
     /// Period of /sion_memory/stats and of repeated rejection logs [s]
     pub stats_period_s: f64,
+    /// Messages waiting for the intake, at most; past it they are dropped and counted
+    pub intake_queue_messages: i64,
+    /// ... and their bytes, at most [MiB]
+    pub intake_queue_mb: i64,
     pub topics: Topics,
 }
 
@@ -73,6 +77,8 @@ impl Default for Params {
             tf_tolerance_s: ingest.tf_tolerance_ns as f64 / 1e9,
             frame_hold_s: ingest.hold_ns as f64 / 1e9,
             stats_period_s: 1.0,
+            intake_queue_messages: 65_536,
+            intake_queue_mb: 64,
             topics: Topics {
                 pose: topic(Stream::Pose),
                 odom: topic(Stream::Odometry),

@@ -267,7 +267,8 @@ class Launch(unittest.TestCase):
         named = set(flatten(config[node_name]['ros__parameters']))
         self.assertEqual(named - declared, set(), 'the config names parameters the node does not declare')
         # The Fast DDS profile it hands the node exists and is XML (unless the caller set one).
-        [(_, env)] = launcher.nodes(description, {})
+        [(_, env, respawn)] = launcher.nodes(description, {})
+        self.assertIsNotNone(respawn, 'the node is respawned when it exits on a halted log')
         if 'FASTDDS_DEFAULT_PROFILES_FILE' not in os.environ:
             import xml.etree.ElementTree as ElementTree
             profile = env['FASTDDS_DEFAULT_PROFILES_FILE']

@@ -28,6 +28,8 @@ const MAX_RECORD: usize = 16 << 20;
 /// One entry of the roots file: u64 version, u64 pointer, u32 record length, u32 CRC-32C.
 const ROOT_ENTRY: u64 = 24;
 const CHECKPOINT_LEN: usize = 8 * 3 + 32 + 4;
+/// Left in the directory when a read finds a record damaged: the next open rebuilds.
+const DAMAGED: &str = "DAMAGED";
 
 /// Where a store's bytes go.
 trait Backend: Send + Sync {
@@ -313,6 +315,9 @@ impl Store {
             .open(dir.join("LOCK"))
             .map_err(io_err("opening the index's lock file"))?;
         lock.try_lock().map_err(|_| IndexError::Locked(dir.to_owned()))?;
+        if let Ok(why) = fs::read_to_string(dir.join(DAMAGED)) {
+            return Err(damaged(format!("a record was found damaged while in use: {}", why.trim())));
+        }
         let bytes = fs::read(dir.join("checkpoint")).map_err(io_err("reading the checkpoint"))?;
         let checkpoint =
             Checkpoint::decode(&bytes).ok_or_else(|| damaged("the checkpoint is torn or damaged"))?;
@@ -385,12 +390,21 @@ impl Store {
         Ok((store, Opened { root, dropped_bytes }))
     }
 
-    /// Read a record.
+    /// Read a record. One found damaged marks the store so that the next open rebuilds it.
     pub fn read(&self, ptr: Ptr) -> Result<Arc<Record>, IndexError> {
+        let read = self.read_unmarked(ptr);
+        if let (Err(IndexError::Damaged(why)), Some(dir)) = (&read, &self.dir) {
+            let _ = fs::write(dir.join(DAMAGED), format!("{why}\n"));
+        }
+        read
+    }
+
+    fn read_unmarked(&self, ptr: Ptr) -> Result<Arc<Record>, IndexError> {
         if let Some(r) = self.cache.get(ptr) {
             return Ok(r);
         }
-        {
+        // Only the writer reads past what is published: readers never touch the writer's lock.
+        if ptr >= self.nodes_len.load(Ordering::Acquire) {
             let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             if ptr >= pending.base {
                 let at = (ptr - pending.base) as usize;

@@ -692,13 +692,14 @@ fn open_index(
             let mut index = Index::create(&path, config)?;
             let folded = catch_up(log, &mut index, &committed)?;
             index.checkpoint()?;
+            if matches!(first, MemoryError::Index(IndexError::Missing(_))) && log.size() == 0 {
+                // A new memory: its index is made, not rebuilt.
+                return Ok((index, IndexBoot::Checkpoint { version: 0, folded: 0 }));
+            }
             let counter = dir.join("index-rebuilds");
             let rebuilds =
                 fs::read_to_string(&counter).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0) + 1;
             fs::write(&counter, format!("{rebuilds}\n")).map_err(|e| config_err(&counter, e))?;
-            if matches!(first, MemoryError::Index(IndexError::Missing(_))) && log.size() == 0 {
-                return Ok((index, IndexBoot::Checkpoint { version: 0, folded: 0 }));
-            }
             Ok((index, IndexBoot::Rebuilt { why, folded, rebuilds }))
         }
     }

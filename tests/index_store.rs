@@ -1,0 +1,268 @@
+//! The index on disk (docs/INDEX-STORE.md): a checkpoint plus the log's tail folds to the
+//! root a fold from scratch gives; a missing, stale, torn or damaged checkpoint is detected,
+//! counted, reported and rebuilt with the same roots; SIGKILL in the middle of writing a
+//! checkpoint leaves an index that opens with the right root.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Permille};
+use sion_memory::index::geom::Query;
+use sion_memory::index::{Index, IndexConfig};
+use sion_memory::memory::{IndexBoot, Memory};
+use sion_memory::sim::{SplitMix64, Warehouse, WarehouseConfig};
+
+/// Atoms in a few frames, hours and cells, some long-lived, some sharing subjects, in random
+/// time order (late atoms too).
+fn random_log(seed: u64, n: usize) -> Vec<Atom> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n)
+        .map(|i| {
+            let x = rng.range(-400_000, 400_000);
+            let y = rng.range(-400_000, 400_000);
+            let from = rng.range(0, 20 * 3_600_000_000_000);
+            let long = rng.chance(100);
+            let to = if long { from + 5 * 3_600_000_000_000 } else { from + rng.range(1, 3_600_000_000_000) };
+            let frame = ["map", "odom", "base_link"][(rng.next_u64() % 3) as usize];
+            let mut p = AtomParts::new(
+                Kind::Observation,
+                frame,
+                BoxMm { min_mm: [x, y, 0], max_mm: [x + 500, y + 500, 1000] },
+                Interval { from_ns: from, to_ns: to },
+                Permille(900),
+            );
+            if rng.chance(600) {
+                p.subject = format!("thing-{}", rng.next_u64() % 50);
+            }
+            p.confidence = Permille((i % 1000) as u16);
+            Atom::new(p).expect("valid")
+        })
+        .collect()
+}
+
+fn scratch_root(atoms: &[Atom]) -> [u8; 32] {
+    Index::build(atoms).expect("build").root().expect("root")
+}
+
+#[test]
+fn a_checkpoint_plus_the_tail_folds_to_the_same_root_as_from_scratch() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for (trial, seed) in [3u64, 17, 99].into_iter().enumerate() {
+        let atoms = random_log(seed, 6000);
+        let mut rng = SplitMix64::new(seed ^ 0xabc);
+        let dir = tmp.path().join(format!("index-{trial}"));
+        let mut index = Index::create(&dir, IndexConfig::default()).expect("create");
+        // Fold in uneven slices, sealing now and then, checkpointing some of the seals, and
+        // "crashing" (dropping without a checkpoint is what Drop does not prevent: so reopen
+        // from the last checkpoint by opening a copy) before going on.
+        let mut at = 0;
+        while at < atoms.len() {
+            let end = (at + rng.range(1, 1500) as usize).min(atoms.len());
+            index.fold_all(&atoms[at..end]).expect("fold");
+            at = end;
+            if rng.chance(700) {
+                index.seal().expect("seal");
+            }
+            if rng.chance(400) {
+                index.checkpoint().expect("checkpoint");
+                drop(index);
+                let (reopened, _) = Index::open(&dir, IndexConfig::default()).expect("open");
+                // Resumed at the checkpoint: fold what it lacks.
+                let from = reopened.size() as usize;
+                index = reopened;
+                index.fold_all(&atoms[from..at]).expect("fold the tail");
+            }
+        }
+        assert_eq!(index.root().expect("root"), scratch_root(&atoms), "trial {trial}");
+        // Every sealed version answers as a fold of its prefix would.
+        let reader = index.reader();
+        let latest = reader.latest().expect("latest").expect("a version");
+        assert_eq!(latest.size(), atoms.len() as u64);
+    }
+}
+
+fn memory_with_heads(dir: &Path) -> (Vec<Atom>, Vec<u64>) {
+    let mut memory = Memory::create(dir, None, None).expect("create");
+    let atoms: Vec<Atom> = Warehouse::new(WarehouseConfig::default()).take(9000).collect();
+    let mut heads = Vec::new();
+    for chunk in atoms.chunks(3000) {
+        memory.remember(chunk.to_vec()).expect("remember");
+        heads.push(memory.commit(false).expect("commit").head.size);
+    }
+    (atoms, heads)
+}
+
+fn ask_every_head(dir: &Path, atoms: &[Atom], heads: &[u64]) {
+    let memory = Memory::open(dir).expect("open");
+    let key = memory.ledger().public_key();
+    let q = Query::new("map", BoxMm { min_mm: [0; 3], max_mm: [1_000_000, 1_000_000, 30_000] }, 0, i64::MAX)
+        .expect("query");
+    for &size in heads {
+        let file = memory.prove_range(&q, Some(size)).expect("prove");
+        let verified = file.verify(Some(&key)).expect("verifies");
+        let sion_memory::proof::Claim::Range { atoms: got, .. } = verified.claim else { panic!("range") };
+        let expected = atoms[..size as usize].iter().filter(|a| q.matches(a.parts())).count();
+        assert_eq!(got.len(), expected, "as of {size}");
+    }
+}
+
+fn rebuilt(dir: &Path) -> (String, u64) {
+    let memory = Memory::open(dir).expect("open");
+    match memory.index_boot().clone() {
+        IndexBoot::Rebuilt { why, rebuilds, .. } => (why, rebuilds),
+        other => panic!("not rebuilt: {other:?}"),
+    }
+}
+
+#[test]
+fn a_missing_torn_or_damaged_checkpoint_is_rebuilt_with_the_same_roots() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("m");
+    let (atoms, heads) = memory_with_heads(&dir);
+    // A clean open resumes from the checkpoint and folds nothing.
+    let memory = Memory::open(&dir).expect("open");
+    assert_eq!(memory.index_boot(), &IndexBoot::Checkpoint { version: 9000, folded: 0 });
+    drop(memory);
+    ask_every_head(&dir, &atoms, &heads);
+
+    // Deleted.
+    std::fs::remove_dir_all(dir.join("index")).expect("rm");
+    let (why, n) = rebuilt(&dir);
+    assert_eq!((why.as_str(), n), ("no checkpoint", 1));
+    ask_every_head(&dir, &atoms, &heads);
+    // Torn: the checkpoint cut short.
+    let checkpoint = dir.join("index/checkpoint");
+    let bytes = std::fs::read(&checkpoint).expect("read");
+    std::fs::write(&checkpoint, &bytes[..bytes.len() - 7]).expect("write");
+    let (why, n) = rebuilt(&dir);
+    assert!(why.contains("torn or damaged"), "{why}");
+    assert_eq!(n, 2, "counted");
+    ask_every_head(&dir, &atoms, &heads);
+    // Damaged: a flipped bit in the checkpoint's index root.
+    let mut bytes = std::fs::read(&checkpoint).expect("read");
+    bytes[30] ^= 0x10;
+    std::fs::write(&checkpoint, &bytes).expect("write");
+    assert!(rebuilt(&dir).0.contains("torn or damaged"));
+    // Damaged: a flipped byte in the last root record, at the end of the node file.
+    let nodes = dir.join("index/nodes");
+    let mut bytes = std::fs::read(&nodes).expect("read");
+    let at = bytes.len() - 20;
+    bytes[at] ^= 0xff;
+    std::fs::write(&nodes, &bytes).expect("write");
+    let (why, _) = rebuilt(&dir);
+    assert!(why.contains("checksum"), "{why}");
+    // Stale: the index of another log (say, restored from the wrong backup) disagrees with
+    // the ledger's head at its size.
+    let early = tmp.path().join("early");
+    let mut first = Memory::create(&early, None, None).expect("create");
+    let other: Vec<Atom> =
+        Warehouse::new(WarehouseConfig { seed: 8, ..Default::default() }).take(3000).collect();
+    first.remember(other).expect("remember");
+    first.commit(false).expect("commit");
+    drop(first);
+    std::fs::remove_dir_all(dir.join("index")).expect("rm");
+    copy_dir(&early.join("index"), &dir.join("index"));
+    let (why, _) = rebuilt(&dir);
+    assert!(why.contains("disagrees with the head"), "{why}");
+    ask_every_head(&dir, &atoms, &heads);
+    // A record damaged deep inside (found by a walk, not by opening): the answer is an error
+    // naming the damage, and the next open rebuilds.
+    let memory = Memory::open(&dir).expect("open");
+    drop(memory);
+    let mut bytes = std::fs::read(&nodes).expect("read");
+    let half = bytes.len() / 2;
+    for b in bytes[64..half].iter_mut().step_by(97) {
+        *b ^= 0x55;
+    }
+    std::fs::write(&nodes, &bytes).expect("write");
+    let memory = Memory::open(&dir).expect("opens: the damage is not where opening looks");
+    let q = Query::new("map", BoxMm { min_mm: [0; 3], max_mm: [1_000_000, 1_000_000, 30_000] }, 0, i64::MAX)
+        .expect("query");
+    let failed = memory.prove_range(&q, Some(heads[0])).expect_err("a damaged record is found");
+    assert!(failed.to_string().contains("damaged"), "{failed}");
+    drop(memory);
+    assert!(rebuilt(&dir).0.contains("found damaged while in use"));
+    ask_every_head(&dir, &atoms, &heads);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        if entry.file_name() == "LOCK" {
+            continue;
+        }
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+    }
+}
+
+fn helper() -> PathBuf {
+    // target/<profile>/deps/<this test> → target/<profile>/examples/index_crash
+    let exe = std::env::current_exe().expect("exe");
+    exe.parent().and_then(Path::parent).expect("target dir").join("examples").join("index_crash")
+}
+
+#[test]
+fn sigkill_while_writing_a_checkpoint_leaves_an_index_that_opens_with_the_right_root() {
+    let helper = helper();
+    assert!(helper.exists(), "{} is built with the tests (cargo test --all-targets)", helper.display());
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("index");
+    let all: Vec<Atom> = Warehouse::new(WarehouseConfig::default()).take(120_000).collect();
+    let mut rng = SplitMix64::new(2026);
+    let (mut in_checkpoint, mut trials) = (0, 0);
+    let started = Instant::now();
+    while trials < 24 && started.elapsed() < Duration::from_secs(240) {
+        trials += 1;
+        let mut child = Command::new(&helper)
+            .arg(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let wait_for = 1 + rng.next_u64() % 3;
+        let mut durable = 0u64;
+        let mut seen = 0;
+        for line in lines.by_ref() {
+            let line = line.expect("line");
+            if let Some(size) = line.strip_prefix("durable ") {
+                durable = size.parse().expect("size");
+            }
+            if line.starts_with("checkpoint ") {
+                seen += 1;
+                if seen == wait_for {
+                    // Somewhere inside the checkpoint: its fsyncs take milliseconds.
+                    std::thread::sleep(Duration::from_micros(rng.next_u64() % 2500));
+                    break;
+                }
+            }
+        }
+        child.kill().expect("kill");
+        let status = child.wait().expect("wait");
+        let killed = !status.success();
+        let (index, _) = Index::open(&dir, IndexConfig::default()).expect("the index opens after a SIGKILL");
+        let version = index.size();
+        drop(lines);
+        assert!(
+            version >= durable,
+            "trial {trials}: a durable checkpoint ({durable}) was lost (at {version})"
+        );
+        let mut index = index;
+        assert_eq!(
+            index.root().expect("root"),
+            scratch_root(&all[..version as usize]),
+            "trial {trials}: the root at {version}"
+        );
+        if killed && version == durable {
+            in_checkpoint += 1;
+        }
+        if version as usize + 4000 > all.len() {
+            break;
+        }
+    }
+    assert!(trials >= 20, "{trials} trials");
+    assert!(in_checkpoint >= 10, "only {in_checkpoint} of {trials} kills landed inside a checkpoint");
+}
