@@ -160,6 +160,7 @@ fn drive(child: &Child, seconds: f64, data: &Path) -> Result<()> {
         let load_start = Sample::take(pid)?;
         let mut early = None;
         let mut late = None;
+        let mut minutes: Vec<u64> = Vec::new();
         let published = std::thread::scope(|scope| {
             let counts = &counts;
             // The publishers come back: dropping them would delete their writers, and with them
@@ -170,7 +171,20 @@ fn drive(child: &Child, seconds: f64, data: &Path) -> Result<()> {
             });
             std::thread::sleep(window);
             early = Sample::take(pid).ok().map(|s| s.cpu_percent_since(&load_start));
-            std::thread::sleep(Duration::from_secs_f64(seconds).saturating_sub(window * 2));
+            // The node's resident memory every minute of a long run: it must stay flat.
+            let middle = Duration::from_secs_f64(seconds).saturating_sub(window * 2);
+            let mut slept = Duration::ZERO;
+            while slept < middle {
+                let step = Duration::from_secs(60).min(middle - slept);
+                std::thread::sleep(step);
+                slept += step;
+                if step == Duration::from_secs(60)
+                    && let Ok(s) = Sample::take(pid)
+                {
+                    minutes.push(s.rss_kib);
+                    eprintln!("minute {}: node RSS {:.1} MiB", minutes.len(), s.rss_kib as f64 / 1024.0);
+                }
+            }
             let before_end = Sample::take(pid).ok();
             std::thread::sleep(window);
             late = before_end.and_then(|b| Sample::take(pid).ok().map(|s| s.cpu_percent_since(&b)));

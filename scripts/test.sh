@@ -34,6 +34,13 @@ cargo test --locked --workspace --all-features
 # `cargo bench --bench core`, on a quiet machine.
 phase "benchmarks (criterion, one pass each)"
 SION_BENCH_ATOMS=20000 cargo test --locked --all-features --bench core
+# The lifetime benchmark at 10^6 atoms only (10^7 and 10^8 take most of an hour and ~40 GB:
+# `cargo run --release --example lifetime`, README "A memory that lives"); unoptimised here, so
+# its times are not the README's.
+phase "lifetime benchmark at 10^6 atoms"
+lifetime_dir=$(mktemp -d)
+cargo run --locked --all-features --example lifetime -- --sizes 1000000 --dir "$lifetime_dir"
+rm -rf "$lifetime_dir"
 
 # The API documentation builds without a warning (broken links, missing docs where asked).
 phase "docs (cargo doc, warnings denied)"

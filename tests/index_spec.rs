@@ -13,6 +13,7 @@ use sion_memory::sim::SplitMix64;
 
 type Digest = [u8; 32];
 const HOUR: i64 = 3_600_000_000_000;
+const MONTH: i64 = 30 * 24 * HOUR;
 
 fn h(parts: &[&[u8]]) -> Digest {
     let mut hasher = blake3::Hasher::new();
@@ -201,11 +202,16 @@ fn spec_root(atoms: &[Atom]) -> Digest {
                 hours.entry(e.1.parts().valid.from_ns.div_euclid(HOUR)).or_default().push(e);
             }
             let hour_items: Vec<(Bx, Digest)> = hours.values().map(|es| cell_list(es)).collect();
+            let mut months: BTreeMap<i64, Vec<E<'_>>> = BTreeMap::new();
+            for e in long {
+                months.entry(e.1.parts().valid.from_ns.div_euclid(MONTH)).or_default().push(e);
+            }
+            let month_items: Vec<(Bx, Digest)> = months.values().map(|es| cell_list(es)).collect();
             let mut entry = vec![name.len() as u8];
             entry.extend_from_slice(name.as_bytes());
             for t in [
                 (!hour_items.is_empty()).then(|| list(&hour_items)),
-                (!long.is_empty()).then(|| cell_list(&long)),
+                (!month_items.is_empty()).then(|| list(&month_items)),
             ] {
                 match t {
                     None => entry.push(0),
@@ -296,7 +302,8 @@ fn spread_out_random_logs() {
                 rng.range(-10_000, 10_000),
             ];
             let size = [rng.range(0, 300_000), rng.range(0, 300_000), rng.range(0, 5_000)];
-            let from = rng.range(0, 40 * HOUR);
+            // Over half a year, out of order: long-lived atoms in several months, late ones too.
+            let from = if i % 7 == 0 { rng.range(0, 6 * MONTH) } else { rng.range(0, 40 * HOUR) };
             let to = if i % 13 == 0 { Interval::OPEN_END_NS } else { from + rng.range(1, 2 * HOUR) };
             let mut p = AtomParts::new(
                 Kind::Observation,

@@ -3,7 +3,7 @@
 //! subject and link proofs.
 //!
 //! Per frame, short-lived atoms (valid for at most an hour) sit in a list of hourly cell lists
-//! and long-lived ones in one cell list; each cell's atoms are cut into blocks of 4096, each a
+//! and long-lived ones in a list of monthly cell lists; each cell's atoms are cut into blocks of 4096, each a
 //! k-d-packed binary Merkle R-tree. A map of atoms by subject and a map of links by target
 //! complete it.
 //!
@@ -43,6 +43,8 @@ pub use write::{Budget, cell_key, is_short_lived};
 pub const SHORT_LIVED_NS: i64 = 3_600_000_000_000;
 /// Short-lived atoms are grouped by the hour their valid time starts in.
 pub const HOUR_NS: i64 = 3_600_000_000_000;
+/// Long-lived atoms are grouped by the month (30 days) their valid time starts in.
+pub const MONTH_NS: i64 = 30 * 24 * HOUR_NS;
 /// Side of a spatial cell, by box centre: 2^17 mm = 131.072 m.
 pub const CELL_MM: i64 = 1 << 17;
 /// Atoms of one cell (in log order) are packed in blocks of this many.

@@ -98,21 +98,37 @@ pub struct CellItem {
     pub summary: Summary,
 }
 
-/// The buckets of a frame's hour (or its long-lived atoms: `hour` is `None`) in cell order.
+/// Which atoms of a frame a bucket or cell list holds: the short-lived ones of an hour, or
+/// the long-lived ones of a month (docs/INDEX.md, "Where an atom goes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Period {
+    Hour(i64),
+    Month(i64),
+}
+
+impl Period {
+    /// The hour or month number: a list item's key.
+    pub fn key(self) -> i64 {
+        match self {
+            Period::Hour(h) | Period::Month(h) => h,
+        }
+    }
+}
+
+/// The buckets of a frame's hour or month, in cell order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CellsRec {
-    pub hour: Option<i64>,
+    pub period: Period,
     pub items: Vec<CellItem>,
 }
 
-/// A frame as of a version: its hour list (a frontier of stored subtrees over hours' cell
-/// lists) and its long-lived cell list.
+/// A frame as of a version: its hour list and its month list (frontiers of stored subtrees
+/// over the hours' and the months' cell lists).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameRec {
     pub name: String,
-    pub hours: u64,
-    pub frontier: Vec<Slot>,
-    pub long: Option<(Ptr, Summary)>,
+    pub hours: Vec<Slot>,
+    pub months: Vec<Slot>,
 }
 
 /// A child in a crit-bit map: a subtree (node) or a list's record (leaf), and its digest.
@@ -369,11 +385,14 @@ impl Record {
             }
             Record::Cells(c) => {
                 out.put_u8(kind::CELLS);
-                match c.hour {
-                    None => out.put_u8(0),
-                    Some(h) => {
-                        out.put_u8(1);
+                match c.period {
+                    Period::Hour(h) => {
+                        out.put_u8(0);
                         out.put_i64(h);
+                    }
+                    Period::Month(m) => {
+                        out.put_u8(1);
+                        out.put_i64(m);
                     }
                 }
                 out.put_u32(c.items.len() as u32);
@@ -386,17 +405,10 @@ impl Record {
             Record::Frame(f) => {
                 out.put_u8(kind::FRAME);
                 out.put_str8(&f.name);
-                out.put_u64(f.hours);
-                out.put_u8(f.frontier.len() as u8);
-                for s in &f.frontier {
-                    put_slot(out, s);
-                }
-                match &f.long {
-                    None => out.put_u8(0),
-                    Some((ptr, s)) => {
-                        out.put_u8(1);
-                        out.put_u64(*ptr);
-                        put_summary(out, s);
+                for frontier in [&f.hours, &f.months] {
+                    out.put_u8(frontier.len() as u8);
+                    for s in frontier {
+                        put_slot(out, s);
                     }
                 }
             }
@@ -492,7 +504,11 @@ impl Record {
                 })
             }
             kind::CELLS => {
-                let hour = if r.flag("hour")? { Some(r.i64("hour")?) } else { None };
+                let period = match r.u8("period")? {
+                    0 => Period::Hour(r.i64("hour")?),
+                    1 => Period::Month(r.i64("month")?),
+                    k => return Err(invalid("period", format!("unknown kind {k}"))),
+                };
                 let n = count(&mut r, "cells", MAX_CELLS, 120)?;
                 let items = (0..n)
                     .map(|_| {
@@ -503,18 +519,20 @@ impl Record {
                         })
                     })
                     .collect::<Result<_, WireError>>()?;
-                Record::Cells(CellsRec { hour, items })
+                Record::Cells(CellsRec { period, items })
             }
             kind::FRAME => {
                 let name = r.str8("frame")?;
-                let hours = r.u64("hours")?;
-                let n = usize::from(r.u8("frontier")?);
-                if n > MAX_FRONTIER {
-                    return Err(invalid("frontier", format!("{n}")));
+                let mut frontiers = [Vec::new(), Vec::new()];
+                for frontier in frontiers.iter_mut() {
+                    let n = usize::from(r.u8("frontier")?);
+                    if n > MAX_FRONTIER {
+                        return Err(invalid("frontier", format!("{n}")));
+                    }
+                    *frontier = (0..n).map(|_| read_slot(&mut r)).collect::<Result<_, _>>()?;
                 }
-                let frontier = (0..n).map(|_| read_slot(&mut r)).collect::<Result<_, _>>()?;
-                let long = if r.flag("long")? { Some((r.u64("long")?, read_summary(&mut r)?)) } else { None };
-                Record::Frame(FrameRec { name, hours, frontier, long })
+                let [hours, months] = frontiers;
+                Record::Frame(FrameRec { name, hours, months })
             }
             kind::CRIT => Record::Crit(CritRec {
                 crit: r.u16("crit")?,
@@ -591,7 +609,7 @@ impl Record {
             Record::Node(_) => 256,
             Record::Bucket(b) => b.full.len() * 128 + b.runs.len() * 16 + 256,
             Record::Cells(c) => c.items.len() * 128,
-            Record::Frame(f) => f.frontier.len() * 128 + f.name.len() + 128,
+            Record::Frame(f) => (f.hours.len() + f.months.len()) * 128 + f.name.len() + 128,
             Record::Crit(_) => 96,
             Record::List(l) => l.peaks.len() * 32 + l.runs.len() * 16 + l.label.len() + 96,
             Record::ListRun(r) => r.positions.len() * 8,
@@ -630,15 +648,10 @@ mod tests {
                 root: summary(4),
             }),
             Record::Cells(CellsRec {
-                hour: Some(-3),
+                period: Period::Month(-3),
                 items: vec![CellItem { cell: u128::MAX - 1, bucket: 12, summary: summary(5) }],
             }),
-            Record::Frame(FrameRec {
-                name: "map".into(),
-                hours: 3,
-                frontier: vec![slot, slot],
-                long: Some((99, summary(6))),
-            }),
+            Record::Frame(FrameRec { name: "map".into(), hours: vec![slot, slot], months: vec![slot] }),
             Record::Crit(CritRec { crit: 17, left: child, right: CritChild { leaf: false, ..child } }),
             Record::List(ListRec {
                 key: [4; 32],

@@ -148,19 +148,18 @@ impl Snapshot {
             Record::Frame(f) => f.clone(),
             _ => return Err(IndexError::Damaged(format!("frame {:?}: not a frame record", q.frame))),
         };
-        let mut short = None;
-        if !frame.frontier.is_empty() {
-            let mut steps = Vec::new();
-            let parts: Vec<Part> = frame.frontier.iter().copied().map(Part::Slot).collect();
-            self.walk_parts(&parts, q, &mut steps, &mut |slot, out| self.walk_cells_at(slot.ptr, q, out))?;
-            short = Some(steps);
+        let mut walks = [None, None];
+        for (frontier, walked) in [&frame.hours, &frame.months].into_iter().zip(walks.iter_mut()) {
+            if !frontier.is_empty() {
+                let mut steps = Vec::new();
+                let parts: Vec<Part> = frontier.iter().copied().map(Part::Slot).collect();
+                self.walk_parts(&parts, q, &mut steps, &mut |slot, out| {
+                    self.walk_cells_at(slot.ptr, q, out)
+                })?;
+                *walked = Some(steps);
+            }
         }
-        let mut long = None;
-        if let Some((ptr, _)) = frame.long {
-            let mut steps = Vec::new();
-            self.walk_cells_at(ptr, q, &mut steps)?;
-            long = Some(steps);
-        }
+        let [short, long] = walks;
         let mut positions: Vec<u64> = short
             .iter()
             .chain(long.iter())

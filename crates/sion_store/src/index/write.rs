@@ -18,13 +18,13 @@ use sion_verify::merkle::{Blake3, Digest, Frontier, TreeHasher as _};
 
 use super::map::MemMap;
 use super::record::{
-    BucketRec, CellItem, CellsRec, FrameRec, ListRec, ListRunRec, NodeRec, Ptr, Record, RootFrame, RootRec,
-    RunRec, RunRef, Slot,
+    BucketRec, CellItem, CellsRec, FrameRec, ListRec, ListRunRec, NodeRec, Period, Ptr, Record, RootFrame,
+    RootRec, RunRec, RunRef, Slot,
 };
 use super::store::Store;
 use super::tree::{BlockTree, Shape, root_of};
 use super::walk::{read_runs, recompute_root};
-use super::{BLOCK, CELL_MM, HOUR_NS, IndexError, SHORT_LIVED_NS};
+use super::{BLOCK, CELL_MM, HOUR_NS, IndexError, MONTH_NS, SHORT_LIVED_NS};
 
 /// Whether an atom valid for `valid` is short-lived (docs/INDEX.md, "Where an atom goes").
 pub fn is_short_lived(valid: &Interval) -> bool {
@@ -52,12 +52,12 @@ pub(super) fn spread(v: u64) -> u128 {
     x
 }
 
-/// A bucket: a frame's short-lived atoms of one hour in one cell (`hour: Some`), or its
-/// long-lived atoms in one cell.
+/// A bucket: a frame's short-lived atoms of one hour, or its long-lived atoms of one month,
+/// in one cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct BucketKey {
     frame: u32,
-    hour: Option<i64>,
+    period: Period,
     cell: u128,
 }
 
@@ -116,8 +116,8 @@ pub struct Writer {
     /// The latest record of each frame numbered so far (None: no record yet).
     frame_recs: Vec<Option<FrameRec>>,
     buckets: HashMap<BucketKey, HotBucket>,
-    /// The latest cell list of each (frame, hour) a hot bucket is in.
-    cells_at: HashMap<(u32, Option<i64>), Option<Ptr>>,
+    /// The latest cell list of each (frame, period) a hot bucket is in.
+    cells_at: HashMap<(u32, Period), Option<Ptr>>,
     lists: [HashMap<[u8; 32], HotList>; 2],
     /// The two maps (subjects, links), loaded when first needed.
     maps: [Option<MemMap>; 2],
@@ -220,7 +220,7 @@ fn find_item(store: &Store, frontier: &[Slot], key: i64) -> Result<Option<Slot>,
 /// What an atom contributes, worked out on any core before it is placed.
 struct Prepared {
     entry: Entry,
-    hour: Option<i64>,
+    period: Period,
     cell: u128,
     leaf: Digest,
 }
@@ -230,7 +230,11 @@ fn prepare(atom: &Atom, position: u64) -> Prepared {
     let entry = Entry { position, id: atom.id(), bbox: SpaceTime::of_atom(p) };
     let joins = !p.subject.is_empty() || !p.links.is_empty();
     Prepared {
-        hour: is_short_lived(&p.valid).then(|| p.valid.from_ns.div_euclid(HOUR_NS)),
+        period: if is_short_lived(&p.valid) {
+            Period::Hour(p.valid.from_ns.div_euclid(HOUR_NS))
+        } else {
+            Period::Month(p.valid.from_ns.div_euclid(MONTH_NS))
+        },
         cell: cell_key(&entry.bbox),
         leaf: if joins { Blake3::hash_leaf(&list_leaf(position, &entry.id)) } else { [0; 32] },
         entry,
@@ -296,22 +300,25 @@ impl Writer {
         n
     }
 
-    /// The latest cell list of a frame's hour (or long-lived cells), if any.
-    fn cells_ptr(&mut self, frame: u32, hour: Option<i64>) -> Result<Option<Ptr>, IndexError> {
-        if let Some(p) = self.cells_at.get(&(frame, hour)) {
+    /// The latest cell list of a frame's hour or month, if any.
+    fn cells_ptr(&mut self, frame: u32, period: Period) -> Result<Option<Ptr>, IndexError> {
+        if let Some(p) = self.cells_at.get(&(frame, period)) {
             return Ok(*p);
         }
         let found = match &self.frame_recs[frame as usize] {
             None => None,
-            Some(rec) => match hour {
-                None => rec.long.map(|(p, _)| p),
-                Some(h) => find_item(&self.store, &rec.frontier, h)?.map(|s| s.ptr),
-            },
+            Some(rec) => {
+                let frontier = match period {
+                    Period::Hour(_) => &rec.hours,
+                    Period::Month(_) => &rec.months,
+                };
+                find_item(&self.store, frontier, period.key())?.map(|s| s.ptr)
+            }
         };
         if self.cells_at.len() > 1 << 16 {
             self.cells_at.clear();
         }
-        self.cells_at.insert((frame, hour), found);
+        self.cells_at.insert((frame, period), found);
         Ok(found)
     }
 
@@ -319,7 +326,7 @@ impl Writer {
     fn bucket(&mut self, key: BucketKey) -> Result<&mut HotBucket, IndexError> {
         if !self.buckets.contains_key(&key) {
             let mut hot = HotBucket::default();
-            if let Some(cells) = self.cells_ptr(key.frame, key.hour)? {
+            if let Some(cells) = self.cells_ptr(key.frame, key.period)? {
                 let found = match &*self.store.read(cells)? {
                     Record::Cells(c) => {
                         c.items.binary_search_by(|i| i.cell.cmp(&key.cell)).ok().map(|i| c.items[i].bucket)
@@ -402,7 +409,7 @@ impl Writer {
         let frame = self.frame_number(&parts.frame);
         let seals = self.seals;
         let position = p.entry.position;
-        let bucket = self.bucket(BucketKey { frame, hour: p.hour, cell: p.cell })?;
+        let bucket = self.bucket(BucketKey { frame, period: p.period, cell: p.cell })?;
         if bucket.count == 0 {
             bucket.first_position = position;
         }
@@ -451,7 +458,12 @@ impl Writer {
                 self.place(atom, p)?;
             }
             if self.hot_bytes > self.budget.hot_bytes {
-                self.seal()?;
+                // Clean ones first (a past hour's buckets take no more atoms); seal early only
+                // if what is dirty alone is over the budget.
+                self.evict();
+                if self.hot_bytes > self.budget.hot_bytes {
+                    self.seal()?;
+                }
             }
         }
         Ok(())
@@ -486,7 +498,7 @@ impl Writer {
                 (full, partial)
             })
             .collect();
-        let mut changed_cells: BTreeMap<(u32, Option<i64>), Vec<CellItem>> = BTreeMap::new();
+        let mut changed_cells: BTreeMap<(u32, Period), Vec<CellItem>> = BTreeMap::new();
         for ((key, mut b), (full, partial)) in dirty.into_iter().zip(trees) {
             let blocks_before = b.full.iter().map(|s| 1u64 << s.level).sum::<u64>();
             for (i, tree) in full.into_iter().enumerate() {
@@ -511,7 +523,7 @@ impl Writer {
                 root,
             }));
             b.dirty = false;
-            changed_cells.entry((key.frame, key.hour)).or_default().push(CellItem {
+            changed_cells.entry((key.frame, key.period)).or_default().push(CellItem {
                 cell: key.cell,
                 bucket: ptr,
                 summary: root,
@@ -520,11 +532,10 @@ impl Writer {
         }
 
         marks.push(("buckets", t0.elapsed()));
-        // Cell lists, then each frame's hour list and long-lived cells.
-        let mut changed_hours: BTreeMap<u32, Vec<(i64, Slot, bool)>> = BTreeMap::new();
-        let mut changed_long: BTreeMap<u32, (Ptr, Summary)> = BTreeMap::new();
-        for ((frame, hour), updates) in changed_cells {
-            let previous = self.cells_ptr(frame, hour)?;
+        // Cell lists, then each frame's hour list and month list.
+        let mut changed: BTreeMap<(u32, bool), Vec<PeriodUpdate>> = BTreeMap::new();
+        for ((frame, period), updates) in changed_cells {
+            let previous = self.cells_ptr(frame, period)?;
             let mut items = match previous {
                 None => Vec::new(),
                 Some(p) => match &*store.read(p)? {
@@ -540,37 +551,25 @@ impl Writer {
             }
             let summary = root_of(Shape::Lists, &items.iter().map(|i| i.summary).collect::<Vec<_>>())
                 .ok_or_else(|| damaged("an empty cell list was sealed".into()))?;
-            let ptr = store.append(Record::Cells(CellsRec { hour, items }));
-            self.cells_at.insert((frame, hour), Some(ptr));
-            match hour {
-                Some(h) => changed_hours.entry(frame).or_default().push((
-                    h,
-                    Slot { level: 0, ptr, first: h, last: h, summary },
-                    previous.is_some(),
-                )),
-                None => {
-                    changed_long.insert(frame, (ptr, summary));
-                }
-            }
+            let ptr = store.append(Record::Cells(CellsRec { period, items }));
+            self.cells_at.insert((frame, period), Some(ptr));
+            let key = period.key();
+            let long = matches!(period, Period::Month(_));
+            changed.entry((frame, long)).or_default().push((
+                key,
+                Slot { level: 0, ptr, first: key, last: key, summary },
+                previous.is_some(),
+            ));
         }
-        let mut changed_frames: Vec<u32> = changed_hours.keys().chain(changed_long.keys()).copied().collect();
-        changed_frames.sort_unstable();
-        changed_frames.dedup();
-        for frame in changed_frames {
+        for ((frame, long), periods) in changed {
             let name = self.frame_names[frame as usize].clone();
             let mut rec = self.frame_recs[frame as usize].clone().unwrap_or(FrameRec {
                 name,
-                hours: 0,
-                frontier: Vec::new(),
-                long: None,
+                hours: Vec::new(),
+                months: Vec::new(),
             });
-            if let Some(hours) = changed_hours.remove(&frame) {
-                rec.frontier = update_hours(&store, &rec.frontier, &hours)?;
-                rec.hours = rec.frontier.iter().map(|s| 1u64 << s.level).sum();
-            }
-            if let Some(long) = changed_long.remove(&frame) {
-                rec.long = Some(long);
-            }
+            let list = if long { &mut rec.months } else { &mut rec.hours };
+            *list = update_list(&store, list, &periods)?;
             self.frame_recs[frame as usize] = Some(rec);
         }
 
@@ -617,8 +616,8 @@ impl Writer {
         let mut frames: Vec<RootFrame> = Vec::new();
         for (number, name) in self.frame_names.iter().enumerate() {
             let Some(rec) = &self.frame_recs[number] else { continue };
-            let short = fold_summaries(rec.frontier.iter().map(|s| s.summary));
-            let long = rec.long.map(|(_, s)| s);
+            let short = fold_summaries(rec.hours.iter().map(|s| s.summary));
+            let long = fold_summaries(rec.months.iter().map(|s| s.summary));
             let unchanged = self.latest.as_ref().and_then(|r| {
                 r.frames.iter().find(|f| f.name == *name && f.short == short && f.long == long).cloned()
             });
@@ -652,7 +651,8 @@ impl Writer {
         Ok(root)
     }
 
-    /// Let clean hot buckets and lists go, oldest first, while over the budget.
+    /// Let clean hot buckets and lists go, oldest first, while over the budget (dirty ones wait
+    /// for the next seal).
     fn evict(&mut self) {
         if self.hot_bytes <= self.budget.hot_bytes {
             return;
@@ -663,7 +663,9 @@ impl Writer {
             if self.hot_bytes <= self.budget.hot_bytes / 2 {
                 break;
             }
-            if let Some(b) = self.buckets.remove(&key) {
+            if self.buckets.get(&key).is_some_and(|b| !b.dirty)
+                && let Some(b) = self.buckets.remove(&key)
+            {
                 self.hot_bytes = self.hot_bytes.saturating_sub(b.partial.capacity() * 104 + 256);
             }
         }
@@ -675,22 +677,38 @@ impl Writer {
                 if self.hot_bytes <= self.budget.hot_bytes / 2 {
                     break;
                 }
-                if self.lists[m].remove(&key).is_some() {
+                if self.lists[m].get(&key).is_some_and(|l| !l.dirty) && self.lists[m].remove(&key).is_some() {
                     self.hot_bytes = self.hot_bytes.saturating_sub(HOT_LIST_BYTES);
                 }
             }
         }
         // What remains hot is counted afresh.
-        self.hot_bytes = self.buckets.values().map(|b| b.partial.capacity() * 104 + 256).sum::<usize>()
-            + (self.lists[0].len() + self.lists[1].len()) * HOT_LIST_BYTES;
+        self.hot_bytes = self
+            .buckets
+            .values()
+            .map(|b| {
+                (b.partial.capacity() + b.completed.iter().map(Vec::capacity).sum::<usize>()) * 104 + 256
+            })
+            .sum::<usize>()
+            + self
+                .lists
+                .iter()
+                .flat_map(|m| m.values())
+                .map(|l| HOT_LIST_BYTES + l.tail.capacity() * 8)
+                .sum::<usize>();
     }
 }
 
-/// Apply changed hours (ascending; `existed`: the hour was in the list) to a frame's hour list.
-fn update_hours(
+/// Apply changed hours or months (ascending; `existed`: it was in the list) to a frame's hour
+/// or month list.
+/// One period's new cell list: its key, its slot, and whether it replaces an
+/// earlier version of the same period.
+type PeriodUpdate = (i64, Slot, bool);
+
+fn update_list(
     store: &Store,
     frontier: &[Slot],
-    hours: &[(i64, Slot, bool)],
+    hours: &[PeriodUpdate],
 ) -> Result<Vec<Slot>, IndexError> {
     let last = frontier.last().map_or(i64::MIN, |s| s.last);
     let middle = hours.iter().any(|(h, _, existed)| !existed && *h < last);
