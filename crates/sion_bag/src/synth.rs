@@ -33,6 +33,8 @@ pub struct SynthConfig {
     pub camera_width: u32,
     pub camera_height: u32,
     pub move_every_s: f64,
+    /// zstd chunks (the default) or plain ones.
+    pub compress: bool,
 }
 
 impl Default for SynthConfig {
@@ -46,6 +48,7 @@ impl Default for SynthConfig {
             camera_width: 160,
             camera_height: 120,
             move_every_s: 15.0,
+            compress: true,
         }
     }
 }
@@ -265,7 +268,7 @@ pub fn synth<W: Write + Seek>(out: W, config: &SynthConfig) -> Result<(SynthSumm
             "the camera's width and height must be within 8..=4096 pixels".into(),
         ));
     }
-    let mut bag = BagWriter::new(out)?;
+    let mut bag = BagWriter::with_compression(out, config.compress)?;
     let pose_topic = bag.topic("/pose", PoseStamped::TYPE, false)?;
     let odom_topic = bag.topic("/odom", Odometry::TYPE, false)?;
     let tf_topic = bag.topic("/tf", TfMessage::TYPE, false)?;

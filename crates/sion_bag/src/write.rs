@@ -17,11 +17,18 @@ pub struct BagWriter<W: Write + Seek> {
 }
 
 impl<W: Write + Seek> BagWriter<W> {
+    /// A writer of zstd-compressed chunks.
     pub fn new(out: W) -> Result<Self, mcap::McapError> {
+        Self::with_compression(out, true)
+    }
+
+    /// A writer of zstd-compressed chunks (`compress`) or of plain ones, as rosbag2 writes
+    /// without a compression preset: a plain bag is as large as what it holds.
+    pub fn with_compression(out: W, compress: bool) -> Result<Self, mcap::McapError> {
         let mcap = mcap::WriteOptions::new()
             .profile("ros2")
             .library(concat!("sion_memory ", env!("CARGO_PKG_VERSION")))
-            .compression(Some(mcap::Compression::Zstd))
+            .compression(compress.then_some(mcap::Compression::Zstd))
             .chunk_size(Some(4 << 20))
             .create(out)?;
         Ok(Self { mcap, schemas: HashMap::new(), channels: HashMap::new(), sequence: 0 })

@@ -41,6 +41,10 @@ pub struct SynthArgs {
     /// Camera frames per second.
     #[arg(long, default_value_t = 5.0)]
     camera_hz: f64,
+    /// Write plain chunks instead of zstd ones: the bag is as large as what it holds (camera
+    /// frames at full size), as rosbag2 writes without a compression preset.
+    #[arg(long)]
+    uncompressed: bool,
 }
 
 #[derive(Args)]
@@ -125,6 +129,7 @@ fn synth_cmd(a: &SynthArgs) -> Result<ExitCode> {
         camera_width: w,
         camera_height: h,
         camera_hz: a.camera_hz,
+        compress: !a.uncompressed,
         ..SynthConfig::default()
     };
     let file = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;

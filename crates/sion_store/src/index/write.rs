@@ -372,7 +372,8 @@ impl Writer {
                 touched: 0,
             };
             let mut found = None;
-            if let Some(ptr) = self.map(m)?.get(&key)
+            let store = self.store.clone();
+            if let Some(ptr) = self.map(m)?.get(&store, &key)?
                 && let Record::List(l) = &*self.store.read(ptr)?
             {
                 found = Some(l.clone());
@@ -399,7 +400,7 @@ impl Writer {
     fn map(&mut self, m: usize) -> Result<&mut MemMap, IndexError> {
         if self.maps[m].is_none() {
             let root = self.latest.as_ref().and_then(|r| if m == SUBJECTS { r.subjects } else { r.links });
-            self.maps[m] = Some(MemMap::load(&self.store, root)?);
+            self.maps[m] = Some(MemMap::load(root));
         }
         self.maps[m].as_mut().ok_or_else(|| damaged("a map vanished".into()))
     }
@@ -606,7 +607,7 @@ impl Writer {
             marks.push(("lists written", t0.elapsed()));
             let map = self.map(m)?;
             for (key, ptr, digest) in ups {
-                map.set(key, ptr, digest);
+                map.set(&store, key, ptr, digest)?;
             }
             *root = map.seal(&store);
         }
@@ -640,12 +641,14 @@ impl Writer {
         self.evict();
         if trace {
             eprintln!(
-                "seal {}: {marks:?} hot {} buckets {} lists {}+{}",
+                "seal {}: {marks:?} hot {} buckets {} lists {}+{} map nodes {}+{}",
                 self.size,
                 self.hot_bytes,
                 self.buckets.len(),
                 self.lists[0].len(),
-                self.lists[1].len()
+                self.lists[1].len(),
+                self.maps[0].as_ref().map_or(0, MemMap::loaded),
+                self.maps[1].as_ref().map_or(0, MemMap::loaded),
             );
         }
         Ok(root)
@@ -705,11 +708,7 @@ impl Writer {
 /// earlier version of the same period.
 type PeriodUpdate = (i64, Slot, bool);
 
-fn update_list(
-    store: &Store,
-    frontier: &[Slot],
-    hours: &[PeriodUpdate],
-) -> Result<Vec<Slot>, IndexError> {
+fn update_list(store: &Store, frontier: &[Slot], hours: &[PeriodUpdate]) -> Result<Vec<Slot>, IndexError> {
     let last = frontier.last().map_or(i64::MIN, |s| s.last);
     let middle = hours.iter().any(|(h, _, existed)| !existed && *h < last);
     if middle {
