@@ -110,13 +110,17 @@ else
     cargo_args+=(--features ros)
 fi
 
-# Only the packages sion_memory needs: colcon-cargo also finds the Cargo workspace's member
-# crates (crates/*, python/) and would build each on its own.
-say "colcon build --packages-up-to sion_memory --cargo-args ${cargo_args[*]}"
+# A bare `colcon build`, as a ROS user types it: the Cargo workspace's member crates hold a
+# COLCON_IGNORE, so colcon finds this package and the interfaces, nothing else.
+listed="$(cd "$ws" && colcon list --names-only | sort | tr '\n' ' ')"
+case "$listed" in "sion_memory sion_memory_msgs "|"sion_memory sion_memory_msgs tf2_msgs ") ;;
+    *) fail "colcon finds other packages than sion_memory, sion_memory_msgs (and tf2_msgs): $listed" ;;
+esac
+say "colcon build --cargo-args ${cargo_args[*]}"
 log="$ws/colcon_build.log"
 build_started=$SECONDS
 rm -rf "$prefix" # cargo ament-build copies over what is there: nothing stale is left to check
-(cd "$ws" && colcon build --packages-up-to sion_memory --event-handlers console_cohesion+ \
+(cd "$ws" && colcon build --event-handlers console_cohesion+ \
     --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$(command -v python3)" \
     --cargo-args "${cargo_args[@]}") >"$log" 2>&1 || {
     grep -v '^{"packages"' "$log" | tail -60 >&2

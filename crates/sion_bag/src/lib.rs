@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod chunk;
 pub mod export;
 pub mod replay;
 pub mod synth;
@@ -89,6 +90,53 @@ pub struct BagReader<'a> {
 }
 
 const FOOTER: u8 = 0x02;
+/// A summary is read only if it is at most this long.
+const MAX_SUMMARY: u64 = 64 << 20;
+
+/// The schemas and channels a bag's summary section declares, read through its footer; none
+/// if the bag has no summary, or one that is damaged (a summary is an index: the data section
+/// alone is the bag). `read` is left anywhere.
+pub fn declarations(read: &mut (impl std::io::Read + std::io::Seek), len: u64) -> Vec<Record<'static>> {
+    use std::io::SeekFrom;
+    // The footer record (opcode, length 20, summary start, summary offset start, CRC) and the
+    // closing magic.
+    const TAIL: u64 = 1 + 8 + 20 + 8;
+    let Some(footer_at) = len.checked_sub(TAIL) else { return Vec::new() };
+    let mut tail = [0u8; TAIL as usize];
+    if read.seek(SeekFrom::Start(footer_at)).is_err() || read.read_exact(&mut tail).is_err() {
+        return Vec::new();
+    }
+    let u64_at = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&tail[i..i + 8]);
+        u64::from_le_bytes(b)
+    };
+    if tail[0] != FOOTER || u64_at(1) != 20 || tail[29..] != *mcap::MAGIC {
+        return Vec::new();
+    }
+    let (start, crc) = (u64_at(9), u32::from_le_bytes([tail[25], tail[26], tail[27], tail[28]]));
+    if start < mcap::MAGIC.len() as u64 || start >= footer_at || footer_at - start > MAX_SUMMARY {
+        return Vec::new();
+    }
+    let mut summary = vec![0u8; (footer_at - start) as usize];
+    if read.seek(SeekFrom::Start(start)).is_err() || read.read_exact(&mut summary).is_err() {
+        return Vec::new();
+    }
+    // The CRC covers the summary and the footer up to its own field (zero: none written).
+    if crc != 0 {
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&summary);
+        hasher.update(&tail[..25]);
+        if hasher.finalize() != crc {
+            return Vec::new();
+        }
+    }
+    chunk::records(&summary)
+        .map(|records| {
+            records.into_iter().filter(|r| matches!(r, Record::Schema { .. } | Record::Channel(_))).collect()
+        })
+        .unwrap_or_default()
+}
 /// A record is read only if it is at most this long (a bag's chunks are a few MiB): a length
 /// read from the file is bounded before anything is allocated for it.
 const MAX_RECORD: u64 = 1 << 30;
@@ -101,11 +149,26 @@ enum Source<'a> {
 }
 
 impl<'a> BagReader<'a> {
+    /// Read a bag held in memory; the schemas and channels its summary declares are known from
+    /// the start.
     pub fn new(bytes: &'a [u8]) -> Result<Self, BagError> {
         if !bytes.starts_with(mcap::MAGIC) {
             return Err(BagError::NotMcap("it does not begin with the MCAP magic bytes".into()));
         }
-        Ok(Self::at_start(Source::Bytes(bytes)))
+        let mut cursor = std::io::Cursor::new(bytes);
+        let declared = declarations(&mut cursor, bytes.len() as u64);
+        Ok(Self::at_start(Source::Bytes(bytes)).with_declarations(declared))
+    }
+
+    /// Know these schemas and channels (from [`declarations`]) before reading: a message whose
+    /// channel was declared in a chunk that turns out damaged is still read.
+    pub fn with_declarations(mut self, records: Vec<Record<'static>>) -> Self {
+        let (schemas, channels): (Vec<_>, Vec<_>) =
+            records.into_iter().partition(|r| matches!(r, Record::Schema { .. }));
+        for record in schemas.into_iter().chain(channels) {
+            let _ = self.record(record);
+        }
+        self
     }
 
     /// Read a bag of `len` bytes as it is read from `read` (a file), one record at a time.
@@ -270,14 +333,9 @@ impl<'a> Iterator for BagReader<'a> {
             if let Record::Chunk { header, data } = record {
                 // Unpack the whole chunk before handing out any of it: its checksum is only
                 // known at its end.
-                let unpacked: Result<Vec<Record<'static>>, mcap::McapError> =
-                    mcap::read::ChunkReader::new(header, &data)
-                        .and_then(|r| r.map(|x| x.map(Record::into_owned)).collect());
-                match unpacked {
+                match chunk::unpack(&header, &data) {
                     Ok(records) => self.pending.extend(records),
-                    Err(e) => {
-                        return Some(Ok(Event::DamagedChunk { offset: at as u64, error: describe(&e) }));
-                    }
+                    Err(error) => return Some(Ok(Event::DamagedChunk { offset: at as u64, error })),
                 }
                 continue;
             }
@@ -287,13 +345,5 @@ impl<'a> Iterator for BagReader<'a> {
                 None => continue,
             }
         }
-    }
-}
-
-fn describe(e: &mcap::McapError) -> String {
-    match e {
-        mcap::McapError::BadChunkCrc { .. } => format!("its checksum fails ({e})"),
-        mcap::McapError::UnexpectedEoc => "it ends in the middle of a record".into(),
-        other => other.to_string(),
     }
 }

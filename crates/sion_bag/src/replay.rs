@@ -279,6 +279,7 @@ pub fn replay_from(
         Ok(reader) => reader,
         Err(e) => return Err(r.fail(e.into())),
     };
+    let mut undeclared: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
     while let Some(event) = reader.next() {
         r.report.bytes = reader.position();
         let message = match event {
@@ -294,6 +295,13 @@ pub fn replay_from(
             Err(e @ BagError::Damaged { .. }) if r.options.skip_bad => {
                 r.report.skipped_bad.push(format!("the rest of the bag: {e}"));
                 break;
+            }
+            // Its channel was declared in a damaged chunk (and the bag has no summary to say
+            // it again): counted per channel, and the replay goes on.
+            Err(BagError::UnknownChannel { channel, log_time }) if r.options.skip_bad => {
+                let seen = undeclared.entry(channel).or_insert((0, log_time));
+                seen.0 += 1;
+                continue;
             }
             Err(e) => return Err(r.fail(e.into())),
         };
@@ -322,6 +330,12 @@ pub fn replay_from(
         }
     }
     r.report.bytes = reader.position();
+    for (channel, (count, first)) in undeclared {
+        r.report.skipped_bad.push(format!(
+            "{count} message(s) on channel {channel}, which the bag never declared (first at log time {first}; \
+             its declaration may have been in a damaged chunk)"
+        ));
+    }
     // Frames still waiting for a transform will not get one.
     let flushed = r.ingest.flush();
     r.absorb(flushed);

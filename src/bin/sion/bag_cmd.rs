@@ -1,7 +1,7 @@
 //! `sion bag synth` and `sion replay`: ROS 2 bags in, without a ROS install.
 
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Seek as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -156,9 +156,14 @@ fn synth_cmd(a: &SynthArgs) -> Result<ExitCode> {
 
 pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
     // The bag is streamed, a record at a time: a bag larger than memory replays.
-    let file = File::open(&a.bag).with_context(|| format!("reading {}", a.bag.display()))?;
+    let mut file = File::open(&a.bag).with_context(|| format!("reading {}", a.bag.display()))?;
     let len = file.metadata().with_context(|| format!("reading {}", a.bag.display()))?.len();
-    let reader = BagReader::from_reader(std::io::BufReader::with_capacity(1 << 20, file), len);
+    // The summary's schemas and channels first: a message whose channel was declared inside a
+    // chunk that turns out damaged is still read.
+    let declared = sion_memory::bag::declarations(&mut file, len);
+    file.seek(std::io::SeekFrom::Start(0)).with_context(|| format!("reading {}", a.bag.display()))?;
+    let reader = BagReader::from_reader(std::io::BufReader::with_capacity(1 << 20, file), len)
+        .map(|r| r.with_declarations(declared));
     let mut memory = if a.data.join("memory.json").exists() {
         Memory::open(&a.data)
     } else {
