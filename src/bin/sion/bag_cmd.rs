@@ -101,7 +101,7 @@ pub fn export_cmd(a: &ExportArgs) -> Result<ExitCode> {
         .map_err(|e| e.into_error())
         .and_then(|f| f.sync_all())
         .with_context(|| format!("writing {}", a.out.display()))?;
-    println!(
+    outln!(
         "wrote {}: {} atoms on /sion/atoms, {} heads on /sion/heads, {} answers on /sion/answers (JSON messages with JSON Schemas, as Foxglove reads them)",
         a.out.display(),
         ui::count(summary.atoms),
@@ -140,7 +140,7 @@ fn synth_cmd(a: &SynthArgs) -> Result<ExitCode> {
         .and_then(|f| f.sync_all())
         .with_context(|| format!("writing {}", a.out.display()))?;
     let size = std::fs::metadata(&a.out).map(|m| m.len()).unwrap_or(0);
-    println!(
+    outln!(
         "wrote {}: {:.0} s of a warehouse robot, {} messages ({} camera frames {w}x{h}, {} maps, {} pallet moves), {:.1} MB",
         a.out.display(),
         a.seconds,
@@ -150,7 +150,7 @@ fn synth_cmd(a: &SynthArgs) -> Result<ExitCode> {
         summary.moves,
         size as f64 / 1e6
     );
-    println!("log times [{}, {}] ns", summary.first_ns, summary.last_ns);
+    outln!("log times [{}, {}] ns", summary.first_ns, summary.last_ns);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -191,7 +191,7 @@ pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
         Ok(report) => (report, None),
         Err(failed) => (*failed.report, Some(failed.error)),
     };
-    print_report(&a.bag, &report, elapsed);
+    print_report(&a.bag, &report, elapsed)?;
     if let Some(error) = failure {
         let kept =
             format!("the {} atoms before it are durable in {}", ui::count(report.atoms), a.data.display());
@@ -200,7 +200,7 @@ pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
     }
     if !a.no_commit && memory.log().size() > memory.committed().head.size {
         let committed = memory.commit(false).context("committing the head")?;
-        println!(
+        outln!(
             "committed: {} atoms at Pulse {}, root {}",
             ui::count(committed.head.size),
             committed.pulse.header.number,
@@ -210,14 +210,14 @@ pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_report(bag: &std::path::Path, r: &ReplayReport, elapsed: f64) {
+fn print_report(bag: &std::path::Path, r: &ReplayReport, elapsed: f64) -> Result<()> {
     let span_s = r.log_times.map_or(0.0, |(a, b)| (b - a) as f64 / 1e9);
     let speed = if elapsed > 0.0 && span_s > 0.0 {
         format!(", {:.0}× real time", span_s / elapsed)
     } else {
         String::new()
     };
-    println!(
+    outln!(
         "replayed {}: {} messages ({:.1} s of log time) in {elapsed:.2} s ({:.0} MB/s{speed}); {} atoms durable, the log holds {}",
         bag.display(),
         ui::count(r.messages),
@@ -228,13 +228,13 @@ fn print_report(bag: &std::path::Path, r: &ReplayReport, elapsed: f64) {
     );
     let width = r.topics.iter().map(|t| t.topic.len()).max().unwrap_or(5).max(5);
     let type_width = r.topics.iter().map(|t| t.message_type.len()).max().unwrap_or(4).max(4);
-    println!("  {:<width$}  {:<type_width$}  {:>9}  taken in as", "topic", "type", "messages");
+    outln!("  {:<width$}  {:<type_width$}  {:>9}  taken in as", "topic", "type", "messages");
     for t in &r.topics {
         let taken = match &t.taken_as {
             Ok(stream) => stream.name().to_owned(),
             Err(why) => format!("skipped: {why}"),
         };
-        println!(
+        outln!(
             "  {:<width$}  {:<type_width$}  {:>9}  {taken}",
             t.topic,
             t.message_type,
@@ -243,9 +243,10 @@ fn print_report(bag: &std::path::Path, r: &ReplayReport, elapsed: f64) {
     }
     if !r.rejected.is_empty() {
         let reasons: Vec<String> = r.rejected.iter().map(|(k, n)| format!("{} {k}", ui::count(*n))).collect();
-        println!("  refused: {}", reasons.join(", "));
+        outln!("  refused: {}", reasons.join(", "));
     }
     for bad in &r.skipped_bad {
-        println!("  skipped as bad: {bad}");
+        outln!("  skipped as bad: {bad}");
     }
+    Ok(())
 }

@@ -142,7 +142,7 @@ async fn run_async(a: BrainArgs) -> Result<ExitCode> {
         s.commits,
         s.last_commit.map(|(p, n)| format!(", the last at Pulse {p} ({n} atoms)")).unwrap_or_default()
     );
-    println!("index root {} at size {size}", hex::encode(root));
+    outln!("index root {} at size {size}", hex::encode(root));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -166,9 +166,9 @@ fn take_in(path: &PathBuf, sensors: &Sensors, echo: bool, tx: &mpsc::UnboundedSe
         if echo {
             let mut out = stdout.lock();
             for (atom, a) in atoms.iter().zip(&got) {
-                writeln!(out, "{}", atom.to_json_line(Some(a.position)))?;
+                writeln!(out, "{}", atom.to_json_line(Some(a.position))).map_err(crate::stdout_failed)?;
             }
-            out.flush()?;
+            out.flush().map_err(crate::stdout_failed)?;
         }
         let _ = tx.send(got.len() as u64);
         Ok(())

@@ -27,10 +27,10 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
         }
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
     }
-    println!("sion demo: a warehouse robot remembers what it sees, and proves it\n");
+    outln!("sion demo: a warehouse robot remembers what it sees, and proves it\n");
     let mut memory = Memory::create(dir, Some("warehouse/robot-1"), None)
         .with_context(|| format!("creating a memory at {}", dir.display()))?;
-    println!(
+    outln!(
         "memory   {} (log {} of agent warehouse/robot-1, embedded ledger key {})",
         dir.display(),
         memory.log_id(),
@@ -63,7 +63,7 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     let count = |k: Kind| ui::count(kinds[usize::from(k.code())]);
-    println!(
+    outln!(
         "recorded {} atoms in {secs:.2} s ({} atoms/s, durable before each commit): {} poses, {} observations, {} map tiles",
         ui::count(done as u64),
         ui::count((done as f64 / secs) as u64),
@@ -73,7 +73,7 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
     );
     let (first_pulse, first_size) = pulses[0];
     let (last_pulse, _) = pulses[pulses.len() - 1];
-    println!(
+    outln!(
         "ledger   {} heads committed, Pulses {first_pulse}..={last_pulse}, each checked by an RFC 9162 consistency proof from the one before",
         pulses.len()
     );
@@ -102,7 +102,7 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
     let range = memory.prove_range(&query, None)?;
     report_proof("range", &range, &proofs.join("recall.sionproof"))?;
     if let Claim::Range { atoms, .. } = range.verify(None)?.claim {
-        println!(
+        outln!(
             "         {} atoms within 5 m of atom {position} and a minute of it, and provably no others",
             atoms.len()
         );
@@ -118,7 +118,7 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
 
     let time = memory.prove_time(position)?;
     let at = time.verify(&memory.ledger().public_key()).context("transaction-time proof")?;
-    println!(
+    outln!(
         "time     atom {position} was recorded at Pulse {} ({}): before it the log had {} atoms, at it {} (two state proofs against signed headers)",
         at.number,
         rfc3339(at.time_ns),
@@ -140,7 +140,7 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
         Tx::CommitMemory { log: current.id, version: current.commits, head: forged_head, proof, seal: false },
     );
     match memory.ledger_mut().submit(forked) {
-        Err(e) => println!("refused  a forked head: {e}"),
+        Err(e) => outln!("refused  a forked head: {e}"),
         Ok(_) => bail!("the ledger accepted a forked head"),
     }
     let stale = SignedTx::sign(
@@ -155,7 +155,7 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
         },
     );
     match memory.ledger_mut().submit(stale) {
-        Err(e) => println!("refused  a stale commit: {e}"),
+        Err(e) => outln!("refused  a stale commit: {e}"),
         Ok(_) => bail!("the ledger accepted a stale commit"),
     }
 
@@ -167,17 +167,17 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
     if audit.root_at_mark != Some(committed.head.root) {
         bail!("audit: the committed head does not match the log");
     }
-    println!(
+    outln!(
         "audit    re-read {} atoms in {:.2} s: every record, offset and tree hash checks out; the root matches the ledger's head",
         ui::count(audit.size),
         started.elapsed().as_secs_f64()
     );
     let sion = std::env::args().next().unwrap_or_else(|| "sion".into());
-    println!("\nlook further:");
-    println!("  {sion} memory show --data {}", dir.display());
-    println!("  {sion} memory verify {}", proofs.join(format!("inclusion-{position}.sionproof")).display());
-    println!("  {sion} memory audit --data {}", dir.display());
-    println!(
+    outln!("\nlook further:");
+    outln!("  {sion} memory show --data {}", dir.display());
+    outln!("  {sion} memory verify {}", proofs.join(format!("inclusion-{position}.sionproof")).display());
+    outln!("  {sion} memory audit --data {}", dir.display());
+    outln!(
         "  {sion} memory recall --data {} --frame {} --box {},{},{},{},{},{} --from {} --to {}",
         dir.display(),
         query.frame,
@@ -201,7 +201,7 @@ fn report_proof(what: &str, file: &ProofFile, path: &Path) -> Result<()> {
     let verified = decoded.verify(None).with_context(|| format!("verifying the {what} proof"))?;
     let micros = started.elapsed().as_secs_f64() * 1e6;
     let (pulse, _, _) = verified.pulse.unwrap_or_default();
-    println!(
+    outln!(
         "proof    {what}: {} bytes, verified in {micros:.0} µs against the head of Pulse {pulse} → {}",
         bytes.len(),
         path.display()

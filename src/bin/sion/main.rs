@@ -3,6 +3,21 @@
 // One unsafe call, for SIGPIPE's disposition below; nothing else.
 #![deny(unsafe_code)]
 
+/// `println!` that fails with the reason instead of panicking when standard output cannot be
+/// written (a full disk, a device that fails). A closed pipe ends the process quietly instead
+/// (SIGPIPE, see `main`).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err(crate::stdout_failed)?
+    }};
+}
+
+/// What a command says when its output cannot be written.
+pub fn stdout_failed(e: std::io::Error) -> anyhow::Error {
+    anyhow::anyhow!("writing to standard output: {e}")
+}
+
 mod bag_cmd;
 mod brain_cmd;
 mod demo;
@@ -83,11 +98,9 @@ fn sim(a: &SimArgs) -> anyhow::Result<ExitCode> {
     let config = sion_memory::sim::WarehouseConfig { seed: a.seed, ..Default::default() };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for atom in sion_memory::sim::Warehouse::new(config).take(a.atoms) {
-        if writeln!(out, "{}", atom.to_json_line(None)).is_err() {
-            break; // a closed pipe ends the run
-        }
+        writeln!(out, "{}", atom.to_json_line(None)).map_err(stdout_failed)?;
     }
-    let _ = out.flush();
+    out.flush().map_err(stdout_failed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -117,7 +130,9 @@ fn main() -> ExitCode {
         Command::Export(args) => bag_cmd::export_cmd(&args),
         Command::Viz(args) => viz_cmd::run(&args),
     };
-    match result {
+    // What is still buffered must reach its file too, or the command failed.
+    let flushed = std::io::Write::flush(&mut std::io::stdout()).map_err(stdout_failed);
+    match result.and_then(|code| flushed.map(|()| code)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -330,10 +330,10 @@ fn answer(file: ProofFile, a: &AnswerArgs, started: Instant) -> Result<ExitCode>
             "claim": verified.claim.to_json(),
             "proof_bytes": bytes.len(),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print_verified(&verified);
-        println!(
+        print_verified(&verified)?;
+        outln!(
             "  proof   {} bytes, built in {:.1} ms{}",
             bytes.len(),
             secs * 1e3,
@@ -356,17 +356,17 @@ fn open(a: OpenArgs) -> Result<ExitCode> {
     let memory = Memory::create(&a.data.data, a.agent.as_deref(), a.ledger.as_deref())
         .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
     let log = memory.committed();
-    println!("opened memory log {} at {}", log.id, a.data.data.display());
-    println!("  writer  {}", log.writer);
+    outln!("opened memory log {} at {}", log.id, a.data.data.display());
+    outln!("  writer  {}", log.writer);
     if let Some(agent) = &log.agent {
-        println!("  agent   {agent}");
+        outln!("  agent   {agent}");
     }
-    println!(
+    outln!(
         "  ledger  {} (key {})",
         memory.ledger().dir().display(),
         hex::encode(memory.ledger().public_key().to_bytes())
     );
-    println!("  opened at Pulse {}", log.committed_at);
+    outln!("  opened at Pulse {}", log.committed_at);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -406,10 +406,11 @@ fn remember(a: RememberArgs) -> Result<ExitCode> {
                 for (i, ap) in got.iter().enumerate() {
                     stats.note(ap.position, ap.new);
                     if let Some(atom) = echoed.get(i) {
-                        writeln!(out, "{}", atom.to_json_line(Some(ap.position)))?;
+                        writeln!(out, "{}", atom.to_json_line(Some(ap.position)))
+                            .map_err(crate::stdout_failed)?;
                     }
                 }
-                out.flush()?;
+                out.flush().map_err(crate::stdout_failed)?;
                 bar_ref.set_message(format!("{} atoms durable", ui::count(stats.total)));
             }
             Ok(stats)
@@ -520,7 +521,7 @@ fn commit(a: CommitArgs) -> Result<ExitCode> {
     let mut memory = open_memory(&a.data.data)?;
     let committed = memory.committed().head;
     if committed.size == memory.log().size() && !a.seal {
-        println!(
+        outln!(
             "nothing to commit: the head at Pulse {} already covers all {} atoms",
             memory.committed().committed_at,
             ui::count(committed.size)
@@ -529,7 +530,7 @@ fn commit(a: CommitArgs) -> Result<ExitCode> {
     }
     let c = memory.commit(a.seal).context("committing the head to the ledger")?;
     let h = &c.pulse.header;
-    println!(
+    outln!(
         "committed {} atoms (+{}) at Pulse {} ({}){}",
         ui::count(c.head.size),
         ui::count(c.head.size - c.previous.size),
@@ -537,9 +538,9 @@ fn commit(a: CommitArgs) -> Result<ExitCode> {
         rfc3339(h.time_ns),
         if a.seal { ", sealed" } else { "" }
     );
-    println!("  root        {}", hex::encode(c.head.root));
-    println!("  state root  {}", hex::encode(h.state_root));
-    println!("  signed by   {}", hex::encode(memory.ledger().public_key().to_bytes()));
+    outln!("  root        {}", hex::encode(c.head.root));
+    outln!("  state root  {}", hex::encode(h.state_root));
+    outln!("  signed by   {}", hex::encode(memory.ledger().public_key().to_bytes()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -549,11 +550,9 @@ fn dump(a: &DumpArgs) -> Result<ExitCode> {
     let mut out = BufWriter::new(io::stdout().lock());
     for entry in memory.log().scan(a.from).take(a.limit.map_or(usize::MAX, |n| n as usize)) {
         let (position, atom) = entry.context("reading the log")?;
-        if writeln!(out, "{}", atom.to_json_line(Some(position))).is_err() {
-            break; // a closed pipe ends the listing
-        }
+        writeln!(out, "{}", atom.to_json_line(Some(position))).map_err(crate::stdout_failed)?;
     }
-    let _ = out.flush();
+    out.flush().map_err(crate::stdout_failed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -587,16 +586,16 @@ fn show(a: ShowArgs) -> Result<ExitCode> {
                 "pulse": latest.number,
             },
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("memory {} (log {} on its ledger)", a.data.data.display(), log.id);
-    println!("  writer     {}", log.writer);
+    outln!("memory {} (log {} on its ledger)", a.data.data.display(), log.id);
+    outln!("  writer     {}", log.writer);
     if let Some(agent) = &log.agent {
-        println!("  agent      {agent}");
+        outln!("  agent      {agent}");
     }
-    println!("  log        {} atoms, root {}", ui::count(tree.size), hex::encode(tree.root));
-    println!(
+    outln!("  log        {} atoms, root {}", ui::count(tree.size), hex::encode(tree.root));
+    outln!(
         "  committed  {} atoms at Pulse {}{} (commit {}), root {}{}",
         ui::count(log.head.size),
         log.committed_at,
@@ -606,9 +605,9 @@ fn show(a: ShowArgs) -> Result<ExitCode> {
         if log.sealed { ", sealed" } else { "" }
     );
     if tree.size > log.head.size {
-        println!("             {} atoms not committed yet", ui::count(tree.size - log.head.size));
+        outln!("             {} atoms not committed yet", ui::count(tree.size - log.head.size));
     }
-    println!(
+    outln!(
         "  ledger     {}, key {}, latest Pulse {} ({})",
         memory.ledger().dir().display(),
         hex::encode(memory.ledger().public_key().to_bytes()),
@@ -622,8 +621,8 @@ fn write_proof(file: &ProofFile, out: &Path) -> Result<()> {
     let bytes = file.encode();
     std::fs::write(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
     let verified = file.verify(None).context("the proof just built does not verify (a bug)")?;
-    println!("wrote {} ({} bytes)", out.display(), bytes.len());
-    print_verified(&verified);
+    outln!("wrote {} ({} bytes)", out.display(), bytes.len());
+    print_verified(&verified)?;
     Ok(())
 }
 
@@ -657,28 +656,29 @@ fn prove(cmd: ProveCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_verified(v: &Verified) {
-    println!("proves: {}", v.statement());
+fn print_verified(v: &Verified) -> Result<()> {
+    outln!("proves: {}", v.statement());
     if let Claim::Range { atoms, .. } | Claim::List { atoms, .. } = &v.claim {
-        print_atoms(atoms);
+        print_atoms(atoms)?;
     }
-    println!("  head    {} atoms, root {}", ui::count(v.head.size), hex::encode(v.head.root));
+    outln!("  head    {} atoms, root {}", ui::count(v.head.size), hex::encode(v.head.root));
     match v.pulse {
         Some((number, time_ns, key)) => {
-            println!(
+            outln!(
                 "  ledger  committed at Pulse {number} ({}), signed by {}",
                 rfc3339(time_ns),
                 hex::encode(key)
             )
         }
-        None => println!("  ledger  not attested: the head is taken on the writer's word"),
+        None => outln!("  ledger  not attested: the head is taken on the writer's word"),
     }
+    Ok(())
 }
 
-fn print_atoms(atoms: &[(u64, Atom)]) {
+fn print_atoms(atoms: &[(u64, Atom)]) -> Result<()> {
     for (position, atom) in atoms.iter().take(20) {
         let p = atom.parts();
-        println!(
+        outln!(
             "  {position:>10}  {:<12} {:<16} {:?}..={:?} mm  [{}, {}) ns",
             p.kind.as_str(),
             p.subject,
@@ -689,8 +689,9 @@ fn print_atoms(atoms: &[(u64, Atom)]) {
         );
     }
     if atoms.len() > 20 {
-        println!("  … and {} more (--json lists them all)", atoms.len() - 20);
+        outln!("  … and {} more (--json lists them all)", atoms.len() - 20);
     }
+    Ok(())
 }
 
 fn verify(a: VerifyArgs) -> Result<ExitCode> {
@@ -720,18 +721,18 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
                     "pulse": v.pulse.map(|(n, t, k)| serde_json::json!({"number": n, "time": rfc3339(t), "ledger_key": hex::encode(k)})),
                     "claim": claim,
                 });
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                outln!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                println!("VALID {}", a.file.display());
-                print_verified(&v);
+                outln!("VALID {}", a.file.display());
+                print_verified(&v)?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
             if a.json {
-                println!("{}", serde_json::json!({ "valid": false, "error": e.to_string() }));
+                outln!("{}", serde_json::json!({ "valid": false, "error": e.to_string() }));
             } else {
-                println!("INVALID {}: {e}", a.file.display());
+                outln!("INVALID {}: {e}", a.file.display());
             }
             Ok(ExitCode::FAILURE)
         }
@@ -747,17 +748,17 @@ fn audit(dir: &Path) -> Result<ExitCode> {
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     if let Some((position, reason)) = &audit.first_bad {
-        println!("BAD at position {position}: {reason}");
+        outln!("BAD at position {position}: {reason}");
         return Ok(ExitCode::FAILURE);
     }
-    println!(
+    outln!(
         "audited {} atoms in {secs:.2} s: every record, offset and tree hash checks out; root {}",
         ui::count(audit.size),
         audit.root.map(hex::encode).unwrap_or_default()
     );
     match audit.root_at_mark {
         Some(root) if root == committed.head.root => {
-            println!(
+            outln!(
                 "the committed head ({} atoms, Pulse {}) matches the recomputed root",
                 ui::count(committed.head.size),
                 committed.committed_at
@@ -765,7 +766,7 @@ fn audit(dir: &Path) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         _ => {
-            println!(
+            outln!(
                 "BAD: the committed head ({} atoms, root {}) does not match the log",
                 ui::count(committed.head.size),
                 hex::encode(committed.head.root)

@@ -79,7 +79,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
         viz::draw_memory(&rec, memory.log(), memory.blobs(), &a.frame, a.max_atoms, |p| bar.set_position(p))
             .context("drawing the memory")?;
     bar.finish_and_clear();
-    println!(
+    outln!(
         "drew {} atoms in frame {:?} ({} map tiles, {} camera frames); {} atoms in other frames{}",
         ui::count(drawn.atoms),
         a.frame,
@@ -93,7 +93,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
         },
     );
     if drawn.blobs_not_drawn > 0 {
-        println!("{} blobs missing, not decodable or in an encoding not drawn", drawn.blobs_not_drawn);
+        outln!("{} blobs missing, not decodable or in an encoding not drawn", drawn.blobs_not_drawn);
     }
 
     let file = match (&a.query_box, &a.proof) {
@@ -116,12 +116,16 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     if let Some(file) = file {
         let drawn = viz::draw_answer(&rec, &file).context("drawing the answer")?;
         match &drawn.rejected {
-            None => println!(
+            None => outln!(
                 "answer: {} atoms; proof {} bytes verified; drew {} tree nodes opened, {} passed over, {} leaf entries not answering",
-                drawn.answer, drawn.bytes, drawn.expanded, drawn.pruned, drawn.passed
+                drawn.answer,
+                drawn.bytes,
+                drawn.expanded,
+                drawn.pruned,
+                drawn.passed
             ),
             Some(why) => {
-                println!("the proof does NOT verify: {why}");
+                outln!("the proof does NOT verify: {why}");
                 code = ExitCode::FAILURE;
             }
         }
@@ -130,7 +134,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     match (&a.out, &a.connect) {
         (Some(path), _) => {
             let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            println!(
+            outln!(
                 "wrote {} ({:.1} MB). Open it with the Rerun viewer: `rerun {}` \
                  (pip install rerun-sdk==0.36.3 provides `rerun`)",
                 path.display(),
@@ -138,7 +142,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
                 path.display()
             );
         }
-        (None, Some(url)) => println!("streamed to the viewer at {url}"),
+        (None, Some(url)) => outln!("streamed to the viewer at {url}"),
         (None, None) => {}
     }
     Ok(code)
