@@ -107,7 +107,7 @@ def show_answer(answer, proof_path, ledger_key, question):
     if proof_path:
         with open(proof_path, 'wb') as f:
             f.write(bytes(answer.proof))
-        print(f'proof written to {proof_path} (check it offline: sion memory verify {proof_path})')
+        print(f'proof written to {proof_path} (check it offline: sion memory verify --ledger-key {ledger_key} {proof_path})')
     return 0
 
 

@@ -106,9 +106,21 @@ fn a_session_at_the_command_line() {
         None,
     );
     assert!(o.status.success(), "{}", text(&o));
+    // Without a key of the reader's own, a valid proof is anchored by nothing outside it: it
+    // says so, and exits 3, not 0.
     let o = sion(&["memory", "verify", "--json", cons.to_str().expect("utf8")], None);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["valid"], true);
+    assert_eq!(v["anchored"], false);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let o = sion(&["memory", "verify", cons.to_str().expect("utf8")], None);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).starts_with("UNANCHORED"), "{}", text(&o));
+    assert!(text(&o).contains("--ledger-key"), "{}", text(&o));
+    let o = sion(&["memory", "verify", "--json", "--data", d, cons.to_str().expect("utf8")], None);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!((v["valid"].clone(), v["anchored"].clone()), (true.into(), true.into()));
+    assert!(o.status.success(), "{}", text(&o));
 
     // What was seen in this box: the observation touches the query box at x = 1200.
     let rp = tmp.path().join("r.sionproof");
@@ -177,8 +189,9 @@ fn a_session_at_the_command_line() {
     assert!(o.status.success(), "{}", text(&o));
     let o = sion(&["memory", "commit", "--data", d, "--seal"], None);
     assert!(o.status.success(), "{}", text(&o));
-    sion(&["memory", "remember", "--data", d], Some(&format!("{}\n", B.replace("1001", "1002"))));
-    let o = sion(&["memory", "commit", "--data", d], None);
+    let o = sion(&["memory", "remember", "--data", d], Some(&format!("{}\n", B.replace("1001", "1002"))));
+    assert!(!o.status.success() && text(&o).contains("sealed"), "{}", text(&o));
+    let o = sion(&["memory", "commit", "--data", d, "--seal"], None);
     assert!(!o.status.success() && text(&o).contains("sealed"), "{}", text(&o));
 
     let o = sion(&["memory", "show", "--data", tmp.path().join("nowhere").to_str().expect("utf8")], None);
@@ -245,4 +258,55 @@ fn verify_checks_the_question_asked() {
     let o = sion(&["memory", "verify", "--expect-frame", "map", &file], None);
     assert!(!o.status.success());
     assert!(text(&o).contains("--expect-box"), "{}", text(&o));
+}
+
+fn sion_bytes(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(SION)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(stdin).expect("write");
+    drop(input);
+    child.wait_with_output().expect("wait")
+}
+
+#[test]
+fn a_bad_byte_is_a_bad_line_and_a_sealed_log_takes_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("mem");
+    let d = data.to_str().expect("utf8");
+    assert!(sion(&["memory", "open", "--data", d], None).status.success());
+
+    // A line that is not UTF-8 stops the run at that line; the lines before it are durable.
+    let mut input = format!("{A}\n{B}\n").into_bytes();
+    input.extend_from_slice(b"{\"kind\":\"note\xff\xfe\"}\n");
+    input.extend_from_slice(format!("{C}\n").as_bytes());
+    let o = sion_bytes(&["memory", "remember", "--data", d, "--echo"], &input);
+    assert!(!o.status.success());
+    let out = text(&o);
+    assert!(out.contains("line 3: not UTF-8 at byte"), "{out}");
+    assert!(out.contains("durable at positions 0..=1"), "{out}");
+    assert_eq!(std::str::from_utf8(&o.stdout).expect("utf8").lines().count(), 2, "{out}");
+
+    // --skip-bad skips it and takes the rest.
+    let o = sion_bytes(&["memory", "remember", "--data", d, "--skip-bad"], &input);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("(1 new, 2 already held)"), "{}", text(&o));
+    assert!(text(&o).contains("skipping line 3: not UTF-8"), "{}", text(&o));
+
+    // A sealed log refuses atoms it could never commit, and says so.
+    let o = sion(&["memory", "commit", "--data", d, "--seal"], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "remember", "--data", d], Some(&format!("{}\n", A.replace("1000,", "1001,"))));
+    assert!(!o.status.success());
+    assert!(text(&o).contains("sealed"), "{}", text(&o));
+    assert!(!text(&o).contains("durable at"), "{}", text(&o));
+    let o = sion(&["memory", "show", "--data", d, "--json"], None);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!((v["size"].clone(), v["committed"]["sealed"].clone()), (3.into(), true.into()), "{v}");
 }

@@ -175,7 +175,11 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
     let sion = std::env::args().next().unwrap_or_else(|| "sion".into());
     outln!("\nlook further:");
     outln!("  {sion} memory show --data {}", dir.display());
-    outln!("  {sion} memory verify {}", proofs.join(format!("inclusion-{position}.sionproof")).display());
+    outln!(
+        "  {sion} memory verify --data {} {}",
+        dir.display(),
+        proofs.join(format!("inclusion-{position}.sionproof")).display()
+    );
     outln!("  {sion} memory audit --data {}", dir.display());
     outln!(
         "  {sion} memory recall --data {} --frame {} --box {},{},{},{},{},{} --from {} --to {}",

@@ -36,7 +36,12 @@ pub enum MemoryCommand {
     /// Write a proof file for the committed head.
     #[command(subcommand)]
     Prove(ProveCommand),
-    /// Check a proof file against the head it names; exits 0 only if it is valid.
+    /// Check a proof file against the head it names, and that head against a ledger key you
+    /// chose (--ledger-key or --data).
+    ///
+    /// Exit status: 0 when the proof is valid and its head is signed by your key; 1 when it is
+    /// invalid; 3 when it is valid but anchored by nothing outside it (no key given: the proof
+    /// checks out against the key it carries itself, which anyone who forged it could have made).
     Verify(VerifyArgs),
     /// Re-read every record, recompute every tree hash and check the root against the
     /// ledger's head; names the first bad position, if any.
@@ -469,8 +474,45 @@ impl Stats {
 }
 
 /// Read JSON lines into batches; returns how many bad lines were skipped.
+/// The longest input line taken as an atom. An atom's JSON is far smaller (docs/ATOM.md bounds
+/// its parts); a longer line is refused without being held in memory whole.
+const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// Reads one line (without its newline) into `buf`, holding at most `MAX_LINE_BYTES` of it.
+/// Returns the bytes the line took in the input (0 at the end) and whether it was longer.
+fn read_line_bounded(reader: &mut dyn BufRead, buf: &mut Vec<u8>) -> io::Result<(usize, bool)> {
+    buf.clear();
+    let mut taken = io::Read::take(&mut *reader, MAX_LINE_BYTES as u64 + 1).read_until(b'\n', buf)?;
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        return Ok((taken, false));
+    }
+    if buf.len() <= MAX_LINE_BYTES {
+        return Ok((taken, false)); // the last line, without a newline
+    }
+    // Too long: pass over the rest of the line without keeping it.
+    buf.clear();
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok((taken, true));
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok((taken + i + 1, true));
+            }
+            None => {
+                let n = chunk.len();
+                reader.consume(n);
+                taken += n;
+            }
+        }
+    }
+}
+
 fn parse_lines(
-    reader: Box<dyn BufRead + Send>,
+    mut reader: Box<dyn BufRead + Send>,
     batch_size: usize,
     skip_bad: bool,
     tx: &mpsc::SyncSender<Input>,
@@ -479,18 +521,46 @@ fn parse_lines(
     let mut batch = Vec::with_capacity(batch_size);
     let mut skipped = 0u64;
     let mut first_skip_reported = false;
-    for (index, line) in reader.lines().enumerate() {
-        let line = line.with_context(|| format!("reading line {}", index + 1))?;
-        bar.inc(line.len() as u64 + 1);
-        if line.trim().is_empty() {
-            continue;
+    let mut buf = Vec::new();
+    let mut offset = 0u64; // of the line's first byte in the input
+    for number in 1u64.. {
+        let read = read_line_bounded(&mut *reader, &mut buf);
+        let (taken, too_long) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                // What came before is made durable before the run stops.
+                if !batch.is_empty() {
+                    let _ = tx.send(Input::Batch(std::mem::take(&mut batch)));
+                }
+                return Err(anyhow::Error::new(e)
+                    .context(format!("reading line {number} (the atoms before it are durable)")));
+            }
+        };
+        if taken == 0 {
+            break;
         }
-        match Atom::from_json(&line) {
+        bar.inc(taken as u64);
+        let line_offset = offset;
+        offset += taken as u64;
+        let parsed: std::result::Result<Atom, String> = if too_long {
+            Err(format!("the line is longer than {} MiB", MAX_LINE_BYTES >> 20))
+        } else {
+            match std::str::from_utf8(&buf) {
+                Err(e) => Err(format!(
+                    "not UTF-8 at byte {} of the input (byte {} of the line)",
+                    line_offset + e.valid_up_to() as u64,
+                    e.valid_up_to() + 1
+                )),
+                Ok(line) if line.trim().is_empty() => continue,
+                Ok(line) => Atom::from_json(line).map_err(|e| e.to_string()),
+            }
+        };
+        match parsed {
             Ok(atom) => batch.push(atom),
             Err(e) if skip_bad => {
                 skipped += 1;
                 if !first_skip_reported {
-                    bar.suspend(|| eprintln!("skipping line {}: {e}", index + 1));
+                    bar.suspend(|| eprintln!("skipping line {number}: {e}"));
                     first_skip_reported = true;
                 }
             }
@@ -498,10 +568,7 @@ fn parse_lines(
                 if !batch.is_empty() {
                     let _ = tx.send(Input::Batch(std::mem::take(&mut batch)));
                 }
-                bail!(
-                    "line {}: {e} (the atoms before it are durable; --skip-bad skips such lines)",
-                    index + 1
-                );
+                bail!("line {number}: {e} (the atoms before it are durable; --skip-bad skips such lines)");
             }
         }
         if batch.len() >= batch_size
@@ -712,21 +779,31 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
         .and_then(|v| expect.check(&v).map(|()| v));
     match result {
         Ok(v) => {
+            // Anchored only by a key the reader brought; the proof's own key anchors nothing.
+            let anchored = expected.is_some();
             if a.json {
                 let claim = v.claim.to_json();
                 let v = serde_json::json!({
                     "valid": true,
+                    "anchored": anchored,
                     "log": v.log.0,
                     "head": { "size": v.head.size, "root": hex::encode(v.head.root) },
                     "pulse": v.pulse.map(|(n, t, k)| serde_json::json!({"number": n, "time": rfc3339(t), "ledger_key": hex::encode(k)})),
                     "claim": claim,
                 });
                 outln!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
+            } else if anchored {
                 outln!("VALID {}", a.file.display());
                 print_verified(&v)?;
+            } else {
+                outln!(
+                    "UNANCHORED {}: valid, but only against the ledger key the proof carries itself, \
+                     which whoever made the file chose; give --ledger-key or --data to anchor it",
+                    a.file.display()
+                );
+                print_verified(&v)?;
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(if anchored { ExitCode::SUCCESS } else { ExitCode::from(3) })
         }
         Err(e) => {
             if a.json {

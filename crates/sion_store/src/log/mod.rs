@@ -51,6 +51,8 @@ pub enum LogError {
     NoSuchSize { size: u64, current: u64 },
     #[error("the log stopped accepting appends after an I/O failure ({0}); reopen it to recover")]
     Halted(String),
+    #[error("the log at {0} is sealed on its ledger: it takes no more atoms (open a new memory)")]
+    Sealed(PathBuf),
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> LogError {
@@ -123,6 +125,9 @@ struct Inner {
     queue: Mutex<Queue>,
     queue_changed: Condvar,
     groups_committed: AtomicU64,
+    /// Set once the ledger seals the log: appends are refused, since they could never be
+    /// committed.
+    sealed: std::sync::atomic::AtomicBool,
     /// Held for the life of the handle: one process writes a log.
     _lock: File,
 }
@@ -354,9 +359,16 @@ impl Log {
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             groups_committed: AtomicU64::new(0),
+            sealed: std::sync::atomic::AtomicBool::new(false),
             _lock: lock,
         };
         Ok((Self { inner: Arc::new(inner) }, recovery))
+    }
+
+    /// Refuse appends from now on: the ledger sealed this log (the memory says so at open and
+    /// when it seals).
+    pub fn seal(&self) {
+        self.inner.sealed.store(true, Ordering::Release);
     }
 
     pub fn dir(&self) -> &Path {
@@ -457,6 +469,9 @@ impl Log {
     /// not written again: its existing position comes back with `new: false`.
     pub fn append(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, LogError> {
         let inner = &*self.inner;
+        if inner.sealed.load(Ordering::Acquire) {
+            return Err(LogError::Sealed(inner.dir.clone()));
+        }
         let mut queue = lock(&inner.queue);
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;

@@ -213,7 +213,11 @@ impl Memory {
         let ledger = Ledger::open(&dir.join(&config.ledger))?;
         let (log, recovery) = Log::open(&dir.join("log"), LogOptions::default())?;
         let log_id = LogId(config.log);
-        let committed = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?.head;
+        let on_ledger = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?;
+        if on_ledger.sealed {
+            log.seal();
+        }
+        let committed = on_ledger.head;
         let extends = committed.size <= log.size()
             && (committed.size == 0 || log.root_at(committed.size)? == committed.root);
         if !extends {
@@ -381,6 +385,9 @@ impl Memory {
             Tx::CommitMemory { log: self.log_id, version: current.commits, head, proof, seal },
         );
         let pulse = self.ledger.submit(tx)?;
+        if seal {
+            self.log.seal();
+        }
         Ok(Committed { pulse, head, previous: current.head })
     }
 
