@@ -79,7 +79,11 @@ pub async fn run() -> Result<()> {
         memory.log().size(),
         memory.committed().head.size,
         if recovered.torn_bytes > 0 {
-            format!(" (a torn tail of {} bytes was cut on recovery)", recovered.torn_bytes)
+            format!(
+                " (a torn tail of {} bytes was cut on recovery and kept in {})",
+                recovered.torn_bytes,
+                recovered.set_aside.as_ref().map_or_else(|| "log/torn".into(), |p| p.display().to_string())
+            )
         } else {
             String::new()
         }

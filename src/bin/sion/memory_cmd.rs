@@ -352,7 +352,8 @@ pub(crate) fn open_memory(dir: &Path) -> Result<Memory> {
     let memory = Memory::open(dir).with_context(|| format!("opening the memory at {}", dir.display()))?;
     let r = memory.recovery();
     if r.torn_bytes > 0 {
-        eprintln!("recovered: cut {} bytes of a record a crash left unfinished", r.torn_bytes);
+        let kept = r.set_aside.as_ref().map(|p| format!(" (kept in {})", p.display())).unwrap_or_default();
+        eprintln!("recovered: cut {} bytes of a record a crash left unfinished{kept}", r.torn_bytes);
     }
     Ok(memory)
 }

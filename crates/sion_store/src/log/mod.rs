@@ -45,6 +45,11 @@ pub enum LogError {
     Format { path: PathBuf },
     #[error("log is damaged at position {position}: {reason}")]
     Corrupt { position: u64, reason: String },
+    #[error(
+        "log is damaged at position {position} ({segment}, byte {offset}): {reason}; the log was \
+         left as it is: `sion memory repair` keeps the atoms before it and sets the rest aside"
+    )]
+    Damaged { position: u64, segment: PathBuf, offset: u64, reason: String },
     #[error("position {position} is not below the log size {size}")]
     NoSuchPosition { position: u64, size: u64 },
     #[error("size {size} is larger than the log ({current})")]
@@ -77,8 +82,11 @@ pub struct TreeHead {
 /// What opening a log had to repair.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovery {
-    /// Bytes of an unfinished record dropped from the end of the last segment.
+    /// Bytes of an unfinished record cut from the end of the last segment (a copy is kept in
+    /// `set_aside`).
     pub torn_bytes: u64,
+    /// Where the cut bytes were kept (`log/torn/`), if any were cut.
+    pub set_aside: Option<PathBuf>,
     /// Records past the last checkpoint whose offsets and tree hashes were derived again from
     /// the segments.
     pub rederived: u64,
@@ -94,11 +102,19 @@ pub struct LogOptions {
     /// have been appended since the last checkpoint. Reopening after a crash re-derives at
     /// most this much from the segments.
     pub checkpoint_bytes: u64,
+    /// Atoms the log must keep at open (the head a ledger committed): recovery never cuts
+    /// below it, it refuses instead.
+    pub keep_at_least: u64,
 }
 
 impl Default for LogOptions {
     fn default() -> Self {
-        Self { segment_bytes: 256 << 20, checkpoint_bytes: 32 << 20, dedup_cache_bytes: 16 << 20 }
+        Self {
+            segment_bytes: 256 << 20,
+            checkpoint_bytes: 32 << 20,
+            dedup_cache_bytes: 16 << 20,
+            keep_at_least: 0,
+        }
     }
 }
 
@@ -176,6 +192,46 @@ fn open_rw(path: &Path) -> Result<File, LogError> {
         .map_err(io_err(format!("opening {}", path.display())))
 }
 
+/// A derived file (offsets, nodes): a missing one is made empty, and opening derives it again
+/// from the segments, which are the truth.
+fn open_derived(path: &Path) -> Result<File, LogError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io_err(format!("opening {}", path.display())))
+}
+
+/// Whether a good record follows the unusable one at `at`, as its length says: then the
+/// record was damaged in place, not left unfinished by a crash, and what follows is real.
+fn good_follows(file: &File, at: u64, segment_len: u64) -> bool {
+    let mut head = [0u8; 4];
+    if file.read_exact_at(&mut head, at).is_err() {
+        return false;
+    }
+    let next = at + RECORD_HEADER_LEN + u64::from(u32::from_le_bytes(head));
+    next < segment_len
+        && matches!(segment::read_record_at(file, next, segment_len), Ok(Record::Good(b)) if Atom::decode(&b).is_ok())
+}
+
+/// Copy a segment's bytes from `at` to its end into `log/torn/` before they are cut, so that
+/// recovery never destroys what it cannot read.
+fn set_aside(dir: &Path, seg: &Segment, at: u64, segment_len: u64) -> Result<PathBuf, LogError> {
+    let torn = dir.join("torn");
+    fs::create_dir_all(&torn).map_err(io_err(format!("creating {}", torn.display())))?;
+    let path = torn.join(format!("{:020}.seg-at-{at}", seg.first));
+    let mut bytes = vec![0u8; (segment_len - at) as usize];
+    seg.file.read_exact_at(&mut bytes, at).map_err(io_err("reading a torn tail"))?;
+    let f = File::create(&path).map_err(io_err(format!("creating {}", path.display())))?;
+    f.write_all_at(&bytes, 0)
+        .and_then(|()| f.sync_all())
+        .map_err(io_err(format!("writing {}", path.display())))?;
+    sync_dir(&torn)?;
+    Ok(path)
+}
+
 fn sync_dir(path: &Path) -> Result<(), LogError> {
     File::open(path)
         .and_then(|d| d.sync_all())
@@ -226,8 +282,8 @@ impl Log {
             .open(dir.join("LOCK"))
             .map_err(io_err("opening the log's lock file"))?;
         lock.try_lock().map_err(|_| LogError::Locked(dir.to_owned()))?;
-        let offsets = open_rw(&dir.join("offsets"))?;
-        let nodes = open_rw(&dir.join("nodes"))?;
+        let offsets = open_derived(&dir.join("offsets"))?;
+        let nodes = open_derived(&dir.join("nodes"))?;
         let checkpoint = OpenOptions::new()
             .read(true)
             .write(true)
@@ -300,12 +356,25 @@ impl Log {
                             Record::End => "the end",
                         };
                         let is_last = seg_index + 1 == segments.len();
+                        let damaged = |reason: String| LogError::Damaged {
+                            position: size,
+                            segment: segment::segment_path(&dir.join("segments"), seg.first),
+                            offset: at,
+                            reason,
+                        };
                         if !is_last {
-                            return Err(LogError::Corrupt {
-                                position: size,
-                                reason: format!("{other} before later segments"),
-                            });
+                            return Err(damaged(format!("{other} before later segments")));
                         }
+                        if good_follows(&seg.file, at, seg_len) {
+                            return Err(damaged(format!("{other}, and whole records follow it")));
+                        }
+                        if size < options.keep_at_least {
+                            return Err(damaged(format!(
+                                "{other}, and the ledger committed {} atoms",
+                                options.keep_at_least
+                            )));
+                        }
+                        recovery.set_aside = Some(set_aside(dir, seg, at, seg_len)?);
                         recovery.torn_bytes = seg_len - at;
                         seg.file.set_len(at).map_err(io_err("truncating a torn segment"))?;
                         seg.file.sync_data().map_err(io_err("syncing a segment"))?;

@@ -211,9 +211,10 @@ impl Memory {
         let config: Config = serde_json::from_str(&text).map_err(|e| config_err(&config_path, e))?;
         let writer = read_key(&dir.join("writer.key"))?;
         let ledger = Ledger::open(&dir.join(&config.ledger))?;
-        let (log, recovery) = Log::open(&dir.join("log"), LogOptions::default())?;
         let log_id = LogId(config.log);
         let on_ledger = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?;
+        let options = LogOptions { keep_at_least: on_ledger.head.size, ..LogOptions::default() };
+        let (log, recovery) = Log::open(&dir.join("log"), options)?;
         if on_ledger.sealed {
             log.seal();
         }
