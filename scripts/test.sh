@@ -6,7 +6,7 @@
 # on a real graph (rcl + Fast DDS, in a network namespace with loopback only), then the fuzz
 # targets for a bounded time.
 #
-#   bash scripts/test.sh            (FUZZ_SECONDS=N to fuzz each target longer than 30 s)
+#   bash scripts/test.sh            (FUZZ_SECONDS=N to fuzz each target longer than 20 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each phase says when it starts, so a slow CI run shows where its time went.
@@ -74,10 +74,15 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked --version 0.13.2
 fi
 phase "fuzzing"
-for target in proof_file atom; do
+# Every input from outside: proof files, atoms (binary, JSON lines), bags and their chunks, ROS
+# messages through each conversion, and memory directories whose files were damaged.
+for target in proof_file atom atom_json bag chunk ingest store_open; do
     corpus=$(mktemp -d)
     cp fuzz/seeds/"$target"/* "$corpus"/
-    (cd fuzz && cargo fuzz run --sanitizer none -O "$target" "$corpus" -- -max_total_time="${FUZZ_SECONDS:-30}")
+    # Inputs that once crashed a target stay in its corpus (fuzz/regressions/TARGET).
+    if [ -d fuzz/regressions/"$target" ]; then cp fuzz/regressions/"$target"/* "$corpus"/; fi
+    (cd fuzz && cargo fuzz run --sanitizer none -O "$target" "$corpus" -- \
+        -max_total_time="${FUZZ_SECONDS:-20}" -rss_limit_mb=2048 -max_len=262144)
     rm -rf "$corpus"
 done
 phase "done"

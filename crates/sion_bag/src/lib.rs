@@ -326,7 +326,7 @@ impl<'a> Iterator for BagReader<'a> {
                 self.done = true;
                 return None;
             }
-            let record = match mcap::read::parse_record(opcode, &body) {
+            let record = match chunk::parse_record(opcode, &body) {
                 Ok(r) => r,
                 Err(e) => return Some(Err(self.damaged(at, format!("a record does not parse: {e}")))),
             };
