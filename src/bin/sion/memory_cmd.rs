@@ -841,6 +841,31 @@ fn audit(dir: &Path) -> Result<ExitCode> {
                 ui::count(committed.head.size),
                 committed.committed_at
             );
+            // The bytes atoms commit to by hash (map tiles, camera frames) are read back too.
+            let bar = ui::bar(size, "atoms (blobs)");
+            let blobs = memory.audit_blobs(|n| bar.set_position(n))?;
+            bar.finish_and_clear();
+            if blobs.bad > 0 {
+                for (position, problem) in &blobs.first {
+                    outln!("BAD blob of the atom at position {position}: {problem}");
+                }
+                outln!(
+                    "BAD: {} of the {} blobs atoms commit to are missing or damaged ({} missing)",
+                    ui::count(blobs.bad),
+                    ui::count(blobs.referenced),
+                    ui::count(blobs.missing)
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+            outln!(
+                "every blob atoms commit to that is held here ({}) hashes to its name{}",
+                ui::count(blobs.referenced - blobs.elsewhere),
+                if blobs.elsewhere > 0 {
+                    format!("; {} are kept elsewhere (no pack here is lost)", ui::count(blobs.elsewhere))
+                } else {
+                    String::new()
+                }
+            );
             Ok(ExitCode::SUCCESS)
         }
         _ => {

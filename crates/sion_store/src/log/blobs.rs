@@ -7,10 +7,11 @@
 //! A pack is the magic `SIONBLB1`, then records: the body's length (u64, little-endian), its
 //! BLAKE3 hash (32 bytes), the body. Keep blobs before remembering the atoms that commit to
 //! them, so no durable atom points at nothing. On open the packs are indexed by walking the
-//! record headers; the last pack is cut at a record a crash left torn (running past the end),
-//! and the records of its last 512 MiB are checked against their hashes (one that fails is
-//! left out of the index, so keeping it again writes it again). Reading checks the hash again:
-//! a corrupted blob is an error, never silent.
+//! record headers, and the records of the last pack's last 512 MiB are checked against their
+//! hashes (one that fails is left out of the index, so keeping it again writes it again).
+//! Opening changes nothing: a torn tail of the last pack (a record running past the end) is
+//! cut only when a blob is next kept, and its bytes are first copied to `torn/`. Reading checks
+//! the hash again: a corrupted blob is an error, never silent.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -65,7 +66,18 @@ struct State {
     /// The pack being appended to and its durable length.
     current: Option<(u32, File, u64)>,
     next_pack: u32,
+    /// The current pack holds bytes past its durable length that a crash left: they are set
+    /// aside and cut before the next write, not at open, so a reader changes nothing.
+    torn_tail: bool,
+    /// Whether `current` was opened for writing (packs are opened read-only at open).
+    writable: bool,
+    /// What opening found wrong: packs the list names that are gone, a last pack cut short.
+    damage: Vec<String>,
 }
+
+/// The list of packs ever begun, a name a line: a pack that is gone is known to be lost, not
+/// mistaken for blobs kept elsewhere.
+const PACKS: &str = "PACKS";
 
 /// A content-addressed store of blobs in a directory.
 #[derive(Debug, Clone)]
@@ -96,20 +108,71 @@ impl BlobStore {
             })
             .collect();
         packs.sort_unstable();
+        let mut damage = Vec::new();
+        match fs::read_to_string(dir.join(PACKS)) {
+            Ok(list) => {
+                for name in list.lines().filter(|l| !l.is_empty()) {
+                    let n: Option<u32> =
+                        name.strip_prefix("pack-").and_then(|n| n.strip_suffix(".blobs")?.parse().ok());
+                    if n.is_some_and(|n| !packs.contains(&n)) {
+                        damage.push(format!("{name} is gone"));
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("reading", &dir.join(PACKS))(e)),
+        }
         let mut index = HashMap::new();
         let mut current = None;
+        let mut torn_tail = false;
         for (i, &pack) in packs.iter().enumerate() {
             let last = i + 1 == packs.len();
             let path = dir.join(pack_name(pack));
-            let file =
-                OpenOptions::new().read(true).write(true).open(&path).map_err(io_err("opening", &path))?;
-            let durable = scan(&file, &path, pack, last, &mut index)?;
+            // Read-only until a blob is kept, so a memory on read-only media opens.
+            let file = File::open(&path).map_err(io_err("opening", &path))?;
+            let (durable, len) = scan(&file, &path, pack, last, &mut index)?;
             if last {
+                torn_tail = durable < len;
+                if torn_tail {
+                    damage.push(format!("{} ends inside a record at byte {durable}", pack_name(pack)));
+                }
                 current = Some((pack, file, durable));
             }
         }
         let next_pack = packs.last().map_or(0, |p| p + 1);
-        Ok(Self { dir: dir.to_owned(), state: Arc::new(Mutex::new(State { index, current, next_pack })) })
+        let state = State { index, current, next_pack, torn_tail, writable: false, damage };
+        Ok(Self { dir: dir.to_owned(), state: Arc::new(Mutex::new(state)) })
+    }
+
+    /// Make the current pack writable, setting aside and cutting a torn tail first.
+    fn writable(&self, pack: u32, durable: u64, torn_tail: bool) -> Result<(File, u64), BlobError> {
+        let path = self.dir.join(pack_name(pack));
+        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err("opening", &path))?;
+        if torn_tail {
+            let len = file.metadata().map_err(io_err("reading the size of", &path))?.len();
+            let torn = self.dir.join("torn");
+            fs::create_dir_all(&torn).map_err(io_err("creating", &torn))?;
+            let aside = torn.join(format!("{}-at-{durable}", pack_name(pack)));
+            let mut bytes = vec![0; usize::try_from(len - durable).unwrap_or(0)];
+            read_at(&file, &path, durable, &mut bytes)?;
+            fs::write(&aside, &bytes).map_err(io_err("writing", &aside))?;
+            File::open(&aside).and_then(|f| f.sync_all()).map_err(io_err("syncing", &aside))?;
+            tracing::warn!(
+                "{}: cut a torn tail at byte {durable} ({} bytes, kept in {})",
+                path.display(),
+                len - durable,
+                aside.display()
+            );
+            file.set_len(durable).map_err(io_err("cutting", &path))?;
+            file.sync_all().map_err(io_err("syncing", &path))?;
+        }
+        let mut start = durable;
+        if start < MAGIC.len() as u64 {
+            // Created, then the crash came before its magic was durable.
+            file.write_all_at(MAGIC, 0).map_err(io_err("writing", &path))?;
+            start = MAGIC.len() as u64;
+        }
+        Ok((file, start))
     }
 
     pub fn dir(&self) -> &Path {
@@ -118,6 +181,12 @@ impl BlobStore {
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What opening found wrong with the packs (gone, cut short); empty when nothing. A blob
+    /// an atom commits to that is not held is lost if there is damage, else kept elsewhere.
+    pub fn damage(&self) -> Vec<String> {
+        self.state().damage.clone()
     }
 
     pub fn contains(&self, hash: &[u8; 32]) -> bool {
@@ -147,11 +216,42 @@ impl BlobStore {
         if fresh.is_empty() {
             return Ok(hashes);
         }
+        // The pack opened read-only at open becomes writable at the first write, its torn tail
+        // (if a crash left one) set aside and cut then, full or not.
+        if let Some((pack, file, size)) = state.current.take() {
+            if state.writable {
+                state.current = Some((pack, file, size));
+            } else {
+                match self.writable(pack, size, state.torn_tail) {
+                    Ok((file, start)) => {
+                        state.current = Some((pack, file, start));
+                        state.torn_tail = false;
+                        state.writable = true;
+                    }
+                    Err(e) => {
+                        state.current = Some((pack, file, size));
+                        return Err(e);
+                    }
+                }
+            }
+        }
         let (pack, file, start, created) = match state.current.take() {
             Some((pack, file, size)) if size < PACK_LIMIT => (pack, file, size, false),
             _ => {
                 let pack = state.next_pack;
                 let path = self.dir.join(pack_name(pack));
+                // Named in the list before it exists, so its loss is never silent.
+                let list = self.dir.join(PACKS);
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&list)
+                    .and_then(|mut f| {
+                        use std::io::Write as _;
+                        writeln!(f, "{}", pack_name(pack))?;
+                        f.sync_data()
+                    })
+                    .map_err(io_err("writing", &list))?;
                 let file = OpenOptions::new()
                     .read(true)
                     .write(true)
@@ -174,6 +274,7 @@ impl BlobStore {
             buf.extend_from_slice(body);
             placed.push((hashes[i], Location { pack, offset, len: body.len() as u64 }));
         }
+        state.writable = true;
         let written = self.append(pack, &file, start, &buf, created);
         // The pack stays current either way; a failed write left nothing durable past `start`,
         // and the next one overwrites it.
@@ -210,15 +311,16 @@ impl BlobStore {
     }
 }
 
-/// Index a pack's records; returns the length up to its last whole record. In the last pack a
-/// torn or unverifiable tail is cut; in an earlier one it is an error.
+/// Index a pack's records; returns the length up to its last whole record and the file's
+/// length. In the last pack a torn tail is left for the next write to cut; in an earlier one
+/// it is an error. Nothing is written.
 fn scan(
     file: &File,
     path: &Path,
     pack: u32,
     last: bool,
     index: &mut HashMap<[u8; 32], Location>,
-) -> Result<u64, BlobError> {
+) -> Result<(u64, u64), BlobError> {
     let size = file.metadata().map_err(io_err("reading the size of", path))?.len();
     let bad = |why: String| BlobError::BadPack { path: path.to_owned(), why };
     let mut magic = [0u8; 8];
@@ -227,11 +329,9 @@ fn scan(
         &magic != MAGIC
     } {
         if last && size < MAGIC.len() as u64 {
-            // Created, then the crash came before its magic was durable.
-            file.write_all_at(MAGIC, 0).map_err(io_err("writing", path))?;
-            file.set_len(MAGIC.len() as u64).map_err(io_err("cutting", path))?;
-            file.sync_all().map_err(io_err("syncing", path))?;
-            return Ok(MAGIC.len() as u64);
+            // Created, then the crash came before its magic was durable: empty, and the next
+            // write begins it again.
+            return Ok((0, size));
         }
         return Err(bad("it does not begin with the pack magic".into()));
     }
@@ -276,13 +376,11 @@ fn scan(
             return Err(bad(format!("{why} at byte {at}")));
         }
         // What a crash interrupted: no atom refers to it, for atoms are appended only after
-        // their blobs are durable.
-        tracing::warn!("{}: cutting a torn tail at byte {at} ({why})", path.display());
-        file.set_len(at).map_err(io_err("cutting", path))?;
-        file.sync_all().map_err(io_err("syncing", path))?;
-        return Ok(at);
+        // their blobs are durable. (A pack cut short by other hands is found by `audit`.)
+        tracing::warn!("{}: a torn tail at byte {at} ({why}); cut at the next write", path.display());
+        return Ok((at, size));
     }
-    Ok(size)
+    Ok((size, size))
 }
 
 #[cfg(test)]
@@ -319,7 +417,7 @@ mod tests {
     }
 
     #[test]
-    fn a_torn_tail_is_cut_and_what_came_before_is_kept() {
+    fn a_torn_tail_is_cut_at_the_next_write_and_kept_aside() {
         let dir = tempfile::tempdir().unwrap();
         let store = BlobStore::open(dir.path()).unwrap();
         let kept = store.keep(&[vec![1u8; 1000], vec![2u8; 2000]]).unwrap();
@@ -332,10 +430,17 @@ mod tests {
         f.write_all(&[9u8; 32]).unwrap();
         f.write_all(&[3u8; 100]).unwrap();
         drop(f);
+        let torn_len = fs::metadata(&pack).unwrap().len();
         let store = BlobStore::open(dir.path()).unwrap();
-        assert_eq!(fs::metadata(&pack).unwrap().len(), durable);
+        // Opening reads; it changes nothing, and says what it found.
+        assert_eq!(fs::metadata(&pack).unwrap().len(), torn_len);
+        assert_eq!(store.damage(), vec![format!("{} ends inside a record at byte {durable}", pack_name(0))]);
         assert_eq!(store.get(&kept[1]).unwrap(), vec![2u8; 2000]);
+        // The next write sets the tail aside, cuts it and writes where it began.
         let more = store.keep(&[vec![4u8; 10]]).unwrap();
+        let aside = dir.path().join("torn").join(format!("{}-at-{durable}", pack_name(0)));
+        assert_eq!(fs::read(aside).unwrap().len() as u64, torn_len - durable);
+        assert_eq!(fs::metadata(&pack).unwrap().len(), durable + HEADER + 10);
         let store = BlobStore::open(dir.path()).unwrap();
         assert_eq!(store.len(), 3);
         assert_eq!(store.get(&more[0]).unwrap(), vec![4u8; 10]);

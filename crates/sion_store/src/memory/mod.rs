@@ -515,6 +515,63 @@ impl Memory {
         let committed = self.committed().clone();
         Ok((self.log.audit(committed.head.size, progress)?, committed))
     }
+
+    /// Every blob an atom of the log commits to, read back and checked against its hash and
+    /// size: what is missing (a pack lost or cut short) and what is damaged, by position.
+    pub fn audit_blobs(&self, mut progress: impl FnMut(u64)) -> Result<BlobAudit, MemoryError> {
+        let mut audit = BlobAudit { damage: self.blobs.damage(), ..BlobAudit::default() };
+        for item in self.log.scan(0) {
+            let (position, atom) = item?;
+            if position % 4096 == 0 {
+                progress(position);
+            }
+            let sion_verify::atom::Payload::Blob(blob) = &atom.parts().payload else { continue };
+            audit.referenced += 1;
+            let problem = match self.blobs.get(&blob.hash) {
+                Ok(bytes) if bytes.len() as u64 == blob.size => continue,
+                Ok(bytes) => format!(
+                    "blob {} has {} bytes, the atom says {}",
+                    hex::encode(blob.hash),
+                    bytes.len(),
+                    blob.size
+                ),
+                Err(BlobError::Missing(_)) if audit.damage.is_empty() => {
+                    // Not held, and no pack is known lost: kept elsewhere (an atom may commit
+                    // to a blob another store holds).
+                    audit.elsewhere += 1;
+                    continue;
+                }
+                Err(BlobError::Missing(h)) => {
+                    audit.missing += 1;
+                    format!("blob {h} is missing ({})", audit.damage.join("; "))
+                }
+                Err(BlobError::Corrupt(h)) => format!("blob {h} does not hash to its name"),
+                Err(e) => return Err(e.into()),
+            };
+            audit.bad += 1;
+            if audit.first.len() < 10 {
+                audit.first.push((position, problem));
+            }
+        }
+        Ok(audit)
+    }
+}
+
+/// What `Memory::audit_blobs` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlobAudit {
+    /// Atoms whose payload is a blob reference.
+    pub referenced: u64,
+    /// Of those, blobs not held or not as committed.
+    pub bad: u64,
+    /// Of the bad ones, blobs not held at all, while a pack is known lost or cut short.
+    pub missing: u64,
+    /// Blobs not held while no pack is known lost: kept elsewhere.
+    pub elsewhere: u64,
+    /// What is wrong with the packs (`BlobStore::damage`).
+    pub damage: Vec<String>,
+    /// The first few problems, by position.
+    pub first: Vec<(u64, String)>,
 }
 
 /// Register `name` and every agent above it that does not exist yet, controlled by `writer`.
