@@ -10,6 +10,10 @@
 //!
 //! The node is started from `target/<profile>/sion_memory_node` with `config/robot.yaml` and a
 //! fresh data directory; messages are published as CDR bytes (what a C++ driver would send).
+//! Publishers and node use `config/fastdds.xml` (as the launch file gives the node), unless
+//! FASTDDS_DEFAULT_PROFILES_FILE names another or `--default-transports` asks for Fast DDS'
+//! defaults, what a camera driver that was not given the profile gets; the first line printed
+//! says which.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -42,7 +46,13 @@ struct Args {
     /// temporary directory, removed after)
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Measure Fast DDS' default transports (what a driver gets that was not given a profile)
+    /// instead of config/fastdds.xml; FASTDDS_DEFAULT_PROFILES_FILE, when set, is used as is
+    #[arg(long)]
+    default_transports: bool,
 }
+
+const PROFILE_VAR: &str = "FASTDDS_DEFAULT_PROFILES_FILE";
 
 const POSE_HZ: u64 = 1000;
 const TF_HZ: u64 = 100;
@@ -62,6 +72,20 @@ const TOPICS: [(&str, &str, u64); 5] = [
 fn main() -> Result<()> {
     let args = Args::parse();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The publishers here and the node share one transport setting, so it is chosen before
+    // either starts: this process runs itself again with the profile in its environment.
+    if std::env::var_os(PROFILE_VAR).is_none() && !args.default_transports {
+        let status = Command::new(std::env::current_exe()?)
+            .args(std::env::args_os().skip(1))
+            .env(PROFILE_VAR, root.join("config/fastdds.xml"))
+            .status()
+            .context("running again with the Fast DDS profile")?;
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    match std::env::var_os(PROFILE_VAR) {
+        Some(p) => println!("transports: the Fast DDS profile {}", Path::new(&p).display()),
+        None => println!("transports: Fast DDS' defaults (--default-transports)"),
+    }
     let node_exe = match args.node {
         Some(p) => p,
         None => std::env::current_exe()?
