@@ -66,6 +66,12 @@ fn a_record_damaged_in_place_is_named_and_nothing_after_it_is_cut() {
         assert!(out.contains(&format!("byte {at}")), "{args:?}: {out}");
         assert!(out.contains("00000000000000000000.seg"), "{args:?}: {out}");
     }
+    // audit, which the refusal points to, still reads the segments alone and says how far the
+    // log is whole and what follows the damage.
+    let o = sion(&["memory", "audit", "--data", &d]);
+    let out = text(&o);
+    assert!(out.contains("BAD at position 7428: checksum mismatch"), "{out}");
+    assert!(out.contains("7,428 atoms before it are whole; 12,571 whole records follow the damage"), "{out}");
     // The segment is as the disk left it: the 12,571 good records after the damage are there.
     assert_eq!(std::fs::read(&segment).expect("segment"), bytes, "opening changed the segment");
 }

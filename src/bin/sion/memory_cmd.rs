@@ -762,6 +762,39 @@ fn print_atoms(atoms: &[(u64, Atom)]) -> Result<()> {
     Ok(())
 }
 
+/// Whether opening failed because the log's records are damaged (not for want of a file or
+/// a lock): then the segments alone can still say how far the log is whole.
+fn damaged_log(e: &anyhow::Error) -> bool {
+    use sion_memory::log::LogError;
+    use sion_memory::memory::MemoryError;
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<MemoryError>(),
+            Some(MemoryError::Log(LogError::Damaged { .. } | LogError::Corrupt { .. }))
+        ) || matches!(c.downcast_ref::<LogError>(), Some(LogError::Damaged { .. } | LogError::Corrupt { .. }))
+    })
+}
+
+/// Audit a memory whose log will not open: read its segments only, and say how far it is
+/// whole, where the damage is and what lies past it.
+fn survey(dir: &Path, why: &anyhow::Error) -> Result<ExitCode> {
+    let survey = sion_memory::log::survey(&dir.join("log")).context("reading the log's segments")?;
+    outln!("BAD: the memory does not open: {why:#}");
+    match &survey.damage {
+        Some((segment, byte, reason)) => {
+            outln!("BAD at position {}: {reason} ({}, byte {byte})", survey.whole, segment.display())
+        }
+        None => outln!("the {} segments read whole ({} atoms)", survey.segments, ui::count(survey.whole)),
+    }
+    outln!(
+        "  {} atoms before it are whole; {} whole records follow the damage (read from the segments \
+         alone, nothing was changed)",
+        ui::count(survey.whole),
+        ui::count(survey.whole_after)
+    );
+    Ok(ExitCode::FAILURE)
+}
+
 fn verify(a: VerifyArgs) -> Result<ExitCode> {
     let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let expected = match (&a.ledger_key, &a.data) {
@@ -818,7 +851,11 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
 }
 
 fn audit(dir: &Path) -> Result<ExitCode> {
-    let memory = open_memory(dir)?;
+    let memory = match open_memory(dir) {
+        Ok(m) => m,
+        Err(e) if damaged_log(&e) => return survey(dir, &e),
+        Err(e) => return Err(e),
+    };
     let size = memory.log().size();
     let bar = ui::bar(size, "atoms");
     let started = Instant::now();

@@ -47,7 +47,7 @@ pub enum LogError {
     Corrupt { position: u64, reason: String },
     #[error(
         "log is damaged at position {position} ({segment}, byte {offset}): {reason}; the log was \
-         left as it is: `sion memory repair` keeps the atoms before it and sets the rest aside"
+         left as it is; `sion memory audit` shows how far the damage goes"
     )]
     Damaged { position: u64, segment: PathBuf, offset: u64, reason: String },
     #[error("position {position} is not below the log size {size}")]
@@ -965,6 +965,88 @@ fn new_segment(dir: &Path, first: u64) -> Result<File, LogError> {
     file.sync_all().map_err(io_err("syncing a new segment"))?;
     file.seek(SeekFrom::Start(0)).map_err(io_err("seeking"))?;
     Ok(file)
+}
+
+/// What the segments alone say, read without the lock, the derived files or any write: for a
+/// log that will not open, how far it is whole and what lies past the damage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Survey {
+    pub segments: usize,
+    /// Whole records (valid atoms) before the first damage: positions `0..whole`.
+    pub whole: u64,
+    /// The first damage: the segment file, the byte in it and what is wrong.
+    pub damage: Option<(PathBuf, u64, String)>,
+    /// Whole records found after the damage, following each record's length while it holds,
+    /// and in the segments after it: what a copy of the log could restore around the damage.
+    pub whole_after: u64,
+}
+
+/// Survey a log's segments (see [`Survey`]); the log at `dir` is only read.
+pub fn survey(dir: &Path) -> Result<Survey, LogError> {
+    let seg_dir = dir.join("segments");
+    let mut firsts: Vec<u64> = fs::read_dir(&seg_dir)
+        .map_err(io_err(format!("listing {}", seg_dir.display())))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".seg")?.parse().ok())
+        .collect();
+    firsts.sort_unstable();
+    let mut out = Survey { segments: firsts.len(), ..Survey::default() };
+    for first in firsts {
+        let path = segment::segment_path(&seg_dir, first);
+        let file = File::open(&path).map_err(io_err(format!("opening {}", path.display())))?;
+        let len = file_len(&file, "a segment")?;
+        let mut head = [0u8; 16];
+        let header_ok =
+            len >= HEADER_LEN && file.read_exact_at(&mut head, 0).is_ok() && head == segment::header(first);
+        if out.damage.is_none() && (!header_ok || first != out.whole) {
+            let why = if header_ok {
+                format!("it starts at position {first}, not {}", out.whole)
+            } else {
+                "its header is damaged".into()
+            };
+            out.damage = Some((path.clone(), 0, why));
+        }
+        let mut at = HEADER_LEN;
+        while at < len {
+            let record = segment::read_record_at(&file, at, len).map_err(io_err("reading a segment"))?;
+            let (good, step) = match &record {
+                Record::Good(b) => (Atom::decode(b).is_ok(), RECORD_HEADER_LEN + b.len() as u64),
+                _ => (false, 0),
+            };
+            if good && header_ok {
+                if out.damage.is_none() {
+                    out.whole += 1;
+                } else {
+                    out.whole_after += 1;
+                }
+                at += step;
+                continue;
+            }
+            if out.damage.is_none() {
+                let why = match record {
+                    Record::Good(_) => "a record that is not a valid atom".to_owned(),
+                    Record::Torn => "a record cut short".to_owned(),
+                    Record::Bad(why) => why.to_owned(),
+                    Record::End => "the end".to_owned(),
+                };
+                out.damage = Some((path.clone(), at, why));
+            }
+            // Past a damaged record, go on by its length while that points at whole records.
+            let mut len_bytes = [0u8; 4];
+            if file.read_exact_at(&mut len_bytes, at).is_err() {
+                break;
+            }
+            let next = at + RECORD_HEADER_LEN + u64::from(u32::from_le_bytes(len_bytes));
+            if next <= at
+                || next >= len
+                || !matches!(segment::read_record_at(&file, next, len), Ok(Record::Good(_)))
+            {
+                break;
+            }
+            at = next;
+        }
+    }
+    Ok(out)
 }
 
 fn load_segments(dir: &Path) -> Result<Vec<Segment>, LogError> {
