@@ -53,6 +53,12 @@ fn copy(from: &Path, to: &Path) {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // A damaged duplicate filter can make redb panic; the store catches that and rebuilds the
+    // filter (log/dedup.rs). libFuzzer's hook aborts on any panic, caught or not, so it is
+    // replaced by one that only reports: a panic that escapes still aborts the run (libfuzzer-sys
+    // checks the input's result), one the store catches does not.
+    static HOOK: OnceLock<()> = OnceLock::new();
+    HOOK.get_or_init(|| std::panic::set_hook(Box::new(|info| eprintln!("caught or not: {info}"))));
     let (template, files) = template();
     let work = tempfile::tempdir().expect("tmp");
     let dir = work.path().join("m");
