@@ -13,6 +13,10 @@ use sion_memory::ingest::msgs::{Header, PoseStamped, Time};
 use sion_memory::ingest::{Ingest, IngestConfig, Stream};
 use sion_memory::memory::Memory;
 
+#[path = "common/bags.rs"]
+mod bags;
+use bags::chunks;
+
 fn bag(seconds: f64, seed: u64) -> Vec<u8> {
     let config = SynthConfig { seconds, seed, ..SynthConfig::default() };
     synth(Cursor::new(Vec::new()), &config).expect("synth").1.into_inner()
@@ -117,24 +121,6 @@ fn a_truncated_bag_keeps_what_came_before_the_cut() {
     let report = replay(cut, &memory, options, |_| {}).expect("--skip-bad replays up to the cut");
     assert_eq!(report.atoms, kept);
     assert_eq!(report.skipped_bad.len(), 1, "{:?}", report.skipped_bad);
-}
-
-/// The byte offsets of the bag's chunk records.
-fn chunks(bytes: &[u8]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut at = 8;
-    while at + 9 <= bytes.len() {
-        let op = bytes[at];
-        let len = u64::from_le_bytes(bytes[at + 1..at + 9].try_into().expect("8 bytes")) as usize;
-        if op == 0x06 {
-            out.push((at, at + 9 + len));
-        }
-        if op == 0x02 {
-            break;
-        }
-        at += 9 + len;
-    }
-    out
 }
 
 #[test]

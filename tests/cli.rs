@@ -5,20 +5,7 @@ use std::process::{Command, Output};
 const SION: &str = env!("CARGO_BIN_EXE_sion");
 
 fn sion(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write as _;
-    let mut child = Command::new(SION)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut input = child.stdin.take().expect("stdin");
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).expect("write");
-    }
-    drop(input);
-    child.wait_with_output().expect("wait")
+    sion_bytes(args, stdin.unwrap_or_default().as_bytes())
 }
 
 fn text(o: &Output) -> String {

@@ -14,30 +14,16 @@ use sion_memory::ingest::cdr::Message as _;
 use sion_memory::ingest::msgs::{Header, Odometry, PoseStamped, Time};
 use sion_memory::memory::Memory;
 
+#[path = "common/bags.rs"]
+mod bags;
+use bags::chunks;
+
 fn sion(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sion")).args(args).output().expect("sion runs")
 }
 
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// The byte ranges of the bag's chunk records.
-fn chunks(bytes: &[u8]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut at = 8;
-    while at + 9 <= bytes.len() {
-        let op = bytes[at];
-        let len = u64::from_le_bytes(bytes[at + 1..at + 9].try_into().expect("8 bytes")) as usize;
-        if op == 0x06 {
-            out.push((at, at + 9 + len));
-        }
-        if op == 0x02 {
-            break;
-        }
-        at += 9 + len;
-    }
-    out
 }
 
 fn log_size(data: &Path) -> u64 {

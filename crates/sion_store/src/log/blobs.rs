@@ -153,10 +153,7 @@ impl BlobStore {
             let torn = self.dir.join("torn");
             fs::create_dir_all(&torn).map_err(io_err("creating", &torn))?;
             let aside = torn.join(format!("{}-at-{durable}", pack_name(pack)));
-            let mut bytes = vec![0; usize::try_from(len - durable).unwrap_or(0)];
-            read_at(&file, &path, durable, &mut bytes)?;
-            fs::write(&aside, &bytes).map_err(io_err("writing", &aside))?;
-            File::open(&aside).and_then(|f| f.sync_all()).map_err(io_err("syncing", &aside))?;
+            super::copy_tail(&file, durable, len, &aside).map_err(io_err("writing", &aside))?;
             tracing::warn!(
                 "{}: cut a torn tail at byte {durable} ({} bytes, kept in {})",
                 path.display(),

@@ -222,14 +222,18 @@ fn set_aside(dir: &Path, seg: &Segment, at: u64, segment_len: u64) -> Result<Pat
     let torn = dir.join("torn");
     fs::create_dir_all(&torn).map_err(io_err(format!("creating {}", torn.display())))?;
     let path = torn.join(format!("{:020}.seg-at-{at}", seg.first));
-    let mut bytes = vec![0u8; (segment_len - at) as usize];
-    seg.file.read_exact_at(&mut bytes, at).map_err(io_err("reading a torn tail"))?;
-    let f = File::create(&path).map_err(io_err(format!("creating {}", path.display())))?;
-    f.write_all_at(&bytes, 0)
-        .and_then(|()| f.sync_all())
-        .map_err(io_err(format!("writing {}", path.display())))?;
+    copy_tail(&seg.file, at, segment_len, &path).map_err(io_err(format!("writing {}", path.display())))?;
     sync_dir(&torn)?;
     Ok(path)
+}
+
+/// Copy bytes `at..end` of `file` to a new file at `to`, streamed (a tail may be as large as a
+/// segment or a blob pack), and fsync the copy. The log's and the blob store's torn tails are
+/// both set aside with it.
+pub(crate) fn copy_tail(file: &File, at: u64, end: u64, to: &Path) -> io::Result<()> {
+    let mut out = File::create(to)?;
+    io::copy(&mut ReadAt { file, at }.take(end.saturating_sub(at)), &mut out)?;
+    out.sync_all()
 }
 
 fn sync_dir(path: &Path) -> Result<(), LogError> {
