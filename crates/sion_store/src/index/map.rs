@@ -9,7 +9,7 @@
 //! 150 bytes each), never with the atoms in their lists; past `MAX_NODES`, a seal lets the
 //! whole map go back to a stub of its root.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use sion_verify::index::critbit::{bit, first_difference, node_digest};
 use sion_verify::merkle::Digest;
@@ -50,7 +50,7 @@ pub struct MemMap {
     nodes: Vec<Node>,
     root: Option<usize>,
     /// The leaves read so far, by key.
-    leaves: HashMap<[u8; 32], usize>,
+    leaves: FxHashMap<[u8; 32], usize>,
     /// Inner nodes whose record is out of date (their digest too, until the seal).
     dirty: bool,
 }
@@ -63,7 +63,8 @@ impl MemMap {
 
     /// The same, keeping at most `max_nodes` in memory between seals.
     pub fn with_budget(root: Option<CritChild>, max_nodes: usize) -> Self {
-        let mut map = Self { max_nodes, nodes: Vec::new(), root: None, leaves: HashMap::new(), dirty: false };
+        let mut map =
+            Self { max_nodes, nodes: Vec::new(), root: None, leaves: FxHashMap::default(), dirty: false };
         if let Some(root) = root {
             map.nodes.push(Node::Stub(root));
             map.root = Some(0);
@@ -240,6 +241,7 @@ mod tests {
     use super::*;
     use crate::index::record::ListRec;
     use sion_verify::index::critbit::empty_digest;
+    use std::collections::HashMap;
 
     /// The map's digest as docs/INDEX.md defines it, from its leaves alone.
     fn reference(leaves: &mut [([u8; 32], Digest)]) -> Digest {

@@ -455,7 +455,11 @@ impl Store {
         let crc = crate::frame::frame_checksum(len, &pending.buf[at + 8..]);
         pending.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
         pending.buf[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
-        if matches!(record, Record::Node(_) | Record::Cells(_) | Record::Frame(_) | Record::Root(_)) {
+        // List runs too: the next merge of a list's runs reads them back.
+        if matches!(
+            record,
+            Record::Node(_) | Record::Cells(_) | Record::Frame(_) | Record::Root(_) | Record::ListRun(_)
+        ) {
             pending.records.push((ptr, Arc::new(record)));
         }
         if pending.buf.len() >= PENDING_FLUSH {

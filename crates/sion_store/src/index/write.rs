@@ -6,10 +6,11 @@
 //! full blocks, buckets, cell lists, the hour lists' changed paths, frames, lists and the
 //! maps' changed paths — and a root that names them all. Nothing written before is touched.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap as HashMap;
 use sion_verify::atom::{Atom, Interval};
 use sion_verify::index::geom::SpaceTime;
 use sion_verify::index::tree::{Entry, Summary};
@@ -119,6 +120,8 @@ pub struct Writer {
     /// The latest cell list of each (frame, period) a hot bucket is in.
     cells_at: HashMap<(u32, Period), Option<Ptr>>,
     lists: [HashMap<[u8; 32], HotList>; 2],
+    /// Keys of the lists an atom went to since the last seal (a seal need not scan them all).
+    touched_lists: [Vec<[u8; 32]>; 2],
     /// The two maps (subjects, links), loaded when first needed.
     maps: [Option<MemMap>; 2],
     budget: Budget,
@@ -248,12 +251,13 @@ impl Writer {
             store,
             size: latest.as_ref().map_or(0, |r| r.version),
             latest: None,
-            frame_numbers: HashMap::new(),
+            frame_numbers: HashMap::default(),
             frame_names: Vec::new(),
             frame_recs: Vec::new(),
-            buckets: HashMap::new(),
-            cells_at: HashMap::new(),
-            lists: [HashMap::new(), HashMap::new()],
+            buckets: HashMap::default(),
+            cells_at: HashMap::default(),
+            lists: [HashMap::default(), HashMap::default()],
+            touched_lists: [Vec::new(), Vec::new()],
             maps: [None, None],
             budget,
             seals: 0,
@@ -429,12 +433,20 @@ impl Writer {
         if !parts.subject.is_empty() {
             let key = subject_key(&parts.subject);
             let list = self.list(SUBJECTS, key, || parts.subject.clone())?;
+            let clean = !list.dirty;
             list.add(position, p.leaf, seals);
+            if clean {
+                self.touched_lists[SUBJECTS].push(key);
+            }
             self.hot_bytes += 8;
         }
         for link in &parts.links {
             let list = self.list(LINKS, link.target.0, String::new)?;
+            let clean = !list.dirty;
             list.add(position, p.leaf, seals);
+            if clean {
+                self.touched_lists[LINKS].push(link.target.0);
+            }
             self.hot_bytes += 8;
         }
         self.size = position + 1;
@@ -578,23 +590,38 @@ impl Writer {
         // Lists and the two maps.
         let mut map_roots = [None, None];
         for (m, root) in map_roots.iter_mut().enumerate() {
-            let mut ups: Vec<([u8; 32], Ptr, Digest)> = Vec::new();
-            for (key, list) in self.lists[m].iter_mut() {
-                if !list.dirty {
-                    continue;
+            // The changed lists in key order (so the node file is the same on every run);
+            // their runs written first, their roots and leaf digests on every core.
+            let lists = &mut self.lists[m];
+            // Kept until the lists are written: a seal that fails part-way leaves them to the next.
+            let mut keys = self.touched_lists[m].clone();
+            keys.sort_unstable();
+            keys.dedup();
+            keys.retain(|k| lists.get(k).is_some_and(|l| l.dirty));
+            for key in &keys {
+                if let Some(list) = lists.get_mut(key) {
+                    list.write_runs(&store)?;
                 }
-                list.write_runs(&store)?;
-                let count = list.frontier.size();
-                let list_root = list.frontier.root();
-                let digest = if m == SUBJECTS {
-                    subject_leaf_digest(key, count, &list_root, &list.label)
-                } else {
-                    link_leaf_digest(key, count, &list_root)
-                };
+            }
+            let digests: Vec<Option<Digest>> = keys
+                .par_iter()
+                .map(|key| {
+                    let list = lists.get(key)?;
+                    let (count, list_root) = (list.frontier.size(), list.frontier.root());
+                    Some(if m == SUBJECTS {
+                        subject_leaf_digest(key, count, &list_root, &list.label)
+                    } else {
+                        link_leaf_digest(key, count, &list_root)
+                    })
+                })
+                .collect();
+            let mut ups: Vec<([u8; 32], Ptr, Digest)> = Vec::with_capacity(keys.len());
+            for (key, digest) in keys.into_iter().zip(digests) {
+                let (Some(list), Some(digest)) = (lists.get_mut(&key), digest) else { continue };
                 let ptr = store.append(Record::List(ListRec {
-                    key: *key,
+                    key,
                     label: list.label.clone(),
-                    count,
+                    count: list.frontier.size(),
                     first_position: list.first_position,
                     last_position: list.last_position,
                     peaks: list.frontier.peaks().to_vec(),
@@ -602,8 +629,9 @@ impl Writer {
                     tail: list.tail.clone(),
                 }));
                 list.dirty = false;
-                ups.push((*key, ptr, digest));
+                ups.push((key, ptr, digest));
             }
+            self.touched_lists[m].clear();
             marks.push(("lists written", t0.elapsed()));
             let map = self.map(m)?;
             for (key, ptr, digest) in ups {

@@ -298,8 +298,10 @@ impl Ledger {
     pub fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError> {
         let number = self.headers.len() as u64;
         let change = self.book.state.check(&self.operator(), &tx, number)?;
-        let mut next = self.book.clone();
-        next.apply(tx.sender, change);
+        // The state as it would be (small: one entry per log and account); the history of
+        // every version, which grows with the commits, is only appended to once durable.
+        let mut next = Book { state: self.book.state.clone(), history: Vec::new() };
+        next.state.apply(tx.sender, change.clone());
         let time_ns = now_ns().max(self.latest().header.time_ns.saturating_add(1));
         let header = SignedHeader::sign(&self.key, next.header(number, time_ns, self.headers.last()));
         let mut entry = vec![1u8];
@@ -310,7 +312,7 @@ impl Ledger {
         // Durable first; only then does the ledger's state move.
         self.journal.write_all(&frame).map_err(io_err("appending to the journal"))?;
         self.journal.sync_data().map_err(io_err("syncing the journal"))?;
-        self.book = next;
+        self.book.apply(tx.sender, change);
         self.headers.push(header);
         Ok(header)
     }

@@ -17,6 +17,7 @@ pub(super) struct State {
 }
 
 /// What an accepted transaction changes.
+#[derive(Clone)]
 pub(super) enum Change {
     Agent(Agent),
     Log(MemoryLog),

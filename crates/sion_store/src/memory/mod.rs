@@ -596,9 +596,13 @@ fn register_agent_path(ledger: &mut Ledger, writer: &SigningKey, name: &str) -> 
 /// once. A cold boot is `fold_log(log, &mut Index::new(), log.size())`.
 pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryError> {
     use rayon::prelude::*;
-    let mut records = log.scan_bytes(index.size()).take(size.saturating_sub(index.size()) as usize);
+    let todo = size.saturating_sub(index.size()) as usize;
+    let mut records = log.scan_bytes(index.size()).take(todo);
+    // Reading and decoding the next batch overlaps placing this one, so even a commit's few
+    // thousand atoms go in four batches or more.
+    let per_batch = (todo / 4).clamp(128, FOLD_BATCH);
     let mut next_batch = || -> Result<Vec<Atom>, MemoryError> {
-        let batch: Vec<(u64, Vec<u8>)> = records.by_ref().take(FOLD_BATCH).collect::<Result<_, _>>()?;
+        let batch: Vec<(u64, Vec<u8>)> = records.by_ref().take(per_batch).collect::<Result<_, _>>()?;
         // Decoded into place (an indexed collect), then checked: atoms are moved once.
         let mut decoded = Vec::with_capacity(batch.len());
         batch
