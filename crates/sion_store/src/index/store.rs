@@ -30,6 +30,8 @@ const ROOT_ENTRY: u64 = 24;
 const CHECKPOINT_LEN: usize = 8 * 3 + 32 + 4;
 /// Left in the directory when a read finds a record damaged: the next open rebuilds.
 const DAMAGED: &str = "DAMAGED";
+/// Bytes read at once for a record not cached: its header and most bodies.
+const FIRST_READ: usize = 512;
 
 /// Where a store's bytes go.
 trait Backend: Send + Sync {
@@ -416,20 +418,28 @@ impl Store {
             return Err(damaged(format!("a pointer ({ptr}) beyond the node file ({end} bytes)")));
         }
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let mut head = [0u8; 8];
-        self.nodes.read_at(&mut head, ptr).map_err(io_err("reading the node file"))?;
-        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        // One read for the header and, for most records (map nodes, lists), the body too.
+        let first = FIRST_READ.min((end - ptr) as usize);
+        let mut bytes = vec![0u8; first];
+        self.nodes.read_at(&mut bytes, ptr).map_err(io_err("reading the node file"))?;
+        let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
         if len as usize > MAX_RECORD || ptr + 8 + u64::from(len) > end {
             return Err(damaged(format!("the record at {ptr} claims {len} bytes")));
         }
-        let mut body = vec![0u8; len as usize];
-        self.nodes.read_at(&mut body, ptr + 8).map_err(io_err("reading the node file"))?;
-        if crate::frame::frame_checksum(len, &body) != crc {
+        let whole = 8 + len as usize;
+        if whole > first {
+            bytes.resize(whole, 0);
+            self.nodes
+                .read_at(&mut bytes[first..], ptr + first as u64)
+                .map_err(io_err("reading the node file"))?;
+        }
+        let body = &bytes[8..whole];
+        if crate::frame::frame_checksum(len, body) != crc {
             return Err(damaged(format!("the record at {ptr} fails its checksum")));
         }
         let record =
-            Arc::new(Record::decode(&body).map_err(|e| damaged(format!("the record at {ptr}: {e}")))?);
+            Arc::new(Record::decode(body).map_err(|e| damaged(format!("the record at {ptr}: {e}")))?);
         self.cache.put(ptr, Arc::clone(&record));
         Ok(record)
     }
