@@ -3,7 +3,7 @@
 
 use ed25519_dalek::SigningKey;
 use sion_memory::ledger::{
-    Account, AgentStatus, Head, Ledger, LedgerError, LogId, SignedTx, Tx, account_of, empty_head,
+    Account, AgentStatus, Head, Ledger, LedgerBoot, LedgerError, LogId, SignedTx, Tx, account_of, empty_head,
 };
 use sion_memory::merkle::{Blake3, MemoryTree, consistency_path};
 
@@ -189,12 +189,205 @@ fn state_survives_restarts_and_a_torn_journal_tail() {
     w.commit(&mut ledger, log, 11, false).expect("continues");
     drop(ledger);
 
-    // A flipped byte inside an acknowledged entry is damage, not a torn tail.
-    let mut bytes = std::fs::read(&journal).expect("journal");
-    let at = bytes.len() / 2;
-    bytes[at] ^= 1;
+    // A flipped byte inside an acknowledged entry is damage, not a torn tail: in the entries
+    // opening replays (past the checkpoint) it stops the open; in one the checkpoint covers,
+    // reading that Pulse says so, and so does the next open that replays the whole journal.
+    let clean = std::fs::read(&journal).expect("journal");
+    let mut bytes = clean.clone();
+    let last = bytes.len() - 70;
+    bytes[last] ^= 1;
     std::fs::write(&journal, &bytes).expect("write");
-    assert!(matches!(Ledger::open(dir.path()), Err(LedgerError::Journal { .. })));
+    assert!(matches!(Ledger::open(dir.path()), Err(LedgerError::Journal { entry: 4, .. })));
+    let mut bytes = clean;
+    bytes[162 + 60] ^= 1;
+    std::fs::write(&journal, &bytes).expect("write");
+    let ledger = Ledger::open(dir.path()).expect("the checkpoint covers the damaged entry");
+    assert!(matches!(ledger.header(1), Err(LedgerError::Derived { .. })));
+    drop(ledger);
+    assert!(matches!(Ledger::open(dir.path()), Err(LedgerError::Journal { entry: 1, .. })));
+}
+
+/// A ledger that has lived: many Pulses, two logs, commits at the same size and growing.
+fn long_life(dir: &std::path::Path, pulses: u64) -> (LogId, LogId) {
+    let mut ledger = Ledger::create(dir).expect("create");
+    let w = Writer { key: key(1) };
+    let other = Writer { key: key(2) };
+    let log = open_log(&mut ledger, &w, None);
+    let other_log = open_log(&mut ledger, &other, None);
+    for i in 0..pulses {
+        if i % 7 == 3 {
+            other.commit(&mut ledger, other_log, 1 + i / 500, false).expect("commit");
+        } else {
+            w.commit(&mut ledger, log, 1 + i / 100, false).expect("commit");
+        }
+    }
+    (log, other_log)
+}
+
+/// What a ledger answers about its past.
+fn answers(ledger: &Ledger, log: LogId, other: LogId) -> Vec<String> {
+    let mut out = vec![format!("{:?}", ledger.latest()), format!("{:?}", ledger.logs())];
+    let last = ledger.latest().header.number;
+    for pulse in (0..=last).step_by(97).chain([last - 1, last]) {
+        out.push(format!("{:?}", ledger.header(pulse).expect("header")));
+        for l in [log, other] {
+            out.push(format!("{:?}", ledger.state_proof(l, pulse).map_err(|e| e.to_string())));
+        }
+    }
+    for position in [0, 1, 5, 12, 20, 26, 27, 1000] {
+        out.push(format!("{:?}", ledger.tx_time_proof(log, position).map_err(|e| e.to_string())));
+    }
+    for k in (0..ledger.version_count(log)).step_by(131) {
+        out.push(format!("{:?}", ledger.version(log, k).expect("version")));
+    }
+    for size in [0, 1, 7, 26, 27, 28] {
+        out.push(format!("{:?}", ledger.last_commit_at_most(log, size).expect("search")));
+        out.push(format!("{:?}", ledger.first_commit_over(other, size).expect("search")));
+    }
+    out
+}
+
+#[test]
+fn a_long_life_opens_from_its_checkpoint_and_answers_as_a_full_replay_does() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (log, other) = long_life(dir.path(), 2600);
+    let ledger = Ledger::open(dir.path()).expect("open");
+    // Pulses 0..=2602: checkpoints at 1 (create), then every 1,024.
+    assert_eq!(ledger.boot(), &LedgerBoot::Checkpoint { pulses: 2049, replayed: 554 });
+    let expected = answers(&ledger, log, other);
+    drop(ledger);
+
+    let p = |name: &str| dir.path().join(name);
+    let flip = |path: std::path::PathBuf, at: u64| {
+        let mut b = std::fs::read(&path).expect("read");
+        b[at as usize] ^= 0x10;
+        std::fs::write(&path, b).expect("write");
+    };
+    // Each way the files beside the journal can be lost or damaged: a full replay, the same
+    // answers, and the next open resumes from the checkpoint it wrote.
+    type Damage<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let damages: Vec<Damage> = vec![
+        ("no checkpoint", Box::new(|| std::fs::remove_file(p("checkpoint")).expect("rm"))),
+        ("damaged", Box::new(|| flip(p("checkpoint"), 40))),
+        ("pulse index", Box::new(|| std::fs::remove_file(p("pulses")).expect("rm"))),
+        ("versions of log", Box::new(|| std::fs::remove_file(p("versions/0")).expect("rm"))),
+        ("pulse index", Box::new(|| flip(p("pulses"), 16 * 2602 + 3))),
+    ];
+    for (why, damage) in damages {
+        damage();
+        let ledger = Ledger::open(dir.path()).expect("open");
+        match ledger.boot() {
+            LedgerBoot::Replayed { why: got, replayed: 2603 } => assert!(got.contains(why), "{why}: {got}"),
+            other => panic!("{why}: {other:?}"),
+        }
+        assert_eq!(answers(&ledger, log, other), expected, "{why}");
+        drop(ledger);
+        let ledger = Ledger::open(dir.path()).expect("open");
+        assert_eq!(ledger.boot(), &LedgerBoot::Checkpoint { pulses: 2603, replayed: 0 }, "{why}");
+    }
+
+    // A damaged record the checkpoint does not check is found when read, named, and rebuilt
+    // by the next open.
+    flip(p("versions/0"), 128 * 500 + 9);
+    let ledger = Ledger::open(dir.path()).expect("open");
+    let err = ledger.version(log, 500).expect_err("damaged");
+    assert!(matches!(&err, LedgerError::Derived { file, .. } if file == "versions/0"), "{err}");
+    drop(ledger);
+    let ledger = Ledger::open(dir.path()).expect("open");
+    assert!(matches!(ledger.boot(), LedgerBoot::Replayed { .. }));
+    assert_eq!(answers(&ledger, log, other), expected);
+}
+
+/// The child of the kill test: commit until killed, printing each acknowledged Pulse.
+#[test]
+fn child_commits_until_killed() {
+    let Some(dir) = std::env::var_os("SION_LEDGER_CHILD") else { return };
+    let dir = std::path::Path::new(&dir);
+    let mut ledger = if dir.join("FORMAT").exists() {
+        Ledger::open(dir).expect("open")
+    } else {
+        Ledger::create(dir).expect("create")
+    };
+    ledger.set_checkpoint_every(1);
+    let w = Writer { key: key(1) };
+    let log = match ledger.logs().first() {
+        Some(l) => l.id,
+        None => open_log(&mut ledger, &w, None),
+    };
+    use std::io::Write as _;
+    let mut out = std::io::stdout();
+    for _ in 0..100_000 {
+        let size = ledger.log(log).expect("log").head.size;
+        let pulse = w.commit(&mut ledger, log, (size + 1).min(40), false).expect("commit");
+        let hash = hex::encode(ledger.latest().header.hash());
+        writeln!(out, "ACK {pulse} {hash}").expect("stdout");
+        out.flush().expect("stdout");
+    }
+}
+
+#[test]
+fn kill_9_while_checkpointing_loses_no_acknowledged_pulse() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().expect("tmp");
+    let ledger_dir = dir.path().join("ledger");
+    let mut acked: Vec<(u64, String)> = Vec::new();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut inside = 0;
+    let mut trials = 0;
+    // Until twenty kills have landed inside a checkpoint's write (its new file written, not
+    // yet renamed over the old), and at least twenty-four in all.
+    while (inside < 20 || trials < 24) && trials < 400 {
+        let trial = trials;
+        trials += 1;
+        let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+            .args(["--exact", "child_commits_until_killed", "--nocapture", "--test-threads", "1"])
+            .env("SION_LEDGER_CHILD", &ledger_dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("child");
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        // Killed after 1 to 12 acknowledgements; the child checkpoints after every Pulse.
+        let wanted = 1 + rng % 12;
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let mut seen = 0;
+        while seen < wanted {
+            let Some(Ok(line)) = lines.next() else { break };
+            if let Some(rest) = line.strip_prefix("ACK ") {
+                let (pulse, hash) = rest.split_once(' ').expect("ack line");
+                acked.push((pulse.parse().expect("pulse"), hash.to_owned()));
+                seen += 1;
+            }
+        }
+        // A little later still, so that the kill lands anywhere in the next Pulse.
+        std::thread::sleep(std::time::Duration::from_micros(rng % 3000));
+        child.kill().expect("kill -9");
+        if ledger_dir.join("checkpoint.new").exists() {
+            inside += 1;
+        }
+        // Acknowledgements already written count too.
+        for line in lines.map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix("ACK ") {
+                let (pulse, hash) = rest.split_once(' ').expect("ack line");
+                acked.push((pulse.parse().expect("pulse"), hash.to_owned()));
+            }
+        }
+        child.wait().expect("reaped");
+        let ledger = Ledger::open(&ledger_dir).unwrap_or_else(|e| panic!("trial {trial}: {e}"));
+        for (pulse, hash) in &acked {
+            let header =
+                ledger.header(*pulse).unwrap_or_else(|e| panic!("trial {trial}, Pulse {pulse}: {e}"));
+            assert_eq!(&hex::encode(header.header.hash()), hash, "trial {trial}, Pulse {pulse}");
+        }
+    }
+    eprintln!(
+        "{} Pulses acknowledged over {trials} kills, {inside} inside a checkpoint's write",
+        acked.len()
+    );
+    assert!(inside >= 20, "only {inside} of {trials} kills landed inside a checkpoint's write");
 }
 
 #[test]

@@ -30,6 +30,8 @@ pub enum ExportError {
     Write(#[from] mcap::McapError),
     #[error("reading the log: {0}")]
     Log(#[from] sion_store::log::LogError),
+    #[error("reading the ledger: {0}")]
+    Ledger(#[from] sion_store::ledger::LedgerError),
     #[error("answer {name}: not a proof file: {error}")]
     Answer { name: String, error: String },
 }
@@ -129,7 +131,8 @@ pub fn export<W: Write + Seek>(
     }
 
     let ledger = memory.ledger();
-    for version in ledger.versions(memory.log_id()) {
+    for version in ledger.versions_from(memory.log_id(), 0) {
+        let version = version?;
         let time = ledger.header(version.committed_at).map_or(0, |h| h.header.time_ns);
         let h = &version.head;
         let value = json!({

@@ -629,7 +629,7 @@ fn show(a: ShowArgs) -> Result<ExitCode> {
     let log = memory.committed();
     let tree = memory.log().head();
     let latest = memory.ledger().latest().header;
-    let committed_time = memory.ledger().header(log.committed_at).map(|h| h.header.time_ns);
+    let committed_time = memory.ledger().header(log.committed_at).ok().map(|h| h.header.time_ns);
     if a.json {
         let v = serde_json::json!({
             "data": a.data.data,

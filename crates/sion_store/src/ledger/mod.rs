@@ -3,13 +3,16 @@
 //! Pulse whose header it signs, and can prove when any position of a log was recorded.
 //!
 //! Its state lives in a journal of (transaction, signed header) entries, each fsynced before a
-//! transaction is acknowledged; opening replays and re-checks the whole journal.
+//! transaction is acknowledged. Beside it, caches of the journal (files.rs): where each Pulse
+//! is, every version of every log, and a checkpoint of the state, so that opening replays only
+//! the journal past the checkpoint and memory does not grow with the ledger's life.
 
+mod files;
 mod state;
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write as _};
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::io::{self, BufReader, Read as _, Seek as _, SeekFrom, Write as _};
+use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -24,6 +27,7 @@ use sion_verify::merkle::{self, Blake3, MemoryTree};
 use sion_verify::wire::{Put as _, Reader};
 
 use crate::frame as wire;
+use files::PulseEntry;
 use state::State;
 
 const FORMAT: &str = "sion-ledger 1\n";
@@ -74,6 +78,12 @@ pub enum LedgerError {
     Fork { log: LogId, from: u64, to: u64, reason: String },
     #[error("no Pulse {0}")]
     NoPulse(u64),
+    #[error("log {log} has no version {version}")]
+    NoVersion { log: LogId, version: u64 },
+    #[error(
+        "the ledger's {file} or the journal entry it points to is damaged ({reason}); opening the ledger again rebuilds the file from the journal, or names the damaged entry"
+    )]
+    Derived { file: String, reason: String },
     #[error("log {log} has not recorded position {position} in any commit")]
     NotRecorded { log: LogId, position: u64 },
 }
@@ -115,15 +125,42 @@ pub fn account_of(key: &SigningKey) -> Account {
     Account(key.verifying_key().to_bytes())
 }
 
-/// An embedded ledger, open for one process at a time.
+/// An embedded ledger, open for one process at a time. It holds in memory only the current
+/// state (one entry per log, agent and account) and the latest header; every past header and
+/// version is read from disk when asked for.
 pub struct Ledger {
     dir: PathBuf,
     key: SigningKey,
-    book: Book,
-    headers: Vec<SignedHeader>,
+    state: State,
+    latest: SignedHeader,
+    /// The next Pulse's number.
+    pulses: u64,
+    /// Bytes of the journal its Pulses cover.
+    journal_len: u64,
     journal: File,
+    pulse_file: File,
+    version_files: Vec<File>,
+    /// Pulses since the last checkpoint, and how many there may be.
+    since_checkpoint: u64,
+    checkpoint_every: u64,
+    boot: LedgerBoot,
     _lock: File,
 }
+
+/// How opening found the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerBoot {
+    /// Resumed from the checkpoint at Pulse `pulses − 1` and replayed `replayed` Pulses after it.
+    Checkpoint { pulses: u64, replayed: u64 },
+    /// Replayed the whole journal (`replayed` Pulses): the checkpoint was missing or did not
+    /// agree with the journal, for the reason given.
+    Replayed { why: String, replayed: u64 },
+}
+
+/// Pulses between checkpoints: opening replays at most this many past the last one.
+pub const CHECKPOINT_EVERY: u64 = 1024;
+/// Left beside the journal when a read finds a derived file damaged: the next open rebuilds.
+const DAMAGED: &str = "DAMAGED";
 
 fn lock_dir(dir: &Path) -> Result<File, LedgerError> {
     let path = dir.join("LOCK");
@@ -144,6 +181,47 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+/// The header of Pulse `number` over `state`.
+fn pulse_header(state: &State, number: u64, time_ns: i64, prev: Option<&SignedHeader>) -> PulseHeader {
+    let tree = MemoryTree::<Blake3>::from_leaves(state.logs.iter().map(MemoryLog::encode));
+    let prev = prev.map(|h| h.header.hash()).unwrap_or([0; 32]);
+    PulseHeader { number, time_ns, logs: tree.size(), state_root: tree.root(), prev }
+}
+
+/// One journal entry: the transaction (none for the genesis) and the signed header.
+fn parse_entry(frame: &[u8], first: bool) -> Result<(Option<SignedTx>, SignedHeader), String> {
+    let mut r = Reader::new(frame);
+    let tx = match r.u8("entry kind").map_err(|e| e.to_string())? {
+        0 if first => None,
+        1 if !first => {
+            let tx_bytes = r.bytes32(MAX_ENTRY_BYTES, "transaction").map_err(|e| e.to_string())?;
+            Some(SignedTx::decode(tx_bytes).map_err(|e| e.to_string())?)
+        }
+        k => return Err(format!("unexpected entry kind {k}")),
+    };
+    let header = SignedHeader::read(&mut r).map_err(|e| e.to_string())?;
+    r.finish().map_err(|e| e.to_string())?;
+    Ok((tx, header))
+}
+
+fn open_rw(path: &Path, truncate: bool) -> Result<File, LedgerError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .open(path)
+        .map_err(io_err(format!("opening {}", path.display())))
+}
+
+/// What a checkpoint that agrees with the journal resumes from.
+struct Resume {
+    state: State,
+    latest: SignedHeader,
+    pulses: u64,
+    journal_len: u64,
+}
+
 impl Ledger {
     /// Create a ledger with a new key and its genesis Pulse 0.
     pub fn create(dir: &Path) -> Result<Self, LedgerError> {
@@ -161,7 +239,7 @@ impl Ledger {
                 key
             }
         };
-        let genesis = SignedHeader::sign(&key, Book::default().header(0, now_ns(), None));
+        let genesis = SignedHeader::sign(&key, pulse_header(&State::default(), 0, now_ns(), None));
         let mut entry = vec![0u8];
         genesis.put(&mut entry);
         let mut frame = Vec::new();
@@ -174,7 +252,9 @@ impl Ledger {
         Self::open(dir)
     }
 
-    /// Open a ledger, replaying and re-checking every journal entry.
+    /// Open a ledger: resume from its checkpoint and replay the journal past it, re-checking
+    /// every transaction, header and signature there; without a checkpoint that agrees with
+    /// the journal, replay the whole journal and write the files beside it afresh.
     pub fn open(dir: &Path) -> Result<Self, LedgerError> {
         match fs::read_to_string(dir.join("FORMAT")) {
             Ok(f) if f == FORMAT => {}
@@ -184,65 +264,237 @@ impl Ledger {
         let lock = lock_dir(dir)?;
         let key = read_key(&dir.join("key"))?;
         let path = dir.join("journal");
-        let bytes = fs::read(&path).map_err(io_err("reading the journal"))?;
-        let (frames, covered) = wire::whole_frames(&bytes, MAX_ENTRY_BYTES);
-        let tail = &bytes[covered..];
-        if !tail.is_empty() && !is_torn_frame(tail) {
-            return Err(LedgerError::Journal {
-                entry: frames.len() as u64,
-                reason: "checksum mismatch".into(),
-            });
-        }
+        let journal =
+            OpenOptions::new().read(true).append(true).open(&path).map_err(io_err("opening the journal"))?;
+        let file_len = journal.metadata().map_err(io_err("reading the journal"))?.len();
+        let versions_dir = dir.join("versions");
+        fs::create_dir_all(&versions_dir).map_err(io_err(format!("creating {}", versions_dir.display())))?;
+        let pulse_file = open_rw(&dir.join("pulses"), false)?;
+        let resumed = if dir.join(DAMAGED).exists() {
+            Err("a read found a file beside the journal damaged".to_owned())
+        } else {
+            Self::resume(dir, &key.verifying_key(), &journal, &pulse_file, file_len)
+        };
+        let genesis_placeholder = SignedHeader::sign(&key, pulse_header(&State::default(), 0, 0, None));
         let mut ledger = Self {
             dir: dir.to_owned(),
             key,
-            book: Book::default(),
-            headers: Vec::new(),
-            journal: OpenOptions::new().append(true).open(&path).map_err(io_err("opening the journal"))?,
+            state: State::default(),
+            latest: genesis_placeholder,
+            pulses: 0,
+            journal_len: 0,
+            journal,
+            pulse_file,
+            version_files: Vec::new(),
+            since_checkpoint: 0,
+            checkpoint_every: CHECKPOINT_EVERY,
+            boot: LedgerBoot::Checkpoint { pulses: 0, replayed: 0 },
             _lock: lock,
         };
-        let operator = ledger.operator();
-        for (i, frame) in frames.iter().enumerate() {
-            let entry = i as u64;
+        let why = match resumed {
+            Ok(r) => {
+                ledger.state = r.state;
+                ledger.latest = r.latest;
+                ledger.pulses = r.pulses;
+                ledger.journal_len = r.journal_len;
+                None
+            }
+            Err(why) => Some(why),
+        };
+        // What the files beside the journal hold past the resumed Pulse is redone by the replay.
+        ledger
+            .pulse_file
+            .set_len(ledger.pulses * files::PULSE_ENTRY)
+            .map_err(io_err("truncating the pulse index"))?;
+        for log in &ledger.state.logs {
+            let f = open_rw(&versions_dir.join(log.id.0.to_string()), false)?;
+            f.set_len((log.commits + 1) * files::VERSION_ENTRY)
+                .map_err(io_err("truncating a version file"))?;
+            ledger.version_files.push(f);
+        }
+        let replayed = ledger.replay(&path, file_len)?;
+        ledger.boot = match why {
+            None => LedgerBoot::Checkpoint { pulses: ledger.pulses - replayed, replayed },
+            Some(why) => LedgerBoot::Replayed { why, replayed },
+        };
+        if replayed > 0 || matches!(ledger.boot, LedgerBoot::Replayed { .. }) {
+            ledger.checkpoint()?;
+        }
+        let _ = fs::remove_file(dir.join(DAMAGED));
+        Ok(ledger)
+    }
+
+    /// The checkpoint, if it agrees with the journal and the files beside it.
+    fn resume(
+        dir: &Path,
+        key: &VerifyingKey,
+        journal: &File,
+        pulse_file: &File,
+        file_len: u64,
+    ) -> Result<Resume, String> {
+        let path = dir.join("checkpoint");
+        let len = match fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(_) => return Err("no checkpoint".into()),
+        };
+        if len > files::MAX_CHECKPOINT {
+            return Err(format!("the checkpoint claims {len} bytes"));
+        }
+        let bytes = fs::read(&path).map_err(|e| format!("reading the checkpoint: {e}"))?;
+        let c = files::Checkpoint::decode(&bytes).map_err(|e| format!("the checkpoint is damaged: {e}"))?;
+        if c.pulses == 0 || c.journal_len > file_len {
+            return Err(format!("the checkpoint covers {} bytes of a journal of {file_len}", c.journal_len));
+        }
+        let last = c.pulses - 1;
+        let entry = read_pulse_entry(pulse_file, last)?;
+        if entry.offset + 8 + u64::from(entry.len) != c.journal_len {
+            return Err(format!("the pulse index and the checkpoint disagree on where Pulse {last} ends"));
+        }
+        let frame = read_frame(journal, entry)?;
+        let (_, header) = parse_entry(&frame, last == 0).map_err(|e| format!("Pulse {last}: {e}"))?;
+        if header.header.number != last || header.header.hash() != c.last {
+            return Err(format!("the journal's Pulse {last} is not the one the checkpoint names"));
+        }
+        header.verify(key).map_err(|e| e.to_string())?;
+        let expected = pulse_header(&c.state, last, header.header.time_ns, None);
+        if (expected.logs, expected.state_root) != (header.header.logs, header.header.state_root) {
+            return Err(format!("the checkpoint's state is not the state Pulse {last} signs"));
+        }
+        for log in &c.state.logs {
+            let f = File::open(dir.join("versions").join(log.id.0.to_string()))
+                .map_err(|e| format!("the versions of log {}: {e}", log.id))?;
+            if read_version(&f, log, log.commits)? != *log {
+                return Err(format!("the versions of log {} end elsewhere than its state", log.id));
+            }
+        }
+        Ok(Resume { state: c.state, latest: header, pulses: c.pulses, journal_len: c.journal_len })
+    }
+
+    /// Replay the journal from `self.journal_len`, frame by frame, re-checking each; returns
+    /// how many Pulses it took in. A frame cut short at the end is cut off (it was never
+    /// acknowledged); a whole frame that fails its checksum is damage, an error.
+    fn replay(&mut self, path: &Path, file_len: u64) -> Result<u64, LedgerError> {
+        let mut file = File::open(path).map_err(io_err("reading the journal"))?;
+        file.seek(SeekFrom::Start(self.journal_len)).map_err(io_err("reading the journal"))?;
+        let mut reader = BufReader::with_capacity(1 << 20, file);
+        let operator = self.operator();
+        let start = self.pulses;
+        let mut torn = false;
+        let mut body = Vec::new();
+        while self.journal_len < file_len {
+            let entry = self.pulses;
             let bad = |reason: String| LedgerError::Journal { entry, reason };
-            let mut r = Reader::new(frame);
-            let tx = match r.u8("entry kind").map_err(|e| bad(e.to_string()))? {
-                0 if i == 0 => None,
-                1 if i > 0 => {
-                    let tx_bytes =
-                        r.bytes32(MAX_ENTRY_BYTES, "transaction").map_err(|e| bad(e.to_string()))?;
-                    Some(SignedTx::decode(tx_bytes).map_err(|e| bad(e.to_string()))?)
-                }
-                k => return Err(bad(format!("unexpected entry kind {k}"))),
-            };
-            let header = SignedHeader::read(&mut r).map_err(|e| bad(e.to_string()))?;
-            r.finish().map_err(|e| bad(e.to_string()))?;
-            header.verify(&ledger.public_key()).map_err(|e| bad(e.to_string()))?;
+            let left = file_len - self.journal_len;
+            if left < 8 {
+                torn = true;
+                break;
+            }
+            let mut head = [0u8; 8];
+            reader.read_exact(&mut head).map_err(io_err("reading the journal"))?;
+            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+            let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+            if 8 + u64::from(len) > left {
+                torn = true;
+                break;
+            }
+            if len == 0 || len as usize > MAX_ENTRY_BYTES {
+                return Err(bad(format!("a frame claims {len} bytes")));
+            }
+            body.resize(len as usize, 0);
+            reader.read_exact(&mut body).map_err(io_err("reading the journal"))?;
+            if wire::frame_checksum(len, &body) != crc {
+                return Err(bad("checksum mismatch".into()));
+            }
+            let (tx, header) = parse_entry(&body, entry == 0).map_err(bad)?;
+            header.verify(&self.public_key()).map_err(|e| bad(e.to_string()))?;
+            let mut change = None;
             if let Some(tx) = tx {
-                let change = ledger
-                    .book
+                let c = self
                     .state
                     .check(&operator, &tx, entry)
                     .map_err(|e| bad(format!("replay refused: {e}")))?;
-                ledger.book.apply(tx.sender, change);
+                self.state.apply(tx.sender, c.clone());
+                change = Some(c);
             }
-            let expected = ledger.book.header(entry, header.header.time_ns, ledger.headers.last());
+            let prev = (entry > 0).then_some(&self.latest);
+            let expected = pulse_header(&self.state, entry, header.header.time_ns, prev);
             if header.header != expected {
                 return Err(bad("header does not match the replayed state".into()));
             }
-            ledger.headers.push(header);
+            self.took(header, PulseEntry { offset: self.journal_len, len }, change.as_ref())?;
         }
-        if ledger.headers.is_empty() {
+        if self.pulses == 0 {
             return Err(LedgerError::Journal { entry: 0, reason: "no genesis Pulse".into() });
         }
-        if !tail.is_empty() {
+        if torn {
             // An entry cut short was never acknowledged.
-            let f = OpenOptions::new().write(true).open(&path).map_err(io_err("opening the journal"))?;
-            f.set_len(covered as u64)
+            let f = OpenOptions::new().write(true).open(path).map_err(io_err("opening the journal"))?;
+            f.set_len(self.journal_len)
                 .and_then(|()| f.sync_all())
                 .map_err(io_err("truncating the journal"))?;
         }
-        Ok(ledger)
+        Ok(self.pulses - start)
+    }
+
+    /// Record Pulse `self.pulses` as taken (its frame durable in the journal at `at`): the
+    /// pulse index and the version files follow, the state has moved already.
+    fn took(
+        &mut self,
+        header: SignedHeader,
+        at: PulseEntry,
+        change: Option<&state::Change>,
+    ) -> Result<(), LedgerError> {
+        let number = self.pulses;
+        self.pulse_file
+            .write_all_at(&at.encode(), number * files::PULSE_ENTRY)
+            .map_err(io_err("writing the pulse index"))?;
+        if let Some(state::Change::Log(log)) = change {
+            let id = log.id.0 as usize;
+            if id == self.version_files.len() {
+                let path = self.dir.join("versions").join(log.id.0.to_string());
+                self.version_files.push(open_rw(&path, true)?);
+            }
+            let f = self.version_files.get(id).ok_or(LedgerError::UnknownLog(log.id))?;
+            f.write_all_at(&files::encode_version(log), log.commits * files::VERSION_ENTRY)
+                .map_err(io_err("writing a version file"))?;
+        }
+        self.latest = header;
+        self.pulses += 1;
+        self.journal_len = at.offset + 8 + u64::from(at.len);
+        self.since_checkpoint += 1;
+        Ok(())
+    }
+
+    /// Make the files beside the journal durable and record the state they reach.
+    fn checkpoint(&mut self) -> Result<(), LedgerError> {
+        self.pulse_file.sync_data().map_err(io_err("syncing the pulse index"))?;
+        for f in &self.version_files {
+            f.sync_data().map_err(io_err("syncing a version file"))?;
+        }
+        let c = files::Checkpoint {
+            pulses: self.pulses,
+            journal_len: self.journal_len,
+            last: self.latest.header.hash(),
+            state: self.state.clone(),
+        };
+        let tmp = self.dir.join("checkpoint.new");
+        fs::write(&tmp, c.encode())
+            .and_then(|()| File::open(&tmp)?.sync_all())
+            .map_err(io_err("writing the ledger checkpoint"))?;
+        fs::rename(&tmp, self.dir.join("checkpoint")).map_err(io_err("renaming the ledger checkpoint"))?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err("syncing the ledger directory"))?;
+        self.since_checkpoint = 0;
+        Ok(())
+    }
+
+    /// Checkpoint every `n` Pulses from now on (at least 1) instead of [`CHECKPOINT_EVERY`].
+    pub fn set_checkpoint_every(&mut self, n: u64) {
+        self.checkpoint_every = n.max(1);
+    }
+
+    /// How opening found the ledger.
+    pub fn boot(&self) -> &LedgerBoot {
+        &self.boot
     }
 
     pub fn dir(&self) -> &Path {
@@ -264,46 +516,132 @@ impl Ledger {
     }
 
     pub fn nonce(&self, account: &Account) -> u64 {
-        self.book.state.nonce(account)
+        self.state.nonce(account)
     }
 
     pub fn log(&self, id: LogId) -> Option<&MemoryLog> {
-        self.book.state.logs.get(id.0 as usize)
+        self.state.logs.get(id.0 as usize)
     }
 
     pub fn logs(&self) -> &[MemoryLog] {
-        &self.book.state.logs
-    }
-
-    /// Every version of a log, oldest first: the opening, then one per accepted commit (each
-    /// with the Pulse it took effect at in `committed_at`).
-    pub fn versions(&self, id: LogId) -> &[MemoryLog] {
-        self.book.history.get(id.0 as usize).map(Vec::as_slice).unwrap_or(&[])
+        &self.state.logs
     }
 
     pub fn agent(&self, name: &str) -> Option<&Agent> {
-        self.book.state.agents.get(name)
+        self.state.agents.get(name)
     }
 
     pub fn latest(&self) -> &SignedHeader {
-        // Opening guarantees the genesis header.
-        &self.headers[self.headers.len() - 1]
+        &self.latest
     }
 
-    pub fn header(&self, pulse: u64) -> Option<&SignedHeader> {
-        self.headers.get(pulse as usize)
+    /// A file beside the journal was found damaged: say so, and leave a mark so that the next
+    /// open rebuilds it from the journal.
+    fn damaged(&self, file: &str, reason: String) -> LedgerError {
+        let _ = fs::write(self.dir.join(DAMAGED), format!("{file}: {reason}\n"));
+        LedgerError::Derived { file: file.to_owned(), reason }
+    }
+
+    /// The signed header of Pulse `pulse`, read from the journal.
+    pub fn header(&self, pulse: u64) -> Result<SignedHeader, LedgerError> {
+        if pulse == self.latest.header.number {
+            return Ok(self.latest);
+        }
+        if pulse >= self.pulses {
+            return Err(LedgerError::NoPulse(pulse));
+        }
+        let read = || -> Result<SignedHeader, String> {
+            let entry = read_pulse_entry(&self.pulse_file, pulse)?;
+            if entry.offset + 8 + u64::from(entry.len) > self.journal_len {
+                return Err(format!("Pulse {pulse} is said to end past the journal"));
+            }
+            let frame = read_frame(&self.journal, entry)?;
+            let (_, header) = parse_entry(&frame, pulse == 0)?;
+            if header.header.number != pulse {
+                return Err(format!("the frame for Pulse {pulse} holds Pulse {}", header.header.number));
+            }
+            Ok(header)
+        };
+        read().map_err(|e| self.damaged("pulses", e))
+    }
+
+    /// How many versions log `id` has had: its opening, then one per commit.
+    pub fn version_count(&self, id: LogId) -> u64 {
+        self.log(id).map_or(0, |l| l.commits + 1)
+    }
+
+    /// Version `k` of log `id` (0: its opening; `k` commits moved its head).
+    pub fn version(&self, id: LogId, k: u64) -> Result<MemoryLog, LedgerError> {
+        let base = self.log(id).ok_or(LedgerError::UnknownLog(id))?;
+        if k > base.commits {
+            return Err(LedgerError::NoVersion { log: id, version: k });
+        }
+        if k == base.commits {
+            return Ok(base.clone());
+        }
+        let f = self.version_files.get(id.0 as usize).ok_or(LedgerError::UnknownLog(id))?;
+        read_version(f, base, k).map_err(|e| self.damaged(&format!("versions/{}", id.0), e))
+    }
+
+    /// Every version of log `id` from version `from` on, oldest first, read as it goes.
+    pub fn versions_from(
+        &self,
+        id: LogId,
+        from: u64,
+    ) -> impl Iterator<Item = Result<MemoryLog, LedgerError>> + '_ {
+        (from..self.version_count(id)).map(move |k| self.version(id, k))
+    }
+
+    /// The first version of log `id` in `lo..hi` for which `past` holds (versions are ordered
+    /// by size and by Pulse, so `past` holds from some version on), or `hi`.
+    fn search(
+        &self,
+        id: LogId,
+        mut lo: u64,
+        mut hi: u64,
+        past: impl Fn(&MemoryLog) -> bool,
+    ) -> Result<u64, LedgerError> {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if past(&self.version(id, mid)?) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The latest committed version (one commit or more) of log `id` with at most `size`
+    /// atoms.
+    pub fn last_commit_at_most(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError> {
+        let n = self.version_count(id);
+        let k = self.search(id, 1, n, |v| v.head.size > size)?;
+        if k <= 1 { Ok(None) } else { self.version(id, k - 1).map(Some) }
+    }
+
+    /// The first committed version of log `id` with more than `size` atoms.
+    pub fn first_commit_over(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError> {
+        let n = self.version_count(id);
+        let k = self.search(id, 1, n, |v| v.head.size > size)?;
+        if k >= n { Ok(None) } else { self.version(id, k).map(Some) }
+    }
+
+    /// The version of log `id` in force at Pulse `pulse`, if the log existed then.
+    fn version_at_pulse(&self, id: LogId, pulse: u64) -> Result<Option<MemoryLog>, LedgerError> {
+        let n = self.version_count(id);
+        let k = self.search(id, 0, n, |v| v.committed_at > pulse)?;
+        if k == 0 { Ok(None) } else { self.version(id, k - 1).map(Some) }
     }
 
     /// Check a transaction and, if it passes, make it durable under a new Pulse.
     pub fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError> {
-        let number = self.headers.len() as u64;
-        let change = self.book.state.check(&self.operator(), &tx, number)?;
-        // The state as it would be (small: one entry per log and account); the history of
-        // every version, which grows with the commits, is only appended to once durable.
-        let mut next = Book { state: self.book.state.clone(), history: Vec::new() };
-        next.state.apply(tx.sender, change.clone());
-        let time_ns = now_ns().max(self.latest().header.time_ns.saturating_add(1));
-        let header = SignedHeader::sign(&self.key, next.header(number, time_ns, self.headers.last()));
+        let number = self.pulses;
+        let change = self.state.check(&self.operator(), &tx, number)?;
+        let mut next = self.state.clone();
+        next.apply(tx.sender, change.clone());
+        let time_ns = now_ns().max(self.latest.header.time_ns.saturating_add(1));
+        let header = SignedHeader::sign(&self.key, pulse_header(&next, number, time_ns, Some(&self.latest)));
         let mut entry = vec![1u8];
         entry.put_bytes32(&tx.encode());
         header.put(&mut entry);
@@ -312,20 +650,30 @@ impl Ledger {
         // Durable first; only then does the ledger's state move.
         self.journal.write_all(&frame).map_err(io_err("appending to the journal"))?;
         self.journal.sync_data().map_err(io_err("syncing the journal"))?;
-        self.book.apply(tx.sender, change);
-        self.headers.push(header);
+        self.state = next;
+        let at = PulseEntry { offset: self.journal_len, len: entry.len() as u32 };
+        if let Err(e) = self.took(header, at, Some(&change)) {
+            // The Pulse is durable and acknowledged; the files beside the journal are rebuilt
+            // from it at the next open.
+            self.latest = header;
+            self.pulses = number + 1;
+            self.journal_len = at.offset + 8 + u64::from(at.len);
+            let _ = self.damaged("pulses", e.to_string());
+        } else if self.since_checkpoint >= self.checkpoint_every {
+            let _ = self.checkpoint();
+        }
         Ok(header)
     }
 
     /// That log `id` stood as it did at Pulse `pulse`.
     pub fn state_proof(&self, id: LogId, pulse: u64) -> Result<StateProof, LedgerError> {
-        let header = *self.header(pulse).ok_or(LedgerError::NoPulse(pulse))?;
-        let state: Vec<MemoryLog> = self
-            .book
-            .history
-            .iter()
-            .filter_map(|versions| versions.iter().rev().find(|v| v.committed_at <= pulse).cloned())
-            .collect();
+        let header = self.header(pulse)?;
+        let mut state: Vec<MemoryLog> = Vec::new();
+        for j in 0..self.state.logs.len() as u64 {
+            if let Some(v) = self.version_at_pulse(LogId(j), pulse)? {
+                state.push(v);
+            }
+        }
         let log = state.get(id.0 as usize).cloned().ok_or(LedgerError::UnknownLog(id))?;
         let tree = MemoryTree::<Blake3>::from_leaves(state.iter().map(MemoryLog::encode));
         let path = merkle::inclusion_path::<Blake3, _>(&tree, id.0, tree.size())
@@ -336,11 +684,11 @@ impl Ledger {
     /// When `position` of log `id` was recorded: the state before and at the Pulse of the
     /// commit that first covered it.
     pub fn tx_time_proof(&self, id: LogId, position: u64) -> Result<TxTimeProof, LedgerError> {
-        let versions = self.book.history.get(id.0 as usize).ok_or(LedgerError::UnknownLog(id))?;
-        let recorded = versions
-            .iter()
-            .find(|v| v.head.size > position)
-            .ok_or(LedgerError::NotRecorded { log: id, position })?;
+        if self.log(id).is_none() {
+            return Err(LedgerError::UnknownLog(id));
+        }
+        let recorded =
+            self.first_commit_over(id, position)?.ok_or(LedgerError::NotRecorded { log: id, position })?;
         let pulse = recorded.committed_at;
         Ok(TxTimeProof {
             position,
@@ -350,40 +698,37 @@ impl Ledger {
     }
 }
 
-/// The ledger's state and every version of every log (each carries the Pulse it took effect
-/// in `committed_at`), for proofs about the past.
-#[derive(Debug, Clone, Default)]
-struct Book {
-    state: State,
-    history: Vec<Vec<MemoryLog>>,
+fn read_pulse_entry(f: &File, pulse: u64) -> Result<PulseEntry, String> {
+    let mut b = [0u8; files::PULSE_ENTRY as usize];
+    f.read_exact_at(&mut b, pulse * files::PULSE_ENTRY)
+        .map_err(|e| format!("reading the pulse index at Pulse {pulse}: {e}"))?;
+    PulseEntry::decode(&b).ok_or_else(|| format!("the pulse index entry of Pulse {pulse} fails its checksum"))
 }
 
-impl Book {
-    fn apply(&mut self, sender: Account, change: state::Change) {
-        if let state::Change::Log(log) = &change {
-            let id = log.id.0 as usize;
-            if id == self.history.len() {
-                self.history.push(Vec::new());
-            }
-            if let Some(versions) = self.history.get_mut(id) {
-                versions.push(log.clone());
-            }
-        }
-        self.state.apply(sender, change);
+fn read_frame(journal: &File, at: PulseEntry) -> Result<Vec<u8>, String> {
+    if at.len as usize > MAX_ENTRY_BYTES || at.len == 0 {
+        return Err(format!("a journal frame of {} bytes", at.len));
     }
-
-    fn header(&self, number: u64, time_ns: i64, prev: Option<&SignedHeader>) -> PulseHeader {
-        let tree = MemoryTree::<Blake3>::from_leaves(self.state.logs.iter().map(MemoryLog::encode));
-        let prev = prev.map(|h| h.header.hash()).unwrap_or([0; 32]);
-        PulseHeader { number, time_ns, logs: tree.size(), state_root: tree.root(), prev }
+    let mut b = vec![0u8; 8 + at.len as usize];
+    journal
+        .read_exact_at(&mut b, at.offset)
+        .map_err(|e| format!("reading the journal at byte {}: {e}", at.offset))?;
+    let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    let crc = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    if len != at.len || wire::frame_checksum(len, &b[8..]) != crc {
+        return Err(format!("no whole journal frame at byte {}", at.offset));
     }
+    b.drain(..8);
+    Ok(b)
 }
 
-/// Whether bytes after the last whole frame are one frame cut short (a crash mid-append)
-/// rather than a whole frame that fails its checksum (damage).
-fn is_torn_frame(tail: &[u8]) -> bool {
-    match tail.get(..4) {
-        None => true,
-        Some(len) => 8 + u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize > tail.len(),
+fn read_version(f: &File, base: &MemoryLog, k: u64) -> Result<MemoryLog, String> {
+    let mut b = [0u8; files::VERSION_ENTRY as usize];
+    f.read_exact_at(&mut b, k * files::VERSION_ENTRY)
+        .map_err(|e| format!("reading version {k} of log {}: {e}", base.id))?;
+    let v = files::decode_version(&b, base).map_err(|e| format!("version {k} of log {}: {e}", base.id))?;
+    if v.commits != k {
+        return Err(format!("version {k} of log {} says it is version {}", base.id, v.commits));
     }
+    Ok(v)
 }

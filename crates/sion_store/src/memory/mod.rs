@@ -405,13 +405,22 @@ impl Memory {
     /// The committed version of the log with `size` atoms (the latest commit if `None`).
     pub fn version(&self, size: Option<u64>) -> Result<MemoryLog, MemoryError> {
         let Some(size) = size else { return Ok(self.committed().clone()) };
-        let versions = self.ledger.versions(self.log_id);
-        versions.iter().rev().find(|v| v.head.size == size && v.commits > 0).cloned().ok_or_else(|| {
-            let mut sizes: Vec<String> =
-                versions.iter().filter(|v| v.commits > 0).map(|v| v.head.size.to_string()).collect();
-            sizes.dedup();
-            MemoryError::NoSuchHead { size, sizes: sizes.join(", ") }
-        })
+        let found = self.ledger.last_commit_at_most(self.log_id, size)?;
+        if let Some(v) = &found
+            && v.head.size == size
+        {
+            return Ok(v.clone());
+        }
+        // The committed sizes either side of the one asked for (a long life has too many to list).
+        let below = found.map(|v| v.head.size.to_string());
+        let above = self.ledger.first_commit_over(self.log_id, size)?.map(|v| v.head.size.to_string());
+        let sizes = match (below, above) {
+            (None, None) => "none yet".to_owned(),
+            (Some(b), None) => format!("the latest is {b}"),
+            (None, Some(a)) => format!("the first is {a}"),
+            (Some(b), Some(a)) => format!("the nearest are {b} and {a}"),
+        };
+        Err(MemoryError::NoSuchHead { size, sizes })
     }
 
     /// The index as of a committed version, checked against the root the head commits to.
@@ -711,12 +720,6 @@ fn open_index(
 ) -> Result<(Index, IndexBoot), MemoryError> {
     let path = dir.join("index");
     let config = IndexConfig::default();
-    let committed: Vec<MemoryLog> = ledger
-        .versions(log_id)
-        .iter()
-        .filter(|v| v.commits > 0 && v.head.size >= index_v2_from)
-        .cloned()
-        .collect();
     let attempt = || -> Result<(Index, u64), MemoryError> {
         let (mut index, boot) = Index::open(&path, config)?;
         let crate::index::Boot::Checkpoint { version, .. } = boot else { unreachable!("opened") };
@@ -728,15 +731,16 @@ fn open_index(
             .into());
         }
         // Every committed head the checkpoint covers must be a version with the same root.
-        if let Some(v) = committed.iter().rev().find(|v| v.head.size <= version) {
-            snapshot_of(&index.reader(), v, index_v2_from).map_err(|_| {
+        if let Some(v) = ledger.last_commit_at_most(log_id, version)?.filter(|v| v.head.size >= index_v2_from)
+        {
+            snapshot_of(&index.reader(), &v, index_v2_from).map_err(|_| {
                 IndexError::Damaged(format!(
                     "the checkpoint disagrees with the head of {} atoms",
                     v.head.size
                 ))
             })?;
         }
-        let folded = catch_up(log, &mut index, &committed)?;
+        let folded = catch_up(log, &mut index, ledger, log_id, index_v2_from)?;
         Ok((index, folded))
     };
     match attempt() {
@@ -759,7 +763,7 @@ fn open_index(
                 fs::rename(&path, &aside).map_err(|e| config_err(&path, e))?;
             }
             let mut index = Index::create(&path, config)?;
-            let folded = catch_up(log, &mut index, &committed)?;
+            let folded = catch_up(log, &mut index, ledger, log_id, index_v2_from)?;
             index.checkpoint()?;
             if matches!(first, MemoryError::Index(IndexError::Missing(_))) && log.size() == 0 {
                 // A new memory: its index is made, not rebuilt.
@@ -776,10 +780,19 @@ fn open_index(
 
 /// Fold the log into `index` up to the latest committed head, sealing at each committed size
 /// past the index's; returns how many atoms were folded.
-fn catch_up(log: &Log, index: &mut Index, committed: &[MemoryLog]) -> Result<u64, MemoryError> {
+fn catch_up(
+    log: &Log,
+    index: &mut Index,
+    ledger: &Ledger,
+    log_id: LogId,
+    index_v2_from: u64,
+) -> Result<u64, MemoryError> {
     let start = index.size();
-    for v in committed {
-        if v.head.size > index.size() {
+    // Only the commits past what the index holds are read (a long life has many).
+    let Some(first) = ledger.first_commit_over(log_id, index.size())? else { return Ok(0) };
+    for v in ledger.versions_from(log_id, first.commits) {
+        let v = v?;
+        if v.head.size >= index_v2_from && v.head.size > index.size() {
             fold_log(log, index, v.head.size)?;
             index.seal()?;
         }
