@@ -85,11 +85,16 @@ fn derived_files_that_are_missing_are_rebuilt() {
     for lost in [
         &["log/offsets"][..],
         &["log/nodes"],
-        &["log/checkpoint", "log/dedup.redb"],
+        &["log/checkpoint", "log/dedup"],
         &["log/offsets", "log/nodes", "log/checkpoint"],
     ] {
         for f in lost {
-            std::fs::remove_file(dir.join(f)).expect("rm");
+            let path = dir.join(f);
+            if path.is_dir() {
+                std::fs::remove_dir_all(path).expect("rm");
+            } else {
+                std::fs::remove_file(path).expect("rm");
+            }
         }
         assert_eq!(root_of(&d), before, "after losing {lost:?}");
         let o = sion(&["memory", "audit", "--data", &d]);

@@ -406,8 +406,10 @@ impl Log {
         nodes.sync_data().map_err(io_err("syncing nodes"))?;
         write_checkpoint(&checkpoint, size)?;
 
-        let dedup_path = dir.join("dedup.redb");
-        let mut dedup = match Dedup::open(&dedup_path, options.dedup_cache_bytes) {
+        // The filter of earlier versions (a redb database) is re-derived in the new form.
+        let _ = fs::remove_file(dir.join("dedup.redb"));
+        let dedup_path = dir.join("dedup");
+        let mut dedup = match Dedup::open(&dedup_path, options.dedup_cache_bytes, size) {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!("{}: {e}; rebuilding it from the log", dedup_path.display());
@@ -600,7 +602,8 @@ impl Log {
         let mut frontier = w.frontier.clone();
         let count: usize = group.iter().map(|(_, atoms)| atoms.len()).sum();
         let bytes: usize = group.iter().flat_map(|(_, atoms)| atoms).map(|a| a.bytes().len()).sum();
-        let mut fresh: HashMap<Digest, u64> = HashMap::with_capacity(count);
+        let mut fresh: rustc_hash::FxHashMap<Digest, u64> =
+            rustc_hash::FxHashMap::with_capacity_and_hasher(count, Default::default());
         let mut seg_buf = Vec::with_capacity(bytes + count * RECORD_HEADER_LEN as usize);
         let mut offset_buf = Vec::with_capacity(count * 8);
         let mut node_buf = Vec::with_capacity(count * 2 * 32 + 64 * 32);
@@ -616,7 +619,21 @@ impl Log {
                 }
             }
         }
-        let held = w.dedup.group(&unique, start, start, |p| nodes.subtree(0, p), false)?;
+        let held =
+            match w.dedup.group(&unique, start, start, |p| nodes.subtree(0, p).map_err(Lookup::Log), false) {
+                Ok(held) => held,
+                Err(Lookup::Log(e)) => return Err(e),
+                Err(Lookup::Filter(e)) => {
+                    // The filter is a cache: a damaged one is rebuilt from the log, here and now.
+                    let path = inner.dir.join("dedup");
+                    tracing::warn!("{}: {e}; rebuilding it from the log", path.display());
+                    w.dedup = Dedup::create(&path, inner.options.dedup_cache_bytes).map_err(dedup_err)?;
+                    let segments = inner.segments.read().unwrap_or_else(PoisonError::into_inner);
+                    catch_up_dedup(&mut w.dedup, &segments, &inner.offsets, &inner.nodes, start)?;
+                    drop(segments);
+                    w.dedup.group(&unique, start, start, |p| nodes.subtree(0, p), false)?
+                }
+            };
         let mut held = held.into_iter();
         fresh.clear();
         let mut out = Vec::with_capacity(group.len());
@@ -1109,6 +1126,18 @@ fn leaves_in(nodes: u64) -> u64 {
         n -= 1;
     }
     n
+}
+
+/// Why a lookup in the duplicate filter failed: the filter itself (rebuilt), or the log.
+enum Lookup {
+    Filter(dedup::DedupError),
+    Log(LogError),
+}
+
+impl From<dedup::DedupError> for Lookup {
+    fn from(e: dedup::DedupError) -> Self {
+        Lookup::Filter(e)
+    }
 }
 
 fn dedup_err(e: dedup::DedupError) -> LogError {
