@@ -15,7 +15,8 @@
 //! proof; that measures the answer, not the memory.)
 //!
 //! For each size it builds the memory in its own process (durable appends in batches of 8,192,
-//! a hundred commits, one every 1% of the atoms), then, each in a fresh process: opens it from
+//! a commit every 10,000 atoms as the node's `commit_every_atoms` does — 100 at 10^6, 10,000
+//! at 10^8, so the ledger has lived as long as the log), then, each in a fresh process: opens it from
 //! its checkpoint and answers 25 queries of each row (proof size, prove and verify time, best
 //! of 3, peak memory); runs `sion memory recall` end to end; commits 1,000 new atoms a hundred
 //! times; and opens it without the index's checkpoint (a full re-fold). It prints one table, the seed's figures beside ours.
@@ -35,8 +36,8 @@ use sion_memory::sim::{MONTH_NS, MonthInAWarehouse, SplitMix64, WAREHOUSE_MM};
 const HOUR_NS: i64 = 3_600_000_000_000;
 const SEED: u64 = 2026;
 const BATCH: usize = 8192;
-/// Commits while building a memory (a hundred heads to ask as of).
-const COMMITS: u64 = 100;
+/// Atoms between commits while building a memory (the node's default `commit_every_atoms`).
+const COMMIT_EVERY: u64 = 10_000;
 const QUERIES: usize = 25;
 /// Commits of 1,000 atoms onto a built memory.
 const ROUNDS: u64 = 100;
@@ -120,7 +121,7 @@ fn build(dir: &Path, n: u64) -> Result<Value> {
     let (mut appended, mut append_time, mut fold_time) = (0u64, Duration::ZERO, Duration::ZERO);
     let started = Instant::now();
     let every =
-        std::env::var("SION_LIFETIME_COMMIT_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(n / COMMITS);
+        std::env::var("SION_LIFETIME_COMMIT_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(COMMIT_EVERY);
     let mut next_commit = every;
     let mut pre_commit = 0;
     loop {
@@ -161,6 +162,8 @@ fn open_and_ask(dir: &Path, n: u64) -> Result<Value> {
     let memory = Memory::open(dir)?;
     let open_s = t.elapsed().as_secs_f64();
     let boot = format!("{:?}", memory.index_boot());
+    let ledger_boot = format!("{:?}", memory.ledger().boot());
+    let pulses = memory.ledger().latest().header.number + 1;
     let after_open = rss();
     let key = memory.ledger().public_key();
     let size = memory.committed().head.size;
@@ -203,7 +206,7 @@ fn open_and_ask(dir: &Path, n: u64) -> Result<Value> {
     }
     let (peak, anon, file) = rss();
     Ok(json!({
-        "open_s": open_s, "boot": boot,
+        "open_s": open_s, "boot": boot, "ledger_boot": ledger_boot, "pulses": pulses,
         "open_peak_kib": after_open.0,
         "peak_kib": peak, "anon_kib": anon, "file_kib": file,
         "rows": rows,
@@ -368,9 +371,10 @@ fn main() -> Result<()> {
         let disk = json!({
             "segments": du(&dir.join("log/segments")),
             "log_derived": du(&dir.join("log/offsets")) + du(&dir.join("log/nodes")),
-            "dedup": du(&dir.join("log/dedup.redb")),
+            "dedup": du(&dir.join("log/dedup")),
             "index": du(&dir.join("index/nodes")) + du(&dir.join("index/roots")),
             "checkpoint": du(&dir.join("index/checkpoint")),
+            "ledger": du(&dir.join("ledger")),
         });
         eprintln!("== {n} atoms: open and ask");
         let asked = child(&["--ask", &d, &ns])?;
@@ -403,6 +407,9 @@ fn main() -> Result<()> {
     });
     row("cold boot with the checkpoint (Memory::open; second run)", "≤ 1 s at 10^8", &|r| {
         format!("{:.3} s ({:.3} s)", f(&r.asked["open_s"]), f(&r.asked_again["open_s"]))
+    });
+    row("… the ledger's Pulses, and how it opened (second run)", "", &|r| {
+        format!("{} ({})", r.asked_again["pulses"], r.asked_again["ledger_boot"].as_str().unwrap_or("?"))
     });
     row("cold boot without it (full re-fold; peak memory)", "", &|r| {
         format!(
@@ -457,18 +464,19 @@ fn main() -> Result<()> {
         });
     }
     row(
-        "disk bytes per atom: log segments / log's derived files / duplicate filter / index / checkpoint",
+        "disk bytes per atom: log segments / log's derived files / duplicate filter / index / checkpoint / ledger",
         "",
         &|r| {
             let n = r.n as f64;
             let b = |k: &str| r.disk[k].as_f64().unwrap_or(0.0) / n;
             format!(
-                "{:.0} / {:.0} / {:.0} / {:.0} / {:.4}",
+                "{:.0} / {:.0} / {:.0} / {:.0} / {:.4} / {:.1}",
                 b("segments"),
                 b("log_derived"),
                 b("dedup"),
                 b("index"),
-                b("checkpoint")
+                b("checkpoint"),
+                b("ledger")
             )
         },
     );
