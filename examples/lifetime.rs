@@ -491,7 +491,7 @@ fn main() -> Result<()> {
             )
         },
     );
-    row("building: appends, 100 commits (fold + seal), total", "", &|r| {
+    row("building: appends, commits every 10,000 atoms (fold + seal + ledger), total", "", &|r| {
         format!(
             "{:.0} s, {:.0} s, {:.0} s",
             f(&r.built["append_s"]),
