@@ -2,7 +2,8 @@
 //! arguments are ROS's (`--ros-args --params-file …`), read by rcl; this binary adds `--help`
 //! and `--list-parameters`, sets up logging, and runs [`sion_memory::ros::run`].
 
-#![forbid(unsafe_code)]
+// One unsafe call, for the allocator's mmap threshold below; nothing else.
+#![deny(unsafe_code)]
 
 use std::process::ExitCode;
 
@@ -23,7 +24,23 @@ fn help() -> String {
     out
 }
 
+/// Large buffers (camera frames, ~1 MB each at 30 Hz) from the operating system every time,
+/// given back when freed. glibc's default raises its mmap threshold to the largest buffer
+/// freed, after which frames come from the threads' heaps and stay resident: under
+/// examples/ros_load the node grew ~5 MiB a minute that way, and ~0.7 with this (docs/ROS.md,
+/// "Measured"). `MALLOC_MMAP_THRESHOLD_` in the environment still decides, if set.
+fn fix_mmap_threshold() {
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        // SAFETY: mallopt only sets an allocator parameter; called before any thread starts.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    fix_mmap_threshold();
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         print!("{}", help());
