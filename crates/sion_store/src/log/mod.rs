@@ -533,11 +533,28 @@ impl Log {
     /// Where the log holds this atom, if it does.
     pub fn position_of(&self, atom: &Atom) -> Result<Option<u64>, LogError> {
         let leaf = leaf_hash(atom);
-        let writer = lock(&self.inner.writer);
+        let mut writer = lock(&self.inner.writer);
         let size = writer.frontier.size();
-        writer
-            .dedup
-            .find(atom.parts().valid.from_ns, &leaf, size, |p| NodeFile(&self.inner.nodes).subtree(0, p))
+        let from = atom.parts().valid.from_ns;
+        let stored = |p| NodeFile(&self.inner.nodes).subtree(0, p);
+        match writer.dedup.find(from, &leaf, size, |p| stored(p).map_err(Lookup::Log)) {
+            Ok(found) => Ok(found),
+            Err(Lookup::Log(e)) => Err(e),
+            Err(Lookup::Filter(e)) => {
+                self.rebuild_filter(&mut writer, size, &e)?;
+                writer.dedup.find(from, &leaf, size, stored)
+            }
+        }
+    }
+
+    /// The filter is a cache: a damaged one is rebuilt from the segments, here and now.
+    fn rebuild_filter(&self, w: &mut Writer, size: u64, why: &dedup::DedupError) -> Result<(), LogError> {
+        let inner = &*self.inner;
+        let path = inner.dir.join("dedup");
+        tracing::warn!("{}: {why}; rebuilding it from the log", path.display());
+        w.dedup = Dedup::create(&path, inner.options.dedup_cache_bytes).map_err(dedup_err)?;
+        let segments = inner.segments.read().unwrap_or_else(PoisonError::into_inner);
+        catch_up_dedup(&mut w.dedup, &segments, &inner.offsets, &inner.nodes, size)
     }
 
     /// Append atoms; resolves once all of them are durable. An atom the log already holds is
@@ -624,13 +641,7 @@ impl Log {
                 Ok(held) => held,
                 Err(Lookup::Log(e)) => return Err(e),
                 Err(Lookup::Filter(e)) => {
-                    // The filter is a cache: a damaged one is rebuilt from the log, here and now.
-                    let path = inner.dir.join("dedup");
-                    tracing::warn!("{}: {e}; rebuilding it from the log", path.display());
-                    w.dedup = Dedup::create(&path, inner.options.dedup_cache_bytes).map_err(dedup_err)?;
-                    let segments = inner.segments.read().unwrap_or_else(PoisonError::into_inner);
-                    catch_up_dedup(&mut w.dedup, &segments, &inner.offsets, &inner.nodes, start)?;
-                    drop(segments);
+                    self.rebuild_filter(w, start, &e)?;
                     w.dedup.group(&unique, start, start, |p| nodes.subtree(0, p), false)?
                 }
             };
