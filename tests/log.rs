@@ -90,21 +90,11 @@ fn remembering_twice_is_a_no_op() {
     assert_eq!(log.size(), 50);
 }
 
-#[test]
-fn a_damaged_duplicate_filter_is_rebuilt_and_nothing_is_remembered_twice() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let all = atoms(3000, 3);
-    {
-        let (log, _) = Log::create(tmp.path(), LogOptions::default()).expect("create");
-        log.append(all.clone()).expect("append");
-    }
-    // Closing wrote the filter's entries as a run: damage every block of it (its header and
-    // length stay sound, so opening keeps it and only a lookup finds the damage).
-    let runs: Vec<_> = std::fs::read_dir(tmp.path().join("dedup"))
-        .expect("the filter's directory")
-        .flatten()
-        .map(|e| e.path())
-        .collect();
+/// Flip a byte in every block of every run of the duplicate filter in `dir` (docs/LOG.md: a
+/// 64-byte header, then blocks of 128 entries of 24 bytes and a CRC), leaving headers sound.
+fn damage_every_block(dir: &Path) {
+    let runs: Vec<_> =
+        std::fs::read_dir(dir).expect("the filter's directory").flatten().map(|e| e.path()).collect();
     assert!(!runs.is_empty(), "a run was written");
     for run in &runs {
         let mut bytes = std::fs::read(run).expect("read");
@@ -115,23 +105,25 @@ fn a_damaged_duplicate_filter_is_rebuilt_and_nothing_is_remembered_twice() {
         }
         std::fs::write(run, bytes).expect("write");
     }
+}
+
+#[test]
+fn a_damaged_duplicate_filter_is_rebuilt_and_nothing_is_remembered_twice() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let all = atoms(3000, 3);
+    {
+        let (log, _) = Log::create(tmp.path(), LogOptions::default()).expect("create");
+        log.append(all.clone()).expect("append");
+    }
+    // Closing wrote the filter's entries as a run: damage every block of it (its header and
+    // length stay sound, so opening keeps it and only a lookup finds the damage).
+    damage_every_block(&tmp.path().join("dedup"));
     let (log, _) = Log::open(tmp.path(), LogOptions::default()).expect("opens: the runs' headers are sound");
     // A lookup alone finds the damage too, and answers after rebuilding.
     assert_eq!(log.position_of(&all[100]).expect("lookup after damage"), Some(100));
     drop(log);
     // The rebuilt filter's runs, damaged the same way.
-    let rebuilt: Vec<_> =
-        std::fs::read_dir(tmp.path().join("dedup")).expect("dir").flatten().map(|e| e.path()).collect();
-    assert!(!rebuilt.is_empty());
-    for run in &rebuilt {
-        let mut bytes = std::fs::read(run).expect("read");
-        let mut at = 64 + 5;
-        while at < bytes.len() {
-            bytes[at] ^= 1;
-            at += 128 * 24 + 4;
-        }
-        std::fs::write(run, bytes).expect("write");
-    }
+    damage_every_block(&tmp.path().join("dedup"));
     let (log, _) = Log::open(tmp.path(), LogOptions::default()).expect("reopen");
     // Atoms from earlier than the newest on disk are looked up in the runs: the damage is
     // found, the filter rebuilt from the segments, and the answer is still right.

@@ -56,18 +56,12 @@ fn prefix(leaf: &Digest) -> u64 {
 
 type Key = (i64, u64);
 
-/// A run on disk: one part of a generation.
+/// A run on disk: one part of a generation, as its header describes it.
 #[derive(Debug)]
 struct Run {
     path: PathBuf,
     file: File,
-    first: u64,
-    end: u64,
-    count: u64,
-    min_from: i64,
-    max_from: i64,
-    part: u32,
-    parts: u32,
+    head: Head,
 }
 
 /// The runs written at once for positions `first..end`: the entries split where `from`
@@ -135,10 +129,16 @@ impl Run {
         if &h[..8] != MAGIC || crc32c::crc32c(&h[..60]) != u32::from_le_bytes([h[60], h[61], h[62], h[63]]) {
             return Err("its header is damaged".into());
         }
-        let (first, end, count) = (u64_at(&h, 8), u64_at(&h, 16), u64_at(&h, 24));
-        let (min_from, max_from) = (u64_at(&h, 32) as i64, u64_at(&h, 40) as i64);
-        let part = u32::from_le_bytes([h[48], h[49], h[50], h[51]]);
-        let parts = u32::from_le_bytes([h[52], h[53], h[54], h[55]]);
+        let head = Head {
+            first: u64_at(&h, 8),
+            end: u64_at(&h, 16),
+            count: u64_at(&h, 24),
+            min_from: u64_at(&h, 32) as i64,
+            max_from: u64_at(&h, 40) as i64,
+            part: u32::from_le_bytes([h[48], h[49], h[50], h[51]]),
+            parts: u32::from_le_bytes([h[52], h[53], h[54], h[55]]),
+        };
+        let Head { first, end, count, part, parts, .. } = head;
         if end < first || count > end - first {
             return Err(format!("its header claims {count} entries for positions {first}..{end}"));
         }
@@ -149,15 +149,15 @@ impl Run {
         if len != run_len(count) {
             return Err(format!("{len} bytes, not the {} of {count} entries", run_len(count)));
         }
-        Ok(Self { path, file, first, end, count, min_from, max_from, part, parts })
+        Ok(Self { path, file, head })
     }
 
     fn blocks(&self) -> u64 {
-        self.count.div_ceil(BLOCK as u64)
+        self.head.count.div_ceil(BLOCK as u64)
     }
 
     fn block(&self, i: u64) -> Result<Vec<(Key, u64)>, DedupError> {
-        let n = (self.count - i * BLOCK as u64).min(BLOCK as u64) as usize;
+        let n = (self.head.count - i * BLOCK as u64).min(BLOCK as u64) as usize;
         let mut b = vec![0u8; n * ENTRY + 4];
         self.file.read_exact_at(&mut b, HEADER + i * BLOCK_BYTES).map_err(io("reading", &self.path))?;
         let crc = u32::from_le_bytes([b[n * ENTRY], b[n * ENTRY + 1], b[n * ENTRY + 2], b[n * ENTRY + 3]]);
@@ -197,7 +197,7 @@ impl Run {
 
     /// Every entry, in order.
     fn entries(&self) -> Result<Vec<(Key, u64)>, DedupError> {
-        let mut out = Vec::with_capacity(self.count as usize);
+        let mut out = Vec::with_capacity(self.head.count as usize);
         for i in 0..self.blocks() {
             out.extend(self.block(i)?);
         }
@@ -331,16 +331,17 @@ impl Dedup {
         // Whole generations only (a crash may leave one short of parts), then a chain of them
         // from 0: where a merged generation and those it merged are both left (a crash between
         // writing it and deleting them), the merged one is taken.
-        found.sort_by_key(|r| (r.first, std::cmp::Reverse(r.end), r.part));
+        found.sort_by_key(|r| (r.head.first, std::cmp::Reverse(r.head.end), r.head.part));
         let mut whole: Vec<Generation> = Vec::new();
         let mut parts: Vec<Run> = Vec::new();
         let finish = |parts: &mut Vec<Run>, whole: &mut Vec<Generation>| {
             let complete = parts.first().is_some_and(|p| {
-                p.parts as usize == parts.len() && parts.iter().enumerate().all(|(i, r)| r.part as usize == i)
+                p.head.parts as usize == parts.len()
+                    && parts.iter().enumerate().all(|(i, r)| r.head.part as usize == i)
             });
             if complete {
-                let (first, end) = (parts[0].first, parts[0].end);
-                let count = parts.iter().map(|r| r.count).sum();
+                let (first, end) = (parts[0].head.first, parts[0].head.end);
+                let count = parts.iter().map(|r| r.head.count).sum();
                 whole.push(Generation { first, end, count, parts: std::mem::take(parts) });
             } else {
                 for r in parts.drain(..) {
@@ -349,7 +350,7 @@ impl Dedup {
             }
         };
         for run in found {
-            if parts.first().is_some_and(|p| (p.first, p.end) != (run.first, run.end)) {
+            if parts.first().is_some_and(|p| (p.head.first, p.head.end) != (run.head.first, run.head.end)) {
                 finish(&mut parts, &mut whole);
             }
             parts.push(run);
@@ -365,7 +366,8 @@ impl Dedup {
                 generation.remove();
             }
         }
-        let disk_max_from = runs.iter().flat_map(|g| &g.parts).map(|r| r.max_from).max().unwrap_or(i64::MIN);
+        let disk_max_from =
+            runs.iter().flat_map(|g| &g.parts).map(|r| r.head.max_from).max().unwrap_or(i64::MIN);
         Ok(Self {
             dir: dir.to_owned(),
             runs,
@@ -404,7 +406,7 @@ impl Dedup {
         }
         if key.0 <= self.disk_max_from {
             let parts = self.runs.iter().flat_map(|g| &g.parts);
-            for run in parts.filter(|r| r.min_from <= key.0 && key.0 <= r.max_from) {
+            for run in parts.filter(|r| r.head.min_from <= key.0 && key.0 <= r.head.max_from) {
                 for p in run.get(key)? {
                     if p < size && stored(p)? == *leaf {
                         return Ok(Some(p));
@@ -491,8 +493,9 @@ impl Dedup {
         let mut entries: Vec<(Key, u64)> = self.memory.drain().chain(self.shared.drain(..)).collect();
         entries.sort_unstable();
         let generation = write_generation(&self.dir, first, self.covered, &entries)?;
-        self.disk_max_from =
-            self.disk_max_from.max(generation.parts.iter().map(|r| r.max_from).max().unwrap_or(i64::MIN));
+        self.disk_max_from = self
+            .disk_max_from
+            .max(generation.parts.iter().map(|r| r.head.max_from).max().unwrap_or(i64::MIN));
         self.runs.push(generation);
         while let [.., a, b] = &self.runs[..] {
             if a.count > b.count || b.count >= MERGE_BELOW {
