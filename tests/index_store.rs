@@ -153,6 +153,11 @@ fn a_missing_torn_or_damaged_checkpoint_is_rebuilt_with_the_same_roots() {
     std::fs::write(&nodes, &bytes).expect("write");
     let (why, _) = rebuilt(&dir);
     assert!(why.contains("checksum"), "{why}");
+    // A store of the format before this one (a cache: rebuilt, never read as this one).
+    std::fs::write(dir.join("index/FORMAT"), "sion-index-store 1\n").expect("write");
+    let (why, _) = rebuilt(&dir);
+    assert!(why.contains("not an index of this version"), "{why}");
+    ask_every_head(&dir, &atoms, &heads);
     // Stale: the index of another log (say, restored from the wrong backup) disagrees with
     // the ledger's head at its size.
     let early = tmp.path().join("early");

@@ -4,6 +4,7 @@
 //! the records below it by their offsets in the node file.
 
 use sion_verify::atom::AtomId;
+use sion_verify::index::critbit::node_digest;
 use sion_verify::index::geom::SpaceTime;
 use sion_verify::index::tree::{Entry, Summary};
 use sion_verify::merkle::Digest;
@@ -32,11 +33,15 @@ pub mod kind {
     pub const BUCKET: u8 = 4;
     pub const CELLS: u8 = 5;
     pub const FRAME: u8 = 6;
-    pub const CRIT: u8 = 7;
+    // 7 was a crit-bit node of one inner node (store format 1).
     pub const LIST: u8 = 8;
     pub const LIST_RUN: u8 = 9;
     pub const ROOT: u8 = 10;
+    pub const CRIT_PAGE: u8 = 11;
 }
+
+/// Inner nodes in a crit-bit page, at most.
+pub const MAX_PAGE: usize = 64;
 
 /// A full block: its entries in k-d order and its group tree's interior nodes (pre-order).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,12 +136,24 @@ pub struct FrameRec {
     pub months: Vec<Slot>,
 }
 
-/// A child in a crit-bit map: a subtree (node) or a list's record (leaf), and its digest.
+/// A child in a crit-bit map, and its digest: a list's record (leaf), or an inner node —
+/// node `node` (in pre-order) of the page at `ptr`. Inside a page's record, `ptr` 0 means the
+/// page itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CritChild {
     pub leaf: bool,
     pub ptr: Ptr,
+    pub node: u8,
     pub digest: Digest,
+}
+
+/// Up to `MAX_PAGE` inner nodes of a crit-bit map that a seal rewrote, a connected subtree,
+/// in pre-order (node 0 is its top). A child that is a node of the same page is stored as no
+/// more than a tag: its digest is computed again on reading, so a page costs about one
+/// sibling digest per node it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CritPage {
+    pub nodes: Vec<CritRec>,
 }
 
 /// A crit-bit map's interior node: its crit bit and its two children.
@@ -198,7 +215,7 @@ pub enum Record {
     Bucket(BucketRec),
     Cells(CellsRec),
     Frame(FrameRec),
-    Crit(CritRec),
+    CritPage(CritPage),
     List(ListRec),
     ListRun(ListRunRec),
     Root(RootRec),
@@ -257,14 +274,80 @@ fn read_slot(r: &mut Reader<'_>) -> Result<Slot, WireError> {
     })
 }
 
+/// A reference to a child outside the record: `u8 1 || u64 pointer || digest` (a list) or
+/// `u8 2 || u64 pointer || u8 node || digest` (a page's node).
 fn put_crit_child(out: &mut Vec<u8>, c: &CritChild) {
-    out.put_u8(u8::from(c.leaf));
-    out.put_u64(c.ptr);
+    if c.leaf {
+        out.put_u8(1);
+        out.put_u64(c.ptr);
+    } else {
+        out.put_u8(2);
+        out.put_u64(c.ptr);
+        out.put_u8(c.node);
+    }
     out.put_bytes(&c.digest);
 }
 
+/// The rest of a child reference after its tag (1 or 2).
+fn read_crit_ref(r: &mut Reader<'_>, tag: u8) -> Result<CritChild, WireError> {
+    let (leaf, ptr) = match tag {
+        1 => (true, r.u64("pointer")?),
+        2 => (false, r.u64("pointer")?),
+        t => return Err(invalid("map child", format!("tag {t}"))),
+    };
+    if ptr == 0 {
+        return Err(invalid("map child", "pointer 0".into()));
+    }
+    let node = if leaf { 0 } else { r.u8("node")? };
+    if usize::from(node) >= MAX_PAGE {
+        return Err(invalid("map child", format!("node {node}")));
+    }
+    Ok(CritChild { leaf, ptr, node, digest: r.array("digest")? })
+}
+
 fn read_crit_child(r: &mut Reader<'_>) -> Result<CritChild, WireError> {
-    Ok(CritChild { leaf: r.flag("leaf")?, ptr: r.u64("pointer")?, digest: r.array("digest")? })
+    let tag = r.u8("map child")?;
+    read_crit_ref(r, tag)
+}
+
+/// Node `at` of a page and, depth first, the page's nodes under it: `u16 crit`, then each
+/// child as `u8 0` followed by that node (a node of this page) or as a reference.
+fn put_page_node(out: &mut Vec<u8>, page: &CritPage, at: usize, depth: usize) {
+    let Some(node) = page.nodes.get(at) else { return };
+    out.put_u16(node.crit);
+    for c in [&node.left, &node.right] {
+        if !c.leaf && c.ptr == 0 && depth < MAX_PAGE {
+            out.put_u8(0);
+            put_page_node(out, page, usize::from(c.node), depth + 1);
+        } else {
+            put_crit_child(out, c);
+        }
+    }
+}
+
+/// Read a page's node (and the page's nodes under it) into `nodes` in pre-order; gives its
+/// index and digest. Recursion is bounded by the page's count (at most `MAX_PAGE`).
+fn read_page_node(r: &mut Reader<'_>, nodes: &mut Vec<CritRec>, n: usize) -> Result<(u8, Digest), WireError> {
+    if nodes.len() >= n {
+        return Err(invalid("map page", format!("more than its {n} nodes")));
+    }
+    let at = nodes.len();
+    let crit = r.u16("crit")?;
+    let none = CritChild { leaf: true, ptr: 0, node: 0, digest: [0; 32] };
+    nodes.push(CritRec { crit, left: none, right: none });
+    let mut children = [none; 2];
+    for child in children.iter_mut() {
+        *child = match r.u8("map child")? {
+            0 => {
+                let (node, digest) = read_page_node(r, nodes, n)?;
+                CritChild { leaf: false, ptr: 0, node, digest }
+            }
+            tag => read_crit_ref(r, tag)?,
+        };
+    }
+    let [left, right] = children;
+    nodes[at] = CritRec { crit, left, right };
+    Ok((at as u8, node_digest(crit, &left.digest, &right.digest)))
 }
 
 fn put_runs(out: &mut Vec<u8>, runs: &[RunRef]) {
@@ -412,11 +495,10 @@ impl Record {
                     }
                 }
             }
-            Record::Crit(c) => {
-                out.put_u8(kind::CRIT);
-                out.put_u16(c.crit);
-                put_crit_child(out, &c.left);
-                put_crit_child(out, &c.right);
+            Record::CritPage(page) => {
+                out.put_u8(kind::CRIT_PAGE);
+                out.put_u8(page.nodes.len() as u8);
+                put_page_node(out, page, 0, 0);
             }
             Record::List(l) => {
                 out.put_u8(kind::LIST);
@@ -534,11 +616,18 @@ impl Record {
                 let [hours, months] = frontiers;
                 Record::Frame(FrameRec { name, hours, months })
             }
-            kind::CRIT => Record::Crit(CritRec {
-                crit: r.u16("crit")?,
-                left: read_crit_child(&mut r)?,
-                right: read_crit_child(&mut r)?,
-            }),
+            kind::CRIT_PAGE => {
+                let n = usize::from(r.u8("page nodes")?);
+                if n == 0 || n > MAX_PAGE {
+                    return Err(invalid("page nodes", format!("{n}")));
+                }
+                let mut nodes = Vec::with_capacity(n);
+                read_page_node(&mut r, &mut nodes, n)?;
+                if nodes.len() != n {
+                    return Err(invalid("map page", format!("{} of its {n} nodes", nodes.len())));
+                }
+                Record::CritPage(CritPage { nodes })
+            }
             kind::LIST => {
                 let key = r.array("key")?;
                 let label = r.str16("label")?;
@@ -610,7 +699,7 @@ impl Record {
             Record::Bucket(b) => b.full.len() * 128 + b.runs.len() * 16 + 256,
             Record::Cells(c) => c.items.len() * 128,
             Record::Frame(f) => (f.hours.len() + f.months.len()) * 128 + f.name.len() + 128,
-            Record::Crit(_) => 96,
+            Record::CritPage(p) => p.nodes.len() * 160,
             Record::List(l) => l.peaks.len() * 32 + l.runs.len() * 16 + l.label.len() + 96,
             Record::ListRun(r) => r.positions.len() * 8,
             Record::Root(r) => r.frames.len() * 256 + 128,
@@ -630,10 +719,71 @@ mod tests {
     }
 
     #[test]
+    fn a_crit_bit_page_must_hold_the_nodes_it_counts() {
+        let leaf = |out: &mut Vec<u8>| {
+            out.put_u8(1);
+            out.put_u64(9);
+            out.put_bytes(&[5; 32]);
+        };
+        // One node over two lists, counted as 1 (whole), 2 (one missing) and 0.
+        for (n, whole) in [(1u8, true), (2, false), (0, false)] {
+            let mut bytes = vec![kind::CRIT_PAGE, n];
+            bytes.put_u16(3);
+            leaf(&mut bytes);
+            leaf(&mut bytes);
+            assert_eq!(Record::decode(&bytes).is_ok(), whole, "n = {n}");
+        }
+        // Nodes nested past the count; a reference to node 64; an unknown tag; pointer 0.
+        let mut deeper = vec![kind::CRIT_PAGE, 1];
+        deeper.put_u16(3);
+        deeper.put_u8(0);
+        deeper.put_u16(4);
+        leaf(&mut deeper);
+        leaf(&mut deeper);
+        leaf(&mut deeper);
+        let mut far = vec![kind::CRIT_PAGE, 1];
+        far.put_u16(3);
+        far.put_u8(2);
+        far.put_u64(9);
+        far.put_u8(64);
+        far.put_bytes(&[5; 32]);
+        leaf(&mut far);
+        let mut tag = vec![kind::CRIT_PAGE, 1, 3, 0, 3];
+        leaf(&mut tag);
+        let mut zero = vec![kind::CRIT_PAGE, 1, 3, 0, 1];
+        zero.put_u64(0);
+        zero.put_bytes(&[5; 32]);
+        leaf(&mut zero);
+        for (what, bytes) in [("deeper", deeper), ("far", far), ("tag", tag), ("zero", zero)] {
+            assert!(Record::decode(&bytes).is_err(), "{what}");
+        }
+    }
+
+    #[test]
     fn records_round_trip_and_refuse_trailing_bytes() {
         let entry = Entry { position: 9, id: AtomId([3; 32]), bbox: summary(2).bbox };
         let slot = Slot { level: 2, ptr: 77, first: -4, last: 9, summary: summary(1) };
-        let child = CritChild { leaf: true, ptr: 5, digest: [1; 32] };
+        let child = CritChild { leaf: true, ptr: 5, node: 0, digest: [1; 32] };
+        let inner = CritChild { leaf: false, ptr: 90, node: 3, digest: [2; 32] };
+        // A page of three nodes: 0 over 1 (left) and a list; 1 over a list and 2; 2 over a
+        // page node elsewhere and a list. In-page digests are what reading computes.
+        let d2 = node_digest(40, &inner.digest, &child.digest);
+        let d1 = node_digest(30, &child.digest, &d2);
+        let page = CritPage {
+            nodes: vec![
+                CritRec {
+                    crit: 17,
+                    left: CritChild { leaf: false, ptr: 0, node: 1, digest: d1 },
+                    right: child,
+                },
+                CritRec {
+                    crit: 30,
+                    left: child,
+                    right: CritChild { leaf: false, ptr: 0, node: 2, digest: d2 },
+                },
+                CritRec { crit: 40, left: inner, right: child },
+            ],
+        };
         let records = vec![
             Record::Block(BlockRec { entries: vec![entry; 5], interior: vec![summary(1)] }),
             Record::Run(RunRec { entries: vec![entry; 3] }),
@@ -652,7 +802,8 @@ mod tests {
                 items: vec![CellItem { cell: u128::MAX - 1, bucket: 12, summary: summary(5) }],
             }),
             Record::Frame(FrameRec { name: "map".into(), hours: vec![slot, slot], months: vec![slot] }),
-            Record::Crit(CritRec { crit: 17, left: child, right: CritChild { leaf: false, ..child } }),
+            Record::CritPage(page),
+            Record::CritPage(CritPage { nodes: vec![CritRec { crit: 9, left: inner, right: child }] }),
             Record::List(ListRec {
                 key: [4; 32],
                 label: "pallet-17".into(),
@@ -668,6 +819,13 @@ mod tests {
                 version: 40,
                 frames: vec![RootFrame { name: "map".into(), ptr: 8, short: Some(summary(1)), long: None }],
                 subjects: Some(child),
+                links: Some(inner),
+                index_root: [8; 32],
+            }),
+            Record::Root(RootRec {
+                version: 41,
+                frames: Vec::new(),
+                subjects: None,
                 links: None,
                 index_root: [9; 32],
             }),

@@ -326,10 +326,7 @@ impl Snapshot {
         };
         let Some(mut at) = *map else { return Ok(answer) };
         while !at.leaf {
-            let node = match &*self.store.read(at.ptr)? {
-                Record::Crit(c) => *c,
-                _ => return Err(IndexError::Damaged(format!("the map node at {} is not one", at.ptr))),
-            };
+            let node = super::map::crit_node(&self.store, &at)?;
             let (next, other) =
                 if bit(key, node.crit) { (node.right, node.left) } else { (node.left, node.right) };
             answer.path.push(PathStep { crit: node.crit, sibling: other.digest });

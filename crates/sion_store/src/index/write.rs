@@ -226,6 +226,8 @@ struct Prepared {
     period: Period,
     cell: u128,
     leaf: Digest,
+    /// The subject's map key (a hash: computed with the rest, on every core).
+    subject: Option<[u8; 32]>,
 }
 
 fn prepare(atom: &Atom, position: u64) -> Prepared {
@@ -240,6 +242,7 @@ fn prepare(atom: &Atom, position: u64) -> Prepared {
         },
         cell: cell_key(&entry.bbox),
         leaf: if joins { Blake3::hash_leaf(&list_leaf(position, &entry.id)) } else { [0; 32] },
+        subject: (!p.subject.is_empty()).then(|| subject_key(&p.subject)),
         entry,
     }
 }
@@ -430,8 +433,7 @@ impl Writer {
             bucket.runs.clear();
         }
         self.hot_bytes += 104;
-        if !parts.subject.is_empty() {
-            let key = subject_key(&parts.subject);
+        if let Some(key) = p.subject {
             let list = self.list(SUBJECTS, key, || parts.subject.clone())?;
             let clean = !list.dirty;
             list.add(position, p.leaf, seals);
@@ -668,8 +670,9 @@ impl Writer {
         self.latest = Some(Arc::clone(&root));
         self.evict();
         if trace {
+            let (cached, hits, misses) = store.cache_stats();
             eprintln!(
-                "seal {}: {marks:?} hot {} buckets {} lists {}+{} map nodes {}+{}",
+                "seal {}: {marks:?} hot {} buckets {} lists {}+{} map nodes {}+{} cache {cached} B, {hits} hits, {misses} misses, node file {} B",
                 self.size,
                 self.hot_bytes,
                 self.buckets.len(),
@@ -677,6 +680,7 @@ impl Writer {
                 self.lists[1].len(),
                 self.maps[0].as_ref().map_or(0, MemMap::loaded),
                 self.maps[1].as_ref().map_or(0, MemMap::loaded),
+                store.node_bytes(),
             );
         }
         Ok(root)
