@@ -96,9 +96,20 @@ fn derived_files_that_are_missing_are_rebuilt() {
                 std::fs::remove_file(path).expect("rm");
             }
         }
+        // Read-only commands derive what is missing in their own memory, and write nothing.
         assert_eq!(root_of(&d), before, "after losing {lost:?}");
         let o = sion(&["memory", "audit", "--data", &d]);
         assert!(o.status.success(), "after losing {lost:?}: {}", text(&o));
+        for f in lost {
+            assert!(!dir.join(f).exists(), "a read-only command wrote {f}");
+        }
+        // A writer derives them again on disk.
+        let o = sion(&["memory", "commit", "--data", &d]);
+        assert!(o.status.success(), "{}", text(&o));
+        for f in lost {
+            assert!(dir.join(f).exists(), "{f} derived again by the writer");
+        }
+        assert_eq!(root_of(&d), before, "after deriving {lost:?} again");
     }
 }
 
@@ -116,7 +127,14 @@ fn a_tail_a_crash_left_unfinished_is_cut_and_kept_aside() {
     bytes.extend_from_slice(&[0xAB; 34]);
     std::fs::write(&segment, &bytes).expect("write");
     std::fs::remove_file(dir.join("log/checkpoint")).expect("rm");
+    // Reading reads up to the unfinished record and leaves it where it is (a writer could be
+    // writing it now).
     let o = sion(&["memory", "show", "--data", &d]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(root_of(&d), before);
+    assert_eq!(std::fs::read(&segment).expect("segment"), bytes, "a read-only command cut the segment");
+    // The writer's open cuts it, and keeps it aside.
+    let o = sion(&["memory", "commit", "--data", &d]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("kept in"), "{}", text(&o));
     assert_eq!(root_of(&d), before);
@@ -169,4 +187,101 @@ fn a_pack_cut_short_is_left_as_it_is_by_readers_and_named_by_audit() {
     let o = sion(&["memory", "audit", "--data", &d]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("missing"), "{}", text(&o));
+}
+
+/// Every file under `dir` with its length and modification time: what "changed nothing" means.
+fn listing(dir: &Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let e = e.expect("entry");
+            let m = e.metadata().expect("metadata");
+            if m.is_dir() {
+                todo.push(e.path());
+            } else {
+                out.push((e.path(), m.len(), m.modified().expect("mtime")));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The commands that only read: each must succeed and leave the directory as it was.
+fn read_only_commands(d: &str, proof: &Path) -> Vec<Vec<String>> {
+    let p = proof.to_str().expect("utf8");
+    [
+        &["memory", "show", "--data", d][..],
+        &["memory", "show", "--data", d, "--json"],
+        &[
+            "memory",
+            "recall",
+            "--data",
+            d,
+            "--frame",
+            "map",
+            "--box",
+            "0,0,0,200000,200000,30000",
+            "--from",
+            "0",
+            "--to",
+            &i64::MAX.to_string(),
+            "--proof",
+            p,
+        ],
+        &["memory", "audit", "--data", d],
+        &["memory", "dump", "--data", d, "--limit", "5"],
+        &["memory", "verify", p, "--data", d],
+    ]
+    .iter()
+    .map(|a| a.iter().map(|s| s.to_string()).collect())
+    .collect()
+}
+
+#[test]
+fn a_memory_in_use_by_a_writer_or_on_read_only_media_can_be_read_and_is_not_changed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("m");
+    let d = memory(&dir, 3_000);
+    // More atoms than the head commits, as a running node has.
+    let more = sion(&["sim", "--atoms", "3500"]).stdout;
+    let input = tmp.path().join("more.jsonl");
+    std::fs::write(&input, &more[more.len() / 2..]).expect("write");
+    let o = sion(&["memory", "remember", "--data", &d, input.to_str().expect("utf8"), "--skip-bad"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let before = root_of(&d);
+
+    // A writer holds the memory (its lock), as the node does while it runs.
+    let writer = sion_memory::memory::Memory::open(&dir).expect("the writer opens");
+    let files = listing(&dir);
+    for args in read_only_commands(&d, &tmp.path().join("a.sionproof")) {
+        let o = Command::new(SION).args(&args).stdin(Stdio::null()).output().expect("spawn");
+        assert!(o.status.success(), "{args:?} while a writer holds the memory: {}", text(&o));
+    }
+    assert_eq!(listing(&dir), files, "a read-only command changed the directory");
+    assert_eq!(root_of(&d), before);
+    drop(writer);
+
+    // On read-only media (a read-only bind mount in a user and mount namespace of its own).
+    if !Command::new("unshare").args(["-rm", "true"]).status().is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED the read-only mount: `unshare -rm` is not allowed here");
+        return;
+    }
+    let files = listing(&dir);
+    let mut script = format!(
+        "set -e; mount --bind {d} {d}; mount -o remount,ro,bind {d}; touch {d}/x 2>/dev/null && exit 9;"
+    );
+    for args in read_only_commands(&d, &tmp.path().join("b.sionproof")) {
+        let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+        script.push_str(&format!(" {SION} {} > /dev/null;", quoted.join(" ")));
+    }
+    let o = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn");
+    assert!(o.status.success(), "on read-only media: {}", text(&o));
+    assert_eq!(listing(&dir), files, "the directory changed");
+    assert_eq!(root_of(&d), before);
 }

@@ -13,5 +13,6 @@ pub mod index;
 pub mod ledger;
 pub mod log;
 pub mod memory;
+pub mod shadow;
 #[cfg(feature = "sim")]
 pub mod sim;

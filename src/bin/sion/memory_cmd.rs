@@ -302,14 +302,14 @@ pub(crate) fn parse_box(text: &str) -> Result<BoxMm> {
 
 fn recall(a: RecallArgs) -> Result<ExitCode> {
     let query = Query::new(&a.frame, parse_box(&a.r#box)?, a.from, a.to).context("the query")?;
-    let memory = open_memory(&a.answer.data.data)?;
+    let memory = open_memory_read_only(&a.answer.data.data)?;
     let started = Instant::now();
     let file = memory.prove_range(&query, a.answer.as_of).context("answering the query")?;
     answer(file, &a.answer, started)
 }
 
 fn list(key: ListKey, a: AnswerArgs) -> Result<ExitCode> {
-    let memory = open_memory(&a.data.data)?;
+    let memory = open_memory_read_only(&a.data.data)?;
     let started = Instant::now();
     let file = memory.prove_list(key, a.as_of).context("answering")?;
     answer(file, &a, started)
@@ -354,6 +354,19 @@ pub(crate) fn open_memory(dir: &Path) -> Result<Memory> {
     if r.torn_bytes > 0 {
         let kept = r.set_aside.as_ref().map(|p| format!(" (kept in {})", p.display())).unwrap_or_default();
         eprintln!("recovered: cut {} bytes of a record a crash left unfinished{kept}", r.torn_bytes);
+    }
+    Ok(memory)
+}
+
+/// Open a memory to read it: nothing in its directory changes, so a memory on read-only
+/// media, on a full disk or in use by a running node can be read (docs/RELIABILITY.md).
+pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
+    let memory = Memory::open_read_only(dir)
+        .with_context(|| format!("opening the memory at {} to read it", dir.display()))?;
+    if let sion_memory::memory::IndexBoot::Rebuilt { why, .. } = memory.index_boot() {
+        eprintln!(
+            "the index could not be used as it is ({why}): folded the log afresh, in a scratch directory"
+        );
     }
     Ok(memory)
 }
@@ -614,7 +627,7 @@ fn commit(a: CommitArgs) -> Result<ExitCode> {
 
 fn dump(a: &DumpArgs) -> Result<ExitCode> {
     use std::io::Write as _;
-    let memory = open_memory(&a.data.data)?;
+    let memory = open_memory_read_only(&a.data.data)?;
     let mut out = BufWriter::new(io::stdout().lock());
     for entry in memory.log().scan(a.from).take(a.limit.map_or(usize::MAX, |n| n as usize)) {
         let (position, atom) = entry.context("reading the log")?;
@@ -625,7 +638,7 @@ fn dump(a: &DumpArgs) -> Result<ExitCode> {
 }
 
 fn show(a: ShowArgs) -> Result<ExitCode> {
-    let memory = open_memory(&a.data.data)?;
+    let memory = open_memory_read_only(&a.data.data)?;
     let log = memory.committed();
     let tree = memory.log().head();
     let latest = memory.ledger().latest().header;
@@ -697,7 +710,7 @@ fn write_proof(file: &ProofFile, out: &Path) -> Result<()> {
 fn prove(cmd: ProveCommand) -> Result<ExitCode> {
     match cmd {
         ProveCommand::Inclusion { data, position, out } => {
-            let memory = open_memory(&data.data)?;
+            let memory = open_memory_read_only(&data.data)?;
             let file = memory.prove_inclusion(position)?;
             write_proof(
                 &file,
@@ -705,7 +718,7 @@ fn prove(cmd: ProveCommand) -> Result<ExitCode> {
             )?;
         }
         ProveCommand::Omission { data, position, out } => {
-            let memory = open_memory(&data.data)?;
+            let memory = open_memory_read_only(&data.data)?;
             let file = memory.prove_omission(position)?;
             write_proof(
                 &file,
@@ -713,7 +726,7 @@ fn prove(cmd: ProveCommand) -> Result<ExitCode> {
             )?;
         }
         ProveCommand::Consistency { data, from, out } => {
-            let memory = open_memory(&data.data)?;
+            let memory = open_memory_read_only(&data.data)?;
             let file = memory.prove_consistency(from)?;
             write_proof(
                 &file,
@@ -770,7 +783,10 @@ fn damaged_log(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         matches!(
             c.downcast_ref::<MemoryError>(),
-            Some(MemoryError::Log(LogError::Damaged { .. } | LogError::Corrupt { .. }))
+            Some(
+                MemoryError::Log(LogError::Damaged { .. } | LogError::Corrupt { .. })
+                    | MemoryError::Unreadable { .. }
+            )
         ) || matches!(c.downcast_ref::<LogError>(), Some(LogError::Damaged { .. } | LogError::Corrupt { .. }))
     })
 }
@@ -803,7 +819,7 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
             hex::decode_to_slice(hex_key, &mut k).context("--ledger-key is 64 hex digits")?;
             Some(VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?)
         }
-        (None, Some(dir)) => Some(open_memory(dir)?.ledger().public_key()),
+        (None, Some(dir)) => Some(open_memory_read_only(dir)?.ledger().public_key()),
         (None, None) => None,
     };
     let expect = a.expect()?;
@@ -851,7 +867,7 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
 }
 
 fn audit(dir: &Path) -> Result<ExitCode> {
-    let memory = match open_memory(dir) {
+    let memory = match open_memory_read_only(dir) {
         Ok(m) => m,
         Err(e) if damaged_log(&e) => return survey(dir, &e),
         Err(e) => return Err(e),

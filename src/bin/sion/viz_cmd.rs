@@ -59,10 +59,10 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     use sion_memory::proof::ProofFile;
     use sion_memory::viz;
 
-    use crate::memory_cmd::{open_memory, parse_box};
+    use crate::memory_cmd::{open_memory_read_only, parse_box};
     use crate::ui;
 
-    let memory = open_memory(&a.data)?;
+    let memory = open_memory_read_only(&a.data)?;
     let builder =
         rerun::RecordingStreamBuilder::new("sion_memory").recording_name(a.data.display().to_string());
     let rec = match (&a.out, &a.connect) {

@@ -151,6 +151,15 @@ impl Index {
         ))
     }
 
+    /// The same, changing nothing in `dir`: what is folded and sealed past the checkpoint
+    /// stays in memory (see [`Store::open_read_only`](store::Store::open_read_only)).
+    pub fn open_read_only(dir: &Path, config: IndexConfig) -> Result<(Self, Boot), IndexError> {
+        let (store, opened) = Store::open_read_only(dir, config.cache_bytes)?;
+        let version = opened.root.as_ref().map_or(0, |r| r.version);
+        let writer = Writer::new(Arc::new(store), opened.root, config.budget)?;
+        Ok((Self { writer, partials: Arc::default() }, Boot::Checkpoint { version, dropped_bytes: 0 }))
+    }
+
     /// How many atoms of the log the index covers.
     pub fn size(&self) -> u64 {
         self.writer.size()

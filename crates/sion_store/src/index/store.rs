@@ -38,7 +38,26 @@ trait Backend: Send + Sync {
     fn len(&self) -> io::Result<u64>;
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_at(&self, bytes: &[u8], offset: u64) -> io::Result<()>;
+    fn set_len(&self, len: u64) -> io::Result<()>;
     fn sync(&self) -> io::Result<()>;
+}
+
+impl Backend for crate::shadow::DiskFile {
+    fn len(&self) -> io::Result<u64> {
+        crate::shadow::DiskFile::len(self)
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_exact_at(buf, offset)
+    }
+    fn write_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
+        self.write_all_at(bytes, offset)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        crate::shadow::DiskFile::set_len(self, len)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.sync_data()
+    }
 }
 
 impl Backend for File {
@@ -50,6 +69,9 @@ impl Backend for File {
     }
     fn write_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
         self.write_all_at(bytes, offset)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        File::set_len(self, len)
     }
     fn sync(&self) -> io::Result<()> {
         self.sync_data()
@@ -77,6 +99,10 @@ impl Backend for MemBackend {
             v.resize(start + bytes.len(), 0);
         }
         v[start..start + bytes.len()].copy_from_slice(bytes);
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.write().unwrap_or_else(PoisonError::into_inner).resize(len as usize, 0);
         Ok(())
     }
     fn sync(&self) -> io::Result<()> {
@@ -304,31 +330,53 @@ impl Store {
     /// that does not decode or hash to what the checkpoint says) is an error, and the caller
     /// rebuilds the index.
     pub fn open(dir: &Path, cache_bytes: usize) -> Result<(Self, Opened), IndexError> {
+        Self::open_with(dir, cache_bytes, true)
+    }
+
+    /// The same, changing nothing: no lock, the files read as the checkpoint has them (a
+    /// writer may be appending past it), and what is sealed from here on kept in memory.
+    pub fn open_read_only(dir: &Path, cache_bytes: usize) -> Result<(Self, Opened), IndexError> {
+        Self::open_with(dir, cache_bytes, false)
+    }
+
+    fn open_with(dir: &Path, cache_bytes: usize, writable: bool) -> Result<(Self, Opened), IndexError> {
         match fs::read_to_string(dir.join("FORMAT")) {
             Ok(f) if f == FORMAT => {}
             Ok(_) => return Err(damaged(format!("{}: not an index of this version", dir.display()))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(IndexError::Missing(dir.to_owned())),
             Err(e) => return Err(io_err("reading FORMAT")(e)),
         }
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("LOCK"))
-            .map_err(io_err("opening the index's lock file"))?;
-        lock.try_lock().map_err(|_| IndexError::Locked(dir.to_owned()))?;
+        let lock = if writable {
+            let lock = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join("LOCK"))
+                .map_err(io_err("opening the index's lock file"))?;
+            lock.try_lock().map_err(|_| IndexError::Locked(dir.to_owned()))?;
+            Some(lock)
+        } else {
+            None
+        };
         if let Ok(why) = fs::read_to_string(dir.join(DAMAGED)) {
             return Err(damaged(format!("a record was found damaged while in use: {}", why.trim())));
         }
         let bytes = fs::read(dir.join("checkpoint")).map_err(io_err("reading the checkpoint"))?;
         let checkpoint =
             Checkpoint::decode(&bytes).ok_or_else(|| damaged("the checkpoint is torn or damaged"))?;
-        let open = |name: &str| {
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(dir.join(name))
-                .map_err(io_err(format!("opening {name}")))
+        let open = |name: &str| -> Result<Box<dyn Backend>, IndexError> {
+            if writable {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(dir.join(name))
+                    .map_err(io_err(format!("opening {name}")))?;
+                Ok(Box::new(f))
+            } else {
+                let f = crate::shadow::DiskFile::shadow(&dir.join(name))
+                    .map_err(io_err(format!("opening {name}")))?;
+                Ok(Box::new(f))
+            }
         };
         let (nodes, roots) = (open("nodes")?, open("roots")?);
         let (nodes_len, roots_len) =
@@ -337,7 +385,7 @@ impl Store {
             return Err(damaged("the node or roots file is shorter than its checkpoint"));
         }
         let mut magic = [0u8; 8];
-        nodes.read_exact_at(&mut magic, 0).map_err(|_| damaged("the node file has no header"))?;
+        nodes.read_at(&mut magic, 0).map_err(|_| damaged("the node file has no header"))?;
         if &magic != NODES_MAGIC || checkpoint.roots_len % ROOT_ENTRY != 0 {
             return Err(damaged("the node file's header or the roots file's length is wrong"));
         }
@@ -347,7 +395,7 @@ impl Store {
             roots.set_len(checkpoint.roots_len).map_err(io_err("truncating roots"))?;
         }
         let mut table = vec![0u8; checkpoint.roots_len as usize];
-        roots.read_exact_at(&mut table, 0).map_err(io_err("reading roots"))?;
+        roots.read_at(&mut table, 0).map_err(io_err("reading roots"))?;
         let mut versions = Vec::with_capacity(table.len() / ROOT_ENTRY as usize);
         for e in table.chunks_exact(ROOT_ENTRY as usize) {
             let crc = u32::from_le_bytes([e[20], e[21], e[22], e[23]]);
@@ -367,14 +415,8 @@ impl Store {
             }
             versions.push(v);
         }
-        let store = Self::with(
-            Some(dir.to_owned()),
-            Box::new(nodes),
-            Box::new(roots),
-            versions,
-            cache_bytes,
-            Some(lock),
-        );
+        // A reader's store has no directory: it writes no checkpoint and marks nothing.
+        let store = Self::with(writable.then(|| dir.to_owned()), nodes, roots, versions, cache_bytes, lock);
         let root = match store.latest() {
             None if checkpoint.version == 0 => None,
             None => return Err(damaged("the checkpoint names a version the roots file lacks")),

@@ -27,6 +27,7 @@ use sion_verify::merkle::{self, Blake3, MemoryTree};
 use sion_verify::wire::{Put as _, Reader};
 
 use crate::frame as wire;
+use crate::shadow::DiskFile;
 use files::PulseEntry;
 use state::State;
 
@@ -44,6 +45,8 @@ pub enum LedgerError {
     Exists(PathBuf),
     #[error("the ledger at {0} is in use by another process")]
     Locked(PathBuf),
+    #[error("the ledger at {0} is open for reading only: it takes no transactions here")]
+    ReadOnly(PathBuf),
     #[error("the ledger journal is damaged at entry {entry}: {reason}")]
     Journal { entry: u64, reason: String },
     #[error("forged: the signature is not the sender's")]
@@ -138,13 +141,16 @@ pub struct Ledger {
     /// Bytes of the journal its Pulses cover.
     journal_len: u64,
     journal: File,
-    pulse_file: File,
-    version_files: Vec<File>,
+    pulse_file: DiskFile,
+    version_files: Vec<DiskFile>,
     /// Pulses since the last checkpoint, and how many there may be.
     since_checkpoint: u64,
     checkpoint_every: u64,
     boot: LedgerBoot,
-    _lock: File,
+    /// Held while open (none for a reader).
+    _lock: Option<File>,
+    /// Opened to be read: the files beside the journal are shadows, nothing is written.
+    read_only: bool,
 }
 
 /// How opening found the ledger.
@@ -256,20 +262,44 @@ impl Ledger {
     /// every transaction, header and signature there; without a checkpoint that agrees with
     /// the journal, replay the whole journal and write the files beside it afresh.
     pub fn open(dir: &Path) -> Result<Self, LedgerError> {
+        Self::open_with(dir, true)
+    }
+
+    /// Open a ledger to read it and change nothing: no lock, the journal read as it is (an
+    /// entry a writer is appending now, or a crash left unfinished, is not read), and what a
+    /// replay past the checkpoint derives kept in memory. It takes no transactions.
+    pub fn open_read_only(dir: &Path) -> Result<Self, LedgerError> {
+        Self::open_with(dir, false)
+    }
+
+    fn open_with(dir: &Path, writable: bool) -> Result<Self, LedgerError> {
         match fs::read_to_string(dir.join("FORMAT")) {
             Ok(f) if f == FORMAT => {}
             Ok(_) => return Err(LedgerError::Journal { entry: 0, reason: "unknown ledger format".into() }),
             Err(_) => return Err(LedgerError::Missing(dir.to_owned())),
         }
-        let lock = lock_dir(dir)?;
+        let lock = if writable { Some(lock_dir(dir)?) } else { None };
         let key = read_key(&dir.join("key"))?;
         let path = dir.join("journal");
-        let journal =
-            OpenOptions::new().read(true).append(true).open(&path).map_err(io_err("opening the journal"))?;
+        let journal = OpenOptions::new()
+            .read(true)
+            .append(writable)
+            .open(&path)
+            .map_err(io_err("opening the journal"))?;
         let file_len = journal.metadata().map_err(io_err("reading the journal"))?.len();
         let versions_dir = dir.join("versions");
-        fs::create_dir_all(&versions_dir).map_err(io_err(format!("creating {}", versions_dir.display())))?;
-        let pulse_file = open_rw(&dir.join("pulses"), false)?;
+        let beside = |path: &Path| -> Result<DiskFile, LedgerError> {
+            if writable {
+                open_rw(path, false).map(DiskFile::real)
+            } else {
+                DiskFile::shadow(path).map_err(io_err(format!("opening {}", path.display())))
+            }
+        };
+        if writable {
+            fs::create_dir_all(&versions_dir)
+                .map_err(io_err(format!("creating {}", versions_dir.display())))?;
+        }
+        let pulse_file = beside(&dir.join("pulses"))?;
         let resumed = if dir.join(DAMAGED).exists() {
             Err("a read found a file beside the journal damaged".to_owned())
         } else {
@@ -290,6 +320,7 @@ impl Ledger {
             checkpoint_every: CHECKPOINT_EVERY,
             boot: LedgerBoot::Checkpoint { pulses: 0, replayed: 0 },
             _lock: lock,
+            read_only: !writable,
         };
         let why = match resumed {
             Ok(r) => {
@@ -307,7 +338,7 @@ impl Ledger {
             .set_len(ledger.pulses * files::PULSE_ENTRY)
             .map_err(io_err("truncating the pulse index"))?;
         for log in &ledger.state.logs {
-            let f = open_rw(&versions_dir.join(log.id.0.to_string()), false)?;
+            let f = beside(&versions_dir.join(log.id.0.to_string()))?;
             f.set_len((log.commits + 1) * files::VERSION_ENTRY)
                 .map_err(io_err("truncating a version file"))?;
             ledger.version_files.push(f);
@@ -317,10 +348,12 @@ impl Ledger {
             None => LedgerBoot::Checkpoint { pulses: ledger.pulses - replayed, replayed },
             Some(why) => LedgerBoot::Replayed { why, replayed },
         };
-        if replayed > 0 || matches!(ledger.boot, LedgerBoot::Replayed { .. }) {
-            ledger.checkpoint()?;
+        if writable {
+            if replayed > 0 || matches!(ledger.boot, LedgerBoot::Replayed { .. }) {
+                ledger.checkpoint()?;
+            }
+            let _ = fs::remove_file(dir.join(DAMAGED));
         }
-        let _ = fs::remove_file(dir.join(DAMAGED));
         Ok(ledger)
     }
 
@@ -329,7 +362,7 @@ impl Ledger {
         dir: &Path,
         key: &VerifyingKey,
         journal: &File,
-        pulse_file: &File,
+        pulse_file: &DiskFile,
         file_len: u64,
     ) -> Result<Resume, String> {
         let path = dir.join("checkpoint");
@@ -363,7 +396,7 @@ impl Ledger {
         for log in &c.state.logs {
             let f = File::open(dir.join("versions").join(log.id.0.to_string()))
                 .map_err(|e| format!("the versions of log {}: {e}", log.id))?;
-            if read_version(&f, log, log.commits)? != *log {
+            if read_version(&DiskFile::real(f), log, log.commits)? != *log {
                 return Err(format!("the versions of log {} end elsewhere than its state", log.id));
             }
         }
@@ -426,7 +459,7 @@ impl Ledger {
         if self.pulses == 0 {
             return Err(LedgerError::Journal { entry: 0, reason: "no genesis Pulse".into() });
         }
-        if torn {
+        if torn && !self.read_only {
             // An entry cut short was never acknowledged.
             let f = OpenOptions::new().write(true).open(path).map_err(io_err("opening the journal"))?;
             f.set_len(self.journal_len)
@@ -452,7 +485,11 @@ impl Ledger {
             let id = log.id.0 as usize;
             if id == self.version_files.len() {
                 let path = self.dir.join("versions").join(log.id.0.to_string());
-                self.version_files.push(open_rw(&path, true)?);
+                self.version_files.push(if self.read_only {
+                    DiskFile::empty()
+                } else {
+                    DiskFile::real(open_rw(&path, true)?)
+                });
             }
             let f = self.version_files.get(id).ok_or(LedgerError::UnknownLog(log.id))?;
             f.write_all_at(&files::encode_version(log), log.commits * files::VERSION_ENTRY)
@@ -538,7 +575,9 @@ impl Ledger {
     /// A file beside the journal was found damaged: say so, and leave a mark so that the next
     /// open rebuilds it from the journal.
     fn damaged(&self, file: &str, reason: String) -> LedgerError {
-        let _ = fs::write(self.dir.join(DAMAGED), format!("{file}: {reason}\n"));
+        if !self.read_only {
+            let _ = fs::write(self.dir.join(DAMAGED), format!("{file}: {reason}\n"));
+        }
         LedgerError::Derived { file: file.to_owned(), reason }
     }
 
@@ -636,6 +675,9 @@ impl Ledger {
 
     /// Check a transaction and, if it passes, make it durable under a new Pulse.
     pub fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError> {
+        if self.read_only {
+            return Err(LedgerError::ReadOnly(self.dir.clone()));
+        }
         let number = self.pulses;
         let change = self.state.check(&self.operator(), &tx, number)?;
         let mut next = self.state.clone();
@@ -698,7 +740,7 @@ impl Ledger {
     }
 }
 
-fn read_pulse_entry(f: &File, pulse: u64) -> Result<PulseEntry, String> {
+fn read_pulse_entry(f: &DiskFile, pulse: u64) -> Result<PulseEntry, String> {
     let mut b = [0u8; files::PULSE_ENTRY as usize];
     f.read_exact_at(&mut b, pulse * files::PULSE_ENTRY)
         .map_err(|e| format!("reading the pulse index at Pulse {pulse}: {e}"))?;
@@ -722,7 +764,7 @@ fn read_frame(journal: &File, at: PulseEntry) -> Result<Vec<u8>, String> {
     Ok(b)
 }
 
-fn read_version(f: &File, base: &MemoryLog, k: u64) -> Result<MemoryLog, String> {
+fn read_version(f: &DiskFile, base: &MemoryLog, k: u64) -> Result<MemoryLog, String> {
     let mut b = [0u8; files::VERSION_ENTRY as usize];
     f.read_exact_at(&mut b, k * files::VERSION_ENTRY)
         .map_err(|e| format!("reading version {k} of log {}: {e}", base.id))?;

@@ -379,6 +379,19 @@ impl Dedup {
         })
     }
 
+    /// A filter of nothing, on no disk: for a log opened to be read only, which takes no atoms.
+    pub(super) fn detached() -> Self {
+        Self {
+            dir: PathBuf::new(),
+            runs: Vec::new(),
+            disk_max_from: i64::MIN,
+            memory: FxHashMap::default(),
+            shared: Vec::new(),
+            max_memory: 1024,
+            covered: 0,
+        }
+    }
+
     /// Start over with an empty filter in `dir`.
     pub(super) fn create(dir: &Path, budget_bytes: usize) -> Result<Self, DedupError> {
         let _ = fs::remove_dir_all(dir);

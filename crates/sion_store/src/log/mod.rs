@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 
+use crate::shadow::DiskFile;
 use dedup::Dedup;
 use segment::{HEADER_LEN, RECORD_HEADER_LEN, Record, RecordReader};
 use sion_verify::atom::Atom;
@@ -58,6 +59,13 @@ pub enum LogError {
     Halted(String),
     #[error("the log at {0} is sealed on its ledger: it takes no more atoms (open a new memory)")]
     Sealed(PathBuf),
+    #[error("the log at {0} is open for reading only: it takes no atoms here")]
+    ReadOnly(PathBuf),
+    #[error(
+        "the log at {dir} can be read only up to position {derived}: {why} (a writer derives the \
+         rest when it next opens the log)"
+    )]
+    Underived { dir: PathBuf, derived: u64, why: String },
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> LogError {
@@ -133,9 +141,10 @@ struct Inner {
     dir: PathBuf,
     options: LogOptions,
     segments: RwLock<Vec<Segment>>,
-    offsets: File,
-    nodes: File,
-    checkpoint: File,
+    /// Derived files: shadows for a reader (what it derives stays in its memory).
+    offsets: DiskFile,
+    nodes: DiskFile,
+    checkpoint: DiskFile,
     head: RwLock<TreeHead>,
     writer: Mutex<Writer>,
     queue: Mutex<Queue>,
@@ -144,8 +153,10 @@ struct Inner {
     /// Set once the ledger seals the log: appends are refused, since they could never be
     /// committed.
     sealed: std::sync::atomic::AtomicBool,
-    /// Held for the life of the handle: one process writes a log.
-    _lock: File,
+    /// Held for the life of the handle: one process writes a log (none for a reader).
+    _lock: Option<File>,
+    /// Opened for reading only: nothing is written, appends are refused.
+    read_only: bool,
 }
 
 struct Writer {
@@ -172,7 +183,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The node file read as perfect subtrees.
-struct NodeFile<'a>(&'a File);
+struct NodeFile<'a>(&'a DiskFile);
 
 impl Subtrees for NodeFile<'_> {
     type Error = LogError;
@@ -192,15 +203,24 @@ fn open_rw(path: &Path) -> Result<File, LogError> {
         .map_err(io_err(format!("opening {}", path.display())))
 }
 
+/// A file of the log opened for reading only; a missing one is named.
+fn open_ro(path: &Path) -> Result<File, LogError> {
+    OpenOptions::new().read(true).open(path).map_err(io_err(format!("opening {} to read it", path.display())))
+}
+
 /// A derived file (offsets, nodes): a missing one is made empty, and opening derives it again
 /// from the segments, which are the truth.
-fn open_derived(path: &Path) -> Result<File, LogError> {
+fn open_derived(path: &Path, writable: bool) -> Result<DiskFile, LogError> {
+    if !writable {
+        return DiskFile::shadow(path).map_err(io_err(format!("opening {} to read it", path.display())));
+    }
     OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)
+        .map(DiskFile::real)
         .map_err(io_err(format!("opening {}", path.display())))
 }
 
@@ -242,6 +262,10 @@ fn sync_dir(path: &Path) -> Result<(), LogError> {
         .map_err(io_err(format!("syncing directory {}", path.display())))
 }
 
+fn derived_len(file: &DiskFile, what: &str) -> Result<u64, LogError> {
+    file.len().map_err(io_err(format!("reading the length of {what}")))
+}
+
 fn file_len(file: &File, what: &str) -> Result<u64, LogError> {
     Ok(file.metadata().map_err(io_err(format!("reading the length of {what}")))?.len())
 }
@@ -272,6 +296,18 @@ impl Log {
     /// Open a log, dropping an unfinished record at its end and taking in whole records the
     /// derived files had not caught up with.
     pub fn open(dir: &Path, options: LogOptions) -> Result<(Self, Recovery), LogError> {
+        Self::open_with(dir, options, true)
+    }
+
+    /// Open a log to read it and change nothing — no lock, no repair, no file written — so a
+    /// log on read-only media, on a full disk, or held by a writer in another process can be
+    /// read. It holds the atoms its derived files cover (a writer keeps them up to date as it
+    /// appends); anything a crash left past them is not read, and appends are refused.
+    pub fn open_read_only(dir: &Path) -> Result<Self, LogError> {
+        Self::open_with(dir, LogOptions::default(), false).map(|(log, _)| log)
+    }
+
+    fn open_with(dir: &Path, options: LogOptions, writable: bool) -> Result<(Self, Recovery), LogError> {
         let format_path = dir.join("FORMAT");
         match fs::read_to_string(&format_path) {
             Ok(f) if f == FORMAT => {}
@@ -279,33 +315,35 @@ impl Log {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LogError::Missing(dir.to_owned())),
             Err(e) => return Err(io_err(format!("reading {}", format_path.display()))(e)),
         }
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("LOCK"))
-            .map_err(io_err("opening the log's lock file"))?;
-        lock.try_lock().map_err(|_| LogError::Locked(dir.to_owned()))?;
-        let offsets = open_derived(&dir.join("offsets"))?;
-        let nodes = open_derived(&dir.join("nodes"))?;
-        let checkpoint = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join("checkpoint"))
-            .map_err(io_err("opening the checkpoint"))?;
-        let segments = load_segments(&dir.join("segments"))?;
+        let lock = if writable {
+            let lock = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join("LOCK"))
+                .map_err(io_err("opening the log's lock file"))?;
+            lock.try_lock().map_err(|_| LogError::Locked(dir.to_owned()))?;
+            Some(lock)
+        } else {
+            None
+        };
+        let offsets = open_derived(&dir.join("offsets"), writable)?;
+        let nodes = open_derived(&dir.join("nodes"), writable)?;
+        let checkpoint = open_derived(&dir.join("checkpoint"), writable)?;
+        let segments = load_segments(&dir.join("segments"), writable)?;
         let mut recovery = Recovery::default();
 
         // The derived files are durable up to the checkpoint; past it they may hold anything a
         // crash left, so they are cut back to it and re-derived from the segments, which are
         // the truth.
-        let n_offsets = file_len(&offsets, "offsets")? / 8;
-        let n_leaves = leaves_in(file_len(&nodes, "nodes")? / 32);
-        let mut size = read_checkpoint(&checkpoint).min(n_offsets).min(n_leaves);
-        let (mut seg_index, mut offset) = (0usize, HEADER_LEN);
-        if size > 0 {
+        let n_offsets = derived_len(&offsets, "offsets")? / 8;
+        let n_leaves = leaves_in(derived_len(&nodes, "nodes")? / 32);
+        // Where the record after the first `size` ends, once the last of them is checked
+        // against its stored leaf hash.
+        let check = |size: u64| -> Result<(usize, u64), LogError> {
+            if size == 0 {
+                return Ok((0, HEADER_LEN));
+            }
             let position = size - 1;
             let (i, record_offset) = locate(&segments, &offsets, position)?;
             let file = &segments[i].file;
@@ -324,13 +362,15 @@ impl Log {
                     reason: "its record does not match the stored leaf hash".into(),
                 });
             }
-            seg_index = i;
-            offset = record_offset + RECORD_HEADER_LEN + good.len() as u64;
-        }
+            Ok((i, record_offset + RECORD_HEADER_LEN + good.len() as u64))
+        };
+        // A reader too: past the checkpoint the derived files may hold what a crash left, so
+        // it derives that part again, in its memory.
+        let mut size = read_checkpoint(&checkpoint).min(n_offsets).min(n_leaves);
+        let (mut seg_index, mut offset) = check(size)?;
         offsets.set_len(size * 8).map_err(io_err("truncating offsets"))?;
         nodes.set_len(postorder_len(size) * 32).map_err(io_err("truncating nodes"))?;
         let mut frontier = Frontier::<LogHasher>::load(&NodeFile(&nodes), size)?;
-
         // Take in whole records past the derived files; cut an unfinished one.
         let mut offset_buf = Vec::new();
         let mut node_buf = Vec::new();
@@ -378,6 +418,11 @@ impl Log {
                                 options.keep_at_least
                             )));
                         }
+                        if !writable {
+                            // A reader leaves the unfinished record where it is (a writer
+                            // may be writing it now) and reads up to it.
+                            break;
+                        }
                         recovery.set_aside = Some(set_aside(dir, seg, at, seg_len)?);
                         recovery.torn_bytes = seg_len - at;
                         seg.file.set_len(at).map_err(io_err("truncating a torn segment"))?;
@@ -398,25 +443,31 @@ impl Log {
         }
         if !offset_buf.is_empty() {
             offsets
-                .write_all_at(&offset_buf, file_len(&offsets, "offsets")?)
+                .write_all_at(&offset_buf, derived_len(&offsets, "offsets")?)
                 .map_err(io_err("writing offsets"))?;
-            nodes.write_all_at(&node_buf, file_len(&nodes, "nodes")?).map_err(io_err("writing nodes"))?;
+            nodes.write_all_at(&node_buf, derived_len(&nodes, "nodes")?).map_err(io_err("writing nodes"))?;
         }
         offsets.sync_data().map_err(io_err("syncing offsets"))?;
         nodes.sync_data().map_err(io_err("syncing nodes"))?;
         write_checkpoint(&checkpoint, size)?;
 
-        // The filter of earlier versions (a redb database) is re-derived in the new form.
-        let _ = fs::remove_file(dir.join("dedup.redb"));
-        let dedup_path = dir.join("dedup");
-        let mut dedup = match Dedup::open(&dedup_path, options.dedup_cache_bytes, size) {
-            Ok(d) => d,
-            Err(e) => {
-                tracing::warn!("{}: {e}; rebuilding it from the log", dedup_path.display());
-                Dedup::create(&dedup_path, options.dedup_cache_bytes).map_err(dedup_err)?
-            }
+        // A reader takes no atoms: it needs no duplicate filter.
+        let dedup = if writable {
+            // The filter of earlier versions (a redb database) is re-derived in the new form.
+            let _ = fs::remove_file(dir.join("dedup.redb"));
+            let dedup_path = dir.join("dedup");
+            let mut dedup = match Dedup::open(&dedup_path, options.dedup_cache_bytes, size) {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!("{}: {e}; rebuilding it from the log", dedup_path.display());
+                    Dedup::create(&dedup_path, options.dedup_cache_bytes).map_err(dedup_err)?
+                }
+            };
+            catch_up_dedup(&mut dedup, &segments, &offsets, &nodes, size)?;
+            dedup
+        } else {
+            Dedup::detached()
         };
-        catch_up_dedup(&mut dedup, &segments, &offsets, &nodes, size)?;
         let active_len = match segments.last() {
             Some(s) => file_len(&s.file, "the last segment")?,
             None => return Err(LogError::Corrupt { position: 0, reason: "no segments".into() }),
@@ -434,8 +485,9 @@ impl Log {
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             groups_committed: AtomicU64::new(0),
-            sealed: std::sync::atomic::AtomicBool::new(false),
+            sealed: std::sync::atomic::AtomicBool::new(!writable),
             _lock: lock,
+            read_only: !writable,
         };
         Ok((Self { inner: Arc::new(inner) }, recovery))
     }
@@ -532,6 +584,9 @@ impl Log {
 
     /// Where the log holds this atom, if it does.
     pub fn position_of(&self, atom: &Atom) -> Result<Option<u64>, LogError> {
+        if self.inner.read_only {
+            return Err(LogError::ReadOnly(self.inner.dir.clone()));
+        }
         let leaf = leaf_hash(atom);
         let mut writer = lock(&self.inner.writer);
         let size = writer.frontier.size();
@@ -561,6 +616,9 @@ impl Log {
     /// not written again: its existing position comes back with `new: false`.
     pub fn append(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, LogError> {
         let inner = &*self.inner;
+        if inner.read_only {
+            return Err(LogError::ReadOnly(inner.dir.clone()));
+        }
         if inner.sealed.load(Ordering::Acquire) {
             return Err(LogError::Sealed(inner.dir.clone()));
         }
@@ -746,9 +804,10 @@ impl Log {
         let size = self.size();
         let mut root_at_mark = None;
         let mut frontier = Frontier::<LogHasher>::new();
-        let mut stored_nodes = BufReader::with_capacity(1 << 20, ReadAt { file: &self.inner.nodes, at: 0 });
+        let mut stored_nodes =
+            BufReader::with_capacity(1 << 20, DiskReadAt { file: &self.inner.nodes, at: 0 });
         let mut stored_offsets =
-            BufReader::with_capacity(1 << 16, ReadAt { file: &self.inner.offsets, at: 0 });
+            BufReader::with_capacity(1 << 16, DiskReadAt { file: &self.inner.offsets, at: 0 });
         let segments: Vec<(u64, Arc<File>)> = self
             .inner
             .segments
@@ -853,7 +912,7 @@ impl Drop for Inner {
 
 /// The checkpoint file: the size up to which the derived files are durable, as a u64 and its
 /// CRC-32C (docs/LOG.md, "Checkpoint"). Absent or damaged reads as 0.
-fn read_checkpoint(file: &File) -> u64 {
+fn read_checkpoint(file: &DiskFile) -> u64 {
     let mut b = [0u8; 12];
     if file.read_exact_at(&mut b, 0).is_err() {
         return 0;
@@ -865,7 +924,7 @@ fn read_checkpoint(file: &File) -> u64 {
     if crc32c::crc32c(&size) == u32::from_le_bytes(crc) { u64::from_le_bytes(size) } else { 0 }
 }
 
-fn write_checkpoint(file: &File, size: u64) -> Result<(), LogError> {
+fn write_checkpoint(file: &DiskFile, size: u64) -> Result<(), LogError> {
     let mut b = [0u8; 12];
     b[..8].copy_from_slice(&size.to_le_bytes());
     b[8..].copy_from_slice(&crc32c::crc32c(&size.to_le_bytes()).to_le_bytes());
@@ -960,6 +1019,20 @@ struct ReadAt<'a> {
 }
 
 impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// The same over a derived file.
+struct DiskReadAt<'a> {
+    file: &'a DiskFile,
+    at: u64,
+}
+
+impl Read for DiskReadAt<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.file.read_at(buf, self.at)?;
         self.at += n as u64;
@@ -1081,7 +1154,7 @@ pub fn survey(dir: &Path) -> Result<Survey, LogError> {
     Ok(out)
 }
 
-fn load_segments(dir: &Path) -> Result<Vec<Segment>, LogError> {
+fn load_segments(dir: &Path, writable: bool) -> Result<Vec<Segment>, LogError> {
     let mut firsts = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_err(format!("listing {}", dir.display())))? {
         let name = entry.map_err(io_err("listing segments"))?.file_name();
@@ -1097,9 +1170,12 @@ fn load_segments(dir: &Path) -> Result<Vec<Segment>, LogError> {
     let count = firsts.len();
     for (i, first) in firsts.into_iter().enumerate() {
         let path = segment::segment_path(dir, first);
-        let file = open_rw(&path)?;
+        let file = if writable { open_rw(&path)? } else { open_ro(&path)? };
         let mut head = [0u8; 16];
         let len = file_len(&file, "a segment")?;
+        if len < HEADER_LEN && i + 1 == count && i > 0 && !writable {
+            continue;
+        }
         if len < HEADER_LEN && i + 1 == count && i > 0 {
             // A segment whose creation was cut short holds no records.
             fs::remove_file(&path).map_err(io_err(format!("removing unfinished {}", path.display())))?;
@@ -1121,7 +1197,7 @@ fn load_segments(dir: &Path) -> Result<Vec<Segment>, LogError> {
 }
 
 /// Which segment holds `position`, and the record's offset in it.
-fn locate(segments: &[Segment], offsets: &File, position: u64) -> Result<(usize, u64), LogError> {
+fn locate(segments: &[Segment], offsets: &DiskFile, position: u64) -> Result<(usize, u64), LogError> {
     let i = segments.partition_point(|s| s.first <= position).saturating_sub(1);
     let mut o = [0u8; 8];
     offsets.read_exact_at(&mut o, position * 8).map_err(io_err("reading offsets"))?;
@@ -1166,8 +1242,8 @@ impl From<dedup::DedupError> for LogError {
 fn catch_up_dedup(
     dedup: &mut Dedup,
     segments: &[Segment],
-    offsets: &File,
-    nodes: &File,
+    offsets: &DiskFile,
+    nodes: &DiskFile,
     size: u64,
 ) -> Result<(), LogError> {
     let mut from = dedup.covered().min(size);

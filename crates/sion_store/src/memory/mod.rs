@@ -63,6 +63,13 @@ pub enum MemoryError {
     OldIndex { size: u64 },
     #[error("this memory's index is held by its brain: ask through the brain's readers")]
     IndexTaken,
+    #[error(
+        "the ledger committed {committed} atoms, but the log at {dir} can be read only up to \
+         {readable} (its derived files end there; a writer derives the rest when it next opens it)"
+    )]
+    Unreadable { dir: PathBuf, committed: u64, readable: u64 },
+    #[error("{0}: a scratch directory for reading: {1}")]
+    Scratch(PathBuf, String),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -115,6 +122,10 @@ pub struct Memory {
     index_boot: IndexBoot,
     /// Heads below this size carry index version 1 roots.
     index_v2_from: u64,
+    /// Opened to be read: a directory of this process's own for an index it had to fold
+    /// afresh (removed when the memory is dropped); nothing in `dir` is written.
+    _scratch: Option<tempfile::TempDir>,
+    read_only: bool,
 }
 
 /// Atoms decoded at a time while folding a long stretch of log.
@@ -194,6 +205,8 @@ impl Memory {
             index: Some(index),
             index_boot,
             index_v2_from: 0,
+            _scratch: None,
+            read_only: false,
         })
     }
 
@@ -254,7 +267,118 @@ impl Memory {
             index: Some(index),
             index_boot,
             index_v2_from,
+            _scratch: None,
+            read_only: false,
         })
+    }
+
+    /// Open a memory to read it, changing nothing in `dir` — no lock taken, no file written,
+    /// no repair — so that a memory on read-only media, on a full disk, or in use by a writer
+    /// (a running node) can be shown, asked and audited. It answers as of the heads its
+    /// ledger committed; it takes no atoms and commits nothing. What it derives (the ledger's
+    /// last Pulses, the index folded past its checkpoint) stays in this process; an index that
+    /// cannot be used as it is, is folded afresh in a scratch directory of its own.
+    pub fn open_read_only(dir: &Path) -> Result<Self, MemoryError> {
+        let config_path = dir.join("memory.json");
+        let text = match fs::read_to_string(&config_path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(MemoryError::Missing(dir.to_owned()));
+            }
+            Err(e) => return Err(config_err(&config_path, e)),
+        };
+        let config: Config = serde_json::from_str(&text).map_err(|e| config_err(&config_path, e))?;
+        let writer = read_key(&dir.join("writer.key"))?;
+        let ledger = Ledger::open_read_only(&dir.join(&config.ledger))?;
+        let log_id = LogId(config.log);
+        let on_ledger = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?;
+        let log = Log::open_read_only(&dir.join("log"))?;
+        let committed = on_ledger.head;
+        if committed.size > log.size() {
+            return Err(MemoryError::Unreadable {
+                dir: dir.join("log"),
+                committed: committed.size,
+                readable: log.size(),
+            });
+        }
+        if committed.size > 0 && log.root_at(committed.size)? != committed.root {
+            return Err(MemoryError::Diverged {
+                committed: committed.size,
+                root: hex::encode(committed.root),
+            });
+        }
+        let index_v2_from = match (config.index, config.index_v2_from) {
+            (_, Some(from)) => from,
+            (Some(_), None) => 0,
+            (None, None) => committed.size + u64::from(committed.size > 0),
+        };
+        let path = dir.join("index");
+        let config_ = IndexConfig::default();
+        let attempt = || -> Result<(Index, u64), MemoryError> {
+            let (mut index, _) = Index::open_read_only(&path, config_)?;
+            let version = index.size();
+            if version > log.size() {
+                return Err(IndexError::Damaged(format!(
+                    "the checkpoint covers {version} atoms, the log holds {}",
+                    log.size()
+                ))
+                .into());
+            }
+            if let Some(v) =
+                ledger.last_commit_at_most(log_id, version)?.filter(|v| v.head.size >= index_v2_from)
+            {
+                snapshot_of(&index.reader(), &v, index_v2_from)?;
+            }
+            let folded = catch_up(&log, &mut index, &ledger, log_id, index_v2_from)?;
+            Ok((index, folded))
+        };
+        let mut scratch = None;
+        let (index, index_boot) = match attempt() {
+            Ok((index, folded)) => {
+                let version = index.size() - folded;
+                (index, IndexBoot::Checkpoint { version, folded })
+            }
+            Err(first) => {
+                let why = match &first {
+                    MemoryError::Index(IndexError::Missing(_)) => "no checkpoint".to_owned(),
+                    other => other.to_string(),
+                };
+                tracing::warn!("{}: {why}; folding the log afresh in a scratch directory", path.display());
+                let tmp = tempfile::Builder::new()
+                    .prefix("sion-read-")
+                    .tempdir()
+                    .map_err(|e| MemoryError::Scratch(std::env::temp_dir(), e.to_string()))?;
+                let mut index = Index::create(&tmp.path().join("index"), config_)?;
+                let folded = catch_up(&log, &mut index, &ledger, log_id, index_v2_from)?;
+                scratch = Some(tmp);
+                let rebuilds = fs::read_to_string(dir.join("index-rebuilds"))
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+                    .unwrap_or(0);
+                (index, IndexBoot::Rebuilt { why, folded, rebuilds })
+            }
+        };
+        Ok(Self {
+            dir: dir.to_owned(),
+            log,
+            ledger,
+            writer,
+            log_id,
+            agent: config.agent,
+            recovery: Recovery::default(),
+            blobs: BlobStore::open(&dir.join("blobs"))?,
+            reader: index.reader(),
+            index: Some(index),
+            index_boot,
+            index_v2_from,
+            _scratch: scratch,
+            read_only: true,
+        })
+    }
+
+    /// Whether this memory was opened to be read only ([`Memory::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     pub fn dir(&self) -> &Path {
