@@ -151,8 +151,8 @@ impl Index {
         ))
     }
 
-    /// The same, changing nothing in `dir`: what is folded and sealed past the checkpoint
-    /// stays in memory (see [`Store::open_read_only`](store::Store::open_read_only)).
+    /// The same, changing nothing in `dir`: no lock, the files read up to the checkpoint, and
+    /// what is folded and sealed past it kept in memory (docs/INDEX-STORE.md).
     pub fn open_read_only(dir: &Path, config: IndexConfig) -> Result<(Self, Boot), IndexError> {
         let (store, opened) = Store::open_read_only(dir, config.cache_bytes)?;
         let version = opened.root.as_ref().map_or(0, |r| r.version);
