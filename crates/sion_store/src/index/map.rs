@@ -21,6 +21,8 @@ use super::store::Store;
 /// Nodes a writer's map keeps in memory between seals (about 20 MiB with the key table).
 pub const MAX_NODES: usize = 1 << 18;
 
+const NONE: u32 = u32::MAX;
+
 /// An inner node a walk passed through, and whether it went right.
 type Parent = (usize, bool);
 
@@ -53,6 +55,9 @@ pub struct MemMap {
     /// Inner nodes in a page the seal writes, at most (`MAX_PAGE`; smaller in tests).
     page_nodes: usize,
     nodes: Vec<Node>,
+    /// Each node's parent (`NONE` for the root): marking a changed path walks up from its
+    /// leaf and stops at the first node already marked.
+    parents: Vec<u32>,
     root: Option<usize>,
     /// The leaves read so far, by key.
     leaves: FxHashMap<[u8; 32], usize>,
@@ -72,12 +77,14 @@ impl MemMap {
             max_nodes,
             page_nodes: MAX_PAGE,
             nodes: Vec::new(),
+            parents: Vec::new(),
             root: None,
             leaves: FxHashMap::default(),
             dirty: false,
         };
         if let Some(root) = root {
             map.nodes.push(Node::Stub(root));
+            map.parents.push(NONE);
             map.root = Some(0);
         }
         map
@@ -103,6 +110,7 @@ impl MemMap {
         let rec = crit_node(store, &child)?;
         self.nodes.push(Node::Stub(rec.left));
         self.nodes.push(Node::Stub(rec.right));
+        self.parents.extend([at as u32, at as u32]);
         let (left, right) = (self.nodes.len() - 2, self.nodes.len() - 1);
         self.nodes[at] = Node::Inner {
             crit: rec.crit,
@@ -162,7 +170,7 @@ impl MemMap {
             && let Some(&at) = self.leaves.get(&key)
         {
             self.nodes[at] = Node::Leaf { key, ptr, digest };
-            self.touch_path(&key);
+            self.mark_up(at);
             return Ok(());
         }
         // The key's first difference from the leaf its search ends at decides where it goes:
@@ -175,6 +183,7 @@ impl MemMap {
             },
         };
         self.nodes.push(Node::Leaf { key, ptr, digest });
+        self.parents.push(NONE);
         let leaf = self.nodes.len() - 1;
         self.leaves.insert(key, leaf);
         let Some(near) = near else {
@@ -186,6 +195,9 @@ impl MemMap {
         let (l, r) = if bit(&key, d) { (at, leaf) } else { (leaf, at) };
         self.nodes.push(Node::Inner { crit: d, left: l, right: r, digest: [0; 32], ptr: 0, node: 0 });
         let inner = self.nodes.len() - 1;
+        self.parents.push(parent.map_or(NONE, |(p, _)| p as u32));
+        self.parents[at] = inner as u32;
+        self.parents[leaf] = inner as u32;
         match parent {
             None => self.root = Some(inner),
             Some((p, go_right)) => {
@@ -194,22 +206,21 @@ impl MemMap {
                 }
             }
         }
-        self.touch_path(&key);
+        self.mark_up(inner);
         Ok(())
     }
 
-    /// Mark the inner nodes on the path to `key` out of date.
-    fn touch_path(&mut self, key: &[u8; 32]) {
-        let Some(mut at) = self.root else { return };
-        loop {
-            let next = match &mut self.nodes[at] {
-                Node::Inner { crit, left, right, ptr, .. } => {
-                    *ptr = 0;
-                    if bit(key, *crit) { *right } else { *left }
-                }
+    /// Mark the inner nodes above `from` out of date, up to the first one that already is
+    /// (every node above a marked one is marked: marks only ever go up to the root).
+    fn mark_up(&mut self, from: usize) {
+        let mut at = self.parents[from];
+        while at != NONE {
+            match &mut self.nodes[at as usize] {
+                Node::Inner { ptr: 0, .. } => return,
+                Node::Inner { ptr, .. } => *ptr = 0,
                 Node::Leaf { .. } | Node::Stub(_) => return,
-            };
-            at = next;
+            }
+            at = self.parents[at as usize];
         }
     }
 
