@@ -102,6 +102,9 @@ impl DiskFile {
             return f.read_at(buf, offset);
         }
         let n = (self.len()?.saturating_sub(offset)).min(buf.len() as u64) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
         self.read_exact_at(&mut buf[..n], offset)?;
         Ok(n)
     }
@@ -157,6 +160,19 @@ impl DiskFile {
             Kind::Shadow { .. } => Ok(()),
         }
     }
+}
+
+/// Take `file`'s exclusive lock, waiting up to half a second: a process forking another holds
+/// a copy of every open file until the child executes, so a lock just let go can look held
+/// for a moment.
+pub fn lock_briefly(file: &File) -> bool {
+    for _ in 0..50 {
+        if file.try_lock().is_ok() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
 }
 
 #[cfg(test)]

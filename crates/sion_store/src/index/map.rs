@@ -133,10 +133,15 @@ impl MemMap {
     ) -> Result<Option<(usize, Option<Parent>)>, IndexError> {
         let Some(mut at) = self.root else { return Ok(None) };
         let mut parent = None;
+        let mut above: Option<u16> = None;
         loop {
             self.expand(store, at)?;
             match &self.nodes[at] {
+                Node::Inner { crit, .. } if above.is_some_and(|a| *crit <= a) => {
+                    return Err(IndexError::Damaged("a map node is out of order".into()));
+                }
                 Node::Inner { crit, left, right, .. } if !stop(*crit) => {
+                    above = Some(*crit);
                     let go_right = bit(key, *crit);
                     parent = Some((at, go_right));
                     at = if go_right { *right } else { *left };

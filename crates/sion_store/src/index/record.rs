@@ -333,6 +333,10 @@ fn read_page_node(r: &mut Reader<'_>, nodes: &mut Vec<CritRec>, n: usize) -> Res
     }
     let at = nodes.len();
     let crit = r.u16("crit")?;
+    // A crit bit names one of a 32-byte key's 256 bits.
+    if crit > 255 {
+        return Err(invalid("crit", format!("{crit}")));
+    }
     let none = CritChild { leaf: true, ptr: 0, node: 0, digest: [0; 32] };
     nodes.push(CritRec { crit, left: none, right: none });
     let mut children = [none; 2];

@@ -353,7 +353,9 @@ impl Store {
                 .write(true)
                 .open(dir.join("LOCK"))
                 .map_err(io_err("opening the index's lock file"))?;
-            lock.try_lock().map_err(|_| IndexError::Locked(dir.to_owned()))?;
+            if !crate::shadow::lock_briefly(&lock) {
+                return Err(IndexError::Locked(dir.to_owned()));
+            }
             Some(lock)
         } else {
             None

@@ -325,8 +325,14 @@ impl Snapshot {
             other_root,
         };
         let Some(mut at) = *map else { return Ok(answer) };
+        let mut above: Option<u16> = None;
         while !at.leaf {
             let node = super::map::crit_node(&self.store, &at)?;
+            // Crit bits grow going down: a walk ends within 256 steps, whatever the records say.
+            if above.is_some_and(|a| node.crit <= a) {
+                return Err(IndexError::Damaged(format!("the map node at {} is out of order", at.ptr)));
+            }
+            above = Some(node.crit);
             let (next, other) =
                 if bit(key, node.crit) { (node.right, node.left) } else { (node.left, node.right) };
             answer.path.push(PathStep { crit: node.crit, sibling: other.digest });

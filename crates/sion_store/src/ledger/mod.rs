@@ -176,7 +176,9 @@ fn lock_dir(dir: &Path) -> Result<File, LedgerError> {
         .write(true)
         .open(&path)
         .map_err(io_err(format!("opening {}", path.display())))?;
-    f.try_lock().map_err(|_| LedgerError::Locked(dir.to_owned()))?;
+    if !crate::shadow::lock_briefly(&f) {
+        return Err(LedgerError::Locked(dir.to_owned()));
+    }
     Ok(f)
 }
 
@@ -299,12 +301,18 @@ impl Ledger {
             fs::create_dir_all(&versions_dir)
                 .map_err(io_err(format!("creating {}", versions_dir.display())))?;
         }
-        let pulse_file = beside(&dir.join("pulses"))?;
-        let resumed = if dir.join(DAMAGED).exists() {
+        let mut pulse_file = beside(&dir.join("pulses"))?;
+        let mut resumed = if dir.join(DAMAGED).exists() {
             Err("a read found a file beside the journal damaged".to_owned())
         } else {
             Self::resume(dir, &key.verifying_key(), &journal, &pulse_file, file_len)
         };
+        if !writable && resumed.is_err() && !dir.join(DAMAGED).exists() {
+            // A writer may have checkpointed between our opening the pulse index and reading
+            // its checkpoint: once more with the pulse index as it is now, else a full replay.
+            pulse_file = beside(&dir.join("pulses"))?;
+            resumed = Self::resume(dir, &key.verifying_key(), &journal, &pulse_file, file_len);
+        }
         let genesis_placeholder = SignedHeader::sign(&key, pulse_header(&State::default(), 0, 0, None));
         let mut ledger = Self {
             dir: dir.to_owned(),

@@ -95,6 +95,22 @@ fn read_at(file: &File, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), 
 }
 
 impl BlobStore {
+    /// The store in `dir` to read only: a missing directory is an empty store, not made.
+    pub fn open_read_only(dir: &Path) -> Result<Self, BlobError> {
+        if !dir.exists() {
+            let state = State {
+                index: HashMap::new(),
+                current: None,
+                next_pack: 0,
+                torn_tail: false,
+                writable: false,
+                damage: Vec::new(),
+            };
+            return Ok(Self { dir: dir.to_owned(), state: Arc::new(Mutex::new(state)) });
+        }
+        Self::open(dir)
+    }
+
     /// The store in `dir`, created if absent; a torn tail a crash left is cut.
     pub fn open(dir: &Path) -> Result<Self, BlobError> {
         fs::create_dir_all(dir).map_err(io_err("creating", dir))?;

@@ -61,11 +61,6 @@ pub enum LogError {
     Sealed(PathBuf),
     #[error("the log at {0} is open for reading only: it takes no atoms here")]
     ReadOnly(PathBuf),
-    #[error(
-        "the log at {dir} can be read only up to position {derived}: {why} (a writer derives the \
-         rest when it next opens the log)"
-    )]
-    Underived { dir: PathBuf, derived: u64, why: String },
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> LogError {
@@ -322,7 +317,9 @@ impl Log {
                 .write(true)
                 .open(dir.join("LOCK"))
                 .map_err(io_err("opening the log's lock file"))?;
-            lock.try_lock().map_err(|_| LogError::Locked(dir.to_owned()))?;
+            if !crate::shadow::lock_briefly(&lock) {
+                return Err(LogError::Locked(dir.to_owned()));
+            }
             Some(lock)
         } else {
             None
@@ -366,7 +363,12 @@ impl Log {
         };
         // A reader too: past the checkpoint the derived files may hold what a crash left, so
         // it derives that part again, in its memory.
-        let mut size = read_checkpoint(&checkpoint).min(n_offsets).min(n_leaves);
+        let mut size = read_checkpoint(&checkpoint);
+        if !writable && size == 0 {
+            // A writer rewrites the checkpoint in place: a torn read fails its CRC; once more.
+            size = read_checkpoint(&checkpoint);
+        }
+        let mut size = size.min(n_offsets).min(n_leaves);
         let (mut seg_index, mut offset) = check(size)?;
         offsets.set_len(size * 8).map_err(io_err("truncating offsets"))?;
         nodes.set_len(postorder_len(size) * 32).map_err(io_err("truncating nodes"))?;

@@ -289,6 +289,11 @@ impl Memory {
         };
         let config: Config = serde_json::from_str(&text).map_err(|e| config_err(&config_path, e))?;
         let writer = read_key(&dir.join("writer.key"))?;
+        // The index first, then the ledger, then the log: a writer running now indexes and
+        // commits only what its log holds, so each is at least as far as the one before.
+        let path = dir.join("index");
+        let config_ = IndexConfig::default();
+        let opened = Index::open_read_only(&path, config_);
         let ledger = Ledger::open_read_only(&dir.join(&config.ledger))?;
         let log_id = LogId(config.log);
         let on_ledger = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?;
@@ -312,28 +317,27 @@ impl Memory {
             (Some(_), None) => 0,
             (None, None) => committed.size + u64::from(committed.size > 0),
         };
-        let path = dir.join("index");
-        let config_ = IndexConfig::default();
-        let attempt = || -> Result<(Index, u64), MemoryError> {
-            let (mut index, _) = Index::open_read_only(&path, config_)?;
-            let version = index.size();
-            if version > log.size() {
-                return Err(IndexError::Damaged(format!(
-                    "the checkpoint covers {version} atoms, the log holds {}",
-                    log.size()
-                ))
-                .into());
-            }
-            if let Some(v) =
-                ledger.last_commit_at_most(log_id, version)?.filter(|v| v.head.size >= index_v2_from)
-            {
-                snapshot_of(&index.reader(), &v, index_v2_from)?;
-            }
-            let folded = catch_up(&log, &mut index, &ledger, log_id, index_v2_from)?;
-            Ok((index, folded))
-        };
+        let attempt =
+            |opened: Result<(Index, crate::index::Boot), IndexError>| -> Result<(Index, u64), MemoryError> {
+                let (mut index, _) = opened?;
+                let version = index.size();
+                if version > log.size() {
+                    return Err(IndexError::Damaged(format!(
+                        "the checkpoint covers {version} atoms, the log holds {}",
+                        log.size()
+                    ))
+                    .into());
+                }
+                if let Some(v) =
+                    ledger.last_commit_at_most(log_id, version)?.filter(|v| v.head.size >= index_v2_from)
+                {
+                    snapshot_of(&index.reader(), &v, index_v2_from)?;
+                }
+                let folded = catch_up(&log, &mut index, &ledger, log_id, index_v2_from)?;
+                Ok((index, folded))
+            };
         let mut scratch = None;
-        let (index, index_boot) = match attempt() {
+        let (index, index_boot) = match attempt(opened) {
             Ok((index, folded)) => {
                 let version = index.size() - folded;
                 (index, IndexBoot::Checkpoint { version, folded })
@@ -366,7 +370,7 @@ impl Memory {
             log_id,
             agent: config.agent,
             recovery: Recovery::default(),
-            blobs: BlobStore::open(&dir.join("blobs"))?,
+            blobs: BlobStore::open_read_only(&dir.join("blobs"))?,
             reader: index.reader(),
             index: Some(index),
             index_boot,
