@@ -3,7 +3,7 @@
 //! file as it was when opened, and what the process writes past that (a ledger replaying its
 //! last Pulses, an index folding the log's tail) stays in its memory and goes with it.
 //!
-//! Writable, it is the file itself.
+//! Writable, it is the file itself. The lock a writer takes on a directory is here too.
 
 use std::fs::File;
 use std::io;
@@ -162,17 +162,19 @@ impl DiskFile {
     }
 }
 
-/// Take `file`'s exclusive lock, waiting up to half a second: a process forking another holds
-/// a copy of every open file until the child executes, so a lock just let go can look held
-/// for a moment.
-pub fn lock_briefly(file: &File) -> bool {
+/// The exclusive lock of the directory `dir` (its `LOCK` file, made if missing), held while
+/// the file is; `None` if another process holds it. Waits up to half a second: a process
+/// forking another holds a copy of every open file until the child executes, so a lock just
+/// let go can look held for a moment.
+pub fn lock_dir(dir: &Path) -> io::Result<Option<File>> {
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
     for _ in 0..50 {
         if file.try_lock().is_ok() {
-            return true;
+            return Ok(Some(file));
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    false
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -347,16 +347,8 @@ impl Store {
             Err(e) => return Err(io_err("reading FORMAT")(e)),
         }
         let lock = if writable {
-            let lock = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(dir.join("LOCK"))
-                .map_err(io_err("opening the index's lock file"))?;
-            if !crate::shadow::lock_briefly(&lock) {
-                return Err(IndexError::Locked(dir.to_owned()));
-            }
-            Some(lock)
+            let lock = crate::shadow::lock_dir(dir).map_err(io_err("opening the index's lock file"))?;
+            Some(lock.ok_or_else(|| IndexError::Locked(dir.to_owned()))?)
         } else {
             None
         };

@@ -169,17 +169,9 @@ pub const CHECKPOINT_EVERY: u64 = 1024;
 const DAMAGED: &str = "DAMAGED";
 
 fn lock_dir(dir: &Path) -> Result<File, LedgerError> {
-    let path = dir.join("LOCK");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io_err(format!("opening {}", path.display())))?;
-    if !crate::shadow::lock_briefly(&f) {
-        return Err(LedgerError::Locked(dir.to_owned()));
-    }
-    Ok(f)
+    crate::shadow::lock_dir(dir)
+        .map_err(io_err(format!("opening {}", dir.join("LOCK").display())))?
+        .ok_or_else(|| LedgerError::Locked(dir.to_owned()))
 }
 
 fn now_ns() -> i64 {

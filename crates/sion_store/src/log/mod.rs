@@ -311,16 +311,8 @@ impl Log {
             Err(e) => return Err(io_err(format!("reading {}", format_path.display()))(e)),
         }
         let lock = if writable {
-            let lock = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(dir.join("LOCK"))
-                .map_err(io_err("opening the log's lock file"))?;
-            if !crate::shadow::lock_briefly(&lock) {
-                return Err(LogError::Locked(dir.to_owned()));
-            }
-            Some(lock)
+            let lock = crate::shadow::lock_dir(dir).map_err(io_err("opening the log's lock file"))?;
+            Some(lock.ok_or_else(|| LogError::Locked(dir.to_owned()))?)
         } else {
             None
         };

@@ -213,15 +213,7 @@ impl Memory {
     /// Open a memory, recovering its log and checking that the log still extends the head the
     /// ledger holds.
     pub fn open(dir: &Path) -> Result<Self, MemoryError> {
-        let config_path = dir.join("memory.json");
-        let text = match fs::read_to_string(&config_path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(MemoryError::Missing(dir.to_owned()));
-            }
-            Err(e) => return Err(config_err(&config_path, e)),
-        };
-        let config: Config = serde_json::from_str(&text).map_err(|e| config_err(&config_path, e))?;
+        let config = read_config(dir)?;
         let writer = read_key(&dir.join("writer.key"))?;
         let ledger = Ledger::open(&dir.join(&config.ledger))?;
         let log_id = LogId(config.log);
@@ -279,15 +271,7 @@ impl Memory {
     /// last Pulses, the index folded past its checkpoint) stays in this process; an index that
     /// cannot be used as it is, is folded afresh in a scratch directory of its own.
     pub fn open_read_only(dir: &Path) -> Result<Self, MemoryError> {
-        let config_path = dir.join("memory.json");
-        let text = match fs::read_to_string(&config_path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(MemoryError::Missing(dir.to_owned()));
-            }
-            Err(e) => return Err(config_err(&config_path, e)),
-        };
-        let config: Config = serde_json::from_str(&text).map_err(|e| config_err(&config_path, e))?;
+        let config = read_config(dir)?;
         let writer = read_key(&dir.join("writer.key"))?;
         // The index first, then the ledger, then the log: a writer running now indexes and
         // commits only what its log holds, so each is at least as far as the one before.
@@ -317,27 +301,11 @@ impl Memory {
             (Some(_), None) => 0,
             (None, None) => committed.size + u64::from(committed.size > 0),
         };
-        let attempt =
-            |opened: Result<(Index, crate::index::Boot), IndexError>| -> Result<(Index, u64), MemoryError> {
-                let (mut index, _) = opened?;
-                let version = index.size();
-                if version > log.size() {
-                    return Err(IndexError::Damaged(format!(
-                        "the checkpoint covers {version} atoms, the log holds {}",
-                        log.size()
-                    ))
-                    .into());
-                }
-                if let Some(v) =
-                    ledger.last_commit_at_most(log_id, version)?.filter(|v| v.head.size >= index_v2_from)
-                {
-                    snapshot_of(&index.reader(), &v, index_v2_from)?;
-                }
-                let folded = catch_up(&log, &mut index, &ledger, log_id, index_v2_from)?;
-                Ok((index, folded))
-            };
         let mut scratch = None;
-        let (index, index_boot) = match attempt(opened) {
+        let resumed = opened
+            .map_err(MemoryError::from)
+            .and_then(|(index, _)| resume_index(index, &log, &ledger, log_id, index_v2_from));
+        let (index, index_boot) = match resumed {
             Ok((index, folded)) => {
                 let version = index.size() - folded;
                 (index, IndexBoot::Checkpoint { version, folded })
@@ -355,11 +323,7 @@ impl Memory {
                 let mut index = Index::create(&tmp.path().join("index"), config_)?;
                 let folded = catch_up(&log, &mut index, &ledger, log_id, index_v2_from)?;
                 scratch = Some(tmp);
-                let rebuilds = fs::read_to_string(dir.join("index-rebuilds"))
-                    .ok()
-                    .and_then(|t| t.trim().parse::<u64>().ok())
-                    .unwrap_or(0);
-                (index, IndexBoot::Rebuilt { why, folded, rebuilds })
+                (index, IndexBoot::Rebuilt { why, folded, rebuilds: rebuilds_so_far(dir) })
             }
         };
         Ok(Self {
@@ -839,6 +803,51 @@ fn write_config(dir: &Path, config: &Config) -> Result<(), MemoryError> {
 /// Open the memory's index at its checkpoint and fold the log up to the committed head,
 /// sealing at every committed size on the way, so every head has its version; or, if the
 /// checkpoint is missing, stale, torn or damaged, rebuild it from the whole log the same way.
+/// A memory's configuration, `memory.json`.
+fn read_config(dir: &Path) -> Result<Config, MemoryError> {
+    let config_path = dir.join("memory.json");
+    let text = match fs::read_to_string(&config_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(MemoryError::Missing(dir.to_owned()));
+        }
+        Err(e) => return Err(config_err(&config_path, e)),
+    };
+    serde_json::from_str(&text).map_err(|e| config_err(&config_path, e))
+}
+
+/// How many times this memory's index was rebuilt (its `index-rebuilds` file; 0 if none).
+fn rebuilds_so_far(dir: &Path) -> u64 {
+    fs::read_to_string(dir.join("index-rebuilds")).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0)
+}
+
+/// An index opened at its checkpoint, checked and folded on: the checkpoint within the log,
+/// every committed head it covers a version with that head's root; then the log's tail up to
+/// the committed head. Gives how many atoms were folded. An error means: rebuild it.
+fn resume_index(
+    mut index: Index,
+    log: &Log,
+    ledger: &Ledger,
+    log_id: LogId,
+    index_v2_from: u64,
+) -> Result<(Index, u64), MemoryError> {
+    let version = index.size();
+    if version > log.size() {
+        return Err(IndexError::Damaged(format!(
+            "the checkpoint covers {version} atoms, the log holds {}",
+            log.size()
+        ))
+        .into());
+    }
+    if let Some(v) = ledger.last_commit_at_most(log_id, version)?.filter(|v| v.head.size >= index_v2_from) {
+        snapshot_of(&index.reader(), &v, index_v2_from).map_err(|_| {
+            IndexError::Damaged(format!("the checkpoint disagrees with the head of {} atoms", v.head.size))
+        })?;
+    }
+    let folded = catch_up(log, &mut index, ledger, log_id, index_v2_from)?;
+    Ok((index, folded))
+}
+
 fn open_index(
     dir: &Path,
     log: &Log,
@@ -849,27 +858,8 @@ fn open_index(
     let path = dir.join("index");
     let config = IndexConfig::default();
     let attempt = || -> Result<(Index, u64), MemoryError> {
-        let (mut index, boot) = Index::open(&path, config)?;
-        let crate::index::Boot::Checkpoint { version, .. } = boot else { unreachable!("opened") };
-        if version > log.size() {
-            return Err(IndexError::Damaged(format!(
-                "the checkpoint covers {version} atoms, the log holds {}",
-                log.size()
-            ))
-            .into());
-        }
-        // Every committed head the checkpoint covers must be a version with the same root.
-        if let Some(v) = ledger.last_commit_at_most(log_id, version)?.filter(|v| v.head.size >= index_v2_from)
-        {
-            snapshot_of(&index.reader(), &v, index_v2_from).map_err(|_| {
-                IndexError::Damaged(format!(
-                    "the checkpoint disagrees with the head of {} atoms",
-                    v.head.size
-                ))
-            })?;
-        }
-        let folded = catch_up(log, &mut index, ledger, log_id, index_v2_from)?;
-        Ok((index, folded))
+        let (index, _) = Index::open(&path, config)?;
+        resume_index(index, log, ledger, log_id, index_v2_from)
     };
     match attempt() {
         Ok((index, folded)) => {
@@ -898,8 +888,7 @@ fn open_index(
                 return Ok((index, IndexBoot::Checkpoint { version: 0, folded: 0 }));
             }
             let counter = dir.join("index-rebuilds");
-            let rebuilds =
-                fs::read_to_string(&counter).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0) + 1;
+            let rebuilds = rebuilds_so_far(dir) + 1;
             fs::write(&counter, format!("{rebuilds}\n")).map_err(|e| config_err(&counter, e))?;
             Ok((index, IndexBoot::Rebuilt { why, folded, rebuilds }))
         }
