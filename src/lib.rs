@@ -10,6 +10,7 @@
 pub use sion_bag as bag;
 pub use sion_brain as brain;
 pub use sion_cognet as cognet;
+pub use sion_disk as disk;
 pub use sion_ingest as ingest;
 #[cfg(feature = "sim")]
 pub use sion_store::sim;

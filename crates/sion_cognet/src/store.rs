@@ -3,13 +3,13 @@
 //! a key that is missing or unreadable. Cache doctrine: if losing a key can break the cognet,
 //! it belonged in the log.
 
-use std::fs::{self, File};
-use std::io::Write as _;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use sion_disk::Disk;
 
 /// A key of the store and the type of its value.
 pub trait StoreKey {
@@ -35,6 +35,7 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
 /// One cognet's store: a directory of `<key>.json` files.
 #[derive(Debug, Clone)]
 pub struct Store {
+    disk: Disk,
     dir: PathBuf,
 }
 
@@ -47,8 +48,13 @@ fn check_key(key: &'static str) -> Result<(), StoreError> {
 
 impl Store {
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
-        Ok(Self { dir: dir.to_owned() })
+        Self::open_on(&Disk::os(), dir)
+    }
+
+    /// The same, writing through `disk` (a test's faulty disk).
+    pub fn open_on(disk: &Disk, dir: &Path) -> Result<Self, StoreError> {
+        disk.create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        Ok(Self { disk: disk.clone(), dir: dir.to_owned() })
     }
 
     pub fn dir(&self) -> &Path {
@@ -78,15 +84,9 @@ impl Store {
         check_key(K::NAME)?;
         let bytes = serde_json::to_vec(value)
             .map_err(|e| StoreError::Encode { key: K::NAME, reason: e.to_string() })?;
-        let (dir, path) = (self.dir.clone(), self.path(K::NAME));
-        let tmp = self.dir.join(format!("{}.json.tmp", K::NAME));
+        let (disk, path) = (self.disk.clone(), self.path(K::NAME));
         let write = move || -> Result<(), StoreError> {
-            let mut f = File::create(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
-            f.write_all(&bytes)
-                .and_then(|()| f.sync_all())
-                .map_err(io(format!("writing {}", tmp.display())))?;
-            fs::rename(&tmp, &path).map_err(io(format!("renaming onto {}", path.display())))?;
-            File::open(&dir).and_then(|d| d.sync_all()).map_err(io(format!("syncing {}", dir.display())))
+            disk.replace_file(&path, &bytes).map_err(io(format!("writing {}", path.display())))
         };
         match tokio::task::spawn_blocking(write).await {
             Ok(result) => result,
@@ -97,9 +97,11 @@ impl Store {
     /// Forget `K` (absent afterwards).
     pub fn remove<K: StoreKey>(&self) -> Result<(), StoreError> {
         check_key(K::NAME)?;
-        match fs::remove_file(self.path(K::NAME)) {
+        match self.disk.remove_file(&self.path(K::NAME)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(format!("removing {}", K::NAME))(e)),
-            _ => Ok(()),
+            Err(_) => Ok(()),
+            // Absent after a crash too.
+            Ok(()) => self.disk.sync_dir(&self.dir).map_err(io(format!("syncing {}", self.dir.display()))),
         }
     }
 }

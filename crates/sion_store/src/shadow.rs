@@ -17,7 +17,7 @@ pub struct DiskFile(Kind);
 
 #[derive(Debug)]
 enum Kind {
-    Real(File),
+    Real(sion_disk::File),
     Shadow { file: Option<File>, tail: Mutex<Tail> },
 }
 
@@ -33,7 +33,7 @@ fn read_only() -> io::Error {
 }
 
 impl DiskFile {
-    pub fn real(file: File) -> Self {
+    pub fn real(file: sion_disk::File) -> Self {
         Self(Kind::Real(file))
     }
 

@@ -67,13 +67,15 @@ pub enum IndexError {
     NoVersion(u64),
 }
 
-/// How much memory the index may use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How much memory the index may use, and the disk it writes through.
+#[derive(Debug, Clone)]
 pub struct IndexConfig {
     /// Decoded records kept for readers and the writer (shared).
     pub cache_bytes: usize,
     /// What the writer keeps hot.
     pub budget: Budget,
+    /// Where every change to the index's files goes (the OS; a test's faulty disk).
+    pub disk: sion_disk::Disk,
 }
 
 impl Default for IndexConfig {
@@ -84,6 +86,7 @@ impl Default for IndexConfig {
         Self {
             cache_bytes: env("SION_INDEX_CACHE_MIB", 64 << 20),
             budget: Budget { hot_bytes: env("SION_INDEX_HOT_MIB", Budget::default().hot_bytes) },
+            disk: sion_disk::Disk::os(),
         }
     }
 }
@@ -135,14 +138,14 @@ impl Index {
 
     /// Make an empty index in `dir`.
     pub fn create(dir: &Path, config: IndexConfig) -> Result<Self, IndexError> {
-        let store = Arc::new(Store::create(dir, config.cache_bytes)?);
+        let store = Arc::new(Store::create(dir, config.cache_bytes, &config.disk)?);
         Ok(Self { writer: Writer::new(store, None, config.budget)?, partials: Arc::default() })
     }
 
     /// Open the index in `dir` at its checkpoint (fold the log's tail past [`Index::size`] to
     /// catch up). An error means the index cannot be used as it is: rebuild it.
     pub fn open(dir: &Path, config: IndexConfig) -> Result<(Self, Boot), IndexError> {
-        let (store, opened) = Store::open(dir, config.cache_bytes)?;
+        let (store, opened) = Store::open(dir, config.cache_bytes, &config.disk)?;
         let version = opened.root.as_ref().map_or(0, |r| r.version);
         let writer = Writer::new(Arc::new(store), opened.root, config.budget)?;
         Ok((

@@ -8,9 +8,10 @@
 //! built for a test or a benchmark).
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
+
+use sion_disk::{Disk, Open};
 use std::io;
-use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -54,24 +55,6 @@ impl Backend for crate::shadow::DiskFile {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         crate::shadow::DiskFile::set_len(self, len)
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.sync_data()
-    }
-}
-
-impl Backend for File {
-    fn len(&self) -> io::Result<u64> {
-        Ok(self.metadata()?.len())
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.read_exact_at(buf, offset)
-    }
-    fn write_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
-        self.write_all_at(bytes, offset)
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        File::set_len(self, len)
     }
     fn sync(&self) -> io::Result<()> {
         self.sync_data()
@@ -209,6 +192,7 @@ const PENDING_FLUSH: usize = 4 << 20;
 /// The index's store. Readers share it (`Arc<Store>`); one writer appends.
 pub struct Store {
     dir: Option<PathBuf>,
+    disk: Disk,
     nodes: Box<dyn Backend>,
     roots: Box<dyn Backend>,
     /// How much of the node file is published (readers only follow pointers below it).
@@ -272,10 +256,19 @@ impl Store {
     pub fn in_memory(cache_bytes: usize) -> Self {
         let nodes = MemBackend::default();
         let _ = nodes.write_at(NODES_MAGIC, 0);
-        Self::with(None, Box::new(nodes), Box::new(MemBackend::default()), Vec::new(), cache_bytes, None)
+        Self::with(
+            Disk::os(),
+            None,
+            Box::new(nodes),
+            Box::new(MemBackend::default()),
+            Vec::new(),
+            cache_bytes,
+            None,
+        )
     }
 
     fn with(
+        disk: Disk,
         dir: Option<PathBuf>,
         nodes: Box<dyn Backend>,
         roots: Box<dyn Backend>,
@@ -286,6 +279,7 @@ impl Store {
         let len = nodes.len().unwrap_or(NODES_MAGIC.len() as u64);
         Self {
             dir,
+            disk,
             nodes,
             roots,
             nodes_len: AtomicU64::new(len),
@@ -299,47 +293,45 @@ impl Store {
     }
 
     /// Make an empty store in `dir` (which must not hold one).
-    pub fn create(dir: &Path, cache_bytes: usize) -> Result<Self, IndexError> {
-        fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    pub fn create(dir: &Path, cache_bytes: usize, disk: &Disk) -> Result<Self, IndexError> {
+        disk.create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
         let format = dir.join("FORMAT");
         if format.exists() {
             return Err(damaged(format!("{} already holds an index", dir.display())));
         }
-        for name in ["nodes", "roots", "checkpoint"] {
-            let _ = fs::remove_file(dir.join(name));
-        }
-        let nodes = dir.join("nodes");
-        fs::write(&nodes, NODES_MAGIC).map_err(io_err(format!("writing {}", nodes.display())))?;
-        fs::write(dir.join("roots"), b"").map_err(io_err("writing roots"))?;
         let empty = Checkpoint { version: 0, nodes_len: 8, roots_len: 0, index_root: [0; 32] };
-        fs::write(dir.join("checkpoint"), empty.encode()).map_err(io_err("writing the checkpoint"))?;
-        for name in ["nodes", "roots", "checkpoint"] {
-            File::open(dir.join(name))
-                .and_then(|f| f.sync_all())
-                .map_err(io_err(format!("syncing {name}")))?;
+        for (name, bytes) in
+            [("nodes", &NODES_MAGIC[..]), ("roots", &[][..]), ("checkpoint", &empty.encode()[..])]
+        {
+            disk.write_file(&dir.join(name), bytes).map_err(io_err(format!("writing {name}")))?;
         }
-        // FORMAT last: a directory without it is an unfinished creation, not an index.
-        fs::write(&format, FORMAT).map_err(io_err("writing FORMAT"))?;
-        File::open(&format).and_then(|f| f.sync_all()).map_err(io_err("syncing FORMAT"))?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("syncing the index directory"))?;
-        Ok(Self::open(dir, cache_bytes)?.0)
+        // FORMAT last, each name durable before it: a directory without it is an unfinished
+        // creation, not an index.
+        disk.sync_dir(dir).map_err(io_err("syncing the index directory"))?;
+        disk.replace_file(&format, FORMAT.as_bytes()).map_err(io_err("writing FORMAT"))?;
+        Ok(Self::open(dir, cache_bytes, disk)?.0)
     }
 
     /// Open the store in `dir` at its checkpoint: what was written after it was not durable
     /// and is dropped. Anything that does not check out (a missing or torn checkpoint, a root
     /// that does not decode or hash to what the checkpoint says) is an error, and the caller
     /// rebuilds the index.
-    pub fn open(dir: &Path, cache_bytes: usize) -> Result<(Self, Opened), IndexError> {
-        Self::open_with(dir, cache_bytes, true)
+    pub fn open(dir: &Path, cache_bytes: usize, disk: &Disk) -> Result<(Self, Opened), IndexError> {
+        Self::open_with(dir, cache_bytes, disk, true)
     }
 
     /// The same, changing nothing: no lock, the files read as the checkpoint has them (a
     /// writer may be appending past it), and what is sealed from here on kept in memory.
     pub fn open_read_only(dir: &Path, cache_bytes: usize) -> Result<(Self, Opened), IndexError> {
-        Self::open_with(dir, cache_bytes, false)
+        Self::open_with(dir, cache_bytes, &Disk::os(), false)
     }
 
-    fn open_with(dir: &Path, cache_bytes: usize, writable: bool) -> Result<(Self, Opened), IndexError> {
+    fn open_with(
+        dir: &Path,
+        cache_bytes: usize,
+        disk: &Disk,
+        writable: bool,
+    ) -> Result<(Self, Opened), IndexError> {
         match fs::read_to_string(dir.join("FORMAT")) {
             Ok(f) if f == FORMAT => {}
             Ok(_) => return Err(damaged(format!("{}: not an index of this version", dir.display()))),
@@ -360,12 +352,9 @@ impl Store {
             Checkpoint::decode(&bytes).ok_or_else(|| damaged("the checkpoint is torn or damaged"))?;
         let open = |name: &str| -> Result<Box<dyn Backend>, IndexError> {
             if writable {
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(dir.join(name))
-                    .map_err(io_err(format!("opening {name}")))?;
-                Ok(Box::new(f))
+                let f =
+                    disk.open(&dir.join(name), Open::Existing).map_err(io_err(format!("opening {name}")))?;
+                Ok(Box::new(crate::shadow::DiskFile::real(f)))
             } else {
                 let f = crate::shadow::DiskFile::shadow(&dir.join(name))
                     .map_err(io_err(format!("opening {name}")))?;
@@ -410,7 +399,15 @@ impl Store {
             versions.push(v);
         }
         // A reader's store has no directory: it writes no checkpoint and marks nothing.
-        let store = Self::with(writable.then(|| dir.to_owned()), nodes, roots, versions, cache_bytes, lock);
+        let store = Self::with(
+            disk.clone(),
+            writable.then(|| dir.to_owned()),
+            nodes,
+            roots,
+            versions,
+            cache_bytes,
+            lock,
+        );
         let root = match store.latest() {
             None if checkpoint.version == 0 => None,
             None => return Err(damaged("the checkpoint names a version the roots file lacks")),
@@ -432,7 +429,7 @@ impl Store {
     pub fn read(&self, ptr: Ptr) -> Result<Arc<Record>, IndexError> {
         let read = self.read_unmarked(ptr);
         if let (Err(IndexError::Damaged(why)), Some(dir)) = (&read, &self.dir) {
-            let _ = fs::write(dir.join(DAMAGED), format!("{why}\n"));
+            let _ = self.disk.write_file(&dir.join(DAMAGED), format!("{why}\n").as_bytes());
         }
         read
     }
@@ -572,12 +569,9 @@ impl Store {
         };
         // Written beside and renamed over, so a crash leaves the old checkpoint or the new.
         let tmp = dir.join("checkpoint.new");
-        let file = File::create(&tmp).map_err(io_err("writing the checkpoint"))?;
-        file.write_all_at(&checkpoint.encode(), 0)
-            .and_then(|()| file.sync_all())
-            .map_err(io_err("writing the checkpoint"))?;
-        fs::rename(&tmp, dir.join("checkpoint")).map_err(io_err("renaming the checkpoint"))?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("syncing the index directory"))?;
+        self.disk.write_file(&tmp, &checkpoint.encode()).map_err(io_err("writing the checkpoint"))?;
+        self.disk.rename(&tmp, &dir.join("checkpoint")).map_err(io_err("renaming the checkpoint"))?;
+        self.disk.sync_dir(dir).map_err(io_err("syncing the index directory"))?;
         Ok(())
     }
 

@@ -10,9 +10,9 @@
 mod files;
 mod state;
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, Read as _, Seek as _, SeekFrom, Write as _};
-use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+use std::fs::{self, File};
+use std::io::{self, BufReader, Read as _, Seek as _, SeekFrom};
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -29,6 +29,7 @@ use sion_verify::wire::{Put as _, Reader};
 use crate::frame as wire;
 use crate::shadow::DiskFile;
 use files::PulseEntry;
+use sion_disk::{Disk, Open};
 use state::State;
 
 const FORMAT: &str = "sion-ledger 1\n";
@@ -104,16 +105,36 @@ pub fn generate_key() -> Result<SigningKey, LedgerError> {
 }
 
 /// Write a key file readable by its owner only.
-pub fn write_key(path: &Path, key: &SigningKey) -> Result<(), LedgerError> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io_err(format!("creating {}", path.display())))?;
-    f.write_all(&key.to_bytes())
+pub fn write_key(disk: &Disk, path: &Path, key: &SigningKey) -> Result<(), LedgerError> {
+    let f = disk.open(path, Open::NewPrivate).map_err(io_err(format!("creating {}", path.display())))?;
+    f.write_all_at(&key.to_bytes(), 0)
         .and_then(|()| f.sync_all())
+        .and_then(|()| disk.sync_dir(path.parent().unwrap_or(Path::new("."))))
         .map_err(io_err(format!("writing {}", path.display())))
+}
+
+/// The key at `path`, made if there is none whole there — left by a creation cut short, it is
+/// fsynced before it is used (it may never have been), so nothing is signed with a key that
+/// a power cut can take away.
+pub fn read_or_make_key(disk: &Disk, path: &Path) -> Result<SigningKey, LedgerError> {
+    match read_key(path) {
+        Ok(key) => {
+            disk.open(path, Open::Existing)
+                .and_then(|f| f.sync_all())
+                .and_then(|()| disk.sync_dir(path.parent().unwrap_or(Path::new("."))))
+                .map_err(io_err(format!("syncing {}", path.display())))?;
+            Ok(key)
+        }
+        Err(_) => {
+            if path.exists() {
+                disk.remove_file(path)
+                    .map_err(io_err(format!("removing the unfinished {}", path.display())))?;
+            }
+            let key = generate_key()?;
+            write_key(disk, path, &key)?;
+            Ok(key)
+        }
+    }
 }
 
 pub fn read_key(path: &Path) -> Result<SigningKey, LedgerError> {
@@ -132,6 +153,7 @@ pub fn account_of(key: &SigningKey) -> Account {
 /// state (one entry per log, agent and account) and the latest header; every past header and
 /// version is read from disk when asked for.
 pub struct Ledger {
+    disk: Disk,
     dir: PathBuf,
     key: SigningKey,
     state: State,
@@ -140,7 +162,10 @@ pub struct Ledger {
     pulses: u64,
     /// Bytes of the journal its Pulses cover.
     journal_len: u64,
-    journal: File,
+    journal: sion_disk::File,
+    /// A write or fsync of the journal failed: it may hold a partial frame past
+    /// `journal_len`, cut before the next one is written.
+    journal_dirty: bool,
     pulse_file: DiskFile,
     version_files: Vec<DiskFile>,
     /// Pulses since the last checkpoint, and how many there may be.
@@ -204,13 +229,8 @@ fn parse_entry(frame: &[u8], first: bool) -> Result<(Option<SignedTx>, SignedHea
     Ok((tx, header))
 }
 
-fn open_rw(path: &Path, truncate: bool) -> Result<File, LedgerError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(truncate)
-        .open(path)
+fn open_rw(disk: &Disk, path: &Path, truncate: bool) -> Result<sion_disk::File, LedgerError> {
+    disk.open(path, if truncate { Open::Truncate } else { Open::Create })
         .map_err(io_err(format!("opening {}", path.display())))
 }
 
@@ -225,88 +245,92 @@ struct Resume {
 impl Ledger {
     /// Create a ledger with a new key and its genesis Pulse 0.
     pub fn create(dir: &Path) -> Result<Self, LedgerError> {
+        Self::create_on(&Disk::os(), dir)
+    }
+
+    /// The same, writing through `disk`.
+    pub fn create_on(disk: &Disk, dir: &Path) -> Result<Self, LedgerError> {
         if dir.join("FORMAT").exists() {
             return Err(LedgerError::Exists(dir.to_owned()));
         }
-        fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
-        let key_path = dir.join("key");
-        let key = match read_key(&key_path) {
-            Ok(key) => key,
-            Err(_) => {
-                let _ = fs::remove_file(&key_path);
-                let key = generate_key()?;
-                write_key(&key_path, &key)?;
-                key
-            }
-        };
+        disk.create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+        let key = read_or_make_key(disk, &dir.join("key"))?;
         let genesis = SignedHeader::sign(&key, pulse_header(&State::default(), 0, now_ns(), None));
         let mut entry = vec![0u8];
         genesis.put(&mut entry);
         let mut frame = Vec::new();
         wire::put_frame(&mut frame, &entry);
         let journal = dir.join("journal");
-        fs::write(&journal, frame).map_err(io_err("writing the journal"))?;
-        File::open(&journal).and_then(|f| f.sync_all()).map_err(io_err("syncing the journal"))?;
-        fs::write(dir.join("FORMAT"), FORMAT).map_err(io_err("writing FORMAT"))?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("syncing the ledger directory"))?;
-        Self::open(dir)
+        disk.write_file(&journal, &frame).map_err(io_err("writing the journal"))?;
+        // FORMAT last, each name durable before it: a directory without it is unfinished.
+        disk.sync_dir(dir).map_err(io_err("syncing the ledger directory"))?;
+        disk.replace_file(&dir.join("FORMAT"), FORMAT.as_bytes()).map_err(io_err("writing FORMAT"))?;
+        Self::open_on(disk, dir)
     }
 
     /// Open a ledger: resume from its checkpoint and replay the journal past it, re-checking
     /// every transaction, header and signature there; without a checkpoint that agrees with
     /// the journal, replay the whole journal and write the files beside it afresh.
     pub fn open(dir: &Path) -> Result<Self, LedgerError> {
-        Self::open_with(dir, true)
+        Self::open_on(&Disk::os(), dir)
+    }
+
+    /// The same, writing through `disk`.
+    pub fn open_on(disk: &Disk, dir: &Path) -> Result<Self, LedgerError> {
+        Self::open_with(disk, dir, true)
     }
 
     /// Open a ledger to read it and change nothing: no lock, the journal read as it is (an
     /// entry a writer is appending now, or a crash left unfinished, is not read), and what a
     /// replay past the checkpoint derives kept in memory. It takes no transactions.
     pub fn open_read_only(dir: &Path) -> Result<Self, LedgerError> {
-        Self::open_with(dir, false)
+        Self::open_with(&Disk::os(), dir, false)
     }
 
-    fn open_with(dir: &Path, writable: bool) -> Result<Self, LedgerError> {
+    fn open_with(disk: &Disk, dir: &Path, writable: bool) -> Result<Self, LedgerError> {
         match fs::read_to_string(dir.join("FORMAT")) {
             Ok(f) if f == FORMAT => {}
             Ok(_) => return Err(LedgerError::Journal { entry: 0, reason: "unknown ledger format".into() }),
             Err(_) => return Err(LedgerError::Missing(dir.to_owned())),
         }
         let lock = if writable { Some(lock_dir(dir)?) } else { None };
+        if writable {
+            // A creation cut short just before FORMAT's name was durable: make it so.
+            disk.make_durable(&dir.join("FORMAT")).map_err(io_err("syncing FORMAT"))?;
+        }
         let key = read_key(&dir.join("key"))?;
         let path = dir.join("journal");
-        let journal = OpenOptions::new()
-            .read(true)
-            .append(writable)
-            .open(&path)
+        let journal = disk
+            .open(&path, if writable { Open::Existing } else { Open::Read })
             .map_err(io_err("opening the journal"))?;
         let file_len = journal.metadata().map_err(io_err("reading the journal"))?.len();
         let versions_dir = dir.join("versions");
         let beside = |path: &Path| -> Result<DiskFile, LedgerError> {
             if writable {
-                open_rw(path, false).map(DiskFile::real)
+                open_rw(disk, path, false).map(DiskFile::real)
             } else {
                 DiskFile::shadow(path).map_err(io_err(format!("opening {}", path.display())))
             }
         };
         if writable {
-            fs::create_dir_all(&versions_dir)
+            disk.create_dir_all(&versions_dir)
                 .map_err(io_err(format!("creating {}", versions_dir.display())))?;
         }
         let mut pulse_file = beside(&dir.join("pulses"))?;
         let mut resumed = if dir.join(DAMAGED).exists() {
             Err("a read found a file beside the journal damaged".to_owned())
         } else {
-            Self::resume(dir, &key.verifying_key(), &journal, &pulse_file, file_len)
+            Self::resume(disk, dir, &key.verifying_key(), &journal, &pulse_file, file_len)
         };
         if !writable && resumed.is_err() && !dir.join(DAMAGED).exists() {
             // A writer may have checkpointed between our opening the pulse index and reading
             // its checkpoint: once more with the pulse index as it is now, else a full replay.
             pulse_file = beside(&dir.join("pulses"))?;
-            resumed = Self::resume(dir, &key.verifying_key(), &journal, &pulse_file, file_len);
+            resumed = Self::resume(disk, dir, &key.verifying_key(), &journal, &pulse_file, file_len);
         }
         let genesis_placeholder = SignedHeader::sign(&key, pulse_header(&State::default(), 0, 0, None));
         let mut ledger = Self {
+            disk: disk.clone(),
             dir: dir.to_owned(),
             key,
             state: State::default(),
@@ -314,6 +338,7 @@ impl Ledger {
             pulses: 0,
             journal_len: 0,
             journal,
+            journal_dirty: false,
             pulse_file,
             version_files: Vec::new(),
             since_checkpoint: 0,
@@ -352,13 +377,16 @@ impl Ledger {
             if replayed > 0 || matches!(ledger.boot, LedgerBoot::Replayed { .. }) {
                 ledger.checkpoint()?;
             }
-            let _ = fs::remove_file(dir.join(DAMAGED));
+            if dir.join(DAMAGED).exists() {
+                let _ = disk.remove_file(&dir.join(DAMAGED));
+            }
         }
         Ok(ledger)
     }
 
     /// The checkpoint, if it agrees with the journal and the files beside it.
     fn resume(
+        disk: &Disk,
         dir: &Path,
         key: &VerifyingKey,
         journal: &File,
@@ -394,7 +422,8 @@ impl Ledger {
             return Err(format!("the checkpoint's state is not the state Pulse {last} signs"));
         }
         for log in &c.state.logs {
-            let f = File::open(dir.join("versions").join(log.id.0.to_string()))
+            let f = disk
+                .open(&dir.join("versions").join(log.id.0.to_string()), Open::Read)
                 .map_err(|e| format!("the versions of log {}: {e}", log.id))?;
             if read_version(&DiskFile::real(f), log, log.commits)? != *log {
                 return Err(format!("the versions of log {} end elsewhere than its state", log.id));
@@ -461,9 +490,9 @@ impl Ledger {
         }
         if torn && !self.read_only {
             // An entry cut short was never acknowledged.
-            let f = OpenOptions::new().write(true).open(path).map_err(io_err("opening the journal"))?;
-            f.set_len(self.journal_len)
-                .and_then(|()| f.sync_all())
+            self.journal
+                .set_len(self.journal_len)
+                .and_then(|()| self.journal.sync_all())
                 .map_err(io_err("truncating the journal"))?;
         }
         Ok(self.pulses - start)
@@ -488,7 +517,7 @@ impl Ledger {
                 self.version_files.push(if self.read_only {
                     DiskFile::empty()
                 } else {
-                    DiskFile::real(open_rw(&path, true)?)
+                    DiskFile::real(open_rw(&self.disk, &path, true)?)
                 });
             }
             let f = self.version_files.get(id).ok_or(LedgerError::UnknownLog(log.id))?;
@@ -515,11 +544,11 @@ impl Ledger {
             state: self.state.clone(),
         };
         let tmp = self.dir.join("checkpoint.new");
-        fs::write(&tmp, c.encode())
-            .and_then(|()| File::open(&tmp)?.sync_all())
-            .map_err(io_err("writing the ledger checkpoint"))?;
-        fs::rename(&tmp, self.dir.join("checkpoint")).map_err(io_err("renaming the ledger checkpoint"))?;
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err("syncing the ledger directory"))?;
+        self.disk.write_file(&tmp, &c.encode()).map_err(io_err("writing the ledger checkpoint"))?;
+        self.disk
+            .rename(&tmp, &self.dir.join("checkpoint"))
+            .map_err(io_err("renaming the ledger checkpoint"))?;
+        self.disk.sync_dir(&self.dir).map_err(io_err("syncing the ledger directory"))?;
         self.since_checkpoint = 0;
         Ok(())
     }
@@ -576,7 +605,7 @@ impl Ledger {
     /// open rebuilds it from the journal.
     fn damaged(&self, file: &str, reason: String) -> LedgerError {
         if !self.read_only {
-            let _ = fs::write(self.dir.join(DAMAGED), format!("{file}: {reason}\n"));
+            let _ = self.disk.write_file(&self.dir.join(DAMAGED), format!("{file}: {reason}\n").as_bytes());
         }
         LedgerError::Derived { file: file.to_owned(), reason }
     }
@@ -689,9 +718,24 @@ impl Ledger {
         header.put(&mut entry);
         let mut frame = Vec::new();
         wire::put_frame(&mut frame, &entry);
-        // Durable first; only then does the ledger's state move.
-        self.journal.write_all(&frame).map_err(io_err("appending to the journal"))?;
-        self.journal.sync_data().map_err(io_err("syncing the journal"))?;
+        // Durable first; only then does the ledger's state move. Written where the last
+        // Pulse ends: after a failure the file may hold part of a frame there, which this one
+        // replaces (and which is cut first, so no remnant follows it).
+        if self.journal_dirty {
+            self.journal
+                .set_len(self.journal_len)
+                .map_err(io_err("cutting a failed entry off the journal"))?;
+            self.journal_dirty = false;
+        }
+        let written = self
+            .journal
+            .write_all_at(&frame, self.journal_len)
+            .map_err(io_err("appending to the journal"))
+            .and_then(|()| self.journal.sync_data().map_err(io_err("syncing the journal")));
+        if let Err(e) = written {
+            self.journal_dirty = true;
+            return Err(e);
+        }
         self.state = next;
         let at = PulseEntry { offset: self.journal_len, len: entry.len() as u32 };
         if let Err(e) = self.took(header, at, Some(&change)) {

@@ -14,7 +14,9 @@
 //! the hash again: a corrupted blob is an error, never silent.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs;
+
+use sion_disk::{Disk, File, Open};
 use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
@@ -73,6 +75,8 @@ struct State {
     writable: bool,
     /// What opening found wrong: packs the list names that are gone, a last pack cut short.
     damage: Vec<String>,
+    /// The current pack's name may not be durable yet (the directory's fsync failed).
+    name_pending: bool,
 }
 
 /// The list of packs ever begun, a name a line: a pack that is gone is known to be lost, not
@@ -82,6 +86,7 @@ const PACKS: &str = "PACKS";
 /// A content-addressed store of blobs in a directory.
 #[derive(Debug, Clone)]
 pub struct BlobStore {
+    disk: Disk,
     dir: PathBuf,
     state: Arc<Mutex<State>>,
 }
@@ -90,7 +95,7 @@ fn pack_name(n: u32) -> String {
     format!("pack-{n:06}.blobs")
 }
 
-fn read_at(file: &File, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), BlobError> {
+fn read_at(file: &fs::File, path: &Path, offset: u64, buf: &mut [u8]) -> Result<(), BlobError> {
     file.read_exact_at(buf, offset).map_err(io_err("reading", path))
 }
 
@@ -105,15 +110,21 @@ impl BlobStore {
                 torn_tail: false,
                 writable: false,
                 damage: Vec::new(),
+                name_pending: false,
             };
-            return Ok(Self { dir: dir.to_owned(), state: Arc::new(Mutex::new(state)) });
+            return Ok(Self { disk: Disk::os(), dir: dir.to_owned(), state: Arc::new(Mutex::new(state)) });
         }
         Self::open(dir)
     }
 
     /// The store in `dir`, created if absent; a torn tail a crash left is cut.
     pub fn open(dir: &Path) -> Result<Self, BlobError> {
-        fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
+        Self::open_on(&Disk::os(), dir)
+    }
+
+    /// The same, writing through `disk`.
+    pub fn open_on(disk: &Disk, dir: &Path) -> Result<Self, BlobError> {
+        disk.create_dir_all(dir).map_err(io_err("creating", dir))?;
         let mut packs: Vec<u32> = fs::read_dir(dir)
             .map_err(io_err("listing", dir))?
             .filter_map(|e| e.ok())
@@ -145,7 +156,7 @@ impl BlobStore {
             let last = i + 1 == packs.len();
             let path = dir.join(pack_name(pack));
             // Read-only until a blob is kept, so a memory on read-only media opens.
-            let file = File::open(&path).map_err(io_err("opening", &path))?;
+            let file = disk.open(&path, Open::Read).map_err(io_err("opening", &path))?;
             let (durable, len) = scan(&file, &path, pack, last, &mut index)?;
             if last {
                 torn_tail = durable < len;
@@ -156,20 +167,24 @@ impl BlobStore {
             }
         }
         let next_pack = packs.last().map_or(0, |p| p + 1);
-        let state = State { index, current, next_pack, torn_tail, writable: false, damage };
-        Ok(Self { dir: dir.to_owned(), state: Arc::new(Mutex::new(state)) })
+        let state =
+            State { index, current, next_pack, torn_tail, writable: false, damage, name_pending: false };
+        Ok(Self { disk: disk.clone(), dir: dir.to_owned(), state: Arc::new(Mutex::new(state)) })
     }
 
     /// Make the current pack writable, setting aside and cutting a torn tail first.
     fn writable(&self, pack: u32, durable: u64, torn_tail: bool) -> Result<(File, u64), BlobError> {
         let path = self.dir.join(pack_name(pack));
-        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err("opening", &path))?;
+        let file = self.disk.open(&path, Open::Existing).map_err(io_err("opening", &path))?;
+        // Made by a process whose fsync of the directory failed: its name is made durable
+        // before anything is acknowledged in it.
+        self.disk.sync_dir(&self.dir).map_err(io_err("syncing", &self.dir))?;
         if torn_tail {
             let len = file.metadata().map_err(io_err("reading the size of", &path))?.len();
             let torn = self.dir.join("torn");
-            fs::create_dir_all(&torn).map_err(io_err("creating", &torn))?;
+            self.disk.create_dir_all(&torn).map_err(io_err("creating", &torn))?;
             let aside = torn.join(format!("{}-at-{durable}", pack_name(pack)));
-            super::copy_tail(&file, durable, len, &aside).map_err(io_err("writing", &aside))?;
+            super::copy_tail(&self.disk, &file, durable, len, &aside).map_err(io_err("writing", &aside))?;
             tracing::warn!(
                 "{}: cut a torn tail at byte {durable} ({} bytes, kept in {})",
                 path.display(),
@@ -255,22 +270,18 @@ impl BlobStore {
                 let path = self.dir.join(pack_name(pack));
                 // Named in the list before it exists, so its loss is never silent.
                 let list = self.dir.join(PACKS);
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&list)
-                    .and_then(|mut f| {
-                        use std::io::Write as _;
-                        writeln!(f, "{}", pack_name(pack))?;
+                let is_new = !list.exists();
+                self.disk
+                    .open(&list, Open::Create)
+                    .and_then(|f| {
+                        f.write_all_at(format!("{}\n", pack_name(pack)).as_bytes(), f.len()?)?;
                         f.sync_data()
                     })
+                    .and_then(|()| if is_new { self.disk.sync_dir(&self.dir) } else { Ok(()) })
                     .map_err(io_err("writing", &list))?;
-                let file = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                    .map_err(io_err("creating", &path))?;
+                // Truncated if there: only an attempt of this process that failed can have left
+                // a pack numbered past every pack found at open, and it holds nothing kept.
+                let file = self.disk.open(&path, Open::Truncate).map_err(io_err("creating", &path))?;
                 file.write_all_at(MAGIC, 0).map_err(io_err("writing", &path))?;
                 state.next_pack = pack + 1;
                 (pack, file, MAGIC.len() as u64, true)
@@ -288,7 +299,9 @@ impl BlobStore {
             placed.push((hashes[i], Location { pack, offset, len: body.len() as u64 }));
         }
         state.writable = true;
-        let written = self.append(pack, &file, start, &buf, created);
+        let sync_name = created || state.name_pending;
+        let written = self.append(pack, &file, start, &buf, sync_name);
+        state.name_pending = sync_name && written.is_err();
         // The pack stays current either way; a failed write left nothing durable past `start`,
         // and the next one overwrites it.
         let end = if written.is_ok() { start + buf.len() as u64 } else { start };
@@ -305,7 +318,7 @@ impl BlobStore {
         file.write_all_at(buf, start).map_err(io_err("writing", &path))?;
         file.sync_data().map_err(io_err("syncing", &path))?;
         if created {
-            File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err("syncing", &self.dir))?;
+            self.disk.sync_dir(&self.dir).map_err(io_err("syncing", &self.dir))?;
         }
         Ok(())
     }
@@ -314,7 +327,7 @@ impl BlobStore {
     pub fn get(&self, hash: &[u8; 32]) -> Result<Vec<u8>, BlobError> {
         let at = *self.state().index.get(hash).ok_or_else(|| BlobError::Missing(hex::encode(hash)))?;
         let path = self.dir.join(pack_name(at.pack));
-        let file = File::open(&path).map_err(io_err("opening", &path))?;
+        let file = fs::File::open(&path).map_err(io_err("opening", &path))?;
         let mut bytes = vec![0; usize::try_from(at.len).map_err(|_| BlobError::Corrupt(hex::encode(hash)))?];
         read_at(&file, &path, at.offset, &mut bytes)?;
         if blake3::hash(&bytes).as_bytes() != hash {
@@ -438,7 +451,7 @@ mod tests {
         // A crash in the middle of the next batch: a header and half a body.
         let pack = dir.path().join(pack_name(0));
         let durable = fs::metadata(&pack).unwrap().len();
-        let mut f = OpenOptions::new().append(true).open(&pack).unwrap();
+        let mut f = fs::OpenOptions::new().append(true).open(&pack).unwrap();
         f.write_all(&500u64.to_le_bytes()).unwrap();
         f.write_all(&[9u8; 32]).unwrap();
         f.write_all(&[3u8; 100]).unwrap();

@@ -19,6 +19,8 @@
 //! past the log's end is deleted with the runs after it, and re-derived.
 
 use std::fs::{self, File};
+
+use sion_disk::{Disk, Open};
 use std::io::{self, BufWriter, Write as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
@@ -209,6 +211,7 @@ impl Run {
 /// durably: every part written and synced before any is renamed into place, so that a crash
 /// leaves a generation whole or visibly short of parts.
 fn write_generation(
+    disk: &Disk,
     dir: &Path,
     first: u64,
     end: u64,
@@ -244,8 +247,8 @@ fn write_generation(
             part: part as u32,
             parts,
         };
-        let file = File::create(&tmp).map_err(io("creating", &tmp))?;
-        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        let file = disk.open(&tmp, Open::Truncate).map_err(io("creating", &tmp))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file.writer(0));
         out.write_all(&encode_header(head)).map_err(io("writing", &tmp))?;
         let mut block = Vec::with_capacity(BLOCK * ENTRY);
         for chunk in slice.chunks(BLOCK) {
@@ -265,9 +268,9 @@ fn write_generation(
         written.push((tmp, dir.join(format!("{name}.run"))));
     }
     for (tmp, path) in &written {
-        fs::rename(tmp, path).map_err(io("renaming", tmp))?;
+        disk.rename(tmp, path).map_err(io("renaming", tmp))?;
     }
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io("syncing", dir))?;
+    disk.sync_dir(dir).map_err(io("syncing", dir))?;
     let parts = written
         .into_iter()
         .map(|(_, path)| Run::open(path.clone()).map_err(|e| DedupError(format!("{}: {e}", path.display()))))
@@ -284,14 +287,15 @@ impl Generation {
         Ok(out)
     }
 
-    fn remove(&self) {
+    fn remove(&self, disk: &Disk) {
         for part in &self.parts {
-            let _ = fs::remove_file(&part.path);
+            let _ = disk.remove_file(&part.path);
         }
     }
 }
 
 pub(super) struct Dedup {
+    disk: Disk,
     dir: PathBuf,
     runs: Vec<Generation>,
     /// The latest `from` of any entry on disk: an atom past it is not in any run.
@@ -309,8 +313,8 @@ pub(super) struct Dedup {
 impl Dedup {
     /// Open the filter in directory `dir` (created if missing): the runs that chain from
     /// position 0 within the first `size` positions; other runs are deleted.
-    pub(super) fn open(dir: &Path, budget_bytes: usize, size: u64) -> Result<Self, DedupError> {
-        fs::create_dir_all(dir).map_err(io("creating", dir))?;
+    pub(super) fn open(disk: &Disk, dir: &Path, budget_bytes: usize, size: u64) -> Result<Self, DedupError> {
+        disk.create_dir_all(dir).map_err(io("creating", dir))?;
         let mut found = Vec::new();
         for entry in fs::read_dir(dir).map_err(io("reading", dir))? {
             let path = entry.map_err(io("reading", dir))?.path();
@@ -319,12 +323,12 @@ impl Dedup {
                     Ok(run) => found.push(run),
                     Err(why) => {
                         tracing::warn!("{}: {why}; re-deriving what it held from the log", path.display());
-                        let _ = fs::remove_file(&path);
+                        let _ = disk.remove_file(&path);
                     }
                 },
                 // Left by a crash while a run was written.
                 _ => {
-                    let _ = fs::remove_file(&path);
+                    let _ = disk.remove_file(&path);
                 }
             }
         }
@@ -345,7 +349,7 @@ impl Dedup {
                 whole.push(Generation { first, end, count, parts: std::mem::take(parts) });
             } else {
                 for r in parts.drain(..) {
-                    let _ = fs::remove_file(&r.path);
+                    let _ = disk.remove_file(&r.path);
                 }
             }
         };
@@ -363,12 +367,13 @@ impl Dedup {
                 expected = generation.end;
                 runs.push(generation);
             } else {
-                generation.remove();
+                generation.remove(disk);
             }
         }
         let disk_max_from =
             runs.iter().flat_map(|g| &g.parts).map(|r| r.head.max_from).max().unwrap_or(i64::MIN);
         Ok(Self {
+            disk: disk.clone(),
             dir: dir.to_owned(),
             runs,
             disk_max_from,
@@ -382,6 +387,7 @@ impl Dedup {
     /// A filter of nothing, on no disk: for a log opened to be read only, which takes no atoms.
     pub(super) fn detached() -> Self {
         Self {
+            disk: Disk::os(),
             dir: PathBuf::new(),
             runs: Vec::new(),
             disk_max_from: i64::MIN,
@@ -393,9 +399,9 @@ impl Dedup {
     }
 
     /// Start over with an empty filter in `dir`.
-    pub(super) fn create(dir: &Path, budget_bytes: usize) -> Result<Self, DedupError> {
-        let _ = fs::remove_dir_all(dir);
-        Self::open(dir, budget_bytes, 0)
+    pub(super) fn create(disk: &Disk, dir: &Path, budget_bytes: usize) -> Result<Self, DedupError> {
+        // Opening at size 0 keeps no run and deletes every file in it.
+        Self::open(disk, dir, budget_bytes, 0)
     }
 
     /// How many positions the filter covers.
@@ -505,7 +511,7 @@ impl Dedup {
         }
         let mut entries: Vec<(Key, u64)> = self.memory.drain().chain(self.shared.drain(..)).collect();
         entries.sort_unstable();
-        let generation = write_generation(&self.dir, first, self.covered, &entries)?;
+        let generation = write_generation(&self.disk, &self.dir, first, self.covered, &entries)?;
         self.disk_max_from = self
             .disk_max_from
             .max(generation.parts.iter().map(|r| r.head.max_from).max().unwrap_or(i64::MIN));
@@ -517,9 +523,9 @@ impl Dedup {
             let mut merged = a.entries()?;
             merged.extend(b.entries()?);
             merged.sort_unstable();
-            let generation = write_generation(&self.dir, a.first, b.end, &merged)?;
+            let generation = write_generation(&self.disk, &self.dir, a.first, b.end, &merged)?;
             for old in self.runs.drain(self.runs.len() - 2..) {
-                old.remove();
+                old.remove(&self.disk);
             }
             self.runs.push(generation);
         }
@@ -549,7 +555,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("dedup");
         // A tiny budget: a run every 1,024 entries, merged as they pile up.
-        let mut d = Dedup::open(&path, 1024 * MEM_ENTRY_BYTES, 0).expect("open");
+        let mut d = Dedup::open(&Disk::os(), &path, 1024 * MEM_ENTRY_BYTES, 0).expect("open");
         let leaves: Vec<Digest> = (0..10_000).map(leaf).collect();
         // Times mostly rising, some late (from earlier than what is on disk), some shared.
         let from = |i: u64| if i.is_multiple_of(97) { (i / 3) as i64 } else { i as i64 * 10 };
@@ -566,7 +572,7 @@ mod tests {
         assert!(d.runs.len() < 10, "{} runs", d.runs.len());
         d.sync().expect("sync");
         drop(d);
-        let d = Dedup::open(&path, 1 << 20, 10_000).expect("reopen");
+        let d = Dedup::open(&Disk::os(), &path, 1 << 20, 10_000).expect("reopen");
         assert_eq!(d.covered(), 10_000);
         for i in (0..10_000).step_by(7) {
             assert_eq!(d.find(from(i), &leaves[i as usize], 10_000, stored).expect("find"), Some(i));
@@ -577,7 +583,7 @@ mod tests {
         let mut bytes = read_all(&run);
         bytes[HEADER as usize + 5] ^= 1;
         fs::write(&run, bytes).expect("write");
-        let d = Dedup::open(&path, 1 << 20, 10_000).expect("reopen");
+        let d = Dedup::open(&Disk::os(), &path, 1 << 20, 10_000).expect("reopen");
         let err =
             (0..10_000).step_by(13).find_map(|i| d.find(from(i), &leaves[i as usize], 10_000, stored).err());
         assert!(err.is_some_and(|e| e.to_string().contains("checksum")));
@@ -586,9 +592,9 @@ mod tests {
         bytes[3] ^= 1;
         fs::write(&run, bytes).expect("write");
         drop(d);
-        assert_eq!(Dedup::open(&path, 1 << 20, 10_000).expect("reopen").covered(), 0);
+        assert_eq!(Dedup::open(&Disk::os(), &path, 1 << 20, 10_000).expect("reopen").covered(), 0);
         // A log cut back: runs past its end are dropped too.
-        let mut d = Dedup::create(&path, 1024 * MEM_ENTRY_BYTES).expect("create");
+        let mut d = Dedup::create(&Disk::os(), &path, 1024 * MEM_ENTRY_BYTES).expect("create");
         let atoms: Vec<(i64, Digest)> = (0..3000u64).map(|i| (from(i), leaves[i as usize])).collect();
         d.group(&atoms[..2000], 0, 0, stored, false).expect("group");
         d.sync().expect("sync");
@@ -597,11 +603,11 @@ mod tests {
         let runs = |d: &Dedup| d.runs.iter().map(|g| (g.first, g.end)).collect::<Vec<_>>();
         assert_eq!(runs(&d), vec![(0, 2000), (2000, 3000)]);
         drop(d);
-        let d = Dedup::open(&path, 1 << 20, 2500).expect("reopen");
+        let d = Dedup::open(&Disk::os(), &path, 1 << 20, 2500).expect("reopen");
         assert_eq!((runs(&d), d.covered()), (vec![(0, 2000)], 2000));
         // Two sources an hour apart: a generation of two parts, each opened only for its hour;
         // one part lost (a crash among the renames), the whole generation goes.
-        let mut d = Dedup::create(&path, 1 << 20).expect("create");
+        let mut d = Dedup::create(&Disk::os(), &path, 1 << 20).expect("create");
         let hour = 3_600_000_000_000i64;
         let atoms: Vec<(i64, Digest)> = (0..2000u64)
             .map(|i| (i as i64 + if i.is_multiple_of(2) { hour } else { 0 }, leaves[i as usize]))
@@ -613,6 +619,6 @@ mod tests {
         let part = d.runs[0].parts[1].path.clone();
         drop(d);
         fs::remove_file(part).expect("rm");
-        assert_eq!(Dedup::open(&path, 1 << 20, 2000).expect("reopen").covered(), 0);
+        assert_eq!(Dedup::open(&Disk::os(), &path, 1 << 20, 2000).expect("reopen").covered(), 0);
     }
 }

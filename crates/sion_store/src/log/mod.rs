@@ -15,8 +15,8 @@ mod dedup;
 mod segment;
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::fs;
+use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use crate::shadow::DiskFile;
 use dedup::Dedup;
 use segment::{HEADER_LEN, RECORD_HEADER_LEN, Record, RecordReader};
+use sion_disk::{Disk, File, Open};
 use sion_verify::atom::Atom;
 pub use sion_verify::leaf::{LogHasher, leaf_hash, leaf_hash_of_bytes};
 use sion_verify::merkle::{self, Digest, Frontier, Subtrees, postorder_index, postorder_len};
@@ -108,6 +109,8 @@ pub struct LogOptions {
     /// Atoms the log must keep at open (the head a ledger committed): recovery never cuts
     /// below it, it refuses instead.
     pub keep_at_least: u64,
+    /// Where every change to the log's files goes (the OS; a test's faulty disk).
+    pub disk: Disk,
 }
 
 impl Default for LogOptions {
@@ -117,6 +120,7 @@ impl Default for LogOptions {
             checkpoint_bytes: 32 << 20,
             dedup_cache_bytes: 16 << 20,
             keep_at_least: 0,
+            disk: Disk::os(),
         }
     }
 }
@@ -149,7 +153,7 @@ struct Inner {
     /// committed.
     sealed: std::sync::atomic::AtomicBool,
     /// Held for the life of the handle: one process writes a log (none for a reader).
-    _lock: Option<File>,
+    _lock: Option<fs::File>,
     /// Opened for reading only: nothing is written, appends are refused.
     read_only: bool,
 }
@@ -190,38 +194,27 @@ impl Subtrees for NodeFile<'_> {
     }
 }
 
-fn open_rw(path: &Path) -> Result<File, LogError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io_err(format!("opening {}", path.display())))
+fn open_rw(disk: &Disk, path: &Path) -> Result<File, LogError> {
+    disk.open(path, Open::Existing).map_err(io_err(format!("opening {}", path.display())))
 }
 
 /// A file of the log opened for reading only; a missing one is named.
-fn open_ro(path: &Path) -> Result<File, LogError> {
-    OpenOptions::new().read(true).open(path).map_err(io_err(format!("opening {} to read it", path.display())))
+fn open_ro(disk: &Disk, path: &Path) -> Result<File, LogError> {
+    disk.open(path, Open::Read).map_err(io_err(format!("opening {} to read it", path.display())))
 }
 
 /// A derived file (offsets, nodes): a missing one is made empty, and opening derives it again
 /// from the segments, which are the truth.
-fn open_derived(path: &Path, writable: bool) -> Result<DiskFile, LogError> {
+fn open_derived(disk: &Disk, path: &Path, writable: bool) -> Result<DiskFile, LogError> {
     if !writable {
         return DiskFile::shadow(path).map_err(io_err(format!("opening {} to read it", path.display())));
     }
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map(DiskFile::real)
-        .map_err(io_err(format!("opening {}", path.display())))
+    disk.open(path, Open::Create).map(DiskFile::real).map_err(io_err(format!("opening {}", path.display())))
 }
 
 /// Whether a good record follows the unusable one at `at`, as its length says: then the
 /// record was damaged in place, not left unfinished by a crash, and what follows is real.
-fn good_follows(file: &File, at: u64, segment_len: u64) -> bool {
+fn good_follows(file: &fs::File, at: u64, segment_len: u64) -> bool {
     let mut head = [0u8; 4];
     if file.read_exact_at(&mut head, at).is_err() {
         return false;
@@ -233,35 +226,44 @@ fn good_follows(file: &File, at: u64, segment_len: u64) -> bool {
 
 /// Copy a segment's bytes from `at` to its end into `log/torn/` before they are cut, so that
 /// recovery never destroys what it cannot read.
-fn set_aside(dir: &Path, seg: &Segment, at: u64, segment_len: u64) -> Result<PathBuf, LogError> {
+fn set_aside(disk: &Disk, dir: &Path, seg: &Segment, at: u64, segment_len: u64) -> Result<PathBuf, LogError> {
     let torn = dir.join("torn");
-    fs::create_dir_all(&torn).map_err(io_err(format!("creating {}", torn.display())))?;
+    disk.create_dir_all(&torn).map_err(io_err(format!("creating {}", torn.display())))?;
     let path = torn.join(format!("{:020}.seg-at-{at}", seg.first));
-    copy_tail(&seg.file, at, segment_len, &path).map_err(io_err(format!("writing {}", path.display())))?;
-    sync_dir(&torn)?;
+    copy_tail(disk, &seg.file, at, segment_len, &path)
+        .map_err(io_err(format!("writing {}", path.display())))?;
+    sync_dir(disk, &torn)?;
     Ok(path)
 }
 
 /// Copy bytes `at..end` of `file` to a new file at `to`, streamed (a tail may be as large as a
 /// segment or a blob pack), and fsync the copy. The log's and the blob store's torn tails are
 /// both set aside with it.
-pub(crate) fn copy_tail(file: &File, at: u64, end: u64, to: &Path) -> io::Result<()> {
-    let mut out = File::create(to)?;
-    io::copy(&mut ReadAt { file, at }.take(end.saturating_sub(at)), &mut out)?;
+pub(crate) fn copy_tail(disk: &Disk, file: &fs::File, at: u64, end: u64, to: &Path) -> io::Result<()> {
+    let out = disk.open(to, Open::Truncate)?;
+    let mut reader = ReadAt { file, at }.take(end.saturating_sub(at));
+    let mut buf = vec![0u8; 1 << 20];
+    let mut written = 0u64;
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        out.write_all_at(&buf[..n], written)?;
+        written += n as u64;
+    }
     out.sync_all()
 }
 
-fn sync_dir(path: &Path) -> Result<(), LogError> {
-    File::open(path)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(format!("syncing directory {}", path.display())))
+fn sync_dir(disk: &Disk, path: &Path) -> Result<(), LogError> {
+    disk.sync_dir(path).map_err(io_err(format!("syncing directory {}", path.display())))
 }
 
 fn derived_len(file: &DiskFile, what: &str) -> Result<u64, LogError> {
     file.len().map_err(io_err(format!("reading the length of {what}")))
 }
 
-fn file_len(file: &File, what: &str) -> Result<u64, LogError> {
+fn file_len(file: &fs::File, what: &str) -> Result<u64, LogError> {
     Ok(file.metadata().map_err(io_err(format!("reading the length of {what}")))?.len())
 }
 
@@ -271,20 +273,25 @@ impl Log {
         if dir.join("FORMAT").exists() {
             return Err(LogError::Exists(dir.to_owned()));
         }
+        let disk = &options.disk;
         let segments = dir.join("segments");
-        fs::create_dir_all(&segments).map_err(io_err(format!("creating {}", segments.display())))?;
-        for (name, bytes) in [("offsets", &b""[..]), ("nodes", &b""[..])] {
+        disk.create_dir_all(&segments).map_err(io_err(format!("creating {}", segments.display())))?;
+        for name in ["offsets", "nodes"] {
             let path = dir.join(name);
-            let f = File::create(&path).map_err(io_err(format!("creating {}", path.display())))?;
-            f.write_all_at(bytes, 0).and_then(|()| f.sync_all()).map_err(io_err("writing"))?;
+            disk.write_file(&path, b"").map_err(io_err(format!("creating {}", path.display())))?;
         }
-        new_segment(&segments, 0)?;
-        sync_dir(&segments)?;
-        // FORMAT last: a directory without it is an unfinished creation, not a log.
+        // A creation cut short may have left the first segment: without FORMAT nothing was
+        // ever appended to it.
+        let first = segment::segment_path(&segments, 0);
+        if first.exists() {
+            disk.remove_file(&first).map_err(io_err(format!("removing unfinished {}", first.display())))?;
+        }
+        new_segment(disk, &segments, 0)?;
+        sync_dir(disk, &segments)?;
+        // FORMAT last, whole or absent: a directory without it is an unfinished creation.
         let format = dir.join("FORMAT");
-        fs::write(&format, FORMAT).map_err(io_err(format!("writing {}", format.display())))?;
-        File::open(&format).and_then(|f| f.sync_all()).map_err(io_err("syncing FORMAT"))?;
-        sync_dir(dir)?;
+        disk.replace_file(&format, FORMAT.as_bytes())
+            .map_err(io_err(format!("writing {}", format.display())))?;
         Self::open(dir, options)
     }
 
@@ -316,10 +323,17 @@ impl Log {
         } else {
             None
         };
-        let offsets = open_derived(&dir.join("offsets"), writable)?;
-        let nodes = open_derived(&dir.join("nodes"), writable)?;
-        let checkpoint = open_derived(&dir.join("checkpoint"), writable)?;
-        let segments = load_segments(&dir.join("segments"), writable)?;
+        let disk = &options.disk;
+        if writable {
+            // A creation, or a new segment, cut short before its name was durable: make it
+            // so before appending to it.
+            disk.make_durable(&format_path).map_err(io_err(format!("syncing {}", format_path.display())))?;
+            sync_dir(disk, &dir.join("segments"))?;
+        }
+        let offsets = open_derived(disk, &dir.join("offsets"), writable)?;
+        let nodes = open_derived(disk, &dir.join("nodes"), writable)?;
+        let checkpoint = open_derived(disk, &dir.join("checkpoint"), writable)?;
+        let segments = load_segments(disk, &dir.join("segments"), writable)?;
         let mut recovery = Recovery::default();
 
         // The derived files are durable up to the checkpoint; past it they may hold anything a
@@ -368,6 +382,7 @@ impl Log {
         // Take in whole records past the derived files; cut an unfinished one.
         let mut offset_buf = Vec::new();
         let mut node_buf = Vec::new();
+        let mut taken_from = Vec::new();
         while let Some(seg) = segments.get(seg_index) {
             if offset == HEADER_LEN && seg.first != size {
                 return Err(LogError::Corrupt {
@@ -417,7 +432,7 @@ impl Log {
                             // may be writing it now) and reads up to it.
                             break;
                         }
-                        recovery.set_aside = Some(set_aside(dir, seg, at, seg_len)?);
+                        recovery.set_aside = Some(set_aside(disk, dir, seg, at, seg_len)?);
                         recovery.torn_bytes = seg_len - at;
                         seg.file.set_len(at).map_err(io_err("truncating a torn segment"))?;
                         seg.file.sync_data().map_err(io_err("syncing a segment"))?;
@@ -428,12 +443,22 @@ impl Log {
                 frontier.push(leaf_hash_of_bytes(&bytes), |d| node_buf.extend_from_slice(d));
                 size += 1;
                 recovery.rederived += 1;
+                if taken_from.last() != Some(&seg_index) {
+                    taken_from.push(seg_index);
+                }
             }
             if recovery.torn_bytes > 0 {
                 break;
             }
             seg_index += 1;
             offset = HEADER_LEN;
+        }
+        if writable {
+            // Records an append wrote but never made durable (its fsync, or a write after it,
+            // failed) are taken in here: they are made durable before anything counts them.
+            for &i in &taken_from {
+                segments[i].file.sync_data().map_err(io_err("syncing a segment"))?;
+            }
         }
         if !offset_buf.is_empty() {
             offsets
@@ -448,13 +473,15 @@ impl Log {
         // A reader takes no atoms: it needs no duplicate filter.
         let dedup = if writable {
             // The filter of earlier versions (a redb database) is re-derived in the new form.
-            let _ = fs::remove_file(dir.join("dedup.redb"));
+            if dir.join("dedup.redb").exists() {
+                let _ = disk.remove_file(&dir.join("dedup.redb"));
+            }
             let dedup_path = dir.join("dedup");
-            let mut dedup = match Dedup::open(&dedup_path, options.dedup_cache_bytes, size) {
+            let mut dedup = match Dedup::open(disk, &dedup_path, options.dedup_cache_bytes, size) {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::warn!("{}: {e}; rebuilding it from the log", dedup_path.display());
-                    Dedup::create(&dedup_path, options.dedup_cache_bytes).map_err(dedup_err)?
+                    Dedup::create(disk, &dedup_path, options.dedup_cache_bytes).map_err(dedup_err)?
                 }
             };
             catch_up_dedup(&mut dedup, &segments, &offsets, &nodes, size)?;
@@ -601,7 +628,8 @@ impl Log {
         let inner = &*self.inner;
         let path = inner.dir.join("dedup");
         tracing::warn!("{}: {why}; rebuilding it from the log", path.display());
-        w.dedup = Dedup::create(&path, inner.options.dedup_cache_bytes).map_err(dedup_err)?;
+        w.dedup =
+            Dedup::create(&inner.options.disk, &path, inner.options.dedup_cache_bytes).map_err(dedup_err)?;
         let segments = inner.segments.read().unwrap_or_else(PoisonError::into_inner);
         catch_up_dedup(&mut w.dedup, &segments, &inner.offsets, &inner.nodes, size)
     }
@@ -764,8 +792,9 @@ impl Log {
 
     fn roll_segment(&self, w: &mut Writer, first: u64) -> Result<(), LogError> {
         let dir = self.inner.dir.join("segments");
-        let file = new_segment(&dir, first)?;
-        sync_dir(&dir)?;
+        let disk = &self.inner.options.disk;
+        let file = new_segment(disk, &dir, first)?;
+        sync_dir(disk, &dir)?;
         self.inner
             .segments
             .write()
@@ -1008,7 +1037,7 @@ impl Iterator for Scan {
 
 /// `Read` over a file from an offset, with positioned reads (so handles can be shared).
 struct ReadAt<'a> {
-    file: &'a File,
+    file: &'a fs::File,
     at: u64,
 }
 
@@ -1052,17 +1081,11 @@ fn reader_skip<R: Read>(reader: &mut RecordReader<R>, offset: u64) {
     reader.set_offset(offset);
 }
 
-fn new_segment(dir: &Path, first: u64) -> Result<File, LogError> {
+fn new_segment(disk: &Disk, dir: &Path, first: u64) -> Result<File, LogError> {
     let path = segment::segment_path(dir, first);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(io_err(format!("creating {}", path.display())))?;
-    file.write_all(&segment::header(first)).map_err(io_err("writing a segment header"))?;
+    let file = disk.open(&path, Open::New).map_err(io_err(format!("creating {}", path.display())))?;
+    file.write_all_at(&segment::header(first), 0).map_err(io_err("writing a segment header"))?;
     file.sync_all().map_err(io_err("syncing a new segment"))?;
-    file.seek(SeekFrom::Start(0)).map_err(io_err("seeking"))?;
     Ok(file)
 }
 
@@ -1092,7 +1115,7 @@ pub fn survey(dir: &Path) -> Result<Survey, LogError> {
     let mut out = Survey { segments: firsts.len(), ..Survey::default() };
     for first in firsts {
         let path = segment::segment_path(&seg_dir, first);
-        let file = File::open(&path).map_err(io_err(format!("opening {}", path.display())))?;
+        let file = fs::File::open(&path).map_err(io_err(format!("opening {}", path.display())))?;
         let len = file_len(&file, "a segment")?;
         let mut head = [0u8; 16];
         let header_ok =
@@ -1148,7 +1171,7 @@ pub fn survey(dir: &Path) -> Result<Survey, LogError> {
     Ok(out)
 }
 
-fn load_segments(dir: &Path, writable: bool) -> Result<Vec<Segment>, LogError> {
+fn load_segments(disk: &Disk, dir: &Path, writable: bool) -> Result<Vec<Segment>, LogError> {
     let mut firsts = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_err(format!("listing {}", dir.display())))? {
         let name = entry.map_err(io_err("listing segments"))?.file_name();
@@ -1164,7 +1187,7 @@ fn load_segments(dir: &Path, writable: bool) -> Result<Vec<Segment>, LogError> {
     let count = firsts.len();
     for (i, first) in firsts.into_iter().enumerate() {
         let path = segment::segment_path(dir, first);
-        let file = if writable { open_rw(&path)? } else { open_ro(&path)? };
+        let file = if writable { open_rw(disk, &path)? } else { open_ro(disk, &path)? };
         let mut head = [0u8; 16];
         let len = file_len(&file, "a segment")?;
         if len < HEADER_LEN && i + 1 == count && i > 0 && !writable {
@@ -1172,8 +1195,8 @@ fn load_segments(dir: &Path, writable: bool) -> Result<Vec<Segment>, LogError> {
         }
         if len < HEADER_LEN && i + 1 == count && i > 0 {
             // A segment whose creation was cut short holds no records.
-            fs::remove_file(&path).map_err(io_err(format!("removing unfinished {}", path.display())))?;
-            sync_dir(dir)?;
+            disk.remove_file(&path).map_err(io_err(format!("removing unfinished {}", path.display())))?;
+            sync_dir(disk, dir)?;
             continue;
         }
         if len < HEADER_LEN || file.read_exact_at(&mut head, 0).is_err() || head != segment::header(first) {

@@ -14,11 +14,12 @@ use serde::{Deserialize, Serialize};
 use crate::index::geom::Query;
 use crate::index::{INDEX_VERSION, Index, IndexConfig, IndexError, IndexReader};
 use crate::ledger::{
-    Head, Ledger, LedgerError, LogId, MemoryLog, SignedHeader, Tx, TxTimeProof, account_of, generate_key,
-    read_key, write_key,
+    Head, Ledger, LedgerError, LogId, MemoryLog, SignedHeader, Tx, TxTimeProof, account_of, read_key,
+    read_or_make_key,
 };
 use crate::log::blobs::{BlobError, BlobStore};
 use crate::log::{Appended, Audit, Log, LogError, LogOptions, Recovery};
+use sion_disk::Disk;
 use sion_verify::atom::{Atom, AtomId};
 use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
 
@@ -140,32 +141,34 @@ impl Memory {
     /// `ledger_dir` names an existing one), the agent identity if asked for, and the log opened
     /// on the ledger.
     pub fn create(dir: &Path, agent: Option<&str>, ledger_dir: Option<&Path>) -> Result<Self, MemoryError> {
+        Self::create_on(&Disk::os(), dir, agent, ledger_dir)
+    }
+
+    /// The same, writing through `disk` (a test's faulty disk).
+    pub fn create_on(
+        disk: &Disk,
+        dir: &Path,
+        agent: Option<&str>,
+        ledger_dir: Option<&Path>,
+    ) -> Result<Self, MemoryError> {
         let config_path = dir.join("memory.json");
         if config_path.exists() {
             return Err(MemoryError::Exists(dir.to_owned()));
         }
-        fs::create_dir_all(dir).map_err(|e| config_err(dir, e))?;
-        let key_path = dir.join("writer.key");
-        let writer = match read_key(&key_path) {
-            Ok(k) => k,
-            Err(_) => {
-                let k = generate_key()?;
-                let _ = fs::remove_file(&key_path);
-                write_key(&key_path, &k)?;
-                k
-            }
-        };
+        disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
+        let writer = read_or_make_key(disk, &dir.join("writer.key"))?;
         let ledger_rel = ledger_dir.map(Path::to_owned).unwrap_or_else(|| PathBuf::from("ledger"));
         let ledger_path = dir.join(&ledger_rel);
-        let mut ledger = match Ledger::open(&ledger_path) {
+        let mut ledger = match Ledger::open_on(disk, &ledger_path) {
             Ok(l) => l,
-            Err(LedgerError::Missing(_)) => Ledger::create(&ledger_path)?,
+            Err(LedgerError::Missing(_)) => Ledger::create_on(disk, &ledger_path)?,
             Err(e) => return Err(e.into()),
         };
         let log_dir = dir.join("log");
-        let (log, recovery) = match Log::open(&log_dir, LogOptions::default()) {
+        let options = LogOptions { disk: disk.clone(), ..LogOptions::default() };
+        let (log, recovery) = match Log::open(&log_dir, options.clone()) {
             Ok(opened) => opened,
-            Err(LogError::Missing(_)) => Log::create(&log_dir, LogOptions::default())?,
+            Err(LogError::Missing(_)) => Log::create(&log_dir, options)?,
             Err(e) => return Err(e.into()),
         };
         if let Some(name) = agent {
@@ -185,13 +188,8 @@ impl Memory {
             index: Some(INDEX_VERSION),
             index_v2_from: None,
         };
-        let text = serde_json::to_string_pretty(&config).map_err(|e| config_err(&config_path, e))?;
-        let tmp = dir.join("memory.json.tmp");
-        fs::write(&tmp, text + "\n").map_err(|e| config_err(&tmp, e))?;
-        fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| config_err(&tmp, e))?;
-        fs::rename(&tmp, &config_path).map_err(|e| config_err(&config_path, e))?;
-        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| config_err(dir, e))?;
-        let (index, index_boot) = open_index(dir, &log, &ledger, log_id, 0)?;
+        write_config(disk, dir, &config)?;
+        let (index, index_boot) = open_index(disk, dir, &log, &ledger, log_id, 0)?;
         Ok(Self {
             dir: dir.to_owned(),
             log,
@@ -200,7 +198,7 @@ impl Memory {
             log_id,
             agent: config.agent,
             recovery,
-            blobs: BlobStore::open(&dir.join("blobs"))?,
+            blobs: BlobStore::open_on(disk, &dir.join("blobs"))?,
             reader: index.reader(),
             index: Some(index),
             index_boot,
@@ -213,12 +211,20 @@ impl Memory {
     /// Open a memory, recovering its log and checking that the log still extends the head the
     /// ledger holds.
     pub fn open(dir: &Path) -> Result<Self, MemoryError> {
+        Self::open_on(&Disk::os(), dir)
+    }
+
+    /// The same, writing through `disk` (a test's faulty disk).
+    pub fn open_on(disk: &Disk, dir: &Path) -> Result<Self, MemoryError> {
         let config = read_config(dir)?;
+        // Its making may have been cut short just before memory.json's name was durable.
+        disk.make_durable(&dir.join("memory.json")).map_err(|e| config_err(&dir.join("memory.json"), e))?;
         let writer = read_key(&dir.join("writer.key"))?;
-        let ledger = Ledger::open(&dir.join(&config.ledger))?;
+        let ledger = Ledger::open_on(disk, &dir.join(&config.ledger))?;
         let log_id = LogId(config.log);
         let on_ledger = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?;
-        let options = LogOptions { keep_at_least: on_ledger.head.size, ..LogOptions::default() };
+        let options =
+            LogOptions { keep_at_least: on_ledger.head.size, disk: disk.clone(), ..LogOptions::default() };
         let (log, recovery) = Log::open(&dir.join("log"), options)?;
         if on_ledger.sealed {
             log.seal();
@@ -241,11 +247,11 @@ impl Memory {
                 let from = if committed.size == 0 { 0 } else { committed.size + 1 };
                 let config =
                     Config { index: Some(INDEX_VERSION), index_v2_from: Some(from), ..config.clone() };
-                write_config(dir, &config)?;
+                write_config(disk, dir, &config)?;
                 from
             }
         };
-        let (index, index_boot) = open_index(dir, &log, &ledger, log_id, index_v2_from)?;
+        let (index, index_boot) = open_index(disk, dir, &log, &ledger, log_id, index_v2_from)?;
         Ok(Self {
             dir: dir.to_owned(),
             log,
@@ -254,7 +260,7 @@ impl Memory {
             log_id,
             agent: config.agent,
             recovery,
-            blobs: BlobStore::open(&dir.join("blobs"))?,
+            blobs: BlobStore::open_on(disk, &dir.join("blobs"))?,
             reader: index.reader(),
             index: Some(index),
             index_boot,
@@ -277,7 +283,7 @@ impl Memory {
         // commits only what its log holds, so each is at least as far as the one before.
         let path = dir.join("index");
         let config_ = IndexConfig::default();
-        let opened = Index::open_read_only(&path, config_);
+        let opened = Index::open_read_only(&path, config_.clone());
         let ledger = Ledger::open_read_only(&dir.join(&config.ledger))?;
         let log_id = LogId(config.log);
         let on_ledger = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?;
@@ -789,15 +795,10 @@ pub fn prove_list(
     })
 }
 
-fn write_config(dir: &Path, config: &Config) -> Result<(), MemoryError> {
+fn write_config(disk: &Disk, dir: &Path, config: &Config) -> Result<(), MemoryError> {
     let path = dir.join("memory.json");
     let text = serde_json::to_string_pretty(config).map_err(|e| config_err(&path, e))?;
-    let tmp = dir.join("memory.json.tmp");
-    fs::write(&tmp, text + "\n").map_err(|e| config_err(&tmp, e))?;
-    fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| config_err(&tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| config_err(&path, e))?;
-    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| config_err(dir, e))?;
-    Ok(())
+    disk.replace_file(&path, (text + "\n").as_bytes()).map_err(|e| config_err(&path, e))
 }
 
 /// Open the memory's index at its checkpoint and fold the log up to the committed head,
@@ -849,6 +850,7 @@ fn resume_index(
 }
 
 fn open_index(
+    disk: &Disk,
     dir: &Path,
     log: &Log,
     ledger: &Ledger,
@@ -856,9 +858,9 @@ fn open_index(
     index_v2_from: u64,
 ) -> Result<(Index, IndexBoot), MemoryError> {
     let path = dir.join("index");
-    let config = IndexConfig::default();
+    let config = IndexConfig { disk: disk.clone(), ..IndexConfig::default() };
     let attempt = || -> Result<(Index, u64), MemoryError> {
-        let (index, _) = Index::open(&path, config)?;
+        let (index, _) = Index::open(&path, config.clone())?;
         resume_index(index, log, ledger, log_id, index_v2_from)
     };
     match attempt() {
@@ -878,7 +880,7 @@ fn open_index(
             let aside = dir.join("index.damaged");
             let _ = fs::remove_dir_all(&aside);
             if path.exists() {
-                fs::rename(&path, &aside).map_err(|e| config_err(&path, e))?;
+                disk.rename(&path, &aside).map_err(|e| config_err(&path, e))?;
             }
             let mut index = Index::create(&path, config)?;
             let folded = catch_up(log, &mut index, ledger, log_id, index_v2_from)?;
@@ -889,7 +891,8 @@ fn open_index(
             }
             let counter = dir.join("index-rebuilds");
             let rebuilds = rebuilds_so_far(dir) + 1;
-            fs::write(&counter, format!("{rebuilds}\n")).map_err(|e| config_err(&counter, e))?;
+            disk.write_file(&counter, format!("{rebuilds}\n").as_bytes())
+                .map_err(|e| config_err(&counter, e))?;
             Ok((index, IndexBoot::Rebuilt { why, folded, rebuilds }))
         }
     }
