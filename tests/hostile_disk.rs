@@ -285,3 +285,110 @@ fn a_memory_in_use_by_a_writer_or_on_read_only_media_can_be_read_and_is_not_chan
     assert_eq!(listing(&dir), files, "the directory changed");
     assert_eq!(root_of(&d), before);
 }
+
+/// Flip a byte inside the record at position `p` of the first segment; returns where the
+/// record starts and the segment's bytes before the flip.
+fn damage_record(dir: &Path, p: u64) -> (u64, Vec<u8>) {
+    let at = record_offset(dir, p);
+    let segment = dir.join(SEGMENT);
+    let before = std::fs::read(&segment).expect("segment");
+    let mut bytes = before.clone();
+    bytes[(at + 8 + 20) as usize] ^= 0x10;
+    std::fs::write(&segment, &bytes).expect("write");
+    (at, before)
+}
+
+#[test]
+fn repair_keeps_what_is_before_the_damage_and_sets_the_rest_aside() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("m");
+    // 10,000 atoms committed, 10,000 more durable but not committed.
+    let d = memory(&dir, 10_000);
+    let more = tmp.path().join("more.jsonl");
+    std::fs::write(&more, sion(&["sim", "--atoms", "20000"]).stdout).expect("write");
+    let o = sion(&["memory", "remember", "--data", &d, more.to_str().expect("utf8")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (at, before) = damage_record(&dir, 15_000);
+    let damaged = std::fs::read(dir.join(SEGMENT)).expect("segment");
+    assert!(!sion(&["memory", "audit", "--data", &d]).status.success());
+
+    let o = sion(&["memory", "repair", "--data", &d]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("damaged at position 15000"), "{out}");
+    assert!(out.contains(&format!("byte {at}")), "{out}");
+    assert!(out.contains("kept the 15,000 atoms before it"), "{out}");
+    assert!(out.contains("4,999 whole records are among what was set aside"), "{out}");
+    assert!(out.contains("the committed head (10,000 atoms) is kept whole"), "{out}");
+    // Nothing deleted: the damaged record and all after it, byte for byte, in log/torn/.
+    let aside = dir.join(format!("log/torn/00000000000000000000.seg-at-{at}"));
+    assert_eq!(std::fs::read(&aside).expect("set aside"), damaged[at as usize..]);
+    assert_eq!(std::fs::read(dir.join(SEGMENT)).expect("segment"), before[..at as usize]);
+    let o = sion(&["memory", "audit", "--data", &d]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(root_of(&d)[0], 15_000);
+    // It goes on: the lost atoms can be remembered again, and committed.
+    let o = sion(&["memory", "remember", "--data", &d, more.to_str().expect("utf8")]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(sion(&["memory", "commit", "--data", &d]).status.success());
+    assert_eq!(root_of(&d)[0], 20_000);
+}
+
+#[test]
+fn repair_inside_the_committed_head_changes_nothing_unless_asked_for_a_new_log() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("m");
+    let d = memory(&dir, 20_000);
+    damage_record(&dir, 7_428);
+    let damaged = std::fs::read(dir.join(SEGMENT)).expect("segment");
+    let o = sion(&["memory", "repair", "--data", &d]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("NOT REPAIRED"), "{out}");
+    assert!(out.contains("inside its committed head (20000 atoms)"), "{out}");
+    assert!(out.contains("Nothing was changed"), "{out}");
+    assert_eq!(std::fs::read(dir.join(SEGMENT)).expect("segment"), damaged, "repair changed the segment");
+
+    let o = sion(&["memory", "repair", "--data", &d, "--new-log"]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("kept the 7,428 atoms before it"), "{out}");
+    assert!(out.contains("the ledger had committed 20,000 atoms of log 0; 12,572 are lost"), "{out}");
+    let o = sion(&["memory", "audit", "--data", &d]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "show", "--data", &d, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["size"], 7_428, "{v}");
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("memory.json")).expect("config")).expect("json");
+    assert_eq!(config["log"], 1, "{config}");
+    assert_eq!(config["repaired"][0], serde_json::json!({"log": 0, "committed": 20000, "kept": 7428}));
+}
+
+#[test]
+fn repair_cuts_a_damaged_blob_pack_and_names_the_atoms_whose_blobs_are_lost() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (d, pack) = memory_with_blobs(tmp.path());
+    let mut bytes = std::fs::read(&pack).expect("pack");
+    // The second record's length: it now runs past the pack's end.
+    let first_len = u64::from_le_bytes(bytes[8..16].try_into().expect("8"));
+    let second = 8 + 40 + first_len as usize;
+    bytes[second + 7] = 0x40;
+    std::fs::write(&pack, &bytes).expect("write");
+    let o = sion(&["memory", "repair", "--data", &d]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains(&format!("damaged at byte {second}): kept its first")), "{out}");
+    assert!(out.contains("its payload is missing"), "{out}");
+    assert!(out.contains("atoms commit to blobs that are missing or damaged"), "{out}");
+    let aside = dir_of(&d).join(format!("blobs/torn/pack-000000.blobs-at-{second}"));
+    assert_eq!(std::fs::read(&aside).expect("set aside"), bytes[second..]);
+    // audit names the same loss; the memory keeps blobs again after it.
+    let o = sion(&["memory", "audit", "--data", &d]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("missing"), "{}", text(&o));
+}
+
+fn dir_of(d: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(d)
+}

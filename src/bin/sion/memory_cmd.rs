@@ -46,6 +46,15 @@ pub enum MemoryCommand {
     /// Re-read every record, recompute every tree hash and check the root against the
     /// ledger's head; names the first bad position, if any.
     Audit(DataArg),
+    /// Keep everything before the log's first damaged record and go on: the damaged record
+    /// and all after it are moved into log/torn/ (never deleted), damaged blob packs are cut
+    /// the same way into blobs/torn/, and the derived files and the index are made again.
+    ///
+    /// Prints what was kept, what was set aside and which atoms' blobs are now missing. If the
+    /// damage is inside the committed head, the ledger committed atoms that are lost: nothing
+    /// is changed unless --new-log, which keeps the atoms before the damage as a new log on the
+    /// same ledger, committed at once (the old log stays at its head; its proofs still verify).
+    Repair(RepairArgs),
     /// What was seen in this box, during this interval: every atom, proved complete.
     ///
     /// An atom answers when its frame is FRAME, its box meets the query box (corners included:
@@ -115,6 +124,17 @@ pub struct ListArgs {
     key: String,
     #[command(flatten)]
     answer: AnswerArgs,
+}
+
+#[derive(Args)]
+pub struct RepairArgs {
+    /// The memory directory.
+    #[arg(long, env = "SION_DATA")]
+    data: PathBuf,
+    /// When the damage is inside the committed head: keep the atoms before it as a new log on
+    /// the same ledger.
+    #[arg(long)]
+    new_log: bool,
 }
 
 #[derive(Args)]
@@ -279,6 +299,7 @@ pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
         MemoryCommand::Prove(p) => prove(p),
         MemoryCommand::Verify(a) => verify(a),
         MemoryCommand::Audit(a) => audit(&a.data),
+        MemoryCommand::Repair(a) => repair(&a.data, a.new_log),
         MemoryCommand::Recall(a) => recall(a),
         MemoryCommand::Subject(a) => list(ListKey::Subject(a.key.clone()), a.answer),
         MemoryCommand::Links(a) => {
@@ -864,6 +885,69 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+fn repair(dir: &Path, new_log: bool) -> Result<ExitCode> {
+    let r = match Memory::repair(dir, new_log) {
+        Ok(r) => r,
+        Err(e @ sion_memory::memory::MemoryError::CommittedDamage { .. }) => {
+            outln!("NOT REPAIRED: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(e) => return Err(e).with_context(|| format!("repairing {}", dir.display())),
+    };
+    match &r.log.damage {
+        None => {
+            outln!("the log's segments read whole: {} atoms kept, nothing set aside", ui::count(r.log.kept))
+        }
+        Some((segment, byte, why)) => {
+            outln!(
+                "the log was damaged at position {} ({}, byte {byte}: {why}); kept the {} atoms before it",
+                r.log.kept,
+                segment.display(),
+                ui::count(r.log.kept)
+            );
+            for (path, bytes) in &r.log.set_aside {
+                outln!("  set aside {} ({} bytes)", path.display(), ui::count(*bytes));
+            }
+            outln!(
+                "  {} whole records are among what was set aside (not in the log; a copy of this memory may hold them)",
+                ui::count(r.log.whole_set_aside)
+            );
+            if r.new_log.is_none() && r.committed > 0 {
+                outln!("  the committed head ({} atoms) is kept whole", ui::count(r.committed));
+            }
+        }
+    }
+    if let Some(n) = &r.new_log {
+        outln!(
+            "the ledger had committed {} atoms of log {}; {} are lost. The {} kept go on as a new log on \
+             the same ledger, committed now; log {} stays at its last head",
+            ui::count(n.committed),
+            n.log,
+            ui::count(n.committed - n.kept),
+            ui::count(n.kept),
+            n.log
+        );
+    }
+    for p in &r.packs {
+        outln!(
+            "blob pack {} was damaged ({}): kept its first {} bytes, set aside {} ({} bytes)",
+            p.pack.display(),
+            p.why,
+            ui::count(p.kept_bytes),
+            p.set_aside.display(),
+            ui::count(p.bytes)
+        );
+    }
+    for (position, problem) in &r.lost_blobs {
+        outln!("  the atom at position {position}: its payload is missing ({problem})");
+    }
+    if r.lost_blob_count > 0 {
+        outln!("{} atoms commit to blobs that are missing or damaged", ui::count(r.lost_blob_count));
+    }
+    outln!("repaired: `sion memory audit --data {}` checks it", dir.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn audit(dir: &Path) -> Result<ExitCode> {

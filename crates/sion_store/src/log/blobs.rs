@@ -83,6 +83,22 @@ struct State {
 /// mistaken for blobs kept elsewhere.
 const PACKS: &str = "PACKS";
 
+/// What repairs cut from the packs, a line each: blobs lost there are named lost, not taken
+/// for blobs kept elsewhere.
+const REPAIRED: &str = "REPAIRED";
+
+/// What [`BlobStore::repair`] did to one pack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackRepair {
+    pub pack: PathBuf,
+    /// Bytes of the pack kept (its records before the damage).
+    pub kept_bytes: u64,
+    /// Where the rest went, and how many bytes it holds.
+    pub set_aside: PathBuf,
+    pub bytes: u64,
+    pub why: String,
+}
+
 /// A content-addressed store of blobs in a directory.
 #[derive(Debug, Clone)]
 pub struct BlobStore {
@@ -148,6 +164,11 @@ impl BlobStore {
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("reading", &dir.join(PACKS))(e)),
+        }
+        match fs::read_to_string(dir.join(REPAIRED)) {
+            Ok(list) => damage.extend(list.lines().filter(|l| !l.is_empty()).map(str::to_owned)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("reading", &dir.join(REPAIRED))(e)),
         }
         let mut index = HashMap::new();
         let mut current = None;
@@ -323,6 +344,73 @@ impl BlobStore {
         Ok(())
     }
 
+    /// Repair the store in `dir` (not open elsewhere): a pack damaged before its end keeps its
+    /// records before the damage, and the rest is copied into `torn/` and cut off (a pack whose
+    /// magic is damaged is moved there whole). The blobs past the damage are lost, and say so:
+    /// each cut is written to `REPAIRED`, which opening reads as damage, so `audit` names the
+    /// atoms that commit to them.
+    pub fn repair(disk: &Disk, dir: &Path) -> Result<Vec<PackRepair>, BlobError> {
+        let mut out = Vec::new();
+        if !dir.exists() {
+            return Ok(out);
+        }
+        let mut packs: Vec<u32> = fs::read_dir(dir)
+            .map_err(io_err("listing", dir))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                e.file_name().to_str()?.strip_prefix("pack-")?.strip_suffix(".blobs")?.parse().ok()
+            })
+            .collect();
+        packs.sort_unstable();
+        let torn = dir.join("torn");
+        for pack in packs {
+            let path = dir.join(pack_name(pack));
+            let file = disk.open(&path, Open::Existing).map_err(io_err("opening", &path))?;
+            let len = file.len().map_err(io_err("reading the size of", &path))?;
+            let (durable, why) = match scan(&file, &path, pack, true, &mut HashMap::new()) {
+                Ok((durable, _)) if durable >= len => continue,
+                Ok((durable, _)) => (durable, format!("damaged at byte {durable}")),
+                Err(BlobError::BadPack { why, .. }) => (0, why),
+                Err(e) => return Err(e),
+            };
+            disk.create_dir_all(&torn).map_err(io_err("creating", &torn))?;
+            let aside = super::unused_name(torn.join(format!("{}-at-{durable}", pack_name(pack))));
+            if durable == 0 {
+                drop(file);
+                disk.rename(&path, &aside).map_err(io_err("moving aside", &path))?;
+            } else {
+                super::copy_tail(disk, &file, durable, len, &aside).map_err(io_err("writing", &aside))?;
+                disk.sync_dir(&torn).map_err(io_err("syncing", &torn))?;
+                file.set_len(durable).and_then(|()| file.sync_all()).map_err(io_err("cutting", &path))?;
+            }
+            out.push(PackRepair {
+                pack: path,
+                kept_bytes: durable,
+                set_aside: aside,
+                bytes: len - durable,
+                why,
+            });
+        }
+        if !out.is_empty() {
+            let list = dir.join(REPAIRED);
+            let f = disk.open(&list, Open::Create).map_err(io_err("opening", &list))?;
+            let mut text = String::new();
+            for r in &out {
+                let name = r.pack.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                text.push_str(&format!(
+                    "{name} was repaired: {} bytes from byte {} on, and the blobs in them, set aside ({})\n",
+                    r.bytes, r.kept_bytes, r.why
+                ));
+            }
+            f.write_all_at(text.as_bytes(), f.len().map_err(io_err("reading", &list))?)
+                .and_then(|()| f.sync_all())
+                .and_then(|()| disk.sync_dir(&torn))
+                .and_then(|()| disk.sync_dir(dir))
+                .map_err(io_err("writing", &list))?;
+        }
+        Ok(out)
+    }
+
     /// The blob with this hash, checked against it.
     pub fn get(&self, hash: &[u8; 32]) -> Result<Vec<u8>, BlobError> {
         let at = *self.state().index.get(hash).ok_or_else(|| BlobError::Missing(hex::encode(hash)))?;
@@ -413,6 +501,41 @@ fn scan(
 mod tests {
     use super::*;
     use std::io::Write as _;
+
+    #[test]
+    fn a_pack_damaged_before_the_last_is_cut_by_repair_and_its_lost_blobs_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::open(dir.path()).unwrap();
+        let (a, b) = (vec![1u8; 300], vec![2u8; 400]);
+        let h = store.keep(&[&a, &b]).unwrap();
+        drop(store);
+        // A second pack after it, made elsewhere and moved in.
+        let other = tempfile::tempdir().unwrap();
+        let c = vec![3u8; 500];
+        let hc = BlobStore::open(other.path()).unwrap().keep(&[&c]).unwrap()[0];
+        fs::rename(other.path().join(pack_name(0)), dir.path().join(pack_name(1))).unwrap();
+        // The second record's length in the first pack says more than the pack holds.
+        let pack = dir.path().join(pack_name(0));
+        let mut bytes = fs::read(&pack).unwrap();
+        let second = (MAGIC.len() as u64 + HEADER + 300) as usize;
+        bytes[second + 7] = 0x40;
+        fs::write(&pack, &bytes).unwrap();
+        assert!(
+            matches!(BlobStore::open(dir.path()), Err(BlobError::BadPack { .. })),
+            "a damaged earlier pack"
+        );
+
+        let repaired = BlobStore::repair(&Disk::os(), dir.path()).unwrap();
+        assert_eq!(repaired.len(), 1);
+        assert_eq!(repaired[0].kept_bytes, second as u64);
+        assert_eq!(fs::read(&repaired[0].set_aside).unwrap(), bytes[second..], "the tail is kept aside");
+        let store = BlobStore::open(dir.path()).unwrap();
+        assert_eq!(store.get(&h[0]).unwrap(), a, "the blob before the damage");
+        assert!(matches!(store.get(&h[1]), Err(BlobError::Missing(_))));
+        assert_eq!(store.get(&hc).unwrap(), c, "the later pack");
+        assert!(store.damage().iter().any(|d| d.contains("was repaired")), "{:?}", store.damage());
+        assert!(BlobStore::repair(&Disk::os(), dir.path()).unwrap().is_empty(), "nothing more to repair");
+    }
 
     #[test]
     fn blobs_are_kept_once_and_read_back_checked() {

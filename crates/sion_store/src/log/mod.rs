@@ -12,6 +12,7 @@
 
 pub mod blobs;
 mod dedup;
+pub mod repair;
 mod segment;
 
 use std::collections::HashMap;
@@ -49,7 +50,8 @@ pub enum LogError {
     Corrupt { position: u64, reason: String },
     #[error(
         "log is damaged at position {position} ({segment}, byte {offset}): {reason}; the log was \
-         left as it is; `sion memory audit` shows how far the damage goes"
+         left as it is; `sion memory audit` shows how far the damage goes, `sion memory repair` keeps what is \
+         before it"
     )]
     Damaged { position: u64, segment: PathBuf, offset: u64, reason: String },
     #[error("position {position} is not below the log size {size}")]
@@ -253,6 +255,22 @@ pub(crate) fn copy_tail(disk: &Disk, file: &fs::File, at: u64, end: u64, to: &Pa
         written += n as u64;
     }
     out.sync_all()
+}
+
+/// `path`, or if something is there already (an earlier repair's), the first of `path.1`,
+/// `path.2`, … that is free: what is set aside is never written over.
+pub(crate) fn unused_name(path: PathBuf) -> PathBuf {
+    if !path.exists() {
+        return path;
+    }
+    (1u32..)
+        .map(|n| {
+            let mut p = path.clone().into_os_string();
+            p.push(format!(".{n}"));
+            PathBuf::from(p)
+        })
+        .find(|p| !p.exists())
+        .unwrap_or(path)
 }
 
 fn sync_dir(disk: &Disk, path: &Path) -> Result<(), LogError> {

@@ -20,6 +20,9 @@ use crate::ledger::{
 use crate::log::blobs::{BlobError, BlobStore};
 use crate::log::{Appended, Audit, Log, LogError, LogOptions, Recovery};
 use sion_disk::Disk;
+
+mod repair;
+pub use repair::{RepairRecord, Repaired};
 use sion_verify::atom::{Atom, AtomId};
 use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
 
@@ -71,6 +74,14 @@ pub enum MemoryError {
     Unreadable { dir: PathBuf, committed: u64, readable: u64 },
     #[error("{0}: a scratch directory for reading: {1}")]
     Scratch(PathBuf, String),
+    #[error(
+        "the log's first damaged record is at position {whole}, inside its committed head ({committed} atoms): \
+         repairing keeps the {whole} atoms before it and loses {lost} the ledger committed, and this log could \
+         never extend its head again. Nothing was changed. `--new-log` keeps them as a new log on the same \
+         ledger (the old one stays at its head; proofs made from it still verify); or restore the memory from a copy",
+        lost = committed - whole
+    )]
+    CommittedDamage { committed: u64, whole: u64 },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -88,6 +99,9 @@ struct Config {
     /// version 2; heads before it carry version 1 roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     index_v2_from: Option<u64>,
+    /// Repairs that lost committed atoms and went on as a new log (docs/LOG.md, "Repair").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    repaired: Vec<RepairRecord>,
 }
 
 /// How the memory's index came up when it was opened.
@@ -187,6 +201,7 @@ impl Memory {
             ledger: ledger_rel,
             index: Some(INDEX_VERSION),
             index_v2_from: None,
+            repaired: Vec::new(),
         };
         write_config(disk, dir, &config)?;
         let (index, index_boot) = open_index(disk, dir, &log, &ledger, log_id, 0)?;
