@@ -96,6 +96,59 @@ impl RejectLog {
     }
 }
 
+/// The stamp of a message that begins with a std_msgs/Header (an Image, a CompressedImage),
+/// read from its CDR bytes without decoding the rest.
+fn stamp_ns(bytes: &[u8]) -> Option<i64> {
+    let word = |at: usize| -> Option<[u8; 4]> { bytes.get(at..at + 4)?.try_into().ok() };
+    let (sec, nsec) = (word(4)?, word(8)?);
+    let (sec, nsec) = match bytes.get(1)? {
+        1 => (i32::from_le_bytes(sec), u32::from_le_bytes(nsec)),
+        0 => (i32::from_be_bytes(sec), u32::from_be_bytes(nsec)),
+        _ => return None,
+    };
+    Some(i64::from(sec) * 1_000_000_000 + i64::from(nsec))
+}
+
+/// Camera frames lost before they reach the node, read from the gaps in their stamps: a
+/// driver stamps frames a period apart, so a gap of k periods held k − 1 frames that never
+/// came. (DDS does not tell a subscriber what a best-effort writer dropped.)
+#[derive(Debug, Default)]
+struct FrameGaps {
+    last_ns: Option<i64>,
+    /// The shortest gap seen: the driver's period.
+    period_ns: Option<i64>,
+    frames: u64,
+    missing: u64,
+    warned: bool,
+}
+
+impl FrameGaps {
+    /// Note a frame; true the first time the losses are clear (at least 60 frames seen, and
+    /// 10 or more missing, 5 % of all).
+    fn note(&mut self, ns: i64) -> bool {
+        self.frames += 1;
+        if let Some(last) = self.last_ns {
+            let gap = ns - last;
+            if gap <= 0 {
+                // Out of order, or repeated: no gap to read.
+                return false;
+            }
+            let period = self.period_ns.map_or(gap, |p| p.min(gap));
+            self.period_ns = Some(period);
+            let periods = (gap + period / 3) / period;
+            self.missing += periods.saturating_sub(1) as u64;
+        }
+        self.last_ns = Some(ns);
+        let clear =
+            self.frames >= 60 && self.missing >= 10 && self.missing * 20 >= self.frames + self.missing;
+        if clear && !self.warned {
+            self.warned = true;
+            return true;
+        }
+        false
+    }
+}
+
 /// The intake's queue: bounded in messages (the channel) and in bytes (`queued`), so a
 /// burst the disk cannot take is dropped at the door and counted, not held in memory.
 pub struct Queue {
@@ -142,6 +195,7 @@ pub fn run(
     log_interval: Duration,
 ) {
     let mut rejects = RejectLog { interval: log_interval, last: BTreeMap::new() };
+    let mut gaps: BTreeMap<Stream, FrameGaps> = BTreeMap::new();
     // When each message still in hand (held by the ingest, or in this batch) arrived.
     let mut arrived: HashMap<u64, Instant> = HashMap::new();
     let mut batch = Vec::new();
@@ -174,8 +228,29 @@ pub fn run(
                 }
                 finished.extend(taken.finished);
             };
+        // Poses and transforms first, then frames: the small ones do not wait while frames are
+        // converted, and a frame finds the transforms that came with it in this batch.
+        batch.sort_by_key(|a| matches!(a.stream, Stream::Image | Stream::CompressedImage));
         for arrival in batch.drain(..) {
             *received.entry(arrival.stream).or_default() += 1;
+            if matches!(arrival.stream, Stream::Image | Stream::CompressedImage)
+                && let Some(ns) = stamp_ns(&arrival.bytes)
+            {
+                let g = gaps.entry(arrival.stream).or_default();
+                if g.note(ns) {
+                    tracing::warn!(
+                        "{}: camera frames are being lost before they reach the node ({} of about {} so far, \
+                         by the gaps in their stamps). A camera driver started without a Fast DDS profile sends \
+                         each frame as UDP fragments, which are dropped under load; start it with \
+                         FASTDDS_DEFAULT_PROFILES_FILE set to this package's config/fastdds.xml (installed as \
+                         share/sion_memory/config/fastdds.xml; the launch file gives it to this node), so frames \
+                         travel by shared memory",
+                        ingest.config().topic(arrival.stream),
+                        g.missing,
+                        g.frames + g.missing
+                    );
+                }
+            }
             let taken = ingest.take(arrival.stream, &arrival.bytes);
             take(taken, Some(arrival.at), &mut arrived);
         }
@@ -183,7 +258,7 @@ pub fn run(
             // The end: frames still waiting for a transform will not get one.
             take(ingest.flush(), None, &mut arrived);
         }
-        let outcome = sensors.keep_blobs(&blobs).map_err(|e| e.to_string()).and_then(|()| {
+        let append = |atoms: Vec<crate::atom::Atom>| -> Result<Vec<crate::log::Appended>, String> {
             if atoms.is_empty() {
                 return Ok(Vec::new());
             }
@@ -198,15 +273,26 @@ pub fn run(
                 }
                 e.to_string()
             })
-        });
-        let durable = Instant::now();
-        let last_position = match &outcome {
-            Ok(appended) => appended.iter().map(|a| a.position).max(),
-            Err(e) => {
-                tracing::error!("could not make {} messages' atoms durable: {e}", finished.len());
-                None
-            }
         };
+        // Atoms that commit to no blob (poses, transforms) are made durable first, so they never
+        // wait for a batch's camera frames to be written; frames' atoms follow their blobs.
+        let (framed, plain): (Vec<_>, Vec<_>) =
+            atoms.into_iter().partition(|a| matches!(a.parts().payload, crate::atom::Payload::Blob(_)));
+        let plain = append(plain);
+        let plain_durable = Instant::now();
+        let frames = match &plain {
+            Ok(_) => sensors.keep_blobs(&blobs).map_err(|e| e.to_string()).and_then(|()| append(framed)),
+            Err(e) => Err(e.clone()),
+        };
+        let durable = Instant::now();
+        let is_frame = |stream: Stream| matches!(stream, Stream::Image | Stream::CompressedImage);
+        let mut last_position = None;
+        for outcome in [&plain, &frames] {
+            match outcome {
+                Ok(appended) => last_position = last_position.max(appended.iter().map(|a| a.position).max()),
+                Err(e) => tracing::error!("could not make a batch's atoms durable: {e}"),
+            }
+        }
         let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
         for (stream, n) in received {
             counters.entry(stream).or_default().received += n;
@@ -221,7 +307,7 @@ pub fn run(
             for r in &f.rejected {
                 *c.rejected.entry(r.reason()).or_default() += 1;
             }
-            if outcome.is_err() {
+            if (if is_frame(f.stream) { &frames } else { &plain }).is_err() {
                 if f.atoms > 0 {
                     *c.rejected.entry("not_durable").or_default() += 1;
                 }
@@ -231,6 +317,7 @@ pub fn run(
             // Remembered: every atom durable, nothing refused (camera_info gives no atoms).
             if f.rejected.is_empty() {
                 c.remembered += 1;
+                let durable = if is_frame(f.stream) { durable } else { plain_durable };
                 if let Some(at) = at {
                     c.latency.record(durable.duration_since(at));
                 }
@@ -248,6 +335,28 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lost_frames_are_read_from_the_gaps_in_their_stamps_and_told_once() {
+        const P: i64 = 33_333_333;
+        let mut g = FrameGaps::default();
+        // Whole for 100 frames: nothing said.
+        assert!((0..100).all(|i| !g.note(1_000_000_000 + i * P)));
+        assert_eq!(g.missing, 0);
+        // Then every other frame lost: said once, when 5 % of all are missing.
+        let told: Vec<bool> = (0..200).map(|i| g.note(1_000_000_000 + (100 + 2 * i) * P)).collect();
+        assert_eq!(told.iter().filter(|t| **t).count(), 1);
+        assert_eq!(g.missing, 200);
+        // Jitter of a third of a period is not a loss; out-of-order frames are passed over.
+        let mut g = FrameGaps::default();
+        assert!(!g.note(0) && !g.note(P + P / 4) && !g.note(2 * P) && !g.note(P));
+        assert_eq!(g.missing, 0);
+        let mut cdr = vec![0u8, 1, 0, 0];
+        cdr.extend_from_slice(&7i32.to_le_bytes());
+        cdr.extend_from_slice(&5u32.to_le_bytes());
+        assert_eq!(stamp_ns(&cdr), Some(7_000_000_005));
+        assert_eq!(stamp_ns(&cdr[..10]), None);
+    }
 
     #[test]
     fn quantiles_are_within_a_percent() {
