@@ -218,6 +218,9 @@ fn sigkill_while_writing_a_checkpoint_leaves_an_index_that_opens_with_the_right_
     let all: Vec<Atom> = Warehouse::new(WarehouseConfig::default()).take(120_000).collect();
     let mut rng = SplitMix64::new(2026);
     let (mut in_checkpoint, mut trials) = (0, 0);
+    // How long a checkpoint takes here (its fsyncs: under a millisecond on a quick disk, tens
+    // on a slow one), measured from the helper's own lines, so the kills aim inside one.
+    let (mut checkpoint_us, mut checkpoints) = (0u128, 0u128);
     let started = Instant::now();
     while trials < 24 && started.elapsed() < Duration::from_secs(240) {
         trials += 1;
@@ -231,16 +234,23 @@ fn sigkill_while_writing_a_checkpoint_leaves_an_index_that_opens_with_the_right_
         let wait_for = 1 + rng.next_u64() % 3;
         let mut durable = 0u64;
         let mut seen = 0;
+        let mut began = None;
         for line in lines.by_ref() {
             let line = line.expect("line");
             if let Some(size) = line.strip_prefix("durable ") {
                 durable = size.parse().expect("size");
+                if let Some(t) = began.take() {
+                    checkpoint_us += Instant::elapsed(&t).as_micros();
+                    checkpoints += 1;
+                }
             }
             if line.starts_with("checkpoint ") {
+                began = Some(Instant::now());
                 seen += 1;
                 if seen == wait_for {
-                    // Somewhere inside the checkpoint: its fsyncs take milliseconds.
-                    std::thread::sleep(Duration::from_micros(rng.next_u64() % 2500));
+                    // Somewhere inside the checkpoint, by how long they have taken so far.
+                    let mean = if checkpoints == 0 { 2000 } else { (checkpoint_us / checkpoints).max(50) };
+                    std::thread::sleep(Duration::from_micros(rng.next_u64() % mean as u64));
                     break;
                 }
             }
