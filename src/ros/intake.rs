@@ -241,7 +241,8 @@ pub fn run(
         // Poses and transforms first, made durable before any frame is even converted; then
         // frames, which find the transforms that came with them in this batch.
         batch.sort_by_key(|a| is_frame(a.stream));
-        let frames_batch = batch.split_off(batch.iter().position(|a| is_frame(a.stream)).unwrap_or(batch.len()));
+        let frames_batch =
+            batch.split_off(batch.iter().position(|a| is_frame(a.stream)).unwrap_or(batch.len()));
         for arrival in batch.drain(..) {
             *received.entry(arrival.stream).or_default() += 1;
             let taken = ingest.take(arrival.stream, &arrival.bytes);
