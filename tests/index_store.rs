@@ -249,7 +249,7 @@ fn sigkill_while_writing_a_checkpoint_leaves_an_index_that_opens_with_the_right_
                 seen += 1;
                 if seen == wait_for {
                     // Somewhere inside the checkpoint, by how long they have taken so far.
-                    let mean = if checkpoints == 0 { 2000 } else { (checkpoint_us / checkpoints).max(50) };
+                    let mean = checkpoint_us.checked_div(checkpoints).map_or(2000, |m| m.max(50));
                     std::thread::sleep(Duration::from_micros(rng.next_u64() % mean as u64));
                     break;
                 }
