@@ -184,26 +184,6 @@ fn halts(e: &crate::log::LogError) -> bool {
     matches!(e, crate::log::LogError::Halted(_) | crate::log::LogError::Io { .. })
 }
 
-/// Gather what the ingest gave for one message: its atoms and blobs, the messages it finished,
-/// and when it arrived.
-fn collect(
-    taken: crate::ingest::Taken,
-    at: Option<Instant>,
-    arrived: &mut HashMap<u64, Instant>,
-    atoms: &mut Vec<crate::atom::Atom>,
-    blobs: &mut Vec<Vec<u8>>,
-    finished: &mut Vec<crate::ingest::Finished>,
-) {
-    if let Some(at) = at {
-        arrived.insert(taken.message, at);
-    }
-    for i in taken.ingested {
-        atoms.push(i.atom);
-        blobs.extend(i.blob);
-    }
-    finished.extend(taken.finished);
-}
-
 /// Run the intake until every sender is gone. `told` hears the log size after each batch.
 pub fn run(
     mut ingest: Ingest,
@@ -237,16 +217,45 @@ pub fn run(
         let mut blobs = Vec::new();
         let mut finished = Vec::new();
         let mut received: BTreeMap<Stream, u64> = BTreeMap::new();
-        let is_frame = |stream: Stream| matches!(stream, Stream::Image | Stream::CompressedImage);
-        // Poses and transforms first, made durable before any frame is even converted; then
-        // frames, which find the transforms that came with them in this batch.
-        batch.sort_by_key(|a| is_frame(a.stream));
-        let frames_batch =
-            batch.split_off(batch.iter().position(|a| is_frame(a.stream)).unwrap_or(batch.len()));
+        let mut take =
+            |taken: crate::ingest::Taken, at: Option<Instant>, arrived: &mut HashMap<u64, Instant>| {
+                if let Some(at) = at {
+                    arrived.insert(taken.message, at);
+                }
+                for i in taken.ingested {
+                    atoms.push(i.atom);
+                    blobs.extend(i.blob);
+                }
+                finished.extend(taken.finished);
+            };
+        // In the order they arrived: the ingest's atoms are then the ones a replay of the same
+        // messages makes (a frame sees the transforms and calibrations that came before it).
         for arrival in batch.drain(..) {
             *received.entry(arrival.stream).or_default() += 1;
+            if matches!(arrival.stream, Stream::Image | Stream::CompressedImage)
+                && let Some(ns) = stamp_ns(&arrival.bytes)
+            {
+                let g = gaps.entry(arrival.stream).or_default();
+                if g.note(ns) {
+                    tracing::warn!(
+                        "{}: camera frames are being lost before they reach the node ({} of about {} so far, \
+                         by the gaps in their stamps). A camera driver started without a Fast DDS profile sends \
+                         each frame as UDP fragments, which are dropped under load; start it with \
+                         FASTDDS_DEFAULT_PROFILES_FILE set to this package's config/fastdds.xml (installed as \
+                         share/sion_memory/config/fastdds.xml; the launch file gives it to this node), so frames \
+                         travel by shared memory",
+                        ingest.config().topic(arrival.stream),
+                        g.missing,
+                        g.frames + g.missing
+                    );
+                }
+            }
             let taken = ingest.take(arrival.stream, &arrival.bytes);
-            collect(taken, Some(arrival.at), &mut arrived, &mut atoms, &mut blobs, &mut finished);
+            take(taken, Some(arrival.at), &mut arrived);
+        }
+        if !open {
+            // The end: frames still waiting for a transform will not get one.
+            take(ingest.flush(), None, &mut arrived);
         }
         let append = |atoms: Vec<crate::atom::Atom>| -> Result<Vec<crate::log::Appended>, String> {
             if atoms.is_empty() {
@@ -264,43 +273,18 @@ pub fn run(
                 e.to_string()
             })
         };
-        // Frames a transform released above commit to blobs: they wait for them.
-        let (mut framed, plain): (Vec<_>, Vec<_>) = std::mem::take(&mut atoms)
-            .into_iter()
-            .partition(|a| matches!(a.parts().payload, crate::atom::Payload::Blob(_)));
+        // Atoms that commit to no blob (poses, transforms) are made durable first, so they never
+        // wait for a batch's camera frames to be written; frames' atoms follow their blobs.
+        let (framed, plain): (Vec<_>, Vec<_>) =
+            atoms.into_iter().partition(|a| matches!(a.parts().payload, crate::atom::Payload::Blob(_)));
         let plain = append(plain);
         let plain_durable = Instant::now();
-        for arrival in frames_batch {
-            *received.entry(arrival.stream).or_default() += 1;
-            if let Some(ns) = stamp_ns(&arrival.bytes) {
-                let g = gaps.entry(arrival.stream).or_default();
-                if g.note(ns) {
-                    tracing::warn!(
-                        "{}: camera frames are being lost before they reach the node ({} of about {} so far, \
-                         by the gaps in their stamps). A camera driver started without a Fast DDS profile sends \
-                         each frame as UDP fragments, which are dropped under load; start it with \
-                         FASTDDS_DEFAULT_PROFILES_FILE set to this package's config/fastdds.xml (installed as \
-                         share/sion_memory/config/fastdds.xml; the launch file gives it to this node), so frames \
-                         travel by shared memory",
-                        ingest.config().topic(arrival.stream),
-                        g.missing,
-                        g.frames + g.missing
-                    );
-                }
-            }
-            let taken = ingest.take(arrival.stream, &arrival.bytes);
-            collect(taken, Some(arrival.at), &mut arrived, &mut atoms, &mut blobs, &mut finished);
-        }
-        if !open {
-            // The end: frames still waiting for a transform will not get one.
-            collect(ingest.flush(), None, &mut arrived, &mut atoms, &mut blobs, &mut finished);
-        }
-        framed.append(&mut atoms);
         let frames = match &plain {
             Ok(_) => sensors.keep_blobs(&blobs).map_err(|e| e.to_string()).and_then(|()| append(framed)),
             Err(e) => Err(e.clone()),
         };
         let durable = Instant::now();
+        let is_frame = |stream: Stream| matches!(stream, Stream::Image | Stream::CompressedImage);
         let mut last_position = None;
         for outcome in [&plain, &frames] {
             match outcome {
