@@ -3,9 +3,7 @@
 //! continuous mode and commits heads to the ledger; services answer with proofs; the head is
 //! published after every commit and the intake's counters periodically.
 //!
-//! Threads: two ROS executors spin and only forward raw messages — one for camera frames, on a
-//! DDS participant of its own (its own sockets and receive threads, so a flood of frame
-//! fragments never holds up a pose), one for everything else and the services; the intake
+//! Threads: the ROS executor spins on one thread and only forwards raw messages; the intake
 //! converts and writes them on another; services and publishers are tokio tasks, with proof
 //! building on the blocking pool.
 
@@ -34,50 +32,6 @@ pub use intake::Latencies;
 pub use params::Params;
 
 const NODE: &str = "sion_memory";
-/// The node that takes camera frames, in a ROS context (a DDS participant) of its own.
-const FRAMES_NODE: &str = "sion_memory_frames";
-
-/// Streams that carry camera frames, and so many large messages.
-fn is_frames(stream: Stream) -> bool {
-    matches!(stream, Stream::Image | Stream::CompressedImage | Stream::CameraInfo)
-}
-
-/// Spin `node` until `stop`, and after each spin hand every message taken to the intake,
-/// stamped with its receipt; a message the intake's queue has no room for is counted dropped.
-fn spin<S>(
-    mut node: r2r::Node,
-    mut subscriptions: Vec<(Stream, S)>,
-    queue: Arc<intake::Queue>,
-    arrivals_tx: mpsc::Sender<intake::Arrival>,
-    counters: intake::Counters,
-    stop: Arc<AtomicBool>,
-) where
-    S: futures::Stream<Item = Vec<u8>> + Unpin,
-{
-    let mut dropped: Vec<(Stream, u64)> = Vec::new();
-    while !stop.load(Ordering::SeqCst) {
-        node.spin_once(Duration::from_millis(5));
-        let at = std::time::Instant::now();
-        for (stream, sub) in &mut subscriptions {
-            while let Some(Some(bytes)) = sub.next().now_or_never() {
-                if !queue.offer(&arrivals_tx, intake::Arrival { stream: *stream, bytes, at }) {
-                    match dropped.iter_mut().find(|(s, _)| s == stream) {
-                        Some((_, n)) => *n += 1,
-                        None => dropped.push((*stream, 1)),
-                    }
-                }
-            }
-        }
-        if !dropped.is_empty() {
-            let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
-            for (stream, n) in dropped.drain(..) {
-                let c = counters.entry(stream).or_default();
-                c.received += n;
-                c.dropped += n;
-            }
-        }
-    }
-}
 
 /// The quality of service a robotics engineer expects on each stream: camera frames are
 /// sensor data (best effort, shallow), static transforms and maps are latched (transient
@@ -141,27 +95,18 @@ pub async fn run() -> Result<()> {
     // r2r hands each message through a channel of 10, and a consumer that waits for a busy
     // async worker would lose messages when it fills.
     let (arrivals_tx, arrivals) = mpsc::channel(p.intake_queue_messages.clamp(16, 1 << 20) as usize);
-    let queue = Arc::new(intake::Queue {
+    let queue = intake::Queue {
         max_bytes: (p.intake_queue_mb.clamp(1, 1 << 16) as usize) << 20,
         queued: Arc::default(),
-    });
+    };
     let queued = Arc::clone(&queue.queued);
-    let frames_ctx =
-        r2r::Context::create().context("initialising a second ROS 2 context for camera frames")?;
-    let mut frames_node =
-        r2r::Node::create(frames_ctx, FRAMES_NODE, "").context("creating the frames node")?;
-    let (mut subscriptions, mut frame_subscriptions) = (Vec::new(), Vec::new());
+    let mut subscriptions = Vec::new();
     for stream in Stream::ALL {
         let topic = p.topic(stream).to_owned();
-        let (on, subs) = if is_frames(stream) {
-            (&mut frames_node, &mut frame_subscriptions)
-        } else {
-            (&mut node, &mut subscriptions)
-        };
-        let sub = on
+        let sub = node
             .subscribe_raw(&topic, stream.message_type(), qos(stream))
             .with_context(|| format!("subscribing to {topic} ({})", stream.message_type()))?;
-        subs.push((stream, sub));
+        subscriptions.push((stream, sub));
     }
 
     let head_pub = node.create_publisher::<msg::Head>(
@@ -212,20 +157,37 @@ pub async fn run() -> Result<()> {
         shutdown.clone(),
     ));
 
-    // The executors: frames on their own participant and thread, the rest with the services.
+    // The executor: spin until asked to stop, and after each spin hand every message taken to
+    // the intake, stamped with its receipt.
     let stop = Arc::new(AtomicBool::new(false));
-    let frames_spinner = {
-        let (queue, tx, counters, stop) =
-            (queue.clone(), arrivals_tx.clone(), counters.clone(), stop.clone());
-        std::thread::Builder::new()
-            .name("ros-spin-frames".into())
-            .spawn(move || spin(frames_node, frame_subscriptions, queue, tx, counters, stop))?
-    };
     let spinner = {
-        let (counters, stop) = (counters.clone(), stop.clone());
-        std::thread::Builder::new()
-            .name("ros-spin".into())
-            .spawn(move || spin(node, subscriptions, queue, arrivals_tx, counters, stop))?
+        let stop = stop.clone();
+        let counters = counters.clone();
+        std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
+            let mut dropped: Vec<(Stream, u64)> = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                node.spin_once(Duration::from_millis(5));
+                let at = std::time::Instant::now();
+                for (stream, sub) in &mut subscriptions {
+                    while let Some(Some(bytes)) = sub.next().now_or_never() {
+                        if !queue.offer(&arrivals_tx, intake::Arrival { stream: *stream, bytes, at }) {
+                            match dropped.iter_mut().find(|(s, _)| s == stream) {
+                                Some((_, n)) => *n += 1,
+                                None => dropped.push((*stream, 1)),
+                            }
+                        }
+                    }
+                }
+                if !dropped.is_empty() {
+                    let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
+                    for (stream, n) in dropped.drain(..) {
+                        let c = counters.entry(stream).or_default();
+                        c.received += n;
+                        c.dropped += n;
+                    }
+                }
+            }
+        })?
     };
     tracing::info!(
         "sion_memory is up: remembering {}",
@@ -247,7 +209,6 @@ pub async fn run() -> Result<()> {
         stop.store(true, Ordering::SeqCst);
         let drained = tokio::task::spawn_blocking(move || {
             spinner.join().map_err(|_| anyhow!("the ROS executor thread panicked"))?;
-            frames_spinner.join().map_err(|_| anyhow!("the frames' ROS executor thread panicked"))?;
             // With the node gone its subscriptions end; the intake drains what it holds.
             intake.join().map_err(|_| anyhow!("the intake panicked"))
         })
