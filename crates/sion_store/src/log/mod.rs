@@ -1121,15 +1121,21 @@ pub struct Survey {
     pub whole_after: u64,
 }
 
-/// Survey a log's segments (see [`Survey`]); the log at `dir` is only read.
-pub fn survey(dir: &Path) -> Result<Survey, LogError> {
-    let seg_dir = dir.join("segments");
-    let mut firsts: Vec<u64> = fs::read_dir(&seg_dir)
+/// The first positions of the segments in `seg_dir`, from their names, in order.
+pub(crate) fn segment_firsts(seg_dir: &Path) -> Result<Vec<u64>, LogError> {
+    let mut firsts: Vec<u64> = fs::read_dir(seg_dir)
         .map_err(io_err(format!("listing {}", seg_dir.display())))?
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str()?.strip_suffix(".seg")?.parse().ok())
         .collect();
     firsts.sort_unstable();
+    Ok(firsts)
+}
+
+/// Survey a log's segments (see [`Survey`]); the log at `dir` is only read.
+pub fn survey(dir: &Path) -> Result<Survey, LogError> {
+    let seg_dir = dir.join("segments");
+    let firsts = segment_firsts(&seg_dir)?;
     let mut out = Survey { segments: firsts.len(), ..Survey::default() };
     for first in firsts {
         let path = segment::segment_path(&seg_dir, first);

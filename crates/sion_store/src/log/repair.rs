@@ -47,14 +47,8 @@ pub fn repair(dir: &Path, disk: &Disk) -> Result<LogRepair, LogError> {
     let torn = dir.join("torn");
     disk.create_dir_all(&torn).map_err(io_err(format!("creating {}", torn.display())))?;
     let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut firsts: Vec<u64> = fs::read_dir(&segments)
-        .map_err(io_err(format!("listing {}", segments.display())))?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".seg")?.parse().ok())
-        .collect();
-    firsts.sort_unstable();
     let mut past_damage = false;
-    for first in firsts {
+    for first in super::segment_firsts(&segments)? {
         let path = segment::segment_path(&segments, first);
         let len = fs::metadata(&path).map_err(io_err(format!("reading {}", path.display())))?.len();
         if path == damaged && byte > HEADER_LEN {
