@@ -83,6 +83,61 @@ fn a_checkpoint_plus_the_tail_folds_to_the_same_root_as_from_scratch() {
     }
 }
 
+/// A robot's pose subject gets an atom a millisecond: in a day, 86 million positions in one
+/// list. Its positions are kept in full runs of 4096 under list nodes, so no record grows with
+/// the list (format 2 merged them into one run, unreadable once past 16 MiB, ~4.7 h of poses).
+#[test]
+fn a_long_subject_list_is_kept_in_bounded_runs_and_answers_whole_at_every_head() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("memory");
+    // 24,582 positions at the end: six full runs (under list nodes of levels 2 and 1) and a
+    // tail; partial runs on the way.
+    let n = 26_631;
+    let atoms: Vec<Atom> = (0..n)
+        .map(|i| {
+            let mut p = AtomParts::new(
+                Kind::Pose,
+                "map",
+                BoxMm::point([i as i64 % 5000, 0, 0]),
+                Interval { from_ns: i as i64 * 1_000_000, to_ns: i as i64 * 1_000_000 + 1 },
+                Permille(1000),
+            );
+            // Every atom but each 13th, so the list's positions are not the log's.
+            if i % 13 != 0 {
+                p.subject = "robot-1".into();
+            }
+            Atom::new(p).expect("valid")
+        })
+        .collect();
+    let mut rng = SplitMix64::new(5);
+    let mut memory = Memory::create(&dir, None, None).expect("create");
+    let mut heads = Vec::new();
+    let mut at = 0;
+    while at < atoms.len() {
+        let end = (at + rng.range(1, 6000) as usize).min(atoms.len());
+        memory.remember(atoms[at..end].to_vec()).expect("remember");
+        heads.push(memory.commit(false).expect("commit").head.size);
+        at = end;
+        // Reopened now and then: the writer takes the list up from its record on disk.
+        if rng.chance(300) {
+            drop(memory);
+            memory = Memory::open(&dir).expect("open");
+        }
+    }
+    let key = memory.ledger().public_key();
+    for &size in &heads {
+        let file = memory
+            .prove_list(sion_memory::proof::ListKey::Subject("robot-1".into()), Some(size))
+            .expect("prove");
+        let verified = file.verify(Some(&key)).expect("verifies");
+        let sion_memory::proof::Claim::List { atoms: got, .. } = verified.claim else { panic!("list") };
+        let expected: Vec<u64> = (0..size).filter(|i| i % 13 != 0).collect();
+        let positions: Vec<u64> = got.iter().map(|(p, _)| *p).collect();
+        assert_eq!(positions, expected, "as of {size}");
+    }
+    assert_eq!(memory.index().expect("index").root().expect("root"), scratch_root(&atoms));
+}
+
 fn memory_with_heads(dir: &Path) -> (Vec<Atom>, Vec<u64>) {
     let mut memory = Memory::create(dir, None, None).expect("create");
     let atoms: Vec<Atom> = Warehouse::new(WarehouseConfig::default()).take(9000).collect();

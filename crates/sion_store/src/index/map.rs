@@ -366,6 +366,7 @@ mod tests {
             first_position: 0,
             last_position: 0,
             peaks: Vec::new(),
+            full: Vec::new(),
             runs: Vec::new(),
             tail: Vec::new(),
         }))

@@ -38,7 +38,11 @@ pub mod kind {
     pub const LIST_RUN: u8 = 9;
     pub const ROOT: u8 = 10;
     pub const CRIT_PAGE: u8 = 11;
+    pub const LIST_NODE: u8 = 12;
 }
+
+/// Positions in a full list run; a list's partial runs hold fewer between them.
+pub const FULL_RUN: usize = 4096;
 
 /// Inner nodes in a crit-bit page, at most.
 pub const MAX_PAGE: usize = 64;
@@ -174,9 +178,36 @@ pub struct ListRec {
     pub last_position: u64,
     /// The list tree's peaks (largest first): its root, and the next leaf's place.
     pub peaks: Vec<Digest>,
+    /// Its full runs ([`FULL_RUN`] positions each), as a frontier of perfect subtrees, largest
+    /// first: so a record stays small and no run grows with the list.
+    pub full: Vec<ListSlot>,
+    /// The positions after the full runs: fewer than [`FULL_RUN`] between them.
     pub runs: Vec<RunRef>,
     /// The latest positions, not in a run yet (at most [`MAX_TAIL`]).
     pub tail: Vec<u64>,
+}
+
+/// A perfect subtree of `2^level` full list runs: level 0 is a list run, level `l ≥ 1` a
+/// list node over two subtrees of level `l − 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListSlot {
+    pub level: u8,
+    pub ptr: Ptr,
+}
+
+impl ListSlot {
+    /// The positions under it.
+    pub fn positions(self) -> u64 {
+        (FULL_RUN as u64) << self.level
+    }
+}
+
+/// Two subtrees of full list runs, of the level below this one's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListNodeRec {
+    pub level: u8,
+    pub left: Ptr,
+    pub right: Ptr,
 }
 
 /// A list's latest positions stay in its record until this many, then go to a run.
@@ -218,8 +249,12 @@ pub enum Record {
     CritPage(CritPage),
     List(ListRec),
     ListRun(ListRunRec),
+    ListNode(ListNodeRec),
     Root(RootRec),
 }
+
+/// Full runs sit under at most this many levels of list nodes (2^52 × 4096 = 2^64 positions).
+const MAX_LIST_LEVEL: u8 = 52;
 
 fn put_box(out: &mut Vec<u8>, b: &SpaceTime) {
     out.put_bytes(&b.encode());
@@ -515,6 +550,11 @@ impl Record {
                 for p in &l.peaks {
                     out.put_bytes(p);
                 }
+                out.put_u8(l.full.len() as u8);
+                for slot in &l.full {
+                    out.put_u8(slot.level);
+                    out.put_u64(slot.ptr);
+                }
                 put_runs(out, &l.runs);
                 put_positions(out, &l.tail);
             }
@@ -527,6 +567,12 @@ impl Record {
                     out.put_varint(p.wrapping_sub(last));
                     last = p;
                 }
+            }
+            Record::ListNode(node) => {
+                out.put_u8(kind::LIST_NODE);
+                out.put_u8(node.level);
+                out.put_u64(node.left);
+                out.put_u64(node.right);
             }
             Record::Root(root) => {
                 out.put_u8(kind::ROOT);
@@ -643,6 +689,35 @@ impl Record {
                     return Err(invalid("peaks", format!("{n} for {count_} leaves")));
                 }
                 let peaks = (0..n).map(|_| r.array("peak")).collect::<Result<_, _>>()?;
+                let f = usize::from(r.u8("full runs")?);
+                if f > MAX_FRONTIER {
+                    return Err(invalid("full runs", format!("{f} subtrees")));
+                }
+                let mut full: Vec<ListSlot> = Vec::with_capacity(f);
+                for _ in 0..f {
+                    let slot = ListSlot { level: r.u8("full run level")?, ptr: r.u64("full run")? };
+                    // Largest first, one of each size: a frontier.
+                    if slot.level > MAX_LIST_LEVEL || full.last().is_some_and(|s| s.level <= slot.level) {
+                        return Err(invalid("full run level", format!("{}", slot.level)));
+                    }
+                    if slot.ptr == 0 {
+                        return Err(invalid("full run", "pointer 0".into()));
+                    }
+                    full.push(slot);
+                }
+                let runs = read_runs(&mut r)?;
+                let tail = read_positions(&mut r)?;
+                let in_runs: u64 = runs.iter().map(|run| u64::from(run.count)).sum();
+                if in_runs >= FULL_RUN as u64 {
+                    return Err(invalid("runs", format!("{in_runs} positions, a full run or more")));
+                }
+                let held = full
+                    .iter()
+                    .map(|s| s.positions())
+                    .try_fold(in_runs + tail.len() as u64, u64::checked_add);
+                if held != Some(count_) {
+                    return Err(invalid("count", format!("{count_} leaves, other than the positions held")));
+                }
                 Record::List(ListRec {
                     key,
                     label,
@@ -650,12 +725,24 @@ impl Record {
                     first_position,
                     last_position,
                     peaks,
-                    runs: read_runs(&mut r)?,
-                    tail: read_positions(&mut r)?,
+                    full,
+                    runs,
+                    tail,
                 })
             }
+            kind::LIST_NODE => {
+                let level = r.u8("list node level")?;
+                if level == 0 || level > MAX_LIST_LEVEL {
+                    return Err(invalid("list node level", format!("{level}")));
+                }
+                let (left, right) = (r.u64("left")?, r.u64("right")?);
+                if left == 0 || right == 0 {
+                    return Err(invalid("list node", "pointer 0".into()));
+                }
+                Record::ListNode(ListNodeRec { level, left, right })
+            }
             kind::LIST_RUN => {
-                let n = count(&mut r, "positions", usize::MAX, 1)?;
+                let n = count(&mut r, "positions", FULL_RUN, 1)?;
                 let mut positions = Vec::with_capacity(n);
                 let mut last = 0u64;
                 for _ in 0..n {
@@ -704,8 +791,9 @@ impl Record {
             Record::Cells(c) => c.items.len() * 128,
             Record::Frame(f) => (f.hours.len() + f.months.len()) * 128 + f.name.len() + 128,
             Record::CritPage(p) => p.nodes.len() * 160,
-            Record::List(l) => l.peaks.len() * 32 + l.runs.len() * 16 + l.label.len() + 96,
+            Record::List(l) => l.peaks.len() * 32 + (l.full.len() + l.runs.len()) * 16 + l.label.len() + 96,
             Record::ListRun(r) => r.positions.len() * 8,
+            Record::ListNode(_) => 24,
             Record::Root(r) => r.frames.len() * 256 + 128,
         }
     }
@@ -764,6 +852,51 @@ mod tests {
     }
 
     #[test]
+    fn a_list_must_hold_the_positions_it_counts_in_bounded_runs() {
+        let list = |count: u64, full: Vec<ListSlot>, runs: Vec<RunRef>| {
+            Record::List(ListRec {
+                key: [1; 32],
+                label: String::new(),
+                count,
+                first_position: 0,
+                last_position: 0,
+                peaks: vec![[7; 32]; count.count_ones() as usize],
+                full,
+                runs,
+                tail: vec![1],
+            })
+            .encode()
+        };
+        let slot = |level, ptr| ListSlot { level, ptr };
+        let run = |count| RunRef { ptr: 5, count };
+        let whole = FULL_RUN as u64;
+        assert!(Record::decode(&list(3 * whole + 33, vec![slot(1, 9), slot(0, 8)], vec![run(32)])).is_ok());
+        let refused = [
+            ("count off by one", list(3 * whole + 34, vec![slot(1, 9), slot(0, 8)], vec![run(32)])),
+            ("smallest first", list(3 * whole + 33, vec![slot(0, 8), slot(1, 9)], vec![run(32)])),
+            ("two of a size", list(2 * whole + 33, vec![slot(0, 9), slot(0, 8)], vec![run(32)])),
+            ("pointer 0", list(whole + 33, vec![slot(0, 0)], vec![run(32)])),
+            ("a full run among the partial ones", list(whole + 1, Vec::new(), vec![run(FULL_RUN as u32)])),
+            ("level past 52", list(1, vec![slot(53, 8)], Vec::new())),
+        ];
+        for (what, bytes) in refused {
+            assert!(Record::decode(&bytes).is_err(), "{what}");
+        }
+        // A list run holds at most a full run's positions; a list node is over two subtrees.
+        let mut long = vec![kind::LIST_RUN];
+        long.put_u32(FULL_RUN as u32 + 1);
+        long.extend(std::iter::repeat_n(1u8, FULL_RUN + 1));
+        assert!(Record::decode(&long).is_err());
+        long[1..5].copy_from_slice(&(FULL_RUN as u32).to_le_bytes());
+        long.pop();
+        assert!(Record::decode(&long).is_ok());
+        for (level, left) in [(0u8, 8u64), (53, 8), (1, 0)] {
+            let node = Record::ListNode(ListNodeRec { level, left, right: 9 }).encode();
+            assert!(Record::decode(&node).is_err(), "level {level}, left {left}");
+        }
+    }
+
+    #[test]
     fn records_round_trip_and_refuse_trailing_bytes() {
         let entry = Entry { position: 9, id: AtomId([3; 32]), bbox: summary(2).bbox };
         let slot = Slot { level: 2, ptr: 77, first: -4, last: 9, summary: summary(1) };
@@ -811,14 +944,27 @@ mod tests {
             Record::List(ListRec {
                 key: [4; 32],
                 label: "pallet-17".into(),
-                count: 3,
+                count: 5,
                 first_position: 2,
                 last_position: 40,
                 peaks: vec![[1; 32], [2; 32]],
+                full: Vec::new(),
                 runs: vec![RunRef { ptr: 3, count: 3 }],
                 tail: vec![41, 45],
             }),
+            Record::List(ListRec {
+                key: [5; 32],
+                label: String::new(),
+                count: 3 * FULL_RUN as u64 + 17,
+                first_position: 0,
+                last_position: 99_999,
+                peaks: vec![[1; 32], [2; 32], [3; 32], [4; 32]],
+                full: vec![ListSlot { level: 1, ptr: 90 }, ListSlot { level: 0, ptr: 80 }],
+                runs: vec![RunRef { ptr: 70, count: 16 }],
+                tail: vec![99_999],
+            }),
             Record::ListRun(ListRunRec { positions: vec![2, 3, 40, u64::MAX] }),
+            Record::ListNode(ListNodeRec { level: 3, left: 8, right: 900 }),
             Record::Root(RootRec {
                 version: 40,
                 frames: vec![RootFrame { name: "map".into(), ptr: 8, short: Some(summary(1)), long: None }],

@@ -14,7 +14,9 @@ use sion_verify::index::{
 use sion_verify::merkle::{Blake3, Digest, Frontier, MemoryTree};
 
 use super::IndexError;
-use super::record::{BucketRec, CellItem, CritChild, Ptr, Record, RootFrame, RootRec, Slot};
+use super::record::{
+    BucketRec, CellItem, CritChild, FULL_RUN, ListSlot, Ptr, Record, RootFrame, RootRec, Slot,
+};
 use super::store::Store;
 use super::tree::{BlockTree, Items, Shape, Step, Summary, interior_of, walk};
 
@@ -346,9 +348,14 @@ impl Snapshot {
             .ok_or_else(|| IndexError::Damaged(format!("the list at {} has the wrong peaks", at.ptr)))?
             .root();
         if list.key == *key {
+            for slot in &list.full {
+                full_runs(&self.store, *slot, &mut answer.positions)?;
+            }
             for run in &list.runs {
                 match &*self.store.read(run.ptr)? {
-                    Record::ListRun(r) => answer.positions.extend_from_slice(&r.positions),
+                    Record::ListRun(r) if r.positions.len() == run.count as usize => {
+                        answer.positions.extend_from_slice(&r.positions)
+                    }
                     _ => return Err(IndexError::Damaged(format!("the list run at {} is not one", run.ptr))),
                 }
             }
@@ -359,6 +366,26 @@ impl Snapshot {
         }
         answer.leaf = Some(MapLeaf { key: list.key, label: list.label, count: list.count, root });
         Ok(answer)
+    }
+}
+
+/// The positions of the full list runs under `slot`, in order, onto `out`. Each list node is
+/// one level above its children, so the descent ends within 52 levels whatever the file says.
+fn full_runs(store: &Store, slot: ListSlot, out: &mut Vec<u64>) -> Result<(), IndexError> {
+    let record = store.read(slot.ptr)?;
+    match (&*record, slot.level) {
+        (Record::ListRun(r), 0) if r.positions.len() == FULL_RUN => {
+            out.extend_from_slice(&r.positions);
+            Ok(())
+        }
+        (Record::ListNode(n), level) if n.level == level && level > 0 => {
+            full_runs(store, ListSlot { level: level - 1, ptr: n.left }, out)?;
+            full_runs(store, ListSlot { level: level - 1, ptr: n.right }, out)
+        }
+        _ => Err(IndexError::Damaged(format!(
+            "the full list run (level {}) at {} is not one",
+            slot.level, slot.ptr
+        ))),
     }
 }
 

@@ -19,8 +19,8 @@ use sion_verify::merkle::{Blake3, Digest, Frontier, TreeHasher as _};
 
 use super::map::MemMap;
 use super::record::{
-    BucketRec, CellItem, CellsRec, FrameRec, ListRec, ListRunRec, NodeRec, Period, Ptr, Record, RootFrame,
-    RootRec, RunRec, RunRef, Slot,
+    BucketRec, CellItem, CellsRec, FULL_RUN, FrameRec, ListNodeRec, ListRec, ListRunRec, ListSlot, NodeRec,
+    Period, Ptr, Record, RootFrame, RootRec, RunRec, RunRef, Slot,
 };
 use super::store::Store;
 use super::tree::{BlockTree, Shape, root_of};
@@ -86,6 +86,8 @@ struct HotList {
     frontier: Frontier<ListHasher>,
     first_position: u64,
     last_position: u64,
+    /// Full runs, as a frontier of perfect subtrees (docs/INDEX-STORE.md, list).
+    full: Vec<ListSlot>,
     runs: Vec<RunRef>,
     /// Positions not in a run: they travel in the list's record.
     tail: Vec<u64>,
@@ -373,6 +375,7 @@ impl Writer {
                 frontier: Frontier::new(),
                 first_position: 0,
                 last_position: 0,
+                full: Vec::new(),
                 runs: Vec::new(),
                 tail: Vec::new(),
                 dirty: false,
@@ -392,6 +395,7 @@ impl Writer {
                     hot.label = l.label;
                     hot.first_position = l.first_position;
                     hot.last_position = l.last_position;
+                    hot.full = l.full;
                     hot.runs = l.runs;
                     hot.tail = l.tail;
                 }
@@ -627,6 +631,7 @@ impl Writer {
                     first_position: list.first_position,
                     last_position: list.last_position,
                     peaks: list.frontier.peaks().to_vec(),
+                    full: list.full.clone(),
                     runs: list.runs.clone(),
                     tail: list.tail.clone(),
                 }));
@@ -825,20 +830,38 @@ impl HotList {
         self.touched = seals;
     }
 
-    /// Once the tail is long, write it as a run, merging runs as buckets do.
+    /// Once the tail is long, write it as runs: while the partial runs and the tail make a
+    /// full run ([`FULL_RUN`] positions), they become one, which joins the frontier of full
+    /// runs (subtrees of equal size merge, as in a Merkle frontier); what is left becomes a
+    /// partial run, merged with the ones before it as buckets merge theirs. So no record grows
+    /// with the list, and a merge rewrites at most a full run.
     fn write_runs(&mut self, store: &Store) -> Result<(), IndexError> {
         if self.tail.len() < super::record::MAX_TAIL {
             return Ok(());
         }
-        let mut positions = std::mem::take(&mut self.tail);
-        while let Some(last) = self.runs.last() {
+        let mut rest = std::mem::take(&mut self.tail);
+        loop {
+            let held: usize = self.runs.iter().map(|r| r.count as usize).sum();
+            if held + rest.len() < FULL_RUN {
+                break;
+            }
+            let mut positions = Vec::with_capacity(FULL_RUN);
+            for run in std::mem::take(&mut self.runs) {
+                positions.extend_from_slice(&self.run_positions(store, run)?);
+            }
+            let more: Vec<u64> = rest.drain(..FULL_RUN - held).collect();
+            positions.extend_from_slice(&more);
+            self.push_full(store, positions);
+        }
+        if rest.is_empty() {
+            return Ok(());
+        }
+        let mut positions = rest;
+        while let Some(last) = self.runs.last().copied() {
             if last.count as usize > positions.len() {
                 break;
             }
-            let mut earlier = match &*store.read(last.ptr)? {
-                Record::ListRun(r) => r.positions.clone(),
-                _ => return Err(damaged(format!("the list run at {} is not one", last.ptr))),
-            };
+            let mut earlier = self.run_positions(store, last)?;
             earlier.extend_from_slice(&positions);
             positions = earlier;
             self.runs.pop();
@@ -847,5 +870,28 @@ impl HotList {
         let ptr = store.append(Record::ListRun(ListRunRec { positions }));
         self.runs.push(RunRef { ptr, count });
         Ok(())
+    }
+
+    fn run_positions(&self, store: &Store, run: RunRef) -> Result<Vec<u64>, IndexError> {
+        match &*store.read(run.ptr)? {
+            Record::ListRun(r) if r.positions.len() == run.count as usize => Ok(r.positions.clone()),
+            _ => Err(damaged(format!("the list run at {} is not one", run.ptr))),
+        }
+    }
+
+    /// Write a full run and add it to the frontier of full runs.
+    fn push_full(&mut self, store: &Store, positions: Vec<u64>) {
+        let ptr = store.append(Record::ListRun(ListRunRec { positions }));
+        let mut slot = ListSlot { level: 0, ptr };
+        while let Some(last) = self.full.last().copied() {
+            if last.level != slot.level {
+                break;
+            }
+            self.full.pop();
+            let level = slot.level + 1;
+            let ptr = store.append(Record::ListNode(ListNodeRec { level, left: last.ptr, right: slot.ptr }));
+            slot = ListSlot { level, ptr };
+        }
+        self.full.push(slot);
     }
 }
