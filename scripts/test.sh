@@ -59,6 +59,13 @@ phase "the node on a real ROS 2 graph"
 sion_install_node --prebuilt
 bash scripts/isolated.sh python3 -m unittest discover -s tests/ros -v
 
+# The soak, short: the node under the load benchmark's topics and proved queries, SIGKILLed at
+# random moments and started again by its launcher; every acknowledged message must be in the
+# memory after. The long one (30 minutes, 100 kills) is `bash scripts/soak.sh`.
+phase "soak, short: the node killed under load, restarted by its launcher"
+built="${CARGO_TARGET_DIR:-$PWD/target}/debug"
+bash scripts/isolated.sh "$built/examples/ros_soak" --seconds 90 --kills 6 --sion "$built/sion"
+
 # The route ROS users take: a colcon workspace with sion_memory_msgs and this package, built by
 # colcon-cargo and colcon-ros-cargo (cargo ament-build), its installed layout checked. Cargo
 # builds in the test build's target directory with its features and lint wrapper, so only r2r

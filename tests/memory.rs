@@ -55,6 +55,27 @@ fn remember_commit_prove_verify() {
     assert_eq!(memory.agent(), Some("site/robot-2"));
 }
 
+/// A query before the first commit (a node's first seconds) is refused with the reason, not
+/// as an index that does not match its head.
+#[test]
+fn a_query_before_the_first_commit_says_nothing_is_committed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("create");
+    let q = sion_memory::index::geom::Query::new(
+        "map",
+        sion_memory::atom::BoxMm { min_mm: [0; 3], max_mm: [1000; 3] },
+        0,
+        i64::MAX,
+    )
+    .expect("query");
+    let refused = memory.prove_range(&q, None).expect_err("nothing to prove against");
+    assert!(matches!(refused, MemoryError::NothingCommitted), "{refused}");
+    assert!(refused.to_string().contains("nothing is committed yet"));
+    memory.remember(Warehouse::new(WarehouseConfig::default()).take(10).collect()).expect("remember");
+    memory.commit(false).expect("commit");
+    memory.prove_range(&q, None).expect("proved once committed");
+}
+
 #[test]
 fn a_log_that_lost_committed_atoms_is_refused() {
     let tmp = tempfile::tempdir().expect("tmp");

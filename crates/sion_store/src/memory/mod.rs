@@ -56,6 +56,10 @@ pub enum MemoryError {
         "the index rebuilt from the log's first {size} atoms does not match the index root committed for them"
     )]
     IndexMismatch { size: u64 },
+    #[error(
+        "nothing is committed yet: the memory's committed head holds no atoms (a commit follows the first atoms)"
+    )]
+    NothingCommitted,
     #[error("position {0} is not omitted: the committed index answers it for its own box and interval")]
     NotOmitted(u64),
     #[error(transparent)]
@@ -755,6 +759,10 @@ pub fn snapshot_of(
     index_v2_from: u64,
 ) -> Result<crate::index::Snapshot, MemoryError> {
     let size = version.head.size;
+    // A new memory's head commits no index (docs/LEDGER.md: its index root is zeros).
+    if size == 0 {
+        return Err(MemoryError::NothingCommitted);
+    }
     if size < index_v2_from {
         return Err(MemoryError::OldIndex { size });
     }
