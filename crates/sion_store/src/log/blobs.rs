@@ -6,11 +6,13 @@
 //!
 //! A pack is the magic `SIONBLB1`, then records: the body's length (u64, little-endian), its
 //! BLAKE3 hash (32 bytes), the body. Keep blobs before remembering the atoms that commit to
-//! them, so no durable atom points at nothing. On open the packs are indexed by walking the
-//! record headers, and the records of the last pack's last 512 MiB are checked against their
-//! hashes (one that fails is left out of the index, so keeping it again writes it again).
-//! Opening changes nothing: a torn tail of the last pack (a record running past the end) is
-//! cut only when a blob is next kept, and its bytes are first copied to `torn/`. Reading checks
+//! them, so no durable atom points at nothing. The closed packs are found through index runs
+//! on disk (`blob_index`); on open the last pack is indexed by walking its record headers, and
+//! the records of its last 512 MiB are checked against their hashes (one that fails is left
+//! out of the index, so keeping it again writes it again).
+//! Opening changes no pack (a reader's open writes nothing at all; a writer's may write index
+//! runs): a torn tail of the last pack (a record running past the end) is cut only when a
+//! blob is next kept, and its bytes are first copied to `torn/`. Reading checks
 //! the hash again: a corrupted blob is an error, never silent.
 
 use std::collections::HashMap;
@@ -21,6 +23,8 @@ use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use super::blob_index;
 
 /// Why a blob could not be kept or read.
 #[derive(Debug, thiserror::Error)]
@@ -48,8 +52,10 @@ fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> BlobErro
 const MAGIC: &[u8; 8] = b"SIONBLB1";
 /// A record's header: the body's length and hash.
 const HEADER: u64 = 8 + 32;
-/// A pack past this size is closed and the next one begun.
+/// A pack past this size, or holding this many blobs, is closed and the next one begun: what
+/// the store holds in memory is bounded by them.
 const PACK_LIMIT: u64 = 1 << 30;
+const PACK_BLOBS: u64 = 1 << 16;
 /// How much of the last pack's end is checked against its hashes on open: more than any one
 /// batch writes, so whatever a crash interrupted is inside it.
 const VERIFY_TAIL: u64 = 512 << 20;
@@ -64,7 +70,17 @@ struct Location {
 
 #[derive(Debug)]
 struct State {
+    /// The current pack's blobs, and any a closed pack holds that the runs do not cover (a
+    /// reader's store whose index runs are missing, or a run that failed to be written).
     index: HashMap<[u8; 32], Location>,
+    /// Blobs in the current pack.
+    current_blobs: u64,
+    /// The closed packs' index on disk.
+    runs: blob_index::Index,
+    /// Whether this process writes the store (a reader writes nothing, index runs included).
+    writer: bool,
+    /// An index merge is under way on a thread of its own.
+    merging: bool,
     /// The pack being appended to and its durable length.
     current: Option<(u32, File, u64)>,
     next_pack: u32,
@@ -105,6 +121,7 @@ pub struct BlobStore {
     disk: Disk,
     dir: PathBuf,
     state: Arc<Mutex<State>>,
+    pack_limit: u64,
 }
 
 fn pack_name(n: u32) -> String {
@@ -121,6 +138,10 @@ impl BlobStore {
         if !dir.exists() {
             let state = State {
                 index: HashMap::new(),
+                current_blobs: 0,
+                runs: blob_index::Index::empty(&dir.join("index")),
+                writer: false,
+                merging: false,
                 current: None,
                 next_pack: 0,
                 torn_tail: false,
@@ -128,9 +149,14 @@ impl BlobStore {
                 damage: Vec::new(),
                 name_pending: false,
             };
-            return Ok(Self { disk: Disk::os(), dir: dir.to_owned(), state: Arc::new(Mutex::new(state)) });
+            return Ok(Self {
+                disk: Disk::os(),
+                dir: dir.to_owned(),
+                state: Arc::new(Mutex::new(state)),
+                pack_limit: PACK_LIMIT,
+            });
         }
-        Self::open(dir)
+        Self::open_with(&Disk::os(), dir, false)
     }
 
     /// The store in `dir`, created if absent; a torn tail a crash left is cut.
@@ -140,7 +166,15 @@ impl BlobStore {
 
     /// The same, writing through `disk`.
     pub fn open_on(disk: &Disk, dir: &Path) -> Result<Self, BlobError> {
-        disk.create_dir_all(dir).map_err(io_err("creating", dir))?;
+        Self::open_with(disk, dir, true)
+    }
+
+    /// Open; `writer` says whether this process writes the store (and so may write the index
+    /// runs the packs lack): a reader changes nothing.
+    fn open_with(disk: &Disk, dir: &Path, writer: bool) -> Result<Self, BlobError> {
+        if writer {
+            disk.create_dir_all(dir).map_err(io_err("creating", dir))?;
+        }
         let mut packs: Vec<u32> = fs::read_dir(dir)
             .map_err(io_err("listing", dir))?
             .filter_map(|e| e.ok())
@@ -149,6 +183,8 @@ impl BlobStore {
                 let name = name.to_str()?;
                 name.strip_prefix("pack-")?.strip_suffix(".blobs")?.parse().ok()
             })
+            // The last number is never a pack's: the next would not have one.
+            .filter(|&n: &u32| n < u32::MAX)
             .collect();
         packs.sort_unstable();
         let mut damage = Vec::new();
@@ -170,27 +206,66 @@ impl BlobStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("reading", &dir.join(REPAIRED))(e)),
         }
-        let mut index = HashMap::new();
+        // The closed packs through their index runs (built from the packs where missing);
+        // the last one, being written to, by its record headers.
+        let mut closed = Vec::with_capacity(packs.len());
+        for &pack in &packs[..packs.len().saturating_sub(1)] {
+            let path = dir.join(pack_name(pack));
+            closed.push((pack, fs::metadata(&path).map_err(io_err("reading the size of", &path))?.len()));
+        }
+        let (runs, loose) = blob_index::Index::open(disk, &dir.join("index"), &closed, writer, |pack| {
+            let path = dir.join(pack_name(pack));
+            let file = disk.open(&path, Open::Read).map_err(io_err("opening", &path))?;
+            let mut found = HashMap::new();
+            scan(&file, &path, pack, false, &mut found)?;
+            Ok(found
+                .into_iter()
+                .map(|(hash, at)| blob_index::Entry { hash, pack: at.pack, offset: at.offset, len: at.len })
+                .collect())
+        })?;
+        let mut index: HashMap<[u8; 32], Location> = loose
+            .into_iter()
+            .map(|e| (e.hash, Location { pack: e.pack, offset: e.offset, len: e.len }))
+            .collect();
         let mut current = None;
         let mut torn_tail = false;
-        for (i, &pack) in packs.iter().enumerate() {
-            let last = i + 1 == packs.len();
+        let mut current_blobs = 0;
+        if let Some(&pack) = packs.last() {
             let path = dir.join(pack_name(pack));
             // Read-only until a blob is kept, so a memory on read-only media opens.
             let file = disk.open(&path, Open::Read).map_err(io_err("opening", &path))?;
-            let (durable, len) = scan(&file, &path, pack, last, &mut index)?;
-            if last {
-                torn_tail = durable < len;
-                if torn_tail {
-                    damage.push(format!("{} ends inside a record at byte {durable}", pack_name(pack)));
-                }
-                current = Some((pack, file, durable));
+            let mut found = HashMap::new();
+            let (durable, len) = scan(&file, &path, pack, true, &mut found)?;
+            current_blobs = found.len() as u64;
+            for (hash, at) in found {
+                index.entry(hash).or_insert(at);
             }
+            torn_tail = durable < len;
+            if torn_tail {
+                damage.push(format!("{} ends inside a record at byte {durable}", pack_name(pack)));
+            }
+            current = Some((pack, file, durable));
         }
         let next_pack = packs.last().map_or(0, |p| p + 1);
-        let state =
-            State { index, current, next_pack, torn_tail, writable: false, damage, name_pending: false };
-        Ok(Self { disk: disk.clone(), dir: dir.to_owned(), state: Arc::new(Mutex::new(state)) })
+        let state = State {
+            index,
+            current_blobs,
+            runs,
+            writer,
+            merging: false,
+            current,
+            next_pack,
+            torn_tail,
+            writable: false,
+            damage,
+            name_pending: false,
+        };
+        Ok(Self {
+            disk: disk.clone(),
+            dir: dir.to_owned(),
+            state: Arc::new(Mutex::new(state)),
+            pack_limit: PACK_LIMIT,
+        })
     }
 
     /// Make the current pack writable, setting aside and cutting a torn tail first.
@@ -239,12 +314,18 @@ impl BlobStore {
     }
 
     pub fn contains(&self, hash: &[u8; 32]) -> bool {
-        self.state().index.contains_key(hash)
+        self.state().locate(&self.disk, &self.dir, hash).is_some()
     }
 
     /// How many blobs the store holds.
     pub fn len(&self) -> usize {
-        self.state().index.len()
+        let state = self.state();
+        state.index.len() + state.runs.count() as usize
+    }
+
+    /// The index runs on disk, as (first pack, end pack, blobs): for tests and `audit`.
+    pub fn index_runs(&self) -> Vec<(u32, u32, u64)> {
+        self.state().runs.runs()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -258,7 +339,9 @@ impl BlobStore {
         let mut state = self.state();
         let mut fresh: Vec<usize> = Vec::new();
         for (i, hash) in hashes.iter().enumerate() {
-            if !state.index.contains_key(hash) && !fresh.iter().any(|&j| hashes[j] == *hash) {
+            if state.locate(&self.disk, &self.dir, hash).is_none()
+                && !fresh.iter().any(|&j| hashes[j] == *hash)
+            {
                 fresh.push(i);
             }
         }
@@ -285,8 +368,10 @@ impl BlobStore {
             }
         }
         let (pack, file, start, created) = match state.current.take() {
-            Some((pack, file, size)) if size < PACK_LIMIT => (pack, file, size, false),
-            _ => {
+            Some((pack, file, size)) if size < self.pack_limit && state.current_blobs < PACK_BLOBS => {
+                (pack, file, size, false)
+            }
+            closing => {
                 let pack = state.next_pack;
                 let path = self.dir.join(pack_name(pack));
                 // Named in the list before it exists, so its loss is never silent.
@@ -305,6 +390,11 @@ impl BlobStore {
                 let file = self.disk.open(&path, Open::Truncate).map_err(io_err("creating", &path))?;
                 file.write_all_at(MAGIC, 0).map_err(io_err("writing", &path))?;
                 state.next_pack = pack + 1;
+                // The next pack is begun (and named in the list) before the last one's entries
+                // go to disk, so a crash between finds the run covering only closed packs.
+                if let Some((closed, _, len)) = closing {
+                    self.close_pack(&mut state, closed, len);
+                }
                 (pack, file, MAGIC.len() as u64, true)
             }
         };
@@ -327,9 +417,77 @@ impl BlobStore {
         // and the next one overwrites it.
         let end = if written.is_ok() { start + buf.len() as u64 } else { start };
         state.current = Some((pack, file, end));
+        if created {
+            state.current_blobs = 0;
+        }
         written?;
+        state.current_blobs += placed.len() as u64;
         state.index.extend(placed);
+        drop(state);
+        if created {
+            self.merge_runs();
+        }
         Ok(hashes)
+    }
+
+    /// Merge index runs on a thread of its own, so neither keeping nor reading blobs waits
+    /// for a merge (the largest rewrites the whole index); readers use the runs as they are
+    /// until the merged one is swapped in.
+    fn merge_runs(&self) {
+        let mut state = self.state();
+        if state.merging || !state.writer {
+            return;
+        }
+        let Some(pair) = state.runs.next_merge() else { return };
+        state.merging = true;
+        drop(state);
+        let (disk, shared, runs_dir) = (self.disk.clone(), self.state.clone(), self.dir.join("index"));
+        let started = std::thread::Builder::new().name("blob-index-merge".into()).spawn(move || {
+            let mut next = Some(pair);
+            while let Some((a, b)) = next.take() {
+                let merged = blob_index::merge_runs(&disk, &runs_dir, &a, &b);
+                let mut state = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                match merged {
+                    Ok(merged) => {
+                        for old in state.runs.replace(&a, &b, merged) {
+                            let _ = disk.remove_file(&old);
+                        }
+                        next = state.runs.next_merge();
+                    }
+                    // The runs stay as they are: lookups read one more; the next open merges.
+                    Err(why) => tracing::warn!("the blob index: merging: {why}"),
+                }
+                if next.is_none() {
+                    state.merging = false;
+                }
+            }
+        });
+        if started.is_err() {
+            self.state().merging = false;
+        }
+    }
+
+    /// Wait for index merges under way to finish (tests; a store that is dropped leaves a
+    /// merge it interrupts to the next open).
+    pub fn settle(&self) {
+        while self.state().merging {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// A pack is full: its blobs' entries leave memory for an index run on disk (or stay, if
+    /// the run cannot be written: it is a cache, rebuilt at the next open).
+    fn close_pack(&self, state: &mut State, pack: u32, len: u64) {
+        let entries: Vec<blob_index::Entry> = state
+            .index
+            .iter()
+            .filter(|(_, at)| at.pack == pack)
+            .map(|(hash, at)| blob_index::Entry { hash: *hash, pack, offset: at.offset, len: at.len })
+            .collect();
+        match state.runs.add(&self.disk, pack, len, entries) {
+            Ok(()) => state.index.retain(|_, at| at.pack != pack),
+            Err(why) => tracing::warn!("the blob index: {why}; pack {pack}'s entries stay in memory"),
+        }
     }
 
     /// Write `buf` at the durable end `start` of a pack and make it durable (and the pack's
@@ -373,6 +531,17 @@ impl BlobStore {
                 Err(BlobError::BadPack { why, .. }) => (0, why),
                 Err(e) => return Err(e),
             };
+            if out.is_empty() {
+                // The index runs point into the packs as they are: removed (durably) before
+                // any is cut, and made again at the next open.
+                let runs = dir.join("index");
+                if let Ok(listing) = fs::read_dir(&runs) {
+                    for run in listing.flatten() {
+                        disk.remove_file(&run.path()).map_err(io_err("removing", &run.path()))?;
+                    }
+                    disk.sync_dir(&runs).map_err(io_err("syncing", &runs))?;
+                }
+            }
             disk.create_dir_all(&torn).map_err(io_err("creating", &torn))?;
             let aside = super::unused_name(torn.join(format!("{}-at-{durable}", pack_name(pack))));
             if durable == 0 {
@@ -413,9 +582,17 @@ impl BlobStore {
 
     /// The blob with this hash, checked against it.
     pub fn get(&self, hash: &[u8; 32]) -> Result<Vec<u8>, BlobError> {
-        let at = *self.state().index.get(hash).ok_or_else(|| BlobError::Missing(hex::encode(hash)))?;
+        let at = self
+            .state()
+            .locate(&self.disk, &self.dir, hash)
+            .ok_or_else(|| BlobError::Missing(hex::encode(hash)))?;
         let path = self.dir.join(pack_name(at.pack));
-        let file = fs::File::open(&path).map_err(io_err("opening", &path))?;
+        let file = fs::File::open(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => {
+                BlobError::Missing(format!("{} (its pack is gone)", hex::encode(hash)))
+            }
+            _ => io_err("opening", &path)(e),
+        })?;
         let mut bytes = vec![0; usize::try_from(at.len).map_err(|_| BlobError::Corrupt(hex::encode(hash)))?];
         read_at(&file, &path, at.offset, &mut bytes)?;
         if blake3::hash(&bytes).as_bytes() != hash {
@@ -425,11 +602,44 @@ impl BlobStore {
     }
 }
 
+impl State {
+    /// Where the blob with this hash is: in memory, else in the runs. A run found damaged is
+    /// dropped and its packs read into memory (the next writer's open writes it again).
+    fn locate(&mut self, disk: &Disk, dir: &Path, hash: &[u8; 32]) -> Option<Location> {
+        if let Some(at) = self.index.get(hash) {
+            return Some(*at);
+        }
+        loop {
+            match self.runs.find(hash) {
+                Ok(found) => return found.map(|e| Location { pack: e.pack, offset: e.offset, len: e.len }),
+                Err(why) => {
+                    tracing::warn!("the blob index: {why}; reading its packs instead");
+                    let (packs, path) = self.runs.forget_damaged(hash)?;
+                    // A writer removes it, so the next open writes it again.
+                    if self.writer {
+                        let _ = disk.remove_file(&path);
+                    }
+                    for pack in packs {
+                        let path = dir.join(pack_name(pack));
+                        let Ok(file) = fs::File::open(&path) else { continue };
+                        if let Err(e) = scan(&file, &path, pack, false, &mut self.index) {
+                            tracing::warn!("{e}");
+                        }
+                    }
+                    if let Some(at) = self.index.get(hash) {
+                        return Some(*at);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Index a pack's records; returns the length up to its last whole record and the file's
 /// length. In the last pack a torn tail is left for the next write to cut; in an earlier one
 /// it is an error. Nothing is written.
 fn scan(
-    file: &File,
+    file: &fs::File,
     path: &Path,
     pack: u32,
     last: bool,
@@ -535,6 +745,65 @@ mod tests {
         assert_eq!(store.get(&hc).unwrap(), c, "the later pack");
         assert!(store.damage().iter().any(|d| d.contains("was repaired")), "{:?}", store.damage());
         assert!(BlobStore::repair(&Disk::os(), dir.path()).unwrap().is_empty(), "nothing more to repair");
+    }
+
+    /// A camera keeps millions of frames: the closed packs' entries live in index runs on
+    /// disk, not in memory, and opening reads the runs instead of every pack.
+    #[test]
+    fn closed_packs_are_found_through_index_runs_that_are_rebuilt_when_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let blob = |i: u32| format!("frame {i} ").repeat(40).into_bytes();
+        let mut store = BlobStore::open(dir.path()).unwrap();
+        store.pack_limit = 4000; // about 10 blobs a pack
+        let mut hashes = Vec::new();
+        for i in 0..230u32 {
+            hashes.extend(store.keep(&[blob(i)]).unwrap());
+        }
+        store.settle();
+        let runs = store.index_runs();
+        let packs = runs.last().map_or(0, |r| r.1);
+        assert!(packs >= 20, "{runs:?}");
+        assert!(runs.len() <= 5, "a binary counter of {packs} packs: {runs:?}");
+        let in_runs: u64 = runs.iter().map(|r| r.2).sum();
+        assert_eq!(store.state().index.len() as u64 + in_runs, 230);
+        assert!(store.state().index.len() <= 11, "only the current pack's blobs are in memory");
+        drop(store);
+
+        let check = |store: &BlobStore| {
+            for (i, h) in hashes.iter().enumerate() {
+                let got =
+                    store.get(h).unwrap_or_else(|e| panic!("blob {i}: {e}; runs {:?}", store.index_runs()));
+                assert_eq!(got, blob(i as u32), "blob {i}");
+            }
+            assert!(!store.contains(&[9; 32]));
+            assert_eq!(store.len(), 230);
+        };
+        let store = BlobStore::open(dir.path()).unwrap();
+        assert_eq!(store.index_runs(), runs, "opened from the runs");
+        check(&store);
+        drop(store);
+
+        // Lost: a reader holds the closed packs in memory and writes nothing; a writer makes
+        // the runs again.
+        fs::remove_dir_all(dir.path().join("index")).unwrap();
+        let reader = BlobStore::open_read_only(dir.path()).unwrap();
+        assert!(reader.index_runs().is_empty());
+        check(&reader);
+        assert!(!dir.path().join("index").exists(), "a reader changes nothing");
+        let store = BlobStore::open(dir.path()).unwrap();
+        assert_eq!(store.index_runs().iter().map(|r| r.2).sum::<u64>(), in_runs);
+        check(&store);
+        drop(store);
+
+        // Damaged inside a block: found on lookup, its packs read instead.
+        let first = dir.path().join("index").join(
+            fs::read_dir(dir.path().join("index")).unwrap().flatten().map(|e| e.file_name()).min().unwrap(),
+        );
+        let mut bytes = fs::read(&first).unwrap();
+        bytes[40] ^= 0x55;
+        fs::write(&first, &bytes).unwrap();
+        let reader = BlobStore::open_read_only(dir.path()).unwrap();
+        check(&reader);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! groups: whoever finds no commit under way leads one for everything queued, with one fsync
 //! per file, while the others wait for it.
 
+mod blob_index;
 pub mod blobs;
 mod dedup;
 pub mod repair;
