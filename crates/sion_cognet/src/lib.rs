@@ -474,20 +474,21 @@ pub struct RunStats {
     /// Continuous mode: wakes skipped because another outran its period.
     pub skipped: u64,
     /// Continuous mode: how late each wake started after its grid point (the latest 100,000).
-    pub lateness: Vec<Duration>,
+    pub lateness: std::collections::VecDeque<Duration>,
 }
 
 impl RunStats {
     fn record_lateness(&mut self, late: Duration) {
+        // The latest 100,000 wakes (17 minutes at 100 Hz): dropping the oldest is O(1).
         if self.lateness.len() == 100_000 {
-            self.lateness.remove(0);
+            self.lateness.pop_front();
         }
-        self.lateness.push(late);
+        self.lateness.push_back(late);
     }
 
     /// The `q` quantile (0..=1) of wake lateness.
     pub fn lateness_quantile(&self, q: f64) -> Option<Duration> {
-        let mut v = self.lateness.clone();
+        let mut v: Vec<Duration> = self.lateness.iter().copied().collect();
         v.sort_unstable();
         let i = ((v.len() as f64 - 1.0) * q.clamp(0.0, 1.0)).round() as usize;
         v.get(i).copied()
