@@ -185,6 +185,7 @@ fn halts(e: &crate::log::LogError) -> bool {
 }
 
 /// Run the intake until every sender is gone. `told` hears the log size after each batch.
+#[allow(clippy::too_many_arguments)] // the node's parts, each used once
 pub fn run(
     mut ingest: Ingest,
     sensors: Sensors,
@@ -193,8 +194,10 @@ pub fn run(
     counters: Counters,
     told: mpsc::UnboundedSender<u64>,
     log_interval: Duration,
+    max_frame_bytes: usize,
 ) {
     let mut rejects = RejectLog { interval: log_interval, last: BTreeMap::new() };
+    let writer = FrameWriter::start(sensors.clone(), counters.clone(), told.clone(), max_frame_bytes);
     let mut gaps: BTreeMap<Stream, FrameGaps> = BTreeMap::new();
     // When each message still in hand (held by the ingest, or in this batch) arrived.
     let mut arrived: HashMap<u64, Instant> = HashMap::new();
@@ -257,46 +260,27 @@ pub fn run(
             // The end: frames still waiting for a transform will not get one.
             take(ingest.flush(), None, &mut arrived);
         }
-        let append = |atoms: Vec<crate::atom::Atom>| -> Result<Vec<crate::log::Appended>, String> {
-            if atoms.is_empty() {
-                return Ok(Vec::new());
-            }
-            sensors.take_in(atoms).map_err(|e| {
-                if halts(&e) {
-                    tracing::error!(
-                        "the memory's log stopped taking appends after an I/O failure ({e}): exiting with \
-                         status {EXIT_LOG_HALTED} so the launcher starts the node again, which recovers the \
-                         log (nothing acknowledged is lost)"
-                    );
-                    std::process::exit(EXIT_LOG_HALTED);
-                }
-                e.to_string()
-            })
-        };
-        // Atoms that commit to no blob (poses, transforms) are made durable first, so they never
-        // wait for a batch's camera frames to be written; frames' atoms follow their blobs.
+        // Atoms that commit to no blob (poses, transforms) are made durable here, so they never
+        // wait for camera frames to be written; frames' blobs and then their atoms are written
+        // by the frame writer, behind them.
         let (framed, plain): (Vec<_>, Vec<_>) =
             atoms.into_iter().partition(|a| matches!(a.parts().payload, crate::atom::Payload::Blob(_)));
-        let plain = append(plain);
+        let plain = append(&sensors, plain);
         let plain_durable = Instant::now();
-        let frames = match &plain {
-            Ok(_) => sensors.keep_blobs(&blobs).map_err(|e| e.to_string()).and_then(|()| append(framed)),
-            Err(e) => Err(e.clone()),
-        };
-        let durable = Instant::now();
-        let is_frame = |stream: Stream| matches!(stream, Stream::Image | Stream::CompressedImage);
-        let mut last_position = None;
-        for outcome in [&plain, &frames] {
-            match outcome {
-                Ok(appended) => last_position = last_position.max(appended.iter().map(|a| a.position).max()),
-                Err(e) => tracing::error!("could not make a batch's atoms durable: {e}"),
-            }
+        let (frame_done, done): (Vec<_>, Vec<_>) = finished
+            .into_iter()
+            .partition(|f| carries_blobs(f.stream) && f.atoms > 0 && f.rejected.is_empty());
+        let mut frames = FrameJob { atoms: framed, blobs, finished: Vec::new(), bytes: 0 };
+        for f in frame_done {
+            let at = arrived.remove(&f.message);
+            frames.finished.push((f, at));
         }
+        frames.bytes = frames.blobs.iter().map(Vec::len).sum();
         let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
         for (stream, n) in received {
             counters.entry(stream).or_default().received += n;
         }
-        for f in finished {
+        for f in done {
             let topic = ingest.config().topic(f.stream).to_owned();
             for r in &f.rejected {
                 rejects.note(f.stream, &topic, r.reason(), r);
@@ -306,7 +290,8 @@ pub fn run(
             for r in &f.rejected {
                 *c.rejected.entry(r.reason()).or_default() += 1;
             }
-            if (if is_frame(f.stream) { &frames } else { &plain }).is_err() {
+            // A small message whose atoms could not be made durable.
+            if !carries_blobs(f.stream) && plain.is_err() {
                 if f.atoms > 0 {
                     *c.rejected.entry("not_durable").or_default() += 1;
                 }
@@ -316,18 +301,173 @@ pub fn run(
             // Remembered: every atom durable, nothing refused (camera_info gives no atoms).
             if f.rejected.is_empty() {
                 c.remembered += 1;
-                let durable = if is_frame(f.stream) { durable } else { plain_durable };
                 if let Some(at) = at {
-                    c.latency.record(durable.duration_since(at));
+                    c.latency.record(plain_durable.duration_since(at));
                 }
             }
         }
+        // Frames go on behind the small messages, unless the writer is too far behind (the
+        // disk cannot take them): then camera frames are dropped here and counted, not held.
+        // (A map tile is never dropped: the next one supersedes it by its id, and tiles come
+        // a few a minute.)
+        if !frames.finished.is_empty() || !frames.atoms.is_empty() {
+            let behind =
+                writer.queued.load(std::sync::atomic::Ordering::Relaxed) + frames.bytes > writer.max_bytes;
+            let refused = match &plain {
+                Err(_) => Some("not_durable"),
+                Ok(_) if behind && frames.finished.iter().all(|(f, _)| is_frame(f.stream)) => {
+                    Some("frame_writer_behind")
+                }
+                Ok(_) => None,
+            };
+            match refused {
+                Some(reason) => {
+                    for (f, _) in &frames.finished {
+                        let topic = ingest.config().topic(f.stream).to_owned();
+                        let why = "the disk is not taking camera frames as fast as they come";
+                        rejects.note(f.stream, &topic, reason, &why);
+                        *counters.entry(f.stream).or_default().rejected.entry(reason).or_default() += 1;
+                    }
+                }
+                None => match &writer.jobs {
+                    Some(jobs) => {
+                        writer.queued.fetch_add(frames.bytes, std::sync::atomic::Ordering::Relaxed);
+                        if jobs.send(frames).is_err() {
+                            return;
+                        }
+                    }
+                    None => {
+                        for (f, _) in &frames.finished {
+                            *counters
+                                .entry(f.stream)
+                                .or_default()
+                                .rejected
+                                .entry("not_durable")
+                                .or_default() += 1;
+                        }
+                    }
+                },
+            }
+        }
         drop(counters);
+        let last_position = plain.as_ref().ok().and_then(|a| a.iter().map(|a| a.position).max());
+        if let Err(e) = &plain {
+            tracing::error!("could not make a batch's atoms durable: {e}");
+        }
         if let Some(position) = last_position
             && told.send(position).is_err()
         {
             return;
         }
+    }
+    // The end: dropping the writer waits for every frame taken to be written.
+}
+
+fn is_frame(stream: Stream) -> bool {
+    matches!(stream, Stream::Image | Stream::CompressedImage)
+}
+
+/// Streams whose atoms commit to blobs: made durable by the frame writer, after their blobs.
+fn carries_blobs(stream: Stream) -> bool {
+    is_frame(stream) || stream == Stream::Map
+}
+
+/// Append atoms; after a failed write or fsync the log takes no more, so the node exits for
+/// its launcher to start it again.
+fn append(sensors: &Sensors, atoms: Vec<crate::atom::Atom>) -> Result<Vec<crate::log::Appended>, String> {
+    if atoms.is_empty() {
+        return Ok(Vec::new());
+    }
+    sensors.take_in(atoms).map_err(|e| {
+        if halts(&e) {
+            tracing::error!(
+                "the memory's log stopped taking appends after an I/O failure ({e}): exiting with \
+                 status {EXIT_LOG_HALTED} so the launcher starts the node again, which recovers the \
+                 log (nothing acknowledged is lost)"
+            );
+            std::process::exit(EXIT_LOG_HALTED);
+        }
+        e.to_string()
+    })
+}
+
+/// A batch's camera frames: their blobs, the atoms committing to them, and the messages they
+/// finish (with when each arrived).
+struct FrameJob {
+    atoms: Vec<crate::atom::Atom>,
+    blobs: Vec<Vec<u8>>,
+    finished: Vec<(crate::ingest::Finished, Option<Instant>)>,
+    bytes: usize,
+}
+
+/// The thread that writes frames, and the bytes handed to it not yet written (bounded as the
+/// intake's queue is).
+struct FrameWriter {
+    jobs: Option<std::sync::mpsc::Sender<FrameJob>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
+    max_bytes: usize,
+}
+
+impl Drop for FrameWriter {
+    /// Every frame handed over is written before the intake ends.
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the frame writer panicked");
+        }
+    }
+}
+
+impl FrameWriter {
+    fn start(
+        sensors: Sensors,
+        counters: Counters,
+        told: mpsc::UnboundedSender<u64>,
+        max_bytes: usize,
+    ) -> Self {
+        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (jobs, received) = std::sync::mpsc::channel::<FrameJob>();
+        let left = queued.clone();
+        let thread = std::thread::Builder::new()
+            .name("intake-frames".into())
+            .spawn(move || {
+                for job in received {
+                    let written = sensors
+                        .keep_blobs(&job.blobs)
+                        .map_err(|e| e.to_string())
+                        .and_then(|()| append(&sensors, job.atoms));
+                    let durable = Instant::now();
+                    left.fetch_sub(job.bytes, std::sync::atomic::Ordering::Relaxed);
+                    if let Err(e) = &written {
+                        tracing::error!("could not make a batch's camera frames durable: {e}");
+                    }
+                    let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
+                    for (f, at) in job.finished {
+                        let c = counters.entry(f.stream).or_default();
+                        if written.is_err() {
+                            *c.rejected.entry("not_durable").or_default() += 1;
+                            continue;
+                        }
+                        c.atoms += f.atoms as u64;
+                        c.remembered += 1;
+                        if let Some(at) = at {
+                            c.latency.record(durable.duration_since(at));
+                        }
+                    }
+                    drop(counters);
+                    if let Some(position) = written.ok().and_then(|a| a.iter().map(|a| a.position).max()) {
+                        let _ = told.send(position);
+                    }
+                }
+            })
+            .ok();
+        if thread.is_none() {
+            tracing::error!("could not start the frame writer thread: camera frames will not be kept");
+        }
+        Self { jobs: thread.as_ref().map(|_| jobs), thread, queued, max_bytes }
     }
 }
 

@@ -142,9 +142,11 @@ pub async fn run() -> Result<()> {
         let ingest = Ingest::new(ingest_config);
         let counters = counters.clone();
         let interval = Duration::from_secs_f64(p.stats_period_s.max(0.1));
-        std::thread::Builder::new()
-            .name("intake".into())
-            .spawn(move || intake::run(ingest, sensors, arrivals, queued, counters, told_tx, interval))?
+        // Frames waiting for the frame writer are bounded as the intake's queue is.
+        let frame_bytes = (p.intake_queue_mb.clamp(1, 1 << 16) as usize) << 20;
+        std::thread::Builder::new().name("intake".into()).spawn(move || {
+            intake::run(ingest, sensors, arrivals, queued, counters, told_tx, interval, frame_bytes)
+        })?
     };
 
     tokio::spawn(publish_heads(readers.clone(), head_pub, shutdown.clone()));
