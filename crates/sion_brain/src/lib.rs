@@ -354,6 +354,7 @@ pub struct MemoryBrain {
     index: Index,
     cursor: Option<u64>,
     last_checkpoint: Instant,
+    last_memory_note: Option<Instant>,
     last_brain_checkpoint: Option<Instant>,
     deriver: Deriver,
     /// Atoms folded but not yet thought about.
@@ -414,6 +415,7 @@ impl MemoryBrain {
             index,
             cursor: resume.checked_sub(1),
             last_checkpoint: Instant::now(),
+            last_memory_note: None,
             last_brain_checkpoint: None,
             fresh: Vec::new(),
             outbox: Vec::new(),
@@ -546,6 +548,19 @@ impl MemoryBrain {
             {
                 self.index.checkpoint()?;
                 self.last_checkpoint = Instant::now();
+                // What the memory holds, once a minute: a node that lives must stay within its
+                // budgets, and this says where its memory went if it does not.
+                if self.last_memory_note.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+                    let (hot, cached, on_disk) = self.index.memory();
+                    let mib = |b: usize| b as f64 / f64::from(1u32 << 20);
+                    tracing::info!(
+                        "memory at {size} atoms: index {:.1} MiB hot, {:.1} MiB of its records cached, {:.0} MiB on disk",
+                        mib(hot),
+                        mib(cached),
+                        on_disk as f64 / f64::from(1u32 << 20)
+                    );
+                    self.last_memory_note = Some(Instant::now());
+                }
             }
             self.unwitnessed.insert(result.outcome.id());
             self.committed_size = size;
