@@ -5,7 +5,7 @@
 //!
 //! ```sh
 //! . scripts/ros.sh && sion_install_node --release
-//! cargo run --release --features ros --example ros_load -- [--seconds 60]
+//! cargo run --release --features ros --example ros_load -- [--seconds 60] [--camera-hz 30]
 //! ```
 //!
 //! The node is started from `target/<profile>/sion_memory_node` with `config/robot.yaml` and a
@@ -48,6 +48,10 @@ struct Args {
     /// instead of config/fastdds.xml; FASTDDS_DEFAULT_PROFILES_FILE, when set, is used as is
     #[arg(long)]
     default_transports: bool,
+    /// Camera frames a second (0: no camera). Each 640×480 frame is 900 KiB on disk, so a long
+    /// run at 30 Hz needs ~1.6 GB a minute; a lower rate lets a run last hours
+    #[arg(long, default_value_t = ros_common::CAMERA_HZ)]
+    camera_hz: u64,
 }
 
 fn main() -> Result<()> {
@@ -80,7 +84,7 @@ fn main() -> Result<()> {
         .stderr(std::fs::File::create(&log_path)?)
         .spawn()
         .with_context(|| format!("starting {}", node_exe.display()))?;
-    let outcome = drive(&node, args.seconds, &data);
+    let outcome = drive(&node, args.seconds, args.camera_hz, &data);
     stop(&mut node);
     if outcome.is_err() {
         eprintln!("--- node log ({}):", log_path.display());
@@ -95,7 +99,7 @@ fn stop(node: &mut Child) {
     let _ = node.wait();
 }
 
-fn drive(child: &Child, seconds: f64, data: &Path) -> Result<()> {
+fn drive(child: &Child, seconds: f64, camera_hz: u64, data: &Path) -> Result<()> {
     let pid = child.id();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let ctx = r2r::Context::create()?;
@@ -139,7 +143,7 @@ fn drive(child: &Child, seconds: f64, data: &Path) -> Result<()> {
             // The publishers come back: dropping them would delete their writers, and with them
             // any reliable sample not yet acknowledged.
             let worker = scope.spawn(move || {
-                let played = publishers.play(seconds, counts);
+                let played = publishers.play(seconds, camera_hz, counts);
                 (publishers, played)
             });
             std::thread::sleep(window);
@@ -178,7 +182,7 @@ fn drive(child: &Child, seconds: f64, data: &Path) -> Result<()> {
             eprintln!("warning: the node did not report every pose and TF message within 20 s");
         }
         let cpu = [idle_cpu, early.unwrap_or(f64::NAN), late.unwrap_or(f64::NAN)];
-        report(&stats, &expected, &published, [idle, load_start, end], cpu, data);
+        report(&stats, &expected, &published, [idle, load_start, end], cpu, camera_hz, data);
         Ok(())
     })();
     spinning.store(false, Ordering::Relaxed);
@@ -192,6 +196,7 @@ fn report(
     timing: &Published,
     [idle, start, end]: [Sample; 3],
     [idle_cpu, early_cpu, late_cpu]: [f64; 3],
+    camera_hz: u64,
     data: &Path,
 ) {
     let secs = timing.elapsed.as_secs_f64();
@@ -204,6 +209,7 @@ fn report(
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for (topic, stream, hz) in TOPICS {
+        let hz = if topic.starts_with("/camera/") { camera_hz } else { hz };
         let sent = published.get(stream).copied().unwrap_or(0);
         let s = stats.streams.iter().find(|s| s.stream == stream);
         let (messages, remembered, atoms, refused, p50, p99) = s.map_or((0, 0, 0, 0, 0.0, 0.0), |s| {
@@ -216,7 +222,11 @@ fn report(
                 s.durable_p99_ms,
             )
         });
-        let rate = if hz > 0 { format!("{hz} Hz") } else { "once".into() };
+        let rate = match hz {
+            0 if topic.starts_with("/camera/") => "off".into(),
+            0 => "once".into(),
+            hz => format!("{hz} Hz"),
+        };
         println!(
             "| {topic} | {rate} | {sent} | {messages} | {remembered} | {} | {refused} | {atoms} | {p50:.2} / {p99:.2} ms |",
             sent.saturating_sub(messages)

@@ -163,7 +163,8 @@ impl Publishers {
     }
 
     /// A robot driving a 5 m circle at 1 m/s, on a schedule kept by absolute deadlines.
-    pub fn play(&self, seconds: f64, counts: &Counts) -> Result<Published> {
+    /// (`camera_hz`: frames a second, 0 for none.)
+    pub fn play(&self, seconds: f64, camera_hz: u64, counts: &Counts) -> Result<Published> {
         let (_, stamp) = now_stamp();
         let optical = Quaternion { x: -0.5, y: 0.5, z: -0.5, w: 0.5 };
         let statics = TfMessage {
@@ -203,7 +204,7 @@ impl Publishers {
             self.pose.publish_raw(&pose.to_cdr())?;
             counts.add("pose");
             // Frame j is due at j/30 s: it goes out on the first tick at or after that.
-            if k * CAMERA_HZ >= frame * POSE_HZ {
+            if camera_hz > 0 && k * camera_hz >= frame * POSE_HZ {
                 let info = CameraInfo {
                     header: header(stamp, "camera"),
                     height: HEIGHT,
