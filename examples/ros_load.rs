@@ -20,7 +20,6 @@ mod ros_common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -113,15 +112,7 @@ fn drive(child: &Child, seconds: f64, camera_hz: u64, data: &Path) -> Result<()>
             *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
         }
     });
-    let spinning = Arc::new(AtomicBool::new(true));
-    let spinner = {
-        let spinning = spinning.clone();
-        std::thread::spawn(move || {
-            while spinning.load(Ordering::Relaxed) {
-                node.spin_once(Duration::from_millis(5));
-            }
-        })
-    };
+    let spinner = ros_common::Spinner::start(node);
     let result = (|| {
         eprintln!("waiting for the node to subscribe ...");
         publishers.wait_for_subscribers(Duration::from_secs(30))?;
@@ -185,8 +176,7 @@ fn drive(child: &Child, seconds: f64, camera_hz: u64, data: &Path) -> Result<()>
         report(&stats, &expected, &published, [idle, load_start, end], cpu, camera_hz, data);
         Ok(())
     })();
-    spinning.store(false, Ordering::Relaxed);
-    let _ = spinner.join();
+    drop(spinner);
     result
 }
 

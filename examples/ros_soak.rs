@@ -221,15 +221,7 @@ fn soak(args: &Args, launcher: &Child, data: &Path) -> Result<Vec<Life>> {
             *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some((wall_ns(), s));
         }
     });
-    let spinning = Arc::new(AtomicBool::new(true));
-    let spinner = {
-        let spinning = spinning.clone();
-        std::thread::spawn(move || {
-            while spinning.load(Ordering::Relaxed) {
-                node.spin_once(Duration::from_millis(5));
-            }
-        })
-    };
+    let spinner = ros_common::Spinner::start(node);
     let result = (|| {
         let first_seen = wall_ns();
         let pid = wait_pid(launcher.id(), Duration::from_secs(60)).context("the launcher started no node")?;
@@ -386,8 +378,7 @@ fn soak(args: &Args, launcher: &Child, data: &Path) -> Result<Vec<Life>> {
         }
         Ok(lives)
     })();
-    spinning.store(false, Ordering::Relaxed);
-    let _ = spinner.join();
+    drop(spinner);
     result
 }
 

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
@@ -241,6 +241,34 @@ impl Publishers {
         late.sort();
         let p99 = late.get(late.len() * 99 / 100).copied().unwrap_or_default();
         Ok(Published { elapsed: start.elapsed(), late_p99_ms: p99.as_secs_f64() * 1e3 })
+    }
+}
+
+/// The node spun on a thread of its own, until this is dropped.
+pub struct Spinner {
+    spinning: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Spinner {
+    pub fn start(mut node: r2r::Node) -> Self {
+        let spinning = Arc::new(AtomicBool::new(true));
+        let flag = spinning.clone();
+        let thread = std::thread::spawn(move || {
+            while flag.load(Ordering::Relaxed) {
+                node.spin_once(Duration::from_millis(5));
+            }
+        });
+        Self { spinning, thread: Some(thread) }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.spinning.store(false, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
