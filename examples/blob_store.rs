@@ -8,6 +8,8 @@
 //! cargo run --release --example blob_store -- [--blobs 1000000] [--size 256] [--dir DIR]
 //! ```
 
+mod proc_memory;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -43,24 +45,11 @@ fn blob(i: u64, size: usize) -> Vec<u8> {
     b
 }
 
-/// Resident memory now and at its peak: (peak, anonymous), KiB.
-fn rss() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmHWM:"), field("RssAnon:"))
-}
-
 fn measure(dir: &Path, args: &Args, how: &str) -> Result<Value> {
     let t = Instant::now();
     let store = if how == "runs" { BlobStore::open(dir)? } else { BlobStore::open_read_only(dir)? };
     let open_s = t.elapsed().as_secs_f64();
-    let (peak, anon) = rss();
+    let (peak, anon, _) = proc_memory::rss();
     let runs = store.index_runs().len();
     let n = 10_000u64;
     let t = Instant::now();
@@ -118,9 +107,15 @@ fn main() -> Result<()> {
     let with_runs = child(&dir, &args, "runs")?;
     // Without the runs: set aside, opened as a reader (which writes none), put back.
     let aside = dir.join("index-aside");
-    std::fs::rename(dir.join("index"), &aside).context("setting the runs aside")?;
+    // (A store of one pack has no runs: every blob is in the pack being written.)
+    let had_runs = dir.join("index").exists();
+    if had_runs {
+        std::fs::rename(dir.join("index"), &aside).context("setting the runs aside")?;
+    }
     let headers = child(&dir, &args, "headers");
-    std::fs::rename(&aside, dir.join("index")).context("putting the runs back")?;
+    if had_runs {
+        std::fs::rename(&aside, dir.join("index")).context("putting the runs back")?;
+    }
     let headers = headers?;
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     println!(

@@ -21,9 +21,13 @@
 //! of 3, peak memory); runs `sion memory recall` end to end; commits 1,000 new atoms a hundred
 //! times; and opens it without the index's checkpoint (a full re-fold). It prints one table, the seed's figures beside ours.
 
+mod proc_memory;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use proc_memory::rss;
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
@@ -62,19 +66,6 @@ fn span(n: u64) -> i64 {
 
 fn start_ns() -> i64 {
     MonthInAWarehouse::new(1, SEED).start_ns()
-}
-
-/// Resident memory now and at its peak, from /proc/self/status: (peak, anonymous, file), KiB.
-fn rss() -> (u64, u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmHWM:"), field("RssAnon:"), field("RssFile:"))
 }
 
 fn mib(kib: u64) -> f64 {
