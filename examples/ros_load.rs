@@ -10,7 +10,8 @@
 //!
 //! The node is started from `target/<profile>/sion_memory_node` with `config/robot.yaml` and a
 //! fresh data directory; messages are published as CDR bytes (what a C++ driver would send).
-//! Publishers and node use `config/fastdds.xml` (as the launch file gives the node), unless
+//! The camera is published by a second process, its own DDS participant as a camera driver's
+//! is (`--one-process` publishes it beside pose and TF). Publishers and node use `config/fastdds.xml` (as the launch file gives the node), unless
 //! FASTDDS_DEFAULT_PROFILES_FILE names another or `--default-transports` asks for Fast DDS'
 //! defaults, what a camera driver that was not given the profile gets; the first line printed
 //! says which.
@@ -28,7 +29,7 @@ use clap::Parser;
 use futures::StreamExt as _;
 use r2r::QosProfile;
 use r2r::sion_memory_msgs::msg::Stats;
-use ros_common::{Counts, Published, Publishers, Sample, TOPICS, dir_bytes, received, wait_for};
+use ros_common::{Counts, Part, Published, Publishers, Sample, TOPICS, dir_bytes, received, wait_for};
 
 #[derive(Parser)]
 #[command(about = "Load the sion_memory node like a robot would and print what it kept")]
@@ -51,12 +52,33 @@ struct Args {
     /// run at 30 Hz needs ~1.6 GB a minute; a lower rate lets a run last hours
     #[arg(long, default_value_t = ros_common::CAMERA_HZ)]
     camera_hz: u64,
+    /// Publish the camera from the same DDS participant as pose and TF (by default it is a
+    /// process of its own, as a camera driver is: in one participant, frames and poses share
+    /// one shared-memory segment, and a segment too small for the frames loses poses too)
+    #[arg(long)]
+    one_process: bool,
+    /// (internal) Be the camera driver: publish frames for --seconds and print the counts
+    #[arg(long, hide = true)]
+    camera_only: bool,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if args.camera_only {
+        return camera_driver(args.seconds, args.camera_hz);
+    }
     ros_common::choose_transports(args.default_transports)?;
+    println!(
+        "camera: {}",
+        if args.camera_hz == 0 {
+            "off"
+        } else if args.one_process {
+            "published by the same participant as pose and TF (--one-process)"
+        } else {
+            "a driver process of its own"
+        }
+    );
     let node_exe = match args.node {
         Some(p) => p,
         None => std::env::current_exe()?
@@ -83,7 +105,8 @@ fn main() -> Result<()> {
         .stderr(std::fs::File::create(&log_path)?)
         .spawn()
         .with_context(|| format!("starting {}", node_exe.display()))?;
-    let outcome = drive(&node, args.seconds, args.camera_hz, &data);
+    let part = if args.one_process { Part::All } else { Part::Robot };
+    let outcome = drive(&node, args.seconds, args.camera_hz, part, &data);
     stop(&mut node);
     if outcome.is_err() {
         eprintln!("--- node log ({}):", log_path.display());
@@ -98,7 +121,50 @@ fn stop(node: &mut Child) {
     let _ = node.wait();
 }
 
-fn drive(child: &Child, seconds: f64, camera_hz: u64, data: &Path) -> Result<()> {
+/// The camera driver's process: its own participant, publishing frames for `seconds` once the
+/// node has subscribed; says "ready" when it starts and its counts at the end.
+fn camera_driver(seconds: f64, camera_hz: u64) -> Result<()> {
+    let ctx = r2r::Context::create()?;
+    let mut node = r2r::Node::create(ctx, "sion_load_camera", "")?;
+    let publishers = Publishers::create(&mut node)?;
+    // Not spun: it has nothing to take, and spinning a node without subscriptions returns at
+    // once ("wait set is empty"), a loop that took a whole core.
+    publishers.wait_for_subscribers(Duration::from_secs(30))?;
+    println!("ready");
+    let counts = Counts::new();
+    let played = publishers.play(seconds, camera_hz, Part::Camera, &counts)?;
+    let sent = counts.snapshot();
+    println!(
+        "published image {} camera_info {} late_p99_ms {:.3}",
+        sent["image"], sent["camera_info"], played.late_p99_ms
+    );
+    // Best effort: nothing to acknowledge, but let the last frame leave before the writers go.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(publishers);
+    drop(node);
+    Ok(())
+}
+
+/// Start the camera driver process and wait until it is publishing.
+fn start_camera(
+    seconds: f64,
+    camera_hz: u64,
+) -> Result<(Child, std::io::Lines<std::io::BufReader<std::process::ChildStdout>>)> {
+    use std::io::BufRead as _;
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["--camera-only", "--seconds", &seconds.to_string(), "--camera-hz", &camera_hz.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the camera driver process")?;
+    let out = child.stdout.take().context("the camera driver's stdout")?;
+    let mut lines = std::io::BufReader::new(out).lines();
+    match lines.next() {
+        Some(Ok(l)) if l == "ready" => Ok((child, lines)),
+        other => bail!("the camera driver did not start: {other:?}"),
+    }
+}
+
+fn drive(child: &Child, seconds: f64, camera_hz: u64, part: Part, data: &Path) -> Result<()> {
     let pid = child.id();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let ctx = r2r::Context::create()?;
@@ -122,6 +188,10 @@ fn drive(child: &Child, seconds: f64, camera_hz: u64, data: &Path) -> Result<()>
         std::thread::sleep(Duration::from_secs(1));
         let idle_cpu = Sample::take(pid)?.cpu_percent_since(&idle);
 
+        let mut camera = match part {
+            Part::Robot if camera_hz > 0 => Some(start_camera(seconds, camera_hz)?),
+            _ => None,
+        };
         eprintln!("publishing for {seconds} s ...");
         let window = Duration::from_secs(5).min(Duration::from_secs_f64(seconds / 2.0));
         let counts = Counts::new();
@@ -134,7 +204,7 @@ fn drive(child: &Child, seconds: f64, camera_hz: u64, data: &Path) -> Result<()>
             // The publishers come back: dropping them would delete their writers, and with them
             // any reliable sample not yet acknowledged.
             let worker = scope.spawn(move || {
-                let played = publishers.play(seconds, camera_hz, counts);
+                let played = publishers.play(seconds, camera_hz, part, counts);
                 (publishers, played)
             });
             std::thread::sleep(window);
@@ -160,6 +230,18 @@ fn drive(child: &Child, seconds: f64, camera_hz: u64, data: &Path) -> Result<()>
         })?;
         let (_publishers, published) = published;
         let published = published?;
+        if let Some((mut driver, mut lines)) = camera.take() {
+            let last = lines.next().and_then(Result::ok).unwrap_or_default();
+            let status = driver.wait()?;
+            let words: Vec<&str> = last.split_whitespace().collect();
+            match words.as_slice() {
+                ["published", "image", i, "camera_info", c, ..] if status.success() => {
+                    counts.add_n("image", i.parse()?);
+                    counts.add_n("camera_info", c.parse()?);
+                }
+                _ => bail!("the camera driver failed ({status}): {last:?}"),
+            }
+        }
         let end = Sample::take(pid)?;
 
         // Everything reliable must arrive: wait for the node's counters to settle.

@@ -256,7 +256,8 @@ fn soak(args: &Args, launcher: &Child, data: &Path) -> Result<Vec<Life>> {
         std::thread::scope(|scope| -> Result<()> {
             let (counts, queries, done, committed) = (&counts, &queries, &done, &committed);
             let publisher = scope.spawn(move || {
-                let played = publishers.play(args.seconds, ros_common::CAMERA_HZ, counts);
+                let played =
+                    publishers.play(args.seconds, ros_common::CAMERA_HZ, ros_common::Part::All, counts);
                 (publishers, played)
             });
             let asker = scope.spawn(|| ask(args, &runtime, &client, &key, queries, done, committed, started));

@@ -73,9 +73,13 @@ impl Counts {
     }
 
     pub fn add(&self, stream: &'static str) {
+        self.add_n(stream, 1);
+    }
+
+    pub fn add_n(&self, stream: &str, k: u64) {
         // Every stream has an entry from `new`.
         if let Some(n) = self.0.get(stream) {
-            n.fetch_add(1, Ordering::Relaxed);
+            n.fetch_add(k, Ordering::Relaxed);
         }
     }
     pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
@@ -163,18 +167,13 @@ impl Publishers {
     }
 
     /// A robot driving a 5 m circle at 1 m/s, on a schedule kept by absolute deadlines.
-    /// (`camera_hz`: frames a second, 0 for none.)
-    pub fn play(&self, seconds: f64, camera_hz: u64, counts: &Counts) -> Result<Published> {
-        let (_, stamp) = now_stamp();
-        let optical = Quaternion { x: -0.5, y: 0.5, z: -0.5, w: 0.5 };
-        let statics = TfMessage {
-            transforms: vec![
-                transform(stamp, "map", "odom", Vector3::default(), Quaternion::default()),
-                transform(stamp, "base_link", "camera", Vector3 { x: 0.2, y: 0.0, z: 1.0 }, optical),
-            ],
-        };
-        self.tf_static.publish_raw(&statics.to_cdr())?;
-        counts.add("tf_static");
+    /// (`camera_hz`: frames a second, 0 for none; `part`: what this process publishes.)
+    pub fn play(&self, seconds: f64, camera_hz: u64, part: Part, counts: &Counts) -> Result<Published> {
+        let robot = part != Part::Camera;
+        let camera_hz = if part == Part::Robot { 0 } else { camera_hz };
+        if robot {
+            self.publish_statics(counts)?;
+        }
         let mut pixels = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
         let start = Instant::now();
         let ticks = (seconds * POSE_HZ as f64) as u64;
@@ -188,53 +187,12 @@ impl Publishers {
             }
             late.push(Instant::now().saturating_duration_since(due));
             let (_, stamp) = now_stamp();
-            let t = k as f64 / POSE_HZ as f64;
-            let angle = t / 5.0;
-            let at = Point { x: 5.0 * angle.cos(), y: 5.0 * angle.sin(), z: 0.0 };
-            let heading = yaw(angle + std::f64::consts::FRAC_PI_2);
-            if k % (POSE_HZ / TF_HZ) == 0 {
-                let m = TfMessage { transforms: vec![transform(stamp, "odom", "base_link", at, heading)] };
-                self.tf.publish_raw(&m.to_cdr())?;
-                counts.add("tf");
+            if robot {
+                self.publish_pose(k, stamp, counts)?;
             }
-            let pose = PoseStamped {
-                header: header(stamp, "map"),
-                pose: Pose { position: at, orientation: heading },
-            };
-            self.pose.publish_raw(&pose.to_cdr())?;
-            counts.add("pose");
             // Frame j is due at j/30 s: it goes out on the first tick at or after that.
             if camera_hz > 0 && k * camera_hz >= frame * POSE_HZ {
-                let info = CameraInfo {
-                    header: header(stamp, "camera"),
-                    height: HEIGHT,
-                    width: WIDTH,
-                    distortion_model: "plumb_bob".into(),
-                    d: vec![0.0; 5],
-                    k: [500.0, 0.0, 320.0, 0.0, 500.0, 240.0, 0.0, 0.0, 1.0],
-                    r: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
-                    p: [500.0, 0.0, 320.0, 0.0, 0.0, 500.0, 240.0, 0.0, 0.0, 0.0, 1.0, 0.0],
-                    ..CameraInfo::default()
-                };
-                self.info.publish_raw(&info.to_cdr())?;
-                counts.add("camera_info");
-                // Every frame differs (a moving stripe), so each is a blob of its own.
-                let row = (frame as usize * 7) % HEIGHT as usize;
-                pixels.iter_mut().for_each(|p| *p = 0);
-                let stride = (WIDTH * 3) as usize;
-                pixels[row * stride..(row + 1) * stride].fill(255);
-                pixels[..8].copy_from_slice(&frame.to_le_bytes());
-                let image = Image {
-                    header: header(stamp, "camera"),
-                    height: HEIGHT,
-                    width: WIDTH,
-                    encoding: "rgb8".into(),
-                    is_bigendian: 0,
-                    step: WIDTH * 3,
-                    data: pixels.clone(),
-                };
-                self.image.publish_raw(&image.to_cdr())?;
-                counts.add("image");
+                self.publish_frame(frame, stamp, &mut pixels, counts)?;
                 frame += 1;
             }
         }
@@ -242,6 +200,85 @@ impl Publishers {
         let p99 = late.get(late.len() * 99 / 100).copied().unwrap_or_default();
         Ok(Published { elapsed: start.elapsed(), late_p99_ms: p99.as_secs_f64() * 1e3 })
     }
+
+    fn publish_statics(&self, counts: &Counts) -> Result<()> {
+        let (_, stamp) = now_stamp();
+        let optical = Quaternion { x: -0.5, y: 0.5, z: -0.5, w: 0.5 };
+        let statics = TfMessage {
+            transforms: vec![
+                transform(stamp, "map", "odom", Vector3::default(), Quaternion::default()),
+                transform(stamp, "base_link", "camera", Vector3 { x: 0.2, y: 0.0, z: 1.0 }, optical),
+            ],
+        };
+        self.tf_static.publish_raw(&statics.to_cdr())?;
+        counts.add("tf_static");
+        Ok(())
+    }
+
+    /// Pose `k` (at 1 kHz) and, every tenth, the transform it moved.
+    fn publish_pose(&self, k: u64, stamp: Time, counts: &Counts) -> Result<()> {
+        let t = k as f64 / POSE_HZ as f64;
+        let angle = t / 5.0;
+        let at = Point { x: 5.0 * angle.cos(), y: 5.0 * angle.sin(), z: 0.0 };
+        let heading = yaw(angle + std::f64::consts::FRAC_PI_2);
+        if k.is_multiple_of(POSE_HZ / TF_HZ) {
+            let m = TfMessage { transforms: vec![transform(stamp, "odom", "base_link", at, heading)] };
+            self.tf.publish_raw(&m.to_cdr())?;
+            counts.add("tf");
+        }
+        let pose =
+            PoseStamped { header: header(stamp, "map"), pose: Pose { position: at, orientation: heading } };
+        self.pose.publish_raw(&pose.to_cdr())?;
+        counts.add("pose");
+        Ok(())
+    }
+
+    /// Camera frame `frame` with its calibration.
+    fn publish_frame(&self, frame: u64, stamp: Time, pixels: &mut [u8], counts: &Counts) -> Result<()> {
+        let info = CameraInfo {
+            header: header(stamp, "camera"),
+            height: HEIGHT,
+            width: WIDTH,
+            distortion_model: "plumb_bob".into(),
+            d: vec![0.0; 5],
+            k: [500.0, 0.0, 320.0, 0.0, 500.0, 240.0, 0.0, 0.0, 1.0],
+            r: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+            p: [500.0, 0.0, 320.0, 0.0, 0.0, 500.0, 240.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+            ..CameraInfo::default()
+        };
+        self.info.publish_raw(&info.to_cdr())?;
+        counts.add("camera_info");
+        // Every frame differs (a moving stripe), so each is a blob of its own.
+        let row = (frame as usize * 7) % HEIGHT as usize;
+        pixels.iter_mut().for_each(|p| *p = 0);
+        let stride = (WIDTH * 3) as usize;
+        pixels[row * stride..(row + 1) * stride].fill(255);
+        pixels[..8].copy_from_slice(&frame.to_le_bytes());
+        let image = Image {
+            header: header(stamp, "camera"),
+            height: HEIGHT,
+            width: WIDTH,
+            encoding: "rgb8".into(),
+            is_bigendian: 0,
+            step: WIDTH * 3,
+            data: pixels.to_vec(),
+        };
+        self.image.publish_raw(&image.to_cdr())?;
+        counts.add("image");
+        Ok(())
+    }
+}
+
+/// What one process publishes: a robot's drivers are processes of their own, each with its
+/// own DDS participant (and so its own shared-memory segment).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Part {
+    /// Pose, TF and the camera from one participant.
+    All,
+    /// Pose and TF only.
+    Robot,
+    /// The camera only.
+    Camera,
 }
 
 /// The node spun on a thread of its own, until this is dropped.

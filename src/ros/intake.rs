@@ -243,10 +243,11 @@ pub fn run(
                     tracing::warn!(
                         "{}: camera frames are being lost before they reach the node ({} of about {} so far, \
                          by the gaps in their stamps). A camera driver started without a Fast DDS profile sends \
-                         each frame as UDP fragments, which are dropped under load; start it with \
+                         each frame in fragments (its shared-memory segment, 512 KiB by default, is \
+                         smaller than a frame), which are lost under load; start it with \
                          FASTDDS_DEFAULT_PROFILES_FILE set to this package's config/fastdds.xml (installed as \
                          share/sion_memory/config/fastdds.xml; the launch file gives it to this node), so frames \
-                         travel by shared memory",
+                         travel by shared memory whole",
                         ingest.config().topic(arrival.stream),
                         g.missing,
                         g.frames + g.missing

@@ -58,10 +58,12 @@ pub async fn run() -> Result<()> {
     let ingest_config = p.ingest().map_err(|e| anyhow!(e))?;
 
     let dir = PathBuf::from(&p.data_dir);
+    // The index's budgets are the node's parameters (SION_INDEX_*_MIB are for other processes).
+    let index = p.index().map_err(|e| anyhow!(e))?;
     let memory = if dir.join("memory.json").exists() {
-        Memory::open(&dir)
+        Memory::open_with(&index, &dir)
     } else {
-        Memory::create(&dir, Some(&p.agent), None)
+        Memory::create_with(&index, &dir, Some(&p.agent), None)
     }
     .with_context(|| format!("opening the memory at {}", dir.display()))?;
     let recovered = memory.recovery().clone();

@@ -37,6 +37,10 @@ pub struct Params {
     pub intake_queue_messages: i64,
     /// ... and their bytes, at most [MiB]
     pub intake_queue_mb: i64,
+    /// The index writer's hot state (atoms folded, paths being built), at most [MiB]
+    pub index_hot_mb: i64,
+    /// The index's decoded records kept for readers and the writer, at most [MiB]
+    pub index_cache_mb: i64,
     pub topics: Topics,
 }
 
@@ -79,6 +83,8 @@ impl Default for Params {
             stats_period_s: 1.0,
             intake_queue_messages: 65_536,
             intake_queue_mb: 64,
+            index_hot_mb: (crate::index::Budget::default().hot_bytes >> 20) as i64,
+            index_cache_mb: 64,
             topics: Topics {
                 pose: topic(Stream::Pose),
                 odom: topic(Stream::Odometry),
@@ -152,6 +158,21 @@ impl Params {
     }
 }
 
+impl Params {
+    /// The index's budgets and disk, checked: a budget out of range is an error naming it.
+    pub fn index(&self) -> Result<crate::index::IndexConfig, String> {
+        let mib = |name: &str, v: i64| match usize::try_from(v) {
+            Ok(m @ 1..=1_048_576) => Ok(m << 20),
+            _ => Err(format!("parameter {name} must be from 1 to 1048576 (MiB), not {v}")),
+        };
+        Ok(crate::index::IndexConfig {
+            cache_bytes: mib("index_cache_mb", self.index_cache_mb)?,
+            budget: crate::index::Budget { hot_bytes: mib("index_hot_mb", self.index_hot_mb)? },
+            disk: crate::disk::Disk::os(),
+        })
+    }
+}
+
 fn show(value: &r2r::ParameterValue) -> String {
     use r2r::ParameterValue as V;
     match value {
@@ -160,5 +181,21 @@ fn show(value: &r2r::ParameterValue) -> String {
         V::Integer(n) => format!("{n}"),
         V::Bool(b) => format!("{b}"),
         other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Params;
+
+    #[test]
+    fn index_budgets_are_the_parameters_and_a_bad_one_is_named() {
+        let p = Params { index_hot_mb: 8, index_cache_mb: 16, ..Params::default() };
+        let index = p.index().expect("in range");
+        assert_eq!((index.budget.hot_bytes, index.cache_bytes), (8 << 20, 16 << 20));
+        let e = Params { index_cache_mb: 0, ..Params::default() }.index().expect_err("refused");
+        assert!(e.contains("index_cache_mb"), "{e}");
+        let e = Params { index_hot_mb: -3, ..Params::default() }.index().expect_err("refused");
+        assert!(e.contains("index_hot_mb") && e.contains("-3"), "{e}");
     }
 }

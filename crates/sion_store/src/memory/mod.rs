@@ -169,6 +169,23 @@ impl Memory {
         agent: Option<&str>,
         ledger_dir: Option<&Path>,
     ) -> Result<Self, MemoryError> {
+        Self::create_with(
+            &IndexConfig { disk: disk.clone(), ..IndexConfig::default() },
+            dir,
+            agent,
+            ledger_dir,
+        )
+    }
+
+    /// The same, with the index's memory budgets (and disk) of `index`.
+    pub fn create_with(
+        index: &IndexConfig,
+        dir: &Path,
+        agent: Option<&str>,
+        ledger_dir: Option<&Path>,
+    ) -> Result<Self, MemoryError> {
+        let index_config = index;
+        let disk = &index_config.disk;
         let config_path = dir.join("memory.json");
         if config_path.exists() {
             return Err(MemoryError::Exists(dir.to_owned()));
@@ -208,7 +225,7 @@ impl Memory {
             repaired: Vec::new(),
         };
         write_config(disk, dir, &config)?;
-        let (index, index_boot) = open_index(disk, dir, &log, &ledger, log_id, 0)?;
+        let (index, index_boot) = open_index(index_config, dir, &log, &ledger, log_id, 0)?;
         Ok(Self {
             dir: dir.to_owned(),
             log,
@@ -235,6 +252,13 @@ impl Memory {
 
     /// The same, writing through `disk` (a test's faulty disk).
     pub fn open_on(disk: &Disk, dir: &Path) -> Result<Self, MemoryError> {
+        Self::open_with(&IndexConfig { disk: disk.clone(), ..IndexConfig::default() }, dir)
+    }
+
+    /// The same, with the index's memory budgets (and disk) of `index`.
+    pub fn open_with(index: &IndexConfig, dir: &Path) -> Result<Self, MemoryError> {
+        let index_config = index;
+        let disk = &index_config.disk;
         let config = read_config(dir)?;
         // Its making may have been cut short just before memory.json's name was durable.
         disk.make_durable(&dir.join("memory.json")).map_err(|e| config_err(&dir.join("memory.json"), e))?;
@@ -270,7 +294,7 @@ impl Memory {
                 from
             }
         };
-        let (index, index_boot) = open_index(disk, dir, &log, &ledger, log_id, index_v2_from)?;
+        let (index, index_boot) = open_index(index_config, dir, &log, &ledger, log_id, index_v2_from)?;
         Ok(Self {
             dir: dir.to_owned(),
             log,
@@ -873,7 +897,7 @@ fn resume_index(
 }
 
 fn open_index(
-    disk: &Disk,
+    config: &IndexConfig,
     dir: &Path,
     log: &Log,
     ledger: &Ledger,
@@ -881,7 +905,7 @@ fn open_index(
     index_v2_from: u64,
 ) -> Result<(Index, IndexBoot), MemoryError> {
     let path = dir.join("index");
-    let config = IndexConfig { disk: disk.clone(), ..IndexConfig::default() };
+    let disk = &config.disk;
     let attempt = || -> Result<(Index, u64), MemoryError> {
         let (index, _) = Index::open(&path, config.clone())?;
         resume_index(index, log, ledger, log_id, index_v2_from)
@@ -905,7 +929,7 @@ fn open_index(
             if path.exists() {
                 disk.rename(&path, &aside).map_err(|e| config_err(&path, e))?;
             }
-            let mut index = Index::create(&path, config)?;
+            let mut index = Index::create(&path, config.clone())?;
             let folded = catch_up(log, &mut index, ledger, log_id, index_v2_from)?;
             index.checkpoint()?;
             if matches!(first, MemoryError::Index(IndexError::Missing(_))) && log.size() == 0 {
