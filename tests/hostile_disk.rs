@@ -392,3 +392,33 @@ fn repair_cuts_a_damaged_blob_pack_and_names_the_atoms_whose_blobs_are_lost() {
 fn dir_of(d: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(d)
 }
+
+/// Issue 15, requirement 7, end to end: the ledger's journal cut by a few bytes (its last,
+/// acknowledged Pulse torn off) used to open as a torn write, `audit` passed, and the next
+/// commit signed another header with the same number. Now every command refuses, says what
+/// was lost, and leaves the journal as it was; restored, the memory goes on.
+#[test]
+fn a_ledger_journal_cut_short_of_what_it_acknowledged_is_refused_by_every_command() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("m");
+    let d = memory(&dir, 2_000);
+    let o = sion(&["memory", "commit", "--data", &d]);
+    assert!(o.status.success(), "{}", text(&o));
+    let journal = dir.join("ledger/journal");
+    let whole = std::fs::read(&journal).expect("journal");
+    std::fs::write(&journal, &whole[..whole.len() - 7]).expect("cut");
+    for args in [
+        vec!["memory", "show", "--data", &d],
+        vec!["memory", "audit", "--data", &d],
+        vec!["memory", "commit", "--data", &d],
+    ] {
+        let o = sion(&args);
+        assert!(!o.status.success(), "{args:?} passed: {}", text(&o));
+        let out = text(&o);
+        assert!(out.contains("was acknowledged (ledger/acked)"), "{args:?}: {out}");
+        assert_eq!(std::fs::read(&journal).expect("journal").len(), whole.len() - 7, "{args:?} changed it");
+    }
+    std::fs::write(&journal, &whole).expect("restore");
+    let o = sion(&["memory", "audit", "--data", &d]);
+    assert!(o.status.success(), "{}", text(&o));
+}

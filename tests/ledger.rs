@@ -207,6 +207,152 @@ fn state_survives_restarts_and_a_torn_journal_tail() {
     assert!(matches!(Ledger::open(dir.path()), Err(LedgerError::Journal { entry: 1, .. })));
 }
 
+/// Issue 15, requirement 7: cutting an acknowledged Pulse off the journal used to pass for a
+/// torn write, and the next commit signed a second header with its number. Now the ledger's
+/// acknowledged mark catches it, and opening changes nothing.
+#[test]
+fn a_journal_cut_short_of_an_acknowledged_pulse_is_refused_not_signed_over() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let w = Writer { key: key(1) };
+    let (log, acked) = {
+        let mut ledger = Ledger::create(dir.path()).expect("create");
+        let log = open_log(&mut ledger, &w, None);
+        for to in [4, 9, 13] {
+            w.commit(&mut ledger, log, to, false).expect("commit");
+        }
+        (log, ledger.latest().header.number)
+    };
+    let journal = dir.path().join("journal");
+    let whole = std::fs::read(&journal).expect("journal");
+    // A few bytes off the end (inside the last, acknowledged frame), then a whole frame off.
+    for cut in [5, 165] {
+        std::fs::write(&journal, &whole[..whole.len() - cut]).expect("cut");
+        let before = std::fs::read(&journal).expect("journal");
+        for read_only in [false, true] {
+            let opened =
+                if read_only { Ledger::open_read_only(dir.path()) } else { Ledger::open(dir.path()) };
+            match opened {
+                Err(LedgerError::RolledBack { journal_ends, acknowledged }) => {
+                    assert_eq!((journal_ends, acknowledged), (acked - 1, acked), "cut {cut}");
+                }
+                Err(e) => panic!("cut {cut}: refused for another reason: {e}"),
+                Ok(_) => panic!("cut {cut}: a journal missing an acknowledged Pulse was opened"),
+            }
+            assert_eq!(std::fs::read(&journal).expect("journal"), before, "the journal is left as it was");
+        }
+    }
+    // Restored whole, it opens and goes on from the same Pulse.
+    std::fs::write(&journal, &whole).expect("restore");
+    let mut ledger = Ledger::open(dir.path()).expect("restored");
+    assert_eq!(ledger.latest().header.number, acked);
+    assert_eq!(w.commit(&mut ledger, log, 20, false).expect("commit"), acked + 1);
+    drop(ledger);
+
+    // A journal rewritten under the same key: a copy of the ledger from before Pulse P goes on
+    // with another Pulse P; given the original's mark, it is refused.
+    let copy = tempfile::tempdir().expect("tmp");
+    copy_dir(dir.path(), copy.path());
+    let mut ledger = Ledger::open(dir.path()).expect("open");
+    let p = w.commit(&mut ledger, log, 25, false).expect("commit");
+    drop(ledger);
+    let mut other = Ledger::open(copy.path()).expect("open the copy");
+    assert_eq!(w.commit(&mut other, log, 30, false).expect("commit"), p, "the same number");
+    drop(other);
+    std::fs::copy(dir.path().join("acked"), copy.path().join("acked")).expect("the original's mark");
+    for read_only in [false, true] {
+        let opened = if read_only { Ledger::open_read_only(copy.path()) } else { Ledger::open(copy.path()) };
+        assert!(
+            matches!(opened, Err(LedgerError::NotAcknowledged(n)) if n == p),
+            "{:?}",
+            opened.map(|l| l.latest().header.number)
+        );
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// The mark is written after the journal: a crash between the two leaves a Pulse in the
+/// journal the mark does not yet name, which opening takes and marks; a torn slot leaves
+/// the other whole; a mark that cannot be read at all stops the ledger, naming the file.
+#[test]
+fn the_acknowledged_mark_survives_a_crash_between_journal_and_mark_and_a_torn_slot() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let w = Writer { key: key(1) };
+    let ack_file = dir.path().join("acked");
+    let (log, before) = {
+        let mut ledger = Ledger::create(dir.path()).expect("create");
+        let log = open_log(&mut ledger, &w, None);
+        w.commit(&mut ledger, log, 4, false).expect("commit");
+        (log, std::fs::read(&ack_file).expect("acked"))
+    };
+    let latest = {
+        let mut ledger = Ledger::open(dir.path()).expect("open");
+        w.commit(&mut ledger, log, 9, false).expect("commit");
+        ledger.latest().header.number
+    };
+    // As if the process died after the journal's fsync, before the mark's.
+    std::fs::write(&ack_file, &before).expect("older mark");
+    let mut ledger = Ledger::open(dir.path()).expect("a Pulse past the mark is taken");
+    assert_eq!(ledger.latest().header.number, latest);
+    w.commit(&mut ledger, log, 11, false).expect("goes on");
+    let latest = ledger.latest().header.number;
+    drop(ledger);
+    // The slot of the latest Pulse torn: the other names the Pulse before, which the journal holds.
+    let mut marks = std::fs::read(&ack_file).expect("acked");
+    let slot = (latest % 2) as usize * 128;
+    marks[slot + 20] ^= 0xff;
+    std::fs::write(&ack_file, &marks).expect("tear");
+    let ledger = Ledger::open(dir.path()).expect("the other slot holds");
+    assert_eq!(ledger.latest().header.number, latest);
+    drop(ledger);
+    // Both slots unreadable, or the file gone: refused, naming ledger/acked.
+    let mut marks = std::fs::read(&ack_file).expect("acked");
+    marks[20] ^= 0xff;
+    marks[128 + 20] ^= 0xff;
+    std::fs::write(&ack_file, &marks).expect("tear both");
+    let e = Ledger::open(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("ledger/acked") && e.contains("damaged"), "{e}");
+    std::fs::remove_file(&ack_file).expect("remove");
+    let e = Ledger::open_read_only(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("ledger/acked is missing"), "{e}");
+}
+
+/// A ledger made before the mark (FORMAT 1, no `acked`) opens, is given its mark from its
+/// journal, and is then held to it.
+#[test]
+fn a_ledger_from_before_the_mark_is_given_one() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let w = Writer { key: key(1) };
+    let log = {
+        let mut ledger = Ledger::create(dir.path()).expect("create");
+        let log = open_log(&mut ledger, &w, None);
+        w.commit(&mut ledger, log, 4, false).expect("commit");
+        log
+    };
+    std::fs::remove_file(dir.path().join("acked")).expect("remove");
+    std::fs::write(dir.path().join("FORMAT"), "sion-ledger 1\n").expect("format 1");
+    let mut ledger = Ledger::open(dir.path()).expect("a format-1 ledger opens");
+    assert!(ledger.acked_made());
+    w.commit(&mut ledger, log, 9, false).expect("commit");
+    drop(ledger);
+    assert_eq!(std::fs::read_to_string(dir.path().join("FORMAT")).expect("FORMAT"), "sion-ledger 2\n");
+    let journal = dir.path().join("journal");
+    let whole = std::fs::read(&journal).expect("journal");
+    std::fs::write(&journal, &whole[..whole.len() - 5]).expect("cut");
+    assert!(matches!(Ledger::open(dir.path()), Err(LedgerError::RolledBack { .. })));
+}
+
 /// A ledger that has lived: many Pulses, two logs, commits at the same size and growing.
 fn long_life(dir: &std::path::Path, pulses: u64) -> (LogId, LogId) {
     let mut ledger = Ledger::create(dir).expect("create");

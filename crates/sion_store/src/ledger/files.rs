@@ -233,3 +233,79 @@ mod tests {
         }
     }
 }
+
+/// Bytes of one slot of `acked`; the file holds two.
+pub const ACKED_SLOT: u64 = 128;
+const ACKED_MAGIC: &[u8; 8] = b"sionlak1";
+const ACKED_DOMAIN: &[u8] = b"sion-ledger-acked-v1";
+
+/// The last Pulse the ledger acknowledged, signed (docs/LEDGER.md, "The acknowledged mark").
+/// Kept apart from the journal, so a journal cut or restored from an older copy is caught
+/// instead of taken for a torn write and signed over again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acked {
+    pub number: u64,
+    pub hash: Digest,
+}
+
+impl Acked {
+    /// The slot Pulse `number`'s mark is written to: they alternate, so a torn write leaves
+    /// the one before whole.
+    pub fn slot(&self) -> u64 {
+        self.number % 2
+    }
+
+    pub fn encode(&self, key: &ed25519_dalek::SigningKey) -> [u8; ACKED_SLOT as usize] {
+        use ed25519_dalek::Signer as _;
+        let mut out = [0u8; ACKED_SLOT as usize];
+        out[..8].copy_from_slice(ACKED_MAGIC);
+        out[8..16].copy_from_slice(&self.number.to_le_bytes());
+        out[16..48].copy_from_slice(&self.hash);
+        let signature = key.sign(&[ACKED_DOMAIN, &out[8..48]].concat());
+        out[48..112].copy_from_slice(&signature.to_bytes());
+        let crc = crc32c::crc32c(&out[..124]);
+        out[124..].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// A slot, if it is whole and signed by `key`; why not, otherwise.
+    pub fn decode(b: &[u8], key: &ed25519_dalek::VerifyingKey) -> Result<Self, &'static str> {
+        let b: &[u8; ACKED_SLOT as usize] = b.try_into().map_err(|_| "short")?;
+        if &b[..8] != ACKED_MAGIC {
+            return Err("no mark");
+        }
+        if crc32c::crc32c(&b[..124]) != u32::from_le_bytes([b[124], b[125], b[126], b[127]]) {
+            return Err("checksum mismatch");
+        }
+        if b[112..124].iter().any(|&z| z != 0) {
+            return Err("reserved bytes are not zero");
+        }
+        let signature = ed25519_dalek::Signature::from_bytes(b[48..112].try_into().map_err(|_| "short")?);
+        key.verify_strict(&[ACKED_DOMAIN, &b[8..48]].concat(), &signature).map_err(|_| "bad signature")?;
+        let mut number = [0u8; 8];
+        number.copy_from_slice(&b[8..16]);
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&b[16..48]);
+        Ok(Self { number: u64::from_le_bytes(number), hash })
+    }
+}
+
+#[cfg(test)]
+mod acked_tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_reads_back_and_any_changed_byte_is_refused() {
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let mark = Acked { number: 41, hash: [9; 32] };
+        let b = mark.encode(&key);
+        assert_eq!(Acked::decode(&b, &key.verifying_key()), Ok(mark));
+        for i in 0..b.len() {
+            let mut c = b;
+            c[i] ^= 1;
+            assert!(Acked::decode(&c, &key.verifying_key()).is_err(), "byte {i}");
+        }
+        let other = ed25519_dalek::SigningKey::from_bytes(&[8; 32]);
+        assert!(Acked::decode(&b, &other.verifying_key()).is_err());
+    }
+}

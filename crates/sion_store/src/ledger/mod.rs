@@ -32,7 +32,10 @@ use files::PulseEntry;
 use sion_disk::{Disk, Open};
 use state::State;
 
-const FORMAT: &str = "sion-ledger 1\n";
+const FORMAT: &str = "sion-ledger 2\n";
+/// A ledger from before the acknowledged mark: opened, it is given one (from its journal).
+const FORMAT_1: &str = "sion-ledger 1\n";
+const ACKED: &str = "acked";
 const MAX_ENTRY_BYTES: usize = 1 << 16;
 
 /// Why the ledger refused a transaction or could not do what was asked.
@@ -82,6 +85,18 @@ pub enum LedgerError {
     Fork { log: LogId, from: u64, to: u64, reason: String },
     #[error("no Pulse {0}")]
     NoPulse(u64),
+    #[error(
+        "the ledger's journal ends at Pulse {journal_ends}, but Pulse {acknowledged} was acknowledged (ledger/acked): acknowledged Pulses are missing, so the journal was cut or restored from an older copy. Nothing was changed. Restore ledger/journal from a copy that reaches Pulse {acknowledged}: going on without it would sign a second, different header with a number already given out (docs/LEDGER.md, \"The acknowledged mark\")"
+    )]
+    RolledBack { journal_ends: u64, acknowledged: u64 },
+    #[error(
+        "the journal's Pulse {0} is not the one the ledger acknowledged (ledger/acked names another header): the journal was rewritten. Nothing was changed (docs/LEDGER.md, \"The acknowledged mark\")"
+    )]
+    NotAcknowledged(u64),
+    #[error(
+        "ledger/acked {0}: the ledger cannot tell whether acknowledged Pulses were lost, so it does not go on (docs/LEDGER.md, \"The acknowledged mark\", says how to accept a journal known to be whole)"
+    )]
+    Acked(String),
     #[error("log {log} has no version {version}")]
     NoVersion { log: LogId, version: u64 },
     #[error(
@@ -176,6 +191,10 @@ pub struct Ledger {
     _lock: Option<File>,
     /// Opened to be read: the files beside the journal are shadows, nothing is written.
     read_only: bool,
+    /// The acknowledged mark's file (none for a reader).
+    acked: Option<sion_disk::File>,
+    /// The ledger had no mark (made before it) and was given one from its journal here.
+    acked_made: bool,
 }
 
 /// How opening found the ledger.
@@ -262,6 +281,8 @@ impl Ledger {
         wire::put_frame(&mut frame, &entry);
         let journal = dir.join("journal");
         disk.write_file(&journal, &frame).map_err(io_err("writing the journal"))?;
+        let mark = files::Acked { number: 0, hash: genesis.header.hash() };
+        disk.write_file(&dir.join(ACKED), &mark.encode(&key)).map_err(io_err("writing ledger/acked"))?;
         // FORMAT last, each name durable before it: a directory without it is unfinished.
         disk.sync_dir(dir).map_err(io_err("syncing the ledger directory"))?;
         disk.replace_file(&dir.join("FORMAT"), FORMAT.as_bytes()).map_err(io_err("writing FORMAT"))?;
@@ -288,17 +309,21 @@ impl Ledger {
     }
 
     fn open_with(disk: &Disk, dir: &Path, writable: bool) -> Result<Self, LedgerError> {
-        match fs::read_to_string(dir.join("FORMAT")) {
-            Ok(f) if f == FORMAT => {}
+        let legacy = match fs::read_to_string(dir.join("FORMAT")) {
+            Ok(f) if f == FORMAT => false,
+            Ok(f) if f == FORMAT_1 => true,
             Ok(_) => return Err(LedgerError::Journal { entry: 0, reason: "unknown ledger format".into() }),
             Err(_) => return Err(LedgerError::Missing(dir.to_owned())),
-        }
+        };
         let lock = if writable { Some(lock_dir(dir)?) } else { None };
         if writable {
             // A creation cut short just before FORMAT's name was durable: make it so.
             disk.make_durable(&dir.join("FORMAT")).map_err(io_err("syncing FORMAT"))?;
         }
         let key = read_key(&dir.join("key"))?;
+        // Read before the journal is replayed: a journal that ends short of it was cut, and is
+        // left as it is for the operator, not cut again as a torn write.
+        let mark = read_acked(&dir.join(ACKED), &key.verifying_key(), legacy)?;
         let path = dir.join("journal");
         let journal = disk
             .open(&path, if writable { Open::Existing } else { Open::Read })
@@ -346,6 +371,8 @@ impl Ledger {
             boot: LedgerBoot::Checkpoint { pulses: 0, replayed: 0 },
             _lock: lock,
             read_only: !writable,
+            acked: None,
+            acked_made: false,
         };
         let why = match resumed {
             Ok(r) => {
@@ -368,7 +395,39 @@ impl Ledger {
                 .map_err(io_err("truncating a version file"))?;
             ledger.version_files.push(f);
         }
-        let replayed = ledger.replay(&path, file_len)?;
+        let (replayed, torn) = ledger.replay(&path, file_len)?;
+        let last = ledger.pulses - 1;
+        if let Some(m) = mark {
+            if m.number > last {
+                return Err(LedgerError::RolledBack { journal_ends: last, acknowledged: m.number });
+            }
+            let at = if m.number == last { ledger.latest } else { ledger.header(m.number)? };
+            if at.header.hash() != m.hash {
+                return Err(LedgerError::NotAcknowledged(m.number));
+            }
+        }
+        if torn && writable {
+            // An entry cut short past every acknowledged Pulse was never acknowledged.
+            ledger
+                .journal
+                .set_len(ledger.journal_len)
+                .and_then(|()| ledger.journal.sync_all())
+                .map_err(io_err("truncating the journal"))?;
+        }
+        if writable {
+            let f = open_rw(disk, &dir.join(ACKED), false)?;
+            if mark.is_none_or(|m| m.number < last) {
+                // Pulses durable in the journal but not yet marked (a crash between the two).
+                write_acked(&f, &ledger.key, &ledger.latest)?;
+            }
+            ledger.acked = Some(f);
+            if legacy {
+                disk.sync_dir(dir).map_err(io_err("syncing the ledger directory"))?;
+                disk.replace_file(&dir.join("FORMAT"), FORMAT.as_bytes())
+                    .map_err(io_err("writing FORMAT"))?;
+                ledger.acked_made = true;
+            }
+        }
         ledger.boot = match why {
             None => LedgerBoot::Checkpoint { pulses: ledger.pulses - replayed, replayed },
             Some(why) => LedgerBoot::Replayed { why, replayed },
@@ -433,9 +492,10 @@ impl Ledger {
     }
 
     /// Replay the journal from `self.journal_len`, frame by frame, re-checking each; returns
-    /// how many Pulses it took in. A frame cut short at the end is cut off (it was never
-    /// acknowledged); a whole frame that fails its checksum is damage, an error.
-    fn replay(&mut self, path: &Path, file_len: u64) -> Result<u64, LedgerError> {
+    /// how many Pulses it took in, and whether a frame was cut short at the end (left for the
+    /// caller to cut once the acknowledged mark says it was never acknowledged); a whole frame
+    /// that fails its checksum is damage, an error.
+    fn replay(&mut self, path: &Path, file_len: u64) -> Result<(u64, bool), LedgerError> {
         let mut file = File::open(path).map_err(io_err("reading the journal"))?;
         file.seek(SeekFrom::Start(self.journal_len)).map_err(io_err("reading the journal"))?;
         let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -488,14 +548,7 @@ impl Ledger {
         if self.pulses == 0 {
             return Err(LedgerError::Journal { entry: 0, reason: "no genesis Pulse".into() });
         }
-        if torn && !self.read_only {
-            // An entry cut short was never acknowledged.
-            self.journal
-                .set_len(self.journal_len)
-                .and_then(|()| self.journal.sync_all())
-                .map_err(io_err("truncating the journal"))?;
-        }
-        Ok(self.pulses - start)
+        Ok((self.pulses - start, torn))
     }
 
     /// Record Pulse `self.pulses` as taken (its frame durable in the journal at `at`): the
@@ -559,6 +612,12 @@ impl Ledger {
     }
 
     /// How opening found the ledger.
+    /// Whether this open gave a ledger made before the acknowledged mark its first one, from
+    /// its journal as it stood (Pulses lost before cannot be told apart from never written).
+    pub fn acked_made(&self) -> bool {
+        self.acked_made
+    }
+
     pub fn boot(&self) -> &LedgerBoot {
         &self.boot
     }
@@ -732,6 +791,13 @@ impl Ledger {
             .write_all_at(&frame, self.journal_len)
             .map_err(io_err("appending to the journal"))
             .and_then(|()| self.journal.sync_data().map_err(io_err("syncing the journal")));
+        // Then the mark, before the Pulse is acknowledged. If it fails, the Pulse is not
+        // acknowledged: the next one is written over it (or, after a crash, opening takes it
+        // from the journal: nobody saw another header with its number).
+        let written = written.and_then(|()| match &self.acked {
+            Some(f) => write_acked(f, &self.key, &header),
+            None => Err(LedgerError::ReadOnly(self.dir.clone())),
+        });
         if let Err(e) = written {
             self.journal_dirty = true;
             return Err(e);
@@ -782,6 +848,46 @@ impl Ledger {
             at: self.state_proof(id, pulse)?,
         })
     }
+}
+
+/// The acknowledged mark: the later of its two slots that is whole and signed. `None` for a
+/// ledger made before it (`legacy`) that has none yet.
+fn read_acked(path: &Path, key: &VerifyingKey, legacy: bool) -> Result<Option<files::Acked>, LedgerError> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(f) => {
+            f.take(2 * files::ACKED_SLOT).read_to_end(&mut bytes).map_err(io_err("reading ledger/acked"))?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound && legacy => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LedgerError::Acked("is missing".into())),
+        Err(e) => return Err(io_err("reading ledger/acked")(e)),
+    }
+    let slots: Vec<Result<files::Acked, &str>> =
+        bytes.chunks(files::ACKED_SLOT as usize).map(|b| files::Acked::decode(b, key)).collect();
+    match slots.iter().filter_map(|s| s.as_ref().ok()).max_by_key(|m| m.number) {
+        Some(m) => Ok(Some(*m)),
+        None if legacy && bytes.is_empty() => Ok(None),
+        None => {
+            let why: Vec<String> = slots
+                .iter()
+                .enumerate()
+                .map(|(i, s)| format!("slot {i}: {}", s.err().unwrap_or("whole")))
+                .collect();
+            Err(LedgerError::Acked(format!(
+                "is damaged ({} bytes; {})",
+                bytes.len(),
+                if why.is_empty() { "empty".to_owned() } else { why.join(", ") }
+            )))
+        }
+    }
+}
+
+/// Mark `header`'s Pulse acknowledged: its slot written and made durable.
+fn write_acked(f: &sion_disk::File, key: &SigningKey, header: &SignedHeader) -> Result<(), LedgerError> {
+    let mark = files::Acked { number: header.header.number, hash: header.header.hash() };
+    f.write_all_at(&mark.encode(key), mark.slot() * files::ACKED_SLOT)
+        .and_then(|()| f.sync_data())
+        .map_err(io_err("writing ledger/acked"))
 }
 
 fn read_pulse_entry(f: &DiskFile, pulse: u64) -> Result<PulseEntry, String> {
