@@ -80,7 +80,9 @@ fn answer_positions(v: &proof::Verified) -> Vec<u64> {
         proof::Claim::Range { atoms, .. } | proof::Claim::List { atoms, .. } => {
             atoms.iter().map(|(p, _)| *p).collect()
         }
-        proof::Claim::Included { position, .. } | proof::Claim::Omitted { position, .. } => vec![*position],
+        proof::Claim::Included { position, .. }
+        | proof::Claim::Omitted { position, .. }
+        | proof::Claim::Recorded { position, .. } => vec![*position],
         proof::Claim::Extends { .. } => vec![],
     }
 }
@@ -435,6 +437,7 @@ fn main() -> Result<()> {
         json!({}),
         Err(("merkle", "a consistency proof from size 0 proves nothing and is refused")),
     )?;
+    time_cases(&mut suite, &memory)?;
     omission_cases(&mut suite, &mut memory, &atoms)?;
 
     let manifest = json!({
@@ -446,6 +449,84 @@ fn main() -> Result<()> {
     });
     write_manifest(&out.join("manifest.json"), &manifest)?;
     println!("wrote {} cases to {}", manifest["cases"].as_array().map_or(0, Vec::len), out.display());
+    Ok(())
+}
+
+/// Transaction-time proofs (kind 6): when an atom was recorded, by the ledger's Pulses.
+fn time_cases(suite: &mut Suite, memory: &Memory) -> Result<()> {
+    let first = memory.prove_recorded(1234)?;
+    suite.case("time", &first.encode(), json!({ "recorded": 1234 }), Ok(()))?;
+    let second = memory.prove_recorded(2500)?;
+    suite.case("time-second-commit", &second.encode(), json!({ "recorded": 2500 }), Ok(()))?;
+    suite.case(
+        "time-other-position",
+        &first.encode(),
+        json!({ "recorded": 1235 }),
+        Err(("other_question", "proves when position 1234 was recorded, the reader asked about 1235")),
+    )?;
+    suite.case(
+        "time-asked-as-inclusion",
+        &first.encode(),
+        json!({ "position": 1234 }),
+        Err(("other_question", "a transaction-time proof answers when, not an inclusion question")),
+    )?;
+    let pulse_of = |f: &ProofFile| f.attestation.as_ref().map_or(0, |a| a.state.header.header.number);
+    let (p1, p2) = (pulse_of(&first), pulse_of(&second));
+    // Position 1234 claimed for the second commit's Pulse: the log held it the Pulse before.
+    let mut m = second.clone();
+    if let Proof::Recorded { position, atom, path, .. } = &mut m.proof {
+        let inclusion = memory.prove_inclusion(1234)?;
+        if let Proof::Inclusion { atom: a, path: p, .. } = inclusion.proof {
+            (*position, *atom, *path) = (1234, a, p);
+        }
+    }
+    suite.case(
+        "time-covered-before",
+        &m.encode(),
+        json!({ "recorded": 1234 }),
+        Err((
+            "recorded_elsewhere",
+            "position 1234 was already in the log at the Pulse before the one claimed",
+        )),
+    )?;
+    // The state before taken from a Pulse that does not directly precede.
+    let mut m = second.clone();
+    if let Proof::Recorded { before, .. } = &mut m.proof {
+        **before = memory.ledger().state_proof(memory.committed().id, p1 - 1)?;
+    }
+    suite.case(
+        "time-not-consecutive",
+        &m.encode(),
+        json!({ "recorded": 2500 }),
+        Err((
+            "attestation",
+            "the state before is of a Pulse that does not directly precede the attested one",
+        )),
+    )?;
+    if p2 != p1 + 1 {
+        bail!("the suite expects the two commits at consecutive Pulses ({p1}, {p2})");
+    }
+    let mut m = second.clone();
+    if let Proof::Recorded { before, .. } = &mut m.proof {
+        before.log.head.size = 2501;
+    }
+    suite.case(
+        "time-before-size-edited",
+        &m.encode(),
+        json!({ "recorded": 2500 }),
+        Err((
+            "attestation",
+            "the log's size at the Pulse before edited: it is no longer in that Pulse's state",
+        )),
+    )?;
+    let mut m = first.clone();
+    m.attestation = None;
+    suite.case(
+        "time-unattested",
+        &m.encode(),
+        json!({}),
+        Err(("format", "a transaction-time proof without the ledger's attestation is not one")),
+    )?;
     Ok(())
 }
 

@@ -297,3 +297,42 @@ fn a_bad_byte_is_a_bad_line_and_a_sealed_log_takes_nothing() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!((v["size"].clone(), v["committed"]["sealed"].clone()), (3.into(), true.into()), "{v}");
 }
+
+/// Issue 15, requirement 8: `sion memory prove time` writes a transaction-time proof file and
+/// `sion memory verify` says when the atom was recorded, by the ledger's Pulse and clock.
+#[test]
+fn a_transaction_time_proof_is_a_file_that_verify_reads() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path().join("m");
+    let d = d.to_str().expect("utf8");
+    assert!(sion(&["memory", "open", "--data", d], None).status.success());
+    let atoms = sion(&["sim", "--atoms", "300"], None).stdout;
+    let (first, second) = {
+        let text = String::from_utf8(atoms).expect("utf8");
+        let lines: Vec<&str> = text.lines().collect();
+        (lines[..200].join("\n") + "\n", lines[200..].join("\n") + "\n")
+    };
+    for part in [first, second] {
+        let o = sion(&["memory", "remember", "--data", d, "-"], Some(&part));
+        assert!(o.status.success(), "{}", text(&o));
+        let o = sion(&["memory", "commit", "--data", d], None);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let show = sion(&["memory", "show", "--data", d, "--json"], None);
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).expect("json");
+    let key = v["ledger"]["key"].as_str().expect("ledger.key").to_owned();
+    let file = tmp.path().join("t.sionproof");
+    let f = file.to_str().expect("utf8");
+    let o = sion(&["memory", "prove", "time", "--data", d, "--position", "250", "--out", f], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "verify", "--ledger-key", &key, "--expect-recorded", "250", f], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("at position 250 of log 0 was recorded at Pulse"), "{out}");
+    assert!(out.contains("the log held 200 atoms"), "{out}");
+    let o = sion(&["memory", "verify", "--ledger-key", &key, "--expect-recorded", "10", f], None);
+    assert!(!o.status.success() && text(&o).contains("answers another question"), "{}", text(&o));
+    // Not yet committed: said so.
+    let o = sion(&["memory", "prove", "time", "--data", d, "--position", "300", "--out", f], None);
+    assert!(!o.status.success(), "{}", text(&o));
+}

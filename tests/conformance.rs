@@ -33,7 +33,9 @@ fn every_case_gets_its_verdict() {
                     Claim::Range { atoms, .. } | Claim::List { atoms, .. } => {
                         atoms.iter().map(|(p, _)| *p).collect()
                     }
-                    Claim::Included { position, .. } | Claim::Omitted { position, .. } => vec![*position],
+                    Claim::Included { position, .. }
+                    | Claim::Omitted { position, .. }
+                    | Claim::Recorded { position, .. } => vec![*position],
                     Claim::Extends { .. } => vec![],
                 };
                 let stated: Vec<u64> =

@@ -47,7 +47,7 @@ def _key_bytes(ledger_key):
 
 def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
            subject=None, links_to=None, position=None, omitted=None, extends=None,
-           at_least=0, log=None):
+           recorded=None, at_least=0, log=None):
     """Verify a proof file's bytes; return what it proves, or raise ProofError.
 
     ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust; the proof
@@ -60,7 +60,9 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         links_to: every atom linking to an atom id (64 hex digits);
         position: the atom at a position (an inclusion proof);
         omitted: the position an omission proof convicts the writer's index of leaving out;
-        extends: (size, root as 64 hex digits) of an earlier head the log extends (consistency).
+        extends: (size, root as 64 hex digits) of an earlier head the log extends (consistency);
+        recorded: the position a transaction-time proof says when was recorded (its Pulse and
+            the ledger's time are in `pulse`).
     at_least: the head must hold at least this many atoms (refuses an older answer).
     log: the log id the proof must be about.
 
@@ -70,10 +72,10 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
     """
     if frame is None and any(v is not None for v in (box, from_ns, to_ns)):
         raise ValueError("box, from_ns and to_ns belong to a range question: name its frame too")
-    asked = sum(v is not None for v in (frame, subject, links_to, position, omitted, extends))
+    asked = sum(v is not None for v in (frame, subject, links_to, position, omitted, extends, recorded))
     if asked > 1:
         raise ValueError("ask one question: a range (frame, box, interval), a subject, links_to, "
-                         "a position, omitted or extends")
+                         "a position, omitted, extends or recorded")
     expect = {
         "frame": frame,
         "box": list(box) if box is not None else None,
@@ -83,6 +85,7 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         "links_to": links_to,
         "position": position,
         "omitted": omitted,
+        "recorded": recorded,
         "extends": {"size": extends[0], "root": extends[1]} if extends is not None else None,
         "at_least": at_least,
         "log": log,

@@ -154,7 +154,9 @@ pub fn export<W: Write + Seek>(
                     Claim::Range { atoms, .. } | Claim::List { atoms, .. } => {
                         atoms.iter().map(|(p, _)| *p).collect()
                     }
-                    Claim::Included { position, .. } | Claim::Omitted { position, .. } => vec![*position],
+                    Claim::Included { position, .. }
+                    | Claim::Omitted { position, .. }
+                    | Claim::Recorded { position, .. } => vec![*position],
                     Claim::Extends { .. } => Vec::new(),
                 };
                 (true, v.statement(), String::new(), v.head.size, positions, v.pulse.map_or(0, |(_, t, _)| t))

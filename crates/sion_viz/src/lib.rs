@@ -155,11 +155,16 @@ pub fn draw_answer(rec: &RecordingStream, file: &ProofFile) -> Result<AnswerDraw
             )?;
             (head, answer.unwrap_or_default())
         }
-        Proof::List { head, .. } | Proof::Inclusion { head, .. } | Proof::Omission { head, .. } => {
+        Proof::List { head, .. }
+        | Proof::Inclusion { head, .. }
+        | Proof::Omission { head, .. }
+        | Proof::Recorded { head, .. } => {
             let atoms = match &verified {
                 Ok(v) => match &v.claim {
                     Claim::Range { atoms, .. } | Claim::List { atoms, .. } => atoms.clone(),
-                    Claim::Included { position, atom } => vec![(*position, (**atom).clone())],
+                    Claim::Included { position, atom } | Claim::Recorded { position, atom, .. } => {
+                        vec![(*position, (**atom).clone())]
+                    }
                     _ => Vec::new(),
                 },
                 Err(_) => Vec::new(),

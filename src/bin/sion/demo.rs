@@ -125,6 +125,8 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
         ui::count(time.before.log.head.size),
         ui::count(time.at.log.head.size)
     );
+    let recorded = memory.prove_recorded(position)?;
+    report_proof("time", &recorded, &proofs.join(format!("recorded-{position}.sionproof")))?;
 
     // The ledger refuses a rewritten history and a replay of an old version.
     let current = memory.committed().clone();

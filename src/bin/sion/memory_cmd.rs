@@ -216,6 +216,17 @@ pub enum ProveCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Prove when the atom at a position was recorded: the Pulse whose commit first covered
+    /// it, and the log's state at the Pulse before (the ledger's clock, not the writer's).
+    Time {
+        #[command(flatten)]
+        data: DataArg,
+        #[arg(long)]
+        position: u64,
+        /// Where to write the proof [default: recorded-POSITION.sionproof].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Prove that the log's first N atoms are a prefix of the committed head.
     Consistency {
         #[command(flatten)]
@@ -259,6 +270,9 @@ pub struct VerifyArgs {
     /// A link proof must be about exactly the atoms linking to this atom id (64 hex digits).
     #[arg(long, conflicts_with = "expect_frame", help_heading = "The question asked")]
     expect_links_to: Option<String>,
+    /// A transaction-time proof must say when exactly this position was recorded.
+    #[arg(long, conflicts_with_all = ["expect_frame", "expect_subject", "expect_links_to"], help_heading = "The question asked")]
+    expect_recorded: Option<u64>,
     /// The proof's head must hold at least this many atoms (an older answer is refused).
     #[arg(long, default_value_t = 0, help_heading = "The question asked")]
     expect_at_least: u64,
@@ -283,7 +297,7 @@ impl VerifyArgs {
                 target.parse().map_err(|_| anyhow!("--expect-links-to: not 64 hex digits"))?,
             ))
         } else {
-            None
+            self.expect_recorded.map(|position| Question::Recorded { position })
         };
         Ok(Expect { question, at_least: self.expect_at_least, ..Expect::default() })
     }
@@ -744,6 +758,14 @@ fn prove(cmd: ProveCommand) -> Result<ExitCode> {
             write_proof(
                 &file,
                 &out.unwrap_or_else(|| PathBuf::from(format!("omission-{position}.sionproof"))),
+            )?;
+        }
+        ProveCommand::Time { data, position, out } => {
+            let memory = open_memory_read_only(&data.data)?;
+            let file = memory.prove_recorded(position)?;
+            write_proof(
+                &file,
+                &out.unwrap_or_else(|| PathBuf::from(format!("recorded-{position}.sionproof"))),
             )?;
         }
         ProveCommand::Consistency { data, from, out } => {

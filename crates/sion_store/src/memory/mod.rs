@@ -660,6 +660,28 @@ impl Memory {
         Ok(self.ledger.tx_time_proof(self.log_id, position)?)
     }
 
+    /// The same as a proof file (docs/PROOFS.md, kind 6): the atom, its inclusion in the head
+    /// of the Pulse that first covered it, and the log's state at that Pulse and the one before.
+    pub fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError> {
+        let time = self.prove_time(position)?;
+        let head = time.at.log.head;
+        let proof = Proof::Recorded {
+            log: self.log_id,
+            head,
+            position,
+            atom: self.log.read_bytes(position)?,
+            path: self.log.inclusion_proof(position, head.size)?,
+            before: Box::new(time.before),
+        };
+        Ok(ProofFile {
+            proof,
+            attestation: Some(Attestation {
+                ledger_key: self.ledger.public_key().to_bytes(),
+                state: time.at,
+            }),
+        })
+    }
+
     /// Re-read the whole log and compare it with the committed head.
     pub fn audit(&self, progress: impl FnMut(u64)) -> Result<(Audit, MemoryLog), MemoryError> {
         let committed = self.committed().clone();

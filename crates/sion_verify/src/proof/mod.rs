@@ -14,7 +14,7 @@ pub use range::{RangeProof, Reached, Tree, Walked};
 use crate::atom::{Atom, AtomId};
 use crate::index::geom::Query;
 use crate::leaf::{LogHasher, leaf_hash};
-use crate::ledger::{AttestationError, Head, LogId, StateProof};
+use crate::ledger::{AttestationError, Head, LogId, StateProof, TxTimeProof};
 use crate::merkle::{Digest, ProofError, verify_consistency, verify_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
@@ -34,7 +34,7 @@ pub struct Attestation {
 }
 
 /// What a proof file claims and its evidence, one variant per kind (docs/PROOFS.md, kinds 1 to
-/// 5), each naming the log and the head it is checked against.
+/// 6), each naming the log and the head it is checked against.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Proof {
     /// The atom is at `position` of the log whose head is `head`.
@@ -96,6 +96,22 @@ pub enum Proof {
         path: Vec<Digest>,
         /// A range proof for a query the atom answers, whose answer lacks it.
         range: Box<RangeProof>,
+    },
+    /// When the atom at `position` was recorded: the head (attested at Pulse P) holds it, and
+    /// the log's state at Pulse P − 1 did not cover its position. Always attested.
+    Recorded {
+        /// The log.
+        log: LogId,
+        /// The head committed at Pulse P, the first that covers the position.
+        head: Head,
+        /// The atom's position.
+        position: u64,
+        /// The atom's canonical encoding.
+        atom: Vec<u8>,
+        /// RFC 9162 inclusion path of the atom's leaf, from the leaf up.
+        path: Vec<Digest>,
+        /// The log's state at Pulse P − 1.
+        before: Box<StateProof>,
     },
 }
 
@@ -191,6 +207,10 @@ pub enum VerifyError {
         /// The least size the reader accepts.
         at_least: u64,
     },
+    /// `recorded_elsewhere`: a transaction-time proof whose Pulse is not the one that recorded
+    /// the position (the log covered it at the Pulse before, or does not cover it at this one).
+    #[error("not recorded at this Pulse: {0}")]
+    RecordedElsewhere(String),
     /// `other_head`: the head is not the exact one the reader holds.
     #[error("the proof is as of another head than the expected one ({size} atoms, root {root})")]
     OtherHead {
@@ -222,6 +242,7 @@ impl VerifyError {
             VerifyError::OtherLog { .. } => "other_log",
             VerifyError::StaleHead { .. } => "stale_head",
             VerifyError::OtherHead { .. } => "other_head",
+            VerifyError::RecordedElsewhere(_) => "recorded_elsewhere",
         }
     }
 }
@@ -252,6 +273,11 @@ pub enum Question {
     },
     /// The committed index leaves out the atom at this position (an omission proof).
     Omitted {
+        /// The log position.
+        position: u64,
+    },
+    /// When the atom at this position was recorded (a transaction-time proof).
+    Recorded {
         /// The log position.
         position: u64,
     },
@@ -337,6 +363,8 @@ impl Expect {
             Some(Question::LinksTo(target.parse().map_err(|_| "links_to: not an atom id (64 hex digits)")?))
         } else if let Some(position) = unsigned("omitted")? {
             Some(Question::Omitted { position })
+        } else if let Some(position) = unsigned("recorded")? {
+            Some(Question::Recorded { position })
         } else if let Some(extends) = v.get("extends").filter(|e| !e.is_null()) {
             let size =
                 extends.get("size").and_then(serde_json::Value::as_u64).ok_or("extends.size: an integer")?;
@@ -381,6 +409,7 @@ impl Expect {
                 size == old_size && root == old_root
             }
             (Question::Omitted { position }, Claim::Omitted { position: p, .. }) => position == p,
+            (Question::Recorded { position }, Claim::Recorded { position: p, .. }) => position == p,
             _ => false,
         };
         if answers {
@@ -409,6 +438,7 @@ impl std::fmt::Display for Question {
                 write!(f, "extends the head of {size} atoms (root {})", hex::encode(&root[..8]))
             }
             Question::Omitted { position } => write!(f, "the index leaves out position {position}"),
+            Question::Recorded { position } => write!(f, "when position {position} was recorded"),
         }
     }
 }
@@ -474,6 +504,18 @@ pub enum Claim {
         /// The atom, decoded and valid.
         atom: Box<Atom>,
     },
+    /// The atom at `position` was recorded at the attested Pulse ([`Verified::pulse`]): the
+    /// log held `size_before` atoms (no more than `position`) at the Pulse before.
+    Recorded {
+        /// The atom's log position.
+        position: u64,
+        /// The atom, decoded and valid.
+        atom: Box<Atom>,
+        /// The log's size at the Pulse before.
+        size_before: u64,
+        /// That Pulse's time (the ledger's clock, ns since the Unix epoch).
+        time_before_ns: i64,
+    },
 }
 
 impl Proof {
@@ -485,6 +527,7 @@ impl Proof {
             Proof::Range { .. } => "range",
             Proof::List { .. } => "list",
             Proof::Omission { .. } => "omission",
+            Proof::Recorded { .. } => "time",
         }
     }
 }
@@ -525,6 +568,14 @@ impl Claim {
             Claim::Omitted { position, atom } => serde_json::json!({
                 "omitted": { "position": position, "atom": atom.to_json(Some(*position)) }
             }),
+            Claim::Recorded { position, atom, size_before, time_before_ns } => serde_json::json!({
+                "recorded": {
+                    "position": position,
+                    "atom": atom.to_json(Some(*position)),
+                    "size_before": size_before,
+                    "time_before_ns": time_before_ns,
+                }
+            }),
         }
     }
 
@@ -537,6 +588,7 @@ impl Claim {
             Claim::List { key: ListKey::Subject(s), .. } => Question::Subject(s.clone()),
             Claim::List { key: ListKey::LinksTo(id), .. } => Question::LinksTo(*id),
             Claim::Omitted { position, .. } => Question::Omitted { position: *position },
+            Claim::Recorded { position, .. } => Question::Recorded { position: *position },
         }
         .to_string()
     }
@@ -549,6 +601,7 @@ impl Claim {
             Claim::Range { .. } => "range",
             Claim::List { .. } => "list",
             Claim::Omitted { .. } => "omission",
+            Claim::Recorded { .. } => "time",
         }
     }
 }
@@ -611,6 +664,17 @@ impl Verified {
                 "the writer's committed index leaves out atom {} at position {position} of log {log}, though the log holds it",
                 atom.id()
             ),
+            Claim::Recorded { position, atom, size_before, .. } => match self.pulse {
+                Some((pulse, time_ns, _)) => format!(
+                    "atom {} at position {position} of log {log} was recorded at Pulse {pulse}, time {} ({time_ns} ns; the ledger's clock): at Pulse {} the log held {size_before} atoms",
+                    atom.id(),
+                    crate::time::rfc3339(time_ns),
+                    pulse.saturating_sub(1)
+                ),
+                None => {
+                    format!("atom {} at position {position} of log {log}: recorded (unattested)", atom.id())
+                }
+            },
         }
     }
 }
@@ -665,6 +729,15 @@ impl ProofFile {
                 out.put_bytes32(atom);
                 put_path(&mut out, path);
                 range.put(&mut out);
+            }
+            Proof::Recorded { log, head, position, atom, path, before } => {
+                out.put_u8(6);
+                out.put_u64(log.0);
+                head.put(&mut out);
+                out.put_u64(*position);
+                out.put_bytes32(atom);
+                put_path(&mut out, path);
+                before.put(&mut out);
             }
         }
         out
@@ -736,6 +809,21 @@ impl ProofFile {
                 path: read_path(&mut r)?,
                 range: Box::new(RangeProof::read(&mut r)?),
             },
+            6 if attestation.is_none() => {
+                return Err(WireError::Invalid {
+                    field: "attestation",
+                    problem: "a transaction-time proof (kind 6) is the ledger's word or nothing: it must be attested"
+                        .into(),
+                });
+            }
+            6 => Proof::Recorded {
+                log: LogId(r.u64("log")?),
+                head: Head::read(&mut r)?,
+                position: r.u64("position")?,
+                atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+                path: read_path(&mut r)?,
+                before: Box::new(StateProof::read(&mut r)?),
+            },
             k => {
                 return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });
             }
@@ -753,7 +841,8 @@ impl ProofFile {
             | Proof::Consistency { log, head, .. }
             | Proof::Range { log, head, .. }
             | Proof::List { log, head, .. }
-            | Proof::Omission { log, head, .. } => (*log, *head),
+            | Proof::Omission { log, head, .. }
+            | Proof::Recorded { log, head, .. } => (*log, *head),
         };
         let pulse = match (&self.attestation, expected_ledger) {
             (None, Some(_)) => return Err(VerifyError::Unattested),
@@ -815,6 +904,28 @@ impl ProofFile {
                 }
                 Claim::Omitted { position: *position, atom: Box::new(atom) }
             }
+            Proof::Recorded { position, atom, path, before, .. } => {
+                let atom = Atom::decode(atom).map_err(|e| VerifyError::Atom(e.to_string()))?;
+                let leaf = leaf_hash(&atom);
+                verify_inclusion::<LogHasher, _>(*position, head.size, &leaf, path, &head.root)?;
+                // Decoding refuses a kind 6 without an attestation; checked above.
+                let a = self.attestation.as_ref().ok_or(VerifyError::Unattested)?;
+                let key = VerifyingKey::from_bytes(&a.ledger_key).map_err(|_| VerifyError::BadLedgerKey)?;
+                let time =
+                    TxTimeProof { position: *position, before: (**before).clone(), at: a.state.clone() };
+                time.verify(&key).map_err(|e| match e {
+                    AttestationError::CoveredBefore { .. } | AttestationError::NotCovered { .. } => {
+                        VerifyError::RecordedElsewhere(e.to_string())
+                    }
+                    other => VerifyError::Attestation(other),
+                })?;
+                Claim::Recorded {
+                    position: *position,
+                    atom: Box::new(atom),
+                    size_before: before.log.head.size,
+                    time_before_ns: before.header.header.time_ns,
+                }
+            }
         };
         Ok(Verified { log, head, pulse, claim })
     }
@@ -838,6 +949,7 @@ impl Verified {
         match &self.claim {
             Claim::Included { atom, .. } => Some(atom.id()),
             Claim::Omitted { atom, .. } => Some(atom.id()),
+            Claim::Recorded { atom, .. } => Some(atom.id()),
             _ => None,
         }
     }
