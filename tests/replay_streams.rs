@@ -75,10 +75,12 @@ fn a_bag_larger_than_the_replays_memory_replays_whole_and_the_peak_does_not_grow
         mib(large_len),
         mib(large_peak)
     );
-    // The peak is the replay's batches (64 MiB of blobs at most) and one chunk, not the bag:
-    // ten times the bag may add a little (more pages of the memory's own files), not the bag.
+    // The peak is the replay's batches (64 MiB of blobs at most, which the small bag never
+    // fills) and one chunk, not the bag: ten times the bag may add a little more (the memory's
+    // own files, the allocator), not the bag. Measured: 91 → 154 MiB, and 97 → 161 MiB on a
+    // run sharing the machine, so the batch is the growth and 16 MiB is the slack.
     assert!(
-        large_peak < small_peak.max(before) + (64 << 20),
+        large_peak < small_peak.max(before) + (80 << 20),
         "the peak grew with the bag: {:.0} MiB for {:.0} MiB, {:.0} MiB for {:.0} MiB",
         mib(small_peak),
         mib(small_len),
