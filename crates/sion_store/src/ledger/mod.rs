@@ -8,7 +8,7 @@
 //! the journal past the checkpoint and memory does not grow with the ledger's life.
 
 mod files;
-mod state;
+pub mod state;
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read as _, Seek as _, SeekFrom};
@@ -227,9 +227,18 @@ fn now_ns() -> i64 {
 
 /// The header of Pulse `number` over `state`.
 fn pulse_header(state: &State, number: u64, time_ns: i64, prev: Option<&SignedHeader>) -> PulseHeader {
-    let tree = MemoryTree::<Blake3>::from_leaves(state.logs.iter().map(MemoryLog::encode));
-    let prev = prev.map(|h| h.header.hash()).unwrap_or([0; 32]);
-    PulseHeader { number, time_ns, logs: tree.size(), state_root: tree.root(), prev }
+    state.header(number, time_ns, prev.map(|h| h.header.hash()).unwrap_or([0; 32]))
+}
+
+/// A log's version record (docs/LEDGER.md, "Files beside the journal"), as the fleet ledger
+/// keeps it too.
+pub fn encode_version(log: &MemoryLog) -> [u8; 128] {
+    files::encode_version(log)
+}
+
+/// A version record read back, its other fields from `base`.
+pub fn decode_version(b: &[u8; 128], base: &MemoryLog) -> Result<MemoryLog, String> {
+    files::decode_version(b, base)
 }
 
 /// One journal entry: the transaction (none for the genesis) and the signed header.

@@ -9,21 +9,36 @@ use sion_verify::ledger::{
 };
 use sion_verify::merkle::{Blake3, verify_consistency};
 
+/// The ledger's current state: every log, agent and account nonce. The embedded ledger and
+/// the fleet ledger (crates/sion_fleet) both decide with it.
 #[derive(Debug, Clone, Default)]
-pub(super) struct State {
+pub struct State {
     pub logs: Vec<MemoryLog>,
     pub agents: BTreeMap<String, Agent>,
     pub nonces: HashMap<Account, u64>,
 }
 
 /// What an accepted transaction changes.
-#[derive(Clone)]
-pub(super) enum Change {
+#[derive(Debug, Clone)]
+pub enum Change {
     Agent(Agent),
     Log(MemoryLog),
 }
 
 impl State {
+    /// The header of Pulse `number` over this state (`prev`: the previous header's hash, zeros
+    /// for the genesis).
+    pub fn header(
+        &self,
+        number: u64,
+        time_ns: i64,
+        prev: sion_verify::merkle::Digest,
+    ) -> sion_verify::ledger::PulseHeader {
+        let tree =
+            sion_verify::merkle::MemoryTree::<Blake3>::from_leaves(self.logs.iter().map(MemoryLog::encode));
+        sion_verify::ledger::PulseHeader { number, time_ns, logs: tree.size(), state_root: tree.root(), prev }
+    }
+
     pub fn nonce(&self, account: &Account) -> u64 {
         self.nonces.get(account).copied().unwrap_or(0)
     }

@@ -51,6 +51,14 @@ impl PulseHeader {
         })
     }
 
+    /// Read exactly the 89 bytes [`PulseHeader::encode`] writes.
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(bytes);
+        let header = Self::read(&mut r)?;
+        r.finish()?;
+        Ok(header)
+    }
+
     /// What the next header's `prev` holds.
     pub fn hash(&self) -> Digest {
         *blake3::hash(&self.encode()).as_bytes()

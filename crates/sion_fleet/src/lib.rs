@@ -1,0 +1,363 @@
+//! The fleet ledger (docs/FLEET-LEDGER.md): the Pulse chain and the ledger's state kept in
+//! etcd under one key prefix, the next Pulse agreed by a compare-and-swap on the head, so any
+//! number of front-ends can take transactions at once and two Pulses can never share a
+//! number. The rules are the embedded ledger's own ([`sion_store::ledger::state::State`]):
+//! what is accepted, and the headers it gets, are the same.
+//!
+//! A header is fixed in etcd before it is signed, and ed25519 signatures are deterministic:
+//! no front-end signs a header that did not win its number, and a Pulse left unsigned by a
+//! front-end that died is completed by any other with the same bytes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use sion_store::ledger::state::{Change, State};
+use sion_store::ledger::{
+    Account, Agent, AgentStatus, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx,
+    account_of, encode_version,
+};
+
+/// Why the fleet ledger did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// etcd could not be reached or refused the request (no quorum, a member down, …).
+    #[error("etcd at {endpoints}: {message}")]
+    Etcd { endpoints: String, message: String },
+    /// The ledger's rules refused the transaction (docs/LEDGER.md, "Transactions").
+    #[error("refused: {0}")]
+    Refused(#[from] LedgerError),
+    /// What etcd holds under the prefix is not a fleet ledger's state as this version writes it.
+    #[error("the fleet ledger's state in etcd is damaged at {key}: {problem}")]
+    Damaged { key: String, problem: String },
+    /// No ledger under the prefix: `init` makes one.
+    #[error("no fleet ledger under {0} in etcd (sion ledger init makes one)")]
+    Missing(String),
+    /// The ledger under the prefix signs with another key than this front-end's.
+    #[error("the fleet ledger under {prefix} signs with key {found}, not this front-end's {ours}")]
+    OtherKey { prefix: String, found: String, ours: String },
+    /// The head moved under every attempt.
+    #[error("the head moved under each of {0} attempts (too many front-ends racing for one Pulse?)")]
+    Contention(u32),
+}
+
+/// How many times a submission retries after losing its compare-and-swap.
+const ATTEMPTS: u32 = 256;
+
+/// One front-end of a fleet ledger: an etcd client, the key prefix and the ledger key.
+pub struct FleetLedger {
+    client: Client,
+    endpoints: String,
+    prefix: String,
+    key: SigningKey,
+    /// The state as of the head at an etcd revision, kept while no other front-end moves it.
+    cached: Option<Snapshot>,
+    /// Compare-and-swaps this front-end lost to another.
+    lost: u64,
+}
+
+/// The state and the latest header, as of one revision of `P/head`.
+#[derive(Clone)]
+struct Snapshot {
+    head_revision: i64,
+    state: State,
+    latest: PulseHeader,
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos().min(i64::MAX as u128) as i64)
+        .unwrap_or(0)
+}
+
+/// Numbers in keys: 20 decimal digits, so keys sort as numbers.
+fn n20(n: u64) -> String {
+    format!("{n:020}")
+}
+
+fn head_value(h: &PulseHeader) -> Vec<u8> {
+    let mut v = h.number.to_le_bytes().to_vec();
+    v.extend_from_slice(&h.hash());
+    v
+}
+
+fn agent_value(a: &Agent) -> Vec<u8> {
+    let mut v = a.controller.0.to_vec();
+    v.push(match a.status {
+        AgentStatus::Live => 0,
+        AgentStatus::Suspended => 1,
+        AgentStatus::Revoked => 2,
+    });
+    v
+}
+
+fn entry(tx: Option<&SignedTx>, header: &PulseHeader) -> Vec<u8> {
+    let mut v = Vec::new();
+    match tx {
+        None => v.push(0),
+        Some(tx) => {
+            v.push(1);
+            let bytes = tx.encode();
+            v.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            v.extend_from_slice(&bytes);
+        }
+    }
+    v.extend_from_slice(&header.encode());
+    v
+}
+
+const PULSE_DOMAIN: &[u8] = b"sion-ledger-pulse-v1";
+
+impl FleetLedger {
+    fn err(&self, e: etcd_client::Error) -> FleetError {
+        FleetError::Etcd { endpoints: self.endpoints.clone(), message: e.to_string() }
+    }
+
+    fn key_of(&self, rest: &str) -> String {
+        format!("{}{rest}", self.prefix)
+    }
+
+    fn damaged(&self, rest: &str, problem: impl Into<String>) -> FleetError {
+        FleetError::Damaged { key: self.key_of(rest), problem: problem.into() }
+    }
+
+    /// Connect a front-end to the ledger under `prefix` (ending in `/`), refusing one that signs
+    /// with another key.
+    pub async fn connect(endpoints: &[&str], prefix: &str, key: SigningKey) -> Result<Self, FleetError> {
+        let joined = endpoints.join(",");
+        let client = Client::connect(endpoints, None)
+            .await
+            .map_err(|e| FleetError::Etcd { endpoints: joined.clone(), message: e.to_string() })?;
+        let mut ledger =
+            Self { client, endpoints: joined, prefix: prefix.to_owned(), key, cached: None, lost: 0 };
+        let resp = ledger.client.get(ledger.key_of("key"), None).await.map_err(|e| ledger.err(e))?;
+        let Some(kv) = resp.kvs().first() else { return Err(FleetError::Missing(ledger.prefix.clone())) };
+        let ours = ledger.key.verifying_key().to_bytes();
+        if kv.value() != ours {
+            return Err(FleetError::OtherKey {
+                prefix: ledger.prefix.clone(),
+                found: hex::encode(kv.value()),
+                ours: hex::encode(ours),
+            });
+        }
+        Ok(ledger)
+    }
+
+    /// Make a fleet ledger under `prefix`: its key and its genesis Pulse 0, once (a second
+    /// `init` finds it and connects, or refuses another key).
+    pub async fn init(endpoints: &[&str], prefix: &str, key: SigningKey) -> Result<Self, FleetError> {
+        let joined = endpoints.join(",");
+        let mut client = Client::connect(endpoints, None)
+            .await
+            .map_err(|e| FleetError::Etcd { endpoints: joined.clone(), message: e.to_string() })?;
+        let genesis = State::default().header(0, now_ns(), [0; 32]);
+        let signature = key.sign(&[PULSE_DOMAIN, &genesis.encode()].concat());
+        let k = |rest: &str| format!("{prefix}{rest}");
+        let txn =
+            Txn::new().when(vec![Compare::create_revision(k("key"), CompareOp::Equal, 0)]).and_then(vec![
+                TxnOp::put(k("key"), key.verifying_key().to_bytes().to_vec(), None),
+                TxnOp::put(k("head"), head_value(&genesis), None),
+                TxnOp::put(k(&format!("pulse/{}", n20(0))), entry(None, &genesis), None),
+                TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_bytes().to_vec(), None),
+            ]);
+        client
+            .txn(txn)
+            .await
+            .map_err(|e| FleetError::Etcd { endpoints: joined.clone(), message: e.to_string() })?;
+        Self::connect(endpoints, prefix, key).await
+    }
+
+    /// How many compare-and-swaps on the head this front-end has lost to others.
+    pub fn lost_races(&self) -> u64 {
+        self.lost
+    }
+
+    pub fn public_key(&self) -> VerifyingKey {
+        self.key.verifying_key()
+    }
+
+    /// The ledger's operator account (its own key), as the embedded ledger's.
+    pub fn operator(&self) -> Account {
+        account_of(&self.key)
+    }
+
+    /// The state as of the current head, read at one revision (a consistent snapshot).
+    async fn snapshot(&mut self) -> Result<Snapshot, FleetError> {
+        let head = self.client.get(self.key_of("head"), None).await.map_err(|e| self.err(e))?;
+        let Some(kv) = head.kvs().first() else { return Err(FleetError::Missing(self.prefix.clone())) };
+        let head_revision = kv.mod_revision();
+        if let Some(c) = &self.cached
+            && c.head_revision == head_revision
+        {
+            return Ok(c.clone());
+        }
+        let value = kv.value();
+        if value.len() != 40 {
+            return Err(self.damaged("head", format!("{} bytes, not 40", value.len())));
+        }
+        let mut number = [0u8; 8];
+        number.copy_from_slice(&value[..8]);
+        let number = u64::from_le_bytes(number);
+        let at = head.header().map_or(0, |h| h.revision());
+        let options = || GetOptions::new().with_prefix().with_revision(at);
+        let mut state = State::default();
+        let logs = self.client.get(self.key_of("log/"), Some(options())).await.map_err(|e| self.err(e))?;
+        for kv in logs.kvs() {
+            let log = MemoryLog::decode(kv.value()).map_err(|e| self.damaged("log/", e.to_string()))?;
+            if log.id.0 as usize != state.logs.len() {
+                return Err(self
+                    .damaged("log/", format!("log {} where log {} was expected", log.id, state.logs.len())));
+            }
+            state.logs.push(log);
+        }
+        let agents =
+            self.client.get(self.key_of("agent/"), Some(options())).await.map_err(|e| self.err(e))?;
+        let mut by_name = BTreeMap::new();
+        for kv in agents.kvs() {
+            let name = String::from_utf8_lossy(&kv.key()[self.key_of("agent/").len()..]).into_owned();
+            let v = kv.value();
+            if v.len() != 33 {
+                return Err(self.damaged("agent/", format!("{name}: {} bytes, not 33", v.len())));
+            }
+            let mut controller = [0u8; 32];
+            controller.copy_from_slice(&v[..32]);
+            let status = match v[32] {
+                0 => AgentStatus::Live,
+                1 => AgentStatus::Suspended,
+                2 => AgentStatus::Revoked,
+                s => return Err(self.damaged("agent/", format!("{name}: status {s}"))),
+            };
+            by_name.insert(name.clone(), Agent { name, controller: Account(controller), status });
+        }
+        state.agents = by_name;
+        let nonces =
+            self.client.get(self.key_of("nonce/"), Some(options())).await.map_err(|e| self.err(e))?;
+        let mut map = HashMap::new();
+        for kv in nonces.kvs() {
+            let hex_account = &kv.key()[self.key_of("nonce/").len()..];
+            let mut account = [0u8; 32];
+            hex::decode_to_slice(hex_account, &mut account)
+                .map_err(|_| self.damaged("nonce/", "not an account"))?;
+            let n: [u8; 8] = kv.value().try_into().map_err(|_| self.damaged("nonce/", "not 8 bytes"))?;
+            map.insert(Account(account), u64::from_le_bytes(n));
+        }
+        state.nonces = map;
+        let latest = self.pulse_header(number, Some(at)).await?;
+        let snapshot = Snapshot { head_revision, state, latest };
+        self.cached = Some(snapshot.clone());
+        Ok(snapshot)
+    }
+
+    /// Pulse `number`'s header as etcd holds it (unsigned), at a revision if given.
+    async fn pulse_header(&mut self, number: u64, at: Option<i64>) -> Result<PulseHeader, FleetError> {
+        let rest = format!("pulse/{}", n20(number));
+        let options = at.map(|r| GetOptions::new().with_revision(r));
+        let resp = self.client.get(self.key_of(&rest), options).await.map_err(|e| self.err(e))?;
+        let kv = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?;
+        let v = kv.value();
+        if v.len() < 89 {
+            return Err(self.damaged(&rest, "shorter than a header"));
+        }
+        PulseHeader::decode(&v[v.len() - 89..]).map_err(|e| self.damaged(&rest, e.to_string()))
+    }
+
+    /// Pulse `number`'s signed header, its signature completed if the front-end that won it
+    /// died before writing it (the same bytes: the header is fixed, the signature deterministic).
+    pub async fn header(&mut self, number: u64) -> Result<SignedHeader, FleetError> {
+        let header = self.pulse_header(number, None).await?;
+        let rest = format!("sig/{}", n20(number));
+        let resp = self.client.get(self.key_of(&rest), None).await.map_err(|e| self.err(e))?;
+        let signature: [u8; 64] = match resp.kvs().first() {
+            Some(kv) => kv.value().try_into().map_err(|_| self.damaged(&rest, "not 64 bytes"))?,
+            None => {
+                let s = self.sign(&header);
+                self.client.put(self.key_of(&rest), s.to_vec(), None).await.map_err(|e| self.err(e))?;
+                s
+            }
+        };
+        let signed = SignedHeader { header, signature };
+        signed.verify(&self.public_key()).map_err(|e| self.damaged(&rest, e.to_string()))?;
+        Ok(signed)
+    }
+
+    /// The latest Pulse's signed header.
+    pub async fn latest(&mut self) -> Result<SignedHeader, FleetError> {
+        let number = self.snapshot().await?.latest.number;
+        self.header(number).await
+    }
+
+    /// A log as the current state holds it.
+    pub async fn log(&mut self, id: LogId) -> Result<Option<MemoryLog>, FleetError> {
+        Ok(self.snapshot().await?.state.logs.get(id.0 as usize).cloned())
+    }
+
+    /// The next nonce of `account`.
+    pub async fn nonce(&mut self, account: &Account) -> Result<u64, FleetError> {
+        Ok(self.snapshot().await?.state.nonce(account))
+    }
+
+    fn sign(&self, header: &PulseHeader) -> [u8; 64] {
+        let s: Signature = self.key.sign(&[PULSE_DOMAIN, &header.encode()].concat());
+        s.to_bytes()
+    }
+
+    /// Check a transaction by the ledger's rules and, if it passes, make it Pulse `N` by a
+    /// compare-and-swap on the head: acknowledged (the signed header returned) once etcd has
+    /// committed it. Losing the race re-reads the state and decides again, so a commit of a
+    /// version another front-end has just committed is refused as stale.
+    pub async fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, FleetError> {
+        let operator = self.operator();
+        for _ in 0..ATTEMPTS {
+            let snap = self.snapshot().await?;
+            let number = snap.latest.number + 1;
+            let change = snap.state.check(&operator, &tx, number)?;
+            let mut next = snap.state.clone();
+            next.apply(tx.sender, change.clone());
+            let time_ns = now_ns().max(snap.latest.time_ns.saturating_add(1));
+            let header = next.header(number, time_ns, snap.latest.hash());
+            let nonce = next.nonce(&tx.sender);
+            let mut puts = vec![
+                TxnOp::put(self.key_of("head"), head_value(&header), None),
+                TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), entry(Some(&tx), &header), None),
+                TxnOp::put(
+                    self.key_of(&format!("nonce/{}", hex::encode(tx.sender.0))),
+                    nonce.to_le_bytes().to_vec(),
+                    None,
+                ),
+            ];
+            match &change {
+                Change::Agent(a) => {
+                    puts.push(TxnOp::put(self.key_of(&format!("agent/{}", a.name)), agent_value(a), None))
+                }
+                Change::Log(log) => {
+                    puts.push(TxnOp::put(self.key_of(&format!("log/{}", n20(log.id.0))), log.encode(), None));
+                    puts.push(TxnOp::put(
+                        self.key_of(&format!("version/{}/{}", n20(log.id.0), n20(log.commits))),
+                        encode_version(log).to_vec(),
+                        None,
+                    ));
+                }
+            }
+            let txn = Txn::new()
+                .when(vec![Compare::mod_revision(self.key_of("head"), CompareOp::Equal, snap.head_revision)])
+                .and_then(puts);
+            let resp = self.client.txn(txn).await.map_err(|e| self.err(e))?;
+            if !resp.succeeded() {
+                self.cached = None;
+                self.lost += 1;
+                continue;
+            }
+            let revision = resp.header().map_or(0, |h| h.revision());
+            self.cached = Some(Snapshot { head_revision: revision, state: next, latest: header });
+            let signature = self.sign(&header);
+            self.client
+                .put(self.key_of(&format!("sig/{}", n20(number))), signature.to_vec(), None)
+                .await
+                .map_err(|e| self.err(e))?;
+            return Ok(SignedHeader { header, signature });
+        }
+        Err(FleetError::Contention(ATTEMPTS))
+    }
+}

@@ -1,0 +1,171 @@
+//! The fleet ledger on a real etcd (Debian's etcd-server, started here on loopback): front-ends
+//! that race for the next Pulse never share a number, exactly one commit of a log version
+//! wins, and the chain they leave verifies header by header.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ed25519_dalek::SigningKey;
+use sion_fleet::{FleetError, FleetLedger};
+use sion_store::ledger::{Head, LedgerError, LogId, SignedTx, Tx, account_of};
+use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
+
+/// A single-member etcd on free loopback ports, in a temporary directory; killed on drop.
+struct Etcd {
+    child: Child,
+    client_url: String,
+    _dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+impl Etcd {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (client, peer) = (free_port(), free_port());
+        let client_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new("etcd")
+            .args(["--name", "m1", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("m1={peer_url}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd must be installed for the fleet ledger's tests (Debian: apt install etcd-server)");
+        let etcd = Self { child, client_url, _dir: dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut c) = etcd_client::Client::connect([etcd.client_url.as_str()], None).await
+                && c.get("probe", None).await.is_ok()
+            {
+                return etcd;
+            }
+            assert!(Instant::now() < deadline, "etcd did not come up on {}", etcd.client_url);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tree(n: u64) -> MemoryTree<Blake3> {
+    MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
+}
+
+fn head(n: u64) -> Head {
+    Head { size: n, root: tree(n).root(), index: [n as u8; 32], manifest: [0; 32] }
+}
+
+fn commit(writer: &SigningKey, nonce: u64, log: LogId, version: u64, from: u64, to: u64) -> SignedTx {
+    let proof =
+        if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
+    SignedTx::sign(writer, nonce, Tx::CommitMemory { log, version, head: head(to), proof, seal: false })
+}
+
+async fn open_log(ledger: &mut FleetLedger, writer: &SigningKey) -> LogId {
+    let nonce = ledger.nonce(&account_of(writer)).await.expect("nonce");
+    let tx = SignedTx::sign(writer, nonce, Tx::OpenMemory { agent: None, policy: [7; 32] });
+    ledger.submit(tx).await.expect("open");
+    let mut id = 0;
+    while ledger.log(LogId(id + 1)).await.expect("log").is_some() {
+        id += 1;
+    }
+    LogId(id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn front_ends_racing_never_share_a_pulse_and_one_commit_of_a_version_wins() {
+    let etcd = Etcd::start().await;
+    let endpoints = [etcd.client_url.as_str()];
+    let key = SigningKey::from_bytes(&[42; 32]);
+    let prefix = "/sion-ledger/test/";
+    let mut a = FleetLedger::init(&endpoints, prefix, key.clone()).await.expect("init");
+    let mut b = FleetLedger::connect(&endpoints, prefix, key.clone()).await.expect("connect");
+    // Another key under the same prefix is refused.
+    let other = FleetLedger::connect(&endpoints, prefix, SigningKey::from_bytes(&[1; 32])).await;
+    assert!(matches!(other, Err(FleetError::OtherKey { .. })), "another ledger key was accepted");
+
+    // One writer, two front-ends, the same version of its log committed through each at once:
+    // exactly one wins, every round.
+    let writer = SigningKey::from_bytes(&[3; 32]);
+    let log = open_log(&mut a, &writer).await;
+    let mut size = 0;
+    for round in 0..20u64 {
+        let nonce = a.nonce(&account_of(&writer)).await.expect("nonce");
+        let version = a.log(log).await.expect("log").expect("exists").commits;
+        let via_a = commit(&writer, nonce, log, version, size, size + 10);
+        let via_b = commit(&writer, nonce, log, version, size, size + 11);
+        let (ra, rb) = tokio::join!(a.submit(via_a), b.submit(via_b));
+        let won: Vec<bool> = [&ra, &rb].iter().map(|r| r.is_ok()).collect();
+        assert_eq!(won.iter().filter(|w| **w).count(), 1, "round {round}: {ra:?} / {rb:?}");
+        for r in [&ra, &rb] {
+            if let Err(e) = r {
+                assert!(
+                    matches!(e, FleetError::Refused(LedgerError::Stale { .. } | LedgerError::Nonce { .. })),
+                    "round {round}: the loser was refused for another reason: {e}"
+                );
+            }
+        }
+        size += if ra.is_ok() { 10 } else { 11 };
+        assert_eq!(a.log(log).await.expect("log").expect("exists").head.size, size);
+    }
+    // The race was run, not only the rules: front-ends lost compare-and-swaps to each other.
+    assert!(a.lost_races() + b.lost_races() > 0, "no compare-and-swap was ever lost");
+    eprintln!("compare-and-swaps lost: {} and {}", a.lost_races(), b.lost_races());
+
+    // Four writers committing through both front-ends at once: every commit lands, each at a
+    // Pulse of its own.
+    let writers: Vec<SigningKey> = (10..14u8).map(|i| SigningKey::from_bytes(&[i; 32])).collect();
+    let mut logs = Vec::new();
+    for w in &writers {
+        logs.push(open_log(&mut a, w).await);
+    }
+    let mut tasks = Vec::new();
+    for (i, (w, log)) in writers.into_iter().zip(logs).enumerate() {
+        let endpoints = etcd.client_url.clone();
+        let key = key.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut front = FleetLedger::connect(&[endpoints.as_str()], prefix, key).await.expect("connect");
+            let mut pulses = Vec::new();
+            for k in 0..10u64 {
+                let tx = commit(&w, 1 + k, log, k, k * 5, (k + 1) * 5);
+                let h = front.submit(tx).await.unwrap_or_else(|e| panic!("writer {i}, commit {k}: {e}"));
+                pulses.push(h.header.number);
+            }
+            pulses
+        }));
+    }
+    let mut numbers = Vec::new();
+    for t in tasks {
+        numbers.extend(t.await.expect("task"));
+    }
+    let before = numbers.len();
+    numbers.sort_unstable();
+    numbers.dedup();
+    assert_eq!(numbers.len(), before, "two commits got one Pulse number");
+
+    // The chain: every number once, each header signed, each naming the one before.
+    let latest = a.latest().await.expect("latest");
+    let mut prev = a.header(0).await.expect("genesis");
+    for n in 1..=latest.header.number {
+        let h = a.header(n).await.expect("header");
+        h.verify(&key.verifying_key()).expect("signed");
+        assert_eq!(h.header.number, n);
+        assert_eq!(h.header.prev, prev.header.hash(), "Pulse {n} does not follow Pulse {}", n - 1);
+        assert!(h.header.time_ns > prev.header.time_ns, "time goes back at Pulse {n}");
+        prev = h;
+    }
+    // 1 open + 20 rounds + 4 opens + 40 commits.
+    assert_eq!(latest.header.number, 65);
+}
