@@ -328,6 +328,44 @@ fn the_acknowledged_mark_survives_a_crash_between_journal_and_mark_and_a_torn_sl
     assert!(e.contains("ledger/acked is missing"), "{e}");
 }
 
+/// A mark whose write fails refuses its transaction; the next one takes the same number (the
+/// refused header was never given out) after the slot is given the last acknowledged mark
+/// again, so a power cut at any point after leaves a ledger that opens, with every
+/// acknowledged Pulse.
+#[test]
+fn a_failed_mark_write_refuses_the_pulse_and_leaves_no_slot_naming_it() {
+    use sion_memory::disk::{Disk, Fault, Faults};
+    use std::sync::Arc;
+    for fault in [Fault::Io, Fault::Short] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let faults = Arc::new(Faults::new());
+        let disk = Disk::new(faults.clone());
+        let w = Writer { key: key(1) };
+        let mut ledger = Ledger::create_on(&disk, dir.path()).expect("create");
+        let log = open_log(&mut ledger, &w, None);
+        w.commit(&mut ledger, log, 4, false).expect("commit");
+        // A commit's changes, in order: the journal's write and sync, then the mark's write and sync.
+        let before = faults.changes();
+        faults.fail_at(before + 2, fault, false);
+        let refused = w.commit(&mut ledger, log, 9, false);
+        let e = refused.expect_err("the mark's write failed, so the commit is not acknowledged");
+        assert!(e.to_string().contains("ledger/acked"), "{e}");
+        if fault == Fault::Short {
+            faults.heal();
+        }
+        let p = w.commit(&mut ledger, log, 9, false).expect("the next commit");
+        assert_eq!(
+            p, 3,
+            "the refused Pulse's number is taken by the next, whose header is the one given out"
+        );
+        faults.crash().expect("power cut");
+        drop(ledger);
+        let reopened = Ledger::open(dir.path()).expect("opens after the cut");
+        assert_eq!(reopened.latest().header.number, 3);
+        assert_eq!(reopened.log(log).expect("log").head, head(9));
+    }
+}
+
 /// A ledger made before the mark (FORMAT 1, no `acked`) opens, is given its mark from its
 /// journal, and is then held to it.
 #[test]

@@ -16,8 +16,9 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use sion_store::ledger::state::{Change, State};
 use sion_store::ledger::{
     Account, Agent, AgentStatus, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx,
-    account_of, encode_version,
+    StateProof, TxTimeProof, account_of, decode_version, encode_version,
 };
+use sion_verify::merkle::{self, Blake3, MemoryTree};
 
 /// Why the fleet ledger did not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -296,6 +297,64 @@ impl FleetLedger {
     /// The next nonce of `account`.
     pub async fn nonce(&mut self, account: &Account) -> Result<u64, FleetError> {
         Ok(self.snapshot().await?.state.nonce(account))
+    }
+
+    /// That log `id` stood as it did at Pulse `pulse`: the logs as etcd held them at the
+    /// revision of that Pulse's own transaction (the `mod_revision` of `P/pulse/N`), the tree
+    /// over them checked against the header before the path is given.
+    pub async fn state_proof(&mut self, id: LogId, pulse: u64) -> Result<StateProof, FleetError> {
+        let header = self.header(pulse).await?;
+        let rest = format!("pulse/{}", n20(pulse));
+        let resp = self.client.get(self.key_of(&rest), None).await.map_err(|e| self.err(e))?;
+        let revision = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?.mod_revision();
+        let options = GetOptions::new().with_prefix().with_revision(revision);
+        let resp = self.client.get(self.key_of("log/"), Some(options)).await.map_err(|e| self.err(e))?;
+        let mut logs = Vec::new();
+        for kv in resp.kvs() {
+            logs.push(MemoryLog::decode(kv.value()).map_err(|e| self.damaged("log/", e.to_string()))?);
+        }
+        let tree = MemoryTree::<Blake3>::from_leaves(logs.iter().map(MemoryLog::encode));
+        if tree.size() != header.header.logs || tree.root() != header.header.state_root {
+            return Err(self.damaged(&rest, "the logs at its revision are not the state its header signs"));
+        }
+        let log = logs.get(id.0 as usize).cloned().ok_or(LedgerError::UnknownLog(id))?;
+        let path = merkle::inclusion_path::<Blake3, _>(&tree, id.0, tree.size())
+            .map_err(|_| LedgerError::UnknownLog(id))?;
+        Ok(StateProof { header, log, path })
+    }
+
+    /// Version `k` of log `id` (the version after `k` commits).
+    async fn version(&mut self, id: LogId, k: u64, base: &MemoryLog) -> Result<MemoryLog, FleetError> {
+        let rest = format!("version/{}/{}", n20(id.0), n20(k));
+        let resp = self.client.get(self.key_of(&rest), None).await.map_err(|e| self.err(e))?;
+        let kv = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?;
+        let record: &[u8; 128] = kv.value().try_into().map_err(|_| self.damaged(&rest, "not 128 bytes"))?;
+        decode_version(record, base).map_err(|e| self.damaged(&rest, e))
+    }
+
+    /// When `position` of log `id` was recorded: the state at the Pulse of the first commit
+    /// that covered it, and at the Pulse before (found by a binary search of its versions).
+    pub async fn tx_time_proof(&mut self, id: LogId, position: u64) -> Result<TxTimeProof, FleetError> {
+        let current = self.log(id).await?.ok_or(LedgerError::UnknownLog(id))?;
+        if current.head.size <= position {
+            return Err(LedgerError::NotRecorded { log: id, position }.into());
+        }
+        // The first version whose size exceeds the position: versions' sizes never decrease.
+        let (mut lo, mut hi) = (0, current.commits);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.version(id, mid, &current).await?.head.size > position {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let pulse = self.version(id, lo, &current).await?.committed_at;
+        Ok(TxTimeProof {
+            position,
+            before: self.state_proof(id, pulse - 1).await?,
+            at: self.state_proof(id, pulse).await?,
+        })
     }
 
     fn sign(&self, header: &PulseHeader) -> [u8; 64] {

@@ -168,4 +168,20 @@ async fn front_ends_racing_never_share_a_pulse_and_one_commit_of_a_version_wins(
     }
     // 1 open + 20 rounds + 4 opens + 40 commits.
     assert_eq!(latest.header.number, 65);
+
+    // State and transaction-time proofs from etcd verify under the ledger's key: each
+    // position of the raced log was recorded at the Pulse of the round that covered it.
+    let ledger_key = key.verifying_key();
+    let proof = b.state_proof(log, 10).await.expect("state proof");
+    proof.verify(&ledger_key).expect("the state proof verifies");
+    for position in [0, 9, 10, size - 1] {
+        let time = b.tx_time_proof(log, position).await.expect("time proof");
+        let at = time.verify(&ledger_key).expect("the transaction-time proof verifies");
+        assert!(time.before.log.head.size <= position && position < time.at.log.head.size);
+        assert_eq!(at.number, time.at.header.header.number);
+    }
+    assert!(matches!(
+        b.tx_time_proof(log, size).await,
+        Err(FleetError::Refused(LedgerError::NotRecorded { .. }))
+    ));
 }

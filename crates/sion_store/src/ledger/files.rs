@@ -249,12 +249,6 @@ pub struct Acked {
 }
 
 impl Acked {
-    /// The slot Pulse `number`'s mark is written to: they alternate, so a torn write leaves
-    /// the one before whole.
-    pub fn slot(&self) -> u64 {
-        self.number % 2
-    }
-
     pub fn encode(&self, key: &ed25519_dalek::SigningKey) -> [u8; ACKED_SLOT as usize] {
         use ed25519_dalek::Signer as _;
         let mut out = [0u8; ACKED_SLOT as usize];

@@ -193,6 +193,9 @@ pub struct Ledger {
     read_only: bool,
     /// The acknowledged mark's file (none for a reader).
     acked: Option<sion_disk::File>,
+    /// Writing a Pulse's mark failed: its slot may name that refused Pulse, so before the next
+    /// one is written it is given the last acknowledged Pulse's mark again.
+    acked_dirty: bool,
     /// The ledger had no mark (made before it) and was given one from its journal here.
     acked_made: bool,
 }
@@ -381,6 +384,7 @@ impl Ledger {
             _lock: lock,
             read_only: !writable,
             acked: None,
+            acked_dirty: false,
             acked_made: false,
         };
         let why = match resumed {
@@ -789,6 +793,11 @@ impl Ledger {
         // Durable first; only then does the ledger's state move. Written where the last
         // Pulse ends: after a failure the file may hold part of a frame there, which this one
         // replaces (and which is cut first, so no remnant follows it).
+        if self.acked_dirty {
+            let f = self.acked.as_ref().ok_or_else(|| LedgerError::ReadOnly(self.dir.clone()))?;
+            write_acked_slot(f, &self.key, &self.latest, number % 2)?;
+            self.acked_dirty = false;
+        }
         if self.journal_dirty {
             self.journal
                 .set_len(self.journal_len)
@@ -804,7 +813,7 @@ impl Ledger {
         // acknowledged: the next one is written over it (or, after a crash, opening takes it
         // from the journal: nobody saw another header with its number).
         let written = written.and_then(|()| match &self.acked {
-            Some(f) => write_acked(f, &self.key, &header),
+            Some(f) => write_acked(f, &self.key, &header).inspect_err(|_| self.acked_dirty = true),
             None => Err(LedgerError::ReadOnly(self.dir.clone())),
         });
         if let Err(e) = written {
@@ -893,8 +902,20 @@ fn read_acked(path: &Path, key: &VerifyingKey, legacy: bool) -> Result<Option<fi
 
 /// Mark `header`'s Pulse acknowledged: its slot written and made durable.
 fn write_acked(f: &sion_disk::File, key: &SigningKey, header: &SignedHeader) -> Result<(), LedgerError> {
+    // The slots alternate, so a torn write leaves the Pulse before whole.
+    write_acked_slot(f, key, header, header.header.number % 2)
+}
+
+/// The same, in slot `slot` (after a failed write, the last acknowledged Pulse's mark goes
+/// into the slot the failed one may have reached).
+fn write_acked_slot(
+    f: &sion_disk::File,
+    key: &SigningKey,
+    header: &SignedHeader,
+    slot: u64,
+) -> Result<(), LedgerError> {
     let mark = files::Acked { number: header.header.number, hash: header.header.hash() };
-    f.write_all_at(&mark.encode(key), mark.slot() * files::ACKED_SLOT)
+    f.write_all_at(&mark.encode(key), slot * files::ACKED_SLOT)
         .and_then(|()| f.sync_data())
         .map_err(io_err("writing ledger/acked"))
 }
