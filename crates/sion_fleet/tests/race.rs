@@ -2,62 +2,11 @@
 //! that race for the next Pulse never share a number, exactly one commit of a log version
 //! wins, and the chain they leave verifies header by header.
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use ed25519_dalek::SigningKey;
+use sion_fleet::local::Etcd;
 use sion_fleet::{FleetError, FleetLedger};
 use sion_store::ledger::{Head, LedgerError, LogId, SignedTx, Tx, account_of};
 use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
-
-/// A single-member etcd on free loopback ports, in a temporary directory; killed on drop.
-struct Etcd {
-    child: Child,
-    client_url: String,
-    _dir: tempfile::TempDir,
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
-impl Etcd {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().expect("tmp");
-        let (client, peer) = (free_port(), free_port());
-        let client_url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new("etcd")
-            .args(["--name", "m1", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
-            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
-            .args(["--initial-cluster", &format!("m1={peer_url}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd must be installed for the fleet ledger's tests (Debian: apt install etcd-server)");
-        let etcd = Self { child, client_url, _dir: dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut c) = etcd_client::Client::connect([etcd.client_url.as_str()], None).await
-                && c.get("probe", None).await.is_ok()
-            {
-                return etcd;
-            }
-            assert!(Instant::now() < deadline, "etcd did not come up on {}", etcd.client_url);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn tree(n: u64) -> MemoryTree<Blake3> {
     MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
@@ -86,8 +35,9 @@ async fn open_log(ledger: &mut FleetLedger, writer: &SigningKey) -> LogId {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn front_ends_racing_never_share_a_pulse_and_one_commit_of_a_version_wins() {
-    let etcd = Etcd::start().await;
-    let endpoints = [etcd.client_url.as_str()];
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let endpoints = [etcd.url()];
     let key = SigningKey::from_bytes(&[42; 32]);
     let prefix = "/sion-ledger/test/";
     let mut a = FleetLedger::init(&endpoints, prefix, key.clone()).await.expect("init");
@@ -133,7 +83,7 @@ async fn front_ends_racing_never_share_a_pulse_and_one_commit_of_a_version_wins(
     }
     let mut tasks = Vec::new();
     for (i, (w, log)) in writers.into_iter().zip(logs).enumerate() {
-        let endpoints = etcd.client_url.clone();
+        let endpoints = etcd.url().to_owned();
         let key = key.clone();
         tasks.push(tokio::spawn(async move {
             let mut front = FleetLedger::connect(&[endpoints.as_str()], prefix, key).await.expect("connect");
