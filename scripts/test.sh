@@ -33,6 +33,8 @@ cargo test --locked --workspace --all-features --exclude sion_fleet
 # network namespace of their own.
 phase "the fleet ledger on etcd"
 bash scripts/isolated.sh cargo test --locked --offline --all-features -p sion_fleet
+# Its benchmark, short (the table in docs/FLEET-LEDGER.md is 5 s a row, release).
+bash scripts/isolated.sh cargo run --locked --offline --all-features -p sion_fleet --example fleet_ledger -- --seconds 0.5
 
 # The benchmarks still run, each once (criterion's test mode) on a log of 20,000 atoms, so a
 # change that breaks one is found here rather than at the next measurement; timing them is
