@@ -16,6 +16,8 @@ use sion_memory::index::Index;
 use sion_memory::memory::Memory;
 use sion_memory::sim::{SplitMix64, Warehouse, WarehouseConfig};
 
+mod common;
+
 const SION: &str = env!("CARGO_BIN_EXE_sion");
 const TRIALS: usize = 22;
 const ATOMS: usize = 40_000;
@@ -159,7 +161,7 @@ fn sigkill_the_brain_at_random_and_lose_nothing() {
 
     // Recovery with and without the checkpoint: the same atoms, only the time differs.
     let without = tmp.path().join("without-checkpoint");
-    copy_dir(&data, &without);
+    common::copy_dir(&data, &without);
     std::fs::remove_file(without.join("brain/checkpoint.json")).ok();
     std::fs::remove_dir_all(without.join("index")).ok();
     let rest = input[fed.saturating_sub(300)..].to_vec();
@@ -192,17 +194,4 @@ fn sigkill_the_brain_at_random_and_lose_nothing() {
     let derived =
         log_atoms(&data).iter().filter(|a| matches!(a.kind(), Kind::Trajectory | Kind::Coverage)).count();
     assert!(derived > 0, "the brain derived something");
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else if entry.file_name() != "LOCK" {
-            std::fs::copy(entry.path(), target).expect("copy");
-        }
-    }
 }

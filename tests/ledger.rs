@@ -7,6 +7,8 @@ use sion_memory::ledger::{
 };
 use sion_memory::merkle::{Blake3, MemoryTree, consistency_path};
 
+mod common;
+
 fn key(n: u8) -> SigningKey {
     SigningKey::from_bytes(&[n; 32])
 }
@@ -251,7 +253,7 @@ fn a_journal_cut_short_of_an_acknowledged_pulse_is_refused_not_signed_over() {
     // A journal rewritten under the same key: a copy of the ledger from before Pulse P goes on
     // with another Pulse P; given the original's mark, it is refused.
     let copy = tempfile::tempdir().expect("tmp");
-    copy_dir(dir.path(), copy.path());
+    common::copy_dir(dir.path(), copy.path());
     let mut ledger = Ledger::open(dir.path()).expect("open");
     let p = w.commit(&mut ledger, log, 25, false).expect("commit");
     drop(ledger);
@@ -266,19 +268,6 @@ fn a_journal_cut_short_of_an_acknowledged_pulse_is_refused_not_signed_over() {
             "{:?}",
             opened.map(|l| l.latest().header.number)
         );
-    }
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else if entry.file_name() != "LOCK" {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
     }
 }
 

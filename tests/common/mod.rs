@@ -1,4 +1,4 @@
-//! Random logs shared by the index tests.
+//! Random logs shared by the index tests, and what other tests share.
 
 #![allow(dead_code)]
 
@@ -49,4 +49,18 @@ pub fn random_atoms(rng: &mut SplitMix64, n: usize) -> Vec<Atom> {
         atoms.push(Atom::new(p).expect("valid"));
     }
     atoms
+}
+
+/// Copy a memory or ledger directory (its `LOCK` left behind), as a backup would.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
 }
