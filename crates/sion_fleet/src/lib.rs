@@ -13,7 +13,7 @@ pub mod local;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+use ed25519_dalek::{SigningKey, VerifyingKey};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use sion_store::ledger::state::{Change, State};
 use sion_store::ledger::{
@@ -122,8 +122,6 @@ fn entry(tx: Option<&SignedTx>, header: &PulseHeader) -> Vec<u8> {
     v
 }
 
-const PULSE_DOMAIN: &[u8] = b"sion-ledger-pulse-v1";
-
 impl FleetLedger {
     fn err(&self, e: etcd_client::Error) -> FleetError {
         FleetError::Etcd { endpoints: self.endpoints.clone(), message: e.to_string() }
@@ -167,14 +165,14 @@ impl FleetLedger {
             .await
             .map_err(|e| FleetError::Etcd { endpoints: joined.clone(), message: e.to_string() })?;
         let genesis = State::default().header(0, now_ns(), [0; 32]);
-        let signature = key.sign(&[PULSE_DOMAIN, &genesis.encode()].concat());
+        let signature = SignedHeader::sign(&key, genesis).signature;
         let k = |rest: &str| format!("{prefix}{rest}");
         let txn =
             Txn::new().when(vec![Compare::create_revision(k("key"), CompareOp::Equal, 0)]).and_then(vec![
                 TxnOp::put(k("key"), key.verifying_key().to_bytes().to_vec(), None),
                 TxnOp::put(k("head"), head_value(&genesis), None),
                 TxnOp::put(k(&format!("pulse/{}", n20(0))), entry(None, &genesis), None),
-                TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_bytes().to_vec(), None),
+                TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
             ]);
         client
             .txn(txn)
@@ -370,9 +368,9 @@ impl FleetLedger {
         })
     }
 
+    /// The ledger's signature of a header (the verifier crate's signing: one domain, one place).
     fn sign(&self, header: &PulseHeader) -> [u8; 64] {
-        let s: Signature = self.key.sign(&[PULSE_DOMAIN, &header.encode()].concat());
-        s.to_bytes()
+        SignedHeader::sign(&self.key, *header).signature
     }
 
     /// Check a transaction by the ledger's rules and, if it passes, make it Pulse `N` by a
