@@ -549,11 +549,10 @@ fn omission_cases(suite: &mut Suite, memory: &mut Memory, atoms: &[Atom]) -> Res
         manifest: [0; 32],
     };
     let writer = memory.writer().clone();
-    let nonce = memory.ledger().nonce(&account_of(&writer));
+    let nonce = memory.ledger().nonce(&account_of(&writer))?;
     let log = memory.log_id();
     let version = memory.committed().commits;
     memory
-        .ledger_mut()
         .submit(SignedTx::sign(
             &writer,
             nonce,

@@ -153,8 +153,8 @@ fn open_and_ask(dir: &Path, n: u64) -> Result<Value> {
     let memory = Memory::open(dir)?;
     let open_s = t.elapsed().as_secs_f64();
     let boot = format!("{:?}", memory.index_boot());
-    let ledger_boot = format!("{:?}", memory.ledger().boot());
-    let pulses = memory.ledger().latest().header.number + 1;
+    let ledger_boot = memory.ledger().boot().map(|b| format!("{b:?}")).unwrap_or_default();
+    let pulses = memory.ledger().latest()?.header.number + 1;
     let after_open = rss();
     let key = memory.ledger().public_key();
     let size = memory.committed().head.size;

@@ -161,10 +161,9 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
         manifest: [0; 32],
     };
     let writer = memory.writer().clone();
-    let nonce = memory.ledger().nonce(&account_of(&writer));
+    let nonce = memory.ledger().nonce(&account_of(&writer)).expect("nonce");
     let log = memory.log_id();
     memory
-        .ledger_mut()
         .submit(SignedTx::sign(
             &writer,
             nonce,
@@ -207,4 +206,45 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
         *path = memory.log().inclusion_proof(124, head.size).expect("path");
     }
     assert!(wrong.verify(None).is_err());
+}
+
+/// A memory whose log is on a ledger it reaches through a link (as a fleet ledger's client
+/// would be): created, committed, reopened through the link, proved; reopened through a link
+/// to another ledger, refused, because memory.json pinned the first ledger's key.
+#[test]
+fn a_memory_on_a_linked_ledger_pins_its_key() {
+    use sion_memory::index::IndexConfig;
+    use sion_memory::ledger::link::LedgerLink;
+    use sion_memory::ledger::{Ledger, LedgerError};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (dir, fleet, other) = (tmp.path().join("m"), tmp.path().join("fleet"), tmp.path().join("other"));
+    Ledger::create(&other).expect("other ledger");
+    let link = Box::new(Ledger::create(&fleet).expect("ledger"));
+    let key = link.public_key();
+    let config = IndexConfig::default();
+    let mut memory =
+        Memory::create_linked(&config, &dir, Some("site/robot-9"), link, "test://fleet").expect("create");
+    let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(500).collect();
+    memory.remember(atoms).expect("remember");
+    let c = memory.commit(false).expect("commit");
+    assert_eq!(c.head.size, 500);
+    assert!(!dir.join("ledger").exists(), "a linked memory made a ledger of its own");
+    drop(memory);
+
+    let through = |path: std::path::PathBuf| {
+        move |url: &str| -> Result<Box<dyn LedgerLink>, LedgerError> {
+            assert_eq!(url, "test://fleet");
+            Ok(Box::new(Ledger::open(&path)?))
+        }
+    };
+    let memory = Memory::open_linked(&config, &dir, &through(fleet.clone())).expect("reopen");
+    assert_eq!(memory.committed().head.size, 500);
+    let file = memory.prove_recorded(42).expect("time proof");
+    file.verify(Some(&key)).expect("verifies under the fleet ledger's key");
+    drop(memory);
+    // Without a client, and through a link to another ledger: refused, naming why.
+    let e = Memory::open(&dir).err().expect("opened without a client");
+    assert!(e.to_string().contains("no client"), "{e}");
+    let e = Memory::open_linked(&config, &dir, &through(other)).err().expect("another ledger accepted");
+    assert!(e.to_string().contains("another ledger"), "{e}");
 }

@@ -135,13 +135,13 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
     let forged_head =
         sion_memory::ledger::Head { root: [0xAB; 32], size: current.head.size + 1, ..current.head };
     let proof = vec![[0u8; 32]; 3];
-    let nonce = memory.ledger().nonce(&me);
+    let nonce = memory.ledger().nonce(&me)?;
     let forked = SignedTx::sign(
         &writer,
         nonce,
         Tx::CommitMemory { log: current.id, version: current.commits, head: forged_head, proof, seal: false },
     );
-    match memory.ledger_mut().submit(forked) {
+    match memory.submit(forked) {
         Err(e) => outln!("refused  a forked head: {e}"),
         Ok(_) => bail!("the ledger accepted a forked head"),
     }
@@ -156,7 +156,7 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
             seal: false,
         },
     );
-    match memory.ledger_mut().submit(stale) {
+    match memory.submit(stale) {
         Err(e) => outln!("refused  a stale commit: {e}"),
         Ok(_) => bail!("the ledger accepted a stale commit"),
     }

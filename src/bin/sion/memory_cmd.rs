@@ -417,7 +417,7 @@ fn open(a: OpenArgs) -> Result<ExitCode> {
     }
     outln!(
         "  ledger  {} (key {})",
-        memory.ledger().dir().display(),
+        memory.ledger().describe(),
         hex::encode(memory.ledger().public_key().to_bytes())
     );
     outln!("  opened at Pulse {}", log.committed_at);
@@ -676,7 +676,7 @@ fn show(a: ShowArgs) -> Result<ExitCode> {
     let memory = open_memory_read_only(&a.data.data)?;
     let log = memory.committed();
     let tree = memory.log().head();
-    let latest = memory.ledger().latest().header;
+    let latest = memory.ledger().latest()?.header;
     let committed_time = memory.ledger().header(log.committed_at).ok().map(|h| h.header.time_ns);
     if a.json {
         let v = serde_json::json!({
@@ -697,7 +697,7 @@ fn show(a: ShowArgs) -> Result<ExitCode> {
                 "sealed": log.sealed,
             },
             "ledger": {
-                "dir": memory.ledger().dir(),
+                "at": memory.ledger().describe(),
                 "key": hex::encode(memory.ledger().public_key().to_bytes()),
                 "pulse": latest.number,
             },
@@ -725,7 +725,7 @@ fn show(a: ShowArgs) -> Result<ExitCode> {
     }
     outln!(
         "  ledger     {}, key {}, latest Pulse {} ({})",
-        memory.ledger().dir().display(),
+        memory.ledger().describe(),
         hex::encode(memory.ledger().public_key().to_bytes()),
         latest.number,
         rfc3339(latest.time_ns)

@@ -8,6 +8,7 @@
 //! the journal past the checkpoint and memory does not grow with the ledger's life.
 
 mod files;
+pub mod link;
 pub mod state;
 
 use std::fs::{self, File};
@@ -105,6 +106,48 @@ pub enum LedgerError {
     Derived { file: String, reason: String },
     #[error("log {log} has not recorded position {position} in any commit")]
     NotRecorded { log: LogId, position: u64 },
+    /// A remote ledger could not be asked (unreachable, no quorum behind it, a reply that does
+    /// not parse): nothing is known to have been done.
+    #[error("the ledger at {ledger}: {message}")]
+    Remote { ledger: String, message: String },
+    /// A remote ledger refused a transaction by its rules; `code` is [`LedgerError::code`]'s.
+    #[error("the ledger at {ledger} refused it ({code}): {message}")]
+    Refused { ledger: String, code: String, message: String },
+}
+
+impl LedgerError {
+    /// A short stable name for the kind of error, sent by the fleet ledger's service with each
+    /// refusal (docs/LEDGER.md, "The fleet ledger's transport").
+    pub fn code(&self) -> &str {
+        match self {
+            Self::Io { .. } => "io",
+            Self::Missing(_) => "missing",
+            Self::Exists(_) => "exists",
+            Self::Locked(_) => "locked",
+            Self::ReadOnly(_) => "read_only",
+            Self::Journal { .. } => "journal",
+            Self::BadSignature | Self::NotWriter { .. } => "forged",
+            Self::Nonce { .. } => "nonce",
+            Self::UnknownLog(_) => "unknown_log",
+            Self::UnknownAgent(_) => "unknown_agent",
+            Self::AgentExists(_) => "agent_exists",
+            Self::BadAgentName(_) => "bad_agent_name",
+            Self::NotController { .. } => "not_controller",
+            Self::AgentNotLive { .. } => "contained",
+            Self::Sealed(_) => "sealed",
+            Self::Stale { .. } => "stale",
+            Self::Shrinks { .. } => "shrinks",
+            Self::RootChanged { .. } => "root_changed",
+            Self::Fork { .. } => "fork",
+            Self::NoPulse(_) => "no_pulse",
+            Self::RolledBack { .. } | Self::NotAcknowledged(_) | Self::Acked(_) => "rolled_back",
+            Self::NoVersion { .. } => "no_version",
+            Self::Derived { .. } => "derived",
+            Self::NotRecorded { .. } => "not_recorded",
+            Self::Remote { .. } => "remote",
+            Self::Refused { code, .. } => code,
+        }
+    }
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> LedgerError {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::index::geom::Query;
 use crate::index::{INDEX_VERSION, Index, IndexConfig, IndexError, IndexReader};
+use crate::ledger::link::{Connect, LedgerLink, no_remote};
 use crate::ledger::{
     Head, Ledger, LedgerError, LogId, MemoryLog, SignedHeader, Tx, TxTimeProof, account_of, read_key,
     read_or_make_key,
@@ -93,8 +94,15 @@ struct Config {
     /// The log's number on its ledger.
     log: u64,
     agent: Option<String>,
-    /// The ledger's directory, relative to the memory directory.
+    /// The ledger's directory, relative to the memory directory (the embedded ledger's).
     ledger: PathBuf,
+    /// A fleet ledger's URL, when the log is on one instead (then `ledger` is unused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ledger_url: Option<String>,
+    /// That ledger's key (64 hex digits), pinned when the log was opened: a service that
+    /// answers with another is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ledger_key: Option<String>,
     /// The version of docs/INDEX.md this memory's index roots follow (absent: 1, a memory
     /// made before version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,7 +138,10 @@ pub struct Memory {
     dir: PathBuf,
     log: Log,
     blobs: BlobStore,
-    ledger: Ledger,
+    ledger: Box<dyn LedgerLink>,
+    /// The log as the ledger holds it: read when the memory is opened, moved by each commit
+    /// (this memory is the log's only writer).
+    on_ledger: MemoryLog,
     writer: SigningKey,
     log_id: LogId,
     agent: Option<String>,
@@ -145,6 +156,9 @@ pub struct Memory {
     /// afresh (removed when the memory is dropped); nothing in `dir` is written.
     _scratch: Option<tempfile::TempDir>,
     read_only: bool,
+    /// Someone else submitted through [`Memory::ledger_mut`], or a submission's outcome is
+    /// unknown: `on_ledger` is read again before the next commit.
+    stale_view: bool,
 }
 
 /// Atoms decoded at a time while folding a long stretch of log.
@@ -184,21 +198,48 @@ impl Memory {
         agent: Option<&str>,
         ledger_dir: Option<&Path>,
     ) -> Result<Self, MemoryError> {
-        let index_config = index;
-        let disk = &index_config.disk;
-        let config_path = dir.join("memory.json");
-        if config_path.exists() {
+        let disk = &index.disk;
+        if dir.join("memory.json").exists() {
             return Err(MemoryError::Exists(dir.to_owned()));
         }
         disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
-        let writer = read_or_make_key(disk, &dir.join("writer.key"))?;
         let ledger_rel = ledger_dir.map(Path::to_owned).unwrap_or_else(|| PathBuf::from("ledger"));
         let ledger_path = dir.join(&ledger_rel);
-        let mut ledger = match Ledger::open_on(disk, &ledger_path) {
+        let ledger = match Ledger::open_on(disk, &ledger_path) {
             Ok(l) => l,
             Err(LedgerError::Missing(_)) => Ledger::create_on(disk, &ledger_path)?,
             Err(e) => return Err(e.into()),
         };
+        Self::create_inner(index, dir, agent, Box::new(ledger), ledger_rel, None)
+    }
+
+    /// Create a memory whose log is opened on a remote ledger (a fleet ledger service at
+    /// `url`, reached through `link`): no ledger directory, and the ledger's key pinned in
+    /// memory.json so that a service answering later with another key is refused.
+    pub fn create_linked(
+        index: &IndexConfig,
+        dir: &Path,
+        agent: Option<&str>,
+        link: Box<dyn LedgerLink>,
+        url: &str,
+    ) -> Result<Self, MemoryError> {
+        if dir.join("memory.json").exists() {
+            return Err(MemoryError::Exists(dir.to_owned()));
+        }
+        index.disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
+        Self::create_inner(index, dir, agent, link, PathBuf::new(), Some(url))
+    }
+
+    fn create_inner(
+        index_config: &IndexConfig,
+        dir: &Path,
+        agent: Option<&str>,
+        mut ledger: Box<dyn LedgerLink>,
+        ledger_rel: PathBuf,
+        url: Option<&str>,
+    ) -> Result<Self, MemoryError> {
+        let disk = &index_config.disk;
+        let writer = read_or_make_key(disk, &dir.join("writer.key"))?;
         let log_dir = dir.join("log");
         let options = LogOptions { disk: disk.clone(), ..LogOptions::default() };
         let (log, recovery) = match Log::open(&log_dir, options.clone()) {
@@ -207,29 +248,35 @@ impl Memory {
             Err(e) => return Err(e.into()),
         };
         if let Some(name) = agent {
-            register_agent_path(&mut ledger, &writer, name)?;
+            register_agent_path(ledger.as_mut(), &writer, name)?;
         }
         let me = account_of(&writer);
-        ledger.submit(crate::ledger::SignedTx::sign(
+        let opened = ledger.submit(crate::ledger::SignedTx::sign(
             &writer,
-            ledger.nonce(&me),
+            ledger.nonce(&me)?,
             Tx::OpenMemory { agent: agent.map(str::to_owned), policy: [0; 32] },
         ))?;
-        let log_id = LogId(ledger.logs().len() as u64 - 1);
+        // One transaction a Pulse: the log it opened is the last of that Pulse's state, even
+        // when other writers open logs on the same (fleet) ledger at the same time.
+        let log_id = LogId(opened.header.logs.saturating_sub(1));
+        let on_ledger = ledger.log(log_id)?.ok_or(LedgerError::UnknownLog(log_id))?;
         let config = Config {
             log: log_id.0,
             agent: agent.map(str::to_owned),
             ledger: ledger_rel,
+            ledger_url: url.map(str::to_owned),
+            ledger_key: url.map(|_| hex::encode(ledger.public_key().to_bytes())),
             index: Some(INDEX_VERSION),
             index_v2_from: None,
             repaired: Vec::new(),
         };
         write_config(disk, dir, &config)?;
-        let (index, index_boot) = open_index(index_config, dir, &log, &ledger, log_id, 0)?;
+        let (index, index_boot) = open_index(index_config, dir, &log, &on_ledger, ledger.as_ref(), 0)?;
         Ok(Self {
             dir: dir.to_owned(),
             log,
             ledger,
+            on_ledger,
             writer,
             log_id,
             agent: config.agent,
@@ -241,6 +288,7 @@ impl Memory {
             index_v2_from: 0,
             _scratch: None,
             read_only: false,
+            stale_view: false,
         })
     }
 
@@ -257,15 +305,20 @@ impl Memory {
 
     /// The same, with the index's memory budgets (and disk) of `index`.
     pub fn open_with(index: &IndexConfig, dir: &Path) -> Result<Self, MemoryError> {
+        Self::open_linked(index, dir, &no_remote)
+    }
+
+    /// The same, reaching a remote ledger (if memory.json names one) through `connect`.
+    pub fn open_linked(index: &IndexConfig, dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
         let index_config = index;
         let disk = &index_config.disk;
         let config = read_config(dir)?;
         // Its making may have been cut short just before memory.json's name was durable.
         disk.make_durable(&dir.join("memory.json")).map_err(|e| config_err(&dir.join("memory.json"), e))?;
         let writer = read_key(&dir.join("writer.key"))?;
-        let ledger = Ledger::open_on(disk, &dir.join(&config.ledger))?;
+        let ledger = link_of(dir, &config, connect, |path| Ledger::open_on(disk, path))?;
         let log_id = LogId(config.log);
-        let on_ledger = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?;
+        let on_ledger = ledger.log(log_id)?.ok_or(LedgerError::UnknownLog(log_id))?;
         let options =
             LogOptions { keep_at_least: on_ledger.head.size, disk: disk.clone(), ..LogOptions::default() };
         let (log, recovery) = Log::open(&dir.join("log"), options)?;
@@ -294,11 +347,13 @@ impl Memory {
                 from
             }
         };
-        let (index, index_boot) = open_index(index_config, dir, &log, &ledger, log_id, index_v2_from)?;
+        let (index, index_boot) =
+            open_index(index_config, dir, &log, &on_ledger, ledger.as_ref(), index_v2_from)?;
         Ok(Self {
             dir: dir.to_owned(),
             log,
             ledger,
+            on_ledger,
             writer,
             log_id,
             agent: config.agent,
@@ -310,6 +365,7 @@ impl Memory {
             index_v2_from,
             _scratch: None,
             read_only: false,
+            stale_view: false,
         })
     }
 
@@ -320,6 +376,11 @@ impl Memory {
     /// last Pulses, the index folded past its checkpoint) stays in this process; an index that
     /// cannot be used as it is, is folded afresh in a scratch directory of its own.
     pub fn open_read_only(dir: &Path) -> Result<Self, MemoryError> {
+        Self::open_read_only_linked(dir, &no_remote)
+    }
+
+    /// The same, reaching a remote ledger (if memory.json names one) through `connect`.
+    pub fn open_read_only_linked(dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
         let config = read_config(dir)?;
         let writer = read_key(&dir.join("writer.key"))?;
         // The index first, then the ledger, then the log: a writer running now indexes and
@@ -327,9 +388,9 @@ impl Memory {
         let path = dir.join("index");
         let config_ = IndexConfig::default();
         let opened = Index::open_read_only(&path, config_.clone());
-        let ledger = Ledger::open_read_only(&dir.join(&config.ledger))?;
+        let ledger = link_of(dir, &config, connect, Ledger::open_read_only)?;
         let log_id = LogId(config.log);
-        let on_ledger = ledger.log(log_id).ok_or(LedgerError::UnknownLog(log_id))?;
+        let on_ledger = ledger.log(log_id)?.ok_or(LedgerError::UnknownLog(log_id))?;
         let log = Log::open_read_only(&dir.join("log"))?;
         let committed = on_ledger.head;
         if committed.size > log.size() {
@@ -353,7 +414,7 @@ impl Memory {
         let mut scratch = None;
         let resumed = opened
             .map_err(MemoryError::from)
-            .and_then(|(index, _)| resume_index(index, &log, &ledger, log_id, index_v2_from));
+            .and_then(|(index, _)| resume_index(index, &log, &on_ledger, ledger.as_ref(), index_v2_from));
         let (index, index_boot) = match resumed {
             Ok((index, folded)) => {
                 let version = index.size() - folded;
@@ -370,7 +431,7 @@ impl Memory {
                     .tempdir()
                     .map_err(|e| MemoryError::Scratch(std::env::temp_dir(), e.to_string()))?;
                 let mut index = Index::create(&tmp.path().join("index"), config_)?;
-                let folded = catch_up(&log, &mut index, &ledger, log_id, index_v2_from)?;
+                let folded = catch_up(&log, &mut index, &on_ledger, ledger.as_ref(), index_v2_from)?;
                 scratch = Some(tmp);
                 (index, IndexBoot::Rebuilt { why, folded, rebuilds: rebuilds_so_far(dir) })
             }
@@ -382,6 +443,7 @@ impl Memory {
             writer,
             log_id,
             agent: config.agent,
+            on_ledger,
             recovery: Recovery::default(),
             blobs: BlobStore::open_read_only(&dir.join("blobs"))?,
             reader: index.reader(),
@@ -390,6 +452,7 @@ impl Memory {
             index_v2_from,
             _scratch: scratch,
             read_only: true,
+            stale_view: false,
         })
     }
 
@@ -411,12 +474,23 @@ impl Memory {
         &self.blobs
     }
 
-    pub fn ledger(&self) -> &Ledger {
-        &self.ledger
+    /// The ledger the log is on (embedded or remote).
+    pub fn ledger(&self) -> &dyn LedgerLink {
+        self.ledger.as_ref()
     }
 
-    pub fn ledger_mut(&mut self) -> &mut Ledger {
-        &mut self.ledger
+    /// Submit a transaction of one's own to the memory's ledger (a test's forged commit, a
+    /// demo's refused one), then read the log's entry from the ledger again.
+    pub fn submit(&mut self, tx: crate::ledger::SignedTx) -> Result<SignedHeader, MemoryError> {
+        let submitted = self.ledger.submit(tx);
+        match self.ledger.log(self.log_id) {
+            Ok(Some(log)) => {
+                self.on_ledger = log;
+                self.stale_view = false;
+            }
+            _ => self.stale_view = true,
+        }
+        Ok(submitted?)
     }
 
     pub fn writer(&self) -> &SigningKey {
@@ -438,8 +512,7 @@ impl Memory {
 
     /// The log object as the ledger holds it (the committed head).
     pub fn committed(&self) -> &MemoryLog {
-        // `open` and `create` checked the log exists on the ledger, and logs are never removed.
-        &self.ledger.logs()[self.log_id.0 as usize]
+        &self.on_ledger
     }
 
     /// Append atoms durably (a no-op for atoms already held).
@@ -510,6 +583,10 @@ impl Memory {
         index_root: [u8; 32],
         seal: bool,
     ) -> Result<Committed, MemoryError> {
+        if self.stale_view {
+            self.on_ledger = self.ledger.log(self.log_id)?.ok_or(LedgerError::UnknownLog(self.log_id))?;
+            self.stale_view = false;
+        }
         let current = self.committed().clone();
         if size < current.head.size || size > self.log.size() {
             return Err(MemoryError::BadSize { size, committed: current.head.size });
@@ -523,10 +600,25 @@ impl Memory {
         let me = account_of(&self.writer);
         let tx = crate::ledger::SignedTx::sign(
             &self.writer,
-            self.ledger.nonce(&me),
+            self.ledger.nonce(&me)?,
             Tx::CommitMemory { log: self.log_id, version: current.commits, head, proof, seal },
         );
-        let pulse = self.ledger.submit(tx)?;
+        let pulse = match self.ledger.submit(tx) {
+            Ok(pulse) => pulse,
+            Err(e) => {
+                // A remote ledger may have taken it before the reply was lost: ask again first.
+                self.stale_view = true;
+                return Err(e.into());
+            }
+        };
+        // What the ledger's rules make of an accepted commit (docs/LEDGER.md, "Transactions").
+        self.on_ledger = MemoryLog {
+            head,
+            commits: current.commits + 1,
+            committed_at: pulse.header.number,
+            sealed: seal,
+            ..current.clone()
+        };
         if seal {
             self.log.seal();
         }
@@ -747,17 +839,21 @@ pub struct BlobAudit {
 }
 
 /// Register `name` and every agent above it that does not exist yet, controlled by `writer`.
-fn register_agent_path(ledger: &mut Ledger, writer: &SigningKey, name: &str) -> Result<(), MemoryError> {
+fn register_agent_path(
+    ledger: &mut dyn LedgerLink,
+    writer: &SigningKey,
+    name: &str,
+) -> Result<(), MemoryError> {
     let mut prefix = String::new();
     for segment in name.split('/') {
         if !prefix.is_empty() {
             prefix.push('/');
         }
         prefix.push_str(segment);
-        if ledger.agent(&prefix).is_none() {
+        if ledger.agent(&prefix)?.is_none() {
             let me = account_of(writer);
             let tx = Tx::RegisterAgent { name: prefix.clone(), controller: me };
-            ledger.submit(crate::ledger::SignedTx::sign(writer, ledger.nonce(&me), tx))?;
+            ledger.submit(crate::ledger::SignedTx::sign(writer, ledger.nonce(&me)?, tx))?;
         }
     }
     Ok(())
@@ -897,10 +993,11 @@ fn rebuilds_so_far(dir: &Path) -> u64 {
 fn resume_index(
     mut index: Index,
     log: &Log,
-    ledger: &Ledger,
-    log_id: LogId,
+    on_ledger: &MemoryLog,
+    ledger: &dyn LedgerLink,
     index_v2_from: u64,
 ) -> Result<(Index, u64), MemoryError> {
+    let log_id = on_ledger.id;
     let version = index.size();
     if version > log.size() {
         return Err(IndexError::Damaged(format!(
@@ -914,7 +1011,7 @@ fn resume_index(
             IndexError::Damaged(format!("the checkpoint disagrees with the head of {} atoms", v.head.size))
         })?;
     }
-    let folded = catch_up(log, &mut index, ledger, log_id, index_v2_from)?;
+    let folded = catch_up(log, &mut index, on_ledger, ledger, index_v2_from)?;
     Ok((index, folded))
 }
 
@@ -922,15 +1019,15 @@ fn open_index(
     config: &IndexConfig,
     dir: &Path,
     log: &Log,
-    ledger: &Ledger,
-    log_id: LogId,
+    on_ledger: &MemoryLog,
+    ledger: &dyn LedgerLink,
     index_v2_from: u64,
 ) -> Result<(Index, IndexBoot), MemoryError> {
     let path = dir.join("index");
     let disk = &config.disk;
     let attempt = || -> Result<(Index, u64), MemoryError> {
         let (index, _) = Index::open(&path, config.clone())?;
-        resume_index(index, log, ledger, log_id, index_v2_from)
+        resume_index(index, log, on_ledger, ledger, index_v2_from)
     };
     match attempt() {
         Ok((index, folded)) => {
@@ -952,7 +1049,7 @@ fn open_index(
                 disk.rename(&path, &aside).map_err(|e| config_err(&path, e))?;
             }
             let mut index = Index::create(&path, config.clone())?;
-            let folded = catch_up(log, &mut index, ledger, log_id, index_v2_from)?;
+            let folded = catch_up(log, &mut index, on_ledger, ledger, index_v2_from)?;
             index.checkpoint()?;
             if matches!(first, MemoryError::Index(IndexError::Missing(_))) && log.size() == 0 {
                 // A new memory: its index is made, not rebuilt.
@@ -972,19 +1069,59 @@ fn open_index(
 fn catch_up(
     log: &Log,
     index: &mut Index,
-    ledger: &Ledger,
-    log_id: LogId,
+    on_ledger: &MemoryLog,
+    ledger: &dyn LedgerLink,
     index_v2_from: u64,
 ) -> Result<u64, MemoryError> {
     let start = index.size();
-    // Only the commits past what the index holds are read (a long life has many).
+    let log_id = on_ledger.id;
+    // Only the commits past what the index holds are read (a long life has many), a page at a
+    // time, up to the version the memory was opened at.
     let Some(first) = ledger.first_commit_over(log_id, index.size())? else { return Ok(0) };
-    for v in ledger.versions_from(log_id, first.commits) {
-        let v = v?;
-        if v.head.size >= index_v2_from && v.head.size > index.size() {
-            fold_log(log, index, v.head.size)?;
-            index.seal()?;
+    let mut k = first.commits;
+    while k <= on_ledger.commits {
+        let page = ledger.versions(log_id, k, VERSIONS_PAGE.min(on_ledger.commits + 1 - k))?;
+        if page.is_empty() {
+            return Err(LedgerError::NoVersion { log: log_id, version: k }.into());
+        }
+        for v in page {
+            k += 1;
+            if v.head.size >= index_v2_from
+                && v.head.size > index.size()
+                && v.head.size <= on_ledger.head.size
+            {
+                fold_log(log, index, v.head.size)?;
+                index.seal()?;
+            }
         }
     }
     Ok(index.size() - start)
+}
+
+/// Versions asked of a ledger at a time while catching up.
+const VERSIONS_PAGE: u64 = crate::ledger::link::PAGE;
+
+/// The memory's ledger: a remote one through `connect` (its key checked against the one
+/// pinned in memory.json), or the embedded one opened by `embedded`.
+fn link_of<L: LedgerLink + 'static>(
+    dir: &Path,
+    config: &Config,
+    connect: Connect<'_>,
+    embedded: impl FnOnce(&Path) -> Result<L, LedgerError>,
+) -> Result<Box<dyn LedgerLink>, MemoryError> {
+    let Some(url) = &config.ledger_url else { return Ok(Box::new(embedded(&dir.join(&config.ledger))?)) };
+    let link = connect(url)?;
+    let found = hex::encode(link.public_key().to_bytes());
+    match &config.ledger_key {
+        Some(pinned) if *pinned == found => Ok(link),
+        Some(pinned) => Err(LedgerError::Remote {
+            ledger: url.clone(),
+            message: format!(
+                "it signs with key {found}, but this memory's log was opened on a ledger with key {pinned} \
+                 (memory.json): refused — a ledger with another key is another ledger"
+            ),
+        }
+        .into()),
+        None => Err(config_err(&dir.join("memory.json"), "ledger_url without ledger_key")),
+    }
 }

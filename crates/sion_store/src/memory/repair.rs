@@ -52,6 +52,15 @@ impl Memory {
     pub fn repair(dir: &Path, new_log: bool) -> Result<Repaired, MemoryError> {
         let disk = Disk::os();
         let mut config = read_config(dir)?;
+        if let Some(url) = &config.ledger_url {
+            // A new log on a fleet ledger needs the service; not built yet (issue 15).
+            return Err(MemoryError::Config {
+                path: dir.join("memory.json"),
+                problem: format!(
+                    "this memory's log is on the fleet ledger at {url}: repairing one is not supported yet"
+                ),
+            });
+        }
         let log_dir = dir.join("log");
         let planned = repair::plan(&log_dir)?;
         let mut ledger = Ledger::open(&dir.join(&config.ledger))?;

@@ -1,0 +1,144 @@
+//! What a memory needs of its ledger, whichever ledger it is: the embedded one in its own
+//! directory ([`Ledger`]) or a fleet ledger service reached over the network (the `sion_fleet`
+//! crate's client). A memory holds a `Box<dyn LedgerLink>` and never knows which.
+//!
+//! Every call may fail: a remote ledger can be unreachable, and the memory says so rather than
+//! guessing. Nothing here lets the link decide what a *reader* accepts: headers and proofs it
+//! returns are checked against the ledger key by whoever uses them.
+
+use ed25519_dalek::VerifyingKey;
+
+use super::{
+    Account, Agent, Ledger, LedgerBoot, LedgerError, LogId, MemoryLog, SignedHeader, SignedTx, StateProof,
+    TxTimeProof,
+};
+
+/// A memory's ledger: the calls [`crate::memory::Memory`] makes of it.
+pub trait LedgerLink: Send + Sync {
+    /// Where the ledger is, for people: a directory or a URL.
+    fn describe(&self) -> String;
+    /// The key every header of this ledger is signed with.
+    fn public_key(&self) -> VerifyingKey;
+    /// How an embedded ledger came up when it was opened (None for a remote one).
+    fn boot(&self) -> Option<&LedgerBoot> {
+        None
+    }
+    /// The latest Pulse's signed header.
+    fn latest(&self) -> Result<SignedHeader, LedgerError>;
+    /// Pulse `pulse`'s signed header.
+    fn header(&self, pulse: u64) -> Result<SignedHeader, LedgerError>;
+    /// The account's next nonce.
+    fn nonce(&self, account: &Account) -> Result<u64, LedgerError>;
+    /// Log `id` as the current state holds it.
+    fn log(&self, id: LogId) -> Result<Option<MemoryLog>, LedgerError>;
+    /// How many logs the ledger holds (a log opened now gets this number minus one).
+    fn log_count(&self) -> Result<u64, LedgerError>;
+    /// The agent of that name, if any.
+    fn agent(&self, name: &str) -> Result<Option<Agent>, LedgerError>;
+    /// Submit a signed transaction: its Pulse's header once it is durable, or the refusal.
+    fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError>;
+    /// That log `id` stood as it did at Pulse `pulse`.
+    fn state_proof(&self, id: LogId, pulse: u64) -> Result<StateProof, LedgerError>;
+    /// When `position` of log `id` was recorded.
+    fn tx_time_proof(&self, id: LogId, position: u64) -> Result<TxTimeProof, LedgerError>;
+    /// The latest version (one commit or more) of log `id` with at most `size` atoms.
+    fn last_commit_at_most(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError>;
+    /// The first version of log `id` with more than `size` atoms.
+    fn first_commit_over(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError>;
+    /// Up to `limit` versions of log `id` from version `from` on, oldest first (fewer at the end).
+    fn versions(&self, id: LogId, from: u64, limit: u64) -> Result<Vec<MemoryLog>, LedgerError>;
+
+    /// Every version of log `id` from version `from` on, oldest first, asked for a page
+    /// ([`PAGE`] versions) at a time.
+    fn versions_from(
+        &self,
+        id: LogId,
+        from: u64,
+    ) -> Box<dyn Iterator<Item = Result<MemoryLog, LedgerError>> + '_> {
+        let mut next = from;
+        let mut page = std::collections::VecDeque::new();
+        let mut done = false;
+        Box::new(std::iter::from_fn(move || {
+            if page.is_empty() && !done {
+                match self.versions(id, next, PAGE) {
+                    Ok(got) => {
+                        done = (got.len() as u64) < PAGE;
+                        next += got.len() as u64;
+                        page.extend(got);
+                    }
+                    Err(e) => {
+                        done = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            page.pop_front().map(Ok)
+        }))
+    }
+}
+
+/// Versions asked of a ledger at a time.
+pub const PAGE: u64 = 1024;
+
+impl LedgerLink for Ledger {
+    fn describe(&self) -> String {
+        format!("embedded ledger at {}", self.dir().display())
+    }
+    fn public_key(&self) -> VerifyingKey {
+        Ledger::public_key(self)
+    }
+    fn boot(&self) -> Option<&LedgerBoot> {
+        Some(Ledger::boot(self))
+    }
+    fn latest(&self) -> Result<SignedHeader, LedgerError> {
+        Ok(*Ledger::latest(self))
+    }
+    fn header(&self, pulse: u64) -> Result<SignedHeader, LedgerError> {
+        Ledger::header(self, pulse)
+    }
+    fn nonce(&self, account: &Account) -> Result<u64, LedgerError> {
+        Ok(Ledger::nonce(self, account))
+    }
+    fn log(&self, id: LogId) -> Result<Option<MemoryLog>, LedgerError> {
+        Ok(Ledger::log(self, id).cloned())
+    }
+    fn log_count(&self) -> Result<u64, LedgerError> {
+        Ok(self.logs().len() as u64)
+    }
+    fn agent(&self, name: &str) -> Result<Option<Agent>, LedgerError> {
+        Ok(Ledger::agent(self, name).cloned())
+    }
+    fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError> {
+        Ledger::submit(self, tx)
+    }
+    fn state_proof(&self, id: LogId, pulse: u64) -> Result<StateProof, LedgerError> {
+        Ledger::state_proof(self, id, pulse)
+    }
+    fn tx_time_proof(&self, id: LogId, position: u64) -> Result<TxTimeProof, LedgerError> {
+        Ledger::tx_time_proof(self, id, position)
+    }
+    fn last_commit_at_most(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError> {
+        Ledger::last_commit_at_most(self, id, size)
+    }
+    fn first_commit_over(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError> {
+        Ledger::first_commit_over(self, id, size)
+    }
+    fn versions(&self, id: LogId, from: u64, limit: u64) -> Result<Vec<MemoryLog>, LedgerError> {
+        self.versions_from(id, from).take(limit.min(usize::MAX as u64) as usize).collect()
+    }
+}
+
+/// How a memory reaches a remote ledger named in its memory.json: given the URL, a link (the
+/// program provides it; this crate has no network client). The memory checks the link's key
+/// against the one it pinned.
+pub type Connect<'a> = &'a dyn Fn(&str) -> Result<Box<dyn LedgerLink>, LedgerError>;
+
+/// The [`Connect`] of a program without a client for remote ledgers.
+pub fn no_remote(url: &str) -> Result<Box<dyn LedgerLink>, LedgerError> {
+    Err(LedgerError::Remote {
+        ledger: url.to_owned(),
+        message: "this memory's log is on a fleet ledger, and this program has no client for one \
+                  (the sion command and the node have)"
+            .to_owned(),
+    })
+}
