@@ -45,6 +45,41 @@ pub enum FleetError {
     Contention(u32),
 }
 
+/// How long a request to etcd may take: past it, a submission fails with an error that says
+/// no quorum answered, instead of waiting for one (etcd queues requests while it has none).
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn connect_options() -> etcd_client::ConnectOptions {
+    etcd_client::ConnectOptions::new().with_timeout(REQUEST_TIMEOUT).with_connect_timeout(REQUEST_TIMEOUT)
+}
+
+fn etcd_err(endpoints: &str, e: etcd_client::Error) -> FleetError {
+    let text = e.to_string();
+    let message = if text.contains("Timeout expired") || text.contains("deadline") {
+        format!(
+            "no answer within {} s ({text}): is a quorum of the etcd members up? Nothing is known to \
+             have been recorded; the robot keeps its atoms and commits them when the ledger answers",
+            REQUEST_TIMEOUT.as_secs()
+        )
+    } else {
+        text
+    };
+    FleetError::Etcd { endpoints: endpoints.to_owned(), message }
+}
+
+/// Attempts on other members after one could not be reached.
+const TRANSIENT_TRIES: u32 = 8;
+
+/// A member that could not be reached (refused, reset, unavailable): another may answer. A
+/// timeout is not transient here — it is what a lost quorum looks like, and is reported.
+fn transient(e: &etcd_client::Error) -> bool {
+    let text = e.to_string();
+    !text.contains("Timeout expired")
+        && (text.contains("unavailable")
+            || text.contains("connect error")
+            || text.contains("transport error"))
+}
+
 /// How many times a submission retries after losing its compare-and-swap.
 const ATTEMPTS: u32 = 256;
 
@@ -124,7 +159,42 @@ fn entry(tx: Option<&SignedTx>, header: &PulseHeader) -> Vec<u8> {
 
 impl FleetLedger {
     fn err(&self, e: etcd_client::Error) -> FleetError {
-        FleetError::Etcd { endpoints: self.endpoints.clone(), message: e.to_string() }
+        etcd_err(&self.endpoints, e)
+    }
+
+    /// A read, tried again on another member when the one asked cannot be reached (a client
+    /// given every member's URL balances over them, dead ones included).
+    async fn get(
+        &mut self,
+        key: String,
+        options: Option<GetOptions>,
+    ) -> Result<etcd_client::GetResponse, FleetError> {
+        let mut tries = 0;
+        loop {
+            match self.client.get(key.clone(), options.clone()).await {
+                Ok(r) => return Ok(r),
+                Err(e) if transient(&e) && tries < TRANSIENT_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(backoff(tries, self.lost)).await;
+                }
+                Err(e) => return Err(self.err(e)),
+            }
+        }
+    }
+
+    /// A put that is the same whenever it is done (a signature), tried again likewise.
+    async fn put(&mut self, key: String, value: Vec<u8>) -> Result<(), FleetError> {
+        let mut tries = 0;
+        loop {
+            match self.client.put(key.clone(), value.clone(), None).await {
+                Ok(_) => return Ok(()),
+                Err(e) if transient(&e) && tries < TRANSIENT_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(backoff(tries, self.lost)).await;
+                }
+                Err(e) => return Err(self.err(e)),
+            }
+        }
     }
 
     fn key_of(&self, rest: &str) -> String {
@@ -139,12 +209,11 @@ impl FleetLedger {
     /// with another key.
     pub async fn connect(endpoints: &[&str], prefix: &str, key: SigningKey) -> Result<Self, FleetError> {
         let joined = endpoints.join(",");
-        let client = Client::connect(endpoints, None)
-            .await
-            .map_err(|e| FleetError::Etcd { endpoints: joined.clone(), message: e.to_string() })?;
+        let client =
+            Client::connect(endpoints, Some(connect_options())).await.map_err(|e| etcd_err(&joined, e))?;
         let mut ledger =
             Self { client, endpoints: joined, prefix: prefix.to_owned(), key, cached: None, lost: 0 };
-        let resp = ledger.client.get(ledger.key_of("key"), None).await.map_err(|e| ledger.err(e))?;
+        let resp = ledger.get(ledger.key_of("key"), None).await?;
         let Some(kv) = resp.kvs().first() else { return Err(FleetError::Missing(ledger.prefix.clone())) };
         let ours = ledger.key.verifying_key().to_bytes();
         if kv.value() != ours {
@@ -161,9 +230,8 @@ impl FleetLedger {
     /// `init` finds it and connects, or refuses another key).
     pub async fn init(endpoints: &[&str], prefix: &str, key: SigningKey) -> Result<Self, FleetError> {
         let joined = endpoints.join(",");
-        let mut client = Client::connect(endpoints, None)
-            .await
-            .map_err(|e| FleetError::Etcd { endpoints: joined.clone(), message: e.to_string() })?;
+        let mut client =
+            Client::connect(endpoints, Some(connect_options())).await.map_err(|e| etcd_err(&joined, e))?;
         let genesis = State::default().header(0, now_ns(), [0; 32]);
         let signature = SignedHeader::sign(&key, genesis).signature;
         let k = |rest: &str| format!("{prefix}{rest}");
@@ -174,10 +242,7 @@ impl FleetLedger {
                 TxnOp::put(k(&format!("pulse/{}", n20(0))), entry(None, &genesis), None),
                 TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
             ]);
-        client
-            .txn(txn)
-            .await
-            .map_err(|e| FleetError::Etcd { endpoints: joined.clone(), message: e.to_string() })?;
+        client.txn(txn).await.map_err(|e| etcd_err(&joined, e))?;
         Self::connect(endpoints, prefix, key).await
     }
 
@@ -197,7 +262,7 @@ impl FleetLedger {
 
     /// The state as of the current head, read at one revision (a consistent snapshot).
     async fn snapshot(&mut self) -> Result<Snapshot, FleetError> {
-        let head = self.client.get(self.key_of("head"), None).await.map_err(|e| self.err(e))?;
+        let head = self.get(self.key_of("head"), None).await?;
         let Some(kv) = head.kvs().first() else { return Err(FleetError::Missing(self.prefix.clone())) };
         let head_revision = kv.mod_revision();
         if let Some(c) = &self.cached
@@ -215,7 +280,7 @@ impl FleetLedger {
         let at = head.header().map_or(0, |h| h.revision());
         let options = || GetOptions::new().with_prefix().with_revision(at);
         let mut state = State::default();
-        let logs = self.client.get(self.key_of("log/"), Some(options())).await.map_err(|e| self.err(e))?;
+        let logs = self.get(self.key_of("log/"), Some(options())).await?;
         for kv in logs.kvs() {
             let log = MemoryLog::decode(kv.value()).map_err(|e| self.damaged("log/", e.to_string()))?;
             if log.id.0 as usize != state.logs.len() {
@@ -224,8 +289,7 @@ impl FleetLedger {
             }
             state.logs.push(log);
         }
-        let agents =
-            self.client.get(self.key_of("agent/"), Some(options())).await.map_err(|e| self.err(e))?;
+        let agents = self.get(self.key_of("agent/"), Some(options())).await?;
         let mut by_name = BTreeMap::new();
         for kv in agents.kvs() {
             let name = String::from_utf8_lossy(&kv.key()[self.key_of("agent/").len()..]).into_owned();
@@ -244,8 +308,7 @@ impl FleetLedger {
             by_name.insert(name.clone(), Agent { name, controller: Account(controller), status });
         }
         state.agents = by_name;
-        let nonces =
-            self.client.get(self.key_of("nonce/"), Some(options())).await.map_err(|e| self.err(e))?;
+        let nonces = self.get(self.key_of("nonce/"), Some(options())).await?;
         let mut map = HashMap::new();
         for kv in nonces.kvs() {
             let hex_account = &kv.key()[self.key_of("nonce/").len()..];
@@ -266,7 +329,7 @@ impl FleetLedger {
     async fn pulse_header(&mut self, number: u64, at: Option<i64>) -> Result<PulseHeader, FleetError> {
         let rest = format!("pulse/{}", n20(number));
         let options = at.map(|r| GetOptions::new().with_revision(r));
-        let resp = self.client.get(self.key_of(&rest), options).await.map_err(|e| self.err(e))?;
+        let resp = self.get(self.key_of(&rest), options).await?;
         let kv = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?;
         let v = kv.value();
         if v.len() < 89 {
@@ -280,12 +343,12 @@ impl FleetLedger {
     pub async fn header(&mut self, number: u64) -> Result<SignedHeader, FleetError> {
         let header = self.pulse_header(number, None).await?;
         let rest = format!("sig/{}", n20(number));
-        let resp = self.client.get(self.key_of(&rest), None).await.map_err(|e| self.err(e))?;
+        let resp = self.get(self.key_of(&rest), None).await?;
         let signature: [u8; 64] = match resp.kvs().first() {
             Some(kv) => kv.value().try_into().map_err(|_| self.damaged(&rest, "not 64 bytes"))?,
             None => {
                 let s = self.sign(&header);
-                self.client.put(self.key_of(&rest), s.to_vec(), None).await.map_err(|e| self.err(e))?;
+                self.put(self.key_of(&rest), s.to_vec()).await?;
                 s
             }
         };
@@ -316,10 +379,10 @@ impl FleetLedger {
     pub async fn state_proof(&mut self, id: LogId, pulse: u64) -> Result<StateProof, FleetError> {
         let header = self.header(pulse).await?;
         let rest = format!("pulse/{}", n20(pulse));
-        let resp = self.client.get(self.key_of(&rest), None).await.map_err(|e| self.err(e))?;
+        let resp = self.get(self.key_of(&rest), None).await?;
         let revision = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?.mod_revision();
         let options = GetOptions::new().with_prefix().with_revision(revision);
-        let resp = self.client.get(self.key_of("log/"), Some(options)).await.map_err(|e| self.err(e))?;
+        let resp = self.get(self.key_of("log/"), Some(options)).await?;
         let mut logs = Vec::new();
         for kv in resp.kvs() {
             logs.push(MemoryLog::decode(kv.value()).map_err(|e| self.damaged("log/", e.to_string()))?);
@@ -337,7 +400,7 @@ impl FleetLedger {
     /// Version `k` of log `id` (the version after `k` commits).
     async fn version(&mut self, id: LogId, k: u64, base: &MemoryLog) -> Result<MemoryLog, FleetError> {
         let rest = format!("version/{}/{}", n20(id.0), n20(k));
-        let resp = self.client.get(self.key_of(&rest), None).await.map_err(|e| self.err(e))?;
+        let resp = self.get(self.key_of(&rest), None).await?;
         let kv = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?;
         let record: &[u8; 128] = kv.value().try_into().map_err(|_| self.damaged(&rest, "not 128 bytes"))?;
         decode_version(record, base).map_err(|e| self.damaged(&rest, e))
@@ -380,18 +443,40 @@ impl FleetLedger {
     pub async fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, FleetError> {
         let operator = self.operator();
         let mut lost_here = 0u32;
+        let mut transport = 0u32;
+        // Attempts whose reply was lost: etcd may have committed one of them.
+        let mut unknown: Vec<(u64, Vec<u8>, PulseHeader)> = Vec::new();
         for _ in 0..ATTEMPTS {
             let snap = self.snapshot().await?;
             let number = snap.latest.number + 1;
-            let change = snap.state.check(&operator, &tx, number)?;
+            let change = match snap.state.check(&operator, &tx, number) {
+                Ok(change) => change,
+                Err(refusal) => {
+                    // Refused now (a replayed nonce, a stale version) perhaps only because an
+                    // earlier attempt of this very submission was committed: then that is its Pulse.
+                    for (n, mine, header) in &unknown {
+                        if self
+                            .get(self.key_of(&format!("pulse/{}", n20(*n))), None)
+                            .await?
+                            .kvs()
+                            .first()
+                            .is_some_and(|kv| kv.value() == mine.as_slice())
+                        {
+                            return self.signed(*header).await;
+                        }
+                    }
+                    return Err(refusal.into());
+                }
+            };
             let mut next = snap.state.clone();
             next.apply(tx.sender, change.clone());
             let time_ns = now_ns().max(snap.latest.time_ns.saturating_add(1));
             let header = next.header(number, time_ns, snap.latest.hash());
             let nonce = next.nonce(&tx.sender);
+            let mine = entry(Some(&tx), &header);
             let mut puts = vec![
                 TxnOp::put(self.key_of("head"), head_value(&header), None),
-                TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), entry(Some(&tx), &header), None),
+                TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), mine.clone(), None),
                 TxnOp::put(
                     self.key_of(&format!("nonce/{}", hex::encode(tx.sender.0))),
                     nonce.to_le_bytes().to_vec(),
@@ -414,7 +499,17 @@ impl FleetLedger {
             let txn = Txn::new()
                 .when(vec![Compare::mod_revision(self.key_of("head"), CompareOp::Equal, snap.head_revision)])
                 .and_then(puts);
-            let resp = self.client.txn(txn).await.map_err(|e| self.err(e))?;
+            let resp = match self.client.txn(txn).await {
+                Ok(resp) => resp,
+                Err(e) if transient(&e) && transport < TRANSIENT_TRIES => {
+                    transport += 1;
+                    self.cached = None;
+                    unknown.push((number, mine, header));
+                    tokio::time::sleep(backoff(transport, self.lost)).await;
+                    continue;
+                }
+                Err(e) => return Err(self.err(e)),
+            };
             if !resp.succeeded() {
                 self.cached = None;
                 self.lost += 1;
@@ -426,13 +521,15 @@ impl FleetLedger {
             }
             let revision = resp.header().map_or(0, |h| h.revision());
             self.cached = Some(Snapshot { head_revision: revision, state: next, latest: header });
-            let signature = self.sign(&header);
-            self.client
-                .put(self.key_of(&format!("sig/{}", n20(number))), signature.to_vec(), None)
-                .await
-                .map_err(|e| self.err(e))?;
-            return Ok(SignedHeader { header, signature });
+            return self.signed(header).await;
         }
         Err(FleetError::Contention(ATTEMPTS))
+    }
+
+    /// Sign a header that won its number and store the signature.
+    async fn signed(&mut self, header: PulseHeader) -> Result<SignedHeader, FleetError> {
+        let signature = self.sign(&header);
+        self.put(self.key_of(&format!("sig/{}", n20(header.number))), signature.to_vec()).await?;
+        Ok(SignedHeader { header, signature })
     }
 }
