@@ -8,7 +8,9 @@
 //! no front-end signs a header that did not win its number, and a Pulse left unsigned by a
 //! front-end that died is completed by any other with the same bytes.
 
+pub mod client;
 pub mod local;
+pub mod service;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -66,6 +68,9 @@ fn etcd_err(endpoints: &str, e: etcd_client::Error) -> FleetError {
     };
     FleetError::Etcd { endpoints: endpoints.to_owned(), message }
 }
+
+/// The most versions one call returns.
+pub const VERSIONS_PER_CALL: u64 = 1024;
 
 /// Attempts on other members after one could not be reached.
 const TRANSIENT_TRIES: u32 = 8;
@@ -132,7 +137,8 @@ fn head_value(h: &PulseHeader) -> Vec<u8> {
     v
 }
 
-fn agent_value(a: &Agent) -> Vec<u8> {
+/// An agent as etcd (and the service's `Agent` reply) holds it: 32 controller, u8 status.
+pub fn agent_value(a: &Agent) -> Vec<u8> {
     let mut v = a.controller.0.to_vec();
     v.push(match a.status {
         AgentStatus::Live => 0,
@@ -371,6 +377,84 @@ impl FleetLedger {
     /// The next nonce of `account`.
     pub async fn nonce(&mut self, account: &Account) -> Result<u64, FleetError> {
         Ok(self.snapshot().await?.state.nonce(account))
+    }
+
+    /// How many logs the current state holds.
+    pub async fn log_count(&mut self) -> Result<u64, FleetError> {
+        Ok(self.snapshot().await?.state.logs.len() as u64)
+    }
+
+    /// The agent of that name in the current state, if any.
+    pub async fn agent(&mut self, name: &str) -> Result<Option<Agent>, FleetError> {
+        Ok(self.snapshot().await?.state.agents.get(name).cloned())
+    }
+
+    /// Up to `limit` (at most [`VERSIONS_PER_CALL`]) versions of log `id` from version `from`,
+    /// oldest first: one range read of its version records.
+    pub async fn versions(&mut self, id: LogId, from: u64, limit: u64) -> Result<Vec<MemoryLog>, FleetError> {
+        let current = self.log(id).await?.ok_or(LedgerError::UnknownLog(id))?;
+        if from > current.commits || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rest = format!("version/{}/", n20(id.0));
+        let start = self.key_of(&format!("{rest}{}", n20(from)));
+        let end = self.key_of(&format!("{rest}{}", n20(current.commits + 1)));
+        let limit = limit.min(VERSIONS_PER_CALL);
+        let options = GetOptions::new().with_range(end).with_limit(limit as i64);
+        let resp = self.get(start, Some(options)).await?;
+        let mut out = Vec::with_capacity(resp.kvs().len());
+        for (i, kv) in resp.kvs().iter().enumerate() {
+            let record: &[u8; 128] =
+                kv.value().try_into().map_err(|_| self.damaged(&rest, "not 128 bytes"))?;
+            let v = decode_version(record, &current).map_err(|e| self.damaged(&rest, e))?;
+            if v.commits != from + i as u64 {
+                return Err(self.damaged(
+                    &rest,
+                    format!("version {} where {} was expected", v.commits, from + i as u64),
+                ));
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    /// The first version of log `id` in `lo..hi` whose size exceeds `size` (sizes never
+    /// decrease), or `hi`.
+    async fn first_over(
+        &mut self,
+        current: &MemoryLog,
+        mut lo: u64,
+        mut hi: u64,
+        size: u64,
+    ) -> Result<u64, FleetError> {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.version(current.id, mid, current).await?.head.size > size {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The latest committed version (one commit or more) of log `id` with at most `size` atoms.
+    pub async fn last_commit_at_most(
+        &mut self,
+        id: LogId,
+        size: u64,
+    ) -> Result<Option<MemoryLog>, FleetError> {
+        let current = self.log(id).await?.ok_or(LedgerError::UnknownLog(id))?;
+        let k = self.first_over(&current, 1, current.commits + 1, size).await?;
+        if k <= 1 { Ok(None) } else { Ok(Some(self.version(id, k - 1, &current).await?)) }
+    }
+
+    /// The first committed version of log `id` with more than `size` atoms.
+    pub async fn first_commit_over(&mut self, id: LogId, size: u64) -> Result<Option<MemoryLog>, FleetError> {
+        let current = self.log(id).await?.ok_or(LedgerError::UnknownLog(id))?;
+        let n = current.commits + 1;
+        let k = self.first_over(&current, 1, n, size).await?;
+        if k >= n { Ok(None) } else { Ok(Some(self.version(id, k, &current).await?)) }
     }
 
     /// That log `id` stood as it did at Pulse `pulse`: the logs as etcd held them at the

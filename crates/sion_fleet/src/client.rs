@@ -1,0 +1,249 @@
+//! A memory's link to a fleet ledger service ([`sion_store::ledger::link::LedgerLink`] over
+//! gRPC): what `sion memory open --ledger URL`, the node's `ledger` parameter and
+//! `sion memory verify --ledger URL` use. Calls block (the memory is synchronous) on a small
+//! runtime of the link's own, so a link works inside and outside another tokio runtime.
+//!
+//! Every header the service returns is checked against the ledger key before it is used; the
+//! service can withhold, not forge.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ed25519_dalek::VerifyingKey;
+use sion_store::ledger::link::LedgerLink;
+use sion_store::ledger::{
+    Account, Agent, AgentStatus, LedgerError, LogId, MemoryLog, SignedHeader, SignedTx, StateProof,
+    TxTimeProof,
+};
+use sion_verify::wire::Reader;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::service::REFUSAL;
+use crate::service::pb::ledger_client::LedgerClient;
+use crate::service::pb::{Blob, Empty, LogAt, Name, Number, VersionsQuery};
+
+/// How long one call may take before it fails (the service waits up to 5 s for etcd).
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A link to the fleet ledger service at a URL (`http://host:port`).
+pub struct RemoteLedger {
+    url: String,
+    key: VerifyingKey,
+    runtime: tokio::runtime::Runtime,
+    client: Mutex<LedgerClient<Channel>>,
+}
+
+impl RemoteLedger {
+    /// Connect to the service at `url` and learn its key (a memory then checks it against the
+    /// one it pinned; a reader against the one it chose).
+    pub fn connect(url: &str) -> Result<Self, LedgerError> {
+        let remote = |message: String| LedgerError::Remote { ledger: url.to_owned(), message };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("sion-ledger-link")
+            .enable_all()
+            .build()
+            .map_err(|e| remote(format!("starting the link's runtime: {e}")))?;
+        let endpoint = Endpoint::from_shared(url.to_owned())
+            .map_err(|e| remote(format!("not a URL the link understands (http://host:port): {e}")))?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(CALL_TIMEOUT);
+        let stopped = || remote("the link's runtime stopped".into());
+        let channel = run(&runtime, async move { endpoint.connect().await })
+            .ok_or_else(stopped)?
+            .map_err(|e| remote(format!("cannot connect: {e}")))?;
+        let mut client = LedgerClient::new(channel);
+        let key = run(&runtime, async move {
+            let r = client.key(Empty {}).await;
+            r.map(|r| (r.into_inner().value, client))
+        });
+        let (key, client) = key.ok_or_else(stopped)?.map_err(|s| remote(s.message().to_owned()))?;
+        let key: [u8; 32] =
+            key.as_slice().try_into().map_err(|_| remote("its key is not 32 bytes".into()))?;
+        let key =
+            VerifyingKey::from_bytes(&key).map_err(|_| remote("its key is not an ed25519 key".into()))?;
+        Ok(Self { url: url.to_owned(), key, runtime, client: Mutex::new(client) })
+    }
+
+    fn client(&self) -> LedgerClient<Channel> {
+        // A clone shares the channel; the lock is only held to take it.
+        self.client.lock().map(|c| c.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    fn remote(&self, message: impl Into<String>) -> LedgerError {
+        LedgerError::Remote { ledger: self.url.clone(), message: message.into() }
+    }
+
+    /// A gRPC failure as the ledger's error: a refusal keeps its code, anything else says the
+    /// ledger could not be asked.
+    fn failed(&self, s: tonic::Status) -> LedgerError {
+        match s.metadata().get(REFUSAL).and_then(|v| v.to_str().ok()) {
+            Some(code) => LedgerError::Refused {
+                ledger: self.url.clone(),
+                code: code.to_owned(),
+                message: s.message().to_owned(),
+            },
+            None => self.remote(format!("{}: {}", s.code(), s.message())),
+        }
+    }
+
+    fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(
+            LedgerClient<Channel>,
+        ) -> futures_like::BoxFuture<Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, LedgerError> {
+        let fut = f(self.client());
+        run(&self.runtime, fut)
+            .ok_or_else(|| self.remote("the link's runtime stopped"))?
+            .map(tonic::Response::into_inner)
+            .map_err(|s| self.failed(s))
+    }
+
+    fn signed(&self, bytes: &[u8]) -> Result<SignedHeader, LedgerError> {
+        let mut r = Reader::new(bytes);
+        let h = SignedHeader::read(&mut r)
+            .map_err(|e| self.remote(format!("a header that does not parse: {e}")))?;
+        r.finish().map_err(|e| self.remote(format!("a header with bytes after it: {e}")))?;
+        h.verify(&self.key).map_err(|e| self.remote(format!("{e}: refused")))?;
+        Ok(h)
+    }
+
+    fn state(&self, r: &mut Reader<'_>) -> Result<StateProof, LedgerError> {
+        let p = StateProof::read(r)
+            .map_err(|e| self.remote(format!("a state proof that does not parse: {e}")))?;
+        p.verify(&self.key).map_err(|e| self.remote(format!("a state proof that does not verify: {e}")))?;
+        Ok(p)
+    }
+
+    fn log_of(&self, bytes: &[u8]) -> Result<MemoryLog, LedgerError> {
+        MemoryLog::decode(bytes).map_err(|e| self.remote(format!("a log that does not parse: {e}")))
+    }
+}
+
+/// Run `fut` on the link's runtime and wait for it, from any thread (inside another runtime
+/// included: the future runs on the link's own worker, this thread only waits).
+fn run<T: Send + 'static>(
+    runtime: &tokio::runtime::Runtime,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    runtime.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    // The task always sends unless the runtime is shut down (only on drop).
+    rx.recv().ok()
+}
+
+mod futures_like {
+    pub type BoxFuture<T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+}
+
+impl LedgerLink for RemoteLedger {
+    fn describe(&self) -> String {
+        format!("fleet ledger at {}", self.url)
+    }
+
+    fn public_key(&self) -> VerifyingKey {
+        self.key
+    }
+
+    fn latest(&self) -> Result<SignedHeader, LedgerError> {
+        let b = self.call(|mut c| Box::pin(async move { c.latest(Empty {}).await }))?;
+        self.signed(&b.value)
+    }
+
+    fn header(&self, pulse: u64) -> Result<SignedHeader, LedgerError> {
+        let b = self.call(move |mut c| Box::pin(async move { c.header(Number { value: pulse }).await }))?;
+        let h = self.signed(&b.value)?;
+        if h.header.number != pulse {
+            return Err(self.remote(format!("asked for Pulse {pulse}, it sent Pulse {}", h.header.number)));
+        }
+        Ok(h)
+    }
+
+    fn nonce(&self, account: &Account) -> Result<u64, LedgerError> {
+        let value = account.0.to_vec();
+        Ok(self.call(move |mut c| Box::pin(async move { c.nonce(Blob { value }).await }))?.value)
+    }
+
+    fn log(&self, id: LogId) -> Result<Option<MemoryLog>, LedgerError> {
+        let m = self.call(move |mut c| Box::pin(async move { c.log(Number { value: id.0 }).await }))?;
+        m.value.map(|b| self.log_of(&b)).transpose()
+    }
+
+    fn log_count(&self) -> Result<u64, LedgerError> {
+        Ok(self.call(|mut c| Box::pin(async move { c.log_count(Empty {}).await }))?.value)
+    }
+
+    fn agent(&self, name: &str) -> Result<Option<Agent>, LedgerError> {
+        let value = name.to_owned();
+        let m = self.call(move |mut c| Box::pin(async move { c.agent(Name { value }).await }))?;
+        let Some(b) = m.value else { return Ok(None) };
+        if b.len() != 33 {
+            return Err(self.remote(format!("agent {name:?}: {} bytes, not 33", b.len())));
+        }
+        let mut controller = [0u8; 32];
+        controller.copy_from_slice(&b[..32]);
+        let status = match b[32] {
+            0 => AgentStatus::Live,
+            1 => AgentStatus::Suspended,
+            2 => AgentStatus::Revoked,
+            s => return Err(self.remote(format!("agent {name:?}: status {s}"))),
+        };
+        Ok(Some(Agent { name: name.to_owned(), controller: Account(controller), status }))
+    }
+
+    fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError> {
+        let value = tx.encode();
+        let b = self.call(move |mut c| Box::pin(async move { c.submit(Blob { value }).await }))?;
+        self.signed(&b.value)
+    }
+
+    fn state_proof(&self, id: LogId, pulse: u64) -> Result<StateProof, LedgerError> {
+        let q = LogAt { log: id.0, at: pulse };
+        let b = self.call(move |mut c| Box::pin(async move { c.state(q).await }))?;
+        let mut r = Reader::new(&b.value);
+        let p = self.state(&mut r)?;
+        if p.log.id != id || p.header.header.number != pulse {
+            return Err(self.remote(format!("asked for log {id} at Pulse {pulse}, it sent another")));
+        }
+        Ok(p)
+    }
+
+    fn tx_time_proof(&self, id: LogId, position: u64) -> Result<TxTimeProof, LedgerError> {
+        let q = LogAt { log: id.0, at: position };
+        let b = self.call(move |mut c| Box::pin(async move { c.time(q).await }))?;
+        let mut r = Reader::new(&b.value);
+        let got = r.u64("position").map_err(|e| self.remote(e.to_string()))?;
+        let before = self.state(&mut r)?;
+        let at = self.state(&mut r)?;
+        let p = TxTimeProof { position: got, before, at };
+        if got != position || p.at.log.id != id {
+            return Err(self.remote(format!(
+                "asked when position {position} of log {id} was recorded, it sent another"
+            )));
+        }
+        p.verify(&self.key)
+            .map_err(|e| self.remote(format!("a transaction-time proof that does not hold: {e}")))?;
+        Ok(p)
+    }
+
+    fn last_commit_at_most(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError> {
+        let q = LogAt { log: id.0, at: size };
+        let m = self.call(move |mut c| Box::pin(async move { c.last_commit_at_most(q).await }))?;
+        m.value.map(|b| self.log_of(&b)).transpose()
+    }
+
+    fn first_commit_over(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError> {
+        let q = LogAt { log: id.0, at: size };
+        let m = self.call(move |mut c| Box::pin(async move { c.first_commit_over(q).await }))?;
+        m.value.map(|b| self.log_of(&b)).transpose()
+    }
+
+    fn versions(&self, id: LogId, from: u64, limit: u64) -> Result<Vec<MemoryLog>, LedgerError> {
+        let q = VersionsQuery { log: id.0, from, limit };
+        let l = self.call(move |mut c| Box::pin(async move { c.versions(q).await }))?;
+        l.values.iter().map(|b| self.log_of(b)).collect()
+    }
+}

@@ -1,0 +1,193 @@
+//! The fleet ledger's network service (docs/LEDGER.md, "The fleet ledger's transport"): gRPC,
+//! each message one of docs/LEDGER.md's own encodings as bytes. A front-end keeps no state of
+//! its own: any number may serve one etcd cluster at once, and the compare-and-swap of
+//! [`FleetLedger::submit`] keeps them from forking the chain.
+
+use std::net::SocketAddr;
+
+use ed25519_dalek::SigningKey;
+use sion_store::ledger::{Account, LedgerError, LogId, SignedTx, StateProof};
+use sion_verify::wire::Put as _;
+use tokio::sync::Mutex;
+use tonic::{Request, Response, Status};
+
+use crate::{FleetError, FleetLedger};
+
+/// The generated messages and stubs of proto/ledger.proto.
+#[allow(clippy::all, missing_docs, unused_qualifications)]
+pub mod pb {
+    tonic::include_proto!("sion.ledger.v1");
+}
+
+use pb::ledger_server::{Ledger as Rpc, LedgerServer};
+use pb::{Blob, Empty, List, LogAt, Maybe, Name, Number, VersionsQuery};
+
+/// Where a front-end listens unless told otherwise: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+
+/// The gRPC metadata key a refusal's code travels in ([`LedgerError::code`]).
+pub const REFUSAL: &str = "sion-refusal";
+
+/// One front-end: a [`FleetLedger`] behind the gRPC service. Requests to one front-end are
+/// taken one at a time (its snapshot of the state is shared by them); run more front-ends for
+/// more at once.
+pub struct Service {
+    ledger: Mutex<FleetLedger>,
+}
+
+impl Service {
+    pub fn new(ledger: FleetLedger) -> Self {
+        Self { ledger: Mutex::new(ledger) }
+    }
+}
+
+/// Serve `ledger` on `listen` until `shutdown` resolves.
+pub async fn serve(
+    ledger: FleetLedger,
+    listen: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), String> {
+    tonic::transport::Server::builder()
+        .add_service(LedgerServer::new(Service::new(ledger)))
+        .serve_with_shutdown(listen, shutdown)
+        .await
+        .map_err(|e| format!("serving on {listen}: {e}"))
+}
+
+/// Connect a front-end to etcd and serve it: what `sion ledger serve` runs.
+pub async fn connect_and_serve(
+    endpoints: &[&str],
+    prefix: &str,
+    key: SigningKey,
+    listen: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), String> {
+    let ledger = FleetLedger::connect(endpoints, prefix, key).await.map_err(|e| e.to_string())?;
+    serve(ledger, listen, shutdown).await
+}
+
+fn status(e: FleetError) -> Status {
+    match e {
+        FleetError::Refused(r) => refusal(&r),
+        FleetError::Etcd { .. } => Status::unavailable(e.to_string()),
+        FleetError::Contention(_) => Status::resource_exhausted(e.to_string()),
+        other => Status::internal(other.to_string()),
+    }
+}
+
+fn refusal(r: &LedgerError) -> Status {
+    let mut s = Status::failed_precondition(r.to_string());
+    if let Ok(code) = r.code().parse() {
+        s.metadata_mut().insert(REFUSAL, code);
+    }
+    s
+}
+
+fn bad(field: &str, e: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(format!("{field}: {e}"))
+}
+
+fn state_bytes(p: &StateProof) -> Vec<u8> {
+    let mut out = Vec::new();
+    p.put(&mut out);
+    out
+}
+
+#[tonic::async_trait]
+impl Rpc for Service {
+    async fn key(&self, _: Request<Empty>) -> Result<Response<Blob>, Status> {
+        let key = self.ledger.lock().await.public_key();
+        Ok(Response::new(Blob { value: key.to_bytes().to_vec() }))
+    }
+
+    async fn submit(&self, r: Request<Blob>) -> Result<Response<Blob>, Status> {
+        let tx = SignedTx::decode(&r.into_inner().value).map_err(|e| bad("transaction", e))?;
+        let h = self.ledger.lock().await.submit(tx).await.map_err(status)?;
+        let mut out = Vec::new();
+        h.put(&mut out);
+        Ok(Response::new(Blob { value: out }))
+    }
+
+    async fn latest(&self, _: Request<Empty>) -> Result<Response<Blob>, Status> {
+        let h = self.ledger.lock().await.latest().await.map_err(status)?;
+        let mut out = Vec::new();
+        h.put(&mut out);
+        Ok(Response::new(Blob { value: out }))
+    }
+
+    async fn header(&self, r: Request<Number>) -> Result<Response<Blob>, Status> {
+        let n = r.into_inner().value;
+        let mut ledger = self.ledger.lock().await;
+        // A Pulse past the latest is not there yet; asking etcd for it would say "damaged".
+        if n > ledger.latest().await.map_err(status)?.header.number {
+            return Err(refusal(&LedgerError::NoPulse(n)));
+        }
+        let h = ledger.header(n).await.map_err(status)?;
+        let mut out = Vec::new();
+        h.put(&mut out);
+        Ok(Response::new(Blob { value: out }))
+    }
+
+    async fn log(&self, r: Request<Number>) -> Result<Response<Maybe>, Status> {
+        let log = self.ledger.lock().await.log(LogId(r.into_inner().value)).await.map_err(status)?;
+        Ok(Response::new(Maybe { value: log.map(|l| l.encode()) }))
+    }
+
+    async fn log_count(&self, _: Request<Empty>) -> Result<Response<Number>, Status> {
+        let n = self.ledger.lock().await.log_count().await.map_err(status)?;
+        Ok(Response::new(Number { value: n }))
+    }
+
+    async fn nonce(&self, r: Request<Blob>) -> Result<Response<Number>, Status> {
+        let account: [u8; 32] =
+            r.into_inner().value.as_slice().try_into().map_err(|_| bad("account", "not 32 bytes"))?;
+        let n = self.ledger.lock().await.nonce(&Account(account)).await.map_err(status)?;
+        Ok(Response::new(Number { value: n }))
+    }
+
+    async fn agent(&self, r: Request<Name>) -> Result<Response<Maybe>, Status> {
+        let name = r.into_inner().value;
+        let agent = self.ledger.lock().await.agent(&name).await.map_err(status)?;
+        // As in etcd: 32-byte controller, u8 status (0 live, 1 suspended, 2 revoked).
+        let value = agent.as_ref().map(crate::agent_value);
+        Ok(Response::new(Maybe { value }))
+    }
+
+    async fn state(&self, r: Request<LogAt>) -> Result<Response<Blob>, Status> {
+        let q = r.into_inner();
+        let mut ledger = self.ledger.lock().await;
+        if q.at > ledger.latest().await.map_err(status)?.header.number {
+            return Err(refusal(&LedgerError::NoPulse(q.at)));
+        }
+        let p = ledger.state_proof(LogId(q.log), q.at).await.map_err(status)?;
+        Ok(Response::new(Blob { value: state_bytes(&p) }))
+    }
+
+    async fn time(&self, r: Request<LogAt>) -> Result<Response<Blob>, Status> {
+        let q = r.into_inner();
+        let p = self.ledger.lock().await.tx_time_proof(LogId(q.log), q.at).await.map_err(status)?;
+        let mut out = Vec::new();
+        out.put_u64(p.position);
+        p.before.put(&mut out);
+        p.at.put(&mut out);
+        Ok(Response::new(Blob { value: out }))
+    }
+
+    async fn last_commit_at_most(&self, r: Request<LogAt>) -> Result<Response<Maybe>, Status> {
+        let q = r.into_inner();
+        let v = self.ledger.lock().await.last_commit_at_most(LogId(q.log), q.at).await.map_err(status)?;
+        Ok(Response::new(Maybe { value: v.map(|v| v.encode()) }))
+    }
+
+    async fn first_commit_over(&self, r: Request<LogAt>) -> Result<Response<Maybe>, Status> {
+        let q = r.into_inner();
+        let v = self.ledger.lock().await.first_commit_over(LogId(q.log), q.at).await.map_err(status)?;
+        Ok(Response::new(Maybe { value: v.map(|v| v.encode()) }))
+    }
+
+    async fn versions(&self, r: Request<VersionsQuery>) -> Result<Response<List>, Status> {
+        let q = r.into_inner();
+        let vs = self.ledger.lock().await.versions(LogId(q.log), q.from, q.limit).await.map_err(status)?;
+        Ok(Response::new(List { values: vs.iter().map(|v| v.encode()).collect() }))
+    }
+}

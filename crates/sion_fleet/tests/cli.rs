@@ -1,0 +1,117 @@
+//! The operator's and the robot's commands against a real etcd, as a person runs them:
+//! `sion ledger init`, `sion ledger serve`, `sion memory open --ledger URL`, remember, commit,
+//! `prove time`, `verify --ledger URL` (which fetches the Pulse's header from the service and
+//! compares), and a forged header refused. The `sion` binary is the workspace's (built with
+//! the tests: `cargo test --workspace --all-targets`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use sion_fleet::local::Etcd;
+
+fn sion_binary() -> PathBuf {
+    // target/<profile>/deps/<this test> → target/<profile>/sion
+    let exe = std::env::current_exe().expect("exe");
+    let bin = exe.parent().and_then(Path::parent).expect("target dir").join("sion");
+    assert!(
+        bin.exists(),
+        "{} is built with the workspace's tests (cargo test --workspace --all-targets)",
+        bin.display()
+    );
+    bin
+}
+
+fn sion(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut c = Command::new(sion_binary());
+    c.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().expect("sion");
+    if let Some(input) = stdin {
+        use std::io::Write as _;
+        child.stdin.take().expect("stdin").write_all(input).expect("write");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("wait")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+struct Serving(Child);
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_and_robot_commands_on_a_fleet_ledger() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = tmp.path().join("ledger.key");
+    let k = key.to_str().expect("utf8");
+    let o = sion(&["ledger", "init", "--etcd", etcd.url(), "--key", k], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let init = text(&o);
+    let ledger_key =
+        init.split("key ").nth(1).and_then(|s| s.get(..64)).expect("init prints the key").to_owned();
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let listen = format!("127.0.0.1:{port}");
+    let url = format!("http://{listen}");
+    let _serving = Serving(
+        Command::new(sion_binary())
+            .args(["ledger", "serve", "--etcd", etcd.url(), "--key", k, "--listen", &listen])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&listen).is_err() {
+        assert!(Instant::now() < deadline, "sion ledger serve did not listen on {listen}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let d = tmp.path().join("robot");
+    let d = d.to_str().expect("utf8");
+    let o = sion(&["memory", "open", "--data", d, "--agent", "fleet/robot-1", "--ledger", &url], None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains(&format!("fleet ledger at {url}")), "{}", text(&o));
+    assert!(!Path::new(d).join("ledger").exists(), "the robot holds a ledger of its own");
+    let atoms = sion(&["sim", "--atoms", "300"], None).stdout;
+    let lines: Vec<&[u8]> = atoms.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    for part in [&lines[..200], &lines[200..]] {
+        let input: Vec<u8> = part.iter().flat_map(|l| l.iter().copied().chain([b'\n'])).collect();
+        let o = sion(&["memory", "remember", "--data", d, "-"], Some(&input));
+        assert!(o.status.success(), "{}", text(&o));
+        let o = sion(&["memory", "commit", "--data", d], None);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let proof = tmp.path().join("t.sionproof");
+    let f = proof.to_str().expect("utf8");
+    let o = sion(&["memory", "prove", "time", "--data", d, "--position", "250", "--out", f], None);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // A reader who names the ledger: its header fetched and compared; anchored by its key.
+    let o = sion(&["memory", "verify", "--ledger", &url, "--expect-recorded", "250", f], None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("was recorded at Pulse"), "{}", text(&o));
+    let o = sion(&["memory", "verify", "--ledger", &url, "--ledger-key", &ledger_key, f], None);
+    assert!(o.status.success(), "{}", text(&o));
+    // Another key than the service's: refused before anything is checked.
+    let other = "11".repeat(32);
+    let o = sion(&["memory", "verify", "--ledger", &url, "--ledger-key", &other, f], None);
+    assert!(!o.status.success() && text(&o).contains("not the --ledger-key given"), "{}", text(&o));
+    // A proof whose header was not the ledger's (its time changed: the signature no longer
+    // holds, and the ledger holds another header for that Pulse) is refused.
+    let mut bytes = std::fs::read(&proof).expect("read");
+    let n = bytes.len();
+    bytes[n - 100] ^= 1;
+    let forged = tmp.path().join("forged.sionproof");
+    std::fs::write(&forged, &bytes).expect("write");
+    let o = sion(&["memory", "verify", "--ledger", &url, forged.to_str().expect("utf8")], None);
+    assert!(!o.status.success(), "a changed proof verified: {}", text(&o));
+}
