@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub use sion_bag as bag;
+pub mod fleet;
 pub use sion_brain as brain;
 pub use sion_cognet as cognet;
 pub use sion_disk as disk;

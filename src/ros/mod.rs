@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 use crate::brain::{BrainConfig, MemoryBrain, MemoryKernel, Readers};
 use crate::cognet::{Definition, Mode, Telemetry};
 use crate::ingest::{Ingest, Stream};
-use crate::memory::Memory;
 pub use intake::Latencies;
 pub use params::Params;
 
@@ -60,10 +59,12 @@ pub async fn run() -> Result<()> {
     let dir = PathBuf::from(&p.data_dir);
     // The index's budgets are the node's parameters (SION_INDEX_*_MIB are for other processes).
     let index = p.index().map_err(|e| anyhow!(e))?;
+    // An existing memory keeps the ledger its memory.json names; `ledger` is for a new one.
     let memory = if dir.join("memory.json").exists() {
-        Memory::open_with(&index, &dir)
+        crate::fleet::open(&index, &dir)
     } else {
-        Memory::create_with(&index, &dir, Some(&p.agent), None)
+        let ledger = Some(p.ledger.as_str()).filter(|l| *l != "embedded" && !l.is_empty());
+        crate::fleet::create(&index, &dir, Some(&p.agent), ledger)
     }
     .with_context(|| format!("opening the memory at {}", dir.display()))?;
     let recovered = memory.recovery().clone();

@@ -13,6 +13,9 @@ pub struct Params {
     pub data_dir: String,
     /// Agent identity of the robot's memory log
     pub agent: String,
+    /// Ledger a new memory's log is opened on: "embedded" (a ledger inside data_dir), a fleet
+    /// ledger service's URL (http://HOST:PORT), or an embedded ledger's directory
+    pub ledger: String,
     /// The robot's name: the subject of its pose atoms
     pub robot: String,
     /// Frame camera observations are placed in
@@ -71,6 +74,7 @@ impl Default for Params {
         Self {
             data_dir: "sion-data".into(),
             agent: "robot".into(),
+            ledger: "embedded".into(),
             robot: ingest.robot,
             fixed_frame: ingest.fixed_frame,
             commit_period_s: 5.0,

@@ -21,6 +21,7 @@ pub fn stdout_failed(e: std::io::Error) -> anyhow::Error {
 mod bag_cmd;
 mod brain_cmd;
 mod demo;
+mod ledger_cmd;
 mod memory_cmd;
 mod ui;
 mod viz_cmd;
@@ -65,6 +66,10 @@ enum Command {
     /// Make ROS 2 bags.
     #[command(subcommand)]
     Bag(bag_cmd::BagCommand),
+    /// Run a fleet ledger: one ledger for many robots, its state in etcd, its key on the
+    /// operator's machines only (docs/FLEET-LEDGER.md).
+    #[command(subcommand)]
+    Ledger(ledger_cmd::LedgerCommand),
 }
 
 #[derive(clap::Args)]
@@ -129,6 +134,7 @@ fn main() -> ExitCode {
         Command::Bag(cmd) => bag_cmd::run(cmd),
         Command::Export(args) => bag_cmd::export_cmd(&args),
         Command::Viz(args) => viz_cmd::run(&args),
+        Command::Ledger(cmd) => ledger_cmd::run(cmd),
     };
     // What is still buffered must reach its file too, or the command failed.
     let flushed = std::io::Write::flush(&mut std::io::stdout()).map_err(stdout_failed);

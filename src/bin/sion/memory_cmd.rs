@@ -152,9 +152,11 @@ pub struct OpenArgs {
     /// not exist yet are registered, controlled by this memory's writer key.
     #[arg(long)]
     agent: Option<String>,
-    /// An existing ledger directory to open the log on, instead of a new embedded one.
-    #[arg(long)]
-    ledger: Option<PathBuf>,
+    /// The ledger to open the log on: a fleet ledger service's URL (`http://HOST:PORT`, run by
+    /// `sion ledger serve`; this machine then holds no ledger key), or an existing embedded
+    /// ledger's directory. Default: a new embedded ledger inside the memory directory.
+    #[arg(long, value_name = "URL|DIR")]
+    ledger: Option<String>,
 }
 
 #[derive(Args)]
@@ -250,6 +252,11 @@ pub struct VerifyArgs {
     /// Accept only heads attested by the ledger of this memory directory.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Also ask the fleet ledger service at this URL for the header of the Pulse the proof
+    /// names: it must be the very header the proof carries (a header the ledger never gave
+    /// out is refused). Without --ledger-key, the service's own key anchors the proof.
+    #[arg(long, value_name = "URL", conflicts_with = "data")]
+    ledger: Option<String>,
     /// The question you asked: a range proof must be for exactly this frame (with
     /// --expect-box, --expect-from and --expect-to). A valid proof for a smaller box or a
     /// shorter interval is complete only for that, so it is refused.
@@ -384,7 +391,8 @@ fn answer(file: ProofFile, a: &AnswerArgs, started: Instant) -> Result<ExitCode>
 }
 
 pub(crate) fn open_memory(dir: &Path) -> Result<Memory> {
-    let memory = Memory::open(dir).with_context(|| format!("opening the memory at {}", dir.display()))?;
+    let memory = sion_memory::fleet::open(&sion_memory::index::IndexConfig::default(), dir)
+        .with_context(|| format!("opening the memory at {}", dir.display()))?;
     let r = memory.recovery();
     if r.torn_bytes > 0 {
         let kept = r.set_aside.as_ref().map(|p| format!(" (kept in {})", p.display())).unwrap_or_default();
@@ -396,7 +404,7 @@ pub(crate) fn open_memory(dir: &Path) -> Result<Memory> {
 /// Open a memory to read it: nothing in its directory changes, so a memory on read-only
 /// media, on a full disk or in use by a running node can be read (docs/RELIABILITY.md).
 pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
-    let memory = Memory::open_read_only(dir)
+    let memory = sion_memory::fleet::open_read_only(dir)
         .with_context(|| format!("opening the memory at {} to read it", dir.display()))?;
     if let sion_memory::memory::IndexBoot::Rebuilt { why, .. } = memory.index_boot() {
         eprintln!(
@@ -407,7 +415,8 @@ pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
 }
 
 fn open(a: OpenArgs) -> Result<ExitCode> {
-    let memory = Memory::create(&a.data.data, a.agent.as_deref(), a.ledger.as_deref())
+    let index = sion_memory::index::IndexConfig::default();
+    let memory = sion_memory::fleet::create(&index, &a.data.data, a.agent.as_deref(), a.ledger.as_deref())
         .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
     let log = memory.committed();
     outln!("opened memory log {} at {}", log.id, a.data.data.display());
@@ -865,11 +874,39 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
         (None, Some(dir)) => Some(open_memory_read_only(dir)?.ledger().public_key()),
         (None, None) => None,
     };
+    // The fleet ledger the reader names: its key, unless the reader brought one (then the two
+    // must agree), and the headers it gave out.
+    let service = match &a.ledger {
+        Some(url) => {
+            let link = sion_memory::fleet::RemoteLedger::connect(url)
+                .with_context(|| format!("asking the fleet ledger at {url}"))?;
+            use sion_memory::ledger::link::LedgerLink as _;
+            if let Some(k) = &expected
+                && *k != link.public_key()
+            {
+                anyhow::bail!(
+                    "the fleet ledger at {url} signs with key {}, not the --ledger-key given ({}): not using it",
+                    hex::encode(link.public_key().to_bytes()),
+                    hex::encode(k.to_bytes())
+                );
+            }
+            Some(link)
+        }
+        None => None,
+    };
+    let expected = expected.or_else(|| {
+        use sion_memory::ledger::link::LedgerLink as _;
+        service.as_ref().map(|s| s.public_key())
+    });
     let expect = a.expect()?;
     let result = ProofFile::decode(&bytes)
         .map_err(sion_memory::proof::VerifyError::from)
         .and_then(|f| f.verify(expected.as_ref()))
         .and_then(|v| expect.check(&v).map(|()| v));
+    let result = match (result, &service) {
+        (Ok(v), Some(service)) => served_header_matches(service, &bytes, &v).map(|()| v),
+        (other, _) => other.map_err(|e| anyhow::anyhow!(e)),
+    };
     match result {
         Ok(v) => {
             // Anchored only by a key the reader brought; the proof's own key anchors nothing.
@@ -907,6 +944,29 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// That the fleet ledger gave out the header the proof carries for its Pulse.
+fn served_header_matches(
+    service: &sion_memory::fleet::RemoteLedger,
+    bytes: &[u8],
+    v: &Verified,
+) -> Result<()> {
+    use sion_memory::ledger::link::LedgerLink as _;
+    let Some((number, _, _)) = v.pulse else {
+        anyhow::bail!("the proof is not attested by a ledger, so the fleet ledger cannot vouch for it")
+    };
+    let file = ProofFile::decode(bytes)?;
+    let carried = file.attestation.map(|a| a.state.header);
+    let served =
+        service.header(number).with_context(|| format!("asking the fleet ledger for Pulse {number}"))?;
+    if carried != Some(served) {
+        anyhow::bail!(
+            "the fleet ledger at {} gave out another header for Pulse {number}: this proof's header is not the ledger's",
+            service.describe()
+        );
+    }
+    Ok(())
 }
 
 fn repair(dir: &Path, new_log: bool) -> Result<ExitCode> {
