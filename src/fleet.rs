@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use ed25519_dalek::VerifyingKey;
 use sion_store::index::IndexConfig;
 use sion_store::ledger::LedgerError;
 use sion_store::ledger::link::LedgerLink;
@@ -18,9 +19,11 @@ pub fn is_url(s: &str) -> bool {
     s.starts_with("http://") || s.starts_with("https://")
 }
 
-/// The [`sion_store::ledger::link::Connect`] of this package's programs.
-pub fn connect(url: &str) -> Result<Box<dyn LedgerLink>, LedgerError> {
-    Ok(Box::new(RemoteLedger::connect(url)?))
+/// The [`sion_store::ledger::link::Connect`] of this package's programs: a link that connects
+/// when first used, with the key the memory pinned, so that a memory opens (and records)
+/// while its ledger is unreachable.
+pub fn connect(url: &str, key: &VerifyingKey) -> Result<Box<dyn LedgerLink>, LedgerError> {
+    Ok(Box::new(RemoteLedger::lazy(url, *key)?))
 }
 
 /// Open the memory in `dir`, on whichever ledger its memory.json names.
@@ -42,7 +45,9 @@ pub fn create(
     ledger: Option<&str>,
 ) -> Result<Memory, MemoryError> {
     match ledger {
-        Some(url) if is_url(url) => Memory::create_linked(index, dir, agent, connect(url)?, url),
+        Some(url) if is_url(url) => {
+            Memory::create_linked(index, dir, agent, Box::new(RemoteLedger::connect(url)?), url)
+        }
         other => Memory::create_with(index, dir, agent, other.map(Path::new)),
     }
 }

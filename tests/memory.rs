@@ -232,7 +232,7 @@ fn a_memory_on_a_linked_ledger_pins_its_key() {
     drop(memory);
 
     let through = |path: std::path::PathBuf| {
-        move |url: &str| -> Result<Box<dyn LedgerLink>, LedgerError> {
+        move |url: &str, _: &ed25519_dalek::VerifyingKey| -> Result<Box<dyn LedgerLink>, LedgerError> {
             assert_eq!(url, "test://fleet");
             Ok(Box::new(Ledger::open(&path)?))
         }

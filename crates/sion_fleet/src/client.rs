@@ -22,6 +22,10 @@ use crate::service::REFUSAL;
 use crate::service::pb::ledger_client::LedgerClient;
 use crate::service::pb::{Blob, Empty, LogAt, Name, Number, VersionsQuery};
 
+/// What to look at when the service does not answer.
+const UNREACHABLE: &str = "is `sion ledger serve` running there, with a quorum of its etcd members up? \
+                           Atoms are still recorded here, and committed when it answers";
+
 /// How long one call may take before it fails (the service waits up to 5 s for etcd).
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -51,7 +55,7 @@ impl RemoteLedger {
         let stopped = || remote("the link's runtime stopped".into());
         let channel = run(&runtime, async move { endpoint.connect().await })
             .ok_or_else(stopped)?
-            .map_err(|e| remote(format!("cannot connect: {e}")))?;
+            .map_err(|e| remote(format!("cannot connect ({e}): {UNREACHABLE}")))?;
         let mut client = LedgerClient::new(channel);
         let key = run(&runtime, async move {
             let r = client.key(Empty {}).await;
@@ -63,6 +67,29 @@ impl RemoteLedger {
         let key =
             VerifyingKey::from_bytes(&key).map_err(|_| remote("its key is not an ed25519 key".into()))?;
         Ok(Self { url: url.to_owned(), key, runtime, client: Mutex::new(client) })
+    }
+
+    /// A link to the service at `url` that connects when first used, for a memory that pinned
+    /// the ledger's `key` when its log was opened: the memory opens (and records) while the
+    /// service is unreachable, and every header is checked against `key` as always.
+    pub fn lazy(url: &str, key: VerifyingKey) -> Result<Self, LedgerError> {
+        let remote = |message: String| LedgerError::Remote { ledger: url.to_owned(), message };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("sion-ledger-link")
+            .enable_all()
+            .build()
+            .map_err(|e| remote(format!("starting the link's runtime: {e}")))?;
+        let endpoint = Endpoint::from_shared(url.to_owned())
+            .map_err(|e| remote(format!("not a URL the link understands (http://host:port): {e}")))?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(CALL_TIMEOUT);
+        // The channel's worker is spawned on the link's own runtime.
+        let channel = {
+            let _inside = runtime.enter();
+            endpoint.connect_lazy()
+        };
+        Ok(Self { url: url.to_owned(), key, runtime, client: Mutex::new(LedgerClient::new(channel)) })
     }
 
     fn client(&self) -> LedgerClient<Channel> {
@@ -83,6 +110,9 @@ impl RemoteLedger {
                 code: code.to_owned(),
                 message: s.message().to_owned(),
             },
+            None if s.code() == tonic::Code::Unavailable => {
+                self.remote(format!("cannot be reached ({}): {UNREACHABLE}", s.message()))
+            }
             None => self.remote(format!("{}: {}", s.code(), s.message())),
         }
     }

@@ -61,19 +61,23 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
     let listen = format!("127.0.0.1:{port}");
     let url = format!("http://{listen}");
-    let _serving = Serving(
-        Command::new(sion_binary())
-            .args(["ledger", "serve", "--etcd", etcd.url(), "--key", k, "--listen", &listen])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("serve"),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(&listen).is_err() {
-        assert!(Instant::now() < deadline, "sion ledger serve did not listen on {listen}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let serve = || async {
+        let s = Serving(
+            Command::new(sion_binary())
+                .args(["ledger", "serve", "--etcd", etcd.url(), "--key", k, "--listen", &listen])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("serve"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&listen).is_err() {
+            assert!(Instant::now() < deadline, "sion ledger serve did not listen on {listen}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        s
+    };
+    let serving = serve().await;
 
     let d = tmp.path().join("robot");
     let d = d.to_str().expect("utf8");
@@ -81,9 +85,9 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains(&format!("fleet ledger at {url}")), "{}", text(&o));
     assert!(!Path::new(d).join("ledger").exists(), "the robot holds a ledger of its own");
-    let atoms = sion(&["sim", "--atoms", "300"], None).stdout;
+    let atoms = sion(&["sim", "--atoms", "400"], None).stdout;
     let lines: Vec<&[u8]> = atoms.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
-    for part in [&lines[..200], &lines[200..]] {
+    for part in [&lines[..200], &lines[200..300]] {
         let input: Vec<u8> = part.iter().flat_map(|l| l.iter().copied().chain([b'\n'])).collect();
         let o = sion(&["memory", "remember", "--data", d, "-"], Some(&input));
         assert!(o.status.success(), "{}", text(&o));
@@ -114,4 +118,21 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     std::fs::write(&forged, &bytes).expect("write");
     let o = sion(&["memory", "verify", "--ledger", &url, forged.to_str().expect("utf8")], None);
     assert!(!o.status.success(), "a changed proof verified: {}", text(&o));
+
+    // The service stopped: the robot goes on recording; its commit fails, saying where to
+    // look; when the service is back, one commit takes the whole backlog.
+    drop(serving);
+    let input: Vec<u8> = lines[300..].iter().flat_map(|l| l.iter().copied().chain([b'\n'])).collect();
+    let o = sion(&["memory", "remember", "--data", d, "-"], Some(&input));
+    assert!(o.status.success(), "recording stopped with the ledger: {}", text(&o));
+    let o = sion(&["memory", "commit", "--data", d], None);
+    assert!(!o.status.success(), "committed without a ledger: {}", text(&o));
+    assert!(text(&o).contains("sion ledger serve"), "{}", text(&o));
+    let _serving = serve().await;
+    let o = sion(&["memory", "commit", "--data", d], None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("committed 400 atoms (+100)"), "{}", text(&o));
+    let show = sion(&["memory", "show", "--data", d, "--json"], None);
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).expect("json");
+    assert_eq!(v["committed"]["commits"], 3, "{v}");
 }

@@ -53,10 +53,11 @@ async fn a_memory_on_the_fleet_ledger_through_two_front_ends() {
         drop(memory);
 
         // Reopened through the other front-end: the same ledger (the same pinned key).
-        let connect = |url: &str| -> Result<Box<dyn LedgerLink>, LedgerError> {
-            assert_eq!(url, url_a, "memory.json names the URL it was opened with");
-            Ok(Box::new(RemoteLedger::connect(&url_b)?))
-        };
+        let connect =
+            |url: &str, _: &ed25519_dalek::VerifyingKey| -> Result<Box<dyn LedgerLink>, LedgerError> {
+                assert_eq!(url, url_a, "memory.json names the URL it was opened with");
+                Ok(Box::new(RemoteLedger::connect(&url_b)?))
+            };
         let mut memory = Memory::open_linked(&config, &dir, &connect).expect("reopen via b");
         assert_eq!(memory.committed().head.size, 3000);
         let recorded = memory.prove_recorded(1500).expect("time proof");

@@ -128,13 +128,14 @@ impl LedgerLink for Ledger {
     }
 }
 
-/// How a memory reaches a remote ledger named in its memory.json: given the URL, a link (the
-/// program provides it; this crate has no network client). The memory checks the link's key
-/// against the one it pinned.
-pub type Connect<'a> = &'a dyn Fn(&str) -> Result<Box<dyn LedgerLink>, LedgerError>;
+/// How a memory reaches a remote ledger named in its memory.json: given the URL and the key
+/// pinned there, a link (the program provides it; this crate has no network client). A link
+/// may connect lazily — the memory then opens, and records, while the ledger is unreachable —
+/// but its key must be the pinned one, and the memory checks that it is.
+pub type Connect<'a> = &'a dyn Fn(&str, &VerifyingKey) -> Result<Box<dyn LedgerLink>, LedgerError>;
 
 /// The [`Connect`] of a program without a client for remote ledgers.
-pub fn no_remote(url: &str) -> Result<Box<dyn LedgerLink>, LedgerError> {
+pub fn no_remote(url: &str, _key: &VerifyingKey) -> Result<Box<dyn LedgerLink>, LedgerError> {
     Err(LedgerError::Remote {
         ledger: url.to_owned(),
         message: "this memory's log is on a fleet ledger, and this program has no client for one \

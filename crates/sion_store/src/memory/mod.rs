@@ -271,6 +271,9 @@ impl Memory {
             repaired: Vec::new(),
         };
         write_config(disk, dir, &config)?;
+        if url.is_some() {
+            write_view(disk, dir, &on_ledger)?;
+        }
         let (index, index_boot) = open_index(index_config, dir, &log, &on_ledger, ledger.as_ref(), 0)?;
         Ok(Self {
             dir: dir.to_owned(),
@@ -318,7 +321,14 @@ impl Memory {
         let writer = read_key(&dir.join("writer.key"))?;
         let ledger = link_of(dir, &config, connect, |path| Ledger::open_on(disk, path))?;
         let log_id = LogId(config.log);
-        let on_ledger = ledger.log(log_id)?.ok_or(LedgerError::UnknownLog(log_id))?;
+        let (on_ledger, offline) = log_on_ledger(dir, &config, ledger.as_ref(), log_id)?;
+        if config.ledger_url.is_some()
+            && !offline
+            && let Err(e) = write_view(disk, dir, &on_ledger)
+        {
+            // A cache: without it the memory opens only while the ledger answers.
+            tracing::warn!("{e}");
+        }
         let options =
             LogOptions { keep_at_least: on_ledger.head.size, disk: disk.clone(), ..LogOptions::default() };
         let (log, recovery) = Log::open(&dir.join("log"), options)?;
@@ -365,7 +375,7 @@ impl Memory {
             index_v2_from,
             _scratch: None,
             read_only: false,
-            stale_view: false,
+            stale_view: offline,
         })
     }
 
@@ -390,7 +400,7 @@ impl Memory {
         let opened = Index::open_read_only(&path, config_.clone());
         let ledger = link_of(dir, &config, connect, Ledger::open_read_only)?;
         let log_id = LogId(config.log);
-        let on_ledger = ledger.log(log_id)?.ok_or(LedgerError::UnknownLog(log_id))?;
+        let (on_ledger, _) = log_on_ledger(dir, &config, ledger.as_ref(), log_id)?;
         let log = Log::open_read_only(&dir.join("log"))?;
         let committed = on_ledger.head;
         if committed.size > log.size() {
@@ -619,6 +629,12 @@ impl Memory {
             sealed: seal,
             ..current.clone()
         };
+        if self.ledger.boot().is_none()
+            && let Err(e) = write_view(&Disk::os(), &self.dir, &self.on_ledger)
+        {
+            // A cache: without it the memory still opens while the ledger answers.
+            tracing::warn!("{e}");
+        }
         if seal {
             self.log.seal();
         }
@@ -1006,7 +1022,14 @@ fn resume_index(
         ))
         .into());
     }
-    if let Some(v) = ledger.last_commit_at_most(log_id, version)?.filter(|v| v.head.size >= index_v2_from) {
+    // At the committed head itself (the usual checkpoint) the ledger need not be asked: a
+    // memory opened while its remote ledger is unreachable resumes from it.
+    let at_most = if version == on_ledger.head.size && on_ledger.commits > 0 {
+        Some(on_ledger.clone())
+    } else {
+        ledger.last_commit_at_most(log_id, version)?
+    };
+    if let Some(v) = at_most.filter(|v| v.head.size >= index_v2_from) {
         snapshot_of(&index.reader(), &v, index_v2_from).map_err(|_| {
             IndexError::Damaged(format!("the checkpoint disagrees with the head of {} atoms", v.head.size))
         })?;
@@ -1075,6 +1098,9 @@ fn catch_up(
 ) -> Result<u64, MemoryError> {
     let start = index.size();
     let log_id = on_ledger.id;
+    if start >= on_ledger.head.size {
+        return Ok(0);
+    }
     // Only the commits past what the index holds are read (a long life has many), a page at a
     // time, up to the version the memory was opened at.
     let Some(first) = ledger.first_commit_over(log_id, index.size())? else { return Ok(0) };
@@ -1098,6 +1124,57 @@ fn catch_up(
     Ok(index.size() - start)
 }
 
+/// The last entry of its log this memory knows the ledger to hold, kept beside memory.json for
+/// a memory on a remote ledger (`ledger-view`: the log's leaf encoding, then its crc32c,
+/// little-endian): a cache, so that the memory opens — and records — while the ledger cannot
+/// be reached.
+const VIEW: &str = "ledger-view";
+
+fn write_view(disk: &Disk, dir: &Path, log: &MemoryLog) -> Result<(), MemoryError> {
+    let mut bytes = log.encode();
+    let crc = crc32c::crc32c(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    disk.replace_file(&dir.join(VIEW), &bytes).map_err(|e| config_err(&dir.join(VIEW), e))
+}
+
+fn read_view(dir: &Path, id: LogId) -> Option<MemoryLog> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    fs::File::open(dir.join(VIEW)).ok()?.take(4096).read_to_end(&mut bytes).ok()?;
+    let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
+    if crc32c::crc32c(body).to_le_bytes() != crc {
+        return None;
+    }
+    MemoryLog::decode(body).ok().filter(|l| l.id == id)
+}
+
+/// The log's entry on its ledger; for a remote ledger that cannot be reached, the last one this
+/// memory saw (and `true`: its next commit asks the ledger first).
+fn log_on_ledger(
+    dir: &Path,
+    config: &Config,
+    ledger: &dyn LedgerLink,
+    id: LogId,
+) -> Result<(MemoryLog, bool), MemoryError> {
+    match ledger.log(id) {
+        Ok(Some(log)) => Ok((log, false)),
+        Ok(None) => Err(LedgerError::UnknownLog(id).into()),
+        Err(e @ LedgerError::Remote { .. }) if config.ledger_url.is_some() => match read_view(dir, id) {
+            Some(view) => {
+                tracing::warn!(
+                    "{e}; going on from the last head this memory committed ({} atoms, Pulse {}): atoms are \
+                     recorded, and committed when the ledger answers",
+                    view.head.size,
+                    view.committed_at
+                );
+                Ok((view, true))
+            }
+            None => Err(e.into()),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Versions asked of a ledger at a time while catching up.
 const VERSIONS_PAGE: u64 = crate::ledger::link::PAGE;
 
@@ -1110,7 +1187,15 @@ fn link_of<L: LedgerLink + 'static>(
     embedded: impl FnOnce(&Path) -> Result<L, LedgerError>,
 ) -> Result<Box<dyn LedgerLink>, MemoryError> {
     let Some(url) = &config.ledger_url else { return Ok(Box::new(embedded(&dir.join(&config.ledger))?)) };
-    let link = connect(url)?;
+    let json = dir.join("memory.json");
+    let pinned =
+        config.ledger_key.as_deref().ok_or_else(|| config_err(&json, "ledger_url without ledger_key"))?;
+    let mut key = [0u8; 32];
+    hex::decode_to_slice(pinned, &mut key)
+        .map_err(|_| config_err(&json, "ledger_key is not 64 hex digits"))?;
+    let key = ed25519_dalek::VerifyingKey::from_bytes(&key)
+        .map_err(|_| config_err(&json, "ledger_key is not an ed25519 key"))?;
+    let link = connect(url, &key)?;
     let found = hex::encode(link.public_key().to_bytes());
     match &config.ledger_key {
         Some(pinned) if *pinned == found => Ok(link),
