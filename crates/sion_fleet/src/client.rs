@@ -12,8 +12,7 @@ use std::time::Duration;
 use ed25519_dalek::VerifyingKey;
 use sion_store::ledger::link::LedgerLink;
 use sion_store::ledger::{
-    Account, Agent, AgentStatus, LedgerError, LogId, MemoryLog, SignedHeader, SignedTx, StateProof,
-    TxTimeProof,
+    Account, Agent, LedgerError, LogId, MemoryLog, SignedHeader, SignedTx, StateProof, TxTimeProof,
 };
 use sion_verify::wire::Reader;
 use tonic::transport::{Channel, Endpoint};
@@ -42,16 +41,7 @@ impl RemoteLedger {
     /// one it pinned; a reader against the one it chose).
     pub fn connect(url: &str) -> Result<Self, LedgerError> {
         let remote = |message: String| LedgerError::Remote { ledger: url.to_owned(), message };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("sion-ledger-link")
-            .enable_all()
-            .build()
-            .map_err(|e| remote(format!("starting the link's runtime: {e}")))?;
-        let endpoint = Endpoint::from_shared(url.to_owned())
-            .map_err(|e| remote(format!("not a URL the link understands (http://host:port): {e}")))?
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(CALL_TIMEOUT);
+        let (runtime, endpoint) = runtime_and_endpoint(url)?;
         let stopped = || remote("the link's runtime stopped".into());
         let channel = run(&runtime, async move { endpoint.connect().await })
             .ok_or_else(stopped)?
@@ -73,17 +63,7 @@ impl RemoteLedger {
     /// the ledger's `key` when its log was opened: the memory opens (and records) while the
     /// service is unreachable, and every header is checked against `key` as always.
     pub fn lazy(url: &str, key: VerifyingKey) -> Result<Self, LedgerError> {
-        let remote = |message: String| LedgerError::Remote { ledger: url.to_owned(), message };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("sion-ledger-link")
-            .enable_all()
-            .build()
-            .map_err(|e| remote(format!("starting the link's runtime: {e}")))?;
-        let endpoint = Endpoint::from_shared(url.to_owned())
-            .map_err(|e| remote(format!("not a URL the link understands (http://host:port): {e}")))?
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(CALL_TIMEOUT);
+        let (runtime, endpoint) = runtime_and_endpoint(url)?;
         // The channel's worker is spawned on the link's own runtime.
         let channel = {
             let _inside = runtime.enter();
@@ -151,6 +131,22 @@ impl RemoteLedger {
     }
 }
 
+/// The link's own runtime (one worker) and the endpoint of the service at `url`.
+fn runtime_and_endpoint(url: &str) -> Result<(tokio::runtime::Runtime, Endpoint), LedgerError> {
+    let remote = |message: String| LedgerError::Remote { ledger: url.to_owned(), message };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("sion-ledger-link")
+        .enable_all()
+        .build()
+        .map_err(|e| remote(format!("starting the link's runtime: {e}")))?;
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| remote(format!("not a URL the link understands (http://host:port): {e}")))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(CALL_TIMEOUT);
+    Ok((runtime, endpoint))
+}
+
 /// Run `fut` on the link's runtime and wait for it, from any thread (inside another runtime
 /// included: the future runs on the link's own worker, this thread only waits).
 fn run<T: Send + 'static>(
@@ -210,18 +206,7 @@ impl LedgerLink for RemoteLedger {
         let value = name.to_owned();
         let m = self.call(move |mut c| Box::pin(async move { c.agent(Name { value }).await }))?;
         let Some(b) = m.value else { return Ok(None) };
-        if b.len() != 33 {
-            return Err(self.remote(format!("agent {name:?}: {} bytes, not 33", b.len())));
-        }
-        let mut controller = [0u8; 32];
-        controller.copy_from_slice(&b[..32]);
-        let status = match b[32] {
-            0 => AgentStatus::Live,
-            1 => AgentStatus::Suspended,
-            2 => AgentStatus::Revoked,
-            s => return Err(self.remote(format!("agent {name:?}: status {s}"))),
-        };
-        Ok(Some(Agent { name: name.to_owned(), controller: Account(controller), status }))
+        crate::decode_agent_value(name, &b).map(Some).map_err(|e| self.remote(format!("agent {e}")))
     }
 
     fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError> {

@@ -137,6 +137,23 @@ fn head_value(h: &PulseHeader) -> Vec<u8> {
     v
 }
 
+/// An agent's value as etcd (and the service's `Agent` reply) holds it, read back: 32
+/// controller, u8 status; the problem in words if it is not one.
+pub fn decode_agent_value(name: &str, v: &[u8]) -> Result<Agent, String> {
+    if v.len() != 33 {
+        return Err(format!("{name}: {} bytes, not 33", v.len()));
+    }
+    let mut controller = [0u8; 32];
+    controller.copy_from_slice(&v[..32]);
+    let status = match v[32] {
+        0 => AgentStatus::Live,
+        1 => AgentStatus::Suspended,
+        2 => AgentStatus::Revoked,
+        s => return Err(format!("{name}: status {s}")),
+    };
+    Ok(Agent { name: name.to_owned(), controller: Account(controller), status })
+}
+
 /// An agent as etcd (and the service's `Agent` reply) holds it: 32 controller, u8 status.
 pub fn agent_value(a: &Agent) -> Vec<u8> {
     let mut v = a.controller.0.to_vec();
@@ -299,19 +316,8 @@ impl FleetLedger {
         let mut by_name = BTreeMap::new();
         for kv in agents.kvs() {
             let name = String::from_utf8_lossy(&kv.key()[self.key_of("agent/").len()..]).into_owned();
-            let v = kv.value();
-            if v.len() != 33 {
-                return Err(self.damaged("agent/", format!("{name}: {} bytes, not 33", v.len())));
-            }
-            let mut controller = [0u8; 32];
-            controller.copy_from_slice(&v[..32]);
-            let status = match v[32] {
-                0 => AgentStatus::Live,
-                1 => AgentStatus::Suspended,
-                2 => AgentStatus::Revoked,
-                s => return Err(self.damaged("agent/", format!("{name}: status {s}"))),
-            };
-            by_name.insert(name.clone(), Agent { name, controller: Account(controller), status });
+            let agent = decode_agent_value(&name, kv.value()).map_err(|e| self.damaged("agent/", e))?;
+            by_name.insert(name, agent);
         }
         state.agents = by_name;
         let nonces = self.get(self.key_of("nonce/"), Some(options())).await?;
