@@ -438,6 +438,7 @@ fn main() -> Result<()> {
         Err(("merkle", "a consistency proof from size 0 proves nothing and is refused")),
     )?;
     time_cases(&mut suite, &memory)?;
+    witness_cases(&mut suite, &memory)?;
     omission_cases(&mut suite, &mut memory, &atoms)?;
 
     let manifest = json!({
@@ -450,6 +451,111 @@ fn main() -> Result<()> {
     write_manifest(&out.join("manifest.json"), &manifest)?;
     println!("wrote {} cases to {}", manifest["cases"].as_array().map_or(0, Vec::len), out.display());
     Ok(())
+}
+
+/// Cosigned attestations (`attested = 2`): witnesses' cosignatures of the attested Pulse, and a
+/// reader's witnesses and quorum.
+fn witness_cases(suite: &mut Suite, memory: &Memory) -> Result<()> {
+    use ed25519_dalek::SigningKey;
+    use sion_memory::ledger::Cosignature;
+    let witness = |seed: u8| SigningKey::from_bytes(&[seed; 32]);
+    let (w1, w2, w3) = (witness(0x51), witness(0x52), witness(0x53));
+    let hex_of = |k: &SigningKey| hex::encode(k.verifying_key().to_bytes());
+    let (h1, h2, h3) = (hex_of(&w1), hex_of(&w2), hex_of(&w3));
+    let plain = memory.prove_inclusion(1234)?;
+    let attestation = plain.attestation.clone().context("attested")?;
+    let header = attestation.state.header.header;
+    let ledger = attestation.ledger_key;
+    let mut cosigned = plain.clone();
+    if let Some(a) = cosigned.attestation.as_mut() {
+        a.cosignatures =
+            vec![Cosignature::sign(&w1, &ledger, &header), Cosignature::sign(&w2, &ledger, &header)];
+    }
+    let bytes = cosigned.encode();
+    let both = json!({ "position": 1234, "witnesses": [h1, h2], "quorum": 2 });
+    suite.case("inclusion-cosigned", &bytes, both.clone(), Ok(()))?;
+    suite.case(
+        "inclusion-cosigned-one-of-three",
+        &bytes,
+        json!({ "position": 1234, "witnesses": [h1, h3, h2], "quorum": 1 }),
+        Ok(()),
+    )?;
+    suite.case(
+        "inclusion-cosigned-quorum-unmet",
+        &bytes,
+        json!({ "position": 1234, "witnesses": [h1, h2, h3], "quorum": 3 }),
+        Err(("witnesses", "two of the three witnesses named cosigned; the reader's quorum is three")),
+    )?;
+    suite.case(
+        "inclusion-cosigned-by-strangers",
+        &bytes,
+        json!({ "position": 1234, "witnesses": [h3], "quorum": 1 }),
+        Err(("witnesses", "cosigned, but by witnesses the reader does not name")),
+    )?;
+    suite.case(
+        "inclusion-uncosigned-quorum",
+        &plain.encode(),
+        both.clone(),
+        Err(("witnesses", "attested but not cosigned (attested = 1), and the reader requires a quorum")),
+    )?;
+    // The envelope: ledger key 32, the state proof, then u8 n and n × 96 bytes. Flip a bit of
+    // the last cosignature's signature.
+    let at = 9 + attestation_len(&plain);
+    let mut m = bytes.clone();
+    m[at + 1 + 96 + 32 + 10] ^= 1;
+    suite.case(
+        "inclusion-cosignature-flipped",
+        &m,
+        json!({ "position": 1234 }),
+        Err((
+            "attestation",
+            "a cosignature the file carries does not hold, even for a reader naming no witness",
+        )),
+    )?;
+    let mut other = plain.clone();
+    if let Some(a) = other.attestation.as_mut() {
+        // w1's cosignature of this Pulse number and header, but of another ledger's key.
+        a.cosignatures = vec![Cosignature::sign(&w1, &[9; 32], &header)];
+    }
+    suite.case(
+        "inclusion-cosigned-for-another-ledger",
+        &other.encode(),
+        json!({ "position": 1234 }),
+        Err(("attestation", "the cosignature is over another ledger key than the attestation's")),
+    )?;
+    // Two cosignatures out of order: each file has one encoding, ascending witness keys.
+    let mut sorted = cosigned.attestation.clone().context("attested")?.cosignatures;
+    sorted.sort_by_key(|c| c.witness);
+    let mut unordered = bytes[..at + 1].to_vec();
+    for c in sorted.iter().rev() {
+        c.put(&mut unordered);
+    }
+    unordered.extend_from_slice(&bytes[at + 1 + 192..]);
+    suite.case(
+        "inclusion-cosignatures-unordered",
+        &unordered,
+        json!({ "position": 1234 }),
+        Err(("format", "cosignatures not in ascending order of witness key")),
+    )?;
+    let mut none = bytes[..at].to_vec();
+    none.push(0);
+    none.extend_from_slice(&bytes[at + 1 + 192..]);
+    suite.case(
+        "inclusion-cosigned-by-none",
+        &none,
+        json!({ "position": 1234 }),
+        Err(("format", "attested = 2 with no cosignature")),
+    )?;
+    Ok(())
+}
+
+/// The bytes of a file's attestation after the `attested` byte: ledger key and state proof.
+fn attestation_len(f: &ProofFile) -> usize {
+    f.attestation.as_ref().map_or(0, |a| {
+        let mut out = Vec::new();
+        a.state.put(&mut out);
+        32 + out.len()
+    })
 }
 
 /// Transaction-time proofs (kind 6): when an atom was recorded, by the ledger's Pulses.
@@ -578,7 +684,11 @@ fn omission_cases(suite: &mut Suite, memory: &mut Memory, atoms: &[Atom]) -> Res
             path: memory.log().inclusion_proof(123, head.size)?,
             range: Box::new(range),
         },
-        attestation: Some(Attestation { ledger_key: memory.ledger().public_key().to_bytes(), state }),
+        attestation: Some(Attestation {
+            ledger_key: memory.ledger().public_key().to_bytes(),
+            state,
+            cosignatures: Vec::new(),
+        }),
     };
     suite.case("omission", &file.encode(), json!({ "omitted": 123 }), Ok(()))?;
     let mut wrong = file.clone();

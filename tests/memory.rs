@@ -191,7 +191,11 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
             path: memory.log().inclusion_proof(123, head.size).expect("path"),
             range: Box::new(range),
         },
-        attestation: Some(Attestation { ledger_key: memory.ledger().public_key().to_bytes(), state }),
+        attestation: Some(Attestation {
+            ledger_key: memory.ledger().public_key().to_bytes(),
+            state,
+            cosignatures: Vec::new(),
+        }),
     };
     let verified = ProofFile::decode(&file.encode())
         .expect("decode")

@@ -32,22 +32,22 @@ class ProofError(ValueError):
         self.code = code
 
 
-def _key_bytes(ledger_key):
+def _key_bytes(ledger_key, name="ledger_key"):
     if isinstance(ledger_key, str):
         try:
             key = bytes.fromhex(ledger_key)
         except ValueError:
-            raise ValueError("ledger_key: not hex digits") from None
+            raise ValueError(f"{name}: not hex digits") from None
     else:
         key = bytes(ledger_key)
     if len(key) != 32:
-        raise ValueError(f"ledger_key: {len(key)} bytes, not 32 (64 hex digits)")
+        raise ValueError(f"{name}: {len(key)} bytes, not 32 (64 hex digits)")
     return key
 
 
 def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
            subject=None, links_to=None, position=None, omitted=None, extends=None,
-           recorded=None, at_least=0, log=None):
+           recorded=None, at_least=0, log=None, witnesses=None, quorum=None):
     """Verify a proof file's bytes; return what it proves, or raise ProofError.
 
     ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust; the proof
@@ -65,9 +65,12 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
             the ledger's time are in `pulse`).
     at_least: the head must hold at least this many atoms (refuses an older answer).
     log: the log id the proof must be about.
+    witnesses: the witness public keys you trust (64 hex digits or 32 bytes each); with them,
+        quorum (default: all of them) must have cosigned the attested Pulse, and the proof file
+        must carry their cosignatures.
 
     Returns a dict: kind, statement (one sentence), log, head (size, root, index, manifest in
-    hex), pulse (number, time_ns, ledger_key), claim (as `sion memory verify --json` prints it)
+    hex), pulse (number, time_ns, ledger_key), cosigned_by (witness keys, hex), claim (as `sion memory verify --json` prints it)
     and atoms: the answer's atoms in their JSON form (docs/ATOM.md) with their positions.
     """
     if frame is None and any(v is not None for v in (box, from_ns, to_ns)):
@@ -90,6 +93,11 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         "at_least": at_least,
         "log": log,
     }
+    if witnesses is not None:
+        expect["witnesses"] = [_key_bytes(w, f"witnesses[{i}]").hex() for i, w in enumerate(witnesses)]
+        expect["quorum"] = quorum
+    elif quorum is not None:
+        raise ValueError("quorum counts witnesses: name them (witnesses=...)")
     outcome = json.loads(verify_json(bytes(proof), _key_bytes(ledger_key), json.dumps(expect)))
     if "error" in outcome:
         raise ProofError(outcome["error"]["code"], outcome["error"]["message"])

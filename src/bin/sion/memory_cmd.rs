@@ -242,6 +242,9 @@ pub enum ProveCommand {
     },
 }
 
+/// Witnesses as a witnesses file names them: name and public key.
+type NamedWitnesses = Vec<(String, [u8; 32])>;
+
 #[derive(Args)]
 pub struct VerifyArgs {
     /// The proof file.
@@ -257,6 +260,14 @@ pub struct VerifyArgs {
     /// out is refused). Without --ledger-key, the service's own key anchors the proof.
     #[arg(long, value_name = "URL", conflicts_with = "data")]
     ledger: Option<String>,
+    /// The witnesses you trust: a file of lines `name hex-key` (their ed25519 public keys;
+    /// `#` starts a comment). The proof's Pulse must be cosigned by --quorum of them; with
+    /// --ledger, cosignatures the file lacks are asked of the service (and checked here).
+    #[arg(long, value_name = "FILE")]
+    witnesses: Option<PathBuf>,
+    /// How many of --witnesses must have cosigned (default: all of them).
+    #[arg(long, requires = "witnesses")]
+    quorum: Option<usize>,
     /// The question you asked: a range proof must be for exactly this frame (with
     /// --expect-box, --expect-from and --expect-to). A valid proof for a smaller box or a
     /// shorter interval is complete only for that, so it is refused.
@@ -306,7 +317,27 @@ impl VerifyArgs {
         } else {
             self.expect_recorded.map(|position| Question::Recorded { position })
         };
-        Ok(Expect { question, at_least: self.expect_at_least, ..Expect::default() })
+        let mut expect = Expect { question, at_least: self.expect_at_least, ..Expect::default() };
+        if let Some((named, quorum)) = self.witnesses()? {
+            expect = expect.cosigned_by(named.iter().map(|(_, k)| *k).collect(), quorum);
+        }
+        Ok(expect)
+    }
+
+    /// The witnesses file, read, and the quorum.
+    fn witnesses(&self) -> Result<Option<(NamedWitnesses, usize)>> {
+        let Some(path) = &self.witnesses else { return Ok(None) };
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let named = sion_memory::ledger::Witnesses::parse_file(&text)
+            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        if named.is_empty() {
+            bail!("{}: names no witness", path.display());
+        }
+        let quorum = self.quorum.unwrap_or(named.len());
+        if quorum == 0 || quorum > named.len() {
+            bail!("--quorum {quorum}: between 1 and the {} witnesses {} names", named.len(), path.display());
+        }
+        Ok(Some((named, quorum)))
     }
 }
 
@@ -899,7 +930,12 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
         service.as_ref().map(|s| s.public_key())
     });
     let expect = a.expect()?;
-    let result = ProofFile::decode(&bytes)
+    let mut file = ProofFile::decode(&bytes);
+    // Cosignatures the file lacks, from the service: each is checked like those it carries.
+    if let (Ok(f), Some(service), Some(w)) = (&mut file, &service, &expect.witnesses) {
+        add_served_cosignatures(f, service, &w.keys)?;
+    }
+    let result = file
         .map_err(sion_memory::proof::VerifyError::from)
         .and_then(|f| f.verify(expected.as_ref()))
         .and_then(|v| expect.check(&v).map(|()| v));
@@ -919,12 +955,26 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
                     "log": v.log.0,
                     "head": { "size": v.head.size, "root": hex::encode(v.head.root) },
                     "pulse": v.pulse.map(|(n, t, k)| serde_json::json!({"number": n, "time": rfc3339(t), "ledger_key": hex::encode(k)})),
+                    "cosigned_by": v.cosigned.iter().map(hex::encode).collect::<Vec<_>>(),
                     "claim": claim,
                 });
                 outln!("{}", serde_json::to_string_pretty(&v)?);
             } else if anchored {
                 outln!("VALID {}", a.file.display());
                 print_verified(&v)?;
+                if let Some((named, quorum)) = a.witnesses()? {
+                    let names: Vec<&str> = named
+                        .iter()
+                        .filter(|(_, k)| v.cosigned.contains(k))
+                        .map(|(n, _)| n.as_str())
+                        .collect();
+                    outln!(
+                        "  cosigned by {} of the {} witnesses named (quorum {quorum}): {}",
+                        names.len(),
+                        named.len(),
+                        names.join(", ")
+                    );
+                }
             } else {
                 outln!(
                     "UNANCHORED {}: valid, but only against the ledger key the proof carries itself, \
@@ -944,6 +994,28 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Add to `file` the cosignatures by `witnesses` of its Pulse that the service holds and the
+/// file does not carry.
+fn add_served_cosignatures(
+    file: &mut ProofFile,
+    service: &sion_memory::fleet::RemoteLedger,
+    witnesses: &[[u8; 32]],
+) -> Result<()> {
+    use sion_memory::ledger::link::LedgerLink as _;
+    let Some(a) = file.attestation.as_mut() else { return Ok(()) };
+    let number = a.state.header.header.number;
+    let served = service
+        .cosignatures(number)
+        .with_context(|| format!("asking the fleet ledger for the cosignatures of Pulse {number}"))?;
+    for c in served {
+        if witnesses.contains(&c.witness) && !a.cosignatures.iter().any(|h| h.witness == c.witness) {
+            a.cosignatures.push(c);
+        }
+    }
+    a.cosignatures.sort_by_key(|c| c.witness);
+    Ok(())
 }
 
 /// That the fleet ledger gave out the header the proof carries for its Pulse.

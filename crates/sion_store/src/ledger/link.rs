@@ -48,6 +48,12 @@ pub trait LedgerLink: Send + Sync {
     /// Up to `limit` versions of log `id` from version `from` on, oldest first (fewer at the end).
     fn versions(&self, id: LogId, from: u64, limit: u64) -> Result<Vec<MemoryLog>, LedgerError>;
 
+    /// Witnesses' cosignatures of Pulse `pulse`'s header that this ledger holds (each checked
+    /// by whoever relies on it). An embedded ledger has no witnesses.
+    fn cosignatures(&self, _pulse: u64) -> Result<Vec<sion_verify::ledger::Cosignature>, LedgerError> {
+        Ok(Vec::new())
+    }
+
     /// Every version of log `id` from version `from` on, oldest first, asked for a page
     /// ([`PAGE`] versions) at a time.
     fn versions_from(

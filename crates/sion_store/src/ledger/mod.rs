@@ -21,8 +21,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 
 pub use sion_verify::ledger::{
-    Account, Agent, AgentStatus, AttestationError, Head, LogId, MemoryLog, PulseHeader, SignedHeader,
-    SignedTx, StateProof, Tx, TxTimeProof, empty_head, parent_of, valid_agent_name,
+    Account, Agent, AgentStatus, AttestationError, Cosignature, Head, LogId, MemoryLog, PulseHeader,
+    SignedHeader, SignedTx, StateProof, Tx, TxTimeProof, Witnesses, cosign_message, empty_head, parent_of,
+    valid_agent_name,
 };
 use sion_verify::merkle::{self, Blake3, MemoryTree};
 use sion_verify::wire::{Put as _, Reader};

@@ -648,7 +648,8 @@ impl Memory {
     /// The ledger's attestation of the head committed at `pulse`.
     pub fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
         let state = self.ledger.state_proof(self.log_id, pulse)?;
-        Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state })
+        let cosignatures = self.ledger.cosignatures(pulse)?;
+        Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state, cosignatures })
     }
 
     /// The committed version of the log with `size` atoms (the latest commit if `None`).
@@ -785,6 +786,7 @@ impl Memory {
             proof,
             attestation: Some(Attestation {
                 ledger_key: self.ledger.public_key().to_bytes(),
+                cosignatures: self.ledger.cosignatures(time.at.header.header.number)?,
                 state: time.at,
             }),
         })

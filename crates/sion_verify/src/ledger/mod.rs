@@ -2,10 +2,12 @@
 //! Pulse headers, state and transaction-time proofs, and the transactions writers sign. The
 //! ledger that keeps and moves heads is the store's (`sion_store::ledger`).
 
+mod cosign;
 mod pulse;
 mod tx;
 mod types;
 
+pub use cosign::{Cosignature, Witnesses, cosign_message};
 pub use pulse::{AttestationError, PulseHeader, SignedHeader, StateProof, TxTimeProof};
 pub use tx::{SignedTx, Tx};
 pub use types::{

@@ -111,6 +111,14 @@ pub enum AttestationError {
         /// The header's Pulse number.
         pulse: u64,
     },
+    /// A witness's cosignature carried with the header does not hold.
+    #[error("the cosignature of Pulse {number} by witness {witness} does not hold")]
+    Cosignature {
+        /// The witness key, hex.
+        witness: String,
+        /// The header's Pulse number.
+        number: u64,
+    },
     /// A state proof's path does not lead from the log's leaf to the header's state root.
     #[error("log {log} is not in the state of Pulse {pulse}: {reason}")]
     NotInState {

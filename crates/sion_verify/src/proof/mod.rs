@@ -14,7 +14,7 @@ pub use range::{RangeProof, Reached, Tree, Walked};
 use crate::atom::{Atom, AtomId};
 use crate::index::geom::Query;
 use crate::leaf::{LogHasher, leaf_hash};
-use crate::ledger::{AttestationError, Head, LogId, StateProof, TxTimeProof};
+use crate::ledger::{AttestationError, Cosignature, Head, LogId, StateProof, TxTimeProof, Witnesses};
 use crate::merkle::{Digest, ProofError, verify_consistency, verify_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
@@ -31,7 +31,13 @@ pub struct Attestation {
     pub ledger_key: [u8; 32],
     /// The log's state at the Pulse that committed the head.
     pub state: StateProof,
+    /// Witnesses' cosignatures of that Pulse's header, in ascending order of witness key, each
+    /// witness once (docs/PROOFS.md, "Cosignatures"); empty in a file with `attested = 1`.
+    pub cosignatures: Vec<Cosignature>,
 }
+
+/// At most this many cosignatures in one file (the count is one byte).
+pub const MAX_COSIGNATURES: usize = 255;
 
 /// What a proof file claims and its evidence, one variant per kind (docs/PROOFS.md, kinds 1 to
 /// 6), each naming the log and the head it is checked against.
@@ -211,6 +217,18 @@ pub enum VerifyError {
     /// the position (the log covered it at the Pulse before, or does not cover it at this one).
     #[error("not recorded at this Pulse: {0}")]
     RecordedElsewhere(String),
+    /// `witnesses`: fewer of the reader's witnesses cosigned the attested Pulse than its quorum.
+    #[error("{found} of the {named} witnesses you named cosigned Pulse {pulse}; your quorum is {quorum}")]
+    Witnesses {
+        /// The attested Pulse's number (0 when the file is unattested).
+        pulse: u64,
+        /// How many of the reader's witnesses cosigned it.
+        found: usize,
+        /// How many the reader named.
+        named: usize,
+        /// How many the reader requires.
+        quorum: usize,
+    },
     /// `other_head`: the head is not the exact one the reader holds.
     #[error("the proof is as of another head than the expected one ({size} atoms, root {root})")]
     OtherHead {
@@ -243,6 +261,7 @@ impl VerifyError {
             VerifyError::StaleHead { .. } => "stale_head",
             VerifyError::OtherHead { .. } => "other_head",
             VerifyError::RecordedElsewhere(_) => "recorded_elsewhere",
+            VerifyError::Witnesses { .. } => "witnesses",
         }
     }
 }
@@ -295,6 +314,9 @@ pub struct Expect {
     pub at_least: u64,
     /// Exactly this head (size and root), when the reader holds it.
     pub head: Option<(u64, Digest)>,
+    /// The witnesses the reader trusts and its quorum: that many of them must have cosigned the
+    /// attested Pulse's header.
+    pub witnesses: Option<Witnesses>,
 }
 
 impl Expect {
@@ -321,11 +343,19 @@ impl Expect {
         self
     }
 
+    /// Also require `quorum` of these witnesses to have cosigned the attested Pulse.
+    pub fn cosigned_by(mut self, keys: Vec<[u8; 32]>, quorum: usize) -> Self {
+        self.witnesses = Some(Witnesses { keys, quorum });
+        self
+    }
+
     /// An expectation from its JSON form (docs/PROOFS.md, "What the reader asked"): an object
     /// with, for a range question, `frame`, `box` (six integers: x0, y0, z0, x1, y1, z1 in mm),
     /// `from_ns` and `to_ns`; or `subject`; or `links_to` (64 hex digits); or `position` (an
     /// inclusion); or `omitted` (a position); or `extends` (`{"size", "root"}`); and
-    /// optionally `at_least` and `log`. Absent or null members are not expected.
+    /// optionally `at_least`, `log`, and `witnesses` (an array of witness keys, 64 hex digits
+    /// each) with `quorum` (how many of them must have cosigned). Absent or null members are not
+    /// expected.
     pub fn from_json(v: &serde_json::Value) -> Result<Self, String> {
         let int = |name: &str| -> Result<Option<i64>, String> {
             match v.get(name) {
@@ -375,11 +405,42 @@ impl Expect {
         } else {
             unsigned("position")?.map(|position| Question::Included { position })
         };
+        let witnesses = match v.get("witnesses").filter(|w| !w.is_null()) {
+            None => {
+                if unsigned("quorum")?.is_some() {
+                    return Err("quorum: name the witnesses it counts (witnesses)".into());
+                }
+                None
+            }
+            Some(w) => {
+                let list = w.as_array().ok_or("witnesses: an array of witness keys (64 hex digits each)")?;
+                let mut keys = Vec::with_capacity(list.len());
+                for (i, k) in list.iter().enumerate() {
+                    let mut key = [0u8; 32];
+                    hex::decode_to_slice(k.as_str().unwrap_or_default(), &mut key)
+                        .map_err(|_| format!("witnesses[{i}]: not 64 hex digits"))?;
+                    if keys.contains(&key) {
+                        return Err(format!("witnesses[{i}]: named twice"));
+                    }
+                    keys.push(key);
+                }
+                let quorum = usize::try_from(unsigned("quorum")?.unwrap_or(keys.len() as u64))
+                    .map_err(|_| "quorum: too large")?;
+                if quorum == 0 || quorum > keys.len() {
+                    return Err(format!(
+                        "quorum: {quorum}, but between 1 and the {} witnesses named",
+                        keys.len()
+                    ));
+                }
+                Some(Witnesses { keys, quorum })
+            }
+        };
         Ok(Self {
             question,
             log: unsigned("log")?.map(LogId),
             at_least: unsigned("at_least")?.unwrap_or(0),
             head: None,
+            witnesses,
         })
     }
 
@@ -398,6 +459,17 @@ impl Expect {
             && (head.size != size || head.root != root)
         {
             return Err(VerifyError::OtherHead { size: head.size, root: hex::encode(&head.root[..8]) });
+        }
+        if let Some(w) = &self.witnesses {
+            let found = w.keys.iter().filter(|k| verified.cosigned.contains(k)).count();
+            if found < w.quorum {
+                return Err(VerifyError::Witnesses {
+                    pulse: verified.pulse.map_or(0, |p| p.0),
+                    found,
+                    named: w.keys.len(),
+                    quorum: w.quorum,
+                });
+            }
         }
         let Some(question) = &self.question else { return Ok(()) };
         let answers = match (question, &verified.claim) {
@@ -462,6 +534,9 @@ pub struct Verified {
     pub head: Head,
     /// The Pulse that committed the head and the ledger key that signed it, when attested.
     pub pulse: Option<(u64, i64, [u8; 32])>,
+    /// The witnesses whose cosignatures of that Pulse's header the file carries (every one
+    /// holds; which of them a reader trusts is its own choice, [`Expect::cosigned_by`]).
+    pub cosigned: Vec<[u8; 32]>,
     /// What the proof establishes about the head.
     pub claim: Claim,
 }
@@ -608,7 +683,8 @@ impl Claim {
 
 impl Verified {
     /// What was verified, as JSON: `kind`, `statement`, `log`, `head` (size and the three roots
-    /// in hex), `pulse` (number, time in ns, ledger key; null when unattested) and `claim`.
+    /// in hex), `pulse` (number, time in ns, ledger key; null when unattested), `cosigned_by`
+    /// (the witness keys whose cosignatures the file carries, hex) and `claim`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "kind": self.claim.kind(),
@@ -623,6 +699,7 @@ impl Verified {
             "pulse": self.pulse.map(|(number, time_ns, key)| serde_json::json!({
                 "number": number, "time_ns": time_ns, "ledger_key": hex::encode(key),
             })),
+            "cosigned_by": self.cosigned.iter().map(hex::encode).collect::<Vec<_>>(),
             "claim": self.claim.to_json(),
         })
     }
@@ -687,9 +764,19 @@ impl ProofFile {
         match &self.attestation {
             None => out.put_u8(0),
             Some(a) => {
-                out.put_u8(1);
+                out.put_u8(if a.cosignatures.is_empty() { 1 } else { 2 });
                 out.put_bytes(&a.ledger_key);
                 a.state.put(&mut out);
+                if !a.cosignatures.is_empty() {
+                    let mut sorted = a.cosignatures.clone();
+                    sorted.sort_by_key(|c| c.witness);
+                    sorted.dedup_by_key(|c| c.witness);
+                    sorted.truncate(MAX_COSIGNATURES);
+                    out.put_u8(sorted.len() as u8);
+                    for c in &sorted {
+                        c.put(&mut out);
+                    }
+                }
             }
         }
         match &self.proof {
@@ -771,10 +858,20 @@ impl ProofFile {
                 });
             }
         }
-        let attestation = if r.flag("attestation")? {
-            Some(Attestation { ledger_key: r.array("ledger key")?, state: StateProof::read(&mut r)? })
-        } else {
-            None
+        let attestation = match r.u8("attested")? {
+            0 => None,
+            attested @ (1 | 2) => {
+                let ledger_key = r.array("ledger key")?;
+                let state = StateProof::read(&mut r)?;
+                let cosignatures = if attested == 2 { read_cosignatures(&mut r)? } else { Vec::new() };
+                Some(Attestation { ledger_key, state, cosignatures })
+            }
+            other => {
+                return Err(WireError::Invalid {
+                    field: "attested",
+                    problem: format!("{other}, not 0, 1 or 2"),
+                });
+            }
         };
         let proof = match r.u8("proof kind")? {
             1 => Proof::Inclusion {
@@ -867,9 +964,16 @@ impl ProofFile {
                     });
                 }
                 let h = &a.state.header.header;
+                if let Some(c) = a.cosignatures.iter().find(|c| !c.holds(&a.ledger_key, h)) {
+                    return Err(VerifyError::Attestation(AttestationError::Cosignature {
+                        witness: hex::encode(c.witness),
+                        number: h.number,
+                    }));
+                }
                 Some((h.number, h.time_ns, a.ledger_key))
             }
         };
+        let cosigned = self.attestation.as_ref().map(|a| a.cosignatures.iter().map(|c| c.witness).collect());
         let claim = match &self.proof {
             Proof::Inclusion { position, atom, path, .. } => {
                 let atom = Atom::decode(atom).map_err(|e| VerifyError::Atom(e.to_string()))?;
@@ -927,7 +1031,7 @@ impl ProofFile {
                 }
             }
         };
-        Ok(Verified { log, head, pulse, claim })
+        Ok(Verified { log, head, pulse, cosigned: cosigned.unwrap_or_default(), claim })
     }
 }
 
@@ -936,6 +1040,29 @@ fn put_path(out: &mut Vec<u8>, path: &[Digest]) {
     for d in path {
         out.put_bytes(d);
     }
+}
+
+/// `u8 n` (1 to 255) cosignatures, in strictly ascending order of witness key: one encoding.
+fn read_cosignatures(r: &mut Reader<'_>) -> Result<Vec<Cosignature>, WireError> {
+    let n = r.u8("cosignatures")?;
+    if n == 0 {
+        return Err(WireError::Invalid {
+            field: "cosignatures",
+            problem: "none, in a file that says it is cosigned (attested = 2)".into(),
+        });
+    }
+    let mut out: Vec<Cosignature> = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let c = Cosignature::read(r)?;
+        if out.last().is_some_and(|last| last.witness >= c.witness) {
+            return Err(WireError::Invalid {
+                field: "cosignatures",
+                problem: "not in strictly ascending order of witness key".into(),
+            });
+        }
+        out.push(c);
+    }
+    Ok(out)
 }
 
 fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
