@@ -14,12 +14,13 @@ use sion_store::ledger::link::LedgerLink;
 use sion_store::ledger::{
     Account, Agent, LedgerError, LogId, MemoryLog, SignedHeader, SignedTx, StateProof, TxTimeProof,
 };
+use sion_verify::ledger::Cosignature;
 use sion_verify::wire::Reader;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::service::REFUSAL;
 use crate::service::pb::ledger_client::LedgerClient;
-use crate::service::pb::{Blob, Empty, LogAt, Name, Number, VersionsQuery};
+use crate::service::pb::{Blob, Cosigned, Empty, LogAt, Name, Number, VersionsQuery};
 
 /// What to look at when the service does not answer.
 const UNREACHABLE: &str = "is `sion ledger serve` running there, with a quorum of its etcd members up? \
@@ -124,6 +125,15 @@ impl RemoteLedger {
             .map_err(|e| self.remote(format!("a state proof that does not parse: {e}")))?;
         p.verify(&self.key).map_err(|e| self.remote(format!("a state proof that does not verify: {e}")))?;
         Ok(p)
+    }
+
+    /// Hand the service a witness's cosignature of Pulse `number`.
+    pub fn cosign(&self, number: u64, c: &Cosignature) -> Result<(), LedgerError> {
+        let mut cosignature = Vec::with_capacity(96);
+        c.put(&mut cosignature);
+        let q = Cosigned { number, cosignature };
+        self.call(move |mut c| Box::pin(async move { c.cosign(q).await }))?;
+        Ok(())
     }
 
     fn log_of(&self, bytes: &[u8]) -> Result<MemoryLog, LedgerError> {
@@ -260,5 +270,18 @@ impl LedgerLink for RemoteLedger {
         let q = VersionsQuery { log: id.0, from, limit };
         let l = self.call(move |mut c| Box::pin(async move { c.versions(q).await }))?;
         l.values.iter().map(|b| self.log_of(b)).collect()
+    }
+
+    fn cosignatures(&self, pulse: u64) -> Result<Vec<Cosignature>, LedgerError> {
+        let l =
+            self.call(move |mut c| Box::pin(async move { c.cosignatures(Number { value: pulse }).await }))?;
+        l.values
+            .iter()
+            .map(|b| {
+                let mut r = Reader::new(b);
+                let c = Cosignature::read(&mut r).and_then(|c| r.finish().map(|()| c));
+                c.map_err(|e| self.remote(format!("a cosignature that does not parse: {e}")))
+            })
+            .collect()
     }
 }

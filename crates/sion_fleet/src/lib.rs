@@ -11,6 +11,7 @@
 pub mod client;
 pub mod local;
 pub mod service;
+pub mod witness;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -22,6 +23,7 @@ use sion_store::ledger::{
     Account, Agent, AgentStatus, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx,
     StateProof, TxTimeProof, account_of, decode_version, encode_version,
 };
+use sion_verify::ledger::Cosignature;
 use sion_verify::merkle::{self, Blake3, MemoryTree};
 
 /// Why the fleet ledger did not do what was asked.
@@ -42,6 +44,10 @@ pub enum FleetError {
     /// The ledger under the prefix signs with another key than this front-end's.
     #[error("the fleet ledger under {prefix} signs with key {found}, not this front-end's {ours}")]
     OtherKey { prefix: String, found: String, ours: String },
+    /// A cosignature that does not hold for the Pulse's header, or is by a witness the
+    /// front-end does not accept.
+    #[error("cosignature refused: {0}")]
+    Cosignature(String),
     /// The head moved under every attempt.
     #[error("the head moved under each of {0} attempts (too many front-ends racing for one Pulse?)")]
     Contention(u32),
@@ -522,6 +528,47 @@ impl FleetLedger {
     }
 
     /// The ledger's signature of a header (the verifier crate's signing: one domain, one place).
+    /// Keep witness `c`'s cosignature of Pulse `number` (`P/cosig/N/W`), once it is checked
+    /// against the Pulse's header. Storing it again is harmless: ed25519 is deterministic, so an
+    /// honest witness's second cosignature of one header is the same bytes.
+    pub async fn add_cosignature(&mut self, number: u64, c: Cosignature) -> Result<(), FleetError> {
+        let latest = self.latest().await?.header.number;
+        if number > latest {
+            return Err(FleetError::Cosignature(format!(
+                "Pulse {number} does not exist yet (the latest is {latest})"
+            )));
+        }
+        let header = self.header(number).await?.header;
+        if !c.holds(&self.public_key().to_bytes(), &header) {
+            return Err(FleetError::Cosignature(format!(
+                "witness {}'s signature does not hold for the header of Pulse {number}",
+                hex::encode(c.witness)
+            )));
+        }
+        let key = self.key_of(&format!("cosig/{}/{}", n20(number), hex::encode(c.witness)));
+        self.put(key, c.signature.to_vec()).await
+    }
+
+    /// The cosignatures of Pulse `number` held, in ascending order of witness key (etcd's key
+    /// order: lower-case hex).
+    pub async fn cosignatures(&mut self, number: u64) -> Result<Vec<Cosignature>, FleetError> {
+        let rest = format!("cosig/{}/", n20(number));
+        let resp = self.get(self.key_of(&rest), Some(GetOptions::new().with_prefix())).await?;
+        let mut out = Vec::with_capacity(resp.kvs().len());
+        for kv in resp.kvs() {
+            let name = kv.key().rsplit(|b| *b == b'/').next().unwrap_or_default();
+            let mut witness = [0u8; 32];
+            hex::decode_to_slice(name, &mut witness)
+                .map_err(|_| self.damaged(&rest, "a key that is not a witness key"))?;
+            let signature: [u8; 64] = kv
+                .value()
+                .try_into()
+                .map_err(|_| self.damaged(&rest, "a cosignature that is not 64 bytes"))?;
+            out.push(Cosignature { witness, signature });
+        }
+        Ok(out)
+    }
+
     fn sign(&self, header: &PulseHeader) -> [u8; 64] {
         SignedHeader::sign(&self.key, *header).signature
     }

@@ -5,9 +5,9 @@
 
 use std::net::SocketAddr;
 
-use ed25519_dalek::SigningKey;
 use sion_store::ledger::{Account, LedgerError, LogId, SignedTx, StateProof};
-use sion_verify::wire::Put as _;
+use sion_verify::ledger::Cosignature;
+use sion_verify::wire::{Put as _, Reader};
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 
@@ -20,7 +20,7 @@ pub mod pb {
 }
 
 use pb::ledger_server::{Ledger as Rpc, LedgerServer};
-use pb::{Blob, Empty, List, LogAt, Maybe, Name, Number, VersionsQuery};
+use pb::{Blob, Cosigned, Empty, List, LogAt, Maybe, Name, Number, VersionsQuery};
 
 /// Where a front-end listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -33,11 +33,19 @@ pub const REFUSAL: &str = "sion-refusal";
 /// more at once.
 pub struct Service {
     ledger: Mutex<FleetLedger>,
+    /// The witnesses whose cosignatures this front-end keeps (none unless told).
+    witnesses: Vec<[u8; 32]>,
 }
 
 impl Service {
     pub fn new(ledger: FleetLedger) -> Self {
-        Self { ledger: Mutex::new(ledger) }
+        Self { ledger: Mutex::new(ledger), witnesses: Vec::new() }
+    }
+
+    /// Also keep cosignatures by these witnesses (`sion ledger serve --witnesses FILE`).
+    pub fn accepting(mut self, witnesses: Vec<[u8; 32]>) -> Self {
+        self.witnesses = witnesses;
+        self
     }
 }
 
@@ -47,23 +55,20 @@ pub async fn serve(
     listen: SocketAddr,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), String> {
-    tonic::transport::Server::builder()
-        .add_service(LedgerServer::new(Service::new(ledger)))
-        .serve_with_shutdown(listen, shutdown)
-        .await
-        .map_err(|e| format!("serving on {listen}: {e}"))
+    serve_service(Service::new(ledger), listen, shutdown).await
 }
 
-/// Connect a front-end to etcd and serve it: what `sion ledger serve` runs.
-pub async fn connect_and_serve(
-    endpoints: &[&str],
-    prefix: &str,
-    key: SigningKey,
+/// Serve a front-end on `listen` until `shutdown` resolves.
+pub async fn serve_service(
+    service: Service,
     listen: SocketAddr,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), String> {
-    let ledger = FleetLedger::connect(endpoints, prefix, key).await.map_err(|e| e.to_string())?;
-    serve(ledger, listen, shutdown).await
+    tonic::transport::Server::builder()
+        .add_service(LedgerServer::new(service))
+        .serve_with_shutdown(listen, shutdown)
+        .await
+        .map_err(|e| format!("serving on {listen}: {e}"))
 }
 
 fn status(e: FleetError) -> Status {
@@ -71,13 +76,17 @@ fn status(e: FleetError) -> Status {
         FleetError::Refused(r) => refusal(&r),
         FleetError::Etcd { .. } => Status::unavailable(e.to_string()),
         FleetError::Contention(_) => Status::resource_exhausted(e.to_string()),
+        FleetError::Cosignature(_) => coded(Status::failed_precondition(e.to_string()), "cosignature"),
         other => Status::internal(other.to_string()),
     }
 }
 
 fn refusal(r: &LedgerError) -> Status {
-    let mut s = Status::failed_precondition(r.to_string());
-    if let Ok(code) = r.code().parse() {
+    coded(Status::failed_precondition(r.to_string()), r.code())
+}
+
+fn coded(mut s: Status, code: &str) -> Status {
+    if let Ok(code) = code.parse() {
         s.metadata_mut().insert(REFUSAL, code);
     }
     s
@@ -189,5 +198,33 @@ impl Rpc for Service {
         let q = r.into_inner();
         let vs = self.ledger.lock().await.versions(LogId(q.log), q.from, q.limit).await.map_err(status)?;
         Ok(Response::new(List { values: vs.iter().map(|v| v.encode()).collect() }))
+    }
+
+    async fn cosign(&self, r: Request<Cosigned>) -> Result<Response<Empty>, Status> {
+        let q = r.into_inner();
+        let mut reader = Reader::new(&q.cosignature);
+        let c = Cosignature::read(&mut reader).map_err(|e| bad("cosignature", e))?;
+        reader.finish().map_err(|e| bad("cosignature", e))?;
+        if !self.witnesses.contains(&c.witness) {
+            return Err(status(FleetError::Cosignature(format!(
+                "witness {} is not one this front-end accepts (sion ledger serve --witnesses FILE)",
+                hex::encode(c.witness)
+            ))));
+        }
+        self.ledger.lock().await.add_cosignature(q.number, c).await.map_err(status)?;
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn cosignatures(&self, r: Request<Number>) -> Result<Response<List>, Status> {
+        let cs = self.ledger.lock().await.cosignatures(r.into_inner().value).await.map_err(status)?;
+        let values = cs
+            .iter()
+            .map(|c| {
+                let mut out = Vec::with_capacity(96);
+                c.put(&mut out);
+                out
+            })
+            .collect();
+        Ok(Response::new(List { values }))
     }
 }

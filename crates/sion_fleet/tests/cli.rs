@@ -58,13 +58,32 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     let ledger_key =
         init.split("key ").nth(1).and_then(|s| s.get(..64)).expect("init prints the key").to_owned();
 
+    // A witness's key, and the file naming it (readers' and the service's).
+    let wkey = tmp.path().join("witness.key");
+    std::fs::write(&wkey, [7u8; 32]).expect("witness key");
+    let wpub = hex::encode(ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key().to_bytes());
+    let wfile = tmp.path().join("witnesses");
+    std::fs::write(&wfile, format!("# who we trust\nwitness-1 {wpub}\n")).expect("witnesses file");
+    let wf = wfile.to_str().expect("utf8");
+
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
     let listen = format!("127.0.0.1:{port}");
     let url = format!("http://{listen}");
     let serve = || async {
         let s = Serving(
             Command::new(sion_binary())
-                .args(["ledger", "serve", "--etcd", etcd.url(), "--key", k, "--listen", &listen])
+                .args([
+                    "ledger",
+                    "serve",
+                    "--etcd",
+                    etcd.url(),
+                    "--key",
+                    k,
+                    "--listen",
+                    &listen,
+                    "--witnesses",
+                    wf,
+                ])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -118,6 +137,57 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     std::fs::write(&forged, &bytes).expect("write");
     let o = sion(&["memory", "verify", "--ledger", &url, forged.to_str().expect("utf8")], None);
     assert!(!o.status.success(), "a changed proof verified: {}", text(&o));
+
+    // Witnesses: the proof was made before any cosigned its Pulse, so a reader requiring one
+    // refuses it from the file alone …
+    let o = sion(&["memory", "verify", "--ledger-key", &ledger_key, "--witnesses", wf, f], None);
+    assert!(!o.status.success() && text(&o).contains("0 of the 1 witnesses"), "{}", text(&o));
+    // … the witness follows the chain once and cosigns every Pulse …
+    let state = tmp.path().join("witness.state");
+    let witness = |once: bool| {
+        let mut args = vec!["ledger", "witness", "--ledger", &url, "--ledger-key", &ledger_key];
+        args.extend(["--key", wkey.to_str().expect("utf8"), "--state", state.to_str().expect("utf8")]);
+        if once {
+            args.push("--once");
+        }
+        sion(&args, None)
+    };
+    let o = witness(true);
+    assert!(o.status.success() && text(&o).contains(&wpub), "{}", text(&o));
+    assert!(text(&o).contains("Pulse(s), up to Pulse"), "{}", text(&o));
+    // … a reader who names the service gets the cosignature from it (and checks it) …
+    let o = sion(&["memory", "verify", "--ledger", &url, "--witnesses", wf, "--quorum", "1", f], None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("cosigned by 1 of the 1 witnesses named (quorum 1): witness-1"),
+        "{}",
+        text(&o)
+    );
+    // … and a proof made now carries it, for a reader offline.
+    let cosigned = tmp.path().join("cosigned.sionproof");
+    let c = cosigned.to_str().expect("utf8");
+    let o = sion(&["memory", "prove", "time", "--data", d, "--position", "250", "--out", c], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "verify", "--ledger-key", &ledger_key, "--witnesses", wf, c], None);
+    assert!(o.status.success(), "{}", text(&o));
+    // A witness with another ledger's key refuses to start on this one.
+    let o = sion(
+        &[
+            "ledger",
+            "witness",
+            "--ledger",
+            &url,
+            "--ledger-key",
+            &other,
+            "--key",
+            wkey.to_str().expect("utf8"),
+            "--state",
+            state.to_str().expect("utf8"),
+            "--once",
+        ],
+        None,
+    );
+    assert!(!o.status.success() && text(&o).contains("witness state"), "{}", text(&o));
 
     // The service stopped: the robot goes on recording; its commit fails, saying where to
     // look; when the service is back, one commit takes the whole backlog.

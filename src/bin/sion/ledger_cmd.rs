@@ -19,6 +19,39 @@ pub enum LedgerCommand {
     /// `sion memory open --ledger http://HOST:PORT` or the node's `ledger` parameter; readers
     /// check proofs with `sion memory verify --ledger http://HOST:PORT`.
     Serve(ServeArgs),
+    /// Witness a fleet ledger: follow its chain and cosign each Pulse header after checking it
+    /// extends the last one this witness cosigned, so no fork of the chain (a Pulse re-signed
+    /// with another time or state) ever gets its cosignature. Run by someone other than the
+    /// ledger's operator; readers name witnesses with `sion memory verify --witnesses FILE
+    /// --quorum K`. Exits 4, printing both headers, if the ledger shows it a fork.
+    Witness(WitnessArgs),
+}
+
+#[derive(Args)]
+pub struct WitnessArgs {
+    /// The fleet ledger service to follow.
+    #[arg(long, value_name = "URL")]
+    ledger: String,
+    /// The key of the ledger witnessed (64 hex digits), obtained apart from the service: the
+    /// service must sign with it.
+    #[arg(long)]
+    ledger_key: String,
+    /// This witness's signing key (32 bytes; made if the file does not exist). Its public key
+    /// is printed: readers put `NAME HEX` in their witnesses file, the operator in the
+    /// service's `--witnesses` file.
+    #[arg(long)]
+    key: PathBuf,
+    /// What this witness cosigned last (number and hash), kept durable before each
+    /// cosignature leaves. Keep it with the key: a witness that loses it must not be restarted
+    /// afresh under the same key.
+    #[arg(long)]
+    state: PathBuf,
+    /// Seconds between looks at the chain's head.
+    #[arg(long, default_value_t = 1.0)]
+    interval: f64,
+    /// Follow up to the current head once, then exit.
+    #[arg(long)]
+    once: bool,
 }
 
 #[derive(Args)]
@@ -42,14 +75,23 @@ pub struct ServeArgs {
     /// Address to listen on (loopback unless you say otherwise).
     #[arg(long, default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
+    /// Keep cosignatures from the witnesses in this file (lines `name hex-key`); without it the
+    /// front-end keeps none.
+    #[arg(long, value_name = "FILE")]
+    witnesses: Option<PathBuf>,
 }
 
 pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
+    if let LedgerCommand::Witness(a) = cmd {
+        // The witness's link runs its own runtime; it blocks, like a memory's.
+        return witness(a);
+    }
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     runtime.block_on(async {
         match cmd {
             LedgerCommand::Init(a) => init(a).await,
             LedgerCommand::Serve(a) => serve(a).await,
+            LedgerCommand::Witness(_) => unreachable!("run on its own above"),
         }
     })
 }
@@ -79,6 +121,21 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
         format!("reading the ledger key {} (sion ledger init makes it)", a.ledger.key.display())
     })?;
     let public = hex::encode(key.verifying_key().to_bytes());
+    let witnesses = match &a.witnesses {
+        None => Vec::new(),
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let named = sion_memory::ledger::Witnesses::parse_file(&text)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            eprintln!(
+                "keeping cosignatures from {} witness(es): {}",
+                named.len(),
+                named.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            named.into_iter().map(|(_, k)| k).collect()
+        }
+    };
     let ledger = sion_fleet::FleetLedger::connect(&endpoints(&a.ledger), &a.ledger.prefix, key)
         .await
         .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?;
@@ -104,6 +161,53 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
             () = terminated => {}
         }
     };
-    sion_fleet::service::serve(ledger, a.listen, stop).await.map_err(|e| anyhow!(e))?;
+    let service = sion_fleet::service::Service::new(ledger).accepting(witnesses);
+    sion_fleet::service::serve_service(service, a.listen, stop).await.map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn witness(a: WitnessArgs) -> Result<ExitCode> {
+    use sion_fleet::witness::{Witness, WitnessError};
+    let mut k = [0u8; 32];
+    hex::decode_to_slice(&a.ledger_key, &mut k).context("--ledger-key is 64 hex digits")?;
+    let ledger_key =
+        ed25519_dalek::VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?;
+    if !(a.interval.is_finite() && a.interval > 0.0) {
+        anyhow::bail!("--interval {}: a positive number of seconds", a.interval);
+    }
+    let key = sion_memory::ledger::read_or_make_key(&sion_memory::disk::Disk::os(), &a.key)
+        .with_context(|| format!("the witness key at {}", a.key.display()))?;
+    let mut witness = Witness::open(key, ledger_key, &a.state)?;
+    eprintln!(
+        "witness key {} (readers: a line `NAME {}` in their --witnesses file); last cosigned: {}",
+        hex::encode(witness.public_key().to_bytes()),
+        hex::encode(witness.public_key().to_bytes()),
+        witness.last().map_or("nothing yet".to_owned(), |(n, _)| format!("Pulse {n}"))
+    );
+    let link = sion_fleet::client::RemoteLedger::connect(&a.ledger)
+        .with_context(|| format!("connecting to the fleet ledger at {}", a.ledger))?;
+    loop {
+        match witness.follow(&link, |_| {}) {
+            Ok(n) => {
+                if n > 0 {
+                    eprintln!("cosigned {n} Pulse(s), up to Pulse {}", witness.last().map_or(0, |l| l.0));
+                }
+            }
+            Err(
+                e @ (WitnessError::Equivocation { .. }
+                | WitnessError::DoesNotExtend { .. }
+                | WitnessError::Signature(_)),
+            ) => {
+                outln!("FORK {}: {e}", a.ledger);
+                return Ok(ExitCode::from(4));
+            }
+            // The service unreachable: say so and look again (nothing was cosigned).
+            Err(WitnessError::Ledger(e)) if !a.once => eprintln!("{e}; trying again"),
+            Err(e) => return Err(e.into()),
+        }
+        if a.once {
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(std::time::Duration::from_secs_f64(a.interval));
+    }
 }

@@ -1,0 +1,162 @@
+//! Witnesses on a real etcd: two witnesses follow a fleet ledger and cosign every Pulse; a
+//! robot's proof files carry their cosignatures (`attested = 2`), and a reader who names the
+//! witnesses and a quorum accepts them. The holder of the ledger key re-signs a Pulse with an
+//! earlier time (a backdated fork): a reader naming no witness is fooled — which is why they
+//! exist — a reader with a quorum is not, and a witness shown the fork refuses it and says why.
+
+use std::net::SocketAddr;
+
+use ed25519_dalek::SigningKey;
+use sion_fleet::FleetLedger;
+use sion_fleet::client::RemoteLedger;
+use sion_fleet::local::Etcd;
+use sion_fleet::service::Service;
+use sion_fleet::witness::{Witness, WitnessError};
+use sion_store::index::IndexConfig;
+use sion_store::ledger::LedgerError;
+use sion_store::ledger::link::LedgerLink;
+use sion_store::memory::Memory;
+use sion_store::sim::{Warehouse, WarehouseConfig};
+use sion_verify::ledger::{Cosignature, SignedHeader};
+use sion_verify::proof::{self, Expect};
+
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn witnesses_cosign_the_chain_and_catch_a_backdated_fork() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[21; 32]);
+    let prefix = "/sion-ledger/witness/";
+    FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let (w1, w2, stranger) = (
+        SigningKey::from_bytes(&[31; 32]),
+        SigningKey::from_bytes(&[32; 32]),
+        SigningKey::from_bytes(&[33; 32]),
+    );
+    let accepted = vec![w1.verifying_key().to_bytes(), w2.verifying_key().to_bytes()];
+    let addr = free_addr();
+    let ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let service = Service::new(ledger).accepting(accepted.clone());
+    tokio::spawn(sion_fleet::service::serve_service(service, addr, std::future::pending()));
+    let url = format!("http://{addr}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    let dir = tmp.path().to_owned();
+    tokio::task::spawn_blocking(move || {
+        let public = key.verifying_key();
+        let link = RemoteLedger::connect(&url).expect("link");
+        let config = IndexConfig::default();
+        let robot = dir.join("robot");
+        let mut memory = Memory::create_linked(&config, &robot, Some("fleet/robot-1"), Box::new(link), &url)
+            .expect("create");
+        let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(2000).collect();
+        memory.remember(atoms[..1000].to_vec()).expect("remember");
+        memory.commit(false).expect("commit 1");
+        memory.remember(atoms[1000..].to_vec()).expect("remember");
+        let second = memory.commit(false).expect("commit 2");
+        let pulse = second.pulse.header.number;
+
+        // Before any witness: the proof is attested only, and a reader's quorum refuses it.
+        let quorum2 = Expect::default().cosigned_by(accepted.clone(), 2);
+        let bare = memory.prove_inclusion(1500).expect("prove").encode();
+        assert_eq!(bare[8], 1, "attested = 1");
+        let e = proof::verify(&bare, &public, &quorum2).expect_err("no cosignatures yet");
+        assert_eq!(e.code(), "witnesses", "{e}");
+        proof::verify(&bare, &public, &Expect::default()).expect("valid for a reader naming no witness");
+
+        // Two witnesses follow the chain from the genesis and cosign every Pulse.
+        let follower = RemoteLedger::connect(&url).expect("witness link");
+        let mut witness1 = Witness::open(w1.clone(), public, &dir.join("w1.state")).expect("w1");
+        let mut witness2 = Witness::open(w2.clone(), public, &dir.join("w2.state")).expect("w2");
+        assert_eq!(witness1.follow(&follower, |_| {}).expect("w1 follows"), pulse + 1);
+        assert_eq!(witness2.follow(&follower, |_| {}).expect("w2 follows"), pulse + 1);
+        assert_eq!(follower.cosignatures(pulse).expect("cosignatures").len(), 2);
+
+        let file = memory.prove_inclusion(1500).expect("prove");
+        let bytes = file.encode();
+        assert_eq!(bytes[8], 2, "attested = 2: cosigned");
+        let v = proof::verify(&bytes, &public, &quorum2).expect("2 of 2 witnesses cosigned");
+        assert_eq!(v.cosigned.len(), 2);
+        let strangers = Expect::default().cosigned_by(vec![stranger.verifying_key().to_bytes()], 1);
+        assert_eq!(proof::verify(&bytes, &public, &strangers).expect_err("stranger").code(), "witnesses");
+
+        // A restarted witness has nothing new to cosign, and hands the last cosignature again.
+        let mut again = Witness::open(w1.clone(), public, &dir.join("w1.state")).expect("w1 reopened");
+        assert_eq!(again.last().map(|l| l.0), Some(pulse));
+        assert_eq!(again.follow(&follower, |_| {}).expect("w1 again"), 0);
+
+        // The ledger key's holder re-signs Pulse `pulse` an hour earlier: a backdated fork.
+        let attestation = file.attestation.clone().expect("attested");
+        let mut forged_header = attestation.state.header.header;
+        forged_header.time_ns -= 3_600_000_000_000;
+        let forged = SignedHeader::sign(&key, forged_header);
+        let mut fork = file.clone();
+        if let Some(a) = fork.attestation.as_mut() {
+            a.state.header = forged;
+        }
+        // With the real cosignatures still in the file, they do not hold for the forged header.
+        let e = proof::verify(&fork.encode(), &public, &Expect::default()).expect_err("cosignatures");
+        assert_eq!(e.code(), "attestation", "{e}");
+        // Stripped of them, the fork fools a reader who names no witness …
+        if let Some(a) = fork.attestation.as_mut() {
+            a.cosignatures.clear();
+        }
+        let fooled =
+            proof::verify(&fork.encode(), &public, &Expect::default()).expect("the ledger key signed it");
+        assert_eq!(fooled.pulse.map(|p| p.1), Some(forged_header.time_ns));
+        // … and not one who asks for a quorum.
+        let e = proof::verify(&fork.encode(), &public, &quorum2).expect_err("no witness cosigned the fork");
+        assert_eq!(e.code(), "witnesses", "{e}");
+        assert!(e.to_string().contains("0 of the 2 witnesses"), "{e}");
+        // A witness shown the fork refuses it, with both headers' hashes as the evidence.
+        match witness2.cosign(&forged) {
+            Err(WitnessError::Equivocation { number, .. }) => assert_eq!(number, pulse),
+            other => panic!("the fork was not caught: {other:?}"),
+        }
+        // Nor does it cosign an older or a skipped Pulse.
+        let old = follower.header(1).expect("Pulse 1");
+        assert!(matches!(witness2.cosign(&old), Err(WitnessError::DoesNotExtend { .. })));
+
+        // The service keeps cosignatures only from the witnesses it accepts, and only valid ones.
+        let by_stranger = Cosignature::sign(&stranger, &public.to_bytes(), &second.pulse.header);
+        match follower.cosign(pulse, &by_stranger) {
+            Err(LedgerError::Refused { code, .. }) => assert_eq!(code, "cosignature"),
+            other => panic!("a stranger's cosignature was kept: {other:?}"),
+        }
+        let wrong = Cosignature::sign(&w1, &public.to_bytes(), &forged_header);
+        match follower.cosign(pulse, &wrong) {
+            Err(LedgerError::Refused { code, message, .. }) => {
+                assert_eq!(code, "cosignature");
+                assert!(message.contains("does not hold"), "{message}");
+            }
+            other => panic!("a cosignature of another header was kept: {other:?}"),
+        }
+
+        // A damaged state file is refused, naming it: a witness never starts afresh silently.
+        let state = dir.join("w2.state");
+        let mut bytes = std::fs::read(&state).expect("state");
+        bytes[20] ^= 1;
+        std::fs::write(&state, &bytes).expect("damage");
+        let e = Witness::open(w2, public, &state).err().expect("damaged state refused");
+        assert!(e.to_string().contains("w2.state"), "{e}");
+
+        // The next commit: witnesses cosign it as they follow, and proofs of it are cosigned.
+        memory
+            .remember(
+                Warehouse::new(WarehouseConfig { seed: 5, ..WarehouseConfig::default() }).take(300).collect(),
+            )
+            .expect("remember");
+        let third = memory.commit(false).expect("commit 3");
+        assert_eq!(witness1.follow(&follower, |_| {}).expect("w1 follows on"), 1);
+        let time = memory.prove_recorded(2100).expect("time proof");
+        assert_eq!(time.attestation.as_ref().map(|a| a.cosignatures.len()), Some(1));
+        let quorum1 = Expect::default().cosigned_by(accepted.clone(), 1);
+        let v = proof::verify(&time.encode(), &public, &quorum1).expect("1 of 2 cosigned Pulse 3");
+        assert_eq!(v.pulse.map(|p| p.0), Some(third.pulse.header.number));
+    })
+    .await
+    .expect("the robot's and the witnesses' side");
+}
