@@ -1,6 +1,6 @@
 """Bring up sion_memory, the robot's provable memory.
 
-    ros2 launch sion_memory robot.launch.py [data_dir:=DIR] [config:=FILE] [dds_profile:=FILE]
+    ros2 launch sion_memory robot.launch.py [data_dir:=DIR] [config:=FILE] [namespace:=NS] [dds_profile:=FILE]
 
 The node takes its parameters from config/robot.yaml (installed beside this file); data_dir
 overrides the memory directory given there. Fast DDS reads its transports from dds_profile:
@@ -31,6 +31,12 @@ def generate_launch_description():
             description='Memory directory (created on first start)',
         ),
         DeclareLaunchArgument(
+            'namespace',
+            default_value='',
+            description='ROS namespace of the node: /NS/sion_memory/... (a fleet on one graph); '
+                        'a parameter file then names the node /NS/sion_memory or /**',
+        ),
+        DeclareLaunchArgument(
             'dds_profile',
             default_value=EnvironmentVariable(
                 'FASTDDS_DEFAULT_PROFILES_FILE', default_value=os.path.join(share, 'config', 'fastdds.xml')),
@@ -40,6 +46,7 @@ def generate_launch_description():
             package='sion_memory',
             executable='sion_memory_node',
             name='sion_memory',
+            namespace=LaunchConfiguration('namespace'),
             output='screen',
             parameters=[LaunchConfiguration('config'), {'data_dir': LaunchConfiguration('data_dir')}],
             additional_env={'FASTDDS_DEFAULT_PROFILES_FILE': LaunchConfiguration('dds_profile')},

@@ -27,6 +27,8 @@ except ImportError:  # pragma: no cover - says how to get it
     sion_verify = None
 
 TIMEOUT_S = 30.0
+# The node's full name: its services are NODE/query_range, … (/NS/sion_memory under a namespace).
+NODE = '/sion_memory'
 
 
 def call(node, kind, name, request):
@@ -44,25 +46,25 @@ def stamp(ns):
     return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
 
-def query_range(node, frame, box, from_ns, to_ns, as_of=0):
+def query_range(node, frame, box, from_ns, to_ns, as_of=0, peer=NODE):
     request = QueryRange.Request()
     request.frame_id, request.min_mm, request.max_mm = frame, list(box[:3]), list(box[3:])
     request.from_time, request.to_time, request.as_of_size = stamp(from_ns), stamp(to_ns), as_of
-    return call(node, QueryRange, '/sion_memory/query_range', request)
+    return call(node, QueryRange, f'{peer}/query_range', request)
 
 
-def query_subject(node, subject, as_of=0):
+def query_subject(node, subject, as_of=0, peer=NODE):
     request = QuerySubject.Request()
     request.subject, request.as_of_size = subject, as_of
-    return call(node, QuerySubject, '/sion_memory/query_subject', request)
+    return call(node, QuerySubject, f'{peer}/query_subject', request)
 
 
-def verify_by_node(node, proof):
+def verify_by_node(node, proof, peer=NODE):
     """The node's own /sion_memory/verify: a convenience, never a reason to trust an answer
     (the writer would be vouching for its own proof)."""
     request = Verify.Request()
     request.proof = bytes(proof)
-    return call(node, Verify, '/sion_memory/verify', request)
+    return call(node, Verify, f'{peer}/verify', request)
 
 
 def verify(answer, ledger_key, at_least=0, **question):
@@ -74,8 +76,8 @@ def verify(answer, ledger_key, at_least=0, **question):
     return sion_verify.verify(bytes(answer.proof), ledger_key, at_least=at_least, **question)
 
 
-def commit(node):
-    return call(node, Commit, '/sion_memory/commit', Commit.Request())
+def commit(node, peer=NODE):
+    return call(node, Commit, f'{peer}/commit', Commit.Request())
 
 
 def show_answer(answer, proof_path, ledger_key, question):
@@ -115,6 +117,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--ledger-key', default=os.environ.get('SION_LEDGER_KEY'),
                         help='the ledger key you trust (64 hex digits); default: $SION_LEDGER_KEY')
+    parser.add_argument('--peer', default=NODE,
+                        help=f'the node asked, by its full name (default {NODE}; /NS/sion_memory under a namespace)')
     sub = parser.add_subparsers(dest='command', required=True)
     r = sub.add_parser('range', help='what was seen in this box, during this interval')
     r.add_argument('--frame', default='map')
@@ -137,13 +141,13 @@ def main():
             box = [int(v) for v in args.box.split(',')]
             if len(box) != 6:
                 raise SystemExit('ask: --box needs six numbers')
-            answer = query_range(node, args.frame, box, args.from_ns, args.to_ns, args.as_of)
+            answer = query_range(node, args.frame, box, args.from_ns, args.to_ns, args.as_of, peer=args.peer)
             question = dict(frame=args.frame, box=box, from_ns=args.from_ns, to_ns=args.to_ns, at_least=args.as_of)
             return show_answer(answer, args.proof, args.ledger_key, question)
         if args.command == 'subject':
-            answer = query_subject(node, args.subject, args.as_of)
+            answer = query_subject(node, args.subject, args.as_of, peer=args.peer)
             return show_answer(answer, args.proof, args.ledger_key, dict(subject=args.subject, at_least=args.as_of))
-        answer = commit(node)
+        answer = commit(node, peer=args.peer)
         if not answer.ok:
             print(f'refused: {answer.error}')
             return 1

@@ -134,8 +134,9 @@ def nodes(description, overrides):
         command = [find_executable(entity.package, entity.executable), *map(str, entity.arguments), '--ros-args']
         if entity.name:
             command += ['-r', f'__node:={entity.name}']
-        if entity.namespace:
-            command += ['-r', f'__ns:={entity.namespace}']
+        namespace = _resolve(entity.namespace, config) if entity.namespace is not None else ''
+        if namespace:
+            command += ['-r', f'__ns:=/{str(namespace).lstrip("/")}']
         for source, target in entity.remappings:
             command += ['-r', f'{_resolve(source, config)}:={_resolve(target, config)}']
         for parameters in entity.parameters:

@@ -112,11 +112,9 @@ pub async fn run() -> Result<()> {
         subscriptions.push((stream, sub));
     }
 
-    let head_pub = node.create_publisher::<msg::Head>(
-        "/sion_memory/head",
-        QosProfile::default().keep_last(1).transient_local(),
-    )?;
-    let stats_pub = node.create_publisher::<msg::Stats>("/sion_memory/stats", QosProfile::default())?;
+    let head_pub =
+        node.create_publisher::<msg::Head>("~/head", QosProfile::default().keep_last(1).transient_local())?;
+    let stats_pub = node.create_publisher::<msg::Stats>("~/stats", QosProfile::default())?;
 
     // The brain, in continuous mode; its stimuli are the log sizes the intake reaches.
     let mut brain_config = BrainConfig::default();

@@ -87,8 +87,8 @@ impl Services {
 
         let readers = self.readers.clone();
         let requests = node
-            .create_service::<srv::QueryRange::Service>("/sion_memory/query_range", qos())
-            .context("creating /sion_memory/query_range")?;
+            .create_service::<srv::QueryRange::Service>("~/query_range", qos())
+            .context("creating ~/query_range")?;
         serve(requests, move |req: srv::QueryRange::Request| {
             let readers = readers.clone();
             async move {
@@ -116,8 +116,8 @@ impl Services {
 
         let readers = self.readers.clone();
         let requests = node
-            .create_service::<srv::QuerySubject::Service>("/sion_memory/query_subject", qos())
-            .context("creating /sion_memory/query_subject")?;
+            .create_service::<srv::QuerySubject::Service>("~/query_subject", qos())
+            .context("creating ~/query_subject")?;
         serve(requests, move |req: srv::QuerySubject::Request| {
             let readers = readers.clone();
             async move {
@@ -139,9 +139,8 @@ impl Services {
         });
 
         let readers = self.readers.clone();
-        let requests = node
-            .create_service::<srv::Verify::Service>("/sion_memory/verify", qos())
-            .context("creating /sion_memory/verify")?;
+        let requests =
+            node.create_service::<srv::Verify::Service>("~/verify", qos()).context("creating ~/verify")?;
         serve(requests, move |req: srv::Verify::Request| {
             let readers = readers.clone();
             async move {
@@ -179,8 +178,8 @@ impl Services {
 
         let (sensors, told) = (self.sensors.clone(), self.told.clone());
         let requests = node
-            .create_service::<srv::Remember::Service>("/sion_memory/remember", qos())
-            .context("creating /sion_memory/remember")?;
+            .create_service::<srv::Remember::Service>("~/remember", qos())
+            .context("creating ~/remember")?;
         serve(requests, move |req: srv::Remember::Request| {
             let (sensors, told) = (sensors.clone(), told.clone());
             async move {
@@ -209,9 +208,8 @@ impl Services {
         });
 
         let (readers, commit_now, told) = (self.readers.clone(), self.commit_now.clone(), self.told.clone());
-        let requests = node
-            .create_service::<srv::Commit::Service>("/sion_memory/commit", qos())
-            .context("creating /sion_memory/commit")?;
+        let requests =
+            node.create_service::<srv::Commit::Service>("~/commit", qos()).context("creating ~/commit")?;
         serve(requests, move |_req: srv::Commit::Request| {
             let (readers, commit_now, told) = (readers.clone(), commit_now.clone(), told.clone());
             async move {

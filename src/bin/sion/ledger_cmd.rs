@@ -30,12 +30,12 @@ pub enum LedgerCommand {
 #[derive(Args)]
 pub struct WitnessArgs {
     /// The fleet ledger service to follow.
-    #[arg(long, value_name = "URL")]
-    ledger: String,
+    #[arg(long, value_name = "URL", required_unless_present = "show_key")]
+    ledger: Option<String>,
     /// The key of the ledger witnessed (64 hex digits), obtained apart from the service: the
     /// service must sign with it.
-    #[arg(long)]
-    ledger_key: String,
+    #[arg(long, required_unless_present = "show_key")]
+    ledger_key: Option<String>,
     /// This witness's signing key (32 bytes; made if the file does not exist). Its public key
     /// is printed: readers put `NAME HEX` in their witnesses file, the operator in the
     /// service's `--witnesses` file.
@@ -44,8 +44,11 @@ pub struct WitnessArgs {
     /// What this witness cosigned last (number and hash), kept durable before each
     /// cosignature leaves. Keep it with the key: a witness that loses it must not be restarted
     /// afresh under the same key.
+    #[arg(long, required_unless_present = "show_key")]
+    state: Option<PathBuf>,
+    /// Print this witness's public key (making the key file if it does not exist) and exit.
     #[arg(long)]
-    state: PathBuf,
+    show_key: bool,
     /// Seconds between looks at the chain's head.
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
@@ -168,24 +171,31 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
 
 fn witness(a: WitnessArgs) -> Result<ExitCode> {
     use sion_fleet::witness::{Witness, WitnessError};
+    let key = sion_memory::ledger::read_or_make_key(&sion_memory::disk::Disk::os(), &a.key)
+        .with_context(|| format!("the witness key at {}", a.key.display()))?;
+    if a.show_key {
+        outln!("{}", hex::encode(key.verifying_key().to_bytes()));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (Some(url), Some(ledger_key), Some(state)) = (&a.ledger, &a.ledger_key, &a.state) else {
+        anyhow::bail!("--ledger, --ledger-key and --state name what to witness");
+    };
     let mut k = [0u8; 32];
-    hex::decode_to_slice(&a.ledger_key, &mut k).context("--ledger-key is 64 hex digits")?;
+    hex::decode_to_slice(ledger_key, &mut k).context("--ledger-key is 64 hex digits")?;
     let ledger_key =
         ed25519_dalek::VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?;
     if !(a.interval.is_finite() && a.interval > 0.0) {
         anyhow::bail!("--interval {}: a positive number of seconds", a.interval);
     }
-    let key = sion_memory::ledger::read_or_make_key(&sion_memory::disk::Disk::os(), &a.key)
-        .with_context(|| format!("the witness key at {}", a.key.display()))?;
-    let mut witness = Witness::open(key, ledger_key, &a.state)?;
+    let mut witness = Witness::open(key, ledger_key, state)?;
     eprintln!(
         "witness key {} (readers: a line `NAME {}` in their --witnesses file); last cosigned: {}",
         hex::encode(witness.public_key().to_bytes()),
         hex::encode(witness.public_key().to_bytes()),
         witness.last().map_or("nothing yet".to_owned(), |(n, _)| format!("Pulse {n}"))
     );
-    let link = sion_fleet::client::RemoteLedger::connect(&a.ledger)
-        .with_context(|| format!("connecting to the fleet ledger at {}", a.ledger))?;
+    let link = sion_fleet::client::RemoteLedger::connect(url)
+        .with_context(|| format!("connecting to the fleet ledger at {url}"))?;
     loop {
         match witness.follow(&link, |_| {}) {
             Ok(n) => {
@@ -198,7 +208,7 @@ fn witness(a: WitnessArgs) -> Result<ExitCode> {
                 | WitnessError::DoesNotExtend { .. }
                 | WitnessError::Signature(_)),
             ) => {
-                outln!("FORK {}: {e}", a.ledger);
+                outln!("FORK {url}: {e}");
                 return Ok(ExitCode::from(4));
             }
             // The service unreachable: say so and look again (nothing was cosigned).

@@ -274,10 +274,21 @@ pub struct VerifyArgs {
     #[arg(long, requires_all = ["expect_box", "expect_from", "expect_to"], help_heading = "The question asked")]
     expect_frame: Option<String>,
     /// ... exactly this box, X0,Y0,Z0,X1,Y1,Z1 in mm (corners included).
-    #[arg(long, requires = "expect_frame", help_heading = "The question asked")]
+    #[arg(
+        long,
+        requires = "expect_frame",
+        value_name = "X0,Y0,Z0,X1,Y1,Z1",
+        allow_hyphen_values = true,
+        help_heading = "The question asked"
+    )]
     expect_box: Option<String>,
     /// ... from this time [ns].
-    #[arg(long, requires = "expect_frame", help_heading = "The question asked")]
+    #[arg(
+        long,
+        requires = "expect_frame",
+        allow_negative_numbers = true,
+        help_heading = "The question asked"
+    )]
     expect_from: Option<i64>,
     /// ... to this time [ns] (exclusive; equal to --expect-from for an instant).
     #[arg(long, requires = "expect_frame", help_heading = "The question asked")]

@@ -1,0 +1,262 @@
+"""Robots that check each other: two sion_memory nodes (two processes, two memory directories,
+namespaces /robot_a and /robot_b on one DDS graph) commit to one fleet ledger — a real etcd,
+`sion ledger serve`, and a witness — and are asked about each other:
+
+- an rclpy reader asks robot A over ROS and checks the answer here (sion_verify) against the
+  fleet ledger's key and a witness it trusts, both obtained from the operator, never from A;
+  `sion memory verify --ledger URL` then fetches the Pulse's header from the fleet ledger;
+- robot B's side, in Rust (examples/fleet_peer.rs), asks A the same and checks it likewise;
+- A's header backdated is refused, and A's writer trying to rewrite its past on the fleet
+  ledger with its own key is refused with the reason each time.
+
+Run by scripts/test.sh inside a network namespace with only loopback up.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import rclpy
+from sion_memory_msgs.srv import Remember
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, 'scripts'))
+
+import ask  # noqa: E402
+import launch as launcher  # noqa: E402
+import robot_run  # noqa: E402
+
+A, B = '/robot_a/sion_memory', '/robot_b/sion_memory'
+TARGET = os.environ.get('CARGO_TARGET_DIR', os.path.join(ROOT, 'target'))
+PEER = os.path.join(TARGET, 'debug', 'examples', 'fleet_peer')
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, what, seconds=30.0):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f'{what} did not listen on port {port} within {seconds:.0f} s')
+
+
+def sion(*args):
+    return subprocess.run(['sion', *args], capture_output=True, text=True)
+
+
+class Fleet(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if shutil.which('etcd') is None:
+            raise RuntimeError('etcd is not installed (Debian: apt install etcd-server; scripts/etcd.sh)')
+        if not os.access(PEER, os.X_OK):
+            raise RuntimeError(f'{PEER} is missing: cargo build --features ros --example fleet_peer')
+        cls.work = tempfile.mkdtemp(prefix='sion-fleet-test-')
+        cls.processes = []
+        cls.logs = []
+
+        def start(name, command):
+            log = open(os.path.join(cls.work, f'{name}.log'), 'w')
+            cls.logs.append(log)
+            p = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            cls.processes.append(p)
+            return p
+
+        client, peer = free_port(), free_port()
+        etcd = f'http://127.0.0.1:{client}'
+        start('etcd', ['etcd', '--name', 'm1', '--data-dir', os.path.join(cls.work, 'etcd'),
+                       '--listen-client-urls', etcd, '--advertise-client-urls', etcd,
+                       '--listen-peer-urls', f'http://127.0.0.1:{peer}',
+                       '--initial-advertise-peer-urls', f'http://127.0.0.1:{peer}',
+                       '--initial-cluster', f'm1=http://127.0.0.1:{peer}'])
+        wait_port(client, 'etcd')
+        # The operator: the ledger's key stays here; robots and readers get its public half.
+        ledger_key_file = os.path.join(cls.work, 'ledger.key')
+        for _ in range(50):
+            out = sion('ledger', 'init', '--etcd', etcd, '--key', ledger_key_file)
+            if out.returncode == 0:
+                break
+            time.sleep(0.2)
+        assert out.returncode == 0, out.stdout + out.stderr
+        cls.ledger_key = out.stdout.split('key ')[1][:64]
+        # A witness, run by someone else; its key goes to the service and to readers.
+        cls.witness_key = os.path.join(cls.work, 'witness.key')
+        out = sion('ledger', 'witness', '--key', cls.witness_key, '--show-key')
+        assert out.returncode == 0, out.stdout + out.stderr
+        cls.witness_public = out.stdout.strip()
+        cls.witnesses = os.path.join(cls.work, 'witnesses')
+        with open(cls.witnesses, 'w') as f:
+            f.write(f'auditor {cls.witness_public}\n')
+        port = free_port()
+        cls.url = f'http://127.0.0.1:{port}'
+        start('ledger', ['sion', 'ledger', 'serve', '--etcd', etcd, '--key', ledger_key_file,
+                         '--listen', f'127.0.0.1:{port}', '--witnesses', cls.witnesses])
+        wait_port(port, 'sion ledger serve')
+
+        # Two robots: their own memory directories, namespaces and topics; neither holds a
+        # ledger key.
+        node = launcher.find_executable('sion_memory', 'sion_memory_node')
+        cls.data = {}
+        for robot, topics in (('robot_a', ''), ('robot_b', '/robot_b')):
+            cls.data[robot] = os.path.join(cls.work, robot)
+            params = os.path.join(cls.work, f'{robot}.yaml')
+            with open(params, 'w') as f:
+                f.write('/**:\n  ros__parameters:\n'
+                        f'    data_dir: "{cls.data[robot]}"\n'
+                        f'    agent: "{robot}"\n'
+                        f'    ledger: "{cls.url}"\n'
+                        f'    robot: "{robot}"\n'
+                        '    commit_period_s: 3600.0\n'
+                        '    commit_every_atoms: 1000000\n'
+                        '    topics:\n' + ''.join(
+                            f'      {k}: "{topics}/{v}"\n' for k, v in (
+                                ('pose', 'pose'), ('odom', 'odom'), ('tf', 'tf'), ('tf_static', 'tf_static'),
+                                ('map', 'map'), ('image', 'camera/image_raw'),
+                                ('compressed_image', 'camera/image_raw/compressed'),
+                                ('camera_info', 'camera/camera_info'))))
+            start(robot, [node, '--ros-args', '-r', f'__ns:=/{robot}', '--params-file', params])
+
+        rclpy.init()
+        cls.client = rclpy.create_node('fleet_reader')
+        cls.publisher = rclpy.create_node('robot_a_run')
+        # Robot A drives; B is told what it saw. Each commits twice.
+        cls.first, _ = robot_run.play(cls.publisher, 1.0)
+        cls.a1 = ask.commit(cls.client, peer=A)
+        assert cls.a1.ok, cls.a1.error
+        _, cls.last = robot_run.play(cls.publisher, 1.0)
+        cls.a2 = ask.commit(cls.client, peer=A)
+        assert cls.a2.ok, cls.a2.error
+        for i in range(2):
+            request = Remember.Request()
+            request.atoms_json = [json.dumps({
+                'kind': 'claim', 'frame': 'map', 'min': [1000 * i, 0, 0], 'max': [1000 * i + 500, 500, 500],
+                'from': 1, 'to': 2, 'confidence': 900, 'subject': f'pallet-{i}'})]
+            remembered = ask.call(cls.client, Remember, f'{B}/remember', request)
+            assert remembered.ok, remembered.error
+            committed = ask.commit(cls.client, peer=B)
+            assert committed.ok, committed.error
+        cls.witness_once()
+        cls.box = [-10000, -10000, -1000, 10000, 10000, 3000]
+
+    @classmethod
+    def witness_once(cls):
+        """The witness follows the chain up to its head: every Pulse so far is cosigned (a
+        witness runs all the time; here it is asked to catch up before each check)."""
+        out = sion('ledger', 'witness', '--ledger', cls.url, '--ledger-key', cls.ledger_key,
+                   '--key', cls.witness_key, '--state', os.path.join(cls.work, 'witness.state'), '--once')
+        assert out.returncode == 0, out.stdout + out.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.destroy_node()
+        cls.publisher.destroy_node()
+        rclpy.shutdown()
+        for p in reversed(cls.processes):
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for log in cls.logs:
+            log.close()
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def question(self):
+        return dict(frame='map', box=self.box, from_ns=self.first, to_ns=self.last + 1)
+
+    def test_both_robots_commit_to_the_one_fleet_ledger(self):
+        # Each robot's log is on the fleet ledger: no ledger of its own, its key pinned.
+        logs = set()
+        for robot in ('robot_a', 'robot_b'):
+            self.assertFalse(os.path.exists(os.path.join(self.data[robot], 'ledger')), robot)
+            with open(os.path.join(self.data[robot], 'memory.json')) as f:
+                config = json.load(f)
+            self.assertEqual((config['ledger_url'], config['ledger_key']), (self.url, self.ledger_key))
+            logs.add(config['log'])
+        self.assertEqual(len(logs), 2, 'two logs on the one ledger')
+        self.assertEqual(bytes(self.a2.head.ledger_key).hex(), self.ledger_key)
+        self.assertGreater(self.a2.head.size, self.a1.head.size)
+
+    def test_a_reader_checks_robot_a_against_the_fleet_ledger(self):
+        self.witness_once()
+        answer = ask.query_range(self.client, 'map', self.box, self.first, self.last + 1, peer=A)
+        self.assertTrue(answer.ok, answer.error)
+        poses = [a for a in answer.atoms if a.kind == 'pose']
+        self.assertGreaterEqual(len(poses), 150)
+        # Checked here: the fleet ledger's key and the witness come from the operator and the
+        # auditor; nothing robot A says decides it.
+        checked = ask.sion_verify.verify(bytes(answer.proof), self.ledger_key, witnesses=[self.witness_public],
+                                         quorum=1, **self.question())
+        self.assertEqual(checked['cosigned_by'], [self.witness_public])
+        self.assertIn(f'these {len(answer.atoms)} atoms are everything', checked['statement'])
+        # The Pulse's header, fetched from the fleet ledger by the reader's own tool, is the one
+        # the proof carries.
+        path = os.path.join(self.work, 'a.sionproof')
+        with open(path, 'wb') as f:
+            f.write(bytes(answer.proof))
+        out = sion('memory', 'verify', '--ledger', self.url, '--ledger-key', self.ledger_key,
+                   '--witnesses', self.witnesses, '--expect-frame', 'map',
+                   '--expect-box', ','.join(map(str, self.box)), '--expect-from', str(self.first),
+                   '--expect-to', str(self.last + 1), path)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn('cosigned by 1 of the 1 witnesses named (quorum 1): auditor', out.stdout)
+        # Robot A's header backdated by a second: the ledger's signature no longer holds.
+        proof = bytearray(answer.proof)
+        time_at = 8 + 1 + 32 + 1 + 8  # magic, attested, ledger key, header version, number
+        t = int.from_bytes(proof[time_at:time_at + 8], 'little', signed=True) - 1_000_000_000
+        proof[time_at:time_at + 8] = t.to_bytes(8, 'little', signed=True)
+        with self.assertRaises(ask.sion_verify.ProofError) as refused:
+            ask.sion_verify.verify(bytes(proof), self.ledger_key, **self.question())
+        self.assertEqual(refused.exception.code, 'attestation')
+        # And a witness the reader does not trust counts for nothing.
+        with self.assertRaises(ask.sion_verify.ProofError) as refused:
+            ask.sion_verify.verify(bytes(answer.proof), self.ledger_key, witnesses=['11' * 32], **self.question())
+        self.assertEqual(refused.exception.code, 'witnesses')
+
+    def test_robot_b_checks_robot_a_in_rust(self):
+        self.witness_once()
+        out = subprocess.run(
+            [PEER, 'ask', '--peer', A, '--ledger', self.url, '--ledger-key', self.ledger_key,
+             '--witnesses', self.witnesses, '--quorum', '1', '--frame', 'map',
+             '--box=' + ','.join(map(str, self.box)), '--from', str(self.first), '--to', str(self.last + 1)],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn(f'VALID answer from {A}', out.stdout)
+        self.assertIn('cosigned by 1 witness(es)', out.stdout)
+        self.assertIn("is the fleet ledger's", out.stdout)
+        self.assertIn('REFUSED backdated header that names its own key: wrong_ledger', out.stdout)
+        self.assertIn("REFUSED backdated header that names the fleet's key: attestation", out.stdout)
+
+    def test_a_writer_cannot_rewrite_its_past_on_the_fleet_ledger(self):
+        out = subprocess.run([PEER, 'backdate', '--data', self.data['robot_a'], '--ledger', self.url],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn('REFUSED a commit built on the version before the latest: stale', out.stdout)
+        self.assertIn('REFUSED the latest version moved back to an older head: shrinks', out.stdout)
+        self.assertIn('REFUSED the latest head rewritten (same size, another root): root_changed', out.stdout)
+        # Robot A goes on committing after them.
+        robot_run.play(self.publisher, 0.3)
+        again = ask.commit(self.client, peer=A)
+        self.assertTrue(again.ok, again.error)
+        self.assertGreater(again.head.size, self.a2.head.size)
+
+
+if __name__ == '__main__':
+    unittest.main()
