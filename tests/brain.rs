@@ -130,3 +130,144 @@ async fn sync_is_one_fold_for_cold_boot_and_steady_state() {
     assert_eq!(c.body().index_size(), size);
     assert_eq!(c.body_mut().index().root().expect("root"), steady_root);
 }
+
+/// A ledger that can be made unreachable, as a fleet ledger's service can be.
+struct Flaky {
+    inner: sion_memory::ledger::Ledger,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Flaky {
+    fn up(&self) -> Result<(), sion_memory::ledger::LedgerError> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(sion_memory::ledger::LedgerError::Remote {
+                ledger: "test://fleet".into(),
+                message: "cannot be reached (the test took it down)".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+mod flaky {
+    use sion_memory::ledger::link::LedgerLink;
+    use sion_memory::ledger::{
+        Account, Agent, LedgerError, LogId, MemoryLog, SignedHeader, SignedTx, StateProof, TxTimeProof,
+    };
+
+    impl LedgerLink for super::Flaky {
+        fn describe(&self) -> String {
+            "a ledger the test takes down".into()
+        }
+        fn public_key(&self) -> ed25519_dalek::VerifyingKey {
+            self.inner.public_key()
+        }
+        fn latest(&self) -> Result<SignedHeader, LedgerError> {
+            self.up()?;
+            LedgerLink::latest(&self.inner)
+        }
+        fn header(&self, pulse: u64) -> Result<SignedHeader, LedgerError> {
+            self.up()?;
+            LedgerLink::header(&self.inner, pulse)
+        }
+        fn nonce(&self, account: &Account) -> Result<u64, LedgerError> {
+            self.up()?;
+            LedgerLink::nonce(&self.inner, account)
+        }
+        fn log(&self, id: LogId) -> Result<Option<MemoryLog>, LedgerError> {
+            self.up()?;
+            LedgerLink::log(&self.inner, id)
+        }
+        fn log_count(&self) -> Result<u64, LedgerError> {
+            self.up()?;
+            LedgerLink::log_count(&self.inner)
+        }
+        fn agent(&self, name: &str) -> Result<Option<Agent>, LedgerError> {
+            self.up()?;
+            LedgerLink::agent(&self.inner, name)
+        }
+        fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError> {
+            self.up()?;
+            LedgerLink::submit(&mut self.inner, tx)
+        }
+        fn state_proof(&self, id: LogId, pulse: u64) -> Result<StateProof, LedgerError> {
+            self.up()?;
+            LedgerLink::state_proof(&self.inner, id, pulse)
+        }
+        fn tx_time_proof(&self, id: LogId, position: u64) -> Result<TxTimeProof, LedgerError> {
+            self.up()?;
+            LedgerLink::tx_time_proof(&self.inner, id, position)
+        }
+        fn last_commit_at_most(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError> {
+            self.up()?;
+            LedgerLink::last_commit_at_most(&self.inner, id, size)
+        }
+        fn first_commit_over(&self, id: LogId, size: u64) -> Result<Option<MemoryLog>, LedgerError> {
+            self.up()?;
+            LedgerLink::first_commit_over(&self.inner, id, size)
+        }
+        fn versions(&self, id: LogId, from: u64, limit: u64) -> Result<Vec<MemoryLog>, LedgerError> {
+            self.up()?;
+            LedgerLink::versions(&self.inner, id, from, limit)
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brain_whose_ledger_is_down_keeps_recording_and_commits_the_backlog_when_it_returns() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let down = std::sync::Arc::new(AtomicBool::new(false));
+    let link = Flaky {
+        inner: sion_memory::ledger::Ledger::create(&tmp.path().join("fleet")).expect("ledger"),
+        down: down.clone(),
+    };
+    let memory = Memory::create_linked(
+        &sion_memory::index::IndexConfig::default(),
+        &tmp.path().join("m"),
+        None,
+        Box::new(link),
+        "test://fleet",
+    )
+    .expect("create");
+    let (kernel, sensors) = MemoryKernel::new(memory).expect("kernel");
+    let config = BrainConfig { commit_period_ms: 0, ..BrainConfig::default() };
+    let mut def = Definition::new(config.cognet.clone(), Telemetry::new());
+    def.declare_loop(MemoryBrain::new(kernel, config));
+    let mut c = def.load().await.expect("load");
+    let input: Vec<Atom> = sion_memory::sim::Warehouse::new(Default::default()).take(1500).collect();
+    sensors.take_in(input[..1000].to_vec()).expect("append");
+    c.wake(&[], &CancellationToken::new()).await.expect("wake");
+    let before = c.body().stats().commits;
+    assert!(before >= 1);
+
+    // The ledger goes away: the brain's wakes go on, recording, and its commits fail.
+    down.store(true, Ordering::SeqCst);
+    sensors.take_in(input[1000..].to_vec()).expect("recording goes on");
+    for _ in 0..3 {
+        c.wake(&[], &CancellationToken::new()).await.expect("a failed commit stopped the brain");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let stats = c.body().stats().clone();
+    assert_eq!(stats.commits, before, "{stats:?}");
+    assert!(stats.commit_failures >= 1, "{stats:?}");
+    let backlog = c.body().index_size();
+    assert!(backlog >= 1500, "the atoms were not recorded meanwhile");
+
+    // It returns: the next commit due takes everything recorded meanwhile, at once.
+    down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    c.wake(&[], &CancellationToken::new()).await.expect("wake");
+    let stats = c.body().stats().clone();
+    assert!(stats.commits > before, "{stats:?}");
+    drop(c);
+    drop(sensors);
+    let ledger = sion_memory::ledger::Ledger::open(&tmp.path().join("fleet")).expect("the ledger");
+    use sion_memory::ledger::link::LedgerLink as _;
+    let log = sion_memory::ledger::LogId(0);
+    let first_back = ledger.versions(log, before + 1, 1).expect("versions");
+    assert!(
+        first_back.first().is_some_and(|v| v.head.size >= backlog),
+        "the first commit after the ledger came back did not take the whole backlog of {backlog}: {first_back:?}"
+    );
+}

@@ -242,7 +242,9 @@ async fn commit(
         }
         if started.elapsed() > COMMIT_TIMEOUT {
             return Err(format!(
-                "the brain has not committed within {} s (committed {committed} of {target} atoms)",
+                "the brain has not committed within {} s (committed {committed} of {target} atoms; \
+                 the atoms are recorded, and the node's log says why its commits fail — a ledger \
+                 that cannot be reached?)",
                 COMMIT_TIMEOUT.as_secs()
             ));
         }

@@ -344,6 +344,8 @@ pub struct BrainStats {
     pub commits: u64,
     /// (Pulse, size) of the last commit.
     pub last_commit: Option<(u64, u64)>,
+    /// Commits that failed (the ledger unreachable or refusing); each is tried again later.
+    pub commit_failures: u64,
 }
 
 /// The memory brain.
@@ -372,6 +374,11 @@ pub struct MemoryBrain {
     /// everything it had folded at that time.
     commit_now: Arc<AtomicBool>,
     stats: BrainStats,
+    /// Commits failed in a row, and when to try again: a ledger that cannot be reached (a fleet
+    /// ledger's service down) must not stop the brain; the atoms stay recorded, and the first
+    /// commit that succeeds takes the whole backlog.
+    failing: u32,
+    retry_at: Option<Instant>,
 }
 
 /// A handle that asks the brain to commit at its next wake rather than when its period says.
@@ -426,6 +433,8 @@ impl MemoryBrain {
             last_commit: Instant::now(),
             commit_now: Arc::default(),
             stats: BrainStats::default(),
+            failing: 0,
+            retry_at: None,
         }
     }
 
@@ -539,10 +548,33 @@ impl MemoryBrain {
                 }
             }
         }
-        if self.commit_due(false) {
+        if self.commit_due(false) && self.retry_at.is_none_or(|t| Instant::now() >= t) {
             let size = self.index.size();
             let index_root = self.index.root()?;
-            let result = self.kernel.run(Action::Commit { size, index_root }).await?;
+            let result = match self.kernel.run(Action::Commit { size, index_root }).await {
+                Ok(r) => r,
+                Err(e) => {
+                    self.failing += 1;
+                    self.stats.commit_failures += 1;
+                    // Back off from 100 ms, doubling, to the commit period (at most 30 s).
+                    let cap = Duration::from_millis(self.config.commit_period_ms.clamp(100, 30_000));
+                    let wait = (Duration::from_millis(100) * 2u32.saturating_pow(self.failing - 1)).min(cap);
+                    self.retry_at = Some(Instant::now() + wait);
+                    tracing::warn!(
+                        "commit of {size} atoms failed ({e}); they stay recorded here, trying again in {:.1} s",
+                        wait.as_secs_f64()
+                    );
+                    return Ok(());
+                }
+            };
+            if self.failing > 0 {
+                tracing::info!(
+                    "committed {size} atoms after {} failed attempt(s): the backlog in one commit",
+                    self.failing
+                );
+                self.failing = 0;
+                self.retry_at = None;
+            }
             if self.last_checkpoint.elapsed() >= Duration::from_millis(self.config.index_checkpoint_ms)
                 || self.stats.commits == 0
             {
