@@ -471,18 +471,31 @@ impl FleetLedger {
 
     /// That log `id` stood as it did at Pulse `pulse`: the logs as etcd held them at the
     /// revision of that Pulse's own transaction (the `mod_revision` of `P/pulse/N`), the tree
-    /// over them checked against the header before the path is given.
+    /// over them checked against the header before the path is given. Once etcd has compacted
+    /// that revision away (its `--auto-compaction-*`), the same logs are rebuilt from their
+    /// version records, which are never compacted: each log's last version committed at or
+    /// before the Pulse ([`FleetLedger::logs_at_pulse`]).
     pub async fn state_proof(&mut self, id: LogId, pulse: u64) -> Result<StateProof, FleetError> {
         let header = self.header(pulse).await?;
         let rest = format!("pulse/{}", n20(pulse));
         let resp = self.get(self.key_of(&rest), None).await?;
         let revision = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?.mod_revision();
         let options = GetOptions::new().with_prefix().with_revision(revision);
-        let resp = self.get(self.key_of("log/"), Some(options)).await?;
-        let mut logs = Vec::new();
-        for kv in resp.kvs() {
-            logs.push(MemoryLog::decode(kv.value()).map_err(|e| self.damaged("log/", e.to_string()))?);
-        }
+        let logs = match self.get(self.key_of("log/"), Some(options)).await {
+            Ok(resp) => {
+                let mut logs = Vec::new();
+                for kv in resp.kvs() {
+                    logs.push(
+                        MemoryLog::decode(kv.value()).map_err(|e| self.damaged("log/", e.to_string()))?,
+                    );
+                }
+                logs
+            }
+            Err(FleetError::Etcd { message, .. }) if message.contains("compacted") => {
+                self.logs_at_pulse(pulse, header.header.logs).await?
+            }
+            Err(e) => return Err(e),
+        };
         let tree = MemoryTree::<Blake3>::from_leaves(logs.iter().map(MemoryLog::encode));
         if tree.size() != header.header.logs || tree.root() != header.header.state_root {
             return Err(self.damaged(&rest, "the logs at its revision are not the state its header signs"));
@@ -491,6 +504,49 @@ impl FleetLedger {
         let path = merkle::inclusion_path::<Blake3, _>(&tree, id.0, tree.size())
             .map_err(|_| LedgerError::UnknownLog(id))?;
         Ok(StateProof { header, log, path })
+    }
+
+    /// The first `count` logs as they stood at Pulse `pulse`, from their version records:
+    /// log `i`'s last version committed at or before the Pulse (version 0 is its opening, so
+    /// every log the Pulse's state counts has one). A binary search of each log's versions.
+    pub async fn logs_at_pulse(&mut self, pulse: u64, count: u64) -> Result<Vec<MemoryLog>, FleetError> {
+        let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
+        for i in 0..count {
+            let current = self.log(LogId(i)).await?.ok_or(LedgerError::UnknownLog(LogId(i)))?;
+            // The first version committed after the Pulse: committed_at never decreases.
+            let (mut lo, mut hi) = (0, current.commits + 1);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if self.version(current.id, mid, &current).await?.committed_at > pulse {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            if lo == 0 {
+                return Err(self.damaged(
+                    &format!("version/{}/", n20(i)),
+                    format!("log {i} is counted by Pulse {pulse} but opened after it"),
+                ));
+            }
+            out.push(self.version(current.id, lo - 1, &current).await?);
+        }
+        Ok(out)
+    }
+
+    /// Compact etcd's history of the ledger's keys up to the revision of Pulse `keep_from`
+    /// (what etcd's `--auto-compaction-*` does by itself): the revisions before it are dropped,
+    /// and state proofs of earlier Pulses are then rebuilt from version records. Returns the
+    /// revision compacted to.
+    pub async fn compact_before(&mut self, keep_from: u64) -> Result<i64, FleetError> {
+        let rest = format!("pulse/{}", n20(keep_from));
+        let resp = self.get(self.key_of(&rest), None).await?;
+        let revision = resp.kvs().first().ok_or(LedgerError::NoPulse(keep_from))?.mod_revision();
+        self.client
+            .compact(revision, Some(etcd_client::CompactionOptions::new().with_physical()))
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(revision)
     }
 
     /// Version `k` of log `id` (the version after `k` commits).

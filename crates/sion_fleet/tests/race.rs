@@ -135,3 +135,62 @@ async fn front_ends_racing_never_share_a_pulse_and_one_commit_of_a_version_wins(
         Err(FleetError::Refused(LedgerError::NotRecorded { .. }))
     ));
 }
+
+/// etcd compacts its history (an operator's `--auto-compaction-*`): state proofs of Pulses
+/// whose revisions are gone are rebuilt from the logs' version records, the same bytes, and
+/// transaction-time proofs of old atoms still hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_proofs_outlive_the_compaction_of_etcds_history() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[43; 32]);
+    let mut ledger =
+        FleetLedger::init(&[etcd.url()], "/sion-ledger/compact/", key.clone()).await.expect("init");
+    let writers = [SigningKey::from_bytes(&[5; 32]), SigningKey::from_bytes(&[6; 32])];
+    let mut logs = Vec::new();
+    for w in &writers {
+        logs.push(open_log(&mut ledger, w).await);
+    }
+    // The two logs commit in turn, growing by 10 and by 7.
+    let mut sizes = [0u64, 0];
+    for round in 0..6u64 {
+        for (i, w) in writers.iter().enumerate() {
+            let step = if i == 0 { 10 } else { 7 };
+            let nonce = ledger.nonce(&account_of(w)).await.expect("nonce");
+            let tx = commit(w, nonce, logs[i], round, sizes[i], sizes[i] + step);
+            ledger.submit(tx).await.expect("commit");
+            sizes[i] += step;
+        }
+    }
+    let latest = ledger.latest().await.expect("latest").header.number;
+    let mut before = Vec::new();
+    for p in 2..=latest {
+        for &log in &logs {
+            // A log opened after Pulse p is not in its state.
+            before.push((p, log, ledger.state_proof(log, p).await.ok()));
+        }
+    }
+    let mut times = Vec::new();
+    for pos in [0u64, 15, 59] {
+        times.push((pos, ledger.tx_time_proof(logs[0], pos).await.expect("time proof")));
+    }
+
+    let revision = ledger.compact_before(latest).await.expect("compact");
+    // The history is gone: a read at an older revision is refused by etcd itself.
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("client");
+    let old = etcd_client::GetOptions::new().with_prefix().with_revision(revision - 1);
+    let e = raw.get("/sion-ledger/compact/log/", Some(old)).await.expect_err("compacted");
+    assert!(e.to_string().contains("compacted"), "{e}");
+    for (p, log, proof) in before {
+        let again = ledger.state_proof(log, p).await.ok();
+        assert_eq!(again, proof, "the state proof of log {log} at Pulse {p} changed after compaction");
+        if let Some(proof) = again {
+            proof.verify(&key.verifying_key()).expect("verifies");
+        }
+    }
+    for (pos, t) in times {
+        let again = ledger.tx_time_proof(logs[0], pos).await.expect("time proof after compaction");
+        assert_eq!(again, t);
+        again.verify(&key.verifying_key()).expect("holds");
+    }
+}
