@@ -8,6 +8,7 @@
 //! no front-end signs a header that did not win its number, and a Pulse left unsigned by a
 //! front-end that died is completed by any other with the same bytes.
 
+pub mod archive;
 pub mod client;
 pub mod local;
 pub mod service;
@@ -48,6 +49,10 @@ pub enum FleetError {
     /// front-end does not accept.
     #[error("cosignature refused: {0}")]
     Cosignature(String),
+    /// An archived Pulse that cannot be read (no archive given, its segment missing or
+    /// damaged), or an archiving that cannot be done.
+    #[error("the archive of old Pulses: {0}")]
+    Archive(String),
     /// The head moved under every attempt.
     #[error("the head moved under each of {0} attempts (too many front-ends racing for one Pulse?)")]
     Contention(u32),
@@ -115,6 +120,10 @@ pub struct FleetLedger {
     cached: Option<Snapshot>,
     /// Compare-and-swaps this front-end lost to another.
     lost: u64,
+    /// Where archived Pulses' segments are (`sion ledger serve --archive DIR`).
+    archive_dir: Option<std::path::PathBuf>,
+    /// The last segment read, checked.
+    segment: Option<archive::Segment>,
 }
 
 /// The state and the latest header, as of one revision of `P/head`.
@@ -240,8 +249,16 @@ impl FleetLedger {
         let joined = endpoints.join(",");
         let client =
             Client::connect(endpoints, Some(connect_options())).await.map_err(|e| etcd_err(&joined, e))?;
-        let mut ledger =
-            Self { client, endpoints: joined, prefix: prefix.to_owned(), key, cached: None, lost: 0 };
+        let mut ledger = Self {
+            client,
+            endpoints: joined,
+            prefix: prefix.to_owned(),
+            key,
+            cached: None,
+            lost: 0,
+            archive_dir: None,
+            segment: None,
+        };
         let resp = ledger.get(ledger.key_of("key"), None).await?;
         let Some(kv) = resp.kvs().first() else { return Err(FleetError::Missing(ledger.prefix.clone())) };
         let ours = ledger.key.verifying_key().to_bytes();
@@ -349,17 +366,25 @@ impl FleetLedger {
         let options = at.map(|r| GetOptions::new().with_revision(r));
         let resp = self.get(self.key_of(&rest), options).await?;
         let kv = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?;
-        let v = kv.value();
+        self.entry_header(&rest, kv.value())
+    }
+
+    /// The header at the end of a Pulse's entry (`P/pulse/N`).
+    fn entry_header(&self, rest: &str, v: &[u8]) -> Result<PulseHeader, FleetError> {
         if v.len() < 89 {
-            return Err(self.damaged(&rest, "shorter than a header"));
+            return Err(self.damaged(rest, "shorter than a header"));
         }
-        PulseHeader::decode(&v[v.len() - 89..]).map_err(|e| self.damaged(&rest, e.to_string()))
+        PulseHeader::decode(&v[v.len() - 89..]).map_err(|e| self.damaged(rest, e.to_string()))
     }
 
     /// Pulse `number`'s signed header, its signature completed if the front-end that won it
     /// died before writing it (the same bytes: the header is fixed, the signature deterministic).
+    /// An archived Pulse's comes from its segment.
     pub async fn header(&mut self, number: u64) -> Result<SignedHeader, FleetError> {
-        let header = self.pulse_header(number, None).await?;
+        let rest = format!("pulse/{}", n20(number));
+        let resp = self.get(self.key_of(&rest), None).await?;
+        let Some(kv) = resp.kvs().first() else { return Ok(self.archived(number).await?.header) };
+        let header = self.entry_header(&rest, kv.value())?;
         let rest = format!("sig/{}", n20(number));
         let resp = self.get(self.key_of(&rest), None).await?;
         let signature: [u8; 64] = match resp.kvs().first() {
@@ -479,7 +504,11 @@ impl FleetLedger {
         let header = self.header(pulse).await?;
         let rest = format!("pulse/{}", n20(pulse));
         let resp = self.get(self.key_of(&rest), None).await?;
-        let revision = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?.mod_revision();
+        // An archived Pulse has no revision in etcd any more: its logs come from version records.
+        let Some(revision) = resp.kvs().first().map(|kv| kv.mod_revision()) else {
+            let logs = self.logs_at_pulse(pulse, header.header.logs).await?;
+            return self.state_proof_over(id, header, logs, &rest);
+        };
         let options = GetOptions::new().with_prefix().with_revision(revision);
         let logs = match self.get(self.key_of("log/"), Some(options)).await {
             Ok(resp) => {
@@ -496,9 +525,19 @@ impl FleetLedger {
             }
             Err(e) => return Err(e),
         };
+        self.state_proof_over(id, header, logs, &rest)
+    }
+
+    fn state_proof_over(
+        &self,
+        id: LogId,
+        header: SignedHeader,
+        logs: Vec<MemoryLog>,
+        rest: &str,
+    ) -> Result<StateProof, FleetError> {
         let tree = MemoryTree::<Blake3>::from_leaves(logs.iter().map(MemoryLog::encode));
         if tree.size() != header.header.logs || tree.root() != header.header.state_root {
-            return Err(self.damaged(&rest, "the logs at its revision are not the state its header signs"));
+            return Err(self.damaged(rest, "the logs at its revision are not the state its header signs"));
         }
         let log = logs.get(id.0 as usize).cloned().ok_or(LedgerError::UnknownLog(id))?;
         let path = merkle::inclusion_path::<Blake3, _>(&tree, id.0, tree.size())
@@ -594,6 +633,11 @@ impl FleetLedger {
                 "Pulse {number} does not exist yet (the latest is {latest})"
             )));
         }
+        if number < self.archived_mark().await?.0 {
+            return Err(FleetError::Cosignature(format!(
+                "Pulse {number} is archived: its cosignatures are closed; cosign a newer one"
+            )));
+        }
         let header = self.header(number).await?.header;
         if !c.holds(&self.public_key().to_bytes(), &header) {
             return Err(FleetError::Cosignature(format!(
@@ -621,6 +665,9 @@ impl FleetLedger {
                 .try_into()
                 .map_err(|_| self.damaged(&rest, "a cosignature that is not 64 bytes"))?;
             out.push(Cosignature { witness, signature });
+        }
+        if out.is_empty() && number < self.archived_mark().await?.0 {
+            return Ok(self.archived(number).await?.cosignatures);
         }
         Ok(out)
     }

@@ -77,6 +77,7 @@ fn status(e: FleetError) -> Status {
         FleetError::Etcd { .. } => Status::unavailable(e.to_string()),
         FleetError::Contention(_) => Status::resource_exhausted(e.to_string()),
         FleetError::Cosignature(_) => coded(Status::failed_precondition(e.to_string()), "cosignature"),
+        FleetError::Archive(_) => coded(Status::failed_precondition(e.to_string()), "archived"),
         other => Status::internal(other.to_string()),
     }
 }

@@ -25,6 +25,26 @@ pub enum LedgerCommand {
     /// ledger's operator; readers name witnesses with `sion memory verify --witnesses FILE
     /// --quorum K`. Exits 4, printing both headers, if the ledger shows it a fork.
     Witness(WitnessArgs),
+    /// Move old Pulses out of etcd into segment files (docs/FLEET-LEDGER.md, "The archive of
+    /// old Pulses"): what etcd's compaction cannot drop is the chain itself, about 1.3 KiB a
+    /// Pulse. Every front-end then needs the same directory (`serve --archive DIR`) to serve
+    /// archived headers; state and transaction-time proofs need only etcd. Run it from cron.
+    Archive(ArchiveArgs),
+}
+
+#[derive(Args)]
+pub struct ArchiveArgs {
+    #[command(flatten)]
+    ledger: LedgerArgs,
+    /// The archive directory (shared by every front-end: a network mount, or synced).
+    #[arg(long, value_name = "DIR")]
+    archive: PathBuf,
+    /// Keep this many of the latest Pulses in etcd.
+    #[arg(long, default_value_t = 1_000_000)]
+    keep: u64,
+    /// Pulses a segment file holds at most.
+    #[arg(long, default_value_t = sion_fleet::archive::SEGMENT_PULSES)]
+    per_segment: u64,
 }
 
 #[derive(Args)]
@@ -82,6 +102,9 @@ pub struct ServeArgs {
     /// front-end keeps none.
     #[arg(long, value_name = "FILE")]
     witnesses: Option<PathBuf>,
+    /// Where `sion ledger archive` put old Pulses: headers of archived Pulses are read from it.
+    #[arg(long, value_name = "DIR")]
+    archive: Option<PathBuf>,
 }
 
 pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
@@ -94,6 +117,7 @@ pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
         match cmd {
             LedgerCommand::Init(a) => init(a).await,
             LedgerCommand::Serve(a) => serve(a).await,
+            LedgerCommand::Archive(a) => archive(a).await,
             LedgerCommand::Witness(_) => unreachable!("run on its own above"),
         }
     })
@@ -164,8 +188,34 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
             () = terminated => {}
         }
     };
+    let ledger = match &a.archive {
+        Some(dir) => ledger.with_archive(dir),
+        None => ledger,
+    };
     let service = sion_fleet::service::Service::new(ledger).accepting(witnesses);
     sion_fleet::service::serve_service(service, a.listen, stop).await.map_err(|e| anyhow!(e))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn archive(a: ArchiveArgs) -> Result<ExitCode> {
+    let key = sion_memory::ledger::read_key(&a.ledger.key)
+        .with_context(|| format!("reading the ledger key {}", a.ledger.key.display()))?;
+    std::fs::create_dir_all(&a.archive).with_context(|| format!("making {}", a.archive.display()))?;
+    let mut ledger = sion_fleet::FleetLedger::connect(&endpoints(&a.ledger), &a.ledger.prefix, key)
+        .await
+        .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?
+        .with_archive(&a.archive);
+    let latest = ledger.latest().await?.header.number;
+    let before = latest.saturating_sub(a.keep.saturating_sub(1));
+    let r = ledger.archive_before(before, a.per_segment).await?;
+    outln!(
+        "archived {} Pulse(s) in {} segment(s) to {}: Pulses 0..{} are in the archive, {}..={latest} in etcd",
+        r.pulses,
+        r.segments,
+        a.archive.display(),
+        r.archived_to,
+        r.archived_to
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,0 +1,154 @@
+//! Old Pulses out of etcd, on a real etcd: archived into segment files beside the ledger,
+//! every header, cosignature, state proof and transaction-time proof is what it was; a front-end
+//! given the archive reads them, one without says why it cannot; a damaged segment is refused
+//! naming it; archiving goes on from its mark as the chain grows.
+
+use ed25519_dalek::SigningKey;
+use etcd_client::GetOptions;
+use sion_fleet::local::Etcd;
+use sion_fleet::{FleetError, FleetLedger};
+use sion_store::ledger::{Head, LogId, SignedTx, Tx, account_of};
+use sion_verify::ledger::Cosignature;
+use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
+
+fn tree(n: u64) -> MemoryTree<Blake3> {
+    MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
+}
+
+fn commit(writer: &SigningKey, nonce: u64, log: LogId, version: u64, from: u64, to: u64) -> SignedTx {
+    let proof =
+        if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
+    let head = Head { size: to, root: tree(to).root(), index: [0; 32], manifest: [0; 32] };
+    SignedTx::sign(writer, nonce, Tx::CommitMemory { log, version, head, proof, seal: false })
+}
+
+async fn keys(etcd: &Etcd, prefix: &str) -> usize {
+    let mut c = etcd_client::Client::connect([etcd.url()], None).await.expect("client");
+    let resp = c.get(prefix, Some(GetOptions::new().with_prefix().with_keys_only())).await.expect("get");
+    resp.kvs().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_pulses_move_to_segments_and_read_back_the_same() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let archive = tmp.path().join("archive");
+    std::fs::create_dir_all(&archive).expect("archive dir");
+    let key = SigningKey::from_bytes(&[44; 32]);
+    let prefix = "/sion-ledger/archive/";
+    let mut ledger =
+        FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init").with_archive(&archive);
+    let writers = [SigningKey::from_bytes(&[7; 32]), SigningKey::from_bytes(&[8; 32])];
+    let mut logs = Vec::new();
+    for w in &writers {
+        ledger
+            .submit(SignedTx::sign(w, 0, Tx::OpenMemory { agent: None, policy: [0; 32] }))
+            .await
+            .expect("open");
+        logs.push(LogId(ledger.log_count().await.expect("count") - 1));
+    }
+    let mut sizes = [0u64, 0];
+    let mut round = 0u64;
+    let mut grow = async |ledger: &mut FleetLedger, rounds: u64| {
+        for _ in 0..rounds {
+            for (i, w) in writers.iter().enumerate() {
+                let nonce = ledger.nonce(&account_of(w)).await.expect("nonce");
+                let step = 5 + i as u64;
+                ledger
+                    .submit(commit(w, nonce, logs[i], round, sizes[i], sizes[i] + step))
+                    .await
+                    .expect("commit");
+                sizes[i] += step;
+            }
+            round += 1;
+        }
+    };
+    grow(&mut ledger, 8).await;
+    // A witness cosigned some Pulses: cosignatures move with them.
+    let witness = SigningKey::from_bytes(&[9; 32]);
+    for n in [0u64, 3, 7] {
+        let h = ledger.header(n).await.expect("header").header;
+        let c = Cosignature::sign(&witness, &key.verifying_key().to_bytes(), &h);
+        ledger.add_cosignature(n, c).await.expect("cosign");
+    }
+    let latest = ledger.latest().await.expect("latest").header.number;
+    let mut before = Vec::new();
+    for n in 0..=latest {
+        let header = ledger.header(n).await.expect("header");
+        let cosigs = ledger.cosignatures(n).await.expect("cosignatures");
+        let states: Vec<_> = {
+            let mut v = Vec::new();
+            for &log in &logs {
+                v.push(ledger.state_proof(log, n).await.ok());
+            }
+            v
+        };
+        before.push((header, cosigs, states));
+    }
+    let time = ledger.tx_time_proof(logs[0], 12).await.expect("time proof");
+    let pulses_in_etcd = keys(&etcd, &format!("{prefix}pulse/")).await;
+
+    // Everything but the last two Pulses, in segments of 5.
+    let report = ledger.archive_before(latest - 1, 5).await.expect("archive");
+    assert_eq!(report.archived_to, latest - 1);
+    assert_eq!(report.pulses, latest - 1);
+    assert_eq!(report.segments, (latest - 1).div_ceil(5));
+    assert_eq!(keys(&etcd, &format!("{prefix}pulse/")).await, pulses_in_etcd - (latest - 1) as usize);
+    assert_eq!(keys(&etcd, &format!("{prefix}sig/")).await, 2, "signatures of archived Pulses left in etcd");
+    assert_eq!(keys(&etcd, &format!("{prefix}cosig/")).await, 0);
+
+    // Read back through a new front-end with the archive: the same bytes.
+    let mut reader = FleetLedger::connect(&[etcd.url()], prefix, key.clone())
+        .await
+        .expect("connect")
+        .with_archive(&archive);
+    for (n, (header, cosigs, states)) in before.iter().enumerate() {
+        let n = n as u64;
+        assert_eq!(&reader.header(n).await.expect("archived header"), header, "Pulse {n}");
+        assert_eq!(&reader.cosignatures(n).await.expect("cosignatures"), cosigs, "Pulse {n}");
+        for (i, &log) in logs.iter().enumerate() {
+            assert_eq!(reader.state_proof(log, n).await.ok(), states[i], "log {log} at Pulse {n}");
+        }
+    }
+    assert_eq!(reader.tx_time_proof(logs[0], 12).await.expect("time proof"), time);
+    // Archived Pulses take no more cosignatures.
+    let h = reader.header(2).await.expect("header").header;
+    let late = Cosignature::sign(&witness, &key.verifying_key().to_bytes(), &h);
+    assert!(matches!(reader.add_cosignature(2, late).await, Err(FleetError::Cosignature(_))));
+
+    // A front-end without the archive says what it lacks.
+    let mut blind = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let e = blind.header(1).await.expect_err("no archive");
+    assert!(e.to_string().contains("--archive"), "{e}");
+    assert_eq!(blind.header(latest).await.expect("the latest stays in etcd"), before[latest as usize].0);
+
+    // The chain grows on, and archiving goes on from its mark.
+    grow(&mut ledger, 3).await;
+    let latest2 = ledger.latest().await.expect("latest").header.number;
+    let report = ledger.archive_before(latest2, 100).await.expect("archive again");
+    assert_eq!((report.archived_to, report.pulses), (latest2, latest2 - (latest - 1)));
+    assert_eq!(keys(&etcd, &format!("{prefix}pulse/")).await, 1);
+    let mut reader2 = FleetLedger::connect(&[etcd.url()], prefix, key.clone())
+        .await
+        .expect("connect")
+        .with_archive(&archive);
+    for n in [0, latest - 1, latest2 - 1] {
+        reader2.header(n).await.expect("archived header");
+    }
+    // New commits still go on, their proofs still hold.
+    grow(&mut ledger, 1).await;
+    let p = ledger.latest().await.expect("latest").header.number;
+    ledger.state_proof(logs[1], p).await.expect("state").verify(&key.verifying_key()).expect("verifies");
+
+    // A damaged segment is refused, naming it.
+    let first = archive.join(sion_fleet::archive::segment_name(0, 5));
+    let mut bytes = std::fs::read(&first).expect("segment");
+    bytes[40] ^= 1;
+    std::fs::write(&first, &bytes).expect("damage");
+    let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone())
+        .await
+        .expect("connect")
+        .with_archive(&archive);
+    let e = fresh.header(2).await.expect_err("damaged segment");
+    assert!(e.to_string().contains("pulses-") && e.to_string().contains("damaged"), "{e}");
+}
