@@ -52,7 +52,7 @@ rm -rf "$lifetime_dir"
 # The API documentation builds without a warning (broken links, missing docs where asked).
 phase "docs (cargo doc, warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p sion_verify -p sion_store -p sion_cognet \
-    -p sion_brain -p sion_ingest -p sion_bag -p sion_fleet -p sion_memory
+    -p sion_brain -p sion_ingest -p sion_bag -p sion_fleet -p sion_seal -p sion_memory
 
 # The Python verifier (python/, pyo3 + maturin) in the ROS 2 environment rclpy readers use,
 # through the conformance suite; the graph tests below verify with it too.
@@ -89,8 +89,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 phase "fuzzing"
 # Every input from outside: proof files, atoms (binary, JSON lines), bags and their chunks, ROS
-# messages through each conversion, and memory directories whose files were damaged.
-for target in proof_file atom atom_json bag chunk ingest store_open; do
+# messages through each conversion, memory directories whose files were damaged, and sealed
+# payloads, wrapped keys and key covers.
+for target in proof_file atom atom_json bag chunk ingest store_open sealed; do
     corpus=$(mktemp -d)
     cp fuzz/seeds/"$target"/* "$corpus"/
     # Inputs that once crashed a target stay in its corpus (fuzz/regressions/TARGET).
