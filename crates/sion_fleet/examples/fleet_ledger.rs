@@ -180,7 +180,7 @@ async fn service(
     let mut urls = Vec::new();
     let mut stops = Vec::new();
     for _ in 0..fronts {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr");
+        let addr = sion_fleet::local::free_addr().expect("a free loopback port");
         let ledger = FleetLedger::connect(&[url], prefix, ledger_key.clone()).await.expect("connect");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(sion_fleet::service::serve(ledger, addr, async move {

@@ -11,8 +11,14 @@ pub struct Etcd {
     client_url: String,
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// A loopback port free at the time of asking (for etcd members and front-ends in tests).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(free_addr()?.port())
+}
+
+/// A loopback address whose port is free at the time of asking.
+pub fn free_addr() -> std::io::Result<std::net::SocketAddr> {
+    std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
 }
 
 impl Etcd {

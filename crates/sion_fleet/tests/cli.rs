@@ -67,7 +67,7 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     let wf = wfile.to_str().expect("utf8");
 
     let archive = tmp.path().join("archive");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let port = sion_fleet::local::free_port().expect("a free loopback port");
     let listen = format!("127.0.0.1:{port}");
     let url = format!("http://{listen}");
     let serve = || async {

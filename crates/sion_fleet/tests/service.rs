@@ -16,7 +16,7 @@ use sion_store::memory::Memory;
 use sion_store::sim::{Warehouse, WarehouseConfig};
 
 fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr")
+    sion_fleet::local::free_addr().expect("a free loopback port")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

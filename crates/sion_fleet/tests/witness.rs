@@ -21,7 +21,7 @@ use sion_verify::ledger::{Cosignature, SignedHeader};
 use sion_verify::proof::{self, Expect};
 
 fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr")
+    sion_fleet::local::free_addr().expect("a free loopback port")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
