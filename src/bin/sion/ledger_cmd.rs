@@ -151,10 +151,7 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
     let witnesses = match &a.witnesses {
         None => Vec::new(),
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            let named = sion_memory::ledger::Witnesses::parse_file(&text)
-                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let named = crate::memory_cmd::read_witnesses(path)?;
             eprintln!(
                 "keeping cosignatures from {} witness(es): {}",
                 named.len(),

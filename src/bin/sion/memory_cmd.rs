@@ -243,7 +243,7 @@ pub enum ProveCommand {
 }
 
 /// Witnesses as a witnesses file names them: name and public key.
-type NamedWitnesses = Vec<(String, [u8; 32])>;
+pub(crate) type NamedWitnesses = Vec<(String, [u8; 32])>;
 
 #[derive(Args)]
 pub struct VerifyArgs {
@@ -312,7 +312,7 @@ pub struct VerifyArgs {
 
 impl VerifyArgs {
     /// What the reader said it asked.
-    fn expect(&self) -> Result<Expect> {
+    fn expect(&self, witnesses: Option<&(NamedWitnesses, usize)>) -> Result<Expect> {
         let question = if let Some(frame) = &self.expect_frame {
             let (Some(b), Some(from), Some(to)) = (&self.expect_box, self.expect_from, self.expect_to) else {
                 bail!("--expect-frame needs --expect-box, --expect-from and --expect-to");
@@ -329,8 +329,8 @@ impl VerifyArgs {
             self.expect_recorded.map(|position| Question::Recorded { position })
         };
         let mut expect = Expect { question, at_least: self.expect_at_least, ..Expect::default() };
-        if let Some((named, quorum)) = self.witnesses()? {
-            expect = expect.cosigned_by(named.iter().map(|(_, k)| *k).collect(), quorum);
+        if let Some((named, quorum)) = witnesses {
+            expect = expect.cosigned_by(named.iter().map(|(_, k)| *k).collect(), *quorum);
         }
         Ok(expect)
     }
@@ -338,9 +338,7 @@ impl VerifyArgs {
     /// The witnesses file, read, and the quorum.
     fn witnesses(&self) -> Result<Option<(NamedWitnesses, usize)>> {
         let Some(path) = &self.witnesses else { return Ok(None) };
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let named = sion_memory::ledger::Witnesses::parse_file(&text)
-            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        let named = read_witnesses(path)?;
         if named.is_empty() {
             bail!("{}: names no witness", path.display());
         }
@@ -350,6 +348,12 @@ impl VerifyArgs {
         }
         Ok(Some((named, quorum)))
     }
+}
+
+/// A witnesses file (lines `name hex-key`), read and parsed; errors name the file and line.
+pub(crate) fn read_witnesses(path: &Path) -> Result<NamedWitnesses> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    sion_memory::ledger::Witnesses::parse_file(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
 pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
@@ -940,7 +944,8 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
         use sion_memory::ledger::link::LedgerLink as _;
         service.as_ref().map(|s| s.public_key())
     });
-    let expect = a.expect()?;
+    let witnesses = a.witnesses()?;
+    let expect = a.expect(witnesses.as_ref())?;
     let mut file = ProofFile::decode(&bytes);
     // Cosignatures the file lacks, from the service: each is checked like those it carries.
     if let (Ok(f), Some(service), Some(w)) = (&mut file, &service, &expect.witnesses) {
@@ -973,7 +978,7 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
             } else if anchored {
                 outln!("VALID {}", a.file.display());
                 print_verified(&v)?;
-                if let Some((named, quorum)) = a.witnesses()? {
+                if let Some((named, quorum)) = &witnesses {
                     let names: Vec<&str> = named
                         .iter()
                         .filter(|(_, k)| v.cosigned.contains(k))
