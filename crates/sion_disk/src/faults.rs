@@ -8,7 +8,8 @@
 //! The account follows the strict POSIX reading (ALICE's, or redb's fuzzer's): a file's bytes
 //! are durable once it is fsynced, its name once its directory is. Simplifications: a
 //! directory is durable once made and is not itself accounted (renaming one — the memory sets
-//! a damaged index aside so — is not undone by a crash); a file is accounted by its inode, so
+//! a damaged index aside so — is not undone by a crash, and the names seen under its old path
+//! go with it); a file is accounted by its inode, so
 //! hard links are not modelled (the memory makes none).
 
 use std::collections::{BTreeMap, HashMap};
@@ -146,8 +147,9 @@ impl Faults {
     pub fn crash(&self) -> io::Result<()> {
         let mut s = self.state();
         for (path, durable) in std::mem::take(&mut s.names) {
-            if path.is_dir() {
-                // Directories are outside the account (a rename of one moves what it holds).
+            if path.is_dir() || !path.parent().is_some_and(Path::is_dir) {
+                // Directories are outside the account: a rename of one moves what it holds,
+                // and a name whose directory was renamed away or removed went with it.
                 continue;
             }
             match durable {
@@ -343,6 +345,23 @@ mod tests {
         assert_eq!(fs::read(dir.join("synced")).expect("synced"), b"kept", "the rename is undone");
         assert!(!dir.join("nameless").exists());
         assert!(!dir.join("tmp").exists());
+    }
+
+    #[test]
+    fn a_crash_leaves_the_names_of_a_directory_renamed_away_with_it() {
+        // The memory sets a damaged index directory aside; if the power goes before the new
+        // one is made, the names the account saw under the old path have no directory.
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("index");
+        fs::create_dir(&dir).expect("mkdir");
+        let faults = Arc::new(Faults::new());
+        let disk = Disk::new(faults.clone());
+        disk.write_file(&dir.join("checkpoint"), b"v1").expect("write");
+        disk.sync_dir(&dir).expect("sync dir");
+        disk.rename(&dir, &tmp.path().join("index.damaged")).expect("set aside");
+        faults.crash().expect("crash");
+        assert!(!dir.exists(), "a directory's rename is not undone");
+        assert_eq!(fs::read(tmp.path().join("index.damaged/checkpoint")).expect("moved"), b"v1");
     }
 
     #[test]
