@@ -5,10 +5,12 @@
 
 mod cover;
 mod sealed;
+mod store;
 mod wrap;
 
 pub use cover::{Cover, DEPTH, Node};
 pub use sealed::{SealKind, Sealed, aad};
+pub use store::KeyStore;
 pub use wrap::{MemberKey, Wrapped, member_key_hash};
 
 /// Why something would not seal, open, wrap or unwrap. Each names what was wrong.
@@ -30,4 +32,10 @@ pub enum SealError {
     /// A member key that is not one.
     #[error("not a member key: {0}")]
     BadKey(String),
+    /// The key store has no such epoch.
+    #[error("epoch {epoch} was never begun here ({epochs} epochs so far)")]
+    NoEpoch { epoch: u32, epochs: u32 },
+    /// The key store's file could not be read or written (the OS's words).
+    #[error("{what} {}: {message}", path.display())]
+    Io { path: std::path::PathBuf, what: String, message: String },
 }

@@ -1,0 +1,175 @@
+//! The writer's key store (docs/SEAL.md, "Key stores"): after a forget no byte of any file in
+//! its directory derives the forgotten leaf; a power cut during a forget leaves the old store
+//! or the new one; damage is refused, naming what is wrong.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use sion_disk::{Disk, Fault, Faults};
+use sion_seal::{KeyStore, SealError, SealKind, Sealed};
+use sion_verify::atom::{AtomParts, BoxMm, Interval, Kind, Permille};
+
+const SPACE: [u8; 32] = [9; 32];
+
+fn frame_atom(n: i64) -> AtomParts {
+    let mut p = AtomParts::new(
+        Kind::Observation,
+        "map",
+        BoxMm { min_mm: [n, 0, 0], max_mm: [n + 100, 100, 100] },
+        Interval { from_ns: n, to_ns: n + 1 },
+        Permille(900),
+    );
+    p.subject = "camera".into();
+    p
+}
+
+/// The seeds on the path from the root to `leaf`, as docs/SEAL.md defines them (written from
+/// the page, not with the crate's code): root, then depth 1 … 32 (the leaf key).
+fn path_seeds(seed: [u8; 32], leaf: u32) -> Vec<[u8; 32]> {
+    let mut out = vec![seed];
+    let mut s = seed;
+    for d in 0..32 {
+        let bit = ((leaf >> (31 - d)) & 1) as u8;
+        let mut h = blake3::Hasher::new_keyed(&s);
+        h.update(b"sion-seal-ggm-v1");
+        h.update(&[bit]);
+        s = *h.finalize().as_bytes();
+        out.push(s);
+    }
+    out
+}
+
+/// Every byte of every file under `dir`.
+fn every_byte(dir: &Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(dir).expect("dir") {
+        let p = e.expect("entry").path();
+        if p.is_dir() {
+            all.extend(every_byte(&p));
+        } else {
+            all.extend(std::fs::read(&p).expect("read"));
+        }
+    }
+    all
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn after_a_forget_no_file_of_the_store_derives_the_leaf_and_the_rest_open() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let path = tmp.path().join("space.sionkeys");
+    let disk = Disk::os();
+    let mut store = KeyStore::create(&disk, &path, SPACE).expect("create");
+    let seeds = [[1u8; 32], [2u8; 32]];
+    for s in seeds {
+        store.begin_epoch(s).expect("epoch");
+    }
+    let atoms: Vec<AtomParts> = (0..40).map(frame_atom).collect();
+    let sealed: Vec<Vec<u8>> = (0..40u32)
+        .map(|i| {
+            let cover = store.cover(1).expect("epoch 1");
+            Sealed::seal(SealKind::Payload, &SPACE, cover, i, &atoms[i as usize], b"a face").expect("seal")
+        })
+        .collect();
+
+    store.forget(1, 7, 8).expect("forget leaf 7");
+    store.forget(1, 20, 30).expect("forget 20..30");
+    drop(store);
+
+    let bytes = every_byte(tmp.path());
+    for leaf in [7u32, 20, 25, 29] {
+        for (depth, s) in path_seeds(seeds[1], leaf).iter().enumerate() {
+            assert!(!contains(&bytes, s), "leaf {leaf}: the node at depth {depth} above it is kept");
+        }
+    }
+    let names: Vec<_> =
+        std::fs::read_dir(tmp.path()).expect("dir").map(|e| e.expect("e").file_name()).collect();
+    assert_eq!(names, ["space.sionkeys"], "nothing beside the store (no .tmp left)");
+
+    let store = KeyStore::open(&disk, &path).expect("reopen");
+    assert_eq!(store.epochs(), 2);
+    assert_eq!(store.space(), &SPACE);
+    assert!(store.cover(0).expect("epoch 0").leaf_key(7).is_ok(), "another epoch is untouched");
+    for i in 0..40u32 {
+        let s = Sealed::decode(&sealed[i as usize]).expect("decode");
+        let opened = s.open(SealKind::Payload, &SPACE, store.cover(1).expect("epoch 1"), &atoms[i as usize]);
+        if i == 7 || (20..30).contains(&i) {
+            assert_eq!(opened, Err(SealError::Forgotten { epoch: 1, leaf: i }));
+        } else {
+            assert_eq!(opened.expect("opens"), b"a face");
+        }
+    }
+    assert!(matches!(store.cover(2), Err(SealError::NoEpoch { epoch: 2, epochs: 2 })));
+    assert!(KeyStore::create(&disk, &path, SPACE).is_err(), "a store is never overwritten");
+}
+
+#[test]
+fn a_power_cut_during_a_forget_leaves_the_store_before_or_after() {
+    // Count the changes a forget makes, then fail each in turn and cut the power.
+    let changes = {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let faults = Arc::new(Faults::new());
+        let disk = Disk::new(faults.clone());
+        let mut store = KeyStore::create(&disk, &tmp.path().join("k"), SPACE).expect("create");
+        store.begin_epoch([3; 32]).expect("epoch");
+        let before = faults.changes();
+        store.forget(0, 5, 6).expect("forget");
+        faults.changes() - before
+    };
+    assert!(changes >= 4, "written, fsynced, renamed, directory fsynced: {changes}");
+    for at in 0..changes {
+        for fault in [Fault::Io, Fault::NoSpace, Fault::Short] {
+            let tmp = tempfile::tempdir().expect("tmp");
+            let path = tmp.path().join("k");
+            let faults = Arc::new(Faults::new());
+            let disk = Disk::new(faults.clone());
+            let mut store = KeyStore::create(&disk, &path, SPACE).expect("create");
+            store.begin_epoch([3; 32]).expect("epoch");
+            faults.fail_at(faults.changes() + at, fault, true);
+            let result = store.forget(0, 5, 6);
+            drop(store);
+            faults.crash().expect("power cut");
+            let reopened = KeyStore::open(&Disk::os(), &path).expect("the store opens after the cut");
+            let forgotten = reopened.cover(0).expect("epoch").leaf_key(5).is_err();
+            if result.is_ok() {
+                assert!(forgotten, "change {at} {fault:?}: an acknowledged forget was lost");
+            }
+            assert!(reopened.cover(0).expect("epoch").leaf_key(6).is_ok(), "leaf 6 stays");
+        }
+    }
+}
+
+#[test]
+fn a_damaged_store_is_refused_naming_what_is_wrong() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let path = tmp.path().join("k");
+    let disk = Disk::os();
+    let mut store = KeyStore::create(&disk, &path, SPACE).expect("create");
+    store.begin_epoch([4; 32]).expect("epoch");
+    store.forget(0, 100, 200).expect("forget");
+    let good = std::fs::read(&path).expect("read");
+    let refused = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).expect("write");
+        match KeyStore::open(&disk, &path) {
+            Err(SealError::Format { what: "key store", problem }) => problem,
+            other => panic!("not refused as a damaged key store: {other:?}"),
+        }
+    };
+    for i in [0, 8, 20, 44, 60, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[i] ^= 1;
+        let why = refused(&bad);
+        assert!(!why.is_empty(), "byte {i}");
+    }
+    assert!(refused(&good[..good.len() - 1]).contains("check"));
+    assert!(refused(&good[..10]).contains("header"));
+    let mut v2 = good.clone();
+    v2[8] = 2;
+    assert!(refused(&v2).contains("version 2"));
+    std::fs::write(&path, &good).expect("restore");
+    assert!(KeyStore::open(&disk, &path).is_ok());
+    assert!(matches!(KeyStore::open(&disk, &tmp.path().join("none")), Err(SealError::Io { .. })));
+}
