@@ -2,7 +2,10 @@
 //! grows from 10^6 to 10^8 atoms.
 //!
 //!     cargo build --release --bin sion
-//!     cargo run --release --example lifetime -- [--sizes 1000000,10000000,100000000] [--dir DIR]
+//!     cargo run --release --example lifetime -- [--sizes 1000000,10000000,100000000] [--dir DIR] [--remove]
+//!
+//! `--remove` deletes each size's memory once it is measured, so the three sizes need the disk
+//! of the largest alone (~64 GB at 10^8) rather than all of them together.
 //!
 //! The workload is the seed's warehouse (1 km × 1 km × 30 m, the same mix of observations,
 //! poses, coverage and map tiles) at the seed's density — 10^6 atoms a month — running for
@@ -332,6 +335,7 @@ fn main() -> Result<()> {
     }
     let mut sizes = vec![1_000_000u64, 10_000_000, 100_000_000];
     let mut base = std::env::temp_dir().join("sion-lifetime");
+    let mut remove = false;
     let mut i = 1;
     while i < args.len() {
         match args[i].as_str() {
@@ -348,6 +352,7 @@ fn main() -> Result<()> {
                 base = PathBuf::from(args.get(i + 1).context("--dir DIR")?);
                 i += 1;
             }
+            "--remove" => remove = true,
             other => bail!("unknown argument {other:?} (see the file's comment)"),
         }
         i += 1;
@@ -377,6 +382,9 @@ fn main() -> Result<()> {
         eprintln!("== {n} atoms: open without the checkpoint");
         let rebuilt = child(&["--rebuild", &d])?;
         results.push(Measured { n, built, disk, asked, asked_again, recall, committed, rebuilt });
+        if remove {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {d}"))?;
+        }
     }
     println!("\n### `examples/lifetime`: the seed's warehouse at its density, as the log grows\n");
     println!(
