@@ -387,12 +387,13 @@ impl FleetLedger {
         let header = self.entry_header(&rest, kv.value())?;
         let rest = format!("sig/{}", n20(number));
         let resp = self.get(self.key_of(&rest), None).await?;
+        // The signature is written by the compare-and-swap that made the Pulse: a header in
+        // etcd without one was not made by a front-end, and is never signed after the fact
+        // (whoever can write etcd could otherwise have any header signed).
         let signature: [u8; 64] = match resp.kvs().first() {
             Some(kv) => kv.value().try_into().map_err(|_| self.damaged(&rest, "not 64 bytes"))?,
             None => {
-                let s = self.sign(&header);
-                self.put(self.key_of(&rest), s.to_vec()).await?;
-                s
+                return Err(self.damaged(&rest, "missing: this Pulse was not made by a front-end's commit"));
             }
         };
         let signed = SignedHeader { header, signature };
@@ -702,7 +703,7 @@ impl FleetLedger {
                             .first()
                             .is_some_and(|kv| kv.value() == mine.as_slice())
                         {
-                            return self.signed(*header).await;
+                            return Ok(SignedHeader { header: *header, signature: self.sign(header) });
                         }
                     }
                     return Err(refusal.into());
@@ -714,9 +715,13 @@ impl FleetLedger {
             let header = next.header(number, time_ns, snap.latest.hash());
             let nonce = next.nonce(&tx.sender);
             let mine = entry(Some(&tx), &header);
+            // Signed before the swap and written by it: the header and its signature land
+            // together or not at all (Ed25519 is deterministic, so a retry signs the same bytes).
+            let signature = self.sign(&header);
             let mut puts = vec![
                 TxnOp::put(self.key_of("head"), head_value(&header), None),
                 TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), mine.clone(), None),
+                TxnOp::put(self.key_of(&format!("sig/{}", n20(number))), signature.to_vec(), None),
                 TxnOp::put(
                     self.key_of(&format!("nonce/{}", hex::encode(tx.sender.0))),
                     nonce.to_le_bytes().to_vec(),
@@ -761,15 +766,8 @@ impl FleetLedger {
             }
             let revision = resp.header().map_or(0, |h| h.revision());
             self.cached = Some(Snapshot { head_revision: revision, state: next, latest: header });
-            return self.signed(header).await;
+            return Ok(SignedHeader { header, signature });
         }
         Err(FleetError::Contention(ATTEMPTS))
-    }
-
-    /// Sign a header that won its number and store the signature.
-    async fn signed(&mut self, header: PulseHeader) -> Result<SignedHeader, FleetError> {
-        let signature = self.sign(&header);
-        self.put(self.key_of(&format!("sig/{}", n20(header.number))), signature.to_vec()).await?;
-        Ok(SignedHeader { header, signature })
     }
 }

@@ -45,6 +45,18 @@ pub enum WitnessError {
         /// What is wrong.
         why: String,
     },
+    /// The ledger's latest Pulse is below one this witness already cosigned: its chain was
+    /// rolled back (etcd restored from an older copy, or a ledger started afresh under the same
+    /// key), and the Pulses it signs next would take numbers it already gave out.
+    #[error(
+        "the ledger rolled back: its latest Pulse is {latest}, but this witness already cosigned Pulse {cosigned}; it would sign those numbers again"
+    )]
+    RolledBack {
+        /// The ledger's latest Pulse.
+        latest: u64,
+        /// The last Pulse this witness cosigned.
+        cosigned: u64,
+    },
     /// A header not signed by the ledger's key.
     #[error("Pulse {0}'s header is not signed by the ledger's key")]
     Signature(u64),
@@ -181,6 +193,11 @@ impl Witness {
             .into());
         }
         let latest = link.latest()?.header.number;
+        if let Some((n, _)) = self.last
+            && latest < n
+        {
+            return Err(WitnessError::RolledBack { latest, cosigned: n });
+        }
         let mut next = match self.last {
             // Again: a cosignature made durable here may not have reached the ledger.
             Some((n, _)) => n,

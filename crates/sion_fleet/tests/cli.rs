@@ -139,6 +139,28 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     std::fs::write(&forged, &bytes).expect("write");
     let o = sion(&["memory", "verify", "--ledger", &url, forged.to_str().expect("utf8")], None);
     assert!(!o.status.success(), "a changed proof verified: {}", text(&o));
+    // A header the ledger key did sign but the ledger never gave out (its holder backdating a
+    // Pulse by an hour, off the chain): the file alone checks out against the key; a reader who
+    // names the service is told the ledger holds another header for that Pulse.
+    let mut file =
+        sion_verify::proof::ProofFile::decode(&std::fs::read(&proof).expect("read")).expect("decode");
+    let operator = sion_store::ledger::read_key(&key).expect("the ledger key");
+    if let Some(a) = file.attestation.as_mut() {
+        let mut h = a.state.header.header;
+        h.time_ns -= 3_600_000_000_000;
+        a.state.header = sion_verify::ledger::SignedHeader::sign(&operator, h);
+    }
+    let backdated = tmp.path().join("backdated.sionproof");
+    std::fs::write(&backdated, file.encode()).expect("write");
+    let b = backdated.to_str().expect("utf8");
+    let o = sion(&["memory", "verify", "--ledger-key", &ledger_key, b], None);
+    assert!(o.status.success(), "signed by the ledger key, it verifies from the file: {}", text(&o));
+    let o = sion(&["memory", "verify", "--ledger", &url, b], None);
+    assert!(
+        !o.status.success() && text(&o).contains("gave out another header"),
+        "a header the ledger never gave out was accepted: {}",
+        text(&o)
+    );
 
     // Witnesses: the proof was made before any cosigned its Pulse, so a reader requiring one
     // refuses it from the file alone …

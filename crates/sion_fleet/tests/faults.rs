@@ -3,7 +3,8 @@
 //! quorum lost. No Pulse number is ever given twice, no acknowledged commit is lost, a
 //! submission without a quorum fails with an error that says so, and the writer's backlog,
 //! recorded while the ledger could not be reached, goes in with one commit and one
-//! consistency proof when it comes back.
+//! consistency proof when it comes back. Two front-ends racing on one log through a leader's
+//! death: exactly one commit of each version wins.
 
 use std::time::{Duration, Instant};
 
@@ -180,6 +181,57 @@ async fn members_killed_leader_killed_quorum_lost_no_fork_and_nothing_acknowledg
         robot.recorded - backlog_from,
         backlog_from,
         h.header.number
+    );
+
+    // Two front-ends racing on the robot's log, each given every member, while the leader is
+    // killed and comes back: in every round both submit the same version (with different
+    // heads); never do both win, and a round no one won (the election) is run again.
+    let mut other = connect(&cluster, prefix, &key).await;
+    let (mut rounds, mut won_by_none) = (0u32, 0u32);
+    let mut leader_killed = None;
+    while rounds < 12 {
+        if rounds == 4 && leader_killed.is_none() {
+            let leader = cluster.leader().await.expect("a leader");
+            cluster.kill(leader);
+            leader_killed = Some(leader);
+        }
+        if rounds == 8
+            && let Some(leader) = leader_killed.take()
+        {
+            cluster.restart(leader).expect("restart");
+        }
+        let on = fresh.log(robot.log).await;
+        let Ok(Some(on)) = on else {
+            won_by_none += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let Ok(nonce) = fresh.nonce(&account_of(&robot.key)).await else { continue };
+        let from = on.head.size;
+        let tx = |to: u64| {
+            let proof = consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof");
+            let tx =
+                Tx::CommitMemory { log: robot.log, version: on.commits, head: head(to), proof, seal: false };
+            SignedTx::sign(&robot.key, nonce, tx)
+        };
+        let (a, b) = tokio::join!(fresh.submit(tx(from + 10)), other.submit(tx(from + 11)));
+        match (&a, &b) {
+            (Ok(_), Ok(_)) => {
+                panic!("both front-ends committed version {} of the log: {a:?} / {b:?}", on.commits)
+            }
+            (Err(_), Err(_)) => won_by_none += 1,
+            _ => {
+                let h = a.as_ref().or(b.as_ref()).expect("one won");
+                robot.acked.push(*h);
+                robot.recorded = from + if a.is_ok() { 10 } else { 11 };
+                rounds += 1;
+            }
+        }
+    }
+    let on = fresh.log(robot.log).await.expect("log").expect("exists");
+    assert_eq!(on.head.size, robot.recorded, "the log is not at the winner's head");
+    eprintln!(
+        "two front-ends racing through a leader's death: 12 versions, one winner each ({won_by_none} rounds won by none)"
     );
 
     // The chain: every number once, each header signed and naming the one before, times

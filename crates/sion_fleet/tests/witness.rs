@@ -160,3 +160,91 @@ async fn witnesses_cosign_the_chain_and_catch_a_backdated_fork() {
     .await
     .expect("the robot's and the witnesses' side");
 }
+
+/// A ledger shown to a witness through `follow` (as `sion ledger witness` runs it) after its
+/// chain was rolled back — etcd restored from an older copy, or the ledger started afresh
+/// under the same key — is caught: first as a rollback (its latest Pulse below what the
+/// witness cosigned), then, once the new chain has grown past it, as a fork (another header
+/// for a number the witness cosigned). And a Pulse whose signature is missing from etcd is
+/// refused as damage, never signed after the fact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_following_a_ledger_catches_a_rollback_and_a_fork() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[41; 32]);
+    let (first, second) = ("/sion-ledger/first/", "/sion-ledger/again/");
+    let witness_key = SigningKey::from_bytes(&[42; 32]);
+    let mut urls = Vec::new();
+    for prefix in [first, second] {
+        FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+        let ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+        let addr = free_addr();
+        let service = Service::new(ledger).accepting(vec![witness_key.verifying_key().to_bytes()]);
+        tokio::spawn(sion_fleet::service::serve_service(service, addr, std::future::pending()));
+        urls.push(format!("http://{addr}"));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    let dir = tmp.path().to_owned();
+    let public = key.verifying_key();
+    let (first_url, second_url) = (urls[0].clone(), urls[1].clone());
+    let cosigned = tokio::task::spawn_blocking(move || {
+        let commit_n = |url: &str, robot: &str, n: usize| {
+            let link = RemoteLedger::connect(url).expect("link");
+            let mut memory = Memory::create_linked(
+                &IndexConfig::default(),
+                &dir.join(robot),
+                Some(&format!("fleet-{robot}/{robot}")),
+                Box::new(link),
+                url,
+            )
+            .expect("create");
+            let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(100 * n).collect();
+            for chunk in atoms.chunks(100) {
+                memory.remember(chunk.to_vec()).expect("remember");
+                memory.commit(false).expect("commit");
+            }
+        };
+        // The witness follows the first chain: the genesis, the agents, the log opened, three
+        // commits.
+        commit_n(&first_url, "robot-a", 3);
+        let mut witness = Witness::open(witness_key, public, &dir.join("w.state")).expect("w");
+        let first = RemoteLedger::connect(&first_url).expect("link");
+        witness.follow(&first, |_| {}).expect("follows the first chain");
+        let (last, _) = witness.last().expect("cosigned");
+        assert_eq!(last, first.latest().expect("latest").header.number);
+
+        // The same key, a chain started again: its latest Pulse is below what was cosigned.
+        let again = RemoteLedger::connect(&second_url).expect("link");
+        commit_n(&second_url, "robot-b", 0);
+        let behind = again.latest().expect("latest").header.number;
+        assert!(behind < last);
+        match witness.follow(&again, |_| {}) {
+            Err(WitnessError::RolledBack { latest, cosigned }) => {
+                assert_eq!((latest, cosigned), (behind, last))
+            }
+            other => panic!("the rollback was not caught: {other:?}"),
+        }
+        assert_eq!(witness.last().map(|l| l.0), Some(last), "nothing was cosigned");
+        // Grown past it, the new chain shows another header for that number: a fork.
+        commit_n(&second_url, "robot-c", 4);
+        assert!(again.latest().expect("latest").header.number >= last);
+        match witness.follow(&again, |_| {}) {
+            Err(WitnessError::Equivocation { number, .. }) => assert_eq!(number, last),
+            other => panic!("the fork was not caught: {other:?}"),
+        }
+        last
+    })
+    .await
+    .expect("the witness's side");
+
+    // A header in etcd whose signature is gone is refused as damage, not signed on reading.
+    let mut client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    client.delete(format!("{first}sig/{:020}", cosigned), None).await.expect("delete the signature");
+    let mut ledger = FleetLedger::connect(&[etcd.url()], first, key.clone()).await.expect("connect");
+    match ledger.header(cosigned).await {
+        Err(e) => assert!(e.to_string().contains("not made by a front-end"), "{e}"),
+        Ok(h) => panic!("a header without its signature was signed on reading: {h:?}"),
+    }
+    assert!(client.get(format!("{first}sig/{:020}", cosigned), None).await.expect("get").kvs().is_empty());
+}

@@ -23,7 +23,8 @@ pub enum LedgerCommand {
     /// extends the last one this witness cosigned, so no fork of the chain (a Pulse re-signed
     /// with another time or state) ever gets its cosignature. Run by someone other than the
     /// ledger's operator; readers name witnesses with `sion memory verify --witnesses FILE
-    /// --quorum K`. Exits 4, printing both headers, if the ledger shows it a fork.
+    /// --quorum K`. Exits 4 if the ledger shows it a fork (printing both headers) or a chain
+    /// rolled back below what it cosigned.
     Witness(WitnessArgs),
     /// Move old Pulses out of etcd into segment files (docs/FLEET-LEDGER.md, "The archive of
     /// old Pulses"): what etcd's compaction cannot drop is the chain itself, about 1.3 KiB a
@@ -253,6 +254,7 @@ fn witness(a: WitnessArgs) -> Result<ExitCode> {
             Err(
                 e @ (WitnessError::Equivocation { .. }
                 | WitnessError::DoesNotExtend { .. }
+                | WitnessError::RolledBack { .. }
                 | WitnessError::Signature(_)),
             ) => {
                 outln!("FORK {url}: {e}");
