@@ -583,13 +583,14 @@ impl MemoryBrain {
                 // What the memory holds, once a minute: a node that lives must stay within its
                 // budgets, and this says where its memory went if it does not.
                 if self.last_memory_note.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
-                    let (hot, cached, on_disk) = self.index.memory();
+                    let m = self.index.memory();
                     let mib = |b: usize| b as f64 / f64::from(1u32 << 20);
                     tracing::info!(
-                        "memory at {size} atoms: index {:.1} MiB hot, {:.1} MiB of its records cached, {:.0} MiB on disk",
-                        mib(hot),
-                        mib(cached),
-                        on_disk as f64 / f64::from(1u32 << 20)
+                        "memory at {size} atoms: index {:.1} MiB hot, {:.1} MiB of its records cached, {} map nodes, {:.0} MiB on disk",
+                        mib(m.hot),
+                        mib(m.cached),
+                        m.map_nodes,
+                        m.on_disk as f64 / f64::from(1u32 << 20)
                     );
                     self.last_memory_note = Some(Instant::now());
                 }

@@ -2,7 +2,7 @@
 //! arguments are ROS's (`--ros-args --params-file …`), read by rcl; this binary adds `--help`
 //! and `--list-parameters`, sets up logging, and runs [`sion_memory::ros::run`].
 
-// One unsafe call, for the allocator's mmap threshold below; nothing else.
+// Two unsafe calls, to the allocator (its mmap threshold, its counters); nothing else.
 #![deny(unsafe_code)]
 
 use std::process::ExitCode;
@@ -39,6 +39,54 @@ fn fix_mmap_threshold() {
     }
 }
 
+/// Bytes malloc holds from the system (its heaps and mapped chunks) and bytes of them in use,
+/// over every arena. glibc only: elsewhere nothing is reported.
+fn malloc_bytes() -> Option<(u64, u64)> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's counters; it takes no arguments.
+        #[allow(unsafe_code)]
+        let m = unsafe { libc::mallinfo2() };
+        let held = (m.arena + m.hblkhd) as u64;
+        Some((held, (m.uordblks + m.hblkhd) as u64))
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
+}
+
+/// Once a minute, where the node's resident memory is: anonymous pages (split into what
+/// malloc has in use and what it holds), file pages, shared memory (Fast DDS' segments). A node
+/// that lives for months must stay flat; this line says which part moved if it does not.
+fn log_process_memory() {
+    let field = |status: &str, name: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(f64::NAN, |kib| kib as f64 / 1024.0)
+    };
+    let spawned = std::thread::Builder::new().name("memory-line".into()).spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            let heap = malloc_bytes().map_or_else(String::new, |(held, used)| {
+                let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+                format!(", malloc {:.1} MiB in use of {:.1} held", mib(used), mib(held))
+            });
+            tracing::info!(
+                "process memory: resident {:.1} MiB (anonymous {:.1}, file {:.1}, shared {:.1}){heap}",
+                field(&status, "VmRSS:"),
+                field(&status, "RssAnon:"),
+                field(&status, "RssFile:"),
+                field(&status, "RssShmem:"),
+            );
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("no memory line: {e}");
+    }
+}
+
 fn main() -> ExitCode {
     fix_mmap_threshold();
     let args: Vec<String> = std::env::args().collect();
@@ -60,6 +108,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    log_process_memory();
     let outcome = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -219,11 +219,26 @@ impl Index {
         self.snapshot()?.links(target)
     }
 
-    /// Bytes the writer holds hot, bytes of decoded records cached, and the node file's size.
-    pub fn memory(&self) -> (usize, usize, u64) {
+    /// What the index holds in memory and on disk, for a node's once-a-minute line.
+    pub fn memory(&self) -> IndexMemory {
         let (cached, _, _) = self.writer.store().cache_stats();
-        (self.writer.hot_bytes(), cached, self.writer.store().node_bytes())
+        IndexMemory {
+            hot: self.writer.hot_bytes(),
+            cached,
+            map_nodes: self.writer.map_nodes(),
+            on_disk: self.writer.store().node_bytes(),
+        }
     }
+}
+
+/// What an index holds: the writer's hot state (bytes), decoded records cached (bytes), the
+/// nodes of its subject and link maps in memory, and its node file's size (bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct IndexMemory {
+    pub hot: usize,
+    pub cached: usize,
+    pub map_nodes: usize,
+    pub on_disk: u64,
 }
 
 impl Drop for Index {

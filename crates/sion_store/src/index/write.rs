@@ -298,6 +298,12 @@ impl Writer {
         self.hot_bytes
     }
 
+    /// Nodes of the subject and link maps held in memory (at most `map::MAX_NODES` each
+    /// between seals; not part of `hot_bytes`).
+    pub fn map_nodes(&self) -> usize {
+        self.maps.iter().flatten().map(MemMap::loaded).sum()
+    }
+
     fn frame_number(&mut self, name: &str) -> u32 {
         if let Some(&n) = self.frame_numbers.get(name) {
             return n;
