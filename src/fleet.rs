@@ -37,17 +37,25 @@ pub fn open_read_only(dir: &Path) -> Result<Memory, MemoryError> {
 }
 
 /// Create a memory in `dir` whose log is opened on `ledger`: a fleet ledger service's URL, an
-/// embedded ledger's directory, or (None) a new embedded ledger inside it.
+/// embedded ledger's directory, or (None) a new embedded ledger inside it; `sealed`, with a
+/// space of its own (docs/SEAL.md).
 pub fn create(
     index: &IndexConfig,
     dir: &Path,
     agent: Option<&str>,
     ledger: Option<&str>,
+    sealed: bool,
 ) -> Result<Memory, MemoryError> {
     match ledger {
         Some(url) if is_url(url) => {
-            Memory::create_linked(index, dir, agent, Box::new(RemoteLedger::connect(url)?), url)
+            let link = Box::new(RemoteLedger::connect(url)?);
+            if sealed {
+                Memory::create_sealed_linked(index, dir, agent, link, url)
+            } else {
+                Memory::create_linked(index, dir, agent, link, url)
+            }
         }
+        other if sealed => Memory::create_sealed(index, dir, agent, other.map(Path::new)),
         other => Memory::create_with(index, dir, agent, other.map(Path::new)),
     }
 }

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sion_seal::{Cover, MemberKey, SealKind, Sealed, Wrapped};
+use sion_seal::{Cover, MemberKey, SealKind, Sealed, Wrapped, WrappedLeaf};
 use sion_verify::atom::{AtomParts, BoxMm, Interval, Kind, Permille};
 
 fuzz_target!(|data: &[u8]| {
@@ -27,6 +27,13 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(w) = Wrapped::decode(rest) {
                 let _ = w.unwrap_for(&MemberKey::from_seed([5; 32]));
             }
+            if let Ok(w) = WrappedLeaf::decode(rest) {
+                let _ = w.unwrap_for(&MemberKey::from_seed([5; 32]));
+            }
+            let _ = sion_seal::blob_parts(rest);
+            let _ = sion_seal::inline_payload(rest);
+            let _ = sion_seal::record::SpaceRecord::parse(&String::from_utf8_lossy(rest));
+            let _ = sion_seal::record::ForgetRecord::parse(&String::from_utf8_lossy(rest));
             if let Ok(c) = Cover::decode(rest) {
                 let _ = c.leaf_key(u32::from_le_bytes([rest.len() as u8, 0, 0, 0]));
             }

@@ -69,6 +69,23 @@ impl Cover {
         Self { epoch, nodes: vec![Node { depth: 0, prefix: 0, seed }] }
     }
 
+    /// Whether no leaf of the epoch derives from it.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Keep only the leaves `other` also covers (both of one epoch, e.g. a cover received again
+    /// and the one already held, which may have honoured forgets since): never more than either.
+    pub fn restrict_to(&mut self, other: &Cover) {
+        let mut next = 0u64;
+        for n in &other.nodes {
+            let (a, b) = n.range();
+            self.forget(next, a);
+            next = b;
+        }
+        self.forget(next, 1 << DEPTH);
+    }
+
     /// The nodes held.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
@@ -76,10 +93,12 @@ impl Cover {
 
     /// Leaf `leaf`'s key, if a held node covers it.
     pub fn leaf_key(&self, leaf: u32) -> Result<[u8; 32], SealError> {
-        let node = self
-            .nodes
-            .iter()
-            .find(|n| n.covers(leaf))
+        // Nodes are disjoint and in leaf order: the last starting at or before `leaf`.
+        let i = self.nodes.partition_point(|n| n.range().0 <= u64::from(leaf));
+        let node = i
+            .checked_sub(1)
+            .map(|i| &self.nodes[i])
+            .filter(|n| n.covers(leaf))
             .ok_or(SealError::Forgotten { epoch: self.epoch, leaf })?;
         let mut seed = node.seed;
         for d in node.depth..DEPTH {

@@ -4,14 +4,18 @@
 //! puncturing the tree: no key left derives it, every other leaf still derives.
 
 mod cover;
+pub mod record;
 mod sealed;
 mod store;
 mod wrap;
 
 pub use cover::{Cover, DEPTH, Node};
-pub use sealed::{SealKind, Sealed, aad};
+pub use sealed::{
+    BlobParts, Codec, SEALED_MEDIA_TYPE, SealKind, Sealed, aad, bare_id, blob_parts, blob_plaintext,
+    inline_payload, inline_plaintext,
+};
 pub use store::KeyStore;
-pub use wrap::{MemberKey, Wrapped, member_key_hash};
+pub use wrap::{MAX_COVER_BYTES, MEMBER_PUBLIC_BYTES, MemberKey, Wrapped, WrappedLeaf, member_key_hash};
 
 /// Why something would not seal, open, wrap or unwrap. Each names what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -28,19 +28,25 @@ impl SealKind {
     }
 }
 
+/// The id of the atom with its payload removed (tag 0): what binds a sealed payload to every
+/// other field of its atom.
+pub fn bare_id(atom: &AtomParts) -> Result<[u8; 32], SealError> {
+    let mut bare = atom.clone();
+    bare.payload = AtomPayload::None;
+    Ok(Atom::new(bare).map_err(|e| SealError::Format { what: "atom", problem: e.to_string() })?.id().0)
+}
+
 /// The associated data: "sion-seal-aad-v1", space, epoch, leaf, and the id of the atom with
 /// its payload removed — every field but the payload, so a ciphertext moved to another atom
 /// does not open.
 pub fn aad(space: &[u8; 32], epoch: u32, leaf: u32, atom: &AtomParts) -> Result<Vec<u8>, SealError> {
-    let mut bare = atom.clone();
-    bare.payload = AtomPayload::None;
-    let id = Atom::new(bare).map_err(|e| SealError::Format { what: "atom", problem: e.to_string() })?.id();
+    let id = bare_id(atom)?;
     let mut out = Vec::with_capacity(16 + 32 + 8 + 32);
     out.extend_from_slice(b"sion-seal-aad-v1");
     out.extend_from_slice(space);
     out.extend_from_slice(&epoch.to_le_bytes());
     out.extend_from_slice(&leaf.to_le_bytes());
-    out.extend_from_slice(&id.0);
+    out.extend_from_slice(&id);
     Ok(out)
 }
 
@@ -127,12 +133,137 @@ impl Sealed {
             });
         }
         let mut key = cover.leaf_key(self.leaf)?;
-        let c = cipher(kind, &key);
+        let opened = self.open_with_key(kind, &key, atom);
         key.zeroize();
-        let aad = aad(space, self.epoch, self.leaf, atom)?;
+        opened
+    }
+
+    /// Open these bytes for the atom `atom` with their leaf's key (as a member gets it from the
+    /// payload service).
+    pub fn open_with_key(
+        &self,
+        kind: SealKind,
+        leaf_key: &[u8; 32],
+        atom: &AtomParts,
+    ) -> Result<Vec<u8>, SealError> {
+        let c = cipher(kind, leaf_key);
+        let aad = aad(&self.space, self.epoch, self.leaf, atom)?;
         c.decrypt(&Nonce::default(), Payload { msg: &self.ciphertext, aad: &aad })
             .map_err(|_| SealError::Open { what: "sealed payload" })
     }
+}
+
+/// What an inline payload holds before it is sealed: `u8` 1 and UTF-8 text, or `u8` 2 and
+/// bytes — the payload it stands for, so opening gives back the same kind.
+pub fn inline_plaintext(payload: &AtomPayload) -> Result<Vec<u8>, SealError> {
+    let (tag, bytes) = match payload {
+        AtomPayload::Text(t) => (1u8, t.as_bytes()),
+        AtomPayload::Public(b) => (2u8, b.as_slice()),
+        other => {
+            return Err(SealError::Format {
+                what: "payload to seal",
+                problem: format!("{} (only text or bytes are sealed inline)", payload_kind(other)),
+            });
+        }
+    };
+    let mut out = Vec::with_capacity(1 + bytes.len());
+    out.push(tag);
+    out.extend_from_slice(bytes);
+    Ok(out)
+}
+
+/// The payload an opened inline plaintext stands for.
+pub fn inline_payload(plain: &[u8]) -> Result<AtomPayload, SealError> {
+    let bad = |problem: &str| SealError::Format { what: "opened payload", problem: problem.into() };
+    match plain.split_first() {
+        Some((1, text)) => Ok(AtomPayload::Text(
+            String::from_utf8(text.to_vec()).map_err(|_| bad("text that is not UTF-8"))?,
+        )),
+        Some((2, bytes)) => Ok(AtomPayload::Public(bytes.to_vec())),
+        Some((t, _)) => Err(bad(&format!("kind {t}, not 1 (text) or 2 (bytes)"))),
+        None => Err(bad("empty")),
+    }
+}
+
+fn payload_kind(p: &AtomPayload) -> &'static str {
+    match p {
+        AtomPayload::None => "no payload",
+        AtomPayload::Text(_) => "text",
+        AtomPayload::Public(_) => "bytes",
+        AtomPayload::Encrypted(_) => "an already sealed payload",
+        AtomPayload::Blob(_) => "a blob reference",
+    }
+}
+
+/// The media type of a sealed blob in its atom: what it was is inside the seal.
+pub const SEALED_MEDIA_TYPE: &str = "application/x-sion-sealed";
+
+/// How a sealed blob's content was compressed before sealing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    /// As published.
+    None,
+    /// zstd (RFC 8878), one frame.
+    Zstd,
+}
+
+/// What a blob holds before it is sealed: `u8` codec (0 none, 1 zstd), `str8` the blob's own
+/// media type, 32 BLAKE3 of the blob as it was given (so the opened content is checked to be
+/// exactly it), then its bytes under that codec.
+pub fn blob_plaintext(
+    codec: Codec,
+    media_type: &str,
+    given: &[u8],
+    content: &[u8],
+) -> Result<Vec<u8>, SealError> {
+    let mt = media_type.as_bytes();
+    if mt.len() > 255 {
+        return Err(SealError::Format {
+            what: "blob to seal",
+            problem: "a media type over 255 bytes".into(),
+        });
+    }
+    let mut out = Vec::with_capacity(2 + mt.len() + 32 + content.len());
+    out.push(match codec {
+        Codec::None => 0,
+        Codec::Zstd => 1,
+    });
+    out.push(mt.len() as u8);
+    out.extend_from_slice(mt);
+    out.extend_from_slice(blake3::hash(given).as_bytes());
+    out.extend_from_slice(content);
+    Ok(out)
+}
+
+/// An opened blob's parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobParts<'a> {
+    pub codec: Codec,
+    /// The blob's own media type.
+    pub media_type: &'a str,
+    /// BLAKE3 of the blob as it was given.
+    pub given: [u8; 32],
+    /// The blob, still under its codec.
+    pub content: &'a [u8],
+}
+
+/// Read an opened blob's parts.
+pub fn blob_parts(plain: &[u8]) -> Result<BlobParts<'_>, SealError> {
+    let bad = |problem: String| SealError::Format { what: "opened blob", problem };
+    let [codec, n, rest @ ..] = plain else { return Err(bad("shorter than its header".into())) };
+    let codec = match codec {
+        0 => Codec::None,
+        1 => Codec::Zstd,
+        c => return Err(bad(format!("codec {c}, not 0 (none) or 1 (zstd)"))),
+    };
+    let n = usize::from(*n);
+    if rest.len() < n + 32 {
+        return Err(bad("its media type and hash run past its end".into()));
+    }
+    let mt = std::str::from_utf8(&rest[..n]).map_err(|_| bad("a media type that is not UTF-8".into()))?;
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(&rest[n..n + 32]);
+    Ok(BlobParts { codec, media_type: mt, given: hash, content: &rest[n + 32..] })
 }
 
 fn hex8(b: &[u8; 32]) -> String {

@@ -11,7 +11,9 @@ use zeroize::Zeroizing;
 use crate::{Cover, SealError};
 
 const MAGIC: &[u8; 8] = b"SIONKEYS";
-const VERSION: u8 = 1;
+/// 2: a flag per epoch says whether it was ever given here (a member holds only the epochs
+/// it was given; version 1 could not tell "never given" from "all forgotten").
+const VERSION: u8 = 2;
 const CHECK: &str = "sion-keys-check-v1";
 /// The largest key store read: 2^16 epochs of fully punctured covers is far below it; a
 /// length beyond it is damage, not a store.
@@ -23,8 +25,8 @@ pub struct KeyStore {
     disk: Disk,
     path: PathBuf,
     space: [u8; 32],
-    /// Epoch `i` is `covers[i]`.
-    covers: Vec<Cover>,
+    /// Epoch `i` is `covers[i]`; `None` if it was never given here.
+    covers: Vec<Option<Cover>>,
 }
 
 fn io(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> SealError {
@@ -80,21 +82,55 @@ impl KeyStore {
         self.covers.len() as u32
     }
 
-    /// Epoch `epoch`'s cover.
+    /// Epoch `epoch`'s cover (refused if it was never begun or never given here).
     pub fn cover(&self, epoch: u32) -> Result<&Cover, SealError> {
-        self.covers.get(epoch as usize).ok_or(SealError::NoEpoch { epoch, epochs: self.epochs() })
+        self.covers
+            .get(epoch as usize)
+            .and_then(Option::as_ref)
+            .ok_or(SealError::NoEpoch { epoch, epochs: self.epochs() })
+    }
+
+    /// Whether epoch `epoch` is held here (begun by this writer, or given to this member).
+    pub fn holds(&self, epoch: u32) -> bool {
+        self.covers.get(epoch as usize).is_some_and(Option::is_some)
     }
 
     /// Begin the next epoch with `seed` (fresh random bytes: `MemberKey`-independent); durable
     /// before it returns. Its number is returned.
     pub fn begin_epoch(&mut self, seed: [u8; 32]) -> Result<u32, SealError> {
         let epoch = self.epochs();
-        self.covers.push(Cover::new(epoch, seed));
+        self.covers.push(Some(Cover::new(epoch, seed)));
         if let Err(e) = self.save() {
             self.covers.pop();
             return Err(e);
         }
         Ok(epoch)
+    }
+
+    /// Hold `cover` for its epoch, as a member does when given it (epochs before it that were
+    /// never given stay empty). A cover of an epoch already held is restricted to the leaves
+    /// both cover, so receiving an older wrap again never brings back a forgotten leaf. Durable
+    /// before it returns.
+    pub fn hold(&mut self, cover: Cover) -> Result<(), SealError> {
+        let epoch = cover.epoch;
+        let before = self.covers.clone();
+        while self.covers.len() <= epoch as usize {
+            self.covers.push(None);
+        }
+        let held = &mut self.covers[epoch as usize];
+        *held = Some(match held.take() {
+            None => cover,
+            Some(old) => {
+                let mut new = cover;
+                new.restrict_to(&old);
+                new
+            }
+        });
+        if let Err(e) = self.save() {
+            self.covers = before;
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Forget leaves `from..to` of `epoch` (end exclusive): the cover is punctured and the
@@ -103,9 +139,14 @@ impl KeyStore {
     /// — then reopening finds the new one, never a mixture).
     pub fn forget(&mut self, epoch: u32, from: u64, to: u64) -> Result<(), SealError> {
         let before = self.cover(epoch)?.clone();
-        self.covers[epoch as usize].forget(from, to);
+        let mut after = before.clone();
+        after.forget(from, to);
+        if after == before {
+            return Ok(()); // nothing held there: nothing to replace
+        }
+        self.covers[epoch as usize] = Some(after);
         if let Err(e) = self.save() {
-            self.covers[epoch as usize] = before;
+            self.covers[epoch as usize] = Some(before);
             return Err(e);
         }
         Ok(())
@@ -119,16 +160,22 @@ impl KeyStore {
         out.extend_from_slice(&self.space);
         out.extend_from_slice(&self.epochs().to_le_bytes());
         for c in &self.covers {
-            let bytes = Zeroizing::new(c.encode());
-            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            out.extend_from_slice(&bytes);
+            match c {
+                None => out.push(0),
+                Some(c) => {
+                    out.push(1);
+                    let bytes = Zeroizing::new(c.encode());
+                    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                    out.extend_from_slice(&bytes);
+                }
+            }
         }
         let sum = check(&out);
         out.extend_from_slice(&sum);
         out
     }
 
-    fn decode(bytes: &[u8]) -> Result<([u8; 32], Vec<Cover>), SealError> {
+    fn decode(bytes: &[u8]) -> Result<([u8; 32], Vec<Option<Cover>>), SealError> {
         let bad = |problem: String| SealError::Format { what: "key store", problem };
         if bytes.len() < 8 + 1 + 32 + 4 + 32 || &bytes[..8] != MAGIC {
             return Err(bad("no SIONKEYS header".into()));
@@ -144,13 +191,25 @@ impl KeyStore {
         space.copy_from_slice(&body[9..41]);
         let n = u32::from_le_bytes([body[41], body[42], body[43], body[44]]);
         let mut rest = &body[45..];
-        // Each epoch takes at least 4 + 16 bytes: a count beyond that is refused before any
+        // Each epoch takes at least its flag byte: a count beyond that is refused before any
         // allocation follows it.
-        if u64::from(n) * 20 > rest.len() as u64 {
+        if u64::from(n) > rest.len() as u64 {
             return Err(bad(format!("{n} epochs cannot fit in {} bytes", rest.len())));
         }
         let mut covers = Vec::with_capacity(n as usize);
         for epoch in 0..n {
+            let Some((&given, after)) = rest.split_first() else {
+                return Err(bad(format!("epoch {epoch}: cut off")));
+            };
+            rest = after;
+            match given {
+                0 => {
+                    covers.push(None);
+                    continue;
+                }
+                1 => {}
+                f => return Err(bad(format!("epoch {epoch}: flag {f}, not 0 (never given) or 1 (held)"))),
+            }
             if rest.len() < 4 {
                 return Err(bad(format!("epoch {epoch}: its length is cut off")));
             }
@@ -163,7 +222,7 @@ impl KeyStore {
             if cover.epoch != epoch {
                 return Err(bad(format!("epoch {epoch}'s cover says epoch {}", cover.epoch)));
             }
-            covers.push(cover);
+            covers.push(Some(cover));
             rest = &rest[len..];
         }
         if !rest.is_empty() {

@@ -160,26 +160,69 @@ fn a_damaged_key_store_is_refused() {
 }
 
 #[test]
-fn an_epoch_seed_wrapped_to_a_member_opens_for_that_member_only() {
+fn an_epochs_cover_wrapped_to_a_member_opens_for_that_member_only() {
     let alice = MemberKey::from_seed([11; 32]);
     let bob = MemberKey::generate().expect("key");
-    let seed = [77u8; 32];
-    let wrapped = Wrapped::wrap(&SPACE, 4, &alice.public(), &seed).expect("wrap");
-    assert_eq!(wrapped.encode().len(), 8 + 1 + 32 + 4 + 32 + 1120 + 48);
+    let mut cover = Cover::new(4, [77u8; 32]);
+    cover.forget(5, 6);
+    let wrapped = Wrapped::wrap(&SPACE, &cover, &alice.public()).expect("wrap");
+    let n = cover.encode().len();
+    assert_eq!(wrapped.encode().len(), 8 + 1 + 32 + 4 + 32 + 4 + 1120 + n + 16);
     let again = Wrapped::decode(wrapped.encode()).expect("decode");
-    assert_eq!(again.unwrap_for(&alice).expect("alice"), seed);
+    assert_eq!(again.epoch, 4);
+    let opened = again.unwrap_for(&alice).expect("alice");
+    assert_eq!(opened, cover, "the cover, punctured as it was: leaf 5 does not come back");
+    assert!(opened.leaf_key(5).is_err());
     // Reopened from its seed file, the same member.
-    assert_eq!(again.unwrap_for(&MemberKey::from_seed(alice.seed())).expect("alice again"), seed);
+    assert_eq!(again.unwrap_for(&MemberKey::from_seed(alice.seed())).expect("alice again"), cover);
     assert!(matches!(again.unwrap_for(&bob), Err(SealError::BadKey(_))));
-    // Truncated, tampered.
-    assert!(matches!(Wrapped::decode(&wrapped.encode()[..1000]), Err(SealError::Format { .. })));
+    // Truncated (at every length short of whole), tampered, another epoch in the header.
+    for cut in [0, 8, 80, 81, 1000, wrapped.encode().len() - 1] {
+        assert!(
+            matches!(Wrapped::decode(&wrapped.encode()[..cut]), Err(SealError::Format { .. })),
+            "cut {cut}"
+        );
+    }
     let mut t = wrapped.encode().to_vec();
-    let n = t.len();
-    t[n - 20] ^= 1;
+    let len = t.len();
+    t[len - 20] ^= 1;
     assert!(matches!(Wrapped::decode(&t).expect("decode").unwrap_for(&alice), Err(SealError::Open { .. })));
     let mut e = wrapped.encode().to_vec();
     e[41] ^= 1; // the epoch is bound
     assert!(matches!(Wrapped::decode(&e).expect("decode").unwrap_for(&alice), Err(SealError::Open { .. })));
+    let mut big = wrapped.encode().to_vec();
+    big[77..81].copy_from_slice(&u32::MAX.to_le_bytes()); // a length past any cover
+    assert!(matches!(Wrapped::decode(&big), Err(SealError::Format { .. })));
+    let mut v1 = wrapped.encode().to_vec();
+    v1[8] = 1;
+    let e = Wrapped::decode(&v1).expect_err("version 1");
+    assert!(e.to_string().contains("version 1"), "{e}");
     // Not a key.
-    assert!(matches!(Wrapped::wrap(&SPACE, 4, &[0; 100], &seed), Err(SealError::BadKey(_))));
+    assert!(matches!(Wrapped::wrap(&SPACE, &cover, &[0; 100]), Err(SealError::BadKey(_))));
+}
+
+#[test]
+fn a_leaf_key_wrapped_to_a_member_opens_that_payload_only() {
+    let alice = MemberKey::from_seed([12; 32]);
+    let bob = MemberKey::from_seed([13; 32]);
+    let cover = Cover::new(0, [5; 32]);
+    let atoms: Vec<_> = (0..2).map(frame_atom).collect();
+    let sealed = Sealed::seal(SealKind::Payload, &SPACE, &cover, 3, &atoms[0], b"a face").expect("seal");
+    let key = cover.leaf_key(3).expect("leaf");
+    let id = sion_seal::bare_id(&atoms[0]).expect("id");
+    let w = sion_seal::WrappedLeaf::wrap(&SPACE, 0, 3, &id, &key, &alice.public()).expect("wrap");
+    assert_eq!(w.encode().len(), 1281);
+    let w = sion_seal::WrappedLeaf::decode(w.encode()).expect("decode");
+    let got = w.unwrap_for(&alice).expect("alice");
+    let s = Sealed::decode(&sealed).expect("decode");
+    assert_eq!(s.open_with_key(SealKind::Payload, &got, &atoms[0]).expect("opens"), b"a face");
+    assert!(s.open_with_key(SealKind::Payload, &got, &atoms[1]).is_err(), "moved to another atom");
+    assert!(matches!(w.unwrap_for(&bob), Err(SealError::BadKey(_))));
+    let mut t = w.encode().to_vec();
+    t[46] ^= 1; // the leaf number, bound
+    assert!(matches!(
+        sion_seal::WrappedLeaf::decode(&t).expect("decode").unwrap_for(&alice),
+        Err(SealError::Open { .. })
+    ));
+    assert!(sion_seal::WrappedLeaf::decode(&w.encode()[..1280]).is_err());
 }

@@ -166,10 +166,33 @@ fn a_damaged_store_is_refused_naming_what_is_wrong() {
     }
     assert!(refused(&good[..good.len() - 1]).contains("check"));
     assert!(refused(&good[..10]).contains("header"));
-    let mut v2 = good.clone();
-    v2[8] = 2;
-    assert!(refused(&v2).contains("version 2"));
+    let mut v1 = good.clone();
+    v1[8] = 1;
+    assert!(refused(&v1).contains("version 1"));
     std::fs::write(&path, &good).expect("restore");
     assert!(KeyStore::open(&disk, &path).is_ok());
     assert!(matches!(KeyStore::open(&disk, &tmp.path().join("none")), Err(SealError::Io { .. })));
+}
+
+/// A member's store holds only the epochs given to it; a cover given again never brings back a
+/// leaf the member forgot, and an epoch never given is refused as such.
+#[test]
+fn a_members_store_holds_what_it_was_given_and_never_unforgets() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let disk = Disk::os();
+    let path = tmp.path().join("member.sionkeys");
+    let mut store = KeyStore::create(&disk, &path, SPACE).expect("create");
+    let given = sion_seal::Cover::new(2, [9; 32]);
+    store.hold(given.clone()).expect("hold epoch 2");
+    assert_eq!(store.epochs(), 3);
+    assert!(!store.holds(0) && !store.holds(1) && store.holds(2));
+    assert!(matches!(store.cover(1), Err(SealError::NoEpoch { epoch: 1, .. })));
+    store.forget(2, 10, 20).expect("forget");
+    // The same cover again (an old wrap): the forgotten leaves stay forgotten.
+    store.hold(given.clone()).expect("hold again");
+    let store = KeyStore::open(&disk, &path).expect("reopen");
+    let cover = store.cover(2).expect("epoch 2");
+    assert!(cover.leaf_key(15).is_err(), "an old wrap brought a forgotten leaf back");
+    assert_eq!(cover.leaf_key(25).expect("kept"), given.leaf_key(25).expect("kept"));
+    assert!(!store.holds(0), "an epoch never given is not held after reopening");
 }

@@ -23,6 +23,7 @@ mod brain_cmd;
 mod demo;
 mod ledger_cmd;
 mod memory_cmd;
+mod space_cmd;
 mod ui;
 mod viz_cmd;
 

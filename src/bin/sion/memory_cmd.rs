@@ -71,6 +71,22 @@ pub enum MemoryCommand {
     /// Print the log's atoms as JSON lines (docs/ATOM.md) with their ids and positions, in log
     /// order: what `remember` takes, so a log can be copied or compared.
     Dump(DumpArgs),
+    /// A sealed memory's space and its members (docs/SEAL.md): show, keygen, add, remove,
+    /// join, honour.
+    #[command(subcommand)]
+    Space(crate::space_cmd::SpaceCommand),
+    /// Append atoms given as JSON lines with their payloads (text or bytes) sealed in the
+    /// memory's space: only the writer and the space's members can open them; proofs and
+    /// audits work on them without any key. Prints the durable positions.
+    Seal(crate::space_cmd::SealArgs),
+    /// Print (or write to --out) the payload of a sealed atom, opened with the writer's keys or
+    /// a member's (--keys). Refused, saying so, if it was forgotten.
+    OpenPayload(crate::space_cmd::OpenPayloadArgs),
+    /// Forget the payloads of sealed atoms: a forget atom (who, when, why, which) is recorded,
+    /// then the keys that open them are destroyed, so nothing left derives them — every other
+    /// atom still opens. The atoms stay in the log and in its proofs; their payloads do not
+    /// open again. Then commits (members honour it with `sion memory space honour`).
+    Forget(crate::space_cmd::ForgetArgs),
 }
 
 #[derive(Args)]
@@ -141,7 +157,7 @@ pub struct RepairArgs {
 pub struct DataArg {
     /// The memory directory.
     #[arg(long, env = "SION_DATA")]
-    data: PathBuf,
+    pub(crate) data: PathBuf,
 }
 
 #[derive(Args)]
@@ -157,6 +173,11 @@ pub struct OpenArgs {
     /// ledger's directory. Default: a new embedded ledger inside the memory directory.
     #[arg(long, value_name = "URL|DIR")]
     ledger: Option<String>,
+    /// A sealed memory: its log's policy commits to a new space, whose keys seal payloads and
+    /// blobs so that only the writer and the space's members open them, and which can forget
+    /// them (docs/SEAL.md; `sion memory space`, `seal`, `forget`).
+    #[arg(long)]
+    sealed: bool,
 }
 
 #[derive(Args)]
@@ -359,6 +380,10 @@ pub(crate) fn read_witnesses(path: &Path) -> Result<NamedWitnesses> {
 pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
     match cmd {
         MemoryCommand::Open(a) => open(a),
+        MemoryCommand::Space(c) => crate::space_cmd::run(c),
+        MemoryCommand::Seal(a) => crate::space_cmd::seal(a),
+        MemoryCommand::OpenPayload(a) => crate::space_cmd::open_payload(a),
+        MemoryCommand::Forget(a) => crate::space_cmd::forget(a),
         MemoryCommand::Remember(a) => remember(a),
         MemoryCommand::Commit(a) => commit(a),
         MemoryCommand::Show(a) => show(a),
@@ -393,18 +418,18 @@ fn recall(a: RecallArgs) -> Result<ExitCode> {
     let memory = open_memory_read_only(&a.answer.data.data)?;
     let started = Instant::now();
     let file = memory.prove_range(&query, a.answer.as_of).context("answering the query")?;
-    answer(file, &a.answer, started)
+    answer(file, &a.answer, started, Some(&memory))
 }
 
 fn list(key: ListKey, a: AnswerArgs) -> Result<ExitCode> {
     let memory = open_memory_read_only(&a.data.data)?;
     let started = Instant::now();
     let file = memory.prove_list(key, a.as_of).context("answering")?;
-    answer(file, &a, started)
+    answer(file, &a, started, Some(&memory))
 }
 
 /// Print an answer (checked, as a reader would) and write its proof if asked.
-fn answer(file: ProofFile, a: &AnswerArgs, started: Instant) -> Result<ExitCode> {
+fn answer(file: ProofFile, a: &AnswerArgs, started: Instant, memory: Option<&Memory>) -> Result<ExitCode> {
     let bytes = file.encode();
     let verified = file.verify(None).context("the answer just proved does not verify (a bug)")?;
     let secs = started.elapsed().as_secs_f64();
@@ -422,10 +447,11 @@ fn answer(file: ProofFile, a: &AnswerArgs, started: Instant) -> Result<ExitCode>
             },
             "claim": verified.claim.to_json(),
             "proof_bytes": bytes.len(),
+            "sealed": sealed_states(&verified, memory),
         });
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print_verified(&verified)?;
+        print_verified(&verified, memory)?;
         outln!(
             "  proof   {} bytes, built in {:.1} ms{}",
             bytes.len(),
@@ -462,10 +488,18 @@ pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
 
 fn open(a: OpenArgs) -> Result<ExitCode> {
     let index = sion_memory::index::IndexConfig::default();
-    let memory = sion_memory::fleet::create(&index, &a.data.data, a.agent.as_deref(), a.ledger.as_deref())
-        .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
+    let memory =
+        sion_memory::fleet::create(&index, &a.data.data, a.agent.as_deref(), a.ledger.as_deref(), a.sealed)
+            .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
     let log = memory.committed();
     outln!("opened memory log {} at {}", log.id, a.data.data.display());
+    if let Some(space) = memory.space() {
+        outln!(
+            "  sealed  space {}, epoch {} (no members yet: `sion memory space add`)",
+            hex::encode(space.id()),
+            space.epoch()
+        );
+    }
     outln!("  writer  {}", log.writer);
     if let Some(agent) = &log.agent {
         outln!("  agent   {agent}");
@@ -793,7 +827,7 @@ fn write_proof(file: &ProofFile, out: &Path) -> Result<()> {
     std::fs::write(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
     let verified = file.verify(None).context("the proof just built does not verify (a bug)")?;
     outln!("wrote {} ({} bytes)", out.display(), bytes.len());
-    print_verified(&verified)?;
+    print_verified(&verified, None)?;
     Ok(())
 }
 
@@ -835,10 +869,23 @@ fn prove(cmd: ProveCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_verified(v: &Verified) -> Result<()> {
+/// Where the sealed payloads of an answer's atoms stand (position → state), for --json.
+fn sealed_states(v: &Verified, memory: Option<&Memory>) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    if let (Claim::Range { atoms, .. } | Claim::List { atoms, .. }, Some(m)) = (&v.claim, memory) {
+        for (position, atom) in atoms {
+            if let Some(state) = crate::space_cmd::payload_state(m, atom) {
+                out.insert(position.to_string(), state.into());
+            }
+        }
+    }
+    out.into()
+}
+
+fn print_verified(v: &Verified, memory: Option<&Memory>) -> Result<()> {
     outln!("proves: {}", v.statement());
     if let Claim::Range { atoms, .. } | Claim::List { atoms, .. } = &v.claim {
-        print_atoms(atoms)?;
+        print_atoms(atoms, memory)?;
     }
     outln!("  head    {} atoms, root {}", ui::count(v.head.size), hex::encode(v.head.root));
     match v.pulse {
@@ -854,17 +901,19 @@ fn print_verified(v: &Verified) -> Result<()> {
     Ok(())
 }
 
-fn print_atoms(atoms: &[(u64, Atom)]) -> Result<()> {
+fn print_atoms(atoms: &[(u64, Atom)], memory: Option<&Memory>) -> Result<()> {
     for (position, atom) in atoms.iter().take(20) {
         let p = atom.parts();
+        let sealed = memory.and_then(|m| crate::space_cmd::payload_state(m, atom)).map(|s| format!("  {s}"));
         outln!(
-            "  {position:>10}  {:<12} {:<16} {:?}..={:?} mm  [{}, {}) ns",
+            "  {position:>10}  {:<12} {:<16} {:?}..={:?} mm  [{}, {}) ns{}",
             p.kind.as_str(),
             p.subject,
             p.bounds.min_mm,
             p.bounds.max_mm,
             p.valid.from_ns,
-            p.valid.to_ns
+            p.valid.to_ns,
+            sealed.unwrap_or_default()
         );
     }
     if atoms.len() > 20 {
@@ -977,7 +1026,7 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
                 outln!("{}", serde_json::to_string_pretty(&v)?);
             } else if anchored {
                 outln!("VALID {}", a.file.display());
-                print_verified(&v)?;
+                print_verified(&v, None)?;
                 if let Some((named, quorum)) = &witnesses {
                     let names: Vec<&str> = named
                         .iter()
@@ -997,7 +1046,7 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
                      which whoever made the file chose; give --ledger-key or --data to anchor it",
                     a.file.display()
                 );
-                print_verified(&v)?;
+                print_verified(&v, None)?;
             }
             Ok(if anchored { ExitCode::SUCCESS } else { ExitCode::from(3) })
         }

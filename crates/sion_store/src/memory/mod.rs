@@ -23,9 +23,11 @@ use crate::log::{Appended, Audit, Log, LogError, LogOptions, Recovery};
 use sion_disk::Disk;
 
 mod repair;
+pub mod space;
 pub use repair::{RepairRecord, Repaired};
 use sion_verify::atom::{Atom, AtomId};
 use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
+pub use space::{MemberKeys, Opened, Space, SpaceError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
@@ -35,6 +37,12 @@ pub enum MemoryError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Blob(#[from] BlobError),
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+    #[error(
+        "the memory at {0} is not sealed: its log was opened without a space (make a sealed memory with `sion memory open --sealed`)"
+    )]
+    NotSealed(PathBuf),
     #[error("no memory at {0}: create one with `sion memory open --data {0}`")]
     Missing(PathBuf),
     #[error("a memory already exists at {0}")]
@@ -114,6 +122,9 @@ struct Config {
     /// Repairs that lost committed atoms and went on as a new log (docs/LOG.md, "Repair").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     repaired: Vec<RepairRecord>,
+    /// A sealed memory's space id (64 hex digits; docs/SEAL.md): its log's policy commits to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    space: Option<String>,
 }
 
 /// How the memory's index came up when it was opened.
@@ -159,6 +170,29 @@ pub struct Memory {
     /// Someone else submitted through [`Memory::ledger_mut`], or a submission's outcome is
     /// unknown: `on_ledger` is read again before the next commit.
     stale_view: bool,
+    /// A sealed memory's space.
+    space: Option<std::sync::Arc<Space>>,
+}
+
+/// A sealed memory's space id, as memory.json names it.
+fn space_of(dir: &Path, config: &Config) -> Result<Option<[u8; 32]>, MemoryError> {
+    let Some(hex_id) = &config.space else { return Ok(None) };
+    let mut id = [0u8; 32];
+    hex::decode_to_slice(hex_id, &mut id)
+        .map_err(|_| config_err(&dir.join("memory.json"), "`space` is not 64 hex digits"))?;
+    Ok(Some(id))
+}
+
+/// What an atom's payload is, in words (for a refusal).
+fn payload_name(atom: &sion_verify::atom::AtomParts) -> String {
+    use sion_verify::atom::Payload;
+    match &atom.payload {
+        Payload::None => "no payload".into(),
+        Payload::Text(_) => "public text".into(),
+        Payload::Public(_) => "public bytes".into(),
+        Payload::Encrypted(_) => "encrypted bytes of no space".into(),
+        Payload::Blob(b) => format!("a blob of {} in the clear", b.media_type),
+    }
 }
 
 /// Atoms decoded at a time while folding a long stretch of log.
@@ -210,7 +244,45 @@ impl Memory {
             Err(LedgerError::Missing(_)) => Ledger::create_on(disk, &ledger_path)?,
             Err(e) => return Err(e.into()),
         };
-        Self::create_inner(index, dir, agent, Box::new(ledger), ledger_rel, None)
+        Self::create_inner(index, dir, agent, Box::new(ledger), ledger_rel, None, false)
+    }
+
+    /// A sealed memory (docs/SEAL.md): as [`Memory::create_with`], with a space whose id the
+    /// log's policy commits to; its first atoms are the space's creation and epoch 0.
+    pub fn create_sealed(
+        index: &IndexConfig,
+        dir: &Path,
+        agent: Option<&str>,
+        ledger_dir: Option<&Path>,
+    ) -> Result<Self, MemoryError> {
+        let disk = &index.disk;
+        if dir.join("memory.json").exists() {
+            return Err(MemoryError::Exists(dir.to_owned()));
+        }
+        disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
+        let ledger_rel = ledger_dir.map(Path::to_owned).unwrap_or_else(|| PathBuf::from("ledger"));
+        let ledger_path = dir.join(&ledger_rel);
+        let ledger = match Ledger::open_on(disk, &ledger_path) {
+            Ok(l) => l,
+            Err(LedgerError::Missing(_)) => Ledger::create_on(disk, &ledger_path)?,
+            Err(e) => return Err(e.into()),
+        };
+        Self::create_inner(index, dir, agent, Box::new(ledger), ledger_rel, None, true)
+    }
+
+    /// A sealed memory whose log is on a remote ledger (as [`Memory::create_linked`]).
+    pub fn create_sealed_linked(
+        index: &IndexConfig,
+        dir: &Path,
+        agent: Option<&str>,
+        link: Box<dyn LedgerLink>,
+        url: &str,
+    ) -> Result<Self, MemoryError> {
+        if dir.join("memory.json").exists() {
+            return Err(MemoryError::Exists(dir.to_owned()));
+        }
+        index.disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
+        Self::create_inner(index, dir, agent, link, PathBuf::new(), Some(url), true)
     }
 
     /// Create a memory whose log is opened on a remote ledger (a fleet ledger service at
@@ -227,7 +299,7 @@ impl Memory {
             return Err(MemoryError::Exists(dir.to_owned()));
         }
         index.disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
-        Self::create_inner(index, dir, agent, link, PathBuf::new(), Some(url))
+        Self::create_inner(index, dir, agent, link, PathBuf::new(), Some(url), false)
     }
 
     fn create_inner(
@@ -237,9 +309,18 @@ impl Memory {
         mut ledger: Box<dyn LedgerLink>,
         ledger_rel: PathBuf,
         url: Option<&str>,
+        sealed: bool,
     ) -> Result<Self, MemoryError> {
         let disk = &index_config.disk;
         let writer = read_or_make_key(disk, &dir.join("writer.key"))?;
+        let creation = if sealed { Some(Space::genesis()?) } else { None };
+        let (space_id, policy) = match &creation {
+            Some(c) => {
+                let id = sion_seal::record::space_id(c);
+                (Some(id), sion_seal::record::policy(&id))
+            }
+            None => (None, [0; 32]),
+        };
         let log_dir = dir.join("log");
         let options = LogOptions { disk: disk.clone(), ..LogOptions::default() };
         let (log, recovery) = match Log::open(&log_dir, options.clone()) {
@@ -254,7 +335,7 @@ impl Memory {
         let opened = ledger.submit(crate::ledger::SignedTx::sign(
             &writer,
             ledger.nonce(&me)?,
-            Tx::OpenMemory { agent: agent.map(str::to_owned), policy: [0; 32] },
+            Tx::OpenMemory { agent: agent.map(str::to_owned), policy },
         ))?;
         // One transaction a Pulse: the log it opened is the last of that Pulse's state, even
         // when other writers open logs on the same (fleet) ledger at the same time.
@@ -269,6 +350,12 @@ impl Memory {
             index: Some(INDEX_VERSION),
             index_v2_from: None,
             repaired: Vec::new(),
+            space: space_id.map(hex::encode),
+        };
+        // The space's first atoms before memory.json names it.
+        let space = match &creation {
+            Some(c) => Some(std::sync::Arc::new(Space::create(disk, dir, &log, c)?)),
+            None => None,
         };
         write_config(disk, dir, &config)?;
         if url.is_some() {
@@ -292,6 +379,7 @@ impl Memory {
             _scratch: None,
             read_only: false,
             stale_view: false,
+            space,
         })
     }
 
@@ -359,6 +447,10 @@ impl Memory {
         };
         let (index, index_boot) =
             open_index(index_config, dir, &log, &on_ledger, ledger.as_ref(), index_v2_from)?;
+        let space = match space_of(dir, &config)? {
+            Some(id) => Some(std::sync::Arc::new(Space::open(disk, dir, &log, id)?)),
+            None => None,
+        };
         Ok(Self {
             dir: dir.to_owned(),
             log,
@@ -376,6 +468,7 @@ impl Memory {
             _scratch: None,
             read_only: false,
             stale_view: offline,
+            space,
         })
     }
 
@@ -446,6 +539,10 @@ impl Memory {
                 (index, IndexBoot::Rebuilt { why, folded, rebuilds: rebuilds_so_far(dir) })
             }
         };
+        let space = match space_of(dir, &config)? {
+            Some(id) => Some(std::sync::Arc::new(Space::open_read_only(dir, &log, id)?)),
+            None => None,
+        };
         Ok(Self {
             dir: dir.to_owned(),
             log,
@@ -463,7 +560,101 @@ impl Memory {
             _scratch: scratch,
             read_only: true,
             stale_view: false,
+            space,
         })
+    }
+
+    /// A sealed memory's space (docs/SEAL.md); `None` for a memory made without one.
+    pub fn space(&self) -> Option<&std::sync::Arc<Space>> {
+        self.space.as_ref()
+    }
+
+    fn sealed_space(&self) -> Result<&Space, MemoryError> {
+        self.space.as_deref().ok_or_else(|| MemoryError::NotSealed(self.dir.clone()))
+    }
+
+    /// The space, to change it (seal, forget): refused on a memory opened to be read.
+    fn writable_space(&self) -> Result<&Space, MemoryError> {
+        if self.read_only {
+            return Err(MemoryError::Space(SpaceError::Record(
+                "this memory was opened to be read: sealing and forgetting need its writer".into(),
+            )));
+        }
+        self.sealed_space()
+    }
+
+    /// Seal each atom's inline payload (text or bytes) and append them durably.
+    pub fn remember_sealed(
+        &self,
+        atoms: Vec<sion_verify::atom::AtomParts>,
+    ) -> Result<Vec<Appended>, MemoryError> {
+        let space = self.writable_space()?;
+        let sealed =
+            atoms.into_iter().map(|p| space.seal_inline(&self.log, p)).collect::<Result<Vec<_>, _>>()?;
+        Ok(self.log.append(sealed)?)
+    }
+
+    /// Seal a blob (`content`, of `media_type`) for the atom `parts`, keep the sealed bytes in
+    /// the blob store, then append the atom, which commits to them.
+    pub fn remember_sealed_blob(
+        &self,
+        parts: sion_verify::atom::AtomParts,
+        media_type: &str,
+        content: &[u8],
+        compress: bool,
+    ) -> Result<Appended, MemoryError> {
+        let space = self.writable_space()?;
+        let (atom, sealed) = space.seal_blob(&self.log, parts, media_type, content, compress)?;
+        self.blobs.keep(&[sealed])?;
+        let appended = self.log.append(vec![atom])?;
+        appended
+            .into_iter()
+            .next()
+            .ok_or_else(|| MemoryError::Space(SpaceError::Record("nothing appended".into())))
+    }
+
+    /// The sealed bytes of the atom at `position` and which kind they are, if it is sealed.
+    pub fn sealed_bytes(
+        &self,
+        position: u64,
+    ) -> Result<Option<(Atom, Vec<u8>, sion_seal::SealKind)>, MemoryError> {
+        let atom = self.log.read(position)?;
+        let found = Space::sealed_bytes(position, atom.parts(), |h| self.blobs.get(h).ok())?;
+        Ok(found.map(|(b, k)| (atom, b, k)))
+    }
+
+    /// Open the sealed payload of the atom at `position` with the writer's keys.
+    pub fn open_payload(&self, position: u64) -> Result<Opened, MemoryError> {
+        let space = self.sealed_space()?;
+        let Some((atom, bytes, kind)) = self.sealed_bytes(position)? else {
+            return Err(SpaceError::NotSealed {
+                position,
+                what: payload_name(self.log.read(position)?.parts()),
+            }
+            .into());
+        };
+        Ok(space.open_payload(position, atom.parts(), &bytes, kind)?)
+    }
+
+    /// Forget the payloads of the atoms at `positions`: forget atoms (who, why, the leaves,
+    /// linking to each), then the writer's keys punctured. Returns the forget atoms' positions.
+    pub fn forget(&self, positions: &[u64], who: &str, why: &str) -> Result<Vec<u64>, MemoryError> {
+        let space = self.writable_space()?;
+        let mut targets = Vec::with_capacity(positions.len());
+        for &position in positions {
+            match self.sealed_bytes(position)? {
+                Some((atom, bytes, _)) => targets.push((position, atom, bytes)),
+                None => {
+                    return Err(SpaceError::NotSealed {
+                        position,
+                        what: payload_name(self.log.read(position)?.parts()),
+                    }
+                    .into());
+                }
+            }
+        }
+        let (at, _) = space.forget(&self.log, &targets, who, why)?;
+        Ok(at)
     }
 
     /// Whether this memory was opened to be read only ([`Memory::open_read_only`]).

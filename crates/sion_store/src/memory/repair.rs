@@ -4,7 +4,7 @@ use std::path::Path;
 
 use sion_disk::Disk;
 
-use super::{Config, Memory, MemoryError, read_config, write_config};
+use super::{Config, Memory, MemoryError, read_config, space_of, write_config};
 use crate::index::INDEX_VERSION;
 use crate::ledger::{Ledger, LogId, SignedTx, Tx, account_of, read_key};
 use crate::log::blobs::{BlobStore, PackRepair};
@@ -87,7 +87,9 @@ impl Memory {
             }
             let writer = read_key(&dir.join("writer.key"))?;
             let me = account_of(&writer);
-            let tx = Tx::OpenMemory { agent: config.agent.clone(), policy: [0; 32] };
+            // A sealed memory's new log keeps its space: the same policy.
+            let policy = space_of(dir, &config)?.map_or([0; 32], |id| sion_seal::record::policy(&id));
+            let tx = Tx::OpenMemory { agent: config.agent.clone(), policy };
             ledger.submit(SignedTx::sign(&writer, ledger.nonce(&me), tx))?;
             let new = ledger.logs().len() as u64 - 1;
             let r = RepairRecord { log: config.log, committed: committed.size, kept };

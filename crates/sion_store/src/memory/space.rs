@@ -1,0 +1,852 @@
+//! A sealed memory's space (docs/SEAL.md, "A sealed memory"): the writer's key store, the
+//! leaf counter, the members' public keys, and the space's records as the log holds them.
+//!
+//! Files under `<memory>/space/`:
+//! - `keys`: the key store (`SIONKEYS`), one cover per epoch;
+//! - `leaves`: the leaf counter's reserved mark (`SIONLEAF`), so that no leaf — and so no key —
+//!   ever seals twice, even across a crash;
+//! - `members/<hex key hash>.pub`: each member's X-Wing public key (1,216 bytes);
+//! - `records`: a cache of the space's records (log position and text, one JSON line each),
+//!   rebuilt from the log when missing or damaged;
+//! - `pending`: a record atom being applied (a space change or a forget), so that a crash
+//!   between writing it to the log and applying it is finished when the memory next opens.
+//!
+//! The log is authoritative: every change is an atom first, then applied. A forget is made
+//! durable in the log, then the key store is punctured and replaced; a pending forget is
+//! applied again on open (puncturing is idempotent).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use sion_disk::Disk;
+use sion_seal::record::{self, ForgetRecord, LeafRange, Membership, SpaceRecord};
+use sion_seal::{
+    Codec, Cover, KeyStore, MemberKey, SEALED_MEDIA_TYPE, SealError, SealKind, Sealed, Wrapped, WrappedLeaf,
+    bare_id, blob_parts, blob_plaintext, inline_payload, inline_plaintext, member_key_hash,
+};
+use sion_verify::atom::{Atom, AtomParts, BlobRef, Payload};
+
+use crate::log::{Appended, Log, LogError};
+
+/// The largest blob opened (a camera frame is at most the node's `max_image_bytes`, 32 MiB).
+const MAX_OPENED_BLOB: usize = 256 << 20;
+/// Leaves reserved at a time: one write of the counter per this many seals.
+const RESERVE: u64 = 4096;
+const LEAF_MAGIC: &[u8; 8] = b"SIONLEAF";
+
+/// Why a space could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SpaceError {
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("{path}: {problem}")]
+    File { path: PathBuf, problem: String },
+    #[error("atom {position} has no sealed payload ({what}): only sealed payloads can be forgotten")]
+    NotSealed { position: u64, what: String },
+    #[error("atom {position}'s payload is sealed in space {found}…, not this memory's {expected}…")]
+    OtherSpace { position: u64, found: String, expected: String },
+    #[error("atom {position}'s blob {hash} is not in the blob store")]
+    MissingBlob { position: u64, hash: String },
+    #[error("no member {0} in the current epoch (`sion memory space show` lists them)")]
+    NoMember(String),
+    #[error("member {0} is already in the current epoch")]
+    AlreadyMember(String),
+    #[error("{0}")]
+    Record(String),
+}
+
+fn file_err(path: &Path, problem: impl ToString) -> SpaceError {
+    SpaceError::File { path: path.to_owned(), problem: problem.to_string() }
+}
+
+/// A new epoch's cover wrapped to each member (their key hash, the wrap).
+pub type Wraps = Vec<([u8; 32], Wrapped)>;
+
+/// Where a payload stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Opened {
+    /// An inline payload, opened: the text or bytes it was.
+    Inline(Payload),
+    /// A blob, opened: its own media type and its content exactly as it was given.
+    Blob { media_type: String, content: Vec<u8> },
+}
+
+/// The leaf counter of the current epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Leaves {
+    epoch: u32,
+    /// The next leaf to seal with.
+    next: u64,
+    /// Leaves below this are (or may have been) handed out: after a crash sealing resumes here.
+    reserved: u64,
+}
+
+impl Leaves {
+    /// "SIONLEAF", u8 1, u32 epoch, u64 reserved, u32 CRC-32C of what precedes it.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(25);
+        out.extend_from_slice(LEAF_MAGIC);
+        out.push(1);
+        out.extend_from_slice(&self.epoch.to_le_bytes());
+        out.extend_from_slice(&self.reserved.to_le_bytes());
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, String> {
+        if bytes.len() != 25 || &bytes[..8] != LEAF_MAGIC || bytes[8] != 1 {
+            return Err("not a SIONLEAF version 1 file of 25 bytes".into());
+        }
+        let crc = u32::from_le_bytes([bytes[21], bytes[22], bytes[23], bytes[24]]);
+        if crc32c::crc32c(&bytes[..21]) != crc {
+            return Err("its checksum fails (damaged)".into());
+        }
+        let epoch = u32::from_le_bytes([bytes[9], bytes[10], bytes[11], bytes[12]]);
+        let mut r = [0u8; 8];
+        r.copy_from_slice(&bytes[13..21]);
+        let reserved = u64::from_le_bytes(r);
+        Ok(Self { epoch, next: reserved, reserved })
+    }
+}
+
+struct Inner {
+    keys: KeyStore,
+    membership: Membership,
+    /// (position, text) of each space record, in log order.
+    records: Vec<(u64, String)>,
+    leaves: Leaves,
+}
+
+/// A memory's space: what seals its payloads and blobs, forgets them, and shares them.
+pub struct Space {
+    disk: Disk,
+    dir: PathBuf,
+    id: [u8; 32],
+    inner: Mutex<Inner>,
+}
+
+/// A change to apply once its record atom is in the log.
+enum Change {
+    Space(SpaceRecord),
+    Forget(ForgetRecord),
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+fn random32() -> Result<[u8; 32], SpaceError> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).map_err(|e| SpaceError::Record(format!("no randomness: {e}")))?;
+    Ok(b)
+}
+
+impl Space {
+    /// The creation record of a new space (its text gives the space's id and the log's policy).
+    pub fn genesis() -> Result<String, SpaceError> {
+        Ok(SpaceRecord::Create { nonce: random32()?, created_ns: now_ns() }.to_text())
+    }
+
+    /// Make the space of a new memory whose log was just opened with
+    /// `record::policy(record::space_id(creation))`: its creation and first epoch become the
+    /// log's first atoms, epoch 0's seed is drawn, and its files written.
+    pub fn create(disk: &Disk, memory_dir: &Path, log: &Log, creation: &str) -> Result<Self, SpaceError> {
+        let dir = memory_dir.join("space");
+        if log.size() > 0 {
+            return Err(SpaceError::Record(format!(
+                "a sealed memory's space records are its first atoms, and this log already holds {}                  (a creation that was interrupted?): remove the directory and create it again",
+                log.size()
+            )));
+        }
+        disk.create_dir_all(&dir.join("members")).map_err(|e| file_err(&dir, e))?;
+        let id = record::space_id(creation);
+        let t = now_ns();
+        let first = SpaceRecord::Epoch { epoch: 0, members: Vec::new(), why: "created".into() }.to_text();
+        let atoms = vec![
+            record::record_atom(record::SPACE_SUBJECT, creation.to_owned(), t, &[])
+                .map_err(|e| SpaceError::Record(e.to_string()))?,
+            record::record_atom(record::SPACE_SUBJECT, first.clone(), t + 1, &[])
+                .map_err(|e| SpaceError::Record(e.to_string()))?,
+        ];
+        let appended = log.append(atoms)?;
+        let keys_path = dir.join("keys");
+        let mut keys = match KeyStore::open(disk, &keys_path) {
+            // A crash after an earlier attempt made the store: keep its epoch (its seed may
+            // already seal something only it opens).
+            Ok(k) if k.space() == &id => k,
+            Ok(_) => return Err(file_err(&keys_path, "a key store of another space")),
+            Err(_) => {
+                if keys_path.exists() {
+                    disk.remove_file(&keys_path).map_err(|e| file_err(&keys_path, e))?;
+                }
+                KeyStore::create(disk, &keys_path, id)?
+            }
+        };
+        if keys.epochs() == 0 {
+            keys.begin_epoch(random32()?)?;
+        }
+        let leaves = Leaves { epoch: 0, next: 0, reserved: 0 };
+        let space = Self {
+            disk: disk.clone(),
+            dir,
+            id,
+            inner: Mutex::new(Inner { keys, membership: Membership::default(), records: Vec::new(), leaves }),
+        };
+        {
+            let mut inner = space.lock();
+            space.save_leaves(&inner.leaves)?;
+            for (a, text) in appended.iter().zip([creation.to_owned(), first]) {
+                inner.membership.apply(&text)?;
+                inner.records.push((a.position, text));
+            }
+            space.save_records(&inner.records)?;
+        }
+        Ok(space)
+    }
+
+    /// Open the space of a memory (its log opened), finishing a change a crash interrupted.
+    pub fn open(disk: &Disk, memory_dir: &Path, log: &Log, id: [u8; 32]) -> Result<Self, SpaceError> {
+        let space = Self::read(disk, memory_dir, log, id)?;
+        space.finish_pending(log)?;
+        Ok(space)
+    }
+
+    /// Open it to read (a reader's process: nothing is written, a pending change is left to
+    /// the writer).
+    pub fn open_read_only(memory_dir: &Path, log: &Log, id: [u8; 32]) -> Result<Self, SpaceError> {
+        Self::read(&Disk::os(), memory_dir, log, id)
+    }
+
+    fn read(disk: &Disk, memory_dir: &Path, log: &Log, id: [u8; 32]) -> Result<Self, SpaceError> {
+        let dir = memory_dir.join("space");
+        let keys_path = dir.join("keys");
+        let keys = KeyStore::open(disk, &keys_path)?;
+        if keys.space() != &id {
+            return Err(file_err(&keys_path, "the key store is of another space than memory.json names"));
+        }
+        let records = match read_records(&dir.join("records")) {
+            Ok(r) => r,
+            Err(_) => scan_records(log)?,
+        };
+        let mut membership = Membership::default();
+        for (_, text) in &records {
+            membership.apply(text)?;
+        }
+        if membership.space() != Some(id) {
+            return Err(SpaceError::Record("the log's space records are of another space".into()));
+        }
+        let epoch = membership.current().unwrap_or(0);
+        let leaves_path = dir.join("leaves");
+        let leaves =
+            match std::fs::read(&leaves_path).map_err(|e| e.to_string()).and_then(|b| Leaves::decode(&b)) {
+                Ok(l) if l.epoch == epoch => l,
+                // Missing or damaged, or of an epoch a crash left behind: nothing below the epoch's
+                // end is known to be unused, so a new epoch is the only safe counter.
+                _ => Leaves { epoch, next: 1 << sion_seal::DEPTH, reserved: 1 << sion_seal::DEPTH },
+            };
+        Ok(Self {
+            disk: disk.clone(),
+            dir,
+            id,
+            inner: Mutex::new(Inner { keys, membership, records, leaves }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The space's id.
+    pub fn id(&self) -> [u8; 32] {
+        self.id
+    }
+
+    /// The current epoch.
+    pub fn epoch(&self) -> u32 {
+        self.lock().membership.current().unwrap_or(0)
+    }
+
+    /// The space's membership as its records say.
+    pub fn membership(&self) -> Membership {
+        self.lock().membership.clone()
+    }
+
+    /// The space's records: (log position, text).
+    pub fn records(&self) -> Vec<(u64, String)> {
+        self.lock().records.clone()
+    }
+
+    /// Whether the writer's key store still derives `leaf` of `epoch`.
+    pub fn holds(&self, epoch: u32, leaf: u32) -> bool {
+        self.lock().keys.cover(epoch).is_ok_and(|c| c.leaf_key(leaf).is_ok())
+    }
+
+    fn save_leaves(&self, leaves: &Leaves) -> Result<(), SpaceError> {
+        let path = self.dir.join("leaves");
+        self.disk.replace_file(&path, &leaves.encode()).map_err(|e| file_err(&path, e))
+    }
+
+    fn save_records(&self, records: &[(u64, String)]) -> Result<(), SpaceError> {
+        let path = self.dir.join("records");
+        let mut out = String::new();
+        for (p, t) in records {
+            out.push_str(&serde_json::json!({ "position": p, "text": t }).to_string());
+            out.push('\n');
+        }
+        self.disk.replace_file(&path, out.as_bytes()).map_err(|e| file_err(&path, e))
+    }
+
+    /// A new epoch when the current one has no leaf left (2^32 seals, or a leaf counter that
+    /// was lost: then no leaf of the epoch is known to be unused).
+    fn ready(&self, log: &Log) -> Result<(), SpaceError> {
+        if self.lock().leaves.next >= 1 << sion_seal::DEPTH {
+            self.rotate(log, "rotated: the epoch has no leaf known to be unused")?;
+        }
+        Ok(())
+    }
+
+    /// The next leaf of the current epoch; the counter's mark is moved (durably) before a leaf
+    /// past it is handed out.
+    fn next_leaf(&self, inner: &mut Inner) -> Result<(u32, u32), SpaceError> {
+        if inner.leaves.next >= 1 << sion_seal::DEPTH {
+            return Err(SpaceError::Record("the epoch's leaves are used up".into()));
+        }
+        if inner.leaves.next >= inner.leaves.reserved {
+            let mut moved = inner.leaves;
+            moved.reserved = (moved.next + RESERVE).min(1 << sion_seal::DEPTH);
+            self.save_leaves(&moved)?;
+            inner.leaves = moved;
+        }
+        let leaf = inner.leaves.next as u32;
+        inner.leaves.next += 1;
+        Ok((inner.leaves.epoch, leaf))
+    }
+
+    /// Seal an atom's inline payload (text or bytes): the atom returned carries it encrypted.
+    pub fn seal_inline(&self, log: &Log, parts: AtomParts) -> Result<Atom, SpaceError> {
+        let plain = zeroize::Zeroizing::new(inline_plaintext(&parts.payload)?);
+        self.ready(log)?;
+        let mut inner = self.lock();
+        let (epoch, leaf) = self.next_leaf(&mut inner)?;
+        let sealed =
+            Sealed::seal(SealKind::Payload, &self.id, inner.keys.cover(epoch)?, leaf, &parts, &plain)?;
+        let mut parts = parts;
+        parts.payload = Payload::Encrypted(sealed);
+        Atom::new(parts).map_err(|e| SpaceError::Record(e.to_string()))
+    }
+
+    /// Seal a blob for the atom `parts` (its payload is replaced): returns the atom, which
+    /// commits to the sealed bytes, and those bytes, to keep in the blob store. `content` is
+    /// compressed with zstd first when that makes it smaller (camera frames as published).
+    pub fn seal_blob(
+        &self,
+        log: &Log,
+        parts: AtomParts,
+        media_type: &str,
+        content: &[u8],
+        compress: bool,
+    ) -> Result<(Atom, Vec<u8>), SpaceError> {
+        let squeezed = if compress {
+            zstd::bulk::compress(content, 1).ok().filter(|c| c.len() < content.len())
+        } else {
+            None
+        };
+        let plain = zeroize::Zeroizing::new(match &squeezed {
+            Some(c) => blob_plaintext(Codec::Zstd, media_type, content, c)?,
+            None => blob_plaintext(Codec::None, media_type, content, content)?,
+        });
+        self.ready(log)?;
+        let mut inner = self.lock();
+        let (epoch, leaf) = self.next_leaf(&mut inner)?;
+        let sealed = Sealed::seal(SealKind::Blob, &self.id, inner.keys.cover(epoch)?, leaf, &parts, &plain)?;
+        drop(inner);
+        let mut parts = parts;
+        parts.payload = Payload::Blob(BlobRef {
+            hash: *blake3::hash(&sealed).as_bytes(),
+            size: sealed.len() as u64,
+            media_type: SEALED_MEDIA_TYPE.into(),
+        });
+        let atom = Atom::new(parts).map_err(|e| SpaceError::Record(e.to_string()))?;
+        Ok((atom, sealed))
+    }
+
+    /// Where the sealed bytes of `atom` are: (their bytes, and which kind), or `None` for an
+    /// atom whose payload is not sealed. `blob` fetches a blob by its hash.
+    pub fn sealed_bytes(
+        position: u64,
+        atom: &AtomParts,
+        blob: impl FnOnce(&[u8; 32]) -> Option<Vec<u8>>,
+    ) -> Result<Option<(Vec<u8>, SealKind)>, SpaceError> {
+        match &atom.payload {
+            Payload::Encrypted(b) => Ok(Some((b.clone(), SealKind::Payload))),
+            Payload::Blob(r) if r.media_type == SEALED_MEDIA_TYPE => match blob(&r.hash) {
+                Some(b) => Ok(Some((b, SealKind::Blob))),
+                None => Err(SpaceError::MissingBlob { position, hash: hex::encode(r.hash) }),
+            },
+            _ => Ok(None),
+        }
+    }
+
+    /// Open a sealed payload with the writer's keys.
+    pub fn open_payload(
+        &self,
+        position: u64,
+        atom: &AtomParts,
+        bytes: &[u8],
+        kind: SealKind,
+    ) -> Result<Opened, SpaceError> {
+        let sealed = Sealed::decode(bytes)?;
+        if sealed.space != self.id {
+            return Err(SpaceError::OtherSpace {
+                position,
+                found: hex::encode(&sealed.space[..4]),
+                expected: hex::encode(&self.id[..4]),
+            });
+        }
+        let plain = {
+            let inner = self.lock();
+            zeroize::Zeroizing::new(sealed.open(kind, &self.id, inner.keys.cover(sealed.epoch)?, atom)?)
+        };
+        opened(kind, &plain)
+    }
+
+    /// Append a record atom and apply its change: the atom is first written to `pending`, then
+    /// appended (durable), then applied, then `pending` removed — a crash anywhere is finished
+    /// by the next open.
+    fn change(
+        &self,
+        log: &Log,
+        change: Change,
+        targets: &[sion_verify::atom::AtomId],
+    ) -> Result<Appended, SpaceError> {
+        let (subject, text) = match &change {
+            Change::Space(r) => (record::SPACE_SUBJECT, r.to_text()),
+            Change::Forget(r) => (record::FORGET_SUBJECT, r.to_text()),
+        };
+        let atom = record::record_atom(subject, text, now_ns(), targets)
+            .map_err(|e| SpaceError::Record(e.to_string()))?;
+        let pending = self.dir.join("pending");
+        self.disk.replace_file(&pending, atom.bytes()).map_err(|e| file_err(&pending, e))?;
+        let appended = log
+            .append(vec![atom])?
+            .into_iter()
+            .next()
+            .ok_or_else(|| SpaceError::Record("nothing appended".into()))?;
+        self.apply(appended.position, change)?;
+        self.disk.remove_file(&pending).map_err(|e| file_err(&pending, e))?;
+        Ok(appended)
+    }
+
+    fn apply(&self, position: u64, change: Change) -> Result<(), SpaceError> {
+        let mut inner = self.lock();
+        match change {
+            Change::Forget(r) => {
+                for range in &r.leaves {
+                    if inner.keys.holds(range.epoch) {
+                        inner.keys.forget(range.epoch, range.from, range.to)?;
+                    }
+                }
+            }
+            Change::Space(r) => {
+                if inner.records.iter().any(|(p, _)| *p == position) {
+                    return Ok(()); // applied before a crash
+                }
+                let text = r.to_text();
+                let mut membership = inner.membership.clone();
+                membership.apply(&text)?;
+                if let SpaceRecord::Epoch { epoch, .. } = &r {
+                    while inner.keys.epochs() <= *epoch {
+                        inner.keys.begin_epoch(random32()?)?;
+                    }
+                    let leaves = Leaves { epoch: *epoch, next: 0, reserved: 0 };
+                    self.save_leaves(&leaves)?;
+                    inner.leaves = leaves;
+                }
+                inner.membership = membership;
+                inner.records.push((position, text));
+                self.save_records(&inner.records)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_pending(&self, log: &Log) -> Result<(), SpaceError> {
+        let pending = self.dir.join("pending");
+        let bytes = match std::fs::read(&pending) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(file_err(&pending, e)),
+        };
+        // A pending file cut short by a crash was never appended: there is nothing to finish.
+        let Ok(atom) = Atom::decode(&bytes) else {
+            self.disk.remove_file(&pending).map_err(|e| file_err(&pending, e))?;
+            return Ok(());
+        };
+        let change = if let Some(t) = record::record_text(atom.parts(), record::FORGET_SUBJECT) {
+            Change::Forget(ForgetRecord::parse(t)?)
+        } else if let Some(t) = record::record_text(atom.parts(), record::SPACE_SUBJECT) {
+            Change::Space(SpaceRecord::parse(t)?)
+        } else {
+            return Err(file_err(&pending, "not a space or forget record"));
+        };
+        let appended = log.append(vec![atom])?;
+        if let Some(a) = appended.first() {
+            self.apply(a.position, change)?;
+        }
+        self.disk.remove_file(&pending).map_err(|e| file_err(&pending, e))?;
+        Ok(())
+    }
+
+    /// Add a member (their X-Wing public key, a name) to the current epoch; returns the wrap of
+    /// the epoch's cover for them.
+    pub fn add_member(
+        &self,
+        log: &Log,
+        name: &str,
+        public: &[u8],
+    ) -> Result<(Appended, Wrapped), SpaceError> {
+        let hash = member_key_hash(public);
+        // Checked before anything is written: a key that is not one is refused here.
+        let epoch = self.epoch();
+        let wrap = {
+            let inner = self.lock();
+            Wrapped::wrap(&self.id, inner.keys.cover(epoch)?, public)?
+        };
+        if self.lock().membership.is_member(epoch, &hash) {
+            return Err(SpaceError::AlreadyMember(hex::encode(hash)));
+        }
+        let path = self.dir.join("members").join(format!("{}.pub", hex::encode(hash)));
+        self.disk.replace_file(&path, public).map_err(|e| file_err(&path, e))?;
+        let appended = self.change(
+            log,
+            Change::Space(SpaceRecord::Add { epoch, member: hash, name: name.to_owned() }),
+            &[],
+        )?;
+        Ok((appended, wrap))
+    }
+
+    /// Remove a member: a new epoch begins without them (its seed never reaches them); returns
+    /// the new epoch's cover wrapped to each member left.
+    pub fn remove_member(&self, log: &Log, member: &[u8; 32]) -> Result<(Appended, Wraps), SpaceError> {
+        let (epoch, left) = {
+            let inner = self.lock();
+            let epoch = inner.membership.current().unwrap_or(0);
+            if !inner.membership.is_member(epoch, member) {
+                return Err(SpaceError::NoMember(hex::encode(member)));
+            }
+            let left: Vec<[u8; 32]> =
+                inner.membership.members(epoch).iter().map(|m| m.key_hash).filter(|h| h != member).collect();
+            (epoch, left)
+        };
+        self.new_epoch(log, epoch + 1, left, format!("removed {}", hex::encode(member)))
+    }
+
+    /// Begin a new epoch with the same members (a writer's choice, or a full epoch).
+    pub fn rotate(&self, log: &Log, why: &str) -> Result<(Appended, Wraps), SpaceError> {
+        let (epoch, members) = {
+            let inner = self.lock();
+            let epoch = inner.membership.current().unwrap_or(0);
+            (epoch, inner.membership.members(epoch).iter().map(|m| m.key_hash).collect())
+        };
+        self.new_epoch(log, epoch + 1, members, why.to_owned())
+    }
+
+    fn new_epoch(
+        &self,
+        log: &Log,
+        epoch: u32,
+        members: Vec<[u8; 32]>,
+        why: String,
+    ) -> Result<(Appended, Wraps), SpaceError> {
+        let appended = self.change(
+            log,
+            Change::Space(SpaceRecord::Epoch { epoch, members: members.clone(), why }),
+            &[],
+        )?;
+        let mut wraps = Vec::new();
+        for m in members {
+            let public = self.member_public(&m)?;
+            let inner = self.lock();
+            wraps.push((m, Wrapped::wrap(&self.id, inner.keys.cover(epoch)?, &public)?));
+        }
+        Ok((appended, wraps))
+    }
+
+    /// A member's public key, as it was given when they were added.
+    pub fn member_public(&self, member: &[u8; 32]) -> Result<Vec<u8>, SpaceError> {
+        let path = self.dir.join("members").join(format!("{}.pub", hex::encode(member)));
+        let bytes = std::fs::read(&path).map_err(|e| file_err(&path, e))?;
+        if member_key_hash(&bytes) != *member {
+            return Err(file_err(&path, "its key's hash is not the member's"));
+        }
+        Ok(bytes)
+    }
+
+    /// The current epoch's cover, wrapped to a member of it (to hand to them again).
+    pub fn wrap_for(&self, member: &[u8; 32]) -> Result<Wrapped, SpaceError> {
+        let inner = self.lock();
+        let epoch = inner.membership.current().unwrap_or(0);
+        if !inner.membership.is_member(epoch, member) {
+            return Err(SpaceError::NoMember(hex::encode(member)));
+        }
+        drop(inner);
+        let public = self.member_public(member)?;
+        let inner = self.lock();
+        Ok(Wrapped::wrap(&self.id, inner.keys.cover(epoch)?, &public)?)
+    }
+
+    /// The leaf key of a sealed payload wrapped to `member`, if they were a member of the epoch
+    /// that sealed it and the leaf is not forgotten (docs/SEAL.md, "The payload service").
+    pub fn wrap_leaf_for(
+        &self,
+        member: &[u8; 32],
+        atom: &AtomParts,
+        bytes: &[u8],
+    ) -> Result<WrappedLeaf, SpaceError> {
+        let sealed = Sealed::decode(bytes)?;
+        if sealed.space != self.id {
+            return Err(SpaceError::OtherSpace {
+                position: 0,
+                found: hex::encode(&sealed.space[..4]),
+                expected: hex::encode(&self.id[..4]),
+            });
+        }
+        if !self.lock().membership.is_member(sealed.epoch, member) {
+            return Err(SpaceError::NoMember(format!("{} in epoch {}", hex::encode(member), sealed.epoch)));
+        }
+        let public = self.member_public(member)?;
+        let inner = self.lock();
+        let key = zeroize::Zeroizing::new(inner.keys.cover(sealed.epoch)?.leaf_key(sealed.leaf)?);
+        Ok(WrappedLeaf::wrap(&self.id, sealed.epoch, sealed.leaf, &bare_id(atom)?, &key, &public)?)
+    }
+
+    /// Forget the payloads of `targets` ((position, atom, sealed bytes) each): one forget atom
+    /// (who, why, the leaves; linking to each target, up to 256 a record), then the key store
+    /// punctured. Returns the forget atoms' positions and the leaves forgotten.
+    pub fn forget(
+        &self,
+        log: &Log,
+        targets: &[(u64, Atom, Vec<u8>)],
+        who: &str,
+        why: &str,
+    ) -> Result<(Vec<u64>, Vec<LeafRange>), SpaceError> {
+        let mut positions = Vec::new();
+        let mut all = Vec::new();
+        for chunk in targets.chunks(record::MAX_FORGET_LINKS) {
+            let mut leaves = Vec::new();
+            for (position, _, bytes) in chunk {
+                let s = Sealed::decode(bytes)?;
+                if s.space != self.id {
+                    return Err(SpaceError::OtherSpace {
+                        position: *position,
+                        found: hex::encode(&s.space[..4]),
+                        expected: hex::encode(&self.id[..4]),
+                    });
+                }
+                leaves.push(LeafRange { epoch: s.epoch, from: u64::from(s.leaf), to: u64::from(s.leaf) + 1 });
+            }
+            let ids: Vec<_> = chunk.iter().map(|(_, a, _)| a.id()).collect();
+            let record = ForgetRecord { who: who.to_owned(), why: why.to_owned(), leaves: leaves.clone() };
+            let a = self.change(log, Change::Forget(record), &ids)?;
+            positions.push(a.position);
+            all.extend(leaves);
+        }
+        Ok((positions, all))
+    }
+
+    /// Forget every leaf of `epoch` below `to` (retention: everything sealed before a point),
+    /// with one forget atom naming the range.
+    pub fn forget_below(
+        &self,
+        log: &Log,
+        epoch: u32,
+        to: u64,
+        who: &str,
+        why: &str,
+    ) -> Result<u64, SpaceError> {
+        let record = ForgetRecord {
+            who: who.to_owned(),
+            why: why.to_owned(),
+            leaves: vec![LeafRange { epoch, from: 0, to }],
+        };
+        Ok(self.change(log, Change::Forget(record), &[])?.position)
+    }
+}
+
+/// The opened plaintext of a payload or blob, as it was given.
+pub fn opened(kind: SealKind, plain: &[u8]) -> Result<Opened, SpaceError> {
+    match kind {
+        SealKind::Payload => Ok(Opened::Inline(inline_payload(plain)?)),
+        SealKind::Blob => {
+            let parts = blob_parts(plain)?;
+            let (media_type, hash, content) = (parts.media_type, parts.given, parts.content);
+            let content = match parts.codec {
+                Codec::None => content.to_vec(),
+                // Bounded: a writer's compressed bytes never decompress past this.
+                Codec::Zstd => {
+                    zstd::bulk::decompress(content, MAX_OPENED_BLOB).map_err(|e| SealError::Format {
+                        what: "opened blob",
+                        problem: format!(
+                            "its zstd content does not decode within {MAX_OPENED_BLOB} bytes: {e}"
+                        ),
+                    })?
+                }
+            };
+            if *blake3::hash(&content).as_bytes() != hash {
+                return Err(SealError::Format {
+                    what: "opened blob",
+                    problem: "its content is not the blob as it was given (its hash differs)".into(),
+                }
+                .into());
+            }
+            Ok(Opened::Blob { media_type: media_type.to_owned(), content })
+        }
+    }
+}
+
+fn read_records(path: &Path) -> Result<Vec<(u64, String)>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        let p = v["position"].as_u64().ok_or("no position")?;
+        let t = v["text"].as_str().ok_or("no text")?;
+        out.push((p, t.to_owned()));
+    }
+    if out.is_empty() {
+        return Err("empty".into());
+    }
+    Ok(out)
+}
+
+/// The space's records read from the whole log (when their cache is missing or damaged).
+fn scan_records(log: &Log) -> Result<Vec<(u64, String)>, SpaceError> {
+    let mut out = Vec::new();
+    for item in log.scan(0) {
+        let (p, atom) = item?;
+        if let Some(t) = record::record_text(atom.parts(), record::SPACE_SUBJECT) {
+            out.push((p, t.to_owned()));
+        }
+    }
+    Ok(out)
+}
+
+/// A member's keys: their X-Wing key and the covers they were given, in a directory of their
+/// own (`member.key`, 32 bytes; `member.pub`; `<hex space id>.sionkeys`).
+pub struct MemberKeys {
+    disk: Disk,
+    dir: PathBuf,
+    key: MemberKey,
+}
+
+impl MemberKeys {
+    /// Make a member's key in `dir` (refused if one is there).
+    pub fn create(disk: &Disk, dir: &Path) -> Result<Self, SpaceError> {
+        disk.create_dir_all(dir).map_err(|e| file_err(dir, e))?;
+        let path = dir.join("member.key");
+        if path.exists() {
+            return Err(file_err(&path, "a member key is already there"));
+        }
+        let key = MemberKey::generate()?;
+        let seed = zeroize::Zeroizing::new(key.seed());
+        disk.replace_file(&path, seed.as_slice()).map_err(|e| file_err(&path, e))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| file_err(&path, e))?;
+        }
+        let public = dir.join("member.pub");
+        disk.replace_file(&public, &key.public()).map_err(|e| file_err(&public, e))?;
+        Ok(Self { disk: disk.clone(), dir: dir.to_owned(), key })
+    }
+
+    /// Open a member's key directory.
+    pub fn open(disk: &Disk, dir: &Path) -> Result<Self, SpaceError> {
+        let path = dir.join("member.key");
+        let bytes = zeroize::Zeroizing::new(std::fs::read(&path).map_err(|e| file_err(&path, e))?);
+        let seed: [u8; 32] = bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| file_err(&path, "a member key holds exactly 32 bytes"))?;
+        Ok(Self { disk: disk.clone(), dir: dir.to_owned(), key: MemberKey::from_seed(seed) })
+    }
+
+    /// The member's key.
+    pub fn key(&self) -> &MemberKey {
+        &self.key
+    }
+
+    fn store_path(&self, space: &[u8; 32]) -> PathBuf {
+        self.dir.join(format!("{}.sionkeys", hex::encode(space)))
+    }
+
+    /// The member's key store for `space` (made empty if absent).
+    pub fn store(&self, space: &[u8; 32]) -> Result<KeyStore, SpaceError> {
+        let path = self.store_path(space);
+        if path.exists() {
+            Ok(KeyStore::open(&self.disk, &path)?)
+        } else {
+            Ok(KeyStore::create(&self.disk, &path, *space)?)
+        }
+    }
+
+    /// Take a wrap given to this member: its cover joins their key store. Returns (space,
+    /// epoch).
+    pub fn join(&self, wrap: &[u8]) -> Result<([u8; 32], u32), SpaceError> {
+        let w = Wrapped::decode(wrap)?;
+        let cover: Cover = w.unwrap_for(&self.key)?;
+        let mut store = self.store(&w.space)?;
+        store.hold(cover)?;
+        Ok((w.space, w.epoch))
+    }
+
+    /// Honour forget records (their texts): puncture this member's covers the same way.
+    /// Returns how many leaf ranges were applied to epochs held here.
+    pub fn honour(&self, space: &[u8; 32], forgets: &[String]) -> Result<usize, SpaceError> {
+        let mut store = self.store(space)?;
+        let mut n = 0;
+        for text in forgets {
+            for r in ForgetRecord::parse(text)?.leaves {
+                if store.holds(r.epoch) {
+                    store.forget(r.epoch, r.from, r.to)?;
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Open a sealed payload with this member's covers.
+    pub fn open_payload(&self, atom: &AtomParts, bytes: &[u8], kind: SealKind) -> Result<Opened, SpaceError> {
+        let sealed = Sealed::decode(bytes)?;
+        let store = self.store(&sealed.space)?;
+        let plain =
+            zeroize::Zeroizing::new(sealed.open(kind, &sealed.space, store.cover(sealed.epoch)?, atom)?);
+        opened(kind, &plain)
+    }
+
+    /// Open a sealed payload with a leaf key the payload service wrapped to this member.
+    pub fn open_with_leaf(
+        &self,
+        atom: &AtomParts,
+        bytes: &[u8],
+        kind: SealKind,
+        wrapped: &[u8],
+    ) -> Result<Opened, SpaceError> {
+        let sealed = Sealed::decode(bytes)?;
+        let w = WrappedLeaf::decode(wrapped)?;
+        if (w.space, w.epoch, w.leaf) != (sealed.space, sealed.epoch, sealed.leaf) || w.atom != bare_id(atom)?
+        {
+            return Err(SealError::Open { what: "wrapped leaf key (it is for another payload)" }.into());
+        }
+        let key = w.unwrap_for(&self.key)?;
+        let plain = zeroize::Zeroizing::new(sealed.open_with_key(kind, &key, atom)?);
+        opened(kind, &plain)
+    }
+}
