@@ -436,10 +436,11 @@ impl FrameWriter {
             .name("intake-frames".into())
             .spawn(move || {
                 for job in received {
+                    // Sealed first in a sealed memory: the atoms then commit to the sealed bytes.
                     let written = sensors
-                        .keep_blobs(&job.blobs)
+                        .keep_blobs_of(job.atoms, job.blobs)
                         .map_err(|e| e.to_string())
-                        .and_then(|()| append(&sensors, job.atoms));
+                        .and_then(|atoms| append(&sensors, atoms));
                     let durable = Instant::now();
                     left.fetch_sub(job.bytes, std::sync::atomic::Ordering::Relaxed);
                     if let Err(e) = &written {

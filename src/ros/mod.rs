@@ -64,7 +64,7 @@ pub async fn run() -> Result<()> {
         crate::fleet::open(&index, &dir)
     } else {
         let ledger = Some(p.ledger.as_str()).filter(|l| *l != "embedded" && !l.is_empty());
-        crate::fleet::create(&index, &dir, Some(&p.agent), ledger, false)
+        crate::fleet::create(&index, &dir, Some(&p.agent), ledger, p.sealed)
     }
     .with_context(|| format!("opening the memory at {}", dir.display()))?;
     let recovered = memory.recovery().clone();

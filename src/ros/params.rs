@@ -16,6 +16,10 @@ pub struct Params {
     /// Ledger a new memory's log is opened on: "embedded" (a ledger inside data_dir), a fleet
     /// ledger service's URL (http://HOST:PORT), or an embedded ledger's directory
     pub ledger: String,
+    /// A new memory is sealed (docs/SEAL.md): camera frames and map tiles are sealed in its
+    /// space, so only the writer and the space's members open them, and they can be forgotten
+    /// (~/forget). An existing memory keeps what its memory.json says
+    pub sealed: bool,
     /// The robot's name: the subject of its pose atoms
     pub robot: String,
     /// Frame camera observations are placed in
@@ -75,6 +79,7 @@ impl Default for Params {
             data_dir: "sion-data".into(),
             agent: "robot".into(),
             ledger: "embedded".into(),
+            sealed: false,
             robot: ingest.robot,
             fixed_frame: ingest.fixed_frame,
             commit_period_s: 5.0,

@@ -207,6 +207,58 @@ impl Services {
             }
         });
 
+        let (sensors, told) = (self.sensors.clone(), self.told.clone());
+        let requests =
+            node.create_service::<srv::Forget::Service>("~/forget", qos()).context("creating ~/forget")?;
+        serve(requests, move |req: srv::Forget::Request| {
+            let (sensors, told) = (sensors.clone(), told.clone());
+            async move {
+                let result = blocking(move || {
+                    if req.positions.is_empty() {
+                        return Err("positions: name at least one atom".into());
+                    }
+                    let who = if req.who.is_empty() { "a ROS client".to_owned() } else { req.who };
+                    sensors.forget(&req.positions, &who, &req.why).map_err(|e| e.to_string())
+                })
+                .await;
+                match result {
+                    Ok(forget_positions) => {
+                        if let Some(&last) = forget_positions.iter().max() {
+                            let _ = told.send(last);
+                        }
+                        srv::Forget::Response { ok: true, error: String::new(), forget_positions }
+                    }
+                    Err(error) => srv::Forget::Response { ok: false, error, ..Default::default() },
+                }
+            }
+        });
+
+        let sensors = self.sensors.clone();
+        let requests =
+            node.create_service::<srv::Payload::Service>("~/payload", qos()).context("creating ~/payload")?;
+        serve(requests, move |req: srv::Payload::Request| {
+            let sensors = sensors.clone();
+            async move {
+                let result = blocking(move || {
+                    let member: [u8; 32] = req.member.as_slice().try_into().map_err(|_| {
+                        format!("member: {} bytes, not the 32 of a member's key hash", req.member.len())
+                    })?;
+                    sensors.payload_for(req.position, &member).map_err(|e| e.to_string())
+                })
+                .await;
+                match result {
+                    Ok((atom, sealed, wrapped)) => srv::Payload::Response {
+                        ok: true,
+                        error: String::new(),
+                        atom: atom.bytes().to_vec(),
+                        sealed,
+                        wrapped_key: wrapped.encode().to_vec(),
+                    },
+                    Err(error) => srv::Payload::Response { ok: false, error, ..Default::default() },
+                }
+            }
+        });
+
         let (readers, commit_now, told) = (self.readers.clone(), self.commit_now.clone(), self.told.clone());
         let requests =
             node.create_service::<srv::Commit::Service>("~/commit", qos()).context("creating ~/commit")?;

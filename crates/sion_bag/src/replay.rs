@@ -152,15 +152,14 @@ impl Replay<'_> {
     }
 
     fn flush(&mut self) -> Result<(), ReplayError> {
-        if !self.blobs.is_empty() {
-            self.memory.blobs().keep(&self.blobs)?;
-            self.blobs.clear();
-            self.blob_bytes = 0;
-        }
-        if !self.atoms.is_empty() {
-            let atoms = std::mem::take(&mut self.atoms);
-            let n = atoms.len() as u64;
-            self.memory.remember(atoms)?;
+        // Blobs first, then the atoms that commit to them (in a sealed memory, to their sealed
+        // bytes).
+        let blobs = std::mem::take(&mut self.blobs);
+        self.blob_bytes = 0;
+        let atoms = std::mem::take(&mut self.atoms);
+        let n = atoms.len() as u64;
+        if n > 0 || !blobs.is_empty() {
+            self.memory.remember_with_blobs(atoms, blobs)?;
             self.report.atoms += n;
         }
         Ok(())

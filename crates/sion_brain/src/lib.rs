@@ -105,9 +105,80 @@ pub struct MemoryKernel {
 pub struct Sensors {
     log: Log,
     blobs: BlobStore,
+    /// A sealed memory's space: frames and tiles are sealed in it before they are kept.
+    space: Option<Arc<sion_store::memory::Space>>,
 }
 
 impl Sensors {
+    /// Keep the blobs `atoms` commit to, durably, and return the atoms to take in: in a sealed
+    /// memory each blob is sealed for its atom first, and the atom returned commits to the
+    /// sealed bytes.
+    pub fn keep_blobs_of(
+        &self,
+        atoms: Vec<Atom>,
+        blobs: Vec<Vec<u8>>,
+    ) -> Result<Vec<Atom>, sion_store::memory::SpaceError> {
+        sion_store::memory::space::keep_blobs_for(self.space.as_deref(), &self.log, &self.blobs, atoms, blobs)
+    }
+
+    /// Whether the memory seals what it keeps.
+    pub fn sealed(&self) -> bool {
+        self.space.is_some()
+    }
+
+    fn space(&self) -> Result<&sion_store::memory::Space, sion_store::memory::SpaceError> {
+        self.space.as_deref().ok_or_else(|| {
+            sion_store::memory::SpaceError::Record(
+                "this memory is not sealed: nothing in it can be forgotten or handed out sealed".into(),
+            )
+        })
+    }
+
+    /// The atom at `position` and its sealed bytes (with which kind they are).
+    fn sealed_at(
+        &self,
+        position: u64,
+    ) -> Result<(Atom, Vec<u8>, sion_seal::SealKind), sion_store::memory::SpaceError> {
+        use sion_store::memory::{Space, SpaceError};
+        let atom = self.log.read(position)?;
+        match Space::sealed_bytes(position, atom.parts(), |h| self.blobs.get(h).ok())? {
+            Some((bytes, kind)) => Ok((atom, bytes, kind)),
+            None => Err(SpaceError::NotSealed {
+                position,
+                what: format!("a {} atom's payload", atom.kind().as_str()),
+            }),
+        }
+    }
+
+    /// Forget the sealed payloads of the atoms at `positions` (docs/SEAL.md, "Forgetting");
+    /// returns the forget atoms' positions, durable.
+    pub fn forget(
+        &self,
+        positions: &[u64],
+        who: &str,
+        why: &str,
+    ) -> Result<Vec<u64>, sion_store::memory::SpaceError> {
+        let space = self.space()?;
+        let targets = positions
+            .iter()
+            .map(|&p| self.sealed_at(p).map(|(atom, bytes, _)| (p, atom, bytes)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(space.forget(&self.log, &targets, who, why)?.0)
+    }
+
+    /// What the payload service answers a member: the atom, its sealed bytes, and their leaf
+    /// key wrapped to the member (docs/SEAL.md, "The payload service").
+    pub fn payload_for(
+        &self,
+        position: u64,
+        member: &[u8; 32],
+    ) -> Result<(Atom, Vec<u8>, sion_seal::WrappedLeaf), sion_store::memory::SpaceError> {
+        let space = self.space()?;
+        let (atom, bytes, _) = self.sealed_at(position)?;
+        let wrapped = space.wrap_leaf_for(member, atom.parts(), &bytes)?;
+        Ok((atom, bytes, wrapped))
+    }
+
     /// Keep the blobs sensed atoms commit to (camera frames, map tiles); resolves once they
     /// are durable, so call it before [`Sensors::take_in`] for the atoms.
     pub fn keep_blobs<B: AsRef<[u8]>>(&self, blobs: &[B]) -> Result<(), BlobError> {
@@ -209,7 +280,8 @@ impl MemoryKernel {
     pub fn new(mut memory: Memory) -> Result<(Self, Sensors), BoxError> {
         let store = Store::open(&memory.dir().join("brain"))?;
         let log = memory.log().clone();
-        let sensors = Sensors { log: log.clone(), blobs: memory.blobs().clone() };
+        let sensors =
+            Sensors { log: log.clone(), blobs: memory.blobs().clone(), space: memory.space().cloned() };
         let index = memory.take_index()?;
         let reader = memory.index_reader().clone();
         let index_v2_from = memory.index_v2_from();

@@ -93,14 +93,25 @@ pub struct SealArgs {
 
 #[derive(Args)]
 pub struct OpenPayloadArgs {
-    #[command(flatten)]
-    data: DataArg,
+    /// The memory directory (not with --wrapped).
+    #[arg(long, env = "SION_DATA", required_unless_present = "wrapped")]
+    data: Option<PathBuf>,
     /// The atom's position in the log.
-    #[arg(long)]
-    position: u64,
+    #[arg(long, required_unless_present = "wrapped")]
+    position: Option<u64>,
     /// Open as this member (their key directory) instead of with the writer's keys.
     #[arg(long)]
     keys: Option<PathBuf>,
+    /// A payload service's answer (`/sion_memory/payload`), opened with the member's key
+    /// (--keys): the file of its `wrapped_key`, with --atom and --sealed.
+    #[arg(long, requires_all = ["atom", "sealed", "keys"], conflicts_with_all = ["data", "position"])]
+    wrapped: Option<PathBuf>,
+    /// ... the file of its `atom` (the atom's canonical bytes).
+    #[arg(long, requires = "wrapped")]
+    atom: Option<PathBuf>,
+    /// ... the file of its `sealed` (the sealed bytes).
+    #[arg(long, requires = "wrapped")]
+    sealed: Option<PathBuf>,
     /// Write the payload here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -322,24 +333,54 @@ pub fn seal(a: SealArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
 pub fn open_payload(a: OpenPayloadArgs) -> Result<ExitCode> {
-    let opened = match &a.keys {
-        None => {
-            let memory = open_memory_read_only(&a.data.data)?;
-            memory
-                .open_payload(a.position)
-                .with_context(|| format!("opening the payload of atom {}", a.position))?
-        }
-        Some(keys) => {
-            let memory = open_memory_read_only(&a.data.data)?;
-            let m = MemberKeys::open(&sion_disk::Disk::os(), keys)
-                .with_context(|| format!("opening the member key in {}", keys.display()))?;
-            let Some((atom, bytes, kind)) = memory.sealed_bytes(a.position)? else {
-                bail!("atom {} has no sealed payload", a.position);
+    let member = |keys: &Path| {
+        MemberKeys::open(&sion_disk::Disk::os(), keys)
+            .with_context(|| format!("opening the member key in {}", keys.display()))
+    };
+    let opened = match (&a.wrapped, &a.keys, &a.data, a.position) {
+        (Some(wrapped), Some(keys), _, _) => {
+            let (Some(atom), Some(sealed)) = (&a.atom, &a.sealed) else {
+                bail!("--wrapped needs --atom and --sealed")
             };
-            m.open_payload(atom.parts(), &bytes, kind)
-                .with_context(|| format!("opening the payload of atom {} as a member", a.position))?
+            let atom = Atom::decode(&read(atom)?).context("--atom: not an atom's canonical bytes")?;
+            let kind = match &atom.parts().payload {
+                Payload::Encrypted(_) => sion_seal::SealKind::Payload,
+                Payload::Blob(_) => sion_seal::SealKind::Blob,
+                _ => bail!("--atom: its payload is not sealed"),
+            };
+            let sealed = read(sealed)?;
+            if let Payload::Blob(r) = &atom.parts().payload
+                && *blake3::hash(&sealed).as_bytes() != r.hash
+            {
+                bail!("--sealed: not the blob the atom commits to (its hash differs)");
+            }
+            member(keys)?
+                .open_with_leaf(atom.parts(), &sealed, kind, &read(wrapped)?)
+                .context("opening the payload with the key the service wrapped")?
         }
+        (None, None, Some(data), Some(position)) => {
+            let memory = open_memory_read_only(data)?;
+            memory
+                .open_payload(position)
+                .with_context(|| format!("opening the payload of atom {position}"))?
+        }
+        (None, Some(keys), Some(data), Some(position)) => {
+            let memory = open_memory_read_only(data)?;
+            let Some((atom, bytes, kind)) = memory.sealed_bytes(position)? else {
+                bail!("atom {position} has no sealed payload");
+            };
+            member(keys)?
+                .open_payload(atom.parts(), &bytes, kind)
+                .with_context(|| format!("opening the payload of atom {position} as a member"))?
+        }
+        _ => bail!(
+            "name the atom (--data and --position) or a service's answer (--wrapped, --atom, --sealed, --keys)"
+        ),
     };
     let bytes = match &opened {
         Opened::Inline(Payload::Text(t)) => t.as_bytes().to_vec(),

@@ -613,6 +613,18 @@ impl Memory {
             .ok_or_else(|| MemoryError::Space(SpaceError::Record("nothing appended".into())))
     }
 
+    /// Keep the blobs `atoms` commit to (sealed for their atoms in a sealed memory, which then
+    /// commit to the sealed bytes), then append the atoms durably.
+    pub fn remember_with_blobs(
+        &self,
+        atoms: Vec<Atom>,
+        blobs: Vec<Vec<u8>>,
+    ) -> Result<Vec<Appended>, MemoryError> {
+        let space = if self.space.is_some() { Some(self.writable_space()?) } else { None };
+        let atoms = space::keep_blobs_for(space, &self.log, &self.blobs, atoms, blobs)?;
+        Ok(self.log.append(atoms)?)
+    }
+
     /// The sealed bytes of the atom at `position` and which kind they are, if it is sealed.
     pub fn sealed_bytes(
         &self,

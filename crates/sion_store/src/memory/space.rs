@@ -26,6 +26,7 @@ use sion_seal::{
 };
 use sion_verify::atom::{Atom, AtomParts, BlobRef, Payload};
 
+use crate::log::blobs::{BlobError, BlobStore};
 use crate::log::{Appended, Log, LogError};
 
 /// The largest blob opened (a camera frame is at most the node's `max_image_bytes`, 32 MiB).
@@ -41,6 +42,8 @@ pub enum SpaceError {
     Seal(#[from] SealError),
     #[error(transparent)]
     Log(#[from] LogError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
     #[error("{path}: {problem}")]
     File { path: PathBuf, problem: String },
     #[error("atom {position} has no sealed payload ({what}): only sealed payloads can be forgotten")]
@@ -126,6 +129,9 @@ pub struct Space {
     dir: PathBuf,
     id: [u8; 32],
     inner: Mutex<Inner>,
+    /// Held for a whole change (pending written, atom appended, applied, pending removed):
+    /// one change at a time, whoever asks (a forget service call, the brain's retention).
+    changing: Mutex<()>,
 }
 
 /// A change to apply once its record atom is in the log.
@@ -196,6 +202,7 @@ impl Space {
             dir,
             id,
             inner: Mutex::new(Inner { keys, membership: Membership::default(), records: Vec::new(), leaves }),
+            changing: Mutex::new(()),
         };
         {
             let mut inner = space.lock();
@@ -254,6 +261,7 @@ impl Space {
             dir,
             id,
             inner: Mutex::new(Inner { keys, membership, records, leaves }),
+            changing: Mutex::new(()),
         })
     }
 
@@ -430,6 +438,7 @@ impl Space {
         };
         let atom = record::record_atom(subject, text, now_ns(), targets)
             .map_err(|e| SpaceError::Record(e.to_string()))?;
+        let _one_at_a_time = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
         let pending = self.dir.join("pending");
         self.disk.replace_file(&pending, atom.bytes()).map_err(|e| file_err(&pending, e))?;
         let appended = log
@@ -676,6 +685,52 @@ impl Space {
         };
         Ok(self.change(log, Change::Forget(record), &[])?.position)
     }
+}
+
+/// Keep the blobs that `atoms` commit to and return the atoms to append, in their order. In a
+/// sealed memory (`space`) each blob is first sealed for its atom (compressed where that
+/// helps), and the atom made to commit to the sealed bytes instead; without a space, or for a
+/// blob no atom names, the blob is kept as it is. Durable before it returns.
+pub fn keep_blobs_for(
+    space: Option<&Space>,
+    log: &Log,
+    store: &BlobStore,
+    atoms: Vec<Atom>,
+    blobs: Vec<Vec<u8>>,
+) -> Result<Vec<Atom>, SpaceError> {
+    let Some(space) = space else {
+        if !blobs.is_empty() {
+            store.keep(&blobs)?;
+        }
+        return Ok(atoms);
+    };
+    let by_hash: std::collections::HashMap<[u8; 32], Vec<u8>> =
+        blobs.into_iter().map(|b| (*blake3::hash(&b).as_bytes(), b)).collect();
+    let mut kept = Vec::new();
+    let mut out = Vec::with_capacity(atoms.len());
+    for atom in atoms {
+        let blob = match &atom.parts().payload {
+            // Each atom seals its own copy: two frames with the same bytes are two leaves.
+            Payload::Blob(r) if r.media_type != SEALED_MEDIA_TYPE => {
+                by_hash.get(&r.hash).map(|b| (b.as_slice(), r.media_type.clone()))
+            }
+            _ => None,
+        };
+        match blob {
+            Some((content, media_type)) => {
+                let (sealed_atom, sealed) =
+                    space.seal_blob(log, atom.into_parts(), &media_type, content, true)?;
+                kept.push(sealed);
+                out.push(sealed_atom);
+            }
+            None => out.push(atom),
+        }
+    }
+    // A blob no atom here names is not kept: in a sealed memory nothing is kept in the clear.
+    if !kept.is_empty() {
+        store.keep(&kept)?;
+    }
+    Ok(out)
 }
 
 /// The opened plaintext of a payload or blob, as it was given.
