@@ -57,6 +57,10 @@ struct Args {
     /// one shared-memory segment, and a segment too small for the frames loses poses too)
     #[arg(long)]
     one_process: bool,
+    /// The node's memory is sealed (its `sealed` parameter): every frame is compressed and
+    /// sealed before it is kept (docs/SEAL.md)
+    #[arg(long)]
+    sealed: bool,
     /// (internal) Be the camera driver: publish frames for --seconds and print the counts
     #[arg(long, hide = true)]
     camera_only: bool,
@@ -101,6 +105,7 @@ fn main() -> Result<()> {
         .arg(root.join("config/robot.yaml"))
         .arg("-p")
         .arg(format!("data_dir:={}", data.display()))
+        .args(["-p", &format!("sealed:={}", args.sealed)])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log_path)?)
         .spawn()

@@ -1,7 +1,7 @@
 //! Sealed bytes (docs/SEAL.md, "Sealed bytes"): "SIONSEAL", version, space, epoch, leaf, then
 //! ChaCha20-Poly1305 under the leaf's key, the atom's other fields bound as associated data.
 
-use chacha20poly1305::aead::{Aead as _, Payload};
+use chacha20poly1305::aead::{Aead as _, AeadInOut as _, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit as _, Nonce};
 use sion_verify::atom::{Atom, AtomParts, Payload as AtomPayload};
 use zeroize::Zeroize as _;
@@ -81,17 +81,19 @@ impl Sealed {
         let c = cipher(kind, &key);
         key.zeroize();
         let aad = aad(space, cover.epoch, leaf, atom)?;
-        // Each derived key seals one message: a fixed nonce is safe.
-        let ct = c
-            .encrypt(&Nonce::default(), Payload { msg: plaintext, aad: &aad })
-            .map_err(|_| SealError::Format { what: "plaintext", problem: "too long to seal".into() })?;
-        let mut out = Vec::with_capacity(HEADER + ct.len());
+        let mut out = Vec::with_capacity(HEADER + plaintext.len() + 16);
         out.extend_from_slice(MAGIC);
         out.push(1);
         out.extend_from_slice(space);
         out.extend_from_slice(&cover.epoch.to_le_bytes());
         out.extend_from_slice(&leaf.to_le_bytes());
-        out.extend_from_slice(&ct);
+        out.extend_from_slice(plaintext);
+        // In place, behind the header: one copy of a frame, not two. Each derived key seals one
+        // message: a fixed nonce is safe.
+        let tag = c
+            .encrypt_inout_detached(&Nonce::default(), &aad, (&mut out[HEADER..]).into())
+            .map_err(|_| SealError::Format { what: "plaintext", problem: "too long to seal".into() })?;
+        out.extend_from_slice(&tag);
         Ok(out)
     }
 
@@ -205,9 +207,27 @@ pub enum Codec {
     None,
     /// zstd (RFC 8878), one frame.
     Zstd,
+    /// Each byte less the byte three before it (mod 256; the first three as they are: PNG's
+    /// Sub filter for 3-byte pixels), then zstd: raw rgb8/bgr8 images.
+    Sub3Zstd,
 }
 
-/// What a blob holds before it is sealed: `u8` codec (0 none, 1 zstd), `str8` the blob's own
+/// The Sub filter at a stride of 3: `out[i] = b[i] - b[i-3]` (mod 256).
+pub fn sub3(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    out.extend(bytes.iter().take(3));
+    out.extend(bytes.iter().skip(3).zip(bytes.iter()).map(|(b, a)| b.wrapping_sub(*a)));
+    out
+}
+
+/// Undo [`sub3`], in place.
+pub fn unsub3(bytes: &mut [u8]) {
+    for i in 3..bytes.len() {
+        bytes[i] = bytes[i].wrapping_add(bytes[i - 3]);
+    }
+}
+
+/// What a blob holds before it is sealed: `u8` codec (0 none, 1 zstd, 2 Sub3 + zstd), `str8` the blob's own
 /// media type, 32 BLAKE3 of the blob as it was given (so the opened content is checked to be
 /// exactly it), then its bytes under that codec.
 pub fn blob_plaintext(
@@ -227,6 +247,7 @@ pub fn blob_plaintext(
     out.push(match codec {
         Codec::None => 0,
         Codec::Zstd => 1,
+        Codec::Sub3Zstd => 2,
     });
     out.push(mt.len() as u8);
     out.extend_from_slice(mt);
@@ -254,7 +275,8 @@ pub fn blob_parts(plain: &[u8]) -> Result<BlobParts<'_>, SealError> {
     let codec = match codec {
         0 => Codec::None,
         1 => Codec::Zstd,
-        c => return Err(bad(format!("codec {c}, not 0 (none) or 1 (zstd)"))),
+        2 => Codec::Sub3Zstd,
+        c => return Err(bad(format!("codec {c}, not 0 (none), 1 (zstd) or 2 (Sub filter and zstd)"))),
     };
     let n = usize::from(*n);
     if rest.len() < n + 32 {

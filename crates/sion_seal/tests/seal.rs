@@ -226,3 +226,16 @@ fn a_leaf_key_wrapped_to_a_member_opens_that_payload_only() {
     ));
     assert!(sion_seal::WrappedLeaf::decode(&w.encode()[..1280]).is_err());
 }
+
+#[test]
+fn the_sub_filter_undoes_itself() {
+    for bytes in
+        [vec![], vec![1], vec![1, 2, 3], (0..1000u32).map(|i| (i * 7 % 256) as u8).collect::<Vec<_>>()]
+    {
+        let mut filtered = sion_seal::sub3(&bytes);
+        assert_eq!(filtered.len(), bytes.len());
+        sion_seal::unsub3(&mut filtered);
+        assert_eq!(filtered, bytes);
+    }
+    assert_eq!(sion_seal::sub3(&[10, 20, 30, 11, 22, 33]), vec![10, 20, 30, 1, 2, 3]);
+}

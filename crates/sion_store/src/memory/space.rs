@@ -359,13 +359,23 @@ impl Space {
         content: &[u8],
         compress: bool,
     ) -> Result<(Atom, Vec<u8>), SpaceError> {
-        let squeezed = if compress {
-            zstd::bulk::compress(content, 1).ok().filter(|c| c.len() < content.len())
+        // A raw image's neighbouring pixels are alike: their differences compress where the
+        // pixels themselves hardly do (a 640 × 480 frame with sensor noise: 100 % → about 60 %).
+        let codec = if !compress {
+            Codec::None
+        } else if media_type.ends_with("sensor_msgs/msg/Image") {
+            Codec::Sub3Zstd
         } else {
-            None
+            Codec::Zstd
         };
+        let squeezed = match codec {
+            Codec::None => None,
+            Codec::Zstd => zstd::bulk::compress(content, 1).ok(),
+            Codec::Sub3Zstd => zstd::bulk::compress(&sion_seal::sub3(content), 1).ok(),
+        }
+        .filter(|c| c.len() < content.len());
         let plain = zeroize::Zeroizing::new(match &squeezed {
-            Some(c) => blob_plaintext(Codec::Zstd, media_type, content, c)?,
+            Some(c) => blob_plaintext(codec, media_type, content, c)?,
             None => blob_plaintext(Codec::None, media_type, content, content)?,
         });
         self.ready(log)?;
@@ -743,13 +753,18 @@ pub fn opened(kind: SealKind, plain: &[u8]) -> Result<Opened, SpaceError> {
             let content = match parts.codec {
                 Codec::None => content.to_vec(),
                 // Bounded: a writer's compressed bytes never decompress past this.
-                Codec::Zstd => {
-                    zstd::bulk::decompress(content, MAX_OPENED_BLOB).map_err(|e| SealError::Format {
-                        what: "opened blob",
-                        problem: format!(
-                            "its zstd content does not decode within {MAX_OPENED_BLOB} bytes: {e}"
-                        ),
-                    })?
+                Codec::Zstd | Codec::Sub3Zstd => {
+                    let mut out =
+                        zstd::bulk::decompress(content, MAX_OPENED_BLOB).map_err(|e| SealError::Format {
+                            what: "opened blob",
+                            problem: format!(
+                                "its zstd content does not decode within {MAX_OPENED_BLOB} bytes: {e}"
+                            ),
+                        })?;
+                    if parts.codec == Codec::Sub3Zstd {
+                        sion_seal::unsub3(&mut out);
+                    }
+                    out
                 }
             };
             if *blake3::hash(&content).as_bytes() != hash {
