@@ -5,6 +5,10 @@
 //! cargo run --release --example replay_bench -- [--seconds 120] [--camera 640x480] [--camera-hz 15]
 //! ```
 //!
+//! The larger run is replayed twice: into a memory in the clear (every frame kept), and into a
+//! sealed one with `sion replay --sealed`'s default retention (one frame's image a second per
+//! camera kept, sealed; the others remembered without it).
+//!
 //! Prints a table: log time replayed per second of wall time (target ≥ 50× real time on the
 //! demo bag) and message bytes per second (target ≥ 100 MB/s), first for the demo bag's
 //! settings, then for the larger run asked for.
@@ -16,7 +20,8 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use sion_memory::bag::replay::{ReplayOptions, replay};
 use sion_memory::bag::synth::{SynthConfig, synth};
-use sion_memory::memory::Memory;
+use sion_memory::index::IndexConfig;
+use sion_memory::memory::{Memory, Retention, StreamRetention};
 
 #[derive(Parser)]
 struct Args {
@@ -41,7 +46,7 @@ struct Row {
     atoms: u64,
 }
 
-fn measure(name: &str, config: &SynthConfig) -> Result<Row> {
+fn measure(name: &str, config: &SynthConfig, sealed: bool) -> Result<Row> {
     let bytes = synth(Cursor::new(Vec::new()), config)?.1.into_inner();
 
     // The peer: every message of the bag read (and decompressed) by the mcap crate.
@@ -61,9 +66,24 @@ fn measure(name: &str, config: &SynthConfig) -> Result<Row> {
     let mut span_s = 0.0;
     for _ in 0..3 {
         let dir = tempfile::tempdir()?;
-        let memory = Memory::create(&dir.path().join("m"), Some("robot"), None)?;
+        let path = dir.path().join("m");
+        let (memory, options) = if sealed {
+            // As `sion replay --sealed` with its defaults: one frame's image a second per
+            // camera, sealed (filtered, compressed); a week within 20 GB.
+            let mut options = ReplayOptions {
+                retention: Some(Retention {
+                    camera: StreamRetention { keep_ns: 604_800_000_000_000, keep_bytes: 20_000_000_000 },
+                    map: StreamRetention::default(),
+                }),
+                ..ReplayOptions::default()
+            };
+            options.ingest.keep_frame_every_ns = 1_000_000_000;
+            (Memory::create_sealed(&IndexConfig::default(), &path, Some("robot"), None)?, options)
+        } else {
+            (Memory::create(&path, Some("robot"), None)?, ReplayOptions::default())
+        };
         let started = Instant::now();
-        let report = replay(&bytes, &memory, ReplayOptions::default(), |_| {}).context("replay")?;
+        let report = replay(&bytes, &memory, options, |_| {}).context("replay")?;
         best_replay = best_replay.min(started.elapsed().as_secs_f64());
         atoms = report.atoms;
         span_s = report.log_times.map_or(0.0, |(a, b)| (b - a) as f64 / 1e9);
@@ -96,9 +116,17 @@ fn main() -> Result<()> {
         camera_hz: args.camera_hz,
         ..SynthConfig::default()
     };
+    let large_name = format!("{:.0} s, {w}×{h} at {} Hz", args.seconds, args.camera_hz);
     let rows = [
-        measure("demo bag (90 s, 160×120 at 5 Hz)", &demo)?,
-        measure(&format!("{:.0} s, {w}×{h} at {} Hz", args.seconds, args.camera_hz), &large)?,
+        measure("demo bag (90 s, 160×120 at 5 Hz)", &demo, false)?,
+        measure(&large_name, &large, false)?,
+        measure(
+            &format!(
+                "{large_name}, into a sealed memory with the default retention (one frame a second kept, sealed)"
+            ),
+            &large,
+            true,
+        )?,
     ];
     println!(
         "| bag | file | messages | atoms | read with mcap (peer) | replay, durable | real time | message data | target |"

@@ -127,7 +127,7 @@ fn sealed_payloads_open_for_members_only_and_forgetting_really_forgets() {
         let mut parts = observation(100 + f as i64, "");
         parts.payload = Payload::None;
         let a = memory
-            .remember_sealed_blob(parts, "application/cdr; type=sensor_msgs/msg/Image", bytes, true)
+            .remember_sealed_blob(parts, "application/cdr; type=sensor_msgs/msg/Image", bytes)
             .expect("seal a blob");
         frame_at.push(a.position);
     }

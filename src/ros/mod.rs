@@ -54,7 +54,8 @@ pub async fn run() -> Result<()> {
         node.make_derived_parameter_handler(params.clone()).context("declaring the parameters")?;
     tokio::spawn(parameter_handler);
     let p = params.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    let ingest_config = p.ingest().map_err(|e| anyhow!(e))?;
+    let mut ingest_config = p.ingest().map_err(|e| anyhow!(e))?;
+    let (retention, keep_frame_every_ns) = p.retention().map_err(|e| anyhow!(e))?;
 
     let dir = PathBuf::from(&p.data_dir);
     // The index's budgets are the node's parameters (SION_INDEX_*_MIB are for other processes).
@@ -91,6 +92,17 @@ pub async fn run() -> Result<()> {
             String::new()
         }
     );
+    // Retention is a sealed memory's: a memory in the clear keeps everything it remembers.
+    let sealed = memory.space().is_some();
+    if sealed {
+        ingest_config.keep_frame_every_ns = keep_frame_every_ns;
+        tracing::info!(
+            "sealed memory: frames and tiles are sealed; camera payloads kept one per {:.1} s, for {:.0} s, within {} MB",
+            keep_frame_every_ns as f64 / 1e9,
+            retention.camera.keep_ns as f64 / 1e9,
+            retention.camera.keep_bytes / 1_000_000
+        );
+    }
     let (kernel, sensors) = MemoryKernel::new(memory).map_err(|e| anyhow!("{e}"))?;
     let readers = kernel.readers();
 
@@ -122,6 +134,10 @@ pub async fn run() -> Result<()> {
         Mode::Continuous { period_ms: u64::try_from(p.brain_period_ms).unwrap_or(100).max(1) };
     brain_config.commit_period_ms = (p.commit_period_s.max(0.001) * 1000.0).round() as u64;
     brain_config.commit_every = u64::try_from(p.commit_every_atoms).unwrap_or(1).max(1);
+    if sealed {
+        brain_config.retention = retention;
+        brain_config.retention_check_ms = p.retention_check_ms().map_err(|e| anyhow!(e))?;
+    }
     let brain = MemoryBrain::new(kernel, brain_config.clone());
     let commit_now = brain.commit_now();
     let mut definition = Definition::new(brain_config.cognet.clone(), Telemetry::new());

@@ -49,6 +49,29 @@ pub struct Params {
     /// The index's decoded records kept for readers and the writer, at most [MiB]
     pub index_cache_mb: i64,
     pub topics: Topics,
+    /// A sealed memory's retention: what it keeps of each stream's payloads (docs/SEAL.md)
+    pub retention: RetentionParams,
+}
+
+#[derive(RosParams, Debug, Clone, PartialEq)]
+pub struct RetentionParams {
+    pub camera: StreamRetentionParams,
+    pub map: StreamRetentionParams,
+    /// How often the brain's retention phase looks for what to forget [s]
+    pub check_s: f64,
+}
+
+#[derive(RosParams, Debug, Clone, PartialEq)]
+pub struct StreamRetentionParams {
+    /// Forget payloads older than this (by their stamps, against the stream's newest) [s];
+    /// 0 keeps them however old
+    pub keep_s: f64,
+    /// Forget the oldest while the stream's payloads take more than this on disk [MB]; 0: no
+    /// budget
+    pub keep_mb: i64,
+    /// Keep at most one payload per this many seconds per camera (the other frames are
+    /// remembered without their image) [s]; 0 keeps every one (camera only)
+    pub every_s: f64,
 }
 
 #[derive(RosParams, Debug, Clone, PartialEq)]
@@ -103,6 +126,12 @@ impl Default for Params {
                 image: topic(Stream::Image),
                 compressed_image: topic(Stream::CompressedImage),
                 camera_info: topic(Stream::CameraInfo),
+            },
+            // A week of frames, one a second, within 20 GB; map tiles kept.
+            retention: RetentionParams {
+                camera: StreamRetentionParams { keep_s: 604_800.0, keep_mb: 20_000, every_s: 1.0 },
+                map: StreamRetentionParams { keep_s: 0.0, keep_mb: 0, every_s: 0.0 },
+                check_s: 10.0,
             },
         }
     }
@@ -163,11 +192,53 @@ impl Params {
             max_map_cells: IngestConfig::default().max_map_cells,
             tf_tolerance_ns: seconds("tf_tolerance_s", self.tf_tolerance_s)?,
             hold_ns: seconds("frame_hold_s", self.frame_hold_s)?,
+            // Set by the node for a sealed memory (its retention's every_s).
+            keep_frame_every_ns: 0,
         })
     }
 }
 
 impl Params {
+    /// How often retention runs, checked [ms].
+    pub fn retention_check_ms(&self) -> Result<u64, String> {
+        let s = self.retention.check_s;
+        if !(s.is_finite() && (0.01..=86_400.0).contains(&s)) {
+            return Err(format!("parameter retention.check_s must be from 0.01 to 86400 s, not {s}"));
+        }
+        Ok((s * 1e3).round() as u64)
+    }
+
+    /// A sealed memory's retention, checked: (the policy, frames' payloads kept at most every
+    /// this many ns). A value out of range is an error naming it.
+    pub fn retention(&self) -> Result<(crate::memory::Retention, i64), String> {
+        let stream =
+            |name: &str, p: &StreamRetentionParams| -> Result<crate::memory::StreamRetention, String> {
+                // Up to about a hundred years, so the conversion to nanoseconds cannot overflow.
+                if !(p.keep_s.is_finite() && (0.0..=3.0e9).contains(&p.keep_s)) {
+                    return Err(format!(
+                        "parameter retention.{name}.keep_s must be from 0 to 3e9 s, not {}",
+                        p.keep_s
+                    ));
+                }
+                let keep_bytes =
+                    u64::try_from(p.keep_mb).ok().and_then(|m| m.checked_mul(1_000_000)).ok_or_else(
+                        || format!("parameter retention.{name}.keep_mb must not be negative: {}", p.keep_mb),
+                    )?;
+                Ok(crate::memory::StreamRetention { keep_ns: (p.keep_s * 1e9).round() as i64, keep_bytes })
+            };
+        let every = self.retention.camera.every_s;
+        if !(every.is_finite() && (0.0..=86_400.0).contains(&every)) {
+            return Err(format!("parameter retention.camera.every_s must be from 0 to 86400 s, not {every}"));
+        }
+        Ok((
+            crate::memory::Retention {
+                camera: stream("camera", &self.retention.camera)?,
+                map: stream("map", &self.retention.map)?,
+            },
+            (every * 1e9).round() as i64,
+        ))
+    }
+
     /// The index's budgets and disk, checked: a budget out of range is an error naming it.
     pub fn index(&self) -> Result<crate::index::IndexConfig, String> {
         let mib = |name: &str, v: i64| match usize::try_from(v) {

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import rclpy
@@ -73,6 +74,8 @@ class Sealed(unittest.TestCase):
         box = (-100000, -100000, -100000, 100000, 100000, 100000)
         cls.checked = ask.verify(answer, key, frame='map', box=box, from_ns=cls.first, to_ns=cls.last + 1)
         cls.frames = [a for a in cls.checked['atoms'] if a['kind'] == 'observation']
+        # The default retention keeps one frame's image a second per camera (docs/SEAL.md).
+        cls.kept = [a for a in cls.frames if 'blob' in a.get('payload', {})]
 
     @classmethod
     def tearDownClass(cls):
@@ -109,15 +112,17 @@ class Sealed(unittest.TestCase):
 
     def test_every_kept_frame_is_sealed(self):
         self.assertTrue(self.committed.ok, self.committed.error)
-        # robot_run publishes a frame every 20 steps of 10 ms: every one kept, and sealed.
+        # robot_run publishes a frame every 20 steps of 10 ms: every one remembered; one image a
+        # second kept (retention's every_s), and sealed; the others without their image.
         self.assertEqual(len(self.frames), int(RUN_SECONDS * 100) // 20)
-        for atom in self.frames:
-            self.assertEqual(atom['payload']['blob']['media_type'], SEALED, json.dumps(atom))
+        self.assertEqual(len(self.kept), int(RUN_SECONDS))
+        for atom in self.kept:
+            self.assertTrue(atom['payload']['blob']['media_type'].startswith(SEALED + '; epoch='), json.dumps(atom))
         tiles = [a for a in self.checked['atoms'] if a['kind'] == 'map_tile']
-        self.assertTrue(tiles and all(a['payload']['blob']['media_type'] == SEALED for a in tiles))
+        self.assertTrue(tiles and all(a['payload']['blob']['media_type'].startswith(SEALED) for a in tiles))
 
     def test_a_member_opens_a_frame_the_service_hands_out(self):
-        position = self.frames[0]['position']
+        position = self.kept[0]['position']
         answer = self.payload(position, self.ana)
         self.assertTrue(answer.ok, answer.error)
         self.assertEqual(len(answer.wrapped_key), 1281)
@@ -128,7 +133,7 @@ class Sealed(unittest.TestCase):
         self.assertEqual(frame[:4], b'\x00\x01\x00\x00', 'not CDR as published')
 
     def test_a_stranger_is_refused_and_nothing_is_in_the_clear(self):
-        position = self.frames[1]['position']
+        position = self.kept[0]['position']
         answer = self.payload(position, self.stranger)
         self.assertFalse(answer.ok)
         self.assertIn('no member', answer.error)
@@ -137,7 +142,7 @@ class Sealed(unittest.TestCase):
         self.assertIn('32', bad.error)
 
     def test_a_forgotten_frame_is_handed_out_to_no_one_and_its_atom_stays_proved(self):
-        position = self.frames[-1]['position']
+        position = self.kept[-1]['position']
         self.assertTrue(self.payload(position, self.ana).ok)
         done = self.forget([position], 'a person asked')
         self.assertTrue(done.ok, done.error)
@@ -163,6 +168,66 @@ class Sealed(unittest.TestCase):
         out = sion('memory', 'space', 'honour', '--data', self.memory, '--keys', self.ana_keys)
         self.assertIn('honoured 1 forget atom', out)
 
+
+class SealedRetention(unittest.TestCase):
+    """The brain's retention phase on the node: camera frames kept for 2 s of stamps, every
+    frame's image kept, segments of 1 KiB (robot_run's one-shade frames seal to a few hundred
+    bytes), a check every half second. What fell out is forgotten with forget atoms that say
+    who and why, and its segments are gone from the disk."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix='sion-ros-retention-')
+        cls.memory = os.path.join(cls.dir, 'memory')
+        sion('memory', 'open', '--data', cls.memory, '--sealed', '--agent', 'robot')
+        with open(os.path.join(ROOT, 'config', 'robot.yaml')) as f:
+            config = f.read()
+        config = (config.replace('keep_s: 604800.0', 'keep_s: 2.0')
+                  .replace('every_s: 1.0', 'every_s: 0.0')
+                  .replace('check_s: 10.0', 'check_s: 0.5'))
+        cls.config = os.path.join(cls.dir, 'robot.yaml')
+        with open(cls.config, 'w') as f:
+            f.write(config)
+        cls.node_log = open(os.path.join(cls.dir, 'node.log'), 'w')
+        cls.node = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, 'scripts', 'launch.py'),
+             os.path.join(ROOT, 'launch', 'robot.launch.py'), f'data_dir:={cls.memory}', f'config:={cls.config}'],
+            stdout=cls.node_log, stderr=subprocess.STDOUT, env={**os.environ, 'SION_SEGMENT_KIB': '1'})
+        rclpy.init()
+        cls.client = rclpy.create_node('sion_retention_test')
+        cls.publisher = rclpy.create_node('robot_run')
+        robot_run.play(cls.publisher, 6.0)
+        time.sleep(1.5)  # three checks of retention after the last frame
+        cls.committed = ask.commit(cls.client)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.destroy_node()
+        cls.publisher.destroy_node()
+        rclpy.shutdown()
+        if cls.node.poll() is None:
+            cls.node.send_signal(signal.SIGINT)
+            cls.node.wait(timeout=60)
+        cls.node_log.close()
+
+    def test_old_frames_are_forgotten_and_their_segments_gone(self):
+        self.assertTrue(self.committed.ok, self.committed.error)
+        forgets = ask.query_subject(self.client, 'sion/forget')
+        self.assertTrue(forgets.ok, forgets.error)
+        self.assertGreater(len(forgets.atoms), 0, 'nothing was forgotten')
+        key = bytes(self.committed.head.ledger_key).hex()
+        checked = ask.verify(forgets, key, subject='sion/forget')
+        first_kept = None
+        for atom in checked['atoms']:
+            record = json.loads(atom['payload']['text'])
+            self.assertEqual(record['who'], 'retention')
+            self.assertIn('camera payloads older than 2 s', record['why'])
+            [[epoch, start, end]] = record['leaves']
+            first_kept = max(first_kept or 0, end)
+        # No segment left on disk holds a forgotten leaf: each begins at or past the last cut.
+        lane = os.path.join(self.memory, 'lanes', 'camera')
+        firsts = [int(name.split('-L')[1].split('.')[0], 16) for name in os.listdir(lane)]
+        self.assertTrue(firsts and all(f >= first_kept for f in firsts), (firsts, first_kept))
 
 if __name__ == '__main__':
     unittest.main()

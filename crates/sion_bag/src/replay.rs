@@ -24,6 +24,9 @@ pub struct ReplayOptions {
     pub batch_blob_bytes: usize,
     /// ... or this many atoms.
     pub batch_atoms: usize,
+    /// A sealed memory's retention, applied after each durable batch (as the node's brain
+    /// applies it on schedule): what falls out is forgotten with forget atoms.
+    pub retention: Option<sion_store::memory::Retention>,
 }
 
 impl Default for ReplayOptions {
@@ -33,6 +36,7 @@ impl Default for ReplayOptions {
             skip_bad: false,
             batch_blob_bytes: 64 << 20,
             batch_atoms: 65_536,
+            retention: None,
         }
     }
 }
@@ -65,6 +69,8 @@ pub struct ReplayReport {
     pub log_times: Option<(u64, u64)>,
     /// The log's size afterwards.
     pub log_size: u64,
+    /// Segments of payloads a sealed memory's retention forgot during the replay.
+    pub forgotten_segments: usize,
 }
 
 /// Where a replay is, for a progress bar.
@@ -161,6 +167,10 @@ impl Replay<'_> {
         if n > 0 || !blobs.is_empty() {
             self.memory.remember_with_blobs(atoms, blobs)?;
             self.report.atoms += n;
+        }
+        if let (Some(policy), Some(space)) = (&self.options.retention, self.memory.space()) {
+            let r = space.retain(self.memory.log(), policy).map_err(MemoryError::from)?;
+            self.report.forgotten_segments += r.segments;
         }
         Ok(())
     }

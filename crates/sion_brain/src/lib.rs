@@ -51,6 +51,10 @@ pub struct BrainConfig {
     /// cold boot folds at most this much of the log again.
     pub index_checkpoint_ms: u64,
     pub derive: DeriveConfig,
+    /// A sealed memory's retention (docs/SEAL.md, "Retention"), applied by the `retain` phase
+    /// at most every `retention_check_ms`; nothing is forgotten by a memory without a space.
+    pub retention: sion_store::memory::Retention,
+    pub retention_check_ms: u64,
 }
 
 impl Default for BrainConfig {
@@ -62,6 +66,8 @@ impl Default for BrainConfig {
             sync_chunk: 1 << 16,
             index_checkpoint_ms: 10_000,
             derive: DeriveConfig::default(),
+            retention: sion_store::memory::Retention::default(),
+            retention_check_ms: 10_000,
         }
     }
 }
@@ -97,6 +103,8 @@ pub struct MemoryKernel {
     index: Option<Index>,
     reader: IndexReader,
     index_v2_from: u64,
+    /// A sealed memory's space (retention forgets through it).
+    space: Option<Arc<sion_store::memory::Space>>,
 }
 
 /// The kernel's door for sensors: atoms taken in here are durable before any brain hears of
@@ -139,9 +147,9 @@ impl Sensors {
         &self,
         position: u64,
     ) -> Result<(Atom, Vec<u8>, sion_seal::SealKind), sion_store::memory::SpaceError> {
-        use sion_store::memory::{Space, SpaceError};
+        use sion_store::memory::SpaceError;
         let atom = self.log.read(position)?;
-        match Space::sealed_bytes(position, atom.parts(), |h| self.blobs.get(h).ok())? {
+        match self.space()?.sealed_bytes(position, atom.parts(), |h| self.blobs.get(h).ok())? {
             Some((bytes, kind)) => Ok((atom, bytes, kind)),
             None => Err(SpaceError::NotSealed {
                 position,
@@ -285,6 +293,7 @@ impl MemoryKernel {
         let index = memory.take_index()?;
         let reader = memory.index_reader().clone();
         let index_v2_from = memory.index_v2_from();
+        let space = memory.space().cloned();
         let kernel = Self {
             memory: Arc::new(Mutex::new(memory)),
             log,
@@ -292,6 +301,7 @@ impl MemoryKernel {
             index: Some(index),
             reader,
             index_v2_from,
+            space,
         };
         Ok((kernel, sensors))
     }
@@ -309,6 +319,18 @@ impl MemoryKernel {
     /// The index's writer, for the brain that keeps it.
     fn take_index(&mut self) -> Option<Index> {
         self.index.take()
+    }
+
+    /// Forget what `policy` no longer keeps (a sealed memory; nothing otherwise): forget atoms,
+    /// durable, then the payloads' segments removed.
+    pub fn retain(
+        &self,
+        policy: &sion_store::memory::Retention,
+    ) -> Result<sion_store::memory::Retained, sion_store::memory::SpaceError> {
+        match &self.space {
+            Some(space) => space.retain(&self.log, policy),
+            None => Ok(sion_store::memory::Retained::default()),
+        }
     }
 
     /// The brain's private store.
@@ -429,6 +451,7 @@ pub struct MemoryBrain {
     cursor: Option<u64>,
     last_checkpoint: Instant,
     last_memory_note: Option<Instant>,
+    last_retention: Option<Instant>,
     last_brain_checkpoint: Option<Instant>,
     deriver: Deriver,
     /// Atoms folded but not yet thought about.
@@ -495,6 +518,7 @@ impl MemoryBrain {
             cursor: resume.checked_sub(1),
             last_checkpoint: Instant::now(),
             last_memory_note: None,
+            last_retention: None,
             last_brain_checkpoint: None,
             fresh: Vec::new(),
             outbox: Vec::new(),
@@ -690,6 +714,34 @@ impl MemoryBrain {
     }
 }
 
+impl MemoryBrain {
+    /// The retention phase: at most every `retention_check_ms`, forget what the memory's
+    /// retention no longer keeps (docs/SEAL.md). A failure is logged and tried again at the next
+    /// check; it never stops the brain.
+    pub fn retain(&mut self) {
+        let policy = self.config.retention;
+        let none = sion_store::memory::StreamRetention::default();
+        if (policy.camera == none && policy.map == none)
+            || self
+                .last_retention
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(self.config.retention_check_ms))
+        {
+            return;
+        }
+        self.last_retention = Some(Instant::now());
+        match self.kernel.retain(&policy) {
+            Ok(r) if r.segments > 0 => tracing::info!(
+                "retention forgot {} segment(s) of payloads ({:.1} MB given back); forget atoms at {:?}",
+                r.segments,
+                r.bytes as f64 / 1e6,
+                r.forget_positions
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("retention could not forget what it should ({e}); trying again later"),
+        }
+    }
+}
+
 impl Loop for MemoryBrain {
     /// Stimuli are the atoms the kernel has committed; the brain reads them from the log.
     type Stimulus = u64;
@@ -702,6 +754,11 @@ impl Loop for MemoryBrain {
         })
         .await?;
         tick.phase("act", async |_: &mut Tick<'_, u64>| self.act().await).await?;
+        tick.phase("retain", async |_: &mut Tick<'_, u64>| {
+            self.retain();
+            Ok(())
+        })
+        .await?;
         // Results must be seen before the wake can honestly end.
         if self.unwitnessed.is_empty() && self.outbox.is_empty() {
             tick.stop();

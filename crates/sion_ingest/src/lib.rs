@@ -135,6 +135,11 @@ pub struct IngestConfig {
     /// How long a camera frame may wait for its transform or calibration, nanoseconds of
     /// message stamps (a frame is given up once a message stamped this much later arrives).
     pub hold_ns: i64,
+    /// Keep at most one frame's payload (its image) per this many nanoseconds of stamps, per
+    /// camera; the others are remembered as observations without a payload (what the camera
+    /// saw, where and when, not the image). 0 keeps every frame's payload. A retention policy
+    /// (docs/SEAL.md, "Retention"): a sealed memory's `every_s`.
+    pub keep_frame_every_ns: i64,
 }
 
 impl Default for IngestConfig {
@@ -148,6 +153,7 @@ impl Default for IngestConfig {
             max_map_cells: 64 << 20,
             tf_tolerance_ns: 100_000_000,
             hold_ns: 500_000_000,
+            keep_frame_every_ns: 0,
         }
     }
 }
@@ -292,6 +298,8 @@ pub struct Ingest {
     config: IngestConfig,
     tf: TfBuffer,
     cameras: HashMap<String, CameraInfo>,
+    /// Per camera, the stamp of the last frame whose payload was kept.
+    kept_at: HashMap<String, i64>,
     last_tile: Option<AtomId>,
     held: VecDeque<Held>,
     /// The latest stamp of any message taken: the clock held frames wait by.
@@ -307,6 +315,7 @@ impl Ingest {
             config,
             tf,
             cameras: HashMap::new(),
+            kept_at: HashMap::new(),
             last_tile: None,
             held: VecDeque::new(),
             latest_ns: i64::MIN,
@@ -630,7 +639,13 @@ impl Ingest {
 
     /// The observation atom of a camera frame: the box in the fixed frame that holds the
     /// camera's frustum from its centre out to `camera_range_m`.
-    fn observation(&self, stream: Stream, camera: &str, t: i64, message: &[u8]) -> Result<Ingested, Reject> {
+    fn observation(
+        &mut self,
+        stream: Stream,
+        camera: &str,
+        t: i64,
+        message: &[u8],
+    ) -> Result<Ingested, Reject> {
         let info = self.cameras.get(camera).ok_or_else(|| Reject::NoCameraInfo(camera.to_owned()))?;
         let fixed = self.config.fixed_frame.as_str();
         let fixed_from_camera = self.lookup(fixed, camera, t)?;
@@ -645,8 +660,20 @@ impl Ingest {
         let centre = fixed_from_camera * Point3::origin();
         let bounds = bounding_box(&[centre, far[0], far[1], far[2], far[3]], "camera frustum")?;
         let mut parts = AtomParts::new(Kind::Observation, fixed, bounds, sample(t), Permille(1000));
-        parts.payload = Payload::Blob(blob_ref(message, stream.message_type()));
         parts.extractor = Some(self.extractor(stream));
+        // One frame's payload per `keep_frame_every_ns` of a camera's stamps (a clock that went
+        // back starts again); the others are what was seen, without the image.
+        let every = self.config.keep_frame_every_ns;
+        let keep = every <= 0
+            || self
+                .kept_at
+                .get(camera)
+                .is_none_or(|&last| t >= last.saturating_add(every) || t < last.saturating_sub(every));
+        if !keep {
+            return Ok(Ingested { atom: Atom::new(parts)?, blob: None });
+        }
+        self.kept_at.insert(camera.to_owned(), t);
+        parts.payload = Payload::Blob(blob_ref(message, stream.message_type()));
         Ok(Ingested { atom: Atom::new(parts)?, blob: Some(message.to_vec()) })
     }
 

@@ -12,7 +12,7 @@ mod wrap;
 pub use cover::{Cover, DEPTH, Node};
 pub use sealed::{
     BlobParts, Codec, SEALED_MEDIA_TYPE, SealKind, Sealed, aad, bare_id, blob_parts, blob_plaintext,
-    inline_payload, inline_plaintext, sub3, unsub3,
+    inline_payload, inline_plaintext, sealed_leaf, sealed_media_type, sub3, unsub3,
 };
 pub use store::KeyStore;
 pub use wrap::{MAX_COVER_BYTES, MEMBER_PUBLIC_BYTES, MemberKey, Wrapped, WrappedLeaf, member_key_hash};

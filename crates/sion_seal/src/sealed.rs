@@ -197,8 +197,27 @@ fn payload_kind(p: &AtomPayload) -> &'static str {
     }
 }
 
-/// The media type of a sealed blob in its atom: what it was is inside the seal.
+/// The media type of a sealed blob in its atom: what it was is inside the seal. It names the
+/// epoch and leaf that sealed it (`application/x-sion-sealed; epoch=E; leaf=L`), which the
+/// sealed bytes' header says too: a reader, and retention, know which key opens a blob from
+/// its atom alone.
 pub const SEALED_MEDIA_TYPE: &str = "application/x-sion-sealed";
+
+/// The media type of a blob sealed by leaf `leaf` of `epoch`.
+pub fn sealed_media_type(epoch: u32, leaf: u32) -> String {
+    format!("{SEALED_MEDIA_TYPE}; epoch={epoch}; leaf={leaf}")
+}
+
+/// Whether a media type is a sealed blob's, and if it names them, its epoch and leaf.
+pub fn sealed_leaf(media_type: &str) -> Option<Option<(u32, u32)>> {
+    let rest = media_type.strip_prefix(SEALED_MEDIA_TYPE)?;
+    if rest.is_empty() {
+        return Some(None);
+    }
+    let rest = rest.strip_prefix("; epoch=")?;
+    let (epoch, leaf) = rest.split_once("; leaf=")?;
+    Some(epoch.parse().ok().zip(leaf.parse().ok()))
+}
 
 /// How a sealed blob's content was compressed before sealing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -67,6 +67,20 @@ pub struct ReplayArgs {
     /// Do not commit a head after the replay (answers are as of committed heads).
     #[arg(long)]
     no_commit: bool,
+    /// Make a new memory sealed (docs/SEAL.md): frames and tiles sealed in its space, and the
+    /// retention below applied as it goes (an existing memory keeps what it is).
+    #[arg(long)]
+    sealed: bool,
+    /// A sealed memory keeps at most one frame's image per this many seconds of stamps per
+    /// camera (0: every one), as the node's retention.camera.every_s.
+    #[arg(long, default_value_t = 1.0, help_heading = "Retention (a sealed memory)")]
+    keep_every_s: f64,
+    /// ... forgets frames older than this many seconds (0: however old).
+    #[arg(long, default_value_t = 604_800.0, help_heading = "Retention (a sealed memory)")]
+    keep_s: f64,
+    /// ... and the oldest while the frames take more than this many MB (0: no budget).
+    #[arg(long, default_value_t = 20_000, help_heading = "Retention (a sealed memory)")]
+    keep_mb: u64,
 }
 
 #[derive(Args)]
@@ -166,17 +180,35 @@ pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
         .map(|r| r.with_declarations(declared));
     let mut memory = if a.data.join("memory.json").exists() {
         Memory::open(&a.data)
+    } else if a.sealed {
+        Memory::create_sealed(&sion_memory::index::IndexConfig::default(), &a.data, Some(&a.robot), None)
     } else {
         Memory::create(&a.data, Some(&a.robot), None)
     }
     .with_context(|| format!("opening the memory at {}", a.data.display()))?;
+    for (name, v, max) in [("--keep-every-s", a.keep_every_s, 86_400.0), ("--keep-s", a.keep_s, 3.0e9)] {
+        if !(v.is_finite() && (0.0..=max).contains(&v)) {
+            bail!("{name} {v}: from 0 to {max} seconds");
+        }
+    }
+    // Retention is a sealed memory's: one in the clear keeps everything it is given.
+    let sealed = memory.space().is_some();
+    let retention = sealed.then(|| sion_memory::memory::Retention {
+        camera: sion_memory::memory::StreamRetention {
+            keep_ns: (a.keep_s * 1e9).round() as i64,
+            keep_bytes: a.keep_mb.saturating_mul(1_000_000),
+        },
+        map: sion_memory::memory::StreamRetention::default(),
+    });
     let options = ReplayOptions {
         ingest: IngestConfig {
             fixed_frame: a.fixed_frame.clone(),
             robot: a.robot.clone(),
+            keep_frame_every_ns: if sealed { (a.keep_every_s * 1e9).round() as i64 } else { 0 },
             ..IngestConfig::default()
         },
         skip_bad: a.skip_bad,
+        retention,
         ..ReplayOptions::default()
     };
     let bar = ui::byte_bar(len);

@@ -12,7 +12,7 @@ use sion_memory::atom::{Atom, Payload};
 use sion_memory::memory::{MemberKeys, Memory, Opened, Space};
 use sion_memory::proof::ListKey;
 use sion_seal::record::{FORGET_SUBJECT, SPACE_SUBJECT, SpaceRecord, record_text};
-use sion_seal::{MEMBER_PUBLIC_BYTES, SEALED_MEDIA_TYPE, Sealed, member_key_hash};
+use sion_seal::{MEMBER_PUBLIC_BYTES, Sealed, member_key_hash};
 
 use crate::memory_cmd::{DataArg, open_memory, open_memory_read_only};
 
@@ -421,20 +421,23 @@ pub fn forget(a: ForgetArgs) -> Result<ExitCode> {
 /// sealed.
 pub fn payload_state(memory: &Memory, atom: &Atom) -> Option<String> {
     let p = atom.parts();
-    let header = match &p.payload {
-        Payload::Encrypted(b) => Sealed::decode(b).ok(),
-        Payload::Blob(r) if r.media_type == SEALED_MEDIA_TYPE => {
-            memory.blobs().get(&r.hash).ok().and_then(|b| Sealed::decode(&b).ok())
-        }
+    // (space, epoch, leaf): a blob's atom names its epoch and leaf; an inline payload's
+    // sealed bytes do.
+    let (space, epoch, leaf) = match &p.payload {
+        Payload::Encrypted(b) => match Sealed::decode(b) {
+            Ok(s) => (Some(s.space), s.epoch, s.leaf),
+            Err(_) => return Some("encrypted (not sealed bytes this memory reads)".into()),
+        },
+        Payload::Blob(r) => match sion_seal::sealed_leaf(&r.media_type)? {
+            Some((e, l)) => (None, e, l),
+            None => return Some("sealed".into()),
+        },
         _ => return None,
     };
-    let Some(s) = header else { return Some("sealed (its blob is not here)".into()) };
-    let held = memory.space().is_some_and(|space| space.id() == s.space && space.holds(s.epoch, s.leaf));
-    Some(if held {
-        format!("sealed (epoch {}, leaf {})", s.epoch, s.leaf)
-    } else if memory.space().is_some_and(|space| space.id() == s.space) {
-        format!("payload forgotten (epoch {}, leaf {})", s.epoch, s.leaf)
-    } else {
-        format!("sealed in another space (epoch {}, leaf {})", s.epoch, s.leaf)
+    let ours = memory.space().filter(|s| space.is_none_or(|id| id == s.id()));
+    Some(match ours {
+        Some(s) if s.holds(epoch, leaf) => format!("sealed (epoch {epoch}, leaf {leaf})"),
+        Some(_) => format!("payload forgotten (epoch {epoch}, leaf {leaf})"),
+        None => format!("sealed in another space (epoch {epoch}, leaf {leaf})"),
     })
 }

@@ -22,12 +22,13 @@ use crate::log::blobs::{BlobError, BlobStore};
 use crate::log::{Appended, Audit, Log, LogError, LogOptions, Recovery};
 use sion_disk::Disk;
 
+pub mod lanes;
 mod repair;
 pub mod space;
 pub use repair::{RepairRecord, Repaired};
 use sion_verify::atom::{Atom, AtomId};
 use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
-pub use space::{MemberKeys, Opened, Space, SpaceError};
+pub use space::{MemberKeys, Opened, Retained, Retention, Space, SpaceError, StreamRetention};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
@@ -601,12 +602,20 @@ impl Memory {
         parts: sion_verify::atom::AtomParts,
         media_type: &str,
         content: &[u8],
-        compress: bool,
     ) -> Result<Appended, MemoryError> {
         let space = self.writable_space()?;
-        let (atom, sealed) = space.seal_blob(&self.log, parts, media_type, content, compress)?;
-        self.blobs.keep(&[sealed])?;
-        let appended = self.log.append(vec![atom])?;
+        // As the node keeps a frame: the atom names the blob as given, and is sealed for it
+        // (a camera frame or map tile into its stream's lane, anything else into the store).
+        let mut parts = parts;
+        parts.payload = sion_verify::atom::Payload::Blob(sion_verify::atom::BlobRef {
+            hash: *blake3::hash(content).as_bytes(),
+            size: content.len() as u64,
+            media_type: media_type.to_owned(),
+        });
+        let atom = Atom::new(parts).map_err(|e| SpaceError::Record(e.to_string()))?;
+        let atoms =
+            space::keep_blobs_for(Some(space), &self.log, &self.blobs, vec![atom], vec![content.to_vec()])?;
+        let appended = self.log.append(atoms)?;
         appended
             .into_iter()
             .next()
@@ -631,7 +640,11 @@ impl Memory {
         position: u64,
     ) -> Result<Option<(Atom, Vec<u8>, sion_seal::SealKind)>, MemoryError> {
         let atom = self.log.read(position)?;
-        let found = Space::sealed_bytes(position, atom.parts(), |h| self.blobs.get(h).ok())?;
+        let blob = |h: &[u8; 32]| self.blobs.get(h).ok();
+        let found = match &self.space {
+            Some(space) => space.sealed_bytes(position, atom.parts(), blob)?,
+            None => space::sealed_payload(position, atom.parts(), blob)?,
+        };
         Ok(found.map(|(b, k)| (atom, b, k)))
     }
 

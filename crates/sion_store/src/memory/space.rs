@@ -21,11 +21,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use sion_disk::Disk;
 use sion_seal::record::{self, ForgetRecord, LeafRange, Membership, SpaceRecord};
 use sion_seal::{
-    Codec, Cover, KeyStore, MemberKey, SEALED_MEDIA_TYPE, SealError, SealKind, Sealed, Wrapped, WrappedLeaf,
-    bare_id, blob_parts, blob_plaintext, inline_payload, inline_plaintext, member_key_hash,
+    Codec, Cover, KeyStore, MemberKey, SealError, SealKind, Sealed, Wrapped, WrappedLeaf, bare_id,
+    blob_parts, blob_plaintext, inline_payload, inline_plaintext, member_key_hash,
 };
 use sion_verify::atom::{Atom, AtomParts, BlobRef, Payload};
 
+use super::lanes::{Lane, LaneError, Segment};
 use crate::log::blobs::{BlobError, BlobStore};
 use crate::log::{Appended, Log, LogError};
 
@@ -44,6 +45,8 @@ pub enum SpaceError {
     Log(#[from] LogError),
     #[error(transparent)]
     Blob(#[from] BlobError),
+    #[error(transparent)]
+    Lane(#[from] LaneError),
     #[error("{path}: {problem}")]
     File { path: PathBuf, problem: String },
     #[error("atom {position} has no sealed payload ({what}): only sealed payloads can be forgotten")]
@@ -76,41 +79,110 @@ pub enum Opened {
     Blob { media_type: String, content: Vec<u8> },
 }
 
-/// The leaf counter of the current epoch.
+/// Leaves are handed out in lanes, a range of 2^30 each (docs/SEAL.md, "The leaf counter"): a
+/// stream whose payloads retention forgets oldest first (camera frames, map tiles) has a lane of
+/// its own, so forgetting its oldest is one cut of the key tree, never a cut around another
+/// stream's leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeafLane {
+    /// Inline payloads, and blobs of no stream below.
+    Payloads = 0,
+    /// Camera frames (`sensor_msgs/msg/Image`, `CompressedImage`).
+    Camera = 1,
+    /// Map tiles (`nav_msgs/msg/OccupancyGrid`).
+    Map = 2,
+    /// Other blobs.
+    Other = 3,
+}
+
+const LANE_BITS: u32 = 30;
+const LANES: usize = 4;
+
+impl LeafLane {
+    /// The lane of a blob of this media type.
+    pub fn of(media_type: &str) -> Self {
+        if media_type.ends_with("sensor_msgs/msg/Image")
+            || media_type.ends_with("sensor_msgs/msg/CompressedImage")
+        {
+            LeafLane::Camera
+        } else if media_type.ends_with("nav_msgs/msg/OccupancyGrid") {
+            LeafLane::Map
+        } else {
+            LeafLane::Other
+        }
+    }
+
+    /// The lane a leaf is in.
+    pub fn of_leaf(leaf: u32) -> Self {
+        match leaf >> LANE_BITS {
+            1 => LeafLane::Camera,
+            2 => LeafLane::Map,
+            3 => LeafLane::Other,
+            _ => LeafLane::Payloads,
+        }
+    }
+
+    fn end(self) -> u64 {
+        (self as u64 + 1) << LANE_BITS
+    }
+}
+
+/// The leaf counters of the current epoch, a lane each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Leaves {
     epoch: u32,
-    /// The next leaf to seal with.
-    next: u64,
-    /// Leaves below this are (or may have been) handed out: after a crash sealing resumes here.
-    reserved: u64,
+    /// The next leaf of each lane to seal with.
+    next: [u64; LANES],
+    /// Leaves of each lane below this are (or may have been) handed out: after a crash sealing
+    /// resumes here.
+    reserved: [u64; LANES],
 }
 
 impl Leaves {
-    /// "SIONLEAF", u8 1, u32 epoch, u64 reserved, u32 CRC-32C of what precedes it.
+    fn fresh(epoch: u32) -> Self {
+        let start: [u64; LANES] = std::array::from_fn(|l| (l as u64) << LANE_BITS);
+        Self { epoch, next: start, reserved: start }
+    }
+
+    /// No leaf of the epoch known to be unused: the next seal begins a new epoch.
+    fn spent(epoch: u32) -> Self {
+        let end: [u64; LANES] = std::array::from_fn(|l| (l as u64 + 1) << LANE_BITS);
+        Self { epoch, next: end, reserved: end }
+    }
+
+    /// "SIONLEAF", u8 2, u32 epoch, 4 × u64 reserved (a lane each), u32 CRC-32C of what
+    /// precedes it: 49 bytes.
     fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(25);
+        let mut out = Vec::with_capacity(49);
         out.extend_from_slice(LEAF_MAGIC);
-        out.push(1);
+        out.push(2);
         out.extend_from_slice(&self.epoch.to_le_bytes());
-        out.extend_from_slice(&self.reserved.to_le_bytes());
+        for r in self.reserved {
+            out.extend_from_slice(&r.to_le_bytes());
+        }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
     }
 
     fn decode(bytes: &[u8]) -> Result<Self, String> {
-        if bytes.len() != 25 || &bytes[..8] != LEAF_MAGIC || bytes[8] != 1 {
-            return Err("not a SIONLEAF version 1 file of 25 bytes".into());
+        if bytes.len() != 49 || &bytes[..8] != LEAF_MAGIC || bytes[8] != 2 {
+            return Err("not a SIONLEAF version 2 file of 49 bytes".into());
         }
-        let crc = u32::from_le_bytes([bytes[21], bytes[22], bytes[23], bytes[24]]);
-        if crc32c::crc32c(&bytes[..21]) != crc {
+        let crc = u32::from_le_bytes([bytes[45], bytes[46], bytes[47], bytes[48]]);
+        if crc32c::crc32c(&bytes[..45]) != crc {
             return Err("its checksum fails (damaged)".into());
         }
         let epoch = u32::from_le_bytes([bytes[9], bytes[10], bytes[11], bytes[12]]);
-        let mut r = [0u8; 8];
-        r.copy_from_slice(&bytes[13..21]);
-        let reserved = u64::from_le_bytes(r);
+        let mut reserved = [0u64; LANES];
+        for (l, r) in reserved.iter_mut().enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[13 + 8 * l..21 + 8 * l]);
+            *r = u64::from_le_bytes(b);
+            if *r < (l as u64) << LANE_BITS || *r > (l as u64 + 1) << LANE_BITS {
+                return Err(format!("lane {l}'s mark {r} is outside its lane"));
+            }
+        }
         Ok(Self { epoch, next: reserved, reserved })
     }
 }
@@ -132,6 +204,37 @@ pub struct Space {
     /// Held for a whole change (pending written, atom appended, applied, pending removed):
     /// one change at a time, whoever asks (a forget service call, the brain's retention).
     changing: Mutex<()>,
+    /// Camera frames and map tiles, sealed: kept apart so retention drops them by segment.
+    camera: Lane,
+    map: Lane,
+}
+
+/// How long, and within how many bytes, a stream's payloads are kept (0: no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StreamRetention {
+    /// Payloads whose stamp is older than the stream's newest by more than this are forgotten.
+    pub keep_ns: i64,
+    /// The oldest are forgotten while the stream takes more than this on disk.
+    pub keep_bytes: u64,
+}
+
+/// A sealed memory's retention (docs/SEAL.md, "Retention"): per stream, forgotten by the brain
+/// on schedule with forget atoms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Retention {
+    pub camera: StreamRetention,
+    pub map: StreamRetention,
+}
+
+/// What one pass of retention did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retained {
+    /// Segments whose payloads were forgotten and whose files were removed.
+    pub segments: usize,
+    /// The forget atoms written.
+    pub forget_positions: Vec<u64>,
+    /// Bytes given back to the disk.
+    pub bytes: u64,
 }
 
 /// A change to apply once its record atom is in the log.
@@ -196,13 +299,15 @@ impl Space {
         if keys.epochs() == 0 {
             keys.begin_epoch(random32()?)?;
         }
-        let leaves = Leaves { epoch: 0, next: 0, reserved: 0 };
+        let leaves = Leaves::fresh(0);
         let space = Self {
             disk: disk.clone(),
             dir,
             id,
             inner: Mutex::new(Inner { keys, membership: Membership::default(), records: Vec::new(), leaves }),
             changing: Mutex::new(()),
+            camera: Lane::open(disk, &memory_dir.join("lanes/camera"), true)?,
+            map: Lane::open(disk, &memory_dir.join("lanes/map"), true)?,
         };
         {
             let mut inner = space.lock();
@@ -218,7 +323,7 @@ impl Space {
 
     /// Open the space of a memory (its log opened), finishing a change a crash interrupted.
     pub fn open(disk: &Disk, memory_dir: &Path, log: &Log, id: [u8; 32]) -> Result<Self, SpaceError> {
-        let space = Self::read(disk, memory_dir, log, id)?;
+        let space = Self::read(disk, memory_dir, log, id, true)?;
         space.finish_pending(log)?;
         Ok(space)
     }
@@ -226,10 +331,16 @@ impl Space {
     /// Open it to read (a reader's process: nothing is written, a pending change is left to
     /// the writer).
     pub fn open_read_only(memory_dir: &Path, log: &Log, id: [u8; 32]) -> Result<Self, SpaceError> {
-        Self::read(&Disk::os(), memory_dir, log, id)
+        Self::read(&Disk::os(), memory_dir, log, id, false)
     }
 
-    fn read(disk: &Disk, memory_dir: &Path, log: &Log, id: [u8; 32]) -> Result<Self, SpaceError> {
+    fn read(
+        disk: &Disk,
+        memory_dir: &Path,
+        log: &Log,
+        id: [u8; 32],
+        writer: bool,
+    ) -> Result<Self, SpaceError> {
         let dir = memory_dir.join("space");
         let keys_path = dir.join("keys");
         let keys = KeyStore::open(disk, &keys_path)?;
@@ -254,7 +365,7 @@ impl Space {
                 Ok(l) if l.epoch == epoch => l,
                 // Missing or damaged, or of an epoch a crash left behind: nothing below the epoch's
                 // end is known to be unused, so a new epoch is the only safe counter.
-                _ => Leaves { epoch, next: 1 << sion_seal::DEPTH, reserved: 1 << sion_seal::DEPTH },
+                _ => Leaves::spent(epoch),
             };
         Ok(Self {
             disk: disk.clone(),
@@ -262,6 +373,8 @@ impl Space {
             id,
             inner: Mutex::new(Inner { keys, membership, records, leaves }),
             changing: Mutex::new(()),
+            camera: Lane::open(disk, &memory_dir.join("lanes/camera"), writer)?,
+            map: Lane::open(disk, &memory_dir.join("lanes/map"), writer)?,
         })
     }
 
@@ -309,38 +422,39 @@ impl Space {
         self.disk.replace_file(&path, out.as_bytes()).map_err(|e| file_err(&path, e))
     }
 
-    /// A new epoch when the current one has no leaf left (2^32 seals, or a leaf counter that
-    /// was lost: then no leaf of the epoch is known to be unused).
-    fn ready(&self, log: &Log) -> Result<(), SpaceError> {
-        if self.lock().leaves.next >= 1 << sion_seal::DEPTH {
+    /// A new epoch when the current one has no leaf left in `lane` (2^30 seals, or a leaf
+    /// counter that was lost: then no leaf of the epoch is known to be unused).
+    fn ready(&self, log: &Log, lane: LeafLane) -> Result<(), SpaceError> {
+        if self.lock().leaves.next[lane as usize] >= lane.end() {
             self.rotate(log, "rotated: the epoch has no leaf known to be unused")?;
         }
         Ok(())
     }
 
-    /// The next leaf of the current epoch; the counter's mark is moved (durably) before a leaf
-    /// past it is handed out.
-    fn next_leaf(&self, inner: &mut Inner) -> Result<(u32, u32), SpaceError> {
-        if inner.leaves.next >= 1 << sion_seal::DEPTH {
+    /// The next leaf of `lane` in the current epoch; the lane's mark is moved (durably) before a
+    /// leaf past it is handed out.
+    fn next_leaf(&self, inner: &mut Inner, lane: LeafLane) -> Result<(u32, u32), SpaceError> {
+        let l = lane as usize;
+        if inner.leaves.next[l] >= lane.end() {
             return Err(SpaceError::Record("the epoch's leaves are used up".into()));
         }
-        if inner.leaves.next >= inner.leaves.reserved {
+        if inner.leaves.next[l] >= inner.leaves.reserved[l] {
             let mut moved = inner.leaves;
-            moved.reserved = (moved.next + RESERVE).min(1 << sion_seal::DEPTH);
+            moved.reserved[l] = (moved.next[l] + RESERVE).min(lane.end());
             self.save_leaves(&moved)?;
             inner.leaves = moved;
         }
-        let leaf = inner.leaves.next as u32;
-        inner.leaves.next += 1;
+        let leaf = inner.leaves.next[l] as u32;
+        inner.leaves.next[l] += 1;
         Ok((inner.leaves.epoch, leaf))
     }
 
     /// Seal an atom's inline payload (text or bytes): the atom returned carries it encrypted.
     pub fn seal_inline(&self, log: &Log, parts: AtomParts) -> Result<Atom, SpaceError> {
         let plain = zeroize::Zeroizing::new(inline_plaintext(&parts.payload)?);
-        self.ready(log)?;
+        self.ready(log, LeafLane::Payloads)?;
         let mut inner = self.lock();
-        let (epoch, leaf) = self.next_leaf(&mut inner)?;
+        let (epoch, leaf) = self.next_leaf(&mut inner, LeafLane::Payloads)?;
         let sealed =
             Sealed::seal(SealKind::Payload, &self.id, inner.keys.cover(epoch)?, leaf, &parts, &plain)?;
         let mut parts = parts;
@@ -378,36 +492,108 @@ impl Space {
             Some(c) => blob_plaintext(codec, media_type, content, c)?,
             None => blob_plaintext(Codec::None, media_type, content, content)?,
         });
-        self.ready(log)?;
+        let lane = LeafLane::of(media_type);
+        self.ready(log, lane)?;
         let mut inner = self.lock();
-        let (epoch, leaf) = self.next_leaf(&mut inner)?;
+        let (epoch, leaf) = self.next_leaf(&mut inner, lane)?;
         let sealed = Sealed::seal(SealKind::Blob, &self.id, inner.keys.cover(epoch)?, leaf, &parts, &plain)?;
         drop(inner);
         let mut parts = parts;
         parts.payload = Payload::Blob(BlobRef {
             hash: *blake3::hash(&sealed).as_bytes(),
             size: sealed.len() as u64,
-            media_type: SEALED_MEDIA_TYPE.into(),
+            media_type: sion_seal::sealed_media_type(epoch, leaf),
         });
         let atom = Atom::new(parts).map_err(|e| SpaceError::Record(e.to_string()))?;
         Ok((atom, sealed))
     }
 
-    /// Where the sealed bytes of `atom` are: (their bytes, and which kind), or `None` for an
-    /// atom whose payload is not sealed. `blob` fetches a blob by its hash.
+    /// The sealed bytes of `atom` (and which kind they are), or `None` for an atom whose
+    /// payload is not sealed. A camera frame or map tile comes from its lane (refused as
+    /// forgotten once retention dropped it); any other blob from `blob`, by its hash.
     pub fn sealed_bytes(
+        &self,
         position: u64,
         atom: &AtomParts,
         blob: impl FnOnce(&[u8; 32]) -> Option<Vec<u8>>,
     ) -> Result<Option<(Vec<u8>, SealKind)>, SpaceError> {
-        match &atom.payload {
-            Payload::Encrypted(b) => Ok(Some((b.clone(), SealKind::Payload))),
-            Payload::Blob(r) if r.media_type == SEALED_MEDIA_TYPE => match blob(&r.hash) {
-                Some(b) => Ok(Some((b, SealKind::Blob))),
-                None => Err(SpaceError::MissingBlob { position, hash: hex::encode(r.hash) }),
-            },
-            _ => Ok(None),
+        if let Payload::Blob(r) = &atom.payload
+            && let Some(Some((epoch, leaf))) = sion_seal::sealed_leaf(&r.media_type)
+            && let Some(lane) = self.lane(LeafLane::of_leaf(leaf))
+        {
+            return match lane.get(epoch, leaf, &r.hash) {
+                Ok(b) => Ok(Some((b, SealKind::Blob))),
+                Err(LaneError::NotHeld { .. }) => Err(SealError::Forgotten { epoch, leaf }.into()),
+                Err(e) => Err(e.into()),
+            };
         }
+        sealed_payload(position, atom, blob)
+    }
+
+    fn lane(&self, lane: LeafLane) -> Option<&Lane> {
+        match lane {
+            LeafLane::Camera => Some(&self.camera),
+            LeafLane::Map => Some(&self.map),
+            LeafLane::Payloads | LeafLane::Other => None,
+        }
+    }
+
+    /// Bytes each retained stream takes on disk: (camera, map).
+    pub fn lane_bytes(&self) -> (u64, u64) {
+        (self.camera.bytes(), self.map.bytes())
+    }
+
+    /// Forget what retention no longer keeps (docs/SEAL.md, "Retention"): per stream, oldest
+    /// segment first, while it is older than the stream's newest payload by more than
+    /// `keep_ns` or the stream takes more than `keep_bytes`: one forget atom naming the
+    /// segment's leaves (durable, the keys punctured), then the segment's file removed.
+    pub fn retain(&self, log: &Log, policy: &Retention) -> Result<Retained, SpaceError> {
+        let mut done = Retained::default();
+        for (name, lane, p) in [("camera", &self.camera, policy.camera), ("map", &self.map, policy.map)] {
+            if p.keep_ns <= 0 && p.keep_bytes == 0 {
+                continue;
+            }
+            loop {
+                let (closed, open) = lane.segments();
+                let newest =
+                    closed.iter().chain(open.as_ref()).map(|s| s.newest_ns).max().unwrap_or(i64::MIN);
+                let total = lane.bytes();
+                let old = |s: &Segment| p.keep_ns > 0 && s.newest_ns < newest.saturating_sub(p.keep_ns);
+                let over = p.keep_bytes > 0 && total > p.keep_bytes;
+                let Some(oldest) = closed.first() else {
+                    // Only the open segment: over the budget alone, it is closed to be taken.
+                    if over && open.as_ref().is_some_and(|o| o.bytes > 8) {
+                        lane.close_open()?;
+                        continue;
+                    }
+                    break;
+                };
+                if !(old(oldest) || over) {
+                    break;
+                }
+                let why = if old(oldest) {
+                    format!("{name} payloads older than {} s", p.keep_ns / 1_000_000_000)
+                } else {
+                    format!("{name} over its budget of {} MB", p.keep_bytes / 1_000_000)
+                };
+                // Its leaves: up to the next segment's first of the same epoch (the leaves in
+                // between were reserved but never used).
+                let next = closed.get(1).or(open.as_ref()).filter(|n| n.epoch == oldest.epoch);
+                let to = next.map_or(u64::from(oldest.last) + 1, |n| u64::from(n.first));
+                if self.holds(oldest.epoch, oldest.first) {
+                    let record = ForgetRecord {
+                        who: "retention".into(),
+                        why,
+                        leaves: vec![LeafRange { epoch: oldest.epoch, from: u64::from(oldest.first), to }],
+                    };
+                    done.forget_positions.push(self.change(log, Change::Forget(record), &[])?.position);
+                }
+                lane.remove(oldest)?;
+                done.segments += 1;
+                done.bytes += oldest.bytes;
+            }
+        }
+        Ok(done)
     }
 
     /// Open a sealed payload with the writer's keys.
@@ -482,7 +668,7 @@ impl Space {
                     while inner.keys.epochs() <= *epoch {
                         inner.keys.begin_epoch(random32()?)?;
                     }
-                    let leaves = Leaves { epoch: *epoch, next: 0, reserved: 0 };
+                    let leaves = Leaves::fresh(*epoch);
                     self.save_leaves(&leaves)?;
                     inner.leaves = leaves;
                 }
@@ -697,6 +883,23 @@ impl Space {
     }
 }
 
+/// The sealed bytes of an atom kept inline or in the blob store (`blob`, by hash), or `None`
+/// for an atom whose payload is not sealed.
+pub fn sealed_payload(
+    position: u64,
+    atom: &AtomParts,
+    blob: impl FnOnce(&[u8; 32]) -> Option<Vec<u8>>,
+) -> Result<Option<(Vec<u8>, SealKind)>, SpaceError> {
+    match &atom.payload {
+        Payload::Encrypted(b) => Ok(Some((b.clone(), SealKind::Payload))),
+        Payload::Blob(r) if sion_seal::sealed_leaf(&r.media_type).is_some() => match blob(&r.hash) {
+            Some(b) => Ok(Some((b, SealKind::Blob))),
+            None => Err(SpaceError::MissingBlob { position, hash: hex::encode(r.hash) }),
+        },
+        _ => Ok(None),
+    }
+}
+
 /// Keep the blobs that `atoms` commit to and return the atoms to append, in their order. In a
 /// sealed memory (`space`) each blob is first sealed for its atom (compressed where that
 /// helps), and the atom made to commit to the sealed bytes instead; without a space, or for a
@@ -717,20 +920,29 @@ pub fn keep_blobs_for(
     let by_hash: std::collections::HashMap<[u8; 32], Vec<u8>> =
         blobs.into_iter().map(|b| (*blake3::hash(&b).as_bytes(), b)).collect();
     let mut kept = Vec::new();
+    let mut laned: Vec<(LeafLane, u32, u32, i64, Vec<u8>)> = Vec::new();
     let mut out = Vec::with_capacity(atoms.len());
     for atom in atoms {
         let blob = match &atom.parts().payload {
             // Each atom seals its own copy: two frames with the same bytes are two leaves.
-            Payload::Blob(r) if r.media_type != SEALED_MEDIA_TYPE => {
+            Payload::Blob(r) if sion_seal::sealed_leaf(&r.media_type).is_none() => {
                 by_hash.get(&r.hash).map(|b| (b.as_slice(), r.media_type.clone()))
             }
             _ => None,
         };
         match blob {
             Some((content, media_type)) => {
+                let stamp = atom.parts().valid.from_ns;
                 let (sealed_atom, sealed) =
                     space.seal_blob(log, atom.into_parts(), &media_type, content, true)?;
-                kept.push(sealed);
+                let leaf = match &sealed_atom.parts().payload {
+                    Payload::Blob(r) => sion_seal::sealed_leaf(&r.media_type).flatten(),
+                    _ => None,
+                };
+                match leaf.filter(|(_, l)| space.lane(LeafLane::of_leaf(*l)).is_some()) {
+                    Some((epoch, leaf)) => laned.push((LeafLane::of_leaf(leaf), epoch, leaf, stamp, sealed)),
+                    None => kept.push(sealed),
+                }
                 out.push(sealed_atom);
             }
             None => out.push(atom),
@@ -739,6 +951,13 @@ pub fn keep_blobs_for(
     // A blob no atom here names is not kept: in a sealed memory nothing is kept in the clear.
     if !kept.is_empty() {
         store.keep(&kept)?;
+    }
+    for lane in [LeafLane::Camera, LeafLane::Map] {
+        let these: Vec<(u32, u32, i64, &[u8])> =
+            laned.iter().filter(|b| b.0 == lane).map(|b| (b.1, b.2, b.3, b.4.as_slice())).collect();
+        if let (false, Some(l)) = (these.is_empty(), space.lane(lane)) {
+            l.keep(&these)?;
+        }
     }
     Ok(out)
 }
