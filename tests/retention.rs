@@ -131,6 +131,10 @@ fn six_hours_of_a_camera_stay_within_the_budget_and_the_oldest_are_forgotten() {
             r.leaves
         );
     }
+    // The audit finds every blob it should and counts the forgotten ones as forgotten.
+    let audit = memory.audit_blobs(|_| {}).expect("audit");
+    assert_eq!(audit.bad, 0, "{:?}", audit.first);
+    assert!(audit.forgotten > 0 && audit.forgotten < frames, "{audit:?}");
     // A forgotten frame's atom is still in the log and proved.
     memory.prove_inclusion(positions[0]).expect("inclusion").verify(None).expect("verifies");
     // The key store holds one cut, not one per frame: a few nodes for six hours of forgetting.

@@ -1215,13 +1215,19 @@ fn audit(dir: &Path) -> Result<ExitCode> {
             }
             outln!(
                 "every blob atoms commit to that is held here ({}) hashes to its name{}",
-                ui::count(blobs.referenced - blobs.elsewhere),
+                ui::count(blobs.referenced - blobs.elsewhere - blobs.forgotten),
                 if blobs.elsewhere > 0 {
                     format!("; {} are kept elsewhere (no pack here is lost)", ui::count(blobs.elsewhere))
                 } else {
                     String::new()
                 }
             );
+            if blobs.forgotten > 0 {
+                outln!(
+                    "{} sealed payloads were forgotten by retention (forget atoms say when and why)",
+                    ui::count(blobs.forgotten)
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         _ => {

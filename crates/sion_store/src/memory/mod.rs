@@ -1025,6 +1025,29 @@ impl Memory {
             }
             let sion_verify::atom::Payload::Blob(blob) = &atom.parts().payload else { continue };
             audit.referenced += 1;
+            // A sealed frame or tile is in its stream's lane; once retention forgot it, it is
+            // gone on purpose, and the log says so (a forget atom).
+            if let (Some(space), Some(Some(_))) = (&self.space, sion_seal::sealed_leaf(&blob.media_type)) {
+                match space.sealed_bytes(position, atom.parts(), |_| None) {
+                    Ok(Some((bytes, _))) if bytes.len() as u64 == blob.size => continue,
+                    Err(SpaceError::Seal(sion_seal::SealError::Forgotten { .. })) => {
+                        audit.forgotten += 1;
+                        continue;
+                    }
+                    // Not in a lane: in the blob store, below.
+                    Err(SpaceError::MissingBlob { .. }) => {}
+                    Ok(_) => {
+                        audit.bad += 1;
+                        if audit.first.len() < 10 {
+                            audit
+                                .first
+                                .push((position, "its sealed blob is not the size its atom says".into()));
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
             let problem = match self.blobs.get(&blob.hash) {
                 Ok(bytes) if bytes.len() as u64 == blob.size => continue,
                 Ok(bytes) => format!(
@@ -1066,6 +1089,8 @@ pub struct BlobAudit {
     pub missing: u64,
     /// Blobs not held while no pack is known lost: kept elsewhere.
     pub elsewhere: u64,
+    /// Sealed frames and tiles retention forgot (their segments removed on purpose).
+    pub forgotten: u64,
     /// What is wrong with the packs (`BlobStore::damage`).
     pub damage: Vec<String>,
     /// The first few problems, by position.
