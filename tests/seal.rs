@@ -410,3 +410,44 @@ fn sealing_sharing_and_forgetting_at_the_command_line() {
     // The whole memory still audits.
     ok(sion(&["memory", "audit", "--data", d], None));
 }
+
+/// A forget cut short by a crash is finished when the memory next opens: the forget atom is in
+/// the log (once) and the key is gone — whether the crash came before the atom was appended or
+/// after it, before the key store was punctured.
+#[test]
+fn a_forget_a_crash_cut_short_is_finished_on_the_next_open() {
+    use sion_seal::record::{ForgetRecord, LeafRange, record_atom};
+    for appended_before_the_crash in [false, true] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let data = tmp.path().join("m");
+        let memory = Memory::create_sealed(&IndexConfig::default(), &data, None, None).expect("create");
+        let at = memory.log().size();
+        memory.remember_sealed(vec![observation(1, "forget me"), observation(2, "keep me")]).expect("seal");
+        let (epoch, leaf) = leaf_of(&memory, at);
+        let target = memory.log().read(at).expect("atom").id();
+        let record = ForgetRecord {
+            who: "operator".into(),
+            why: "asked".into(),
+            leaves: vec![LeafRange { epoch, from: u64::from(leaf), to: u64::from(leaf) + 1 }],
+        };
+        let atom = record_atom(FORGET_SUBJECT, record.to_text(), 1_800_000_000_000_000_000, &[target])
+            .expect("atom");
+        // What `forget` leaves on disk when the power goes: `pending` written (and perhaps the
+        // atom appended), the key store not yet punctured.
+        std::fs::write(data.join("space/pending"), atom.bytes()).expect("pending");
+        if appended_before_the_crash {
+            memory.remember(vec![atom.clone()]).expect("append");
+        }
+        let size_before = memory.log().size();
+        drop(memory);
+        let memory = Memory::open(&data).expect("reopen");
+        assert!(!data.join("space/pending").exists(), "pending was not finished");
+        let expected = size_before + u64::from(!appended_before_the_crash);
+        assert_eq!(memory.log().size(), expected, "the forget atom is in the log once");
+        match memory.open_payload(at) {
+            Err(MemoryError::Space(SpaceError::Seal(SealError::Forgotten { .. }))) => {}
+            other => panic!("after the crash (appended: {appended_before_the_crash}): {other:?}"),
+        }
+        assert_eq!(text_of(memory.open_payload(at + 1).expect("the other")), "keep me");
+    }
+}
