@@ -41,6 +41,8 @@ bash scripts/isolated.sh cargo run --locked --offline --all-features -p sion_fle
 # `cargo bench --bench core`, on a quiet machine.
 phase "benchmarks (criterion, one pass each)"
 SION_BENCH_ATOMS=20000 cargo test --locked --all-features --bench core
+# What sealing costs, beside the raw cipher, briefly (unoptimised here: README has the table).
+cargo run --locked --all-features --example seal_bench -- --seconds 0.05
 # The lifetime benchmark at 10^6 atoms only (10^7 and 10^8 take most of an hour and ~40 GB:
 # `cargo run --release --example lifetime`, README "A memory that lives"); unoptimised here, so
 # its times are not the README's.
