@@ -56,14 +56,13 @@ fn du(path: &Path) -> u64 {
 
 #[test]
 fn six_hours_of_a_camera_stay_within_the_budget_and_the_oldest_are_forgotten() {
-    // Segments of 256 KiB (64 frames), so that hours of frames make many of them.
-    // SAFETY: this binary's only test; nothing reads the environment on another thread now.
-    unsafe { std::env::set_var("SION_SEGMENT_KIB", "256") };
     let tmp = tempfile::tempdir().expect("tmp");
     let data = tmp.path().join("robot");
     let mut memory =
         Memory::create_sealed(&IndexConfig::default(), &data, Some("robot"), None).expect("create");
     let space = memory.space().expect("sealed").clone();
+    // Segments of 256 KiB (64 frames), so that hours of frames make many of them.
+    space.set_segment_bytes(256 << 10);
     let budget = 2 << 20;
     let policy = Retention {
         camera: StreamRetention { keep_ns: 3600 * SECOND, keep_bytes: budget },
@@ -145,4 +144,49 @@ fn six_hours_of_a_camera_stay_within_the_budget_and_the_oldest_are_forgotten() {
         "{} nodes",
         keys.cover(0).expect("0").nodes().len()
     );
+}
+
+/// Retention of a camera whose frames span two epochs, after a restart: forgetting the old
+/// epoch's last segment forgets the camera's leaves only — a map tile sealed in that epoch
+/// still opens.
+#[test]
+fn retention_across_an_epoch_forgets_the_cameras_leaves_only() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("robot");
+    let memory = Memory::create_sealed(&IndexConfig::default(), &data, Some("robot"), None).expect("create");
+    let keep = |memory: &Memory, range: std::ops::Range<u64>| -> Vec<u64> {
+        let contents: Vec<Vec<u8>> = range.clone().map(frame).collect();
+        let atoms = range.zip(&contents).map(|(i, c)| frame_atom(i, c)).collect();
+        memory.remember_with_blobs(atoms, contents).expect("keep").iter().map(|a| a.position).collect()
+    };
+    keep(&memory, 0..20);
+    // A map tile in epoch 0's map lane.
+    let tile = frame(1000);
+    let mut parts = frame_atom(1000, &tile).into_parts();
+    parts.kind = Kind::MapTile;
+    parts.payload = Payload::Blob(BlobRef {
+        hash: *blake3::hash(&tile).as_bytes(),
+        size: tile.len() as u64,
+        media_type: "application/cdr; type=nav_msgs/msg/OccupancyGrid".into(),
+    });
+    let tile_at = memory
+        .remember_with_blobs(vec![Atom::new(parts).expect("tile")], vec![tile.clone()])
+        .expect("tile")[0]
+        .position;
+    memory.space().expect("sealed").rotate(memory.log(), "rotated").expect("rotate");
+    let later = keep(&memory, 20..40);
+    drop(memory);
+    let memory = Memory::open(&data).expect("reopen");
+    let space = memory.space().expect("sealed").clone();
+    let policy = Retention {
+        camera: StreamRetention { keep_ns: 0, keep_bytes: 4096 * 25 },
+        map: StreamRetention::default(),
+    };
+    let r = space.retain(memory.log(), &policy).expect("retain");
+    assert!(r.segments >= 1, "{r:?}");
+    match memory.open_payload(tile_at).expect("the map tile of the old epoch still opens") {
+        sion_memory::memory::Opened::Blob { content, .. } => assert_eq!(content, tile),
+        other => panic!("{other:?}"),
+    }
+    assert!(memory.open_payload(*later.last().expect("later")).is_ok(), "the newest frame opens");
 }

@@ -322,6 +322,12 @@ fn sion(args: &[&str], stdin: Option<&str>) -> Output {
     c.output().expect("sion")
 }
 
+/// The first member's key hash in `space show --json`.
+fn shown_hash(json: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(json).expect("json");
+    v["epochs"][0]["members"][0]["key_hash"].as_str().expect("a member").to_owned()
+}
+
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
@@ -366,6 +372,14 @@ fn sealing_sharing_and_forgetting_at_the_command_line() {
         None,
     ));
     ok(sion(&["memory", "space", "join", "--keys", m, "--wrap", wrap.to_str().expect("utf8")], None));
+    // The epoch's keys wrapped to her again (a wrap lost): taken as well, nothing changes.
+    let hash = shown_hash(&ok(sion(&["memory", "space", "show", "--data", d, "--json"], None)));
+    let again = tmp.path().join("again.sionwrap");
+    ok(sion(
+        &["memory", "space", "wrap", "--data", d, "--member", &hash, "--out", again.to_str().expect("utf8")],
+        None,
+    ));
+    ok(sion(&["memory", "space", "join", "--keys", m, "--wrap", again.to_str().expect("utf8")], None));
     let shown = ok(sion(&["memory", "space", "show", "--data", d], None));
     assert!(shown.contains(" ana") && shown.contains("epoch 0: 1 member"), "{shown}");
 

@@ -30,7 +30,7 @@ use sion_store::index::geom::Query;
 use sion_store::index::{Index, IndexReader};
 use sion_store::ledger::SignedHeader;
 use sion_store::ledger::{LogId, MemoryLog};
-use sion_store::log::blobs::{BlobError, BlobStore};
+use sion_store::log::blobs::BlobStore;
 use sion_store::log::{Appended, Log};
 use sion_store::memory::{Memory, MemoryError};
 use sion_verify::atom::{Atom, AtomId, AtomParts, BoxMm, Interval, Kind, Payload, Permille};
@@ -185,12 +185,6 @@ impl Sensors {
         let (atom, bytes, _) = self.sealed_at(position)?;
         let wrapped = space.wrap_leaf_for(member, atom.parts(), &bytes)?;
         Ok((atom, bytes, wrapped))
-    }
-
-    /// Keep the blobs sensed atoms commit to (camera frames, map tiles); resolves once they
-    /// are durable, so call it before [`Sensors::take_in`] for the atoms.
-    pub fn keep_blobs<B: AsRef<[u8]>>(&self, blobs: &[B]) -> Result<(), BlobError> {
-        self.blobs.keep(blobs).map(drop)
     }
 
     /// Append sensed atoms; resolves once they are durable.

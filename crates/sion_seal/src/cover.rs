@@ -74,6 +74,14 @@ impl Cover {
         self.nodes.is_empty()
     }
 
+    /// Whether any leaf of `from..to` (end exclusive) still derives from this cover.
+    pub fn holds_any(&self, from: u64, to: u64) -> bool {
+        self.nodes.iter().any(|n| {
+            let (a, b) = n.range();
+            a < to && from < b
+        })
+    }
+
     /// Keep only the leaves `other` also covers (both of one epoch, e.g. a cover received again
     /// and the one already held, which may have honoured forgets since): never more than either.
     pub fn restrict_to(&mut self, other: &Cover) {

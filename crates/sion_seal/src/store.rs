@@ -90,6 +90,11 @@ impl KeyStore {
             .ok_or(SealError::NoEpoch { epoch, epochs: self.epochs() })
     }
 
+    /// Whether any leaf of `from..to` of `epoch` still derives from this store.
+    pub fn holds_any(&self, epoch: u32, from: u64, to: u64) -> bool {
+        self.cover(epoch).is_ok_and(|c| c.holds_any(from, to))
+    }
+
     /// Whether epoch `epoch` is held here (begun by this writer, or given to this member).
     pub fn holds(&self, epoch: u32) -> bool {
         self.covers.get(epoch as usize).is_some_and(Option::is_some)

@@ -60,6 +60,18 @@ pub enum SpaceCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The current epoch's keys wrapped to a member again (after an epoch the writer began on
+    /// its own, or for a member who lost their wrap).
+    Wrap {
+        #[command(flatten)]
+        data: DataArg,
+        /// The member's key hash (64 hex digits, as `show` lists it).
+        #[arg(long)]
+        member: String,
+        /// Where to write the wrap [default: MEMBER.sionwrap].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// A member takes the keys a writer wrapped for them into their key store.
     Join {
         /// The member's key directory (from `keygen`).
@@ -202,6 +214,16 @@ pub fn run(cmd: SpaceCommand) -> Result<ExitCode> {
                 std::fs::write(&path, w.encode()).with_context(|| format!("writing {}", path.display()))?;
                 outln!("  keys of epoch {} for {}: {}", w.epoch, hex::encode(m), path.display());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        SpaceCommand::Wrap { data, member, out } => {
+            let mut hash = [0u8; 32];
+            hex::decode_to_slice(&member, &mut hash).context("--member is 64 hex digits")?;
+            let memory = open_memory_read_only(&data.data)?;
+            let wrap = space_of(&memory)?.wrap_for(&hash).context("wrapping the epoch's keys")?;
+            let out = out.unwrap_or_else(|| PathBuf::from(format!("{member}.sionwrap")));
+            std::fs::write(&out, wrap.encode()).with_context(|| format!("writing {}", out.display()))?;
+            outln!("the keys of epoch {} for {member}: {}", wrap.epoch, out.display());
             Ok(ExitCode::SUCCESS)
         }
         SpaceCommand::Join { keys, wrap } => {

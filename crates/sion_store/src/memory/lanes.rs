@@ -63,10 +63,13 @@ fn segment_name(epoch: u32, first: u32) -> String {
     format!("E{epoch:08x}-L{first:08x}.seg")
 }
 
+/// A segment's epoch and first leaf from its name, if it is exactly a segment's name (anything
+/// else in the directory is left alone).
 fn parse_name(name: &str) -> Option<(u32, u32)> {
     let rest = name.strip_prefix('E')?.strip_suffix(".seg")?;
     let (e, l) = rest.split_once("-L")?;
-    Some((u32::from_str_radix(e, 16).ok()?, u32::from_str_radix(l, 16).ok()?))
+    let parsed = (u32::from_str_radix(e, 16).ok()?, u32::from_str_radix(l, 16).ok()?);
+    (segment_name(parsed.0, parsed.1) == name).then_some(parsed)
 }
 
 struct Open_ {
@@ -87,7 +90,7 @@ pub struct Lane {
     disk: Disk,
     dir: PathBuf,
     writer: bool,
-    segment_bytes: u64,
+    segment_bytes: std::sync::atomic::AtomicU64,
     state: Mutex<State>,
 }
 
@@ -171,12 +174,12 @@ impl Lane {
             let last_one = i + 1 == names.len();
             // A closed segment: its footer alone.
             let len = file.metadata().map_err(io_err("reading the size of", &path))?.len();
-            if !last_one && len >= 8 + RECORD {
+            // The next segment of the same epoch bounds this one's leaves; the last of an epoch is
+            // walked for them.
+            if !last_one && len >= 8 + RECORD && names[i + 1].0 == epoch {
                 let (leaf, stamp, body, _) = header(&file, &path, len - RECORD)?;
                 if leaf == FOOTER_LEAF && body == 0 {
-                    // Its last leaf is below the next segment's first; retention needs only that.
-                    let next_first = names[i + 1].1;
-                    let last = if names[i + 1].0 == epoch { next_first.saturating_sub(1) } else { u32::MAX };
+                    let last = names[i + 1].1.saturating_sub(1);
                     closed.push(Segment { epoch, first, last, bytes: len, newest_ns: stamp, path });
                     continue;
                 }
@@ -190,14 +193,16 @@ impl Lane {
                 } else {
                     disk.open(&path, Open::Read).map_err(io_err("opening", &path))?
                 };
-                open = Some(Open_ { torn: end < segment.bytes, end, segment, file: f });
+                // Made, and cut short before its magic was durable: written again before anything.
+                let end = end.max(8);
+                open = Some(Open_ { torn: end != segment.bytes, end, segment, file: f });
             }
         }
         Ok(Self {
             disk: disk.clone(),
             dir: dir.to_owned(),
             writer,
-            segment_bytes,
+            segment_bytes: std::sync::atomic::AtomicU64::new(segment_bytes),
             state: Mutex::new(State { closed, open }),
         })
     }
@@ -230,13 +235,23 @@ impl Lane {
         if blobs.is_empty() {
             return Ok(());
         }
+        let segment_bytes = self.segment_bytes.load(std::sync::atomic::Ordering::Relaxed);
         let mut state = self.state();
+        if let Some((_, leaf, _, body)) = blobs.iter().find(|b| b.3.len() as u64 > MAX_BODY) {
+            return Err(LaneError::Damaged {
+                path: self.dir.clone(),
+                why: format!(
+                    "leaf {leaf}: {} bytes, more than a segment's record holds ({MAX_BODY})",
+                    body.len()
+                ),
+            });
+        }
         let mut i = 0;
         while i < blobs.len() {
             let (epoch, leaf, _, _) = blobs[i];
             // Leaves of a lane only grow within an epoch: a segment holds those from its first on.
             let fits = state.open.as_ref().is_some_and(|o| {
-                o.segment.epoch == epoch && o.end < self.segment_bytes && leaf >= o.segment.first
+                o.segment.epoch == epoch && o.end < segment_bytes && leaf >= o.segment.first
             });
             if !fits {
                 self.close(&mut state)?;
@@ -250,12 +265,13 @@ impl Lane {
             let Some(o) = state.open.as_mut() else { break };
             if o.torn {
                 o.file.set_len(o.end).map_err(io_err("cutting a torn tail of", &o.segment.path))?;
+                o.file.write_all_at(MAGIC, 0).map_err(io_err("writing", &o.segment.path))?;
                 o.torn = false;
             }
             let mut buf = Vec::new();
             while i < blobs.len()
                 && blobs[i].0 == o.segment.epoch
-                && o.end + (buf.len() as u64) < self.segment_bytes
+                && o.end + (buf.len() as u64) < segment_bytes
             {
                 let (_, leaf, stamp, body) = blobs[i];
                 buf.extend_from_slice(&leaf.to_le_bytes());
@@ -294,16 +310,20 @@ impl Lane {
             Err(e) => return Err(io_err("opening", &path)(e)),
         };
         let len = file.metadata().map_err(io_err("reading the size of", &path))?.len();
+        let damaged = |why: String| LaneError::Damaged { path: path.clone(), why };
         let mut at = 8u64;
         while at + RECORD <= len {
             let (l, _, body, h) = header(&file, &path, at)?;
-            if l == FOOTER_LEAF || body > MAX_BODY || at + RECORD + body > len {
+            if l == FOOTER_LEAF {
                 break;
+            }
+            if body > MAX_BODY || at + RECORD + body > len {
+                // Damaged or torn before the leaf asked for: not forgotten — damaged.
+                return Err(damaged(format!("a record at byte {at} runs past the segment's end")));
             }
             if l == leaf {
                 if &h != hash {
-                    at += RECORD + body;
-                    continue;
+                    return Err(damaged(format!("leaf {leaf} is not the blob its atom commits to")));
                 }
                 let mut out = vec![0u8; body as usize];
                 file.read_exact_at(&mut out, at + RECORD).map_err(io_err("reading", &path))?;
@@ -346,6 +366,12 @@ impl Lane {
             Err(e) => return Err(io_err("removing", &segment.path)(e)),
         }
         self.disk.sync_dir(&self.dir).map_err(io_err("syncing", &self.dir))
+    }
+
+    /// Close segments past `bytes` from now on (tests and benchmarks that retain many
+    /// segments in little time).
+    pub fn set_segment_bytes(&self, bytes: u64) {
+        self.segment_bytes.store(bytes.max(64), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Close the open segment (so that retention may take it next).

@@ -423,11 +423,20 @@ impl Space {
     }
 
     /// A new epoch when the current one has no leaf left in `lane` (2^30 seals, or a leaf
-    /// counter that was lost: then no leaf of the epoch is known to be unused).
+    /// counter that was lost: then no leaf of the epoch is known to be unused). Its wraps are
+    /// not handed out here: `sion memory space wrap` gives a member the current epoch's.
     fn ready(&self, log: &Log, lane: LeafLane) -> Result<(), SpaceError> {
-        if self.lock().leaves.next[lane as usize] >= lane.end() {
-            self.rotate(log, "rotated: the epoch has no leaf known to be unused")?;
+        if self.lock().leaves.next[lane as usize] < lane.end() {
+            return Ok(());
         }
+        let guard = self.changing();
+        // Another thread may have begun the epoch meanwhile.
+        if self.lock().leaves.next[lane as usize] < lane.end() {
+            return Ok(());
+        }
+        let (epoch, members) = self.next_epoch_members(None)?;
+        let why = "rotated: the epoch has no leaf known to be unused".to_owned();
+        self.change_locked(&guard, log, Change::Space(SpaceRecord::Epoch { epoch, members, why }), &[])?;
         Ok(())
     }
 
@@ -538,6 +547,13 @@ impl Space {
         }
     }
 
+    /// Close the streams' segments past `bytes` from now on (tests and benchmarks that retain
+    /// many segments in little time; the node's are 64 MiB, or `SION_SEGMENT_KIB`).
+    pub fn set_segment_bytes(&self, bytes: u64) {
+        self.camera.set_segment_bytes(bytes);
+        self.map.set_segment_bytes(bytes);
+    }
+
     /// Bytes each retained stream takes on disk: (camera, map).
     pub fn lane_bytes(&self) -> (u64, u64) {
         (self.camera.bytes(), self.map.bytes())
@@ -579,8 +595,11 @@ impl Space {
                 // Its leaves: up to the next segment's first of the same epoch (the leaves in
                 // between were reserved but never used).
                 let next = closed.get(1).or(open.as_ref()).filter(|n| n.epoch == oldest.epoch);
-                let to = next.map_or(u64::from(oldest.last) + 1, |n| u64::from(n.first));
-                if self.holds(oldest.epoch, oldest.first) {
+                let lane_end = LeafLane::of_leaf(oldest.first).end();
+                let to = next.map_or(u64::from(oldest.last) + 1, |n| u64::from(n.first)).min(lane_end);
+                // Forgotten before (a crash between the forget and the file's removal, or
+                // forgets of single frames): a forget is written unless none of it derives.
+                if self.lock().keys.holds_any(oldest.epoch, u64::from(oldest.first), to) {
                     let record = ForgetRecord {
                         who: "retention".into(),
                         why,
@@ -619,22 +638,34 @@ impl Space {
         opened(kind, &plain)
     }
 
-    /// Append a record atom and apply its change: the atom is first written to `pending`, then
-    /// appended (durable), then applied, then `pending` removed — a crash anywhere is finished
-    /// by the next open.
-    fn change(
+    /// One change of the space at a time (a forget, a member, an epoch): held from the moment
+    /// a change is decided until it is applied.
+    fn changing(&self) -> MutexGuard<'_, ()> {
+        self.changing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Append a record atom and apply its change (the caller holds the change lock): a change a
+    /// crash or a failure left in `pending` is finished first; the record is checked against
+    /// the space as it is before anything is written; then it goes to `pending` (durable), is
+    /// appended (durable), applied, and `pending` removed. A failure to apply leaves `pending`,
+    /// so the change is finished by the next change or the next open — never lost.
+    fn change_locked(
         &self,
+        _guard: &MutexGuard<'_, ()>,
         log: &Log,
         change: Change,
         targets: &[sion_verify::atom::AtomId],
     ) -> Result<Appended, SpaceError> {
+        self.finish_pending_locked(log)?;
         let (subject, text) = match &change {
             Change::Space(r) => (record::SPACE_SUBJECT, r.to_text()),
             Change::Forget(r) => (record::FORGET_SUBJECT, r.to_text()),
         };
+        if let Change::Space(_) = &change {
+            self.lock().membership.clone().apply(&text)?;
+        }
         let atom = record::record_atom(subject, text, now_ns(), targets)
             .map_err(|e| SpaceError::Record(e.to_string()))?;
-        let _one_at_a_time = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
         let pending = self.dir.join("pending");
         self.disk.replace_file(&pending, atom.bytes()).map_err(|e| file_err(&pending, e))?;
         let appended = log
@@ -647,6 +678,18 @@ impl Space {
         Ok(appended)
     }
 
+    fn change(
+        &self,
+        log: &Log,
+        change: Change,
+        targets: &[sion_verify::atom::AtomId],
+    ) -> Result<Appended, SpaceError> {
+        let guard = self.changing();
+        self.change_locked(&guard, log, change, targets)
+    }
+
+    /// Apply a change whose atom is at `position` in the log. Idempotent: applied again after a
+    /// crash, it changes nothing it already changed.
     fn apply(&self, position: u64, change: Change) -> Result<(), SpaceError> {
         let mut inner = self.lock();
         match change {
@@ -665,22 +708,44 @@ impl Space {
                 let mut membership = inner.membership.clone();
                 membership.apply(&text)?;
                 if let SpaceRecord::Epoch { epoch, .. } = &r {
-                    while inner.keys.epochs() <= *epoch {
+                    // A seed is drawn only for an epoch not begun yet; one a crash left begun
+                    // may already have sealed, so its counter is taken from disk if it names
+                    // the epoch, and otherwise spent (the next seal begins another epoch):
+                    // never a leaf twice.
+                    let leaves = if inner.keys.epochs() <= *epoch {
+                        while inner.keys.epochs() < *epoch {
+                            // Epochs a crash skipped: never sealed with, never given.
+                            inner.keys.begin_epoch(random32()?)?;
+                        }
                         inner.keys.begin_epoch(random32()?)?;
-                    }
-                    let leaves = Leaves::fresh(*epoch);
+                        Leaves::fresh(*epoch)
+                    } else {
+                        let path = self.dir.join("leaves");
+                        match std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| Leaves::decode(&b))
+                        {
+                            Ok(l) if l.epoch == *epoch => l,
+                            _ => Leaves::spent(*epoch),
+                        }
+                    };
                     self.save_leaves(&leaves)?;
                     inner.leaves = leaves;
                 }
+                let mut records = inner.records.clone();
+                records.push((position, text));
+                self.save_records(&records)?;
+                inner.records = records;
                 inner.membership = membership;
-                inner.records.push((position, text));
-                self.save_records(&inner.records)?;
             }
         }
         Ok(())
     }
 
     fn finish_pending(&self, log: &Log) -> Result<(), SpaceError> {
+        let _guard = self.changing();
+        self.finish_pending_locked(log)
+    }
+
+    fn finish_pending_locked(&self, log: &Log) -> Result<(), SpaceError> {
         let pending = self.dir.join("pending");
         let bytes = match std::fs::read(&pending) {
             Ok(b) => b,
@@ -707,8 +772,28 @@ impl Space {
         Ok(())
     }
 
+    /// The next epoch's number and members: the current ones, less `removed`.
+    fn next_epoch_members(&self, removed: Option<&[u8; 32]>) -> Result<(u32, Vec<[u8; 32]>), SpaceError> {
+        let inner = self.lock();
+        let epoch = inner.membership.current().unwrap_or(0);
+        if let Some(m) = removed
+            && !inner.membership.is_member(epoch, m)
+        {
+            return Err(SpaceError::NoMember(hex::encode(m)));
+        }
+        let members = inner
+            .membership
+            .members(epoch)
+            .iter()
+            .map(|m| m.key_hash)
+            .filter(|h| Some(h) != removed)
+            .collect();
+        Ok((epoch + 1, members))
+    }
+
     /// Add a member (their X-Wing public key, a name) to the current epoch; returns the wrap of
-    /// the epoch's cover for them.
+    /// the epoch's cover for them (made under the change lock, so no forget comes between the
+    /// cover wrapped and the member recorded).
     pub fn add_member(
         &self,
         log: &Log,
@@ -716,18 +801,21 @@ impl Space {
         public: &[u8],
     ) -> Result<(Appended, Wrapped), SpaceError> {
         let hash = member_key_hash(public);
-        // Checked before anything is written: a key that is not one is refused here.
+        let guard = self.changing();
+        self.finish_pending_locked(log)?;
         let epoch = self.epoch();
+        if self.lock().membership.is_member(epoch, &hash) {
+            return Err(SpaceError::AlreadyMember(hex::encode(hash)));
+        }
+        // Checked before anything is written: a key that is not one is refused here.
         let wrap = {
             let inner = self.lock();
             Wrapped::wrap(&self.id, inner.keys.cover(epoch)?, public)?
         };
-        if self.lock().membership.is_member(epoch, &hash) {
-            return Err(SpaceError::AlreadyMember(hex::encode(hash)));
-        }
         let path = self.dir.join("members").join(format!("{}.pub", hex::encode(hash)));
         self.disk.replace_file(&path, public).map_err(|e| file_err(&path, e))?;
-        let appended = self.change(
+        let appended = self.change_locked(
+            &guard,
             log,
             Change::Space(SpaceRecord::Add { epoch, member: hash, name: name.to_owned() }),
             &[],
@@ -738,37 +826,30 @@ impl Space {
     /// Remove a member: a new epoch begins without them (its seed never reaches them); returns
     /// the new epoch's cover wrapped to each member left.
     pub fn remove_member(&self, log: &Log, member: &[u8; 32]) -> Result<(Appended, Wraps), SpaceError> {
-        let (epoch, left) = {
-            let inner = self.lock();
-            let epoch = inner.membership.current().unwrap_or(0);
-            if !inner.membership.is_member(epoch, member) {
-                return Err(SpaceError::NoMember(hex::encode(member)));
-            }
-            let left: Vec<[u8; 32]> =
-                inner.membership.members(epoch).iter().map(|m| m.key_hash).filter(|h| h != member).collect();
-            (epoch, left)
-        };
-        self.new_epoch(log, epoch + 1, left, format!("removed {}", hex::encode(member)))
+        let guard = self.changing();
+        self.finish_pending_locked(log)?;
+        let (epoch, left) = self.next_epoch_members(Some(member))?;
+        self.new_epoch(&guard, log, epoch, left, format!("removed {}", hex::encode(member)))
     }
 
     /// Begin a new epoch with the same members (a writer's choice, or a full epoch).
     pub fn rotate(&self, log: &Log, why: &str) -> Result<(Appended, Wraps), SpaceError> {
-        let (epoch, members) = {
-            let inner = self.lock();
-            let epoch = inner.membership.current().unwrap_or(0);
-            (epoch, inner.membership.members(epoch).iter().map(|m| m.key_hash).collect())
-        };
-        self.new_epoch(log, epoch + 1, members, why.to_owned())
+        let guard = self.changing();
+        self.finish_pending_locked(log)?;
+        let (epoch, members) = self.next_epoch_members(None)?;
+        self.new_epoch(&guard, log, epoch, members, why.to_owned())
     }
 
     fn new_epoch(
         &self,
+        guard: &MutexGuard<'_, ()>,
         log: &Log,
         epoch: u32,
         members: Vec<[u8; 32]>,
         why: String,
     ) -> Result<(Appended, Wraps), SpaceError> {
-        let appended = self.change(
+        let appended = self.change_locked(
+            guard,
             log,
             Change::Space(SpaceRecord::Epoch { epoch, members: members.clone(), why }),
             &[],
@@ -863,24 +944,6 @@ impl Space {
         }
         Ok((positions, all))
     }
-
-    /// Forget every leaf of `epoch` below `to` (retention: everything sealed before a point),
-    /// with one forget atom naming the range.
-    pub fn forget_below(
-        &self,
-        log: &Log,
-        epoch: u32,
-        to: u64,
-        who: &str,
-        why: &str,
-    ) -> Result<u64, SpaceError> {
-        let record = ForgetRecord {
-            who: who.to_owned(),
-            why: why.to_owned(),
-            leaves: vec![LeafRange { epoch, from: 0, to }],
-        };
-        Ok(self.change(log, Change::Forget(record), &[])?.position)
-    }
 }
 
 /// The sealed bytes of an atom kept inline or in the blob store (`blob`, by hash), or `None`
@@ -973,13 +1036,19 @@ pub fn opened(kind: SealKind, plain: &[u8]) -> Result<Opened, SpaceError> {
                 Codec::None => content.to_vec(),
                 // Bounded: a writer's compressed bytes never decompress past this.
                 Codec::Zstd | Codec::Sub3Zstd => {
-                    let mut out =
-                        zstd::bulk::decompress(content, MAX_OPENED_BLOB).map_err(|e| SealError::Format {
-                            what: "opened blob",
-                            problem: format!(
-                                "its zstd content does not decode within {MAX_OPENED_BLOB} bytes: {e}"
-                            ),
-                        })?;
+                    // Streamed and bounded: memory grows with what decodes, never past the bound.
+                    let bad = |why: String| SealError::Format { what: "opened blob", problem: why };
+                    let mut out = Vec::new();
+                    let decoder = zstd::stream::read::Decoder::new(content)
+                        .map_err(|e| bad(format!("its zstd content does not decode: {e}")))?;
+                    std::io::Read::read_to_end(
+                        &mut std::io::Read::take(decoder, MAX_OPENED_BLOB as u64 + 1),
+                        &mut out,
+                    )
+                    .map_err(|e| bad(format!("its zstd content does not decode: {e}")))?;
+                    if out.len() > MAX_OPENED_BLOB {
+                        return Err(bad(format!("it decodes to more than {MAX_OPENED_BLOB} bytes")).into());
+                    }
                     if parts.codec == Codec::Sub3Zstd {
                         sion_seal::unsub3(&mut out);
                     }
