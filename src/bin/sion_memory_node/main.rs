@@ -65,9 +65,15 @@ fn log_process_memory() {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             .map_or(f64::NAN, |kib| kib as f64 / 1024.0)
     };
+    // Once a minute; SION_MEMORY_LINE_S asks for it more often (measuring a restart, say).
+    let every = std::env::var("SION_MEMORY_LINE_S")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.1)
+        .unwrap_or(60.0);
     let spawned = std::thread::Builder::new().name("memory-line".into()).spawn(move || {
         loop {
-            std::thread::sleep(std::time::Duration::from_secs(60));
+            std::thread::sleep(std::time::Duration::from_secs_f64(every));
             let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
             let heap = malloc_bytes().map_or_else(String::new, |(held, used)| {
                 let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
