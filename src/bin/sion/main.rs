@@ -18,6 +18,7 @@ pub fn stdout_failed(e: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!("writing to standard output: {e}")
 }
 
+mod archive_cmd;
 mod bag_cmd;
 mod brain_cmd;
 mod demo;

@@ -87,6 +87,16 @@ pub enum MemoryCommand {
     /// atom still opens. The atoms stay in the log and in its proofs; their payloads do not
     /// open again. Then commits (members honour it with `sion memory space honour`).
     Forget(crate::space_cmd::ForgetArgs),
+    /// Archive the memory's committed head (committing first what the log holds past it): its
+    /// atoms, the blobs it keeps and its key stores, as content-addressed objects encrypted
+    /// for its writer, in a directory or an S3-compatible bucket; the archive's root is
+    /// committed as the head's manifest. Writing again sends only what is new and deletes
+    /// what the new state no longer names (so a forget reaches the archive too).
+    Archive(crate::archive_cmd::ArchiveArgs),
+    /// Rebuild a memory directory from an archive with the writer's key, and check it against
+    /// the head the ledger committed with the archive's root (size, root, index root,
+    /// manifest) before putting it in place.
+    Restore(crate::archive_cmd::RestoreArgs),
 }
 
 #[derive(Args)]
@@ -384,6 +394,8 @@ pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
         MemoryCommand::Seal(a) => crate::space_cmd::seal(a),
         MemoryCommand::OpenPayload(a) => crate::space_cmd::open_payload(a),
         MemoryCommand::Forget(a) => crate::space_cmd::forget(a),
+        MemoryCommand::Archive(a) => crate::archive_cmd::archive(a),
+        MemoryCommand::Restore(a) => crate::archive_cmd::restore(a),
         MemoryCommand::Remember(a) => remember(a),
         MemoryCommand::Commit(a) => commit(a),
         MemoryCommand::Show(a) => show(a),

@@ -809,6 +809,30 @@ impl Memory {
         index_root: [u8; 32],
         seal: bool,
     ) -> Result<Committed, MemoryError> {
+        self.commit_head(size, index_root, None, seal)
+    }
+
+    /// Commit the committed head again, naming `manifest` as its archive's root (an archive of
+    /// exactly this head: docs/SEAL.md, "Archives"). Later commits carry it forward until the
+    /// next archive.
+    pub fn commit_manifest(&mut self, manifest: [u8; 32]) -> Result<Committed, MemoryError> {
+        let head = self.committed().head;
+        self.commit_head(head.size, head.index, Some(manifest), false)
+    }
+
+    /// The embedded ledger's directory (None for a log on a fleet ledger).
+    pub fn embedded_ledger_dir(&self) -> Result<Option<PathBuf>, MemoryError> {
+        let config = read_config(&self.dir)?;
+        Ok(config.ledger_url.is_none().then(|| self.dir.join(&config.ledger)))
+    }
+
+    fn commit_head(
+        &mut self,
+        size: u64,
+        index_root: [u8; 32],
+        manifest: Option<[u8; 32]>,
+        seal: bool,
+    ) -> Result<Committed, MemoryError> {
         if self.stale_view {
             self.on_ledger = self.ledger.log(self.log_id)?.ok_or(LedgerError::UnknownLog(self.log_id))?;
             self.stale_view = false;
@@ -822,7 +846,9 @@ impl Memory {
         } else {
             self.log.consistency_proof(current.head.size, size)?
         };
-        let head = Head { size, root: self.log.root_at(size)?, index: index_root, manifest: [0; 32] };
+        // The manifest names the latest archive until the next one replaces it.
+        let manifest = manifest.unwrap_or(current.head.manifest);
+        let head = Head { size, root: self.log.root_at(size)?, index: index_root, manifest };
         let me = account_of(&self.writer);
         let tx = crate::ledger::SignedTx::sign(
             &self.writer,

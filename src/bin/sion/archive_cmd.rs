@@ -1,0 +1,103 @@
+//! `sion memory archive` and `sion memory restore` (docs/SEAL.md, "Archives").
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use clap::Args;
+use sion_archive::Archive;
+
+use crate::memory_cmd::{DataArg, open_memory};
+use crate::ui;
+
+#[derive(Args)]
+pub struct ArchiveArgs {
+    #[command(flatten)]
+    data: DataArg,
+    /// Where: a directory (a path or file://DIR), or s3://BUCKET/PREFIX for an S3-compatible
+    /// store, configured from the environment: AWS_ENDPOINT (e.g. http://127.0.0.1:9000),
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, and AWS_ALLOW_HTTP=true for a
+    /// plain-HTTP endpoint.
+    #[arg(long)]
+    to: String,
+}
+
+#[derive(Args)]
+pub struct RestoreArgs {
+    /// The archive: a directory or s3://BUCKET/PREFIX, as for `archive`.
+    #[arg(long)]
+    from: String,
+    /// The memory directory to make (new, or empty).
+    #[arg(long, env = "SION_DATA")]
+    data: PathBuf,
+    /// The writer's key (the archive is encrypted for it; 32 bytes, as `writer.key` in the
+    /// memory directory). Keep a copy of it away from the robot.
+    #[arg(long)]
+    key: PathBuf,
+}
+
+pub fn archive(a: ArchiveArgs) -> Result<ExitCode> {
+    let mut memory = open_memory(&a.data.data)?;
+    let store = Archive::open(&a.to).with_context(|| format!("opening the archive at {}", a.to))?;
+    let bar = ui::bar(memory.log().size().max(1), "atoms");
+    let written = store
+        .write(&mut memory, |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+        .with_context(|| format!("archiving {} to {}", a.data.data.display(), a.to))?;
+    bar.finish_and_clear();
+    if written.committed_first > 0 {
+        println!(
+            "committed {} atoms first (an archive is of a committed head)",
+            ui::count(written.committed_first)
+        );
+    }
+    println!(
+        "archived {} atoms (root {}, index {}) to {}: {} objects, {} new ({} bytes), {} no longer needed deleted",
+        ui::count(written.head.size),
+        ui::short(&written.head.root),
+        ui::short(&written.head.index),
+        a.to,
+        ui::count(written.objects as u64),
+        ui::count(written.sent as u64),
+        ui::count(written.sent_bytes),
+        ui::count(written.deleted as u64),
+    );
+    println!(
+        "manifest {} committed as the head's manifest at Pulse {}",
+        hex::encode(written.root),
+        written.pulse
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn restore(a: RestoreArgs) -> Result<ExitCode> {
+    let key = sion_memory::ledger::read_key(&a.key)
+        .with_context(|| format!("reading the writer's key {}", a.key.display()))?;
+    let store = Archive::open(&a.from).with_context(|| format!("opening the archive at {}", a.from))?;
+    let bar = ui::bar(1, "atoms");
+    let restored = store
+        .restore(&a.data, &key, &sion_memory::fleet::connect, |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+        .with_context(|| format!("restoring {} from {}", a.data.display(), a.from))?;
+    bar.finish_and_clear();
+    println!(
+        "restored {} atoms, {} blobs and {} files ({} bytes fetched) into {}",
+        ui::count(restored.head.size),
+        ui::count(restored.blobs as u64),
+        ui::count(restored.files as u64),
+        ui::count(restored.fetched_bytes),
+        a.data.display()
+    );
+    println!(
+        "checked against the committed head: {} atoms, root {}, index {}, manifest {}",
+        ui::count(restored.head.size),
+        hex::encode(restored.head.root),
+        hex::encode(restored.head.index),
+        hex::encode(restored.root)
+    );
+    Ok(ExitCode::SUCCESS)
+}
