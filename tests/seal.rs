@@ -344,7 +344,7 @@ fn sealing_sharing_and_forgetting_at_the_command_line() {
         assert!(o.status.success(), "{}", text(&o));
         text(&o)
     };
-    let out = ok(sion(&["memory", "open", "--data", d, "--sealed"], None));
+    let out = ok(sion(&["memory", "space", "create", "--data", d], None));
     assert!(out.contains("sealed  space"), "{out}");
     // Not sealed: refused, saying how to make one.
     let plain = tmp.path().join("plain");

@@ -71,8 +71,8 @@ pub enum MemoryCommand {
     /// Print the log's atoms as JSON lines (docs/ATOM.md) with their ids and positions, in log
     /// order: what `remember` takes, so a log can be copied or compared.
     Dump(DumpArgs),
-    /// A sealed memory's space and its members (docs/SEAL.md): show, keygen, add, remove,
-    /// join, honour.
+    /// A sealed memory's space and its members (docs/SEAL.md): create, show, keygen, add,
+    /// remove, wrap, join, honour.
     #[command(subcommand)]
     Space(crate::space_cmd::SpaceCommand),
     /// Append atoms given as JSON lines with their payloads (text or bytes) sealed in the
@@ -187,7 +187,7 @@ pub struct OpenArgs {
     /// blobs so that only the writer and the space's members open them, and which can forget
     /// them (docs/SEAL.md; `sion memory space`, `seal`, `forget`).
     #[arg(long)]
-    sealed: bool,
+    pub(crate) sealed: bool,
 }
 
 #[derive(Args)]
@@ -498,7 +498,7 @@ pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
     Ok(memory)
 }
 
-fn open(a: OpenArgs) -> Result<ExitCode> {
+pub(crate) fn open(a: OpenArgs) -> Result<ExitCode> {
     let index = sion_memory::index::IndexConfig::default();
     let memory =
         sion_memory::fleet::create(&index, &a.data.data, a.agent.as_deref(), a.ledger.as_deref(), a.sealed)

@@ -18,6 +18,10 @@ use crate::memory_cmd::{DataArg, open_memory, open_memory_read_only};
 
 #[derive(Subcommand)]
 pub enum SpaceCommand {
+    /// Create a sealed memory: a memory whose log's policy commits to a new space of its own
+    /// (epoch 0, no members yet). The same as `sion memory open --sealed`: a space belongs to
+    /// one log from its start, so a memory in the clear cannot be given one later.
+    Create(crate::memory_cmd::OpenArgs),
     /// The space of a sealed memory: its id, epochs, members, and how many leaves were sealed.
     Show {
         #[command(flatten)]
@@ -158,6 +162,10 @@ fn space_of(memory: &Memory) -> Result<&Space> {
 
 pub fn run(cmd: SpaceCommand) -> Result<ExitCode> {
     match cmd {
+        SpaceCommand::Create(mut a) => {
+            a.sealed = true;
+            crate::memory_cmd::open(a)
+        }
         SpaceCommand::Show { data, json } => show(&data.data, json),
         SpaceCommand::Keygen { keys } => {
             let m = MemberKeys::create(&sion_disk::Disk::os(), &keys)
