@@ -251,3 +251,50 @@ proptest! {
         let _ = Atom::decode(&bytes);
     }
 }
+
+/// Revision states (docs/ATOM.md, "Revisions"): `accepts`, `disputes`, `retracts` and
+/// `refutes` need encoding version 2 and are a revision's alone; every other atom keeps
+/// version 1, its bytes and its id.
+#[test]
+fn revision_states_are_version_2_and_a_revision_has_one_state() {
+    let target = Atom::from_json(EXAMPLE).expect("example");
+    let mut p = target.parts().clone();
+    p.kind = Kind::Revision;
+    p.subject = String::new();
+    for (rel, version) in [
+        (LinkRel::Supersedes, 1u8),
+        (LinkRel::Accepts, 2),
+        (LinkRel::Disputes, 2),
+        (LinkRel::Retracts, 2),
+        (LinkRel::Refutes, 2),
+    ] {
+        p.links = vec![Link { rel, target: target.id() }];
+        let a = Atom::new(p.clone()).expect("a revision");
+        assert_eq!(a.bytes()[0], version, "{rel}");
+        assert_eq!(Atom::decode(a.bytes()).expect("decodes"), a);
+        let line = a.to_json_line(None);
+        assert!(line.contains(&format!(r#""rel":"{rel}""#)), "{line}");
+        assert_eq!(Atom::from_json(&line).expect("JSON").bytes(), a.bytes());
+        // The other version byte: refused, naming the version.
+        let mut other = a.bytes().to_vec();
+        other[0] = 3 - version;
+        assert_eq!(field_of(&Atom::decode(&other).expect_err("wrong version")), "version");
+    }
+    // One state a revision: `accepts` beside `refutes` is refused, naming the link.
+    p.links = vec![
+        Link { rel: LinkRel::Accepts, target: target.id() },
+        Link { rel: LinkRel::Supports, target: AtomId([7; 32]) },
+        Link { rel: LinkRel::Refutes, target: AtomId([8; 32]) },
+    ];
+    let e = Atom::new(p.clone()).expect_err("two states");
+    assert_eq!(field_of(&e), "links[2]");
+    assert!(e.to_string().contains("one state"), "{e}");
+    // A state of version 2 on a claim: refused.
+    let mut claim = target.parts().clone();
+    claim.links = vec![Link { rel: LinkRel::Accepts, target: AtomId([7; 32]) }];
+    assert_eq!(rejected(|q| *q = claim), "links[0]");
+    // Version 3: unknown.
+    let mut three = target.bytes().to_vec();
+    three[0] = 3;
+    assert!(matches!(Atom::decode(&three), Err(AtomError::Version(3))));
+}

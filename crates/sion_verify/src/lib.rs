@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod atom;
+pub mod belief;
 pub mod index;
 pub mod leaf;
 pub mod ledger;

@@ -10,6 +10,15 @@ use super::{
 use crate::wire::{Put as _, Reader, WireError};
 
 pub(super) const VERSION: u8 = 1;
+/// The version of an atom that carries a revision state other than `supersedes` (link codes 4
+/// to 7): every other atom keeps version 1, so logs written before it keep their bytes, ids and
+/// roots (docs/ATOM.md, "Encoding").
+pub(super) const VERSION_STATES: u8 = 2;
+
+/// The one version an atom with these links is encoded with.
+pub(super) fn version_of(links: &[Link]) -> u8 {
+    if links.iter().any(|l| l.rel.needs_version_2()) { VERSION_STATES } else { VERSION }
+}
 
 mod tag {
     pub const NONE: u8 = 0;
@@ -33,7 +42,7 @@ impl From<WireError> for AtomError {
 /// Encode parts that passed validation (so every length fits its prefix).
 pub(super) fn encode(p: &AtomParts) -> Vec<u8> {
     let mut out = Vec::with_capacity(160 + p.subject.len());
-    out.put_u8(VERSION);
+    out.put_u8(version_of(&p.links));
     out.put_u8(p.kind.code());
     out.put_str8(&p.frame);
     for v in p.bounds.min_mm.iter().chain(&p.bounds.max_mm) {
@@ -96,7 +105,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<AtomParts, AtomError> {
     }
     let mut r = Reader::new(bytes);
     let version = r.u8("version")?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_STATES {
         return Err(AtomError::Version(version));
     }
     let code = r.u8("kind")?;
@@ -133,6 +142,17 @@ pub(super) fn decode(bytes: &[u8]) -> Result<AtomParts, AtomError> {
         })?;
         Ok(Link { rel, target: AtomId(r.array("links")?) })
     })?;
+    // One encoding per atom: version 2 exactly when a link needs it.
+    if version != version_of(&links) {
+        return Err(AtomError::invalid(
+            "version",
+            if version == VERSION_STATES {
+                "is 2, but no link is a revision state of version 2 (accepts, disputes, retracts, refutes)"
+            } else {
+                "is 1, but a link is a revision state of version 2 (accepts, disputes, retracts, refutes)"
+            },
+        ));
+    }
     // Inline payloads are bounded before allocating, whatever the length prefix claims.
     let max = MAX_INLINE_PAYLOAD_BYTES;
     let payload = match r.u8("payload")? {

@@ -24,7 +24,7 @@ pub enum AtomError {
     /// [`MAX_ATOM_BYTES`](crate::atom::limits::MAX_ATOM_BYTES): refused unread.
     #[error("encoding is {0} bytes, more than any valid atom")]
     TooLong(usize),
-    /// The first byte, the encoding version, is this value rather than 1.
+    /// The first byte, the encoding version, is this value rather than 1 or 2.
     #[error("unknown encoding version {0}")]
     Version(u8),
 }

@@ -32,6 +32,20 @@ impl fmt::Debug for AtomId {
     }
 }
 
+/// In JSON (belief outputs, policies): 64 lowercase hex digits.
+impl serde::Serialize for AtomId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex::encode(self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for AtomId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// An atom id as 64 lowercase or uppercase hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("an atom id is 64 hex digits")]
@@ -94,7 +108,8 @@ named_codes! {
     /// `map_tile` the box of a map's grid (its payload a blob reference) and an `observation`
     /// the box a camera frame saw. The brain derives `trajectory` and `coverage` atoms from
     /// poses and observations per time window (docs/BRAIN.md). A `revision` has at least one
-    /// link and a `conflict` at least two `contradicts` links (docs/ATOM.md, "Limits").
+    /// link and one state, and a `conflict` at least two `contradicts` links (docs/ATOM.md,
+    /// "Limits", "Revisions").
     Kind {
         Claim = 0, "claim";
         Episode = 1, "episode";
@@ -123,6 +138,24 @@ named_codes! {
         Contradicts = 1, "contradicts";
         Supports = 2, "supports";
         DerivedFrom = 3, "derived_from";
+        Accepts = 4, "accepts";
+        Disputes = 5, "disputes";
+        Retracts = 6, "retracts";
+        Refutes = 7, "refutes";
+    }
+}
+
+impl LinkRel {
+    /// A revision's state carried by this relation, if it is one (docs/ATOM.md,
+    /// "Revisions"): `supersedes`, `accepts`, `disputes`, `retracts`, `refutes`.
+    pub fn is_state(self) -> bool {
+        matches!(self, Self::Supersedes | Self::Accepts | Self::Disputes | Self::Retracts | Self::Refutes)
+    }
+
+    /// Relations that need encoding version 2 (codes 4 to 7; a revision's states other than
+    /// `supersedes`): only a revision carries them.
+    pub fn needs_version_2(self) -> bool {
+        self.code() >= 4
     }
 }
 

@@ -68,6 +68,30 @@ pub(super) fn check(p: &AtomParts) -> Result<(), AtomError> {
             return Err(AtomError::invalid(format!("links[{i}]"), "repeats an earlier link"));
         }
     }
+    let mut state: Option<(usize, LinkRel)> = None;
+    for (i, l) in p.links.iter().enumerate() {
+        if l.rel.needs_version_2() && p.kind != Kind::Revision {
+            return Err(AtomError::invalid(
+                format!("links[{i}]"),
+                format!("`{}` is a revision's state: only a revision carries it", l.rel),
+            ));
+        }
+        if p.kind == Kind::Revision && l.rel.is_state() {
+            match state {
+                Some((j, first)) if first != l.rel => {
+                    return Err(AtomError::invalid(
+                        format!("links[{i}]"),
+                        format!(
+                            "a revision has one state: this link is `{}`, links[{j}] is `{first}`",
+                            l.rel
+                        ),
+                    ));
+                }
+                None => state = Some((i, l.rel)),
+                _ => {}
+            }
+        }
+    }
     match p.kind {
         Kind::Revision if p.links.is_empty() => {
             return Err(AtomError::invalid("links", "a revision names at least one target"));

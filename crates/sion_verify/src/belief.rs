@@ -1,0 +1,403 @@
+//! Belief: a fold over the revisions and conflicts written by the revisers a reader trusts
+//! (docs/BELIEF.md). Belief is computed by whoever reads, under a policy they name; it is not a
+//! field of any atom, and the writer's confidence is never taken for it.
+//!
+//! The fold is total and deterministic: the same evidence and policy give the same beliefs, in
+//! any input order, and no input makes it fail or loop.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::atom::{Atom, AtomId, LinkRel};
+
+/// What a reader believes about a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// No standing statement of a trusted reviser about it: it stands as its writer recorded
+    /// it (which is not "true": its confidence is its writer's).
+    Asserted,
+    /// A trusted reviser accepted it.
+    Accepted,
+    /// Trusted revisers disagree about it, or one disputes it (a conflict disputes each side).
+    Disputed,
+    /// A later atom replaces it.
+    Superseded,
+    /// Withdrawn.
+    Retracted,
+    /// Shown false.
+    Refuted,
+}
+
+impl State {
+    /// The statement a link makes about its target, if any.
+    pub fn of_link(rel: LinkRel) -> Option<Self> {
+        Some(match rel {
+            LinkRel::Supersedes => Self::Superseded,
+            LinkRel::Contradicts | LinkRel::Disputes => Self::Disputed,
+            LinkRel::Accepts => Self::Accepted,
+            LinkRel::Retracts => Self::Retracted,
+            LinkRel::Refutes => Self::Refuted,
+            LinkRel::Supports | LinkRel::DerivedFrom => return None,
+        })
+    }
+
+    /// Whether an atom in this state still speaks: a superseded, retracted or refuted
+    /// revision moves no belief.
+    pub fn stands(self) -> bool {
+        !matches!(self, Self::Superseded | Self::Retracted | Self::Refuted)
+    }
+
+    /// Its name in JSON and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Asserted => "asserted",
+            Self::Accepted => "accepted",
+            Self::Disputed => "disputed",
+            Self::Superseded => "superseded",
+            Self::Retracted => "retracted",
+            Self::Refuted => "refuted",
+        }
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How to prefer among disagreeing statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prefer {
+    /// The latest by transaction time.
+    Latest,
+    /// The highest rank; among equals, the latest.
+    Rank,
+    /// A state at least `k` revisers hold (each by its latest statement).
+    Quorum(u32),
+}
+
+/// A reviser the reader trusts: a log's writer key, with a rank.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reviser {
+    /// A name for people (`operator-ana`).
+    #[serde(default)]
+    pub name: String,
+    /// The writer's ed25519 public key, 64 hex digits.
+    #[serde(with = "hex32")]
+    pub key: [u8; 32],
+    /// Higher outranks lower under `Prefer::Rank` (default 0).
+    #[serde(default)]
+    pub rank: u32,
+}
+
+/// A reader's policy (docs/BELIEF.md, "Policy"; its JSON form is this struct's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Whose revisions count: every other writer's are ignored.
+    pub revisers: Vec<Reviser>,
+    /// How to prefer among disagreeing statements.
+    pub prefer: Prefer,
+}
+
+mod hex32 {
+    use serde::{Deserialize as _, Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(v: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex::encode(v))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
+        let s = String::deserialize(d)?;
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(&s, &mut out).map_err(serde::de::Error::custom)?;
+        Ok(out)
+    }
+}
+
+/// An atom of some writer's log, with when it was recorded: the input of the fold.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The log's writer key.
+    pub writer: [u8; 32],
+    /// Its transaction time: the Pulse of the first committed head that holds it.
+    pub pulse: u64,
+    /// Its position in its log.
+    pub position: u64,
+    /// The atom.
+    pub atom: Atom,
+}
+
+/// One statement the fold weighed: `by` says `state` of the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Statement {
+    /// What it says of the target.
+    pub state: State,
+    /// The atom that says it.
+    pub by: AtomId,
+}
+
+/// What a reader believes about one target, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Belief {
+    /// The atom believed about.
+    pub target: AtomId,
+    /// What is believed of it.
+    pub state: State,
+    /// The standing statements that decided it (sorted by atom id); empty when asserted.
+    pub decided_by: Vec<AtomId>,
+    /// Every standing statement of a trusted reviser about it, decided or not (both sides of
+    /// a conflict stay visible).
+    pub standing: Vec<Statement>,
+}
+
+/// Whether an atom is a simulation's output: its extractor's model begins with `sim:`
+/// (docs/BELIEF.md). Such atoms never move belief.
+pub fn simulated(atom: &Atom) -> bool {
+    atom.parts().extractor.as_ref().is_some_and(|x| x.model.starts_with("sim:"))
+}
+
+/// The order of transaction time: Pulse, then writer key, then position.
+type When = (u64, [u8; 32], u64);
+
+struct Said {
+    target: AtomId,
+    state: State,
+    by: AtomId,
+    writer: [u8; 32],
+    when: When,
+}
+
+/// Fold `evidence` under `policy` into a belief about each target (in the order given).
+pub fn fold(targets: &[AtomId], evidence: &[Recorded], policy: &Policy) -> Vec<Belief> {
+    let ranks: HashMap<[u8; 32], u32> = policy.revisers.iter().map(|r| (r.key, r.rank)).collect();
+    // Every statement a trusted, non-simulated atom makes, once per (atom, target, state): an
+    // atom found in several logs (copied) speaks from its earliest recording.
+    let mut first: BTreeMap<(AtomId, AtomId, State), Said> = BTreeMap::new();
+    for r in evidence {
+        if !ranks.contains_key(&r.writer) || simulated(&r.atom) {
+            continue;
+        }
+        let by = r.atom.id();
+        for link in &r.atom.parts().links {
+            let Some(state) = State::of_link(link.rel) else { continue };
+            if link.target == by {
+                continue;
+            }
+            let said = Said {
+                target: link.target,
+                state,
+                by,
+                writer: r.writer,
+                when: (r.pulse, r.writer, r.position),
+            };
+            match first.get(&(by, link.target, state)) {
+                Some(e) if e.when <= said.when => {}
+                _ => {
+                    first.insert((by, link.target, state), said);
+                }
+            }
+        }
+    }
+    let mut about: HashMap<AtomId, Vec<Said>> = HashMap::new();
+    for said in first.into_values() {
+        about.entry(said.target).or_default().push(said);
+    }
+    let mut memo: HashMap<AtomId, Belief> = HashMap::new();
+    targets.iter().map(|t| believe(*t, &about, &ranks, policy.prefer, &mut memo)).collect()
+}
+
+/// The belief about `target`, computing first (without recursion: revisions of revisions may
+/// be chains of any length) the belief about every statement about it.
+fn believe(
+    target: AtomId,
+    about: &HashMap<AtomId, Vec<Said>>,
+    ranks: &HashMap<[u8; 32], u32>,
+    prefer: Prefer,
+    memo: &mut HashMap<AtomId, Belief>,
+) -> Belief {
+    // Depth-first: a node is finished once every atom that speaks of it is. Ids are hashes of
+    // the atoms that name them, so no cycle can be built; one met anyway (an atom seen on the
+    // path) counts as not standing.
+    let mut on_path: BTreeSet<AtomId> = BTreeSet::new();
+    let mut stack: Vec<(AtomId, bool)> = vec![(target, false)];
+    while let Some((node, expanded)) = stack.pop() {
+        if memo.contains_key(&node) {
+            continue;
+        }
+        let said = about.get(&node).map(Vec::as_slice).unwrap_or(&[]);
+        if !expanded {
+            on_path.insert(node);
+            stack.push((node, true));
+            for s in said {
+                if !memo.contains_key(&s.by) && !on_path.contains(&s.by) {
+                    stack.push((s.by, false));
+                }
+            }
+            continue;
+        }
+        let standing: Vec<&Said> = said
+            .iter()
+            .filter(|s| !on_path.contains(&s.by) || memo.contains_key(&s.by))
+            .filter(|s| memo.get(&s.by).is_none_or(|b| b.state.stands()))
+            .collect();
+        let belief = decide(node, &standing, ranks, prefer);
+        on_path.remove(&node);
+        memo.insert(node, belief);
+    }
+    memo.get(&target).cloned().unwrap_or(Belief {
+        target,
+        state: State::Asserted,
+        decided_by: Vec::new(),
+        standing: Vec::new(),
+    })
+}
+
+fn decide(target: AtomId, standing: &[&Said], ranks: &HashMap<[u8; 32], u32>, prefer: Prefer) -> Belief {
+    let mut all: Vec<Statement> = standing.iter().map(|s| Statement { state: s.state, by: s.by }).collect();
+    all.sort();
+    all.dedup();
+    let done = |state: State, mut by: Vec<AtomId>| {
+        by.sort();
+        by.dedup();
+        Belief { target, state, decided_by: by, standing: all.clone() }
+    };
+    if standing.is_empty() {
+        return done(State::Asserted, Vec::new());
+    }
+    let latest_of = |set: &[&Said]| {
+        // The latest Pulse decides; two revisers disagreeing in one Pulse are a dispute.
+        let Some(pulse) = set.iter().map(|s| s.when.0).max() else {
+            return done(State::Asserted, Vec::new());
+        };
+        let last: Vec<&&Said> = set.iter().filter(|s| s.when.0 == pulse).collect();
+        // Within one writer's log, the later position decides.
+        let mut per_writer: BTreeMap<[u8; 32], &Said> = BTreeMap::new();
+        for s in &last {
+            let e = per_writer.entry(s.writer).or_insert(s);
+            if s.when > e.when || (s.when == e.when && s.by > e.by) {
+                *e = s;
+            }
+        }
+        let states: BTreeSet<State> = per_writer.values().map(|s| s.state).collect();
+        let by: Vec<AtomId> = per_writer.values().map(|s| s.by).collect();
+        match states.iter().next() {
+            Some(&only) if states.len() == 1 => done(only, by),
+            _ => done(State::Disputed, by),
+        }
+    };
+    match prefer {
+        Prefer::Latest => latest_of(standing),
+        Prefer::Rank => {
+            let rank = |s: &Said| ranks.get(&s.writer).copied().unwrap_or(0);
+            let top = standing.iter().map(|s| rank(s)).max().unwrap_or(0);
+            let best: Vec<&Said> = standing.iter().copied().filter(|s| rank(s) == top).collect();
+            latest_of(&best)
+        }
+        Prefer::Quorum(k) => {
+            // Each reviser's vote is its latest standing statement.
+            let mut votes: BTreeMap<[u8; 32], &Said> = BTreeMap::new();
+            for s in standing {
+                let e = votes.entry(s.writer).or_insert(s);
+                if (s.when, s.by) > (e.when, e.by) {
+                    *e = s;
+                }
+            }
+            let mut count: BTreeMap<State, Vec<AtomId>> = BTreeMap::new();
+            for s in votes.values() {
+                count.entry(s.state).or_default().push(s.by);
+            }
+            let reached: Vec<(State, Vec<AtomId>)> = count
+                .iter()
+                .filter(|(_, v)| v.len() as u64 >= u64::from(k.max(1)))
+                .map(|(s, v)| (*s, v.clone()))
+                .collect();
+            match reached.as_slice() {
+                [(state, by)] => done(*state, by.clone()),
+                [] if count.len() == 1 => done(State::Asserted, Vec::new()),
+                _ => done(State::Disputed, votes.values().map(|s| s.by).collect()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::atom::{AtomParts, BoxMm, Extractor, Interval, Kind, Link, Permille};
+
+    fn claim(n: i64) -> Atom {
+        let mut p = AtomParts::new(
+            Kind::Claim,
+            "map",
+            BoxMm::point([n, 0, 0]),
+            Interval { from_ns: 1, to_ns: 2 },
+            Permille(900),
+        );
+        p.subject = "pallet-17".into();
+        Atom::new(p).expect("claim")
+    }
+
+    fn revision(rel: LinkRel, target: AtomId, n: i64) -> Atom {
+        let mut p = AtomParts::new(
+            Kind::Revision,
+            "map",
+            BoxMm::point([n, 0, 0]),
+            Interval { from_ns: 1, to_ns: 2 },
+            Permille(1000),
+        );
+        p.links = vec![Link { rel, target }];
+        Atom::new(p).expect("revision")
+    }
+
+    fn rec(writer: u8, pulse: u64, position: u64, atom: &Atom) -> Recorded {
+        Recorded { writer: [writer; 32], pulse, position, atom: atom.clone() }
+    }
+
+    fn policy(prefer: Prefer, revisers: &[(u8, u32)]) -> Policy {
+        Policy {
+            revisers: revisers
+                .iter()
+                .map(|(k, r)| Reviser { name: String::new(), key: [*k; 32], rank: *r })
+                .collect(),
+            prefer,
+        }
+    }
+
+    #[test]
+    fn retracted_then_accepted_and_revisions_of_revisions() {
+        let c = claim(1);
+        let retract = revision(LinkRel::Retracts, c.id(), 2);
+        let accept = revision(LinkRel::Accepts, c.id(), 3);
+        let p = policy(Prefer::Latest, &[(1, 0)]);
+        let ev = vec![rec(1, 5, 0, &retract), rec(1, 6, 1, &accept)];
+        assert_eq!(fold(&[c.id()], &ev, &p)[0].state, State::Accepted);
+        // The acceptance retracted in turn: the retraction stands again.
+        let undo = revision(LinkRel::Retracts, accept.id(), 4);
+        let mut ev2 = ev.clone();
+        ev2.push(rec(1, 7, 2, &undo));
+        let b = &fold(&[c.id()], &ev2, &p)[0];
+        assert_eq!((b.state, b.decided_by.clone()), (State::Retracted, vec![retract.id()]));
+        // From a reviser not trusted: nothing moves.
+        assert_eq!(fold(&[c.id()], &ev, &policy(Prefer::Latest, &[(9, 0)]))[0].state, State::Asserted);
+    }
+
+    #[test]
+    fn two_policies_two_beliefs_and_simulations_never_count() {
+        let c = claim(1);
+        let robot_accepts = revision(LinkRel::Accepts, c.id(), 2);
+        let operator_disputes = revision(LinkRel::Disputes, c.id(), 3);
+        let ev = vec![rec(1, 10, 0, &operator_disputes), rec(2, 11, 0, &robot_accepts)];
+        let latest = fold(&[c.id()], &ev, &policy(Prefer::Latest, &[(1, 9), (2, 1)]));
+        let ranked = fold(&[c.id()], &ev, &policy(Prefer::Rank, &[(1, 9), (2, 1)]));
+        assert_eq!(latest[0].state, State::Accepted);
+        assert_eq!(ranked[0].state, State::Disputed);
+        assert_eq!(ranked[0].standing.len(), 2, "both statements stay visible");
+        let mut p = operator_disputes.parts().clone();
+        p.extractor = Some(Extractor { model: "sim:gazebo".into(), code: "x".into() });
+        let sim = Atom::new(p).expect("sim");
+        let b = fold(&[c.id()], &[rec(1, 10, 0, &sim)], &policy(Prefer::Latest, &[(1, 0)]));
+        assert_eq!(b[0].state, State::Asserted);
+    }
+}

@@ -1,0 +1,345 @@
+//! The fold of docs/BELIEF.md against a deliberately plain second implementation written from
+//! that page (recursive, scanning every statement each time, no memo), on random histories:
+//! revisions of revisions, conflicts, untrusted and simulated revisers, ties within a Pulse,
+//! evidence given twice and in any order. Then the cases the issue names, by hand.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sion_memory::atom::{Atom, AtomId, AtomParts, BoxMm, Extractor, Interval, Kind, Link, LinkRel, Permille};
+use sion_memory::belief::{Belief, Policy, Prefer, Recorded, Reviser, State, Statement, fold};
+
+/// splitmix64: a few random numbers without a dependency, the same on every machine.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn parts(kind: Kind, n: i64) -> AtomParts {
+    AtomParts::new(kind, "map", BoxMm::point([n, 0, 0]), Interval { from_ns: 1, to_ns: 2 }, Permille(900))
+}
+
+// ---- the plain implementation, from docs/BELIEF.md ----
+
+struct PlainStatement {
+    target: AtomId,
+    state: State,
+    by: AtomId,
+    writer: [u8; 32],
+    pulse: u64,
+    position: u64,
+}
+
+fn link_state(rel: LinkRel) -> Option<State> {
+    match rel {
+        LinkRel::Supersedes => Some(State::Superseded),
+        LinkRel::Contradicts | LinkRel::Disputes => Some(State::Disputed),
+        LinkRel::Accepts => Some(State::Accepted),
+        LinkRel::Retracts => Some(State::Retracted),
+        LinkRel::Refutes => Some(State::Refuted),
+        _ => None,
+    }
+}
+
+fn plain_statements(evidence: &[Recorded], policy: &Policy) -> Vec<PlainStatement> {
+    let trusted: BTreeSet<[u8; 32]> = policy.revisers.iter().map(|r| r.key).collect();
+    let mut out: Vec<PlainStatement> = Vec::new();
+    for r in evidence {
+        if !trusted.contains(&r.writer) {
+            continue;
+        }
+        if let Some(x) = &r.atom.parts().extractor
+            && x.model.starts_with("sim:")
+        {
+            continue;
+        }
+        for l in &r.atom.parts().links {
+            let Some(state) = link_state(l.rel) else { continue };
+            let by = r.atom.id();
+            if l.target == by {
+                continue;
+            }
+            // The same atom recorded twice (in two logs): its earliest recording speaks.
+            if let Some(i) = out.iter().position(|s| s.by == by && s.target == l.target && s.state == state) {
+                let e = &out[i];
+                if (e.pulse, e.writer, e.position) <= (r.pulse, r.writer, r.position) {
+                    continue;
+                }
+                out.remove(i);
+            }
+            out.push(PlainStatement {
+                target: l.target,
+                state,
+                by,
+                writer: r.writer,
+                pulse: r.pulse,
+                position: r.position,
+            });
+        }
+    }
+    out
+}
+
+fn plain_believe(target: AtomId, all: &[PlainStatement], policy: &Policy) -> Belief {
+    let standing: Vec<&PlainStatement> = all
+        .iter()
+        .filter(|s| s.target == target)
+        .filter(|s| {
+            let b = plain_believe(s.by, all, policy).state;
+            b != State::Superseded && b != State::Retracted && b != State::Refuted
+        })
+        .collect();
+    let mut listed: Vec<Statement> =
+        standing.iter().map(|s| Statement { state: s.state, by: s.by }).collect();
+    listed.sort();
+    listed.dedup();
+    let belief = |state: State, mut by: Vec<AtomId>| {
+        by.sort();
+        by.dedup();
+        Belief { target, state, decided_by: by, standing: listed.clone() }
+    };
+    if standing.is_empty() {
+        return belief(State::Asserted, vec![]);
+    }
+    let rank = |w: &[u8; 32]| policy.revisers.iter().find(|r| &r.key == w).map(|r| r.rank).unwrap_or(0);
+    // The latest Pulse among `set`; per writer its last statement there; one state or a dispute.
+    let latest = |set: Vec<&PlainStatement>| {
+        let pulse = set.iter().map(|s| s.pulse).max().unwrap_or(0);
+        let mut per: BTreeMap<[u8; 32], &PlainStatement> = BTreeMap::new();
+        for s in set.into_iter().filter(|s| s.pulse == pulse) {
+            match per.get(&s.writer) {
+                Some(e) if (e.position, e.by) >= (s.position, s.by) => {}
+                _ => {
+                    per.insert(s.writer, s);
+                }
+            }
+        }
+        let states: BTreeSet<State> = per.values().map(|s| s.state).collect();
+        let by: Vec<AtomId> = per.values().map(|s| s.by).collect();
+        if states.len() == 1 {
+            belief(*states.iter().next().unwrap(), by)
+        } else {
+            belief(State::Disputed, by)
+        }
+    };
+    match policy.prefer {
+        Prefer::Latest => latest(standing),
+        Prefer::Rank => {
+            let top = standing.iter().map(|s| rank(&s.writer)).max().unwrap_or(0);
+            latest(standing.into_iter().filter(|s| rank(&s.writer) == top).collect())
+        }
+        Prefer::Quorum(k) => {
+            let mut votes: BTreeMap<[u8; 32], &PlainStatement> = BTreeMap::new();
+            for s in standing {
+                match votes.get(&s.writer) {
+                    Some(e) if (e.pulse, e.position, e.by) >= (s.pulse, s.position, s.by) => {}
+                    _ => {
+                        votes.insert(s.writer, s);
+                    }
+                }
+            }
+            let mut count: BTreeMap<State, Vec<AtomId>> = BTreeMap::new();
+            for s in votes.values() {
+                count.entry(s.state).or_default().push(s.by);
+            }
+            let reached: Vec<(&State, &Vec<AtomId>)> =
+                count.iter().filter(|(_, v)| v.len() as u64 >= u64::from(k.max(1))).collect();
+            if reached.len() == 1 {
+                belief(*reached[0].0, reached[0].1.clone())
+            } else if reached.is_empty() && count.len() == 1 {
+                belief(State::Asserted, vec![])
+            } else {
+                belief(State::Disputed, votes.values().map(|s| s.by).collect())
+            }
+        }
+    }
+}
+
+// ---- random histories ----
+
+struct History {
+    targets: Vec<AtomId>,
+    evidence: Vec<Recorded>,
+}
+
+fn history(rng: &mut Rng) -> History {
+    let writers = 1 + rng.below(4) as u8;
+    let mut atoms: Vec<AtomId> = Vec::new();
+    let mut evidence = Vec::new();
+    let mut positions = [0u64; 8];
+    let mut pulses = [0u64; 8];
+    let claims = 1 + rng.below(4);
+    for i in 0..claims {
+        let w = rng.below(writers as u64) as usize;
+        let a = Atom::new(parts(Kind::Claim, i as i64)).expect("claim");
+        atoms.push(a.id());
+        evidence.push(Recorded { writer: [w as u8; 32], pulse: pulses[w], position: positions[w], atom: a });
+        positions[w] += 1;
+    }
+    let rels =
+        [LinkRel::Supersedes, LinkRel::Accepts, LinkRel::Disputes, LinkRel::Retracts, LinkRel::Refutes];
+    for n in 0..rng.below(24) {
+        let w = rng.below(writers as u64) as usize;
+        // Pulses move on per writer, often shared between writers (ties in one Pulse).
+        pulses[w] += rng.below(3);
+        let mut p = parts(if rng.below(5) == 0 { Kind::Conflict } else { Kind::Revision }, 1000 + n as i64);
+        if p.kind == Kind::Conflict {
+            let a = atoms[rng.below(atoms.len() as u64) as usize];
+            let b = atoms[rng.below(atoms.len() as u64) as usize];
+            if a == b {
+                continue;
+            }
+            p.links = vec![
+                Link { rel: LinkRel::Contradicts, target: a },
+                Link { rel: LinkRel::Contradicts, target: b },
+            ];
+        } else {
+            let rel = rels[rng.below(rels.len() as u64) as usize];
+            let t1 = atoms[rng.below(atoms.len() as u64) as usize];
+            p.links = vec![Link { rel, target: t1 }];
+            // Sometimes a second target, same state; sometimes a `supports` too.
+            let t2 = atoms[rng.below(atoms.len() as u64) as usize];
+            if rng.below(3) == 0 && t2 != t1 {
+                p.links.push(Link { rel, target: t2 });
+            }
+            if rng.below(4) == 0 && t2 != t1 {
+                p.links.push(Link { rel: LinkRel::Supports, target: t2 });
+            }
+        }
+        if rng.below(8) == 0 {
+            p.extractor = Some(Extractor { model: "sim:gazebo".into(), code: "test".into() });
+        }
+        let Ok(a) = Atom::new(p) else { continue };
+        atoms.push(a.id());
+        if rng.below(6) == 0 {
+            // Copied into another writer's log too.
+            let v = rng.below(writers as u64) as usize;
+            evidence.push(Recorded {
+                writer: [v as u8; 32],
+                pulse: pulses[v],
+                position: positions[v],
+                atom: a.clone(),
+            });
+            positions[v] += 1;
+        }
+        evidence.push(Recorded { writer: [w as u8; 32], pulse: pulses[w], position: positions[w], atom: a });
+        positions[w] += 1;
+    }
+    History { targets: atoms, evidence }
+}
+
+fn random_policy(rng: &mut Rng) -> Policy {
+    let mut revisers = Vec::new();
+    for w in 0..4u8 {
+        if rng.below(4) != 0 {
+            revisers.push(Reviser { name: format!("w{w}"), key: [w; 32], rank: rng.below(3) as u32 });
+        }
+    }
+    let prefer = match rng.below(3) {
+        0 => Prefer::Latest,
+        1 => Prefer::Rank,
+        _ => Prefer::Quorum(1 + rng.below(3) as u32),
+    };
+    Policy { revisers, prefer }
+}
+
+#[test]
+fn the_fold_agrees_with_a_plain_implementation_on_random_histories() {
+    let mut rng = Rng(0x5109_2026_1203);
+    let mut moved = 0;
+    for case in 0..3000 {
+        let h = history(&mut rng);
+        let policy = random_policy(&mut rng);
+        let ours = fold(&h.targets, &h.evidence, &policy);
+        let all = plain_statements(&h.evidence, &policy);
+        let plain: Vec<Belief> = h.targets.iter().map(|t| plain_believe(*t, &all, &policy)).collect();
+        assert_eq!(ours, plain, "case {case}: policy {policy:?}");
+        moved += ours.iter().filter(|b| b.state != State::Asserted).count();
+        // The same evidence in another order, some of it twice: the same beliefs.
+        let mut shuffled = h.evidence.clone();
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        if let Some(first) = shuffled.first().cloned() {
+            shuffled.push(first);
+        }
+        assert_eq!(fold(&h.targets, &shuffled, &policy), ours, "case {case}: order changed the fold");
+    }
+    assert!(moved > 3000, "the random histories moved belief only {moved} times");
+}
+
+fn revision(rel: LinkRel, target: AtomId, n: i64) -> Atom {
+    let mut p = parts(Kind::Revision, n);
+    p.links = vec![Link { rel, target }];
+    Atom::new(p).expect("revision")
+}
+
+fn at(writer: u8, pulse: u64, position: u64, atom: &Atom) -> Recorded {
+    Recorded { writer: [writer; 32], pulse, position, atom: atom.clone() }
+}
+
+fn trusting(prefer: Prefer, revisers: &[(u8, u32)]) -> Policy {
+    Policy {
+        revisers: revisers
+            .iter()
+            .map(|&(k, rank)| Reviser { name: String::new(), key: [k; 32], rank })
+            .collect(),
+        prefer,
+    }
+}
+
+#[test]
+fn conflicts_keep_both_sides_and_quorums_count_revisers() {
+    let a = Atom::new(parts(Kind::Observation, 1)).expect("a");
+    let b = Atom::new(parts(Kind::Observation, 2)).expect("b");
+    let mut p = parts(Kind::Conflict, 3);
+    p.links = vec![
+        Link { rel: LinkRel::Contradicts, target: a.id() },
+        Link { rel: LinkRel::Contradicts, target: b.id() },
+    ];
+    let conflict = Atom::new(p).expect("conflict");
+    let ev = vec![at(1, 1, 0, &a), at(1, 1, 1, &b), at(1, 2, 2, &conflict)];
+    let beliefs = fold(&[a.id(), b.id()], &ev, &trusting(Prefer::Latest, &[(1, 0)]));
+    assert!(beliefs.iter().all(|x| x.state == State::Disputed && x.decided_by == vec![conflict.id()]));
+    // An operator accepts a later: a is accepted, b stays disputed — both still in the log.
+    let accept = revision(LinkRel::Accepts, a.id(), 4);
+    let mut ev2 = ev.clone();
+    ev2.push(at(2, 3, 0, &accept));
+    let beliefs = fold(&[a.id(), b.id()], &ev2, &trusting(Prefer::Latest, &[(1, 0), (2, 0)]));
+    assert_eq!((beliefs[0].state, beliefs[1].state), (State::Accepted, State::Disputed));
+    assert_eq!(beliefs[0].standing.len(), 2, "the conflict stays among the standing statements");
+    // A quorum of two revisers: one refutation is not enough; two are.
+    let r1 = revision(LinkRel::Refutes, a.id(), 5);
+    let r2 = revision(LinkRel::Refutes, a.id(), 6);
+    let q = trusting(Prefer::Quorum(2), &[(1, 0), (2, 0), (3, 0)]);
+    assert_eq!(fold(&[a.id()], &[at(1, 1, 0, &r1)], &q)[0].state, State::Asserted);
+    assert_eq!(fold(&[a.id()], &[at(1, 1, 0, &r1), at(3, 1, 0, &r2)], &q)[0].state, State::Refuted);
+    // A superseded fact does not come back when its successor is itself revised by someone
+    // untrusted.
+    let newer = revision(LinkRel::Supersedes, a.id(), 7);
+    let noise = revision(LinkRel::Retracts, newer.id(), 8);
+    let p = trusting(Prefer::Latest, &[(1, 0)]);
+    assert_eq!(fold(&[a.id()], &[at(1, 1, 0, &newer), at(9, 2, 0, &noise)], &p)[0].state, State::Superseded);
+}
+
+#[test]
+fn a_policy_reads_from_json() {
+    let json = format!(
+        r#"{{"revisers":[{{"name":"operator-ana","key":"{}","rank":9}},{{"key":"{}"}}],"prefer":{{"quorum":2}}}}"#,
+        hex::encode([1u8; 32]),
+        hex::encode([2u8; 32])
+    );
+    let p: Policy = serde_json::from_str(&json).expect("policy");
+    assert_eq!(p.prefer, Prefer::Quorum(2));
+    assert_eq!((p.revisers[0].rank, p.revisers[1].rank), (9, 0));
+    let latest: Policy = serde_json::from_str(r#"{"revisers":[],"prefer":"latest"}"#).expect("latest");
+    assert_eq!(latest.prefer, Prefer::Latest);
+}
