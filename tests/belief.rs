@@ -343,3 +343,205 @@ fn a_policy_reads_from_json() {
     let latest: Policy = serde_json::from_str(r#"{"revisers":[],"prefer":"latest"}"#).expect("latest");
     assert_eq!(latest.prefer, Prefer::Latest);
 }
+
+// ---- bundles: the fold checked from heads alone ----
+
+use sion_memory::belief::bundle::{self, BundleError};
+use sion_memory::memory::Memory;
+
+fn observed() -> Atom {
+    let mut p = parts(Kind::Observation, 42);
+    p.subject = "pallet-17".into();
+    Atom::new(p).expect("observation")
+}
+
+#[test]
+fn an_observation_disputed_by_an_operator_believed_two_ways_each_checked() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let robot_dir = tmp.path().join("robot");
+    let operator_dir = tmp.path().join("operator");
+    let ledger_dir = robot_dir.join("ledger");
+    let seen = observed();
+    // The robot records what it saw.
+    let mut robot = Memory::create(&robot_dir, Some("robot"), None).expect("robot");
+    robot.remember(vec![seen.clone()]).expect("remember");
+    robot.commit(false).expect("commit");
+    let robot_key = robot.writer().verifying_key().to_bytes();
+    drop(robot);
+    // An operator, on the same ledger, disputes it.
+    let mut operator = Memory::create(&operator_dir, Some("operator"), Some(&ledger_dir)).expect("operator");
+    operator.remember(vec![revision(LinkRel::Disputes, seen.id(), 1)]).expect("dispute");
+    operator.commit(false).expect("commit");
+    let operator_key = operator.writer().verifying_key().to_bytes();
+    drop(operator);
+    // Later, the robot accepts it again (it looked twice).
+    let mut robot = Memory::open(&robot_dir).expect("reopen");
+    robot.remember(vec![revision(LinkRel::Accepts, seen.id(), 2)]).expect("accept");
+    robot.commit(false).expect("commit");
+    let ledger_key = robot.ledger().public_key();
+    drop(robot);
+
+    let robot = Memory::open_read_only(&robot_dir).expect("robot, read");
+    let operator = Memory::open_read_only(&operator_dir).expect("operator, read");
+    let trusted = [robot_key, operator_key];
+    let (files, pulse) =
+        sion_memory::memory::belief::bundle(&[&robot, &operator], &[seen.id()], &trusted).expect("bundle");
+    let bytes = bundle::encode(&files);
+
+    let reviser = |key: [u8; 32], rank: u32| Reviser { name: String::new(), key, rank };
+    let latest =
+        Policy { revisers: vec![reviser(robot_key, 1), reviser(operator_key, 9)], prefer: Prefer::Latest };
+    let ranked = Policy { prefer: Prefer::Rank, ..latest.clone() };
+    let a = bundle::check(&bytes, &ledger_key, &[seen.id()], &latest, Some(pulse)).expect("reader A");
+    let b = bundle::check(&bytes, &ledger_key, &[seen.id()], &ranked, Some(pulse)).expect("reader B");
+    assert_eq!(a.beliefs[0].state, State::Accepted, "the latest word is the robot's");
+    assert_eq!(b.beliefs[0].state, State::Disputed, "the operator outranks the robot");
+    assert_eq!(a.beliefs[0].standing.len(), 2, "both statements stay visible");
+    // The same fold as from the evidence alone.
+    assert_eq!(fold(&[seen.id()], &a.evidence, &latest), a.beliefs);
+
+    // Refused: a newer Pulse asked for (a stale head); a trusted reviser with no log in the
+    // bundle; a link proof left out (a revision could be hidden).
+    assert!(matches!(
+        bundle::check(&bytes, &ledger_key, &[seen.id()], &latest, Some(pulse + 1)),
+        Err(BundleError::Stale { .. })
+    ));
+    let (robot_only, _) =
+        sion_memory::memory::belief::bundle(&[&robot], &[seen.id()], &trusted).expect("bundle");
+    assert!(matches!(
+        bundle::check(&bundle::encode(&robot_only), &ledger_key, &[seen.id()], &latest, None),
+        Err(BundleError::NoLog(_))
+    ));
+    let without: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            !(matches!(f.proof, sion_memory::proof::Proof::List { .. })
+                && f.attestation.as_ref().is_some_and(|a| a.state.log.writer.0 == operator_key))
+        })
+        .cloned()
+        .collect();
+    assert!(matches!(
+        bundle::check(&bundle::encode(&without), &ledger_key, &[seen.id()], &latest, None),
+        Err(BundleError::MissingLinks { .. }) | Err(BundleError::NoLog(_))
+    ));
+    // Against another ledger key: refused.
+    let stranger = ed25519_dalek::SigningKey::from_bytes(&[3; 32]).verifying_key();
+    assert!(matches!(
+        bundle::check(&bytes, &stranger, &[seen.id()], &latest, None),
+        Err(BundleError::Proof { .. })
+    ));
+    // A damaged byte anywhere: refused, never a panic.
+    for i in (0..bytes.len()).step_by(97) {
+        let mut bad = bytes.clone();
+        bad[i] ^= 0x20;
+        let _ = bundle::check(&bad, &ledger_key, &[seen.id()], &latest, None);
+    }
+}
+
+/// The README's story at the command line: a robot's observation disputed by an operator,
+/// accepted again by the robot, believed two ways by two readers, each from a checked bundle.
+#[test]
+fn revise_and_believe_at_the_command_line() {
+    use std::process::Command;
+    let sion = env!("CARGO_BIN_EXE_sion");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = |name: &str| tmp.path().join(name).to_string_lossy().into_owned();
+    let run = |args: &[&str], stdin: Option<&str>| {
+        use std::io::Write as _;
+        let mut c = Command::new(sion)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sion");
+        if let Some(s) = stdin {
+            c.stdin.take().expect("stdin").write_all(s.as_bytes()).expect("write");
+        }
+        drop(c.stdin.take());
+        let o = c.wait_with_output().expect("wait");
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "sion {args:?}: {text}");
+        text
+    };
+    let json = |args: &[&str]| -> serde_json::Value { serde_json::from_str(&run(args, None)).expect("json") };
+    let (robot, op) = (dir("robot"), dir("operator"));
+    run(&["memory", "open", "--data", &robot, "--agent", "robot"], None);
+    let line = r#"{"kind":"observation","frame":"map","min":[0,0,0],"max":[1000,1000,1000],"from":1767225600000000000,"to":1767225601000000000,"confidence":900,"subject":"pallet-17"}"#;
+    run(&["memory", "remember", "--data", &robot, "-"], Some(line));
+    run(&["memory", "commit", "--data", &robot], None);
+    let ledger = format!("{robot}/ledger");
+    run(&["memory", "open", "--data", &op, "--agent", "operator", "--ledger", &ledger], None);
+    let out = run(
+        &[
+            "memory",
+            "revise",
+            "--data",
+            &op,
+            "--target-data",
+            &robot,
+            "--position",
+            "0",
+            "--state",
+            "disputes",
+            "--why",
+            "it is in bay 4",
+        ],
+        None,
+    );
+    assert!(out.contains(": disputes "), "{out}");
+    run(&["memory", "revise", "--data", &robot, "--position", "0", "--state", "accepts"], None);
+    let shown = json(&["memory", "show", "--data", &robot, "--json"]);
+    let robot_key = shown["writer"].as_str().expect("writer").to_owned();
+    let ledger_key = shown["ledger"]["key"].as_str().expect("key").to_owned();
+    let op_key =
+        json(&["memory", "show", "--data", &op, "--json"])["writer"].as_str().expect("writer").to_owned();
+    let policy = |prefer: &str| {
+        let path = tmp.path().join(format!("{prefer}.json"));
+        let body = format!(
+            r#"{{"revisers":[{{"name":"robot-7","key":"{robot_key}","rank":1}},{{"name":"operator-ana","key":"{op_key}","rank":9}}],"prefer":"{prefer}"}}"#
+        );
+        std::fs::write(&path, body).expect("policy");
+        path.to_string_lossy().into_owned()
+    };
+    let bundle = dir("answer.sionbelief");
+    let a = run(
+        &[
+            "memory",
+            "believe",
+            "--data",
+            &robot,
+            "--data",
+            &op,
+            "--policy",
+            &policy("latest"),
+            "--position",
+            "0",
+            "--ledger-key",
+            &ledger_key,
+            "--out",
+            &bundle,
+        ],
+        None,
+    );
+    assert!(a.lines().next().is_some_and(|l| l.ends_with("  accepted")), "{a}");
+    assert!(a.contains("VALID bundle"), "{a}");
+    let target = a.split_whitespace().next().expect("target").to_owned();
+    let b = run(
+        &[
+            "memory",
+            "believe",
+            "--bundle",
+            &bundle,
+            "--policy",
+            &policy("rank"),
+            "--target",
+            &target,
+            "--ledger-key",
+            &ledger_key,
+        ],
+        None,
+    );
+    assert!(b.lines().next().is_some_and(|l| l.ends_with("  disputed")), "{b}");
+    assert!(b.contains("decided  disputed   by operator-ana"), "{b}");
+}

@@ -43,7 +43,7 @@ pub enum SpaceRecord {
     /// The first: the space's id is BLAKE3 of this record's text.
     Create { nonce: [u8; 32], created_ns: i64 },
     /// Epoch `epoch` begins, with these members (their key hashes, ascending); `why` is
-    /// "created", "removed <hex>" or "rotated".
+    /// `created`, `removed <hex>` or `rotated`.
     Epoch { epoch: u32, members: Vec<[u8; 32]>, why: String },
     /// A member (its key's hash, and a name for people) joins the current epoch.
     Add { epoch: u32, member: [u8; 32], name: String },

@@ -401,3 +401,247 @@ mod tests {
         assert_eq!(b[0].state, State::Asserted);
     }
 }
+
+/// A belief bundle (docs/BELIEF.md, "Bundles"): the proof files that let a reader check a fold
+/// from heads alone. `SIONBEL1`, a u32 count, then each proof file as a u32 length and its
+/// bytes (docs/PROOFS.md), little-endian.
+pub mod bundle {
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+    use ed25519_dalek::VerifyingKey;
+
+    use super::{Belief, Policy, Recorded, State, fold, simulated};
+    use crate::atom::{Atom, AtomId};
+    use crate::proof::{Claim, ListKey, Proof, ProofFile, VerifyError};
+
+    /// The magic of a bundle.
+    pub const MAGIC: &[u8; 8] = b"SIONBEL1";
+    /// At most this many proof files, and bytes each: a length read from a file is bounded
+    /// before anything is allocated for it.
+    pub const MAX_FILES: u32 = 1 << 20;
+    const MAX_FILE: u32 = 64 << 20;
+
+    /// Why a bundle does not show the fold.
+    #[derive(Debug, thiserror::Error)]
+    pub enum BundleError {
+        /// Not a bundle, or cut short.
+        #[error("not a belief bundle: {0}")]
+        Format(String),
+        /// A proof file in it does not verify against the reader's ledger key.
+        #[error("proof file {index} of the bundle: {source}")]
+        Proof {
+            /// Its place in the bundle.
+            index: usize,
+            /// Why.
+            #[source]
+            source: VerifyError,
+        },
+        /// A proof file carries no attestation: it proves nothing from heads alone.
+        #[error("proof file {0} of the bundle is not attested by a ledger")]
+        Unattested(usize),
+        /// Two link proofs of one log against different heads, or Pulses that differ.
+        #[error("the bundle's heads are not of one Pulse: {0}")]
+        MixedHeads(String),
+        /// The heads are older than the Pulse the reader asked for.
+        #[error("the bundle answers as of Pulse {found}, but Pulse {asked} was asked for (a stale head)")]
+        Stale {
+            /// The Pulse asked.
+            asked: u64,
+            /// The bundle's.
+            found: u64,
+        },
+        /// A trusted reviser's complete list of links to an atom is missing: the bundle could
+        /// leave out a revision.
+        #[error(
+            "the bundle has no link proof of reviser {reviser} for atom {target}: a revision could be left out"
+        )]
+        MissingLinks {
+            /// The reviser's key (hex).
+            reviser: String,
+            /// The atom.
+            target: AtomId,
+        },
+        /// A statement's transaction time is not proved.
+        #[error(
+            "the bundle does not prove when reviser {reviser}'s atom at position {position} was recorded"
+        )]
+        MissingTime {
+            /// The reviser's key (hex).
+            reviser: String,
+            /// Its position.
+            position: u64,
+        },
+        /// A trusted reviser's log is not in the bundle at all.
+        #[error("reviser {0} has no log in the bundle")]
+        NoLog(String),
+    }
+
+    /// Encode proof files into a bundle.
+    pub fn encode(files: &[ProofFile]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&(files.len() as u32).to_le_bytes());
+        for f in files {
+            let bytes = f.encode();
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(&bytes);
+        }
+        out
+    }
+
+    /// The proof files of a bundle (not yet verified).
+    pub fn decode(bytes: &[u8]) -> Result<Vec<ProofFile>, BundleError> {
+        let bad = |why: String| BundleError::Format(why);
+        if bytes.get(..8) != Some(MAGIC.as_slice()) {
+            return Err(bad("no SIONBEL1 magic".into()));
+        }
+        let u32_at = |at: usize| -> Result<u32, BundleError> {
+            bytes
+                .get(at..at + 4)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_le_bytes)
+                .ok_or_else(|| bad(format!("cut short at byte {at}")))
+        };
+        let count = u32_at(8)?;
+        if count > MAX_FILES {
+            return Err(bad(format!("{count} proof files, more than {MAX_FILES}")));
+        }
+        let mut at = 12;
+        let mut files = Vec::new();
+        for i in 0..count {
+            let len = u32_at(at)?;
+            if len > MAX_FILE {
+                return Err(bad(format!("proof file {i} claims {len} bytes")));
+            }
+            let body = bytes
+                .get(at + 4..at + 4 + len as usize)
+                .ok_or_else(|| bad(format!("proof file {i} runs past the end (byte {at})")))?;
+            files.push(
+                ProofFile::decode(body)
+                    .map_err(|e| BundleError::Proof { index: i as usize, source: e.into() })?,
+            );
+            at += 4 + len as usize;
+        }
+        if at != bytes.len() {
+            return Err(bad(format!("{} bytes after the last proof file", bytes.len() - at)));
+        }
+        Ok(files)
+    }
+
+    /// A log's complete list of atoms linking to one target: (position, atom).
+    type Listed = Vec<(u64, Atom)>;
+
+    /// What a checked bundle shows.
+    #[derive(Debug, Clone)]
+    pub struct Checked {
+        /// The Pulse its heads are of.
+        pub pulse: u64,
+        /// The fold, recomputed here.
+        pub beliefs: Vec<Belief>,
+        /// The statements' atoms, with when and by whom they were recorded.
+        pub evidence: Vec<Recorded>,
+    }
+
+    /// Check a bundle in this process against the reader's ledger key, policy and question,
+    /// and recompute the fold. Every trusted reviser must have a log in it, with a complete
+    /// link proof for every target and for every statement met (revisions of revisions), and
+    /// the transaction time of every statement; all heads of one Pulse, not older than
+    /// `as_of` when given.
+    pub fn check(
+        bytes: &[u8],
+        ledger_key: &VerifyingKey,
+        targets: &[AtomId],
+        policy: &Policy,
+        as_of: Option<u64>,
+    ) -> Result<Checked, BundleError> {
+        let files = decode(bytes)?;
+        // writer → (pulse, head size); (writer, target) → atoms; (writer, position) → (atom id, pulse)
+        let mut heads: BTreeMap<[u8; 32], (u64, u64)> = BTreeMap::new();
+        let mut links: HashMap<([u8; 32], AtomId), Listed> = HashMap::new();
+        let mut times: HashMap<([u8; 32], u64), (AtomId, u64)> = HashMap::new();
+        for (index, file) in files.iter().enumerate() {
+            let verified =
+                file.verify(Some(ledger_key)).map_err(|source| BundleError::Proof { index, source })?;
+            let Some(att) = &file.attestation else { return Err(BundleError::Unattested(index)) };
+            let writer = att.state.log.writer.0;
+            let pulse = att.state.header.header.number;
+            match (&file.proof, verified.claim) {
+                (Proof::List { .. }, Claim::List { key: ListKey::LinksTo(target), atoms }) => {
+                    let head = (pulse, verified.head.size);
+                    if let Some(h) = heads.insert(writer, head)
+                        && h != head
+                    {
+                        return Err(BundleError::MixedHeads(format!(
+                            "reviser {}: Pulse {} ({} atoms) and Pulse {} ({} atoms)",
+                            hex::encode(writer),
+                            h.0,
+                            h.1,
+                            head.0,
+                            head.1
+                        )));
+                    }
+                    links.insert((writer, target), atoms);
+                }
+                (_, Claim::Recorded { position, atom, .. }) => {
+                    times.insert((writer, position), (atom.id(), pulse));
+                }
+                // Other proofs prove nothing the fold needs: left aside.
+                _ => {}
+            }
+        }
+        let pulses: BTreeSet<u64> = heads.values().map(|h| h.0).collect();
+        if pulses.len() > 1 {
+            return Err(BundleError::MixedHeads(format!("the heads are of Pulses {pulses:?}")));
+        }
+        let pulse = pulses.into_iter().next().unwrap_or(0);
+        if let Some(asked) = as_of
+            && pulse < asked
+        {
+            return Err(BundleError::Stale { asked, found: pulse });
+        }
+        for r in &policy.revisers {
+            if !heads.contains_key(&r.key) {
+                return Err(BundleError::NoLog(hex::encode(r.key)));
+            }
+        }
+        // Walk from the targets through every statement found, requiring each list.
+        let mut evidence: Vec<Recorded> = Vec::new();
+        let mut asked: BTreeSet<AtomId> = BTreeSet::new();
+        let mut queue: Vec<AtomId> = targets.to_vec();
+        while let Some(t) = queue.pop() {
+            if !asked.insert(t) {
+                continue;
+            }
+            for r in &policy.revisers {
+                let list = links
+                    .get(&(r.key, t))
+                    .ok_or_else(|| BundleError::MissingLinks { reviser: hex::encode(r.key), target: t })?;
+                for (position, atom) in list {
+                    let states =
+                        atom.parts().links.iter().any(|l| l.target == t && State::of_link(l.rel).is_some());
+                    if !states || simulated(atom) {
+                        continue;
+                    }
+                    let id = atom.id();
+                    let (recorded, when) = times.get(&(r.key, *position)).copied().ok_or_else(|| {
+                        BundleError::MissingTime { reviser: hex::encode(r.key), position: *position }
+                    })?;
+                    if recorded != id || when > pulse {
+                        return Err(BundleError::MissingTime {
+                            reviser: hex::encode(r.key),
+                            position: *position,
+                        });
+                    }
+                    evidence.push(Recorded {
+                        writer: r.key,
+                        pulse: when,
+                        position: *position,
+                        atom: atom.clone(),
+                    });
+                    queue.push(id);
+                }
+            }
+        }
+        let beliefs = fold(targets, &evidence, policy);
+        Ok(Checked { pulse, beliefs, evidence })
+    }
+}

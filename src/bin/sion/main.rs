@@ -20,6 +20,7 @@ pub fn stdout_failed(e: std::io::Error) -> anyhow::Error {
 
 mod archive_cmd;
 mod bag_cmd;
+mod belief_cmd;
 mod brain_cmd;
 mod demo;
 mod ledger_cmd;

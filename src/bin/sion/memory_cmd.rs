@@ -97,6 +97,15 @@ pub enum MemoryCommand {
     /// the head the ledger committed with the archive's root (size, root, index root,
     /// manifest) before putting it in place.
     Restore(crate::archive_cmd::RestoreArgs),
+    /// Revise an atom: append a revision naming it with a state (supersedes, accepts,
+    /// disputes, retracts, refutes; docs/ATOM.md "Revisions and conflicts") and commit it.
+    /// Nothing is deleted: what readers believe is computed from revisions (`believe`).
+    Revise(crate::belief_cmd::ReviseArgs),
+    /// What a reader believes about atoms under its policy (docs/BELIEF.md): a bundle of proofs
+    /// from the revisers' logs (complete link proofs, transaction times) is made — or read with
+    /// --bundle — checked in this process against the ledger key you give, and the fold
+    /// recomputed from it.
+    Believe(crate::belief_cmd::BelieveArgs),
 }
 
 #[derive(Args)]
@@ -396,6 +405,8 @@ pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
         MemoryCommand::Forget(a) => crate::space_cmd::forget(a),
         MemoryCommand::Archive(a) => crate::archive_cmd::archive(a),
         MemoryCommand::Restore(a) => crate::archive_cmd::restore(a),
+        MemoryCommand::Revise(a) => crate::belief_cmd::revise(a),
+        MemoryCommand::Believe(a) => crate::belief_cmd::believe(a),
         MemoryCommand::Remember(a) => remember(a),
         MemoryCommand::Commit(a) => commit(a),
         MemoryCommand::Show(a) => show(a),
@@ -500,8 +511,23 @@ pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
 
 pub(crate) fn open(a: OpenArgs) -> Result<ExitCode> {
     let index = sion_memory::index::IndexConfig::default();
+    // An embedded ledger's directory is the user's path (relative to where they are, not to
+    // the memory), and one that exists: a typo must not make a second ledger.
+    let ledger = match a.ledger.as_deref() {
+        Some(dir) if !sion_memory::fleet::is_url(dir) => {
+            let path = std::path::absolute(dir).with_context(|| format!("--ledger {dir}"))?;
+            if !path.join("FORMAT").exists() && !path.join("journal").exists() {
+                anyhow::bail!(
+                    "--ledger {dir}: no embedded ledger at {} (a fleet ledger is http://HOST:PORT; without --ledger a new one is made inside the memory)",
+                    path.display()
+                );
+            }
+            Some(path.to_string_lossy().into_owned())
+        }
+        other => other.map(str::to_owned),
+    };
     let memory =
-        sion_memory::fleet::create(&index, &a.data.data, a.agent.as_deref(), a.ledger.as_deref(), a.sealed)
+        sion_memory::fleet::create(&index, &a.data.data, a.agent.as_deref(), ledger.as_deref(), a.sealed)
             .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
     let log = memory.committed();
     outln!("opened memory log {} at {}", log.id, a.data.data.display());

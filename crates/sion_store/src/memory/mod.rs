@@ -22,6 +22,7 @@ use crate::log::blobs::{BlobError, BlobStore};
 use crate::log::{Appended, Audit, Log, LogError, LogOptions, Recovery};
 use sion_disk::Disk;
 
+pub mod belief;
 pub mod lanes;
 mod repair;
 pub mod space;

@@ -1,0 +1,181 @@
+//! `sion memory revise` and `sion memory believe` (docs/BELIEF.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, ValueEnum};
+use sion_memory::atom::{Atom, AtomId, Kind, Link, LinkRel, Payload, Permille};
+use sion_memory::belief::{Policy, bundle};
+
+use crate::memory_cmd::{DataArg, open_memory, open_memory_read_only};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum StateArg {
+    Supersedes,
+    Accepts,
+    Disputes,
+    Retracts,
+    Refutes,
+}
+
+#[derive(Args)]
+pub struct ReviseArgs {
+    /// The reviser's memory: the revision is appended to its log and committed.
+    #[command(flatten)]
+    data: DataArg,
+    /// The memory that holds the atom revised (default: --data).
+    #[arg(long)]
+    target_data: Option<PathBuf>,
+    /// The position of the atom revised in that memory's log (`recall` prints it as #N).
+    #[arg(long)]
+    position: u64,
+    /// The revision's state.
+    #[arg(long, value_enum)]
+    state: StateArg,
+    /// Why, in words (the revision's text payload).
+    #[arg(long, default_value = "")]
+    why: String,
+}
+
+#[derive(Args)]
+pub struct BelieveArgs {
+    /// A reviser's memory (repeat for each log the bundle draws on; all on one ledger).
+    #[arg(long = "data", env = "SION_DATA", required_unless_present = "bundle")]
+    data: Vec<PathBuf>,
+    /// The reader's policy: JSON, docs/BELIEF.md ("Policy").
+    #[arg(long)]
+    policy: PathBuf,
+    /// An atom to believe about (64 hex digits; repeat).
+    #[arg(long = "target")]
+    targets: Vec<String>,
+    /// An atom to believe about, by its position in the first --data memory (repeat).
+    #[arg(long = "position")]
+    positions: Vec<u64>,
+    /// Write the bundle (the proof files the fold is checked from) here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Check this bundle instead of making one (offline; needs --ledger-key).
+    #[arg(long, conflicts_with = "out")]
+    bundle: Option<PathBuf>,
+    /// The ledger key the reader trusts (64 hex digits). Without it, the first memory's
+    /// ledger's key is used, which a reader who does not trust the writer should not do.
+    #[arg(long)]
+    ledger_key: Option<String>,
+    /// Refuse heads older than this Pulse.
+    #[arg(long)]
+    as_of: Option<u64>,
+}
+
+pub fn revise(a: ReviseArgs) -> Result<ExitCode> {
+    let target = {
+        let dir = a.target_data.as_ref().unwrap_or(&a.data.data);
+        let m = open_memory_read_only(dir)?;
+        m.log()
+            .read(a.position)
+            .with_context(|| format!("reading position {} of {}", a.position, dir.display()))?
+    };
+    let rel = match a.state {
+        StateArg::Supersedes => LinkRel::Supersedes,
+        StateArg::Accepts => LinkRel::Accepts,
+        StateArg::Disputes => LinkRel::Disputes,
+        StateArg::Retracts => LinkRel::Retracts,
+        StateArg::Refutes => LinkRel::Refutes,
+    };
+    let t = target.parts();
+    let mut parts =
+        sion_memory::atom::AtomParts::new(Kind::Revision, &t.frame, t.bounds, t.valid, Permille(1000));
+    parts.subject = t.subject.clone();
+    parts.links = vec![Link { rel, target: target.id() }];
+    if !a.why.is_empty() {
+        parts.payload = Payload::Text(a.why.clone());
+    }
+    let revision = Atom::new(parts).context("making the revision")?;
+    let mut memory = open_memory(&a.data.data)?;
+    let appended = memory.remember(vec![revision.clone()])?;
+    let committed = memory.commit(false).context("committing the revision")?;
+    let position = appended.first().map(|p| p.position).unwrap_or_default();
+    outln!("revision {} at position {position}: {rel} {}", revision.id(), target.id());
+    outln!("committed at Pulse {}", committed.pulse.header.number);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn believe(a: BelieveArgs) -> Result<ExitCode> {
+    let policy: Policy = serde_json::from_slice(
+        &std::fs::read(&a.policy).with_context(|| format!("reading the policy {}", a.policy.display()))?,
+    )
+    .with_context(|| format!("{}: not a policy (docs/BELIEF.md, \"Policy\")", a.policy.display()))?;
+    let mut targets: Vec<AtomId> = a
+        .targets
+        .iter()
+        .map(|t| t.parse().with_context(|| format!("--target {t}: an atom id is 64 hex digits")))
+        .collect::<Result<_>>()?;
+    let memories: Vec<_> = a.data.iter().map(|d| open_memory_read_only(d)).collect::<Result<_>>()?;
+    if let Some(first) = memories.first() {
+        for &p in &a.positions {
+            targets.push(first.log().read(p).with_context(|| format!("reading position {p}"))?.id());
+        }
+    } else if !a.positions.is_empty() {
+        bail!("--position needs a --data memory");
+    }
+    if targets.is_empty() {
+        bail!("nothing to believe about: give --target ID or --position N");
+    }
+    let ledger_key = match (&a.ledger_key, memories.first()) {
+        (Some(hex), _) => {
+            let mut k = [0u8; 32];
+            hex::decode_to_slice(hex, &mut k).context("--ledger-key is 64 hex digits")?;
+            ed25519_dalek::VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?
+        }
+        (None, Some(m)) => {
+            eprintln!("checking against the memory's own ledger key (give --ledger-key to choose yours)");
+            m.ledger().public_key()
+        }
+        (None, None) => bail!("--bundle needs --ledger-key: the key you trust, not one the bundle brings"),
+    };
+    let bytes = match &a.bundle {
+        Some(path) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+        None => {
+            let refs: Vec<&_> = memories.iter().collect();
+            let trusted: Vec<[u8; 32]> = policy.revisers.iter().map(|r| r.key).collect();
+            let (files, _) = sion_memory::memory::belief::bundle(&refs, &targets, &trusted)?;
+            let bytes = bundle::encode(&files);
+            if let Some(out) = &a.out {
+                std::fs::write(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+            }
+            bytes
+        }
+    };
+    let checked =
+        bundle::check(&bytes, &ledger_key, &targets, &policy, a.as_of).context("checking the bundle")?;
+    let name = |key: &[u8; 32]| {
+        policy
+            .revisers
+            .iter()
+            .find(|r| &r.key == key)
+            .map(|r| r.name.clone())
+            .unwrap_or_else(|| hex::encode(&key[..8]))
+    };
+    for b in &checked.beliefs {
+        outln!("{}  {}", b.target, b.state);
+        for s in &b.standing {
+            let who =
+                checked.evidence.iter().find(|e| e.atom.id() == s.by).map(|e| (name(&e.writer), e.pulse));
+            let mark = if b.decided_by.contains(&s.by) { "decided" } else { "standing" };
+            match who {
+                Some((w, p)) => {
+                    outln!("  {mark:8} {:10} by {w} (Pulse {p}), atom {}", s.state.as_str(), s.by)
+                }
+                None => outln!("  {mark:8} {:10} atom {}", s.state.as_str(), s.by),
+            }
+        }
+    }
+    outln!(
+        "VALID bundle: {} bytes, heads of Pulse {}, {} statements; the fold recomputed here under {}",
+        bytes.len(),
+        checked.pulse,
+        checked.evidence.len(),
+        a.policy.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
