@@ -96,8 +96,8 @@ fi
 phase "fuzzing"
 # Every input from outside: proof files, atoms (binary, JSON lines), bags and their chunks, ROS
 # messages through each conversion, memory directories whose files were damaged, and sealed
-# payloads, wrapped keys and key covers.
-for target in proof_file atom atom_json bag chunk ingest store_open sealed; do
+# payloads, wrapped keys and key covers, and belief bundles.
+for target in proof_file atom atom_json bag chunk ingest store_open sealed belief_bundle; do
     corpus=$(mktemp -d)
     cp fuzz/seeds/"$target"/* "$corpus"/
     # Inputs that once crashed a target stay in its corpus (fuzz/regressions/TARGET).
