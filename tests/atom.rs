@@ -167,6 +167,47 @@ fn the_encoding_is_pinned() {
     assert_eq!(atom.id().0, *blake3::hash(&hex::decode(expected).expect("hex")).as_bytes());
 }
 
+/// The worked example of version 2 (docs/ATOM.md): the example atom disputed by a revision.
+#[test]
+fn the_version_2_encoding_is_pinned() {
+    let target = Atom::from_json(EXAMPLE).expect("valid");
+    let line = format!(
+        r#"{{"kind":"revision","frame":"map","min":[1000,2000,0],"max":[1500,2600,1200],"from":1700000000000000000,"to":1700000001000000000,"confidence":1000,"links":[{{"rel":"disputes","target":"{}"}}]}}"#,
+        target.id()
+    );
+    let atom = Atom::from_json(&line).expect("a revision");
+    let expected = format!(
+        "{}{}{}",
+        concat!(
+            "020803",
+            "6d6170", // version 2, revision, frame
+            "e803000000000000",
+            "d007000000000000",
+            "0000000000000000", // min
+            "dc05000000000000",
+            "280a000000000000",
+            "b004000000000000", // max
+            "00002a36fe9c9717",
+            "00cac471fe9c9717", // from, to
+            "e803",
+            "0000", // confidence 1000, no subject
+            "0000",
+            "0000",
+            "00", // no sources, evidence, extractor
+            "0100",
+            "05", // one link: disputes
+        ),
+        target.id(),
+        "00" // no payload
+    );
+    assert_eq!(hex::encode(atom.bytes()), expected);
+    assert_eq!(
+        atom.id().to_string(),
+        "7f294b17628eafefd177bc1a7c94dc52fc0b4590df5a43ac3f2b3048f8c33f23",
+        "the id of docs/ATOM.md's version 2 example"
+    );
+}
+
 fn arb_id() -> impl Strategy<Value = AtomId> {
     any::<[u8; 32]>().prop_map(AtomId)
 }
