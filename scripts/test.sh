@@ -66,6 +66,13 @@ phase "the Python package sion_verify"
 python3 -m pip install --quiet --disable-pip-version-check ./python
 python3 -m unittest discover -s python/tests -v
 
+# The MCP server (`sion mcp`) driven by a real MCP client, the Python `mcp` package: over
+# stdio, and over streamable HTTP on loopback with two clients at once and a second writer
+# refused; in a network namespace with only loopback.
+phase "the MCP server, driven by the Python mcp client"
+python3 -m pip install --quiet --disable-pip-version-check "mcp==2.3.0"
+SION_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sion" bash scripts/isolated.sh python3 -m unittest discover -s tests/mcp -v
+
 # The node on a real ROS 2 graph, driven by rclpy publishers and clients: installed from
 # what cargo test just built.
 phase "the node on a real ROS 2 graph"

@@ -24,6 +24,7 @@ mod belief_cmd;
 mod brain_cmd;
 mod demo;
 mod ledger_cmd;
+mod mcp_cmd;
 mod memory_cmd;
 mod space_cmd;
 mod ui;
@@ -73,6 +74,10 @@ enum Command {
     /// operator's machines only (docs/FLEET-LEDGER.md).
     #[command(subcommand)]
     Ledger(ledger_cmd::LedgerCommand),
+    /// Serve the memory's verbs as MCP tools (remember, commit, recall, verify, revise,
+    /// believe, forget, share, audit; docs/BELIEF.md): on stdio for one client, or streamable
+    /// HTTP on loopback (--listen) for many. This process is the memory's one writer.
+    Mcp(mcp_cmd::McpArgs),
 }
 
 #[derive(clap::Args)]
@@ -135,6 +140,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim(&args),
         Command::Replay(args) => bag_cmd::replay_cmd(&args),
         Command::Bag(cmd) => bag_cmd::run(cmd),
+        Command::Mcp(a) => mcp_cmd::run(a),
         Command::Export(args) => bag_cmd::export_cmd(&args),
         Command::Viz(args) => viz_cmd::run(&args),
         Command::Ledger(cmd) => ledger_cmd::run(cmd),

@@ -1,0 +1,162 @@
+"""The MCP server (`sion mcp`) driven by the Python `mcp` package (2.3.0): a real client no one
+here wrote. Over stdio: every tool listed with a JSON schema; remember, commit, recall, verify
+(against the ledger key the client chose), revise and believe; a bad atom refused naming the
+field. Over streamable HTTP on loopback: two clients at once lose nothing, and a second writer
+process on the same memory is refused, saying where to connect.
+
+    SION_BIN=target/debug/sion python3 -m unittest discover -s tests/mcp -v
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parents[2]
+SION = os.environ.get("SION_BIN", str(ROOT / "target" / "debug" / "sion"))
+T0 = 1767225600000000000
+
+
+def observation(x, i, subject):
+    return {"kind": "observation", "frame": "map", "min": [x, 0, 0], "max": [x + 500, 500, 500],
+            "from": T0 + i, "to": T0 + i + 1, "confidence": 900, "subject": subject}
+
+
+async def call(session, tool, args=None):
+    res = await session.call_tool(tool, args or {})
+    text = res.content[0].text
+    return res.is_error, (text if res.is_error else json.loads(text))
+
+
+class Stdio(unittest.TestCase):
+    def test_the_verbs_over_stdio(self):
+        asyncio.run(self.verbs())
+
+    async def verbs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            params = StdioServerParameters(command=SION, args=["mcp", "--data", f"{tmp}/mem"])
+            async with stdio_client(params) as (r, w):
+                async with ClientSession(r, w) as s:
+                    await s.initialize()
+                    tools = {t.name: t for t in (await s.list_tools()).tools}
+                    for name in ["sion_memory_open", "sion_memory_remember", "sion_memory_commit",
+                                 "sion_memory_recall", "sion_memory_verify", "sion_memory_revise",
+                                 "sion_memory_believe", "sion_memory_forget", "sion_memory_share",
+                                 "sion_memory_audit"]:
+                        self.assertIn(name, tools)
+                        self.assertEqual(tools[name].input_schema.get("type"), "object", name)
+                    self.assertIn("frame", tools["sion_memory_recall"].input_schema["properties"])
+
+                    err, out = await call(s, "sion_memory_remember",
+                                          {"atoms": [observation(0, 0, "pallet-17"), observation(50000, 1, "pallet-9")]})
+                    self.assertFalse(err, out)
+                    self.assertEqual(out["positions"], [0, 1])
+                    err, head = await call(s, "sion_memory_commit")
+                    self.assertFalse(err, head)
+                    self.assertEqual(head["size"], 2)
+
+                    err, rec = await call(s, "sion_memory_recall", {"frame": "map", "min": [0, 0, 0],
+                                                                    "max": [5000, 5000, 5000], "from": T0, "to": T0 + 10})
+                    self.assertFalse(err, rec)
+                    self.assertEqual([a["position"] for a in rec["atoms"]], [0])
+                    err, me = await call(s, "sion_memory_open")
+                    # The reader checks the proof against the ledger key it chose, and what it asked.
+                    expect = {"box": [0, 0, 0, 5000, 5000, 5000], "frame": "map", "from_ns": T0, "to_ns": T0 + 10}
+                    err, ok = await call(s, "sion_memory_verify", {"proof": rec["proof"], "ledger_key": me["ledger_key"], "expect": expect})
+                    self.assertTrue(ok["valid"], ok)
+                    err, bad = await call(s, "sion_memory_verify", {"proof": rec["proof"], "ledger_key": "11" * 32})
+                    self.assertFalse(bad["valid"], bad)
+                    wrong = dict(expect, box=[0, 0, 0, 9000, 9000, 9000])
+                    err, other = await call(s, "sion_memory_verify", {"proof": rec["proof"], "ledger_key": me["ledger_key"], "expect": wrong})
+                    self.assertFalse(other["valid"], other)
+
+                    # Revise and believe: the writer disputes its own observation; a reader
+                    # trusting it believes the dispute, one trusting nobody sees it asserted.
+                    err, rev = await call(s, "sion_memory_revise", {"position": 0, "state": "disputes", "why": "it moved"})
+                    self.assertFalse(err, rev)
+                    policy = {"revisers": [{"name": "robot", "key": me["writer"], "rank": 1}], "prefer": "latest"}
+                    err, b = await call(s, "sion_memory_believe", {"policy": policy, "positions": [0]})
+                    self.assertFalse(err, b)
+                    self.assertEqual(b["beliefs"][0]["state"], "disputed")
+                    err, b2 = await call(s, "sion_memory_believe", {"policy": {"revisers": [], "prefer": "latest"}, "positions": [0]})
+                    self.assertEqual(b2["beliefs"][0]["state"], "asserted")
+
+                    err, audit = await call(s, "sion_memory_audit")
+                    self.assertFalse(err, audit)
+                    self.assertTrue(audit["root_matches"], audit)
+                    # Refusals name the field; forgetting a memory in the clear says why.
+                    err, msg = await call(s, "sion_memory_remember", {"atoms": [{"kind": "observation"}]})
+                    self.assertTrue(err)
+                    self.assertIn("atoms[0]", msg)
+                    err, msg = await call(s, "sion_memory_forget", {"positions": [0], "who": "t", "why": "t"})
+                    self.assertTrue(err)
+                    self.assertIn("sealed", msg)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Http(unittest.TestCase):
+    def test_two_clients_one_writer(self):
+        asyncio.run(self.two_clients())
+
+    async def client(self, url, k, n):
+        async with streamable_http_client(url) as (r, w, *_):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                for i in range(n):
+                    err, out = await call(s, "sion_memory_remember", {"atoms": [observation(k * 100000 + i * 10, i, f"client-{k}")]})
+                    self.assertFalse(err, out)
+                    if i % 10 == 9:
+                        err, out = await call(s, "sion_memory_commit")
+                        self.assertFalse(err, out)
+
+    async def two_clients(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            port = free_port()
+            server = subprocess.Popen([SION, "mcp", "--data", f"{tmp}/mem", "--listen", f"127.0.0.1:{port}"],
+                                      stderr=subprocess.DEVNULL)
+            try:
+                deadline = time.time() + 30
+                while True:
+                    try:
+                        socket.create_connection(("127.0.0.1", port)).close()
+                        break
+                    except OSError:
+                        self.assertLess(time.time(), deadline, "sion mcp did not listen")
+                        time.sleep(0.1)
+                url = f"http://127.0.0.1:{port}/mcp"
+                await asyncio.gather(self.client(url, 1, 60), self.client(url, 2, 60))
+                # A second writer process on the same memory: refused, saying where to go.
+                second = subprocess.run([SION, "mcp", "--data", f"{tmp}/mem"], stdin=subprocess.DEVNULL,
+                                        capture_output=True, text=True, timeout=30)
+                self.assertNotEqual(second.returncode, 0)
+                self.assertIn("has a writer already", second.stderr)
+                async with streamable_http_client(url) as (r, w, *_):
+                    async with ClientSession(r, w) as s:
+                        await s.initialize()
+                        err, me = await call(s, "sion_memory_open")
+                        self.assertEqual((me["size"], me["committed"]), (120, 120), me)
+                        err, audit = await call(s, "sion_memory_audit")
+                        self.assertTrue(audit["root_matches"], audit)
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    unittest.main()
