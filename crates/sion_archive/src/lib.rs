@@ -315,7 +315,8 @@ impl Archive {
     }
 
     fn object_path(&self, name: &str) -> ObjectPath {
-        self.path(&format!("objects/{}/{name}", &name[..2.min(name.len())]))
+        // Names are 64 hex digits (checked before use); `get` keeps a stray name from panicking.
+        self.path(&format!("objects/{}/{name}", name.get(..2).unwrap_or("xx")))
     }
 
     fn err(&self) -> impl FnOnce(object_store::Error) -> ArchiveError + '_ {
@@ -354,7 +355,11 @@ impl Archive {
                 let mut out = HashSet::new();
                 let mut list = self.store.list(Some(&prefix));
                 while let Some(meta) = list.next().await {
-                    if let Some(name) = meta?.location.filename() {
+                    // Only object names: a stray file someone left is neither used nor deleted.
+                    if let Some(name) = meta?.location.filename()
+                        && name.len() == 64
+                        && name.bytes().all(|b| b.is_ascii_hexdigit())
+                    {
                         out.insert(name.to_owned());
                     }
                 }
