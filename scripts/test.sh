@@ -29,16 +29,15 @@ export RUSTC_WORKSPACE_WRAPPER
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 cargo test --locked --workspace --all-features --all-targets --no-run
 phase "tests"
-cargo test --locked --workspace --all-features --exclude sion_fleet --exclude sion_archive
-# The fleet ledger against real etcd members, which its tests start on loopback ports, in a
-# network namespace of their own.
-phase "the fleet ledger on etcd"
-bash scripts/isolated.sh cargo test --locked --offline --all-features -p sion_fleet
-# Its benchmark, short (the table in docs/FLEET-LEDGER.md is 5 s a row, release).
-bash scripts/isolated.sh cargo run --locked --offline --all-features -p sion_fleet --example fleet_ledger -- --seconds 0.5
-# Archives to a directory and to a real S3-compatible server (s3s-fs) on loopback, likewise.
-phase "archives, through a directory and a real S3 server"
-SION_REQUIRE_S3=1 bash scripts/isolated.sh cargo test --locked --offline --all-features -p sion_archive
+# Every suite, in a network namespace with only loopback: the fleet ledger's tests start real
+# etcd members on loopback ports, the archive tests a real S3 server (s3s-fs), and nothing can
+# leave the machine. One command for the whole workspace, so its dependencies are the ones the
+# build above compiled (a `-p` run resolves features apart and compiles them again).
+SION_REQUIRE_S3=1 bash scripts/isolated.sh cargo test --locked --offline --workspace --all-features
+# The fleet ledger's benchmark, short (the table in docs/FLEET-LEDGER.md is 5 s a row,
+# release), from the build above.
+built="${CARGO_TARGET_DIR:-$PWD/target}/debug"
+bash scripts/isolated.sh "$built/examples/fleet_ledger" --seconds 0.5
 
 # The benchmarks still run, each once (criterion's test mode) on a log of 20,000 atoms, so a
 # change that breaks one is found here rather than at the next measurement; timing them is
@@ -83,7 +82,6 @@ bash scripts/isolated.sh python3 -m unittest discover -s tests/ros -v
 # random moments and started again by its launcher; every acknowledged message must be in the
 # memory after. The long one (30 minutes, 100 kills) is `bash scripts/soak.sh`.
 phase "soak, short: the node killed under load, restarted by its launcher"
-built="${CARGO_TARGET_DIR:-$PWD/target}/debug"
 bash scripts/isolated.sh "$built/examples/ros_soak" --seconds 90 --kills 6 --sion "$built/sion"
 
 # The route ROS users take: a colcon workspace with sion_memory_msgs and this package, built by
