@@ -540,6 +540,20 @@ impl Archive {
         to: &Path,
         writer: &SigningKey,
         connect: sion_store::ledger::link::Connect<'_>,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Restored, ArchiveError> {
+        self.restore_pinned(to, writer, None, connect, progress)
+    }
+
+    /// The same, refusing unless the memory's ledger signs with `ledger_key` (the key the
+    /// operator wrote down, or the fleet's): an embedded ledger comes back from the archive
+    /// itself, and only a key chosen outside it anchors the check.
+    pub fn restore_pinned(
+        &self,
+        to: &Path,
+        writer: &SigningKey,
+        ledger_key: Option<&ed25519_dalek::VerifyingKey>,
+        connect: sion_store::ledger::link::Connect<'_>,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Restored, ArchiveError> {
         if to.exists() && fs::read_dir(to).map_err(io_err("reading", to))?.next().is_some() {
@@ -640,6 +654,15 @@ impl Archive {
             }
             other => other?,
         };
+        if let Some(expected) = ledger_key
+            && memory.ledger().public_key() != *expected
+        {
+            return Err(ArchiveError::Mismatch(format!(
+                "its ledger signs with key {}, not the key given ({})",
+                hex::encode(memory.ledger().public_key().to_bytes()),
+                hex::encode(expected.to_bytes())
+            )));
+        }
         let n = manifest.head.size;
         let version = memory.version(Some(n)).map_err(|e| ArchiveError::Mismatch(e.to_string()))?;
         let on_ledger = version.head;

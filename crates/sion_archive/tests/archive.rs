@@ -180,7 +180,17 @@ fn archive_restore_and_forget_through_a_directory() {
     // Restored with the writer's key: the same head, every payload and frame opens.
     let key = robot.memory.writer().clone();
     let restored = tmp.path().join("restored");
-    let r = archive.restore(&restored, &key, &no_remote, |_, _| {}).expect("restore");
+    // Pinned to a ledger key chosen outside the archive: another key is refused, nothing put
+    // in place; the memory's own key is taken.
+    let ledger_key = robot.memory.ledger().public_key();
+    let other = ed25519_dalek::SigningKey::from_bytes(&[5; 32]).verifying_key();
+    let e = archive
+        .restore_pinned(&restored, &key, Some(&other), &no_remote, |_, _| {})
+        .expect_err("another ledger key");
+    assert!(e.to_string().contains("not the key given"), "{e}");
+    assert!(!restored.exists());
+    let r =
+        archive.restore_pinned(&restored, &key, Some(&ledger_key), &no_remote, |_, _| {}).expect("restore");
     assert_eq!(r.root, written.root);
     check_restored(&restored, &robot, &[]);
     // A later commit carries the manifest forward.

@@ -34,6 +34,11 @@ pub struct RestoreArgs {
     /// memory directory). Keep a copy of it away from the robot.
     #[arg(long)]
     key: PathBuf,
+    /// The ledger key you trust (64 hex digits): refuse unless the restored memory's ledger
+    /// signs with it. An embedded ledger comes back from the archive itself, so without it the
+    /// check rests on the archive alone.
+    #[arg(long)]
+    ledger_key: Option<String>,
 }
 
 pub fn archive(a: ArchiveArgs) -> Result<ExitCode> {
@@ -75,10 +80,23 @@ pub fn archive(a: ArchiveArgs) -> Result<ExitCode> {
 pub fn restore(a: RestoreArgs) -> Result<ExitCode> {
     let key = sion_memory::ledger::read_key(&a.key)
         .with_context(|| format!("reading the writer's key {}", a.key.display()))?;
+    let pinned = match &a.ledger_key {
+        Some(hex_key) => {
+            let mut k = [0u8; 32];
+            hex::decode_to_slice(hex_key, &mut k).context("--ledger-key is 64 hex digits")?;
+            Some(ed25519_dalek::VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?)
+        }
+        None => {
+            eprintln!(
+                "no --ledger-key: the restored memory is checked against the ledger it names (for an embedded one, the archive's own)"
+            );
+            None
+        }
+    };
     let store = Archive::open(&a.from).with_context(|| format!("opening the archive at {}", a.from))?;
     let bar = ui::bar(1, "atoms");
     let restored = store
-        .restore(&a.data, &key, &sion_memory::fleet::connect, |done, total| {
+        .restore_pinned(&a.data, &key, pinned.as_ref(), &sion_memory::fleet::connect, |done, total| {
             bar.set_length(total);
             bar.set_position(done);
         })
