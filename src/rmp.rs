@@ -8,7 +8,7 @@ use std::path::Path;
 use base64::Engine as _;
 use serde::Serialize;
 use sion_store::memory::{Memory, MemoryError};
-use sion_verify::atom::{Atom, AtomId, Kind, Link, LinkRel, Payload, Permille};
+use sion_verify::atom::{Atom, AtomId, LinkRel};
 use sion_verify::belief::{Belief, Policy, bundle};
 use sion_verify::index::geom::Query;
 use sion_verify::proof::Expect;
@@ -228,15 +228,7 @@ impl Rmp {
             _ => return Err(input("state", "one of supersedes, accepts, disputes, retracts, refutes")),
         };
         let target = self.memory.log().read(position).map_err(|e| input("position", e))?;
-        let t = target.parts();
-        let mut parts =
-            sion_verify::atom::AtomParts::new(Kind::Revision, &t.frame, t.bounds, t.valid, Permille(1000));
-        parts.subject = t.subject.clone();
-        parts.links = vec![Link { rel, target: target.id() }];
-        if !why.is_empty() {
-            parts.payload = Payload::Text(why.to_owned());
-        }
-        let revision = Atom::new(parts).map_err(|e| input("why", e))?;
+        let revision = sion_verify::belief::revision_of(&target, rel, why).map_err(|e| input("why", e))?;
         let appended = self.memory.remember(vec![revision.clone()])?;
         let c = self.memory.commit(false)?;
         Ok(Revised {

@@ -450,6 +450,7 @@ fn revise_and_believe_at_the_command_line() {
         use std::io::Write as _;
         let mut c = Command::new(sion)
             .args(args)
+            .current_dir(tmp.path())
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -470,8 +471,18 @@ fn revise_and_believe_at_the_command_line() {
     let line = r#"{"kind":"observation","frame":"map","min":[0,0,0],"max":[1000,1000,1000],"from":1767225600000000000,"to":1767225601000000000,"confidence":900,"subject":"pallet-17"}"#;
     run(&["memory", "remember", "--data", &robot, "-"], Some(line));
     run(&["memory", "commit", "--data", &robot], None);
-    let ledger = format!("{robot}/ledger");
-    run(&["memory", "open", "--data", &op, "--agent", "operator", "--ledger", &ledger], None);
+    // `--ledger DIR` is the user's path, relative to where they are (it once was joined to the
+    // memory directory, and a ledger missing there was made anew: a second ledger). A path that
+    // is not a ledger is refused, nothing made.
+    let typo = Command::new(sion)
+        .args(["memory", "open", "--data", &op, "--agent", "operator", "--ledger", "robot/ledgr"])
+        .current_dir(tmp.path())
+        .output()
+        .expect("sion");
+    assert!(!typo.status.success());
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("no embedded ledger at"), "{typo:?}");
+    assert!(!tmp.path().join("operator/robot").exists() && !tmp.path().join("robot/ledgr").exists());
+    run(&["memory", "open", "--data", &op, "--agent", "operator", "--ledger", "robot/ledger"], None);
     let out = run(
         &[
             "memory",

@@ -108,9 +108,9 @@ fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Arc
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArchivedHead {
     pub size: u64,
-    #[serde(with = "hex32")]
+    #[serde(with = "sion_verify::hex32")]
     pub root: [u8; 32],
-    #[serde(with = "hex32")]
+    #[serde(with = "sion_verify::hex32")]
     pub index: [u8; 32],
 }
 
@@ -142,19 +142,6 @@ pub struct Latest {
     pub ledger: Vec<(String, String)>,
     /// When it was written (ns since the Unix epoch; the writer's clock, for people).
     pub made_ns: u64,
-}
-
-mod hex32 {
-    use serde::{Deserialize as _, Deserializer, Serializer};
-    pub fn serialize<S: Serializer>(v: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&hex::encode(v))
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
-        let s = String::deserialize(d)?;
-        let mut out = [0u8; 32];
-        hex::decode_to_slice(&s, &mut out).map_err(serde::de::Error::custom)?;
-        Ok(out)
-    }
 }
 
 /// The keys an archive is encrypted under, derived from the writer's signing key.

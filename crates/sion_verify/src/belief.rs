@@ -87,7 +87,7 @@ pub struct Reviser {
     #[serde(default)]
     pub name: String,
     /// The writer's ed25519 public key, 64 hex digits.
-    #[serde(with = "hex32")]
+    #[serde(with = "crate::hex32")]
     pub key: [u8; 32],
     /// Higher outranks lower under `Prefer::Rank` (default 0).
     #[serde(default)]
@@ -103,17 +103,24 @@ pub struct Policy {
     pub prefer: Prefer,
 }
 
-mod hex32 {
-    use serde::{Deserialize as _, Deserializer, Serializer};
-    pub fn serialize<S: Serializer>(v: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&hex::encode(v))
+/// A revision of `target` in state `rel` (one of [`LinkRel::is_state`]): the target's frame,
+/// box, interval and subject, confidence 1000, and `why` as its text (none when empty). What
+/// `sion memory revise` and the RMP's revise both write.
+pub fn revision_of(target: &Atom, rel: LinkRel, why: &str) -> Result<Atom, crate::atom::AtomError> {
+    let t = target.parts();
+    let mut parts = crate::atom::AtomParts::new(
+        crate::atom::Kind::Revision,
+        &t.frame,
+        t.bounds,
+        t.valid,
+        crate::atom::Permille(1000),
+    );
+    parts.subject = t.subject.clone();
+    parts.links = vec![crate::atom::Link { rel, target: target.id() }];
+    if !why.is_empty() {
+        parts.payload = crate::atom::Payload::Text(why.to_owned());
     }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
-        let s = String::deserialize(d)?;
-        let mut out = [0u8; 32];
-        hex::decode_to_slice(&s, &mut out).map_err(serde::de::Error::custom)?;
-        Ok(out)
-    }
+    Atom::new(parts)
 }
 
 /// An atom of some writer's log, with when it was recorded: the input of the fold.

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, ValueEnum};
-use sion_memory::atom::{Atom, AtomId, Kind, Link, LinkRel, Payload, Permille};
+use sion_memory::atom::{AtomId, LinkRel};
 use sion_memory::belief::{Policy, bundle};
 
 use crate::memory_cmd::{DataArg, open_memory, open_memory_read_only};
@@ -82,15 +82,7 @@ pub fn revise(a: ReviseArgs) -> Result<ExitCode> {
         StateArg::Retracts => LinkRel::Retracts,
         StateArg::Refutes => LinkRel::Refutes,
     };
-    let t = target.parts();
-    let mut parts =
-        sion_memory::atom::AtomParts::new(Kind::Revision, &t.frame, t.bounds, t.valid, Permille(1000));
-    parts.subject = t.subject.clone();
-    parts.links = vec![Link { rel, target: target.id() }];
-    if !a.why.is_empty() {
-        parts.payload = Payload::Text(a.why.clone());
-    }
-    let revision = Atom::new(parts).context("making the revision")?;
+    let revision = sion_memory::belief::revision_of(&target, rel, &a.why).context("making the revision")?;
     let mut memory = open_memory(&a.data.data)?;
     let appended = memory.remember(vec![revision.clone()])?;
     let committed = memory.commit(false).context("committing the revision")?;
