@@ -13,13 +13,31 @@ a ledger key you chose, and checks that it answers the question you asked::
 
 `verify` returns what the proof proves, or raises ProofError with the reason. The proof
 format and the verification algorithm are specified in the repository's docs/PROOFS.md.
+
+What a reader believes about atoms (docs/BELIEF.md) is checked the same way: `believe` takes a
+belief bundle (the node's /sion_memory/believe answer carries one), the ledger key you chose and
+your own policy, and recomputes the fold here::
+
+    beliefs = sion_verify.believe(bytes(response.bundle), ledger_key, [atom_id], my_policy)
 """
 
 import json
 
-from ._sion_verify import verify_json
+from ._sion_verify import check_bundle_json, verify_json
 
-__all__ = ["ProofError", "verify"]
+__all__ = ["BundleError", "ProofError", "believe", "verify"]
+
+
+class BundleError(ValueError):
+    """The belief bundle does not show the fold asked for (docs/BELIEF.md, "Bundles"): a proof
+    in it does not verify, a trusted reviser's log or a link proof is missing, its heads are
+    older than asked, ...; the message says which. `code` names the kind of refusal
+    (docs/BELIEF.md, "Checking"): format, proof, unattested, mixed_heads, stale, no_log,
+    missing_links, missing_time."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
 
 
 class ProofError(ValueError):
@@ -109,3 +127,26 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         atoms = [body["atom"]]
     verified["atoms"] = atoms or []
     return verified
+
+
+def believe(bundle, ledger_key, targets, policy, *, as_of=None):
+    """Check a belief bundle's bytes and recompute what a reader believes; raise BundleError if
+    the bundle does not show it.
+
+    ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust.
+    targets: the atoms asked about, by id (64 hex digits each).
+    policy: your policy (a dict or its JSON): {"revisers": [{"name", "key", "rank"}],
+        "prefer": "latest" | "rank" | {"quorum": k}} (docs/BELIEF.md, "Policies").
+    as_of: the oldest Pulse you accept the bundle's heads at (a newer one was asked for).
+
+    Returns a dict: pulse, and beliefs: per target, in the order asked, its id (target), its
+    state and the statements that decided it (decided_by) and that stand (standing).
+    """
+    if isinstance(policy, str):
+        policy_json = policy
+    else:
+        policy_json = json.dumps(policy)
+    outcome = json.loads(check_bundle_json(bytes(bundle), _key_bytes(ledger_key), list(targets), policy_json, as_of))
+    if "error" in outcome:
+        raise BundleError(outcome["error"]["code"], outcome["error"]["message"])
+    return outcome["ok"]

@@ -1,5 +1,5 @@
 //! The native half of the `sion_verify` Python package: the Rust verifier (`sion_verify`)
-//! behind one function that takes and gives JSON, so the Python side stays a thin, typed
+//! behind functions that take and give JSON, so the Python side stays a thin, typed
 //! wrapper (`sion_verify/__init__.py`) and no proof logic is written twice.
 
 use ed25519_dalek::VerifyingKey;
@@ -16,12 +16,7 @@ fn verify_json(py: Python<'_>, proof: Vec<u8>, ledger_key: Vec<u8>, expect: &str
     let expect: serde_json::Value =
         serde_json::from_str(expect).map_err(|e| PyValueError::new_err(format!("expectation: {e}")))?;
     let expect = Expect::from_json(&expect).map_err(PyValueError::new_err)?;
-    let key: [u8; 32] = ledger_key
-        .as_slice()
-        .try_into()
-        .map_err(|_| PyValueError::new_err(format!("ledger_key: {} bytes, not 32", ledger_key.len())))?;
-    let key = VerifyingKey::from_bytes(&key)
-        .map_err(|_| PyValueError::new_err("ledger_key: not an ed25519 key"))?;
+    let key = key_of(&ledger_key)?;
     // The check runs without the GIL: an rclpy executor's other callbacks go on meanwhile.
     let verified = py.detach(|| sion_verify::proof::verify(&proof, &key, &expect));
     let out = match verified {
@@ -31,8 +26,48 @@ fn verify_json(py: Python<'_>, proof: Vec<u8>, ledger_key: Vec<u8>, expect: &str
     Ok(out.to_string())
 }
 
+/// Check a belief bundle (docs/BELIEF.md, "Bundles") against `ledger_key`, the atoms asked
+/// about (ids, 64 hex digits) and the reader's policy (JSON), and recompute the fold:
+/// `{"ok": {"pulse", "beliefs"}}` or `{"error": {"code", "message"}}` when the bundle is refused. A
+/// malformed argument raises ValueError.
+#[pyfunction]
+#[pyo3(signature = (bundle, ledger_key, targets, policy, as_of=None))]
+fn check_bundle_json(
+    py: Python<'_>,
+    bundle: Vec<u8>,
+    ledger_key: Vec<u8>,
+    targets: Vec<String>,
+    policy: &str,
+    as_of: Option<u64>,
+) -> PyResult<String> {
+    let key = key_of(&ledger_key)?;
+    let policy: sion_verify::belief::Policy =
+        serde_json::from_str(policy).map_err(|e| PyValueError::new_err(format!("policy: {e}")))?;
+    let targets = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            t.parse().map_err(|_| PyValueError::new_err(format!("targets[{i}]: an atom id is 64 hex digits")))
+        })
+        .collect::<PyResult<Vec<sion_verify::atom::AtomId>>>()?;
+    let checked = py.detach(|| sion_verify::belief::bundle::check(&bundle, &key, &targets, &policy, as_of));
+    let out = match checked {
+        Ok(c) => serde_json::json!({ "ok": { "pulse": c.pulse, "beliefs": c.beliefs } }),
+        Err(e) => serde_json::json!({ "error": { "code": e.code(), "message": e.to_string() } }),
+    };
+    Ok(out.to_string())
+}
+
+fn key_of(ledger_key: &[u8]) -> PyResult<VerifyingKey> {
+    let key: [u8; 32] = ledger_key
+        .try_into()
+        .map_err(|_| PyValueError::new_err(format!("ledger_key: {} bytes, not 32", ledger_key.len())))?;
+    VerifyingKey::from_bytes(&key).map_err(|_| PyValueError::new_err("ledger_key: not an ed25519 key"))
+}
+
 #[pymodule]
 fn _sion_verify(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify_json, m)?)?;
+    m.add_function(wrap_pyfunction!(check_bundle_json, m)?)?;
     Ok(())
 }

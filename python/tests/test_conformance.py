@@ -76,3 +76,36 @@ class Api(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+BELIEF = SUITE / "belief"
+
+
+class BeliefConformance(unittest.TestCase):
+    """tests/conformance/belief: each bundle believed under its case's policy, or refused."""
+
+    def test_every_bundle_case_gets_its_verdict(self):
+        cases = json.loads((BELIEF / "manifest.json").read_text())["cases"]
+        self.assertGreaterEqual(len(cases), 6)
+        for i, case in enumerate(cases):
+            with self.subTest(case=i, file=case["file"]):
+                bundle = (BELIEF / case["file"]).read_bytes()
+                args = (bundle, case["ledger_key"], case["targets"], case["policy"])
+                if "states" in case["verdict"]:
+                    out = sion_verify.believe(*args, as_of=case["as_of"])
+                    self.assertEqual([b["state"] for b in out["beliefs"]], case["verdict"]["states"])
+                    self.assertEqual([b["target"] for b in out["beliefs"]], case["targets"])
+                else:
+                    with self.assertRaises(sion_verify.BundleError) as refused:
+                        sion_verify.believe(*args, as_of=case["as_of"])
+                    self.assertEqual(refused.exception.code, case["verdict"]["refused"].replace(" ", "_"),
+                                     str(refused.exception))
+
+    def test_a_bad_argument_names_itself(self):
+        key = json.loads((BELIEF / "manifest.json").read_text())["cases"][0]["ledger_key"]
+        with self.assertRaisesRegex(ValueError, "targets\\[0\\]"):
+            sion_verify.believe(b"", key, ["nope"], {"revisers": [], "prefer": "latest"})
+        with self.assertRaisesRegex(ValueError, "policy"):
+            sion_verify.believe(b"", key, [], {"prefer": "latest"})
+        with self.assertRaisesRegex(ValueError, "ledger_key"):
+            sion_verify.believe(b"", "00" * 31, [], {"revisers": [], "prefer": "latest"})

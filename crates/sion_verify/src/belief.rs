@@ -483,6 +483,22 @@ pub mod bundle {
         NoLog(String),
     }
 
+    impl BundleError {
+        /// A short stable name of the refusal (docs/BELIEF.md, "Checking"), for programs.
+        pub fn code(&self) -> &'static str {
+            match self {
+                BundleError::Format(_) => "format",
+                BundleError::Proof { .. } => "proof",
+                BundleError::Unattested(_) => "unattested",
+                BundleError::MixedHeads(_) => "mixed_heads",
+                BundleError::Stale { .. } => "stale",
+                BundleError::MissingLinks { .. } => "missing_links",
+                BundleError::MissingTime { .. } => "missing_time",
+                BundleError::NoLog(_) => "no_log",
+            }
+        }
+    }
+
     /// Encode proof files into a bundle.
     pub fn encode(files: &[ProofFile]) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
