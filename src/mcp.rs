@@ -1,9 +1,11 @@
-//! The MCP server (`sion mcp`): the Reality Memory Protocol's verbs as MCP tools over one
-//! writer's memory, on stdio (one client) or streamable HTTP on loopback (many clients, one
-//! writer). Every tool's input has a JSON schema (derived here); every answer is JSON text.
-//! A memory has one writer process: a second server on the same directory is refused, saying
-//! where to connect instead.
+//! The MCP server: the Reality Memory Protocol's verbs as MCP tools over one writer's memory
+//! — `sion mcp` on stdio (one client) or streamable HTTP on loopback (many clients), or the
+//! node itself (its `mcp_listen` parameter), whose kernel stays the memory's one writer while
+//! ROS clients use it too. Every tool's input has a JSON schema (derived here); every answer is
+//! JSON text. A second writer process on the same directory is refused, saying where to
+//! connect instead.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -11,16 +13,13 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ErrorData as McpError, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
-use tokio::sync::Mutex;
 
 use crate::rmp::{Rmp, RmpError};
 
-/// The server: the memory behind a lock (one verb at a time changes it; reads wait their turn,
-/// which keeps every answer as of one head).
+/// The server: the verbs of one memory, shared by every session.
 #[derive(Clone)]
 pub struct MemoryServer {
-    rmp: Arc<Mutex<Rmp>>,
-    others: Arc<Vec<PathBuf>>,
+    rmp: Arc<Rmp>,
 }
 
 fn answer<T: serde::Serialize>(r: Result<T, RmpError>) -> Result<CallToolResult, McpError> {
@@ -32,6 +31,20 @@ fn answer<T: serde::Serialize>(r: Result<T, RmpError>) -> Result<CallToolResult,
         }
         // A refusal is the tool's answer (the model reads why), not a protocol error.
         Err(e) => Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())])),
+    }
+}
+
+/// Run a verb on the blocking pool: verbs fsync, prove and (through a node) wait for its brain,
+/// which must not hold up the runtime's workers the node's brain and services run on.
+async fn call<T, F>(rmp: &Arc<Rmp>, verb: F) -> Result<CallToolResult, McpError>
+where
+    T: serde::Serialize + Send + 'static,
+    F: FnOnce(&Rmp) -> Result<T, RmpError> + Send + 'static,
+{
+    let rmp = Arc::clone(rmp);
+    match tokio::task::spawn_blocking(move || verb(&rmp)).await {
+        Ok(result) => answer(result),
+        Err(e) => Err(McpError::internal_error(format!("the verb did not finish: {e}"), None)),
     }
 }
 
@@ -114,17 +127,23 @@ pub struct ShareArgs {
 
 #[tool_router]
 impl MemoryServer {
-    /// A server over the memory in `data` (created if absent), believing also from the memories
-    /// in `others` (read-only, on the same ledger).
+    /// A server over the memory in `data` (created if absent), as its writer, believing also
+    /// from the memories in `others` (read-only, on the same ledger).
     pub fn new(data: &std::path::Path, others: Vec<PathBuf>) -> Result<Self, RmpError> {
-        Ok(Self { rmp: Arc::new(Mutex::new(Rmp::open(data)?)), others: Arc::new(others) })
+        Ok(Self::over(Arc::new(Rmp::open(data)?.with_others(others))))
+    }
+
+    /// A server over these verbs (a running node's, say: [`Rmp::through`]), shared with the
+    /// node's other surfaces.
+    pub fn over(rmp: Arc<Rmp>) -> Self {
+        Self { rmp }
     }
 
     #[tool(
         description = "The memory: its log number, writer key, ledger key, how many atoms it holds and its committed head."
     )]
     async fn sion_memory_open(&self) -> Result<CallToolResult, McpError> {
-        answer(Ok::<_, RmpError>(self.rmp.lock().await.opened()))
+        call(&self.rmp, |r| Ok(r.opened())).await
     }
 
     #[tool(
@@ -134,14 +153,14 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<RememberArgs>,
     ) -> Result<CallToolResult, McpError> {
-        answer(self.rmp.lock().await.remember(&a.atoms))
+        call(&self.rmp, move |r| r.remember(&a.atoms)).await
     }
 
     #[tool(
         description = "Commit the log's durable head to the ledger; returns the head and the Pulse that stamps it."
     )]
     async fn sion_memory_commit(&self) -> Result<CallToolResult, McpError> {
-        answer(self.rmp.lock().await.commit())
+        call(&self.rmp, |r| r.commit()).await
     }
 
     #[tool(
@@ -151,7 +170,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<RecallArgs>,
     ) -> Result<CallToolResult, McpError> {
-        answer(self.rmp.lock().await.recall(&a.frame, a.min, a.max, a.from, a.to, a.as_of))
+        call(&self.rmp, move |r| r.recall(&a.frame, a.min, a.max, a.from, a.to, a.as_of)).await
     }
 
     #[tool(
@@ -161,7 +180,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<VerifyArgs>,
     ) -> Result<CallToolResult, McpError> {
-        answer(Rmp::verify(&a.proof, &a.ledger_key, a.expect.as_ref()))
+        call(&self.rmp, move |_| Rmp::verify(&a.proof, &a.ledger_key, a.expect.as_ref())).await
     }
 
     #[tool(
@@ -171,7 +190,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<ReviseArgs>,
     ) -> Result<CallToolResult, McpError> {
-        answer(self.rmp.lock().await.revise(a.position, &a.state, &a.why))
+        call(&self.rmp, move |r| r.revise(a.position, &a.state, &a.why)).await
     }
 
     #[tool(
@@ -181,14 +200,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<BelieveArgs>,
     ) -> Result<CallToolResult, McpError> {
-        let others: Result<Vec<_>, _> =
-            self.others.iter().map(|d| sion_store::memory::Memory::open_read_only(d)).collect();
-        let others = match others {
-            Ok(o) => o,
-            Err(e) => return answer::<()>(Err(e.into())),
-        };
-        let refs: Vec<&sion_store::memory::Memory> = others.iter().collect();
-        answer(self.rmp.lock().await.believe(&a.policy, &a.targets, &a.positions, &refs))
+        call(&self.rmp, move |r| r.believe(&a.policy, &a.targets, &a.positions)).await
     }
 
     #[tool(
@@ -198,7 +210,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<ForgetArgs>,
     ) -> Result<CallToolResult, McpError> {
-        answer(self.rmp.lock().await.forget(&a.positions, &a.who, &a.why))
+        call(&self.rmp, move |r| r.forget(&a.positions, &a.who, &a.why)).await
     }
 
     #[tool(
@@ -208,14 +220,14 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<ShareArgs>,
     ) -> Result<CallToolResult, McpError> {
-        answer(self.rmp.lock().await.share(&a.name, &a.member_public))
+        call(&self.rmp, move |r| r.share(&a.name, &a.member_public)).await
     }
 
     #[tool(
         description = "Audit the memory: every record re-read, every hash recomputed, the root compared with the committed head."
     )]
     async fn sion_memory_audit(&self) -> Result<CallToolResult, McpError> {
-        answer(self.rmp.lock().await.audit())
+        call(&self.rmp, |r| r.audit()).await
     }
 }
 
@@ -228,4 +240,44 @@ impl ServerHandler for MemoryServer {
                 "A robot's memory it can prove: remember atoms, commit, recall with proofs, verify them against a ledger key you trust, revise, and believe under your own policy.",
             )
     }
+}
+
+/// Serve `server` as streamable HTTP at `http://ADDR/mcp` until `stop` resolves; `ready` hears
+/// the address bound (port 0 picks one). Loopback only: the tools write the memory and carry no
+/// authentication.
+pub async fn serve_http(
+    server: MemoryServer,
+    addr: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), McpServeError> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    if !addr.ip().is_loopback() {
+        return Err(McpServeError::NotLoopback(addr));
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| McpServeError::Io(format!("listening on {addr}"), e))?;
+    let bound = listener.local_addr().map_err(|e| McpServeError::Io("the address bound".into(), e))?;
+    ready(bound);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(stop)
+        .await
+        .map_err(|e| McpServeError::Io("serving HTTP".into(), e))
+}
+
+/// Why the MCP server could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServeError {
+    #[error("{0}: only a loopback address (the tools write the memory and carry no authentication)")]
+    NotLoopback(SocketAddr),
+    #[error("{0}: {1}")]
+    Io(String, #[source] std::io::Error),
 }

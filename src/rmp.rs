@@ -3,15 +3,21 @@
 //! (`sion mcp`) calls, and what other surfaces are to call. Each verb takes and returns plain
 //! data (JSON-ready), and says what went wrong in words that name the field.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde::Serialize;
+use sion_brain::{CommitNow, Readers, Sensors};
+use sion_store::ledger::MemoryLog;
+use sion_store::log::Appended;
 use sion_store::memory::{Memory, MemoryError};
 use sion_verify::atom::{Atom, AtomId, LinkRel};
 use sion_verify::belief::{Belief, Policy, bundle};
 use sion_verify::index::geom::Query;
 use sion_verify::proof::Expect;
+use tokio::sync::mpsc::UnboundedSender;
 
 /// Why a verb failed; the message is for the caller.
 #[derive(Debug, thiserror::Error)]
@@ -89,8 +95,14 @@ pub struct Revised {
 pub struct Believed {
     pub pulse: u64,
     pub beliefs: Vec<Belief>,
-    /// The bundle (docs/BELIEF.md, "Bundles"), base64, checked here against the ledger key.
-    pub bundle: String,
+    /// The bundle (docs/BELIEF.md, "Bundles"), checked here against the ledger key; base64
+    /// in JSON.
+    #[serde(serialize_with = "base64_bytes")]
+    pub bundle: Vec<u8>,
+}
+
+fn base64_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&B64.encode(bytes))
 }
 
 #[derive(Debug, Serialize)]
@@ -101,9 +113,50 @@ pub struct Audited {
     pub first_bad: Option<(u64, String)>,
 }
 
-/// One writer's memory behind the verbs.
+/// How long a commit through a running node waits for its brain to commit.
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The doors of a running node's kernel (sion_brain): its readers prove, its sensors write,
+/// and its brain commits when told. Verbs through these never open the memory themselves.
+#[derive(Clone)]
+pub struct KernelDoors {
+    pub readers: Readers,
+    pub sensors: Sensors,
+    /// Tells the brain the log grew (its stimulus).
+    pub told: UnboundedSender<u64>,
+    pub commit_now: CommitNow,
+}
+
+/// Who writes the memory the verbs act on.
+enum Writer {
+    /// This process opened it as its one writer (`sion mcp`, the command line).
+    Own(Box<Mutex<Memory>>),
+    /// A running node is its writer; the verbs go through the node's kernel.
+    Kernel(KernelDoors),
+}
+
+/// One writer's memory behind the verbs. Every verb takes `&self` and may be called from many
+/// threads at once: the log serialises appends, and a commit covers whatever is durable when it
+/// is made. Verbs block (proofs, fsyncs, a node's commit): call them off an async runtime's
+/// workers.
 pub struct Rmp {
-    memory: Memory,
+    writer: Writer,
+    /// Other revisers' memories (read-only, on the same ledger) that `believe` draws from.
+    others: Vec<PathBuf>,
+}
+
+fn refused_second_writer(dir: &Path) -> impl Fn(MemoryError) -> RmpError + '_ {
+    move |e| match e {
+        MemoryError::Log(sion_store::log::LogError::Locked(_))
+        | MemoryError::Ledger(sion_store::ledger::LedgerError::Locked(_))
+        | MemoryError::Index(sion_store::index::IndexError::Locked(_)) => RmpError::Refused(format!(
+            "the memory at {} has a writer already (the node, or another `sion mcp`): a memory has one \
+             writer process; connect to that one (the node serves MCP with its `mcp_listen` parameter, \
+             `sion mcp --listen` serves many clients)",
+            dir.display()
+        )),
+        other => other.into(),
+    }
 }
 
 impl Rmp {
@@ -116,34 +169,88 @@ impl Rmp {
         } else {
             crate::fleet::create(&index, dir, None, None, false)
         }
-        .map_err(|e| match e {
-            MemoryError::Log(sion_store::log::LogError::Locked(_))
-            | MemoryError::Ledger(sion_store::ledger::LedgerError::Locked(_))
-            | MemoryError::Index(sion_store::index::IndexError::Locked(_)) => RmpError::Refused(format!(
-                "the memory at {} has a writer already (the node, or another `sion mcp`): a memory has one \
-                 writer process; connect to that one (`sion mcp --listen` serves many clients)",
-                dir.display()
-            )),
-            other => other.into(),
-        })?;
-        Ok(Self { memory })
+        .map_err(refused_second_writer(dir))?;
+        Ok(Self::over(memory))
     }
 
-    pub fn memory(&self) -> &Memory {
-        &self.memory
+    /// The verbs over a memory this process opened (as its writer, or to read it: then the
+    /// verbs that write are refused by the memory).
+    pub fn over(memory: Memory) -> Self {
+        Self { writer: Writer::Own(Box::new(Mutex::new(memory))), others: Vec::new() }
     }
 
+    /// The verbs through a running node's kernel: the node stays the memory's one writer.
+    pub fn through(doors: KernelDoors) -> Self {
+        Self { writer: Writer::Kernel(doors), others: Vec::new() }
+    }
+
+    /// Also believe from these memories (read-only, on the same ledger).
+    pub fn with_others(mut self, others: Vec<PathBuf>) -> Self {
+        self.others = others;
+        self
+    }
+
+    fn own(memory: &Mutex<Memory>) -> MutexGuard<'_, Memory> {
+        memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The memory's identity and committed head.
     pub fn opened(&self) -> Opened {
-        let c = self.memory.committed();
-        Opened {
-            log: self.memory.log_id().0,
-            writer: hex::encode(self.memory.writer().verifying_key().to_bytes()),
-            ledger_key: hex::encode(self.memory.ledger().public_key().to_bytes()),
-            size: self.memory.log().size(),
-            committed: c.head.size,
-            root: hex::encode(c.head.root),
-            pulse: c.committed_at,
-            sealed: self.memory.space().is_some(),
+        match &self.writer {
+            Writer::Own(m) => {
+                let memory = Self::own(m);
+                let c = memory.committed();
+                Opened {
+                    log: memory.log_id().0,
+                    writer: hex::encode(memory.writer().verifying_key().to_bytes()),
+                    ledger_key: hex::encode(memory.ledger().public_key().to_bytes()),
+                    size: memory.log().size(),
+                    committed: c.head.size,
+                    root: hex::encode(c.head.root),
+                    pulse: c.committed_at,
+                    sealed: memory.space().is_some(),
+                }
+            }
+            Writer::Kernel(k) => {
+                let (log, writer) = k.readers.identity();
+                let c = k.readers.committed();
+                Opened {
+                    log: log.0,
+                    writer: hex::encode(writer.to_bytes()),
+                    ledger_key: hex::encode(k.readers.ledger_key().to_bytes()),
+                    size: k.readers.log_size(),
+                    committed: c.head.size,
+                    root: hex::encode(c.head.root),
+                    pulse: c.committed_at,
+                    sealed: k.sensors.sealed(),
+                }
+            }
+        }
+    }
+
+    fn append(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, RmpError> {
+        match &self.writer {
+            Writer::Own(m) => Ok(Self::own(m).remember(atoms)?),
+            Writer::Kernel(k) => {
+                let appended = k.sensors.take_in(atoms).map_err(MemoryError::from)?;
+                k.tell(&appended);
+                Ok(appended)
+            }
+        }
+    }
+
+    fn read(&self, position: u64) -> Result<Atom, sion_store::log::LogError> {
+        match &self.writer {
+            Writer::Own(m) => Self::own(m).log().read(position),
+            Writer::Kernel(k) => k.readers.read(position),
+        }
+    }
+
+    /// The key of the memory's ledger: the memory's word for it (a reader chooses its own).
+    pub fn ledger_key(&self) -> ed25519_dalek::VerifyingKey {
+        match &self.writer {
+            Writer::Own(m) => Self::own(m).ledger().public_key(),
+            Writer::Kernel(k) => k.readers.ledger_key(),
         }
     }
 
@@ -154,16 +261,27 @@ impl Rmp {
             .enumerate()
             .map(|(i, a)| Atom::from_json(&a.to_string()).map_err(|e| input(&format!("atoms[{i}]"), e)))
             .collect::<Result<_, _>>()?;
-        let appended = self.memory.remember(parsed)?;
+        let appended = self.append(parsed)?;
         Ok(Remembered {
             new: appended.iter().filter(|a| a.new).count(),
             positions: appended.iter().map(|a| a.position).collect(),
         })
     }
 
-    pub fn commit(&mut self) -> Result<CommittedHead, RmpError> {
-        let c = self.memory.commit(false)?;
-        Ok(CommittedHead { size: c.head.size, root: hex::encode(c.head.root), pulse: c.pulse.header.number })
+    /// commit: the log's durable head (at least everything durable when called) committed to
+    /// the ledger; through a node, its brain commits it and this waits (30 s at most).
+    pub fn commit(&self) -> Result<CommittedHead, RmpError> {
+        let (head, pulse) = match &self.writer {
+            Writer::Own(m) => {
+                let c = Self::own(m).commit(false)?;
+                (c.head, c.pulse.header.number)
+            }
+            Writer::Kernel(k) => {
+                let c = k.commit()?;
+                (c.head, c.committed_at)
+            }
+        };
+        Ok(CommittedHead { size: head.size, root: hex::encode(head.root), pulse })
     }
 
     /// recall: everything in a frame, box and interval, as of a committed head, with its proof.
@@ -178,7 +296,10 @@ impl Rmp {
     ) -> Result<Recalled, RmpError> {
         let query = Query::new(frame, sion_verify::atom::BoxMm { min_mm, max_mm }, from_ns, to_ns)
             .map_err(|e| input("query", e))?;
-        let file = self.memory.prove_range(&query, as_of)?;
+        let file = match &self.writer {
+            Writer::Own(m) => Self::own(m).prove_range(&query, as_of)?,
+            Writer::Kernel(k) => k.readers.prove_range(&query, as_of)?,
+        };
         let verified = file
             .verify(None)
             .map_err(|e| RmpError::Refused(format!("the proof just made does not verify: {e}")))?;
@@ -222,34 +343,32 @@ impl Rmp {
     }
 
     /// revise: a revision naming the atom at `position` with a state, committed.
-    pub fn revise(&mut self, position: u64, state: &str, why: &str) -> Result<Revised, RmpError> {
+    pub fn revise(&self, position: u64, state: &str, why: &str) -> Result<Revised, RmpError> {
         let rel = match LinkRel::from_name(state) {
             Some(r) if r.is_state() => r,
             _ => return Err(input("state", "one of supersedes, accepts, disputes, retracts, refutes")),
         };
-        let target = self.memory.log().read(position).map_err(|e| input("position", e))?;
-        let revision = sion_verify::belief::revision_of(&target, rel, why).map_err(|e| input("why", e))?;
-        let appended = self.memory.remember(vec![revision.clone()])?;
-        let c = self.memory.commit(false)?;
+        let target = self.read(position).map_err(|e| input("position", e))?;
+        self.revise_atom(&target, rel, why)
+    }
+
+    /// revise an atom given whole (one of another memory, say): the revision is this memory's,
+    /// committed.
+    pub fn revise_atom(&self, target: &Atom, rel: LinkRel, why: &str) -> Result<Revised, RmpError> {
+        let revision = sion_verify::belief::revision_of(target, rel, why).map_err(|e| input("why", e))?;
+        let appended = self.append(vec![revision.clone()])?;
+        let c = self.commit()?;
         Ok(Revised {
             revision: revision.id().to_string(),
             position: appended.first().map(|a| a.position).unwrap_or_default(),
             target: target.id().to_string(),
             state: rel.to_string(),
-            pulse: c.pulse.header.number,
+            pulse: c.pulse,
         })
     }
 
-    /// believe: the fold under `policy` about atoms (ids, or positions of this log), from this
-    /// memory and `others` (read-only, on the same ledger), checked here from its bundle.
-    pub fn believe(
-        &self,
-        policy: &serde_json::Value,
-        targets: &[String],
-        positions: &[u64],
-        others: &[&Memory],
-    ) -> Result<Believed, RmpError> {
-        let policy: Policy = serde_json::from_value(policy.clone()).map_err(|e| input("policy", e))?;
+    /// The atoms asked about: ids (64 hex digits), then atoms of this log by position.
+    pub fn atom_ids(&self, targets: &[String], positions: &[u64]) -> Result<Vec<AtomId>, RmpError> {
         let mut ids: Vec<AtomId> = targets
             .iter()
             .enumerate()
@@ -257,48 +376,108 @@ impl Rmp {
                 t.parse().map_err(|_| input(&format!("targets[{i}]"), "an atom id is 64 hex digits"))
             })
             .collect::<Result<_, _>>()?;
-        for &p in positions {
-            ids.push(self.memory.log().read(p).map_err(|e| input("positions", e))?.id());
+        for (i, &p) in positions.iter().enumerate() {
+            ids.push(self.read(p).map_err(|e| input(&format!("positions[{i}]"), e))?.id());
         }
         if ids.is_empty() {
             return Err(input("targets", "nothing to believe about"));
         }
-        let mut memories: Vec<&Memory> = vec![&self.memory];
-        memories.extend_from_slice(others);
-        let trusted: Vec<[u8; 32]> = policy.revisers.iter().map(|r| r.key).collect();
-        let (files, pulse) = sion_store::memory::belief::bundle(&memories, &ids, &trusted)?;
-        let bytes = bundle::encode(&files);
-        let checked = bundle::check(&bytes, &self.memory.ledger().public_key(), &ids, &policy, Some(pulse))
-            .map_err(|e| RmpError::Refused(e.to_string()))?;
-        Ok(Believed { pulse, beliefs: checked.beliefs, bundle: B64.encode(bytes) })
+        Ok(ids)
     }
 
-    /// forget: the payloads of sealed atoms (docs/SEAL.md), recorded and committed.
-    pub fn forget(&mut self, positions: &[u64], who: &str, why: &str) -> Result<Vec<u64>, RmpError> {
-        let at = self.memory.forget(positions, who, why)?;
-        self.memory.commit(false)?;
+    /// A belief bundle (docs/BELIEF.md, "Bundles") about `ids` for `policy`'s revisers, from
+    /// this memory and the others it was given, as of the ledger's latest Pulse: its bytes and
+    /// that Pulse. Not checked here: see [`Rmp::believe`].
+    pub fn bundle(&self, policy: &Policy, ids: &[AtomId]) -> Result<(Vec<u8>, u64), RmpError> {
+        let others =
+            self.others.iter().map(|d| crate::fleet::open_read_only(d)).collect::<Result<Vec<_>, _>>()?;
+        let others: Vec<&Memory> = others.iter().collect();
+        let trusted: Vec<[u8; 32]> = policy.revisers.iter().map(|r| r.key).collect();
+        let (files, pulse) = match &self.writer {
+            Writer::Own(m) => {
+                let memory = Self::own(m);
+                let mut memories: Vec<&Memory> = vec![&memory];
+                memories.extend_from_slice(&others);
+                sion_store::memory::belief::bundle(&memories, ids, &trusted)?
+            }
+            Writer::Kernel(k) => k.readers.belief_bundle(&others, ids, &trusted)?,
+        };
+        Ok((bundle::encode(&files), pulse))
+    }
+
+    /// believe: the fold under `policy` about atoms (ids, or positions of this log), from this
+    /// memory and the others it was given (read-only, on the same ledger), as of the ledger's
+    /// latest Pulse, checked here from its bundle against the ledger's key.
+    pub fn believe(
+        &self,
+        policy: &serde_json::Value,
+        targets: &[String],
+        positions: &[u64],
+    ) -> Result<Believed, RmpError> {
+        let policy: Policy = serde_json::from_value(policy.clone()).map_err(|e| input("policy", e))?;
+        let ids = self.atom_ids(targets, positions)?;
+        let (bytes, pulse) = self.bundle(&policy, &ids)?;
+        let checked = bundle::check(&bytes, &self.ledger_key(), &ids, &policy, Some(pulse))
+            .map_err(|e| RmpError::Refused(e.to_string()))?;
+        Ok(Believed { pulse, beliefs: checked.beliefs, bundle: bytes })
+    }
+
+    /// forget: the payloads of sealed atoms (docs/SEAL.md), recorded and committed; the forget
+    /// atoms' positions.
+    pub fn forget(&self, positions: &[u64], who: &str, why: &str) -> Result<Vec<u64>, RmpError> {
+        if positions.is_empty() {
+            return Err(input("positions", "name at least one atom"));
+        }
+        let at = match &self.writer {
+            Writer::Own(m) => Self::own(m).forget(positions, who, why)?,
+            Writer::Kernel(k) => {
+                let at = k.sensors.forget(positions, who, why).map_err(MemoryError::from)?;
+                if let Some(&last) = at.iter().max() {
+                    let _ = k.told.send(last);
+                }
+                at
+            }
+        };
+        self.commit()?;
         Ok(at)
     }
 
     /// share: add a member (an X-Wing public key, base64) to the space; the wrapped keys to
     /// give them, base64 (`sion memory space join` takes them).
-    pub fn share(&mut self, name: &str, member_public: &str) -> Result<String, RmpError> {
+    pub fn share(&self, name: &str, member_public: &str) -> Result<String, RmpError> {
         let public = B64
             .decode(member_public.trim())
             .map_err(|e| input("member_public", format!("not base64: {e}")))?;
-        let space = self.memory.space().cloned().ok_or_else(|| {
+        let not_sealed = || {
             RmpError::Refused(
                 "this memory is not sealed: nothing to share (sion memory open --sealed)".into(),
             )
-        })?;
-        let (_, wrap) = space.add_member(self.memory.log(), name, &public).map_err(MemoryError::from)?;
-        self.memory.commit(false)?;
+        };
+        let wrap = match &self.writer {
+            Writer::Own(m) => {
+                let memory = Self::own(m);
+                let space = memory.space().cloned().ok_or_else(not_sealed)?;
+                space.add_member(memory.log(), name, &public).map_err(MemoryError::from)?.1
+            }
+            Writer::Kernel(k) => {
+                if !k.sensors.sealed() {
+                    return Err(not_sealed());
+                }
+                let (appended, wrap) = k.sensors.add_member(name, &public).map_err(MemoryError::from)?;
+                k.tell(std::slice::from_ref(&appended));
+                wrap
+            }
+        };
+        self.commit()?;
         Ok(B64.encode(wrap.encode()))
     }
 
     /// audit: every record re-read, every hash recomputed, the root compared with the head.
     pub fn audit(&self) -> Result<Audited, RmpError> {
-        let (audit, committed) = self.memory.audit(|_| {})?;
+        let (audit, committed) = match &self.writer {
+            Writer::Own(m) => Self::own(m).audit(|_| {})?,
+            Writer::Kernel(k) => k.readers.audit()?,
+        };
         let root_matches =
             audit.root_at_mark.is_some_and(|r| r == committed.head.root) || committed.head.size == 0;
         Ok(Audited {
@@ -307,5 +486,40 @@ impl Rmp {
             root_matches,
             first_bad: audit.first_bad,
         })
+    }
+}
+
+impl KernelDoors {
+    fn tell(&self, appended: &[Appended]) {
+        if let Some(last) = appended.iter().map(|a| a.position).max() {
+            // The brain may be stopping; the atoms are durable either way.
+            let _ = self.told.send(last);
+        }
+    }
+
+    /// Ask the brain to commit everything the log held at the call, and wait until it has.
+    pub fn commit(&self) -> Result<MemoryLog, RmpError> {
+        let target = self.readers.log_size();
+        let started = Instant::now();
+        loop {
+            let committed = self.readers.committed();
+            if committed.head.size >= target {
+                return Ok(committed);
+            }
+            if !self.commit_now.pending() {
+                self.commit_now.request();
+                let _ = self.told.send(target.saturating_sub(1));
+            }
+            if started.elapsed() > COMMIT_TIMEOUT {
+                return Err(RmpError::Refused(format!(
+                    "the brain has not committed within {} s (committed {} of {target} atoms; the atoms \
+                     are recorded, and the node's log says why its commits fail — a ledger that cannot \
+                     be reached?)",
+                    COMMIT_TIMEOUT.as_secs(),
+                    committed.head.size
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }

@@ -55,6 +55,7 @@ pub async fn run() -> Result<()> {
     tokio::spawn(parameter_handler);
     let p = params.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let mut ingest_config = p.ingest().map_err(|e| anyhow!(e))?;
+    let mcp_listen = p.mcp_listen().map_err(|e| anyhow!(e))?;
     let (retention, keep_frame_every_ns) = p.retention().map_err(|e| anyhow!(e))?;
 
     let dir = PathBuf::from(&p.data_dir);
@@ -145,14 +146,46 @@ pub async fn run() -> Result<()> {
     let mut cognet = definition.load().await.map_err(|e| anyhow!("{e}"))?;
     let (told_tx, mut told) = mpsc::unbounded_channel::<u64>();
     let shutdown = CancellationToken::new();
+    // Cancelled at the signal: no new MCP work while the node drains and commits.
+    let serving = CancellationToken::new();
 
-    let services = services::Services {
-        readers: readers.clone(),
-        sensors: sensors.clone(),
-        told: told_tx.clone(),
-        commit_now,
-    };
+    // The verbs (src/rmp.rs) through this kernel: ROS services and MCP tools share them, so
+    // the node stays the memory's one writer whichever clients use it.
+    let rmp = Arc::new(
+        crate::rmp::Rmp::through(crate::rmp::KernelDoors {
+            readers: readers.clone(),
+            sensors: sensors.clone(),
+            told: told_tx.clone(),
+            commit_now,
+        })
+        .with_others(p.believe_from()),
+    );
+    let services =
+        services::Services { readers: readers.clone(), sensors: sensors.clone(), rmp: rmp.clone() };
     services.serve(&mut node)?;
+    if let Some(addr) = mcp_listen {
+        let server = crate::mcp::MemoryServer::over(rmp);
+        let stop = serving.clone();
+        let (bound_tx, bound) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let served = crate::mcp::serve_http(
+                server,
+                addr,
+                |a| {
+                    let _ = bound_tx.send(a);
+                },
+                async move { stop.cancelled().await },
+            )
+            .await;
+            if let Err(e) = served {
+                tracing::error!("MCP is not served: {e}");
+            }
+        });
+        match bound.await {
+            Ok(a) => tracing::info!("serving MCP (streamable HTTP) at http://{a}/mcp"),
+            Err(_) => anyhow::bail!("parameter mcp_listen: could not serve MCP at {addr} (see above)"),
+        }
+    }
 
     let counters: intake::Counters = Arc::default();
     let intake = {
@@ -225,6 +258,7 @@ pub async fn run() -> Result<()> {
     let stopper = async {
         wait_for_signal().await;
         tracing::info!("stopping: taking in what arrived, then committing");
+        serving.cancel();
         stop.store(true, Ordering::SeqCst);
         let drained = tokio::task::spawn_blocking(move || {
             spinner.join().map_err(|_| anyhow!("the ROS executor thread panicked"))?;

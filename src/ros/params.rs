@@ -48,6 +48,13 @@ pub struct Params {
     pub index_hot_mb: i64,
     /// The index's decoded records kept for readers and the writer, at most [MiB]
     pub index_cache_mb: i64,
+    /// Serve the memory's verbs as MCP tools (streamable HTTP at http://ADDR/mcp) from this
+    /// node, on this loopback address (127.0.0.1:8765); empty: not served. The node stays the
+    /// memory's one writer while MCP and ROS clients use it at once
+    pub mcp_listen: String,
+    /// Other revisers' memory directories (read-only, on this memory's ledger), comma-separated,
+    /// that ~/believe and the MCP tool draw belief bundles from too
+    pub believe_from: String,
     pub topics: Topics,
     /// A sealed memory's retention: what it keeps of each stream's payloads (docs/SEAL.md)
     pub retention: RetentionParams,
@@ -117,6 +124,8 @@ impl Default for Params {
             intake_queue_mb: 64,
             index_hot_mb: (crate::index::Budget::default().hot_bytes >> 20) as i64,
             index_cache_mb: 64,
+            mcp_listen: String::new(),
+            believe_from: String::new(),
             topics: Topics {
                 pose: topic(Stream::Pose),
                 odom: topic(Stream::Odometry),
@@ -239,6 +248,28 @@ impl Params {
         ))
     }
 
+    /// Where to serve MCP, if anywhere: a loopback address, or an error naming the parameter.
+    pub fn mcp_listen(&self) -> Result<Option<std::net::SocketAddr>, String> {
+        let text = self.mcp_listen.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let addr: std::net::SocketAddr = text.parse().map_err(|e| {
+            format!("parameter mcp_listen: {text:?} is not an address like 127.0.0.1:8765 ({e})")
+        })?;
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "parameter mcp_listen: {addr} is not a loopback address (the tools write the memory and carry no authentication)"
+            ));
+        }
+        Ok(Some(addr))
+    }
+
+    /// The other revisers' memories belief draws from.
+    pub fn believe_from(&self) -> Vec<std::path::PathBuf> {
+        self.believe_from.split(',').map(str::trim).filter(|d| !d.is_empty()).map(Into::into).collect()
+    }
+
     /// The index's budgets and disk, checked: a budget out of range is an error naming it.
     pub fn index(&self) -> Result<crate::index::IndexConfig, String> {
         let mib = |name: &str, v: i64| match usize::try_from(v) {
@@ -277,5 +308,18 @@ mod tests {
         assert!(e.contains("index_cache_mb"), "{e}");
         let e = Params { index_hot_mb: -3, ..Params::default() }.index().expect_err("refused");
         assert!(e.contains("index_hot_mb") && e.contains("-3"), "{e}");
+    }
+
+    #[test]
+    fn mcp_is_served_on_loopback_only() {
+        assert_eq!(Params::default().mcp_listen(), Ok(None));
+        let p = Params { mcp_listen: "127.0.0.1:8765".into(), ..Params::default() };
+        assert_eq!(p.mcp_listen().expect("loopback").map(|a| a.port()), Some(8765));
+        for bad in ["0.0.0.0:8765", "10.1.2.3:80", "localhost"] {
+            let e = Params { mcp_listen: bad.into(), ..Params::default() }.mcp_listen().expect_err(bad);
+            assert!(e.contains("mcp_listen"), "{e}");
+        }
+        let p = Params { believe_from: " /a, ,/b ".into(), ..Params::default() };
+        assert_eq!(p.believe_from(), vec![std::path::PathBuf::from("/a"), "/b".into()]);
     }
 }

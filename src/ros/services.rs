@@ -1,30 +1,27 @@
 //! The node's services. Every answer carries `ok` and, when not ok, an `error` that says why;
 //! no request can stop the node.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use futures::{Stream as FutStream, StreamExt as _};
 use r2r::QosProfile;
 use r2r::sion_memory_msgs::{msg, srv};
-use tokio::sync::mpsc;
 
 use super::convert;
 use crate::atom::{Atom, BoxMm};
-use crate::brain::{CommitNow, Readers, Sensors};
+use crate::brain::{Readers, Sensors};
 use crate::index::geom::Query;
 use crate::proof::{ListKey, Proof, ProofFile};
-
-/// How long `commit` waits for the brain to commit what was in the log when it was called.
-const COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::rmp::Rmp;
 
 #[derive(Clone)]
 pub struct Services {
     pub readers: Readers,
     pub sensors: Sensors,
-    /// Tells the brain the log grew (its stimulus).
-    pub told: mpsc::UnboundedSender<u64>,
-    pub commit_now: CommitNow,
+    /// The verbs (src/rmp.rs) through the node's kernel: the same API the MCP tools and the
+    /// command line use.
+    pub rmp: Arc<Rmp>,
 }
 
 /// Serve each request of a stream on its own task, answering with `answer`.
@@ -38,7 +35,7 @@ where
     Req::Response: Send,
     r2r::ServiceRequest<Req>: Send,
 {
-    let answer = std::sync::Arc::new(answer);
+    let answer = Arc::new(answer);
     let mut requests = requests;
     tokio::spawn(async move {
         while let Some(request) = requests.next().await {
@@ -176,30 +173,31 @@ impl Services {
             }
         });
 
-        let (sensors, told) = (self.sensors.clone(), self.told.clone());
+        let rmp = self.rmp.clone();
         let requests = node
             .create_service::<srv::Remember::Service>("~/remember", qos())
             .context("creating ~/remember")?;
         serve(requests, move |req: srv::Remember::Request| {
-            let (sensors, told) = (sensors.clone(), told.clone());
+            let rmp = rmp.clone();
             async move {
                 let result = blocking(move || {
                     let atoms = req
                         .atoms_json
                         .iter()
                         .enumerate()
-                        .map(|(i, line)| Atom::from_json(line).map_err(|e| format!("atom {i}: {e}")))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let ids = atoms.iter().map(|a| a.id().to_string()).collect();
-                    let appended = sensors.take_in(atoms).map_err(|e| e.to_string())?;
-                    Ok((appended.iter().map(|a| a.position).collect::<Vec<_>>(), ids))
+                        .map(|(i, line)| {
+                            let atom = Atom::from_json(line).map_err(|e| format!("atom {i}: {e}"))?;
+                            let value = serde_json::from_str(line).map_err(|e| format!("atom {i}: {e}"))?;
+                            Ok((atom.id().to_string(), value))
+                        })
+                        .collect::<Result<Vec<(String, serde_json::Value)>, String>>()?;
+                    let (ids, values): (Vec<_>, Vec<_>) = atoms.into_iter().unzip();
+                    let remembered = rmp.remember(&values).map_err(|e| e.to_string())?;
+                    Ok((remembered.positions, ids))
                 })
                 .await;
                 match result {
                     Ok((positions, ids)) => {
-                        if let Some(&last) = positions.iter().max() {
-                            let _ = told.send(last);
-                        }
                         srv::Remember::Response { ok: true, error: String::new(), positions, ids }
                     }
                     Err(error) => srv::Remember::Response { ok: false, error, ..Default::default() },
@@ -207,25 +205,19 @@ impl Services {
             }
         });
 
-        let (sensors, told) = (self.sensors.clone(), self.told.clone());
+        let rmp = self.rmp.clone();
         let requests =
             node.create_service::<srv::Forget::Service>("~/forget", qos()).context("creating ~/forget")?;
         serve(requests, move |req: srv::Forget::Request| {
-            let (sensors, told) = (sensors.clone(), told.clone());
+            let rmp = rmp.clone();
             async move {
                 let result = blocking(move || {
-                    if req.positions.is_empty() {
-                        return Err("positions: name at least one atom".into());
-                    }
                     let who = if req.who.is_empty() { "a ROS client".to_owned() } else { req.who };
-                    sensors.forget(&req.positions, &who, &req.why).map_err(|e| e.to_string())
+                    rmp.forget(&req.positions, &who, &req.why).map_err(|e| e.to_string())
                 })
                 .await;
                 match result {
                     Ok(forget_positions) => {
-                        if let Some(&last) = forget_positions.iter().max() {
-                            let _ = told.send(last);
-                        }
                         srv::Forget::Response { ok: true, error: String::new(), forget_positions }
                     }
                     Err(error) => srv::Forget::Response { ok: false, error, ..Default::default() },
@@ -259,47 +251,82 @@ impl Services {
             }
         });
 
-        let (readers, commit_now, told) = (self.readers.clone(), self.commit_now.clone(), self.told.clone());
+        let (readers, rmp) = (self.readers.clone(), self.rmp.clone());
         let requests =
             node.create_service::<srv::Commit::Service>("~/commit", qos()).context("creating ~/commit")?;
         serve(requests, move |_req: srv::Commit::Request| {
-            let (readers, commit_now, told) = (readers.clone(), commit_now.clone(), told.clone());
+            let (readers, rmp) = (readers.clone(), rmp.clone());
             async move {
-                match commit(&readers, &commit_now, &told).await {
+                let result = blocking(move || {
+                    let committed = rmp.commit().map_err(|e| e.to_string())?;
+                    head_of(&readers, committed.size)
+                })
+                .await;
+                match result {
                     Ok(head) => srv::Commit::Response { ok: true, error: String::new(), head },
                     Err(error) => srv::Commit::Response { ok: false, error, ..Default::default() },
                 }
             }
         });
-        Ok(())
-    }
-}
 
-/// Ask the brain to commit everything the log held at the call, and wait until it has.
-async fn commit(
-    readers: &Readers,
-    commit_now: &CommitNow,
-    told: &mpsc::UnboundedSender<u64>,
-) -> Result<msg::Head, String> {
-    let target = readers.log_size();
-    let started = Instant::now();
-    loop {
-        let committed = readers.committed().head.size;
-        if committed >= target {
-            return head_of(readers, committed);
-        }
-        if !commit_now.pending() {
-            commit_now.request();
-            let _ = told.send(target.saturating_sub(1));
-        }
-        if started.elapsed() > COMMIT_TIMEOUT {
-            return Err(format!(
-                "the brain has not committed within {} s (committed {committed} of {target} atoms; \
-                 the atoms are recorded, and the node's log says why its commits fail — a ledger \
-                 that cannot be reached?)",
-                COMMIT_TIMEOUT.as_secs()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        let (readers, rmp) = (self.readers.clone(), self.rmp.clone());
+        let requests =
+            node.create_service::<srv::Revise::Service>("~/revise", qos()).context("creating ~/revise")?;
+        serve(requests, move |req: srv::Revise::Request| {
+            let (readers, rmp) = (readers.clone(), rmp.clone());
+            async move {
+                let result = blocking(move || {
+                    let revised =
+                        rmp.revise(req.position, &req.state, &req.why).map_err(|e| e.to_string())?;
+                    // The head that holds it: the one the commit reached (it may hold more).
+                    let head = head_of(&readers, readers.committed().head.size)?;
+                    Ok((revised, head))
+                })
+                .await;
+                match result {
+                    Ok((r, head)) => srv::Revise::Response {
+                        ok: true,
+                        error: String::new(),
+                        revision_id: r.revision,
+                        revision_position: r.position,
+                        target_id: r.target,
+                        head,
+                    },
+                    Err(error) => srv::Revise::Response { ok: false, error, ..Default::default() },
+                }
+            }
+        });
+
+        let rmp = self.rmp.clone();
+        let requests =
+            node.create_service::<srv::Believe::Service>("~/believe", qos()).context("creating ~/believe")?;
+        serve(requests, move |req: srv::Believe::Request| {
+            let rmp = rmp.clone();
+            async move {
+                let result = blocking(move || {
+                    let policy: serde_json::Value = serde_json::from_str(&req.policy_json)
+                        .map_err(|e| format!("policy_json: not JSON: {e}"))?;
+                    rmp.believe(&policy, &req.target_ids, &req.positions).map_err(|e| e.to_string())
+                })
+                .await;
+                match result {
+                    Ok(b) => srv::Believe::Response {
+                        ok: true,
+                        error: String::new(),
+                        pulse: b.pulse,
+                        targets: b.beliefs.iter().map(|x| x.target.to_string()).collect(),
+                        states: b.beliefs.iter().map(|x| x.state.to_string()).collect(),
+                        beliefs_json: b
+                            .beliefs
+                            .iter()
+                            .map(|x| serde_json::to_string(x).unwrap_or_default())
+                            .collect(),
+                        bundle: b.bundle,
+                    },
+                    Err(error) => srv::Believe::Response { ok: false, error, ..Default::default() },
+                }
+            }
+        });
+        Ok(())
     }
 }

@@ -191,6 +191,16 @@ impl Sensors {
     pub fn take_in(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, sion_store::log::LogError> {
         self.log.append(atoms)
     }
+
+    /// Add a member to a sealed memory's space (docs/SEAL.md, "Spaces"): the member record,
+    /// durable, and the keys wrapped to them.
+    pub fn add_member(
+        &self,
+        name: &str,
+        public: &[u8],
+    ) -> Result<(Appended, sion_seal::Wrapped), sion_store::memory::SpaceError> {
+        self.space()?.add_member(&self.log, name, public)
+    }
 }
 
 /// The kernel's door for readers: answers, with proofs, as of the heads the kernel committed.
@@ -235,6 +245,39 @@ impl Readers {
     /// The key that signs the ledger's Pulse headers.
     pub fn ledger_key(&self) -> VerifyingKey {
         self.memory().ledger().public_key()
+    }
+
+    /// The log's number on the ledger and its writer's key.
+    pub fn identity(&self) -> (LogId, VerifyingKey) {
+        let memory = self.memory();
+        (memory.log_id(), memory.writer().verifying_key())
+    }
+
+    /// The atom at `position` of the log.
+    pub fn read(&self, position: u64) -> Result<Atom, sion_store::log::LogError> {
+        self.log.read(position)
+    }
+
+    /// Every record re-read and hashed, the root compared with the committed head; no lock is
+    /// held while the log is read.
+    pub fn audit(&self) -> Result<(sion_store::log::Audit, MemoryLog), MemoryError> {
+        let committed = self.committed();
+        Ok((self.log.audit(committed.head.size, |_| {})?, committed))
+    }
+
+    /// A belief bundle's proof files (see [`sion_store::memory::belief::bundle`]) from this
+    /// memory and `others`, as of the ledger's latest Pulse. The memory stays locked while
+    /// they are made, so no commit moves the head under them.
+    pub fn belief_bundle(
+        &self,
+        others: &[&Memory],
+        targets: &[AtomId],
+        trusted: &[[u8; 32]],
+    ) -> Result<(Vec<ProofFile>, u64), MemoryError> {
+        let memory = self.memory();
+        let mut memories: Vec<&Memory> = vec![&memory];
+        memories.extend_from_slice(others);
+        sion_store::memory::belief::bundle(&memories, targets, trusted)
     }
 
     /// The committed version to answer as of, and the ledger's attestation of it.

@@ -8,6 +8,8 @@ use clap::{Args, ValueEnum};
 use sion_memory::atom::{AtomId, LinkRel};
 use sion_memory::belief::{Policy, bundle};
 
+use sion_memory::rmp::Rmp;
+
 use crate::memory_cmd::{DataArg, open_memory, open_memory_read_only};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -82,13 +84,10 @@ pub fn revise(a: ReviseArgs) -> Result<ExitCode> {
         StateArg::Retracts => LinkRel::Retracts,
         StateArg::Refutes => LinkRel::Refutes,
     };
-    let revision = sion_memory::belief::revision_of(&target, rel, &a.why).context("making the revision")?;
-    let mut memory = open_memory(&a.data.data)?;
-    let appended = memory.remember(vec![revision.clone()])?;
-    let committed = memory.commit(false).context("committing the revision")?;
-    let position = appended.first().map(|p| p.position).unwrap_or_default();
-    outln!("revision {} at position {position}: {rel} {}", revision.id(), target.id());
-    outln!("committed at Pulse {}", committed.pulse.header.number);
+    let rmp = Rmp::over(open_memory(&a.data.data)?);
+    let r = rmp.revise_atom(&target, rel, &a.why).context("recording the revision")?;
+    outln!("revision {} at position {}: {rel} {}", r.revision, r.position, r.target);
+    outln!("committed at Pulse {}", r.pulse);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -97,46 +96,45 @@ pub fn believe(a: BelieveArgs) -> Result<ExitCode> {
         &std::fs::read(&a.policy).with_context(|| format!("reading the policy {}", a.policy.display()))?,
     )
     .with_context(|| format!("{}: not a policy (docs/BELIEF.md, \"Policy\")", a.policy.display()))?;
-    let mut targets: Vec<AtomId> = a
-        .targets
-        .iter()
-        .map(|t| t.parse().with_context(|| format!("--target {t}: an atom id is 64 hex digits")))
-        .collect::<Result<_>>()?;
-    let memories: Vec<_> = a.data.iter().map(|d| open_memory_read_only(d)).collect::<Result<_>>()?;
-    if let Some(first) = memories.first() {
-        for &p in &a.positions {
-            targets.push(first.log().read(p).with_context(|| format!("reading position {p}"))?.id());
-        }
-    } else if !a.positions.is_empty() {
-        bail!("--position needs a --data memory");
-    }
+    // The bundle is made from read-only memories (a running node may be writing the first).
+    let rmp = match a.data.split_first() {
+        Some((first, others)) => Some(Rmp::over(open_memory_read_only(first)?).with_others(others.to_vec())),
+        None => None,
+    };
+    let targets: Vec<AtomId> = match &rmp {
+        Some(rmp) => rmp.atom_ids(&a.targets, &a.positions).context("--target / --position")?,
+        None if !a.positions.is_empty() => bail!("--position needs a --data memory"),
+        None => a
+            .targets
+            .iter()
+            .map(|t| t.parse().with_context(|| format!("--target {t}: an atom id is 64 hex digits")))
+            .collect::<Result<_>>()?,
+    };
     if targets.is_empty() {
         bail!("nothing to believe about: give --target ID or --position N");
     }
-    let ledger_key = match (&a.ledger_key, memories.first()) {
+    let ledger_key = match (&a.ledger_key, &rmp) {
         (Some(hex), _) => {
             let mut k = [0u8; 32];
             hex::decode_to_slice(hex, &mut k).context("--ledger-key is 64 hex digits")?;
             ed25519_dalek::VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?
         }
-        (None, Some(m)) => {
+        (None, Some(rmp)) => {
             eprintln!("checking against the memory's own ledger key (give --ledger-key to choose yours)");
-            m.ledger().public_key()
+            rmp.ledger_key()
         }
         (None, None) => bail!("--bundle needs --ledger-key: the key you trust, not one the bundle brings"),
     };
-    let bytes = match &a.bundle {
-        Some(path) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
-        None => {
-            let refs: Vec<&_> = memories.iter().collect();
-            let trusted: Vec<[u8; 32]> = policy.revisers.iter().map(|r| r.key).collect();
-            let (files, _) = sion_memory::memory::belief::bundle(&refs, &targets, &trusted)?;
-            let bytes = bundle::encode(&files);
+    let bytes = match (&a.bundle, &rmp) {
+        (Some(path), _) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+        (None, Some(rmp)) => {
+            let (bytes, _) = rmp.bundle(&policy, &targets).context("making the bundle")?;
             if let Some(out) = &a.out {
                 std::fs::write(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
             }
             bytes
         }
+        (None, None) => bail!("give --data (to make a bundle) or --bundle FILE (to check one)"),
     };
     let checked =
         bundle::check(&bytes, &ledger_key, &targets, &policy, a.as_of).context("checking the bundle")?;

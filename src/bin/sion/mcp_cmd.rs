@@ -3,13 +3,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use clap::Args;
 use rmcp::ServiceExt as _;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sion_memory::mcp::MemoryServer;
 
 #[derive(Args)]
@@ -39,24 +36,17 @@ pub fn run(a: McpArgs) -> Result<ExitCode> {
                 running.waiting().await.context("the stdio session")?;
             }
             Some(addr) => {
-                if !addr.ip().is_loopback() {
-                    bail!("--listen {addr}: only a loopback address (the tools write the memory and carry no authentication)");
-                }
-                let service = StreamableHttpService::new(
-                    move || Ok(server.clone()),
-                    Arc::new(LocalSessionManager::default()),
-                    StreamableHttpServerConfig::default(),
-                );
-                let router = axum::Router::new().nest_service("/mcp", service);
-                let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
-                let bound = listener.local_addr().context("the address bound")?;
-                eprintln!("serving MCP (streamable HTTP) at http://{bound}/mcp for {}", a.data.display());
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(async {
+                let data = a.data.display().to_string();
+                sion_memory::mcp::serve_http(
+                    server,
+                    addr,
+                    |bound| eprintln!("serving MCP (streamable HTTP) at http://{bound}/mcp for {data}"),
+                    async {
                         let _ = tokio::signal::ctrl_c().await;
-                    })
-                    .await
-                    .context("serving HTTP")?;
+                    },
+                )
+                .await
+                .context("--listen")?;
             }
         }
         Ok(ExitCode::SUCCESS)

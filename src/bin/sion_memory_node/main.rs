@@ -14,7 +14,8 @@ fn help() -> String {
         "sion_memory_node: the robot's provable memory as a ROS 2 node.\n\n\
          Subscribes to pose, odometry, /tf, /tf_static, the map and a camera; remembers them as\n\
          atoms in a durable log; commits heads to the ledger; serves /sion_memory/query_range,\n\
-         query_subject, verify, remember and commit; publishes /sion_memory/head and /stats.\n\n\
+         query_subject, verify, remember, commit, revise, believe, forget and payload (and the\n\
+         same verbs as MCP tools with mcp_listen); publishes /sion_memory/head and /stats.\n\n\
          Usage: sion_memory_node [--ros-args --params-file config/robot.yaml -p NAME:=VALUE ...]\n\
          \x20      sion_memory_node --list-parameters\n\nParameters:\n",
     );
