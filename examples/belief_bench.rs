@@ -1,7 +1,8 @@
 //! What believing costs (docs/BELIEF.md): one target with 1, 100 and 10,000 revisions, written
 //! across 1 and 10 revisers' logs on one ledger. For each: the fold alone over the statements,
 //! making the bundle (link and recorded proofs from the logs), its size, and checking it as a
-//! reader does (every proof verified against the ledger key, then the fold recomputed).
+//! reader does (every proof verified against the ledger key, then the fold recomputed) —
+//! beside the same files as a version 1 bundle, each file whole.
 //!
 //!     cargo run --release --example belief_bench [-- --max 10000]
 
@@ -23,6 +24,9 @@ struct Row {
     make_ms: f64,
     bytes: usize,
     check_ms: f64,
+    /// The same files as a version 1 bundle (each whole): its size and check time.
+    v1_bytes: usize,
+    check_v1_ms: f64,
     state: String,
 }
 
@@ -93,6 +97,13 @@ fn run(revisions: u64, logs: u64) -> Result<Row> {
     let started = Instant::now();
     let checked = bundle::check(&bytes, &ledger_key, &[claim.id()], &policy, Some(pulse)).context("check")?;
     let check_ms = started.elapsed().as_secs_f64() * 1e3;
+    // Version 1 of the same files (each whole), checked the same way: the figure beside.
+    let v1 = bundle::encode_v1(&files);
+    let started = Instant::now();
+    let checked_v1 =
+        bundle::check(&v1, &ledger_key, &[claim.id()], &policy, Some(pulse)).context("check v1")?;
+    let check_v1_ms = started.elapsed().as_secs_f64() * 1e3;
+    anyhow::ensure!(checked_v1.beliefs == checked.beliefs, "v1 and v2 disagree");
     anyhow::ensure!(
         checked.evidence.len() as u64 == revisions,
         "{} statements found",
@@ -113,6 +124,8 @@ fn run(revisions: u64, logs: u64) -> Result<Row> {
         make_ms,
         bytes: bytes.len(),
         check_ms,
+        v1_bytes: v1.len(),
+        check_v1_ms,
         state: checked.beliefs[0].state.to_string(),
     })
 }
@@ -125,14 +138,14 @@ fn main() -> Result<()> {
     };
     println!("### `examples/belief_bench`: one target, its revisions across revisers' logs on one ledger\n");
     println!(
-        "| revisions | logs | fold alone | make the bundle | bundle size | check it (verify + fold) | belief (latest) |"
+        "| revisions | logs | fold alone | make the bundle | bundle size | check it (verify + fold) | version 1: size, check | belief (latest) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for revisions in [1u64, 100, 10_000].into_iter().filter(|&n| n <= max) {
         for logs in [1u64, 10] {
             let r = run(revisions, logs)?;
             println!(
-                "| {} | {} | {:.3} ms | {:.1} ms | {:.1} KiB ({:.2} KiB a revision) | {:.1} ms | {} |",
+                "| {} | {} | {:.3} ms | {:.1} ms | {:.1} KiB ({:.2} KiB a revision) | {:.1} ms | {:.1} KiB ({:.2}×), {:.1} ms ({:.2}×) | {} |",
                 r.revisions,
                 r.logs,
                 r.fold_ms,
@@ -140,6 +153,10 @@ fn main() -> Result<()> {
                 r.bytes as f64 / 1024.0,
                 r.bytes as f64 / 1024.0 / r.revisions as f64,
                 r.check_ms,
+                r.v1_bytes as f64 / 1024.0,
+                r.v1_bytes as f64 / r.bytes as f64,
+                r.check_v1_ms,
+                r.check_v1_ms / r.check_ms,
                 r.state
             );
         }

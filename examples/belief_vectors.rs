@@ -54,6 +54,8 @@ fn main() -> Result<()> {
     let (files, pulse) =
         sion_memory::memory::belief::bundle(&[&robot, &operator], &[seen.id()], &[robot_key, operator_key])?;
     std::fs::write(out.join("disputed.sionbelief"), bundle::encode(&files))?;
+    // The same files as a version 1 bundle (each file whole), which checkers still read.
+    std::fs::write(out.join("disputed-v1.sionbelief"), bundle::encode_v1(&files))?;
     // The same with the operator's link proofs left out: its log is not in the bundle at all.
     let operators = |f: &sion_memory::proof::ProofFile| {
         f.attestation.as_ref().is_some_and(|a| a.state.log.writer.0 == operator_key)
@@ -84,13 +86,14 @@ fn main() -> Result<()> {
                "policy": policy(prefer), "as_of": as_of, "verdict": verdict})
     };
     let manifest = json!({
-        "about": "Belief bundles (docs/BELIEF.md, \"Bundles\") and what a checker concludes from each under the policy given: the state of each target, or a refusal. A robot's observation, disputed and (mistakenly) refuted by an operator who then retracted the refutation, accepted again by the robot later. Made by examples/belief_vectors.rs, checked by tests/belief_conformance.rs.",
+        "about": "Belief bundles (docs/BELIEF.md, \"Bundles\") and what a checker concludes from each under the policy given: the state of each target, or a refusal. A robot's observation, disputed and (mistakenly) refuted by an operator who then retracted the refutation, accepted again by the robot later. The bundles are version 2 (SIONBEL2) but for disputed-v1 (SIONBEL1, the same proof files). Made by examples/belief_vectors.rs, checked by tests/belief_conformance.rs.",
         "pulse": pulse,
         "cases": [
             case("disputed.sionbelief", json!("latest"), Some(pulse), json!({"states": ["accepted"]})),
             case("disputed.sionbelief", json!("rank"), None, json!({"states": ["disputed"]})),
             case("disputed.sionbelief", json!({"quorum": 2}), None, json!({"states": ["disputed"]})),
             case("disputed.sionbelief", json!("latest"), Some(pulse + 1), json!({"refused": "stale"})),
+            case("disputed-v1.sionbelief", json!("rank"), Some(pulse), json!({"states": ["disputed"]})),
             case("operator-log-left-out.sionbelief", json!("latest"), None, json!({"refused": "no log"})),
             case("retraction-hidden.sionbelief", json!("latest"), None, json!({"refused": "missing links"})),
         ],

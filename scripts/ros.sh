@@ -109,8 +109,10 @@ _sion_build_interfaces() {
         }
         echo "$stamp" >"$_sion_ros/install/.stamp"
         # r2r regenerates its bindings only when its environment changes, not when an interface
-        # does: make it build again against the new ones.
+        # does: make it build again against the new ones (in both profiles: a release build
+        # left from before would generate code for the interfaces it knew, and fail).
         (cd "$_sion_root" && cargo clean -q -p r2r -p r2r_msg_gen >/dev/null 2>&1) || true
+        (cd "$_sion_root" && cargo clean -q --release -p r2r -p r2r_msg_gen >/dev/null 2>&1) || true
     fi
     # colcon's setup scripts read unset variables; callers may run under `set -u`.
     local nounset=0

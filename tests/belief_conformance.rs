@@ -12,7 +12,7 @@ fn every_bundle_gets_its_verdict() {
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest")).expect("JSON");
     let cases = manifest["cases"].as_array().expect("cases");
-    assert_eq!(cases.len(), 6);
+    assert_eq!(cases.len(), 7);
     for case in cases {
         let file = case["file"].as_str().expect("file");
         let bytes = std::fs::read(dir.join(file)).expect("bundle");
@@ -46,5 +46,104 @@ fn every_bundle_gets_its_verdict() {
             }
             other => panic!("{file}: unknown verdict {other:?}"),
         }
+    }
+}
+
+fn le(b: &[u8], at: usize) -> usize {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes")) as usize
+}
+
+/// A version 2 bundle's files: (attestation index, body).
+type Bodies = Vec<(u32, Vec<u8>)>;
+
+/// A version 2 bundle's parts: its attestations and its files.
+fn parts(b: &[u8]) -> (Vec<Vec<u8>>, Bodies) {
+    assert_eq!(&b[..8], bundle::MAGIC);
+    let mut at = 8;
+    let mut table = Vec::new();
+    for _ in 0..le(b, at) {
+        at += 4;
+        let n = le(b, at);
+        table.push(b[at + 4..at + 4 + n].to_vec());
+        at += n;
+    }
+    at += 4;
+    let mut files = Vec::new();
+    for _ in 0..le(b, at) {
+        at += 4;
+        let a = le(b, at) as u32;
+        let n = le(b, at + 4);
+        files.push((a, b[at + 8..at + 8 + n].to_vec()));
+        at += 4 + n;
+    }
+    assert_eq!(at + 4, b.len());
+    (table, files)
+}
+
+fn assemble(table: &[Vec<u8>], files: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let mut out = bundle::MAGIC.to_vec();
+    out.extend_from_slice(&(table.len() as u32).to_le_bytes());
+    for t in table {
+        out.extend_from_slice(&(t.len() as u32).to_le_bytes());
+        out.extend_from_slice(t);
+    }
+    out.extend_from_slice(&(files.len() as u32).to_le_bytes());
+    for (a, body) in files {
+        out.extend_from_slice(&a.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(body);
+    }
+    out
+}
+
+#[test]
+fn version_2_shares_attestations_has_one_encoding_and_reads_like_version_1() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/belief");
+    let v2 = std::fs::read(dir.join("disputed.sionbelief")).expect("v2");
+    let v1 = std::fs::read(dir.join("disputed-v1.sionbelief")).expect("v1");
+    let files = bundle::decode(&v2).expect("v2 decodes");
+    assert_eq!(files, bundle::decode(&v1).expect("v1 decodes"), "the same proof files");
+    assert_eq!(bundle::encode(&files), v2, "one encoding");
+    assert_eq!(bundle::encode_v1(&files), v1);
+    let (table, bodies) = parts(&v2);
+    assert!(table.len() < bodies.len(), "{} attestations for {} files", table.len(), bodies.len());
+    assert!(v2.len() < v1.len() * 3 / 4, "v2 {} bytes, v1 {}", v2.len(), v1.len());
+
+    let format = |b: &[u8], what: &str| match bundle::decode(b) {
+        Err(e @ bundle::BundleError::Format(_)) => assert_eq!(e.code(), "format"),
+        other => panic!("{what}: {other:?}"),
+    };
+    // An attestation twice, one no file uses, an index past the table, bytes after, cut short.
+    let mut twice = table.clone();
+    twice.push(table[0].clone());
+    format(&assemble(&twice, &bodies), "an attestation repeated");
+    let mut unused = table.clone();
+    unused.push(vec![0]);
+    format(&assemble(&unused, &bodies), "an attestation unused");
+    let mut past = bodies.clone();
+    past[0].0 = table.len() as u32;
+    format(&assemble(&table, &past), "an index past the table");
+    let mut after = v2.clone();
+    after.push(0);
+    format(&after, "a byte after the last file");
+    format(&v2[..v2.len() - 1], "cut short");
+    format(b"SIONBEL3\0\0\0\0", "another magic");
+    // A body moved under another log's attestation is refused: the head it names is not the
+    // one that attestation holds.
+    // (A link proof: its log's other link proofs keep its attestation in use.)
+    let log_of = |i: usize| files[i].attestation.as_ref().expect("attested").state.log.id;
+    let list = (0..files.len())
+        .find(|&i| matches!(files[i].proof, sion_verify::proof::Proof::List { .. }))
+        .expect("a link proof");
+    let other = (0..files.len()).find(|&i| log_of(i) != log_of(list)).expect("two logs");
+    let mut moved = bodies.clone();
+    moved[list].0 = bodies[other].0;
+    let key = files[0].attestation.as_ref().expect("attested").ledger_key;
+    let key = ed25519_dalek::VerifyingKey::from_bytes(&key).expect("key");
+    let policy: Policy =
+        serde_json::from_value(serde_json::json!({"revisers": [], "prefer": "latest"})).expect("policy");
+    match bundle::check(&assemble(&table, &moved), &key, &[], &policy, None) {
+        Err(e) => assert_eq!(e.code(), "proof", "{e}"),
+        Ok(_) => panic!("a body moved under another log's attestation was accepted"),
     }
 }

@@ -410,10 +410,11 @@ mod tests {
 }
 
 /// A belief bundle (docs/BELIEF.md, "Bundles"): the proof files that let a reader check a fold
-/// from heads alone. `SIONBEL1`, a u32 count, then each proof file as a u32 length and its
-/// bytes (docs/PROOFS.md), little-endian.
+/// from heads alone. Version 2 (`SIONBEL2`, written) carries each distinct attestation once and
+/// each file's body against one of them; version 1 (`SIONBEL1`, still read) each proof file
+/// whole.
 pub mod bundle {
-    use std::collections::{BTreeMap, BTreeSet, HashMap};
+    use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
     use ed25519_dalek::VerifyingKey;
 
@@ -421,12 +422,17 @@ pub mod bundle {
     use crate::atom::{Atom, AtomId};
     use crate::proof::{Claim, ListKey, Proof, ProofFile, VerifyError};
 
-    /// The magic of a bundle.
-    pub const MAGIC: &[u8; 8] = b"SIONBEL1";
-    /// At most this many proof files, and bytes each: a length read from a file is bounded
-    /// before anything is allocated for it.
+    /// The magic of a bundle as written (version 2).
+    pub const MAGIC: &[u8; 8] = b"SIONBEL2";
+    /// The magic of version 1 (each proof file whole), still read.
+    pub const MAGIC_V1: &[u8; 8] = b"SIONBEL1";
+    /// At most this many proof files (and attestations), and bytes each: a length read from a
+    /// file is bounded before anything is allocated for it.
     pub const MAX_FILES: u32 = 1 << 20;
     const MAX_FILE: u32 = 64 << 20;
+    const MAX_ATTESTATION: u32 = 1 << 20;
+    /// A proof file's magic (docs/PROOFS.md), which a version 2 bundle leaves out.
+    const PROOF_MAGIC: &[u8; 8] = b"SIONPRF2";
 
     /// Why a bundle does not show the fold.
     #[derive(Debug, thiserror::Error)]
@@ -499,9 +505,42 @@ pub mod bundle {
         }
     }
 
-    /// Encode proof files into a bundle.
+    /// Encode proof files into a bundle (version 2): `SIONBEL2`; `u32` A, then A attestations,
+    /// each `u32` length + an envelope's attestation part (from `attested` through the
+    /// cosignatures, docs/PROOFS.md), distinct, in the order first used; `u32` F, then F files,
+    /// each `u32` index of its attestation + `u32` length + the envelope from `kind` on. All
+    /// integers little-endian. File i is `SIONPRF2` ‖ attestation ‖ body.
     pub fn encode(files: &[ProofFile]) -> Vec<u8> {
+        let mut table: Vec<Vec<u8>> = Vec::new();
+        let mut index: HashMap<Vec<u8>, u32> = HashMap::new();
+        let mut bodies: Vec<(u32, Vec<u8>)> = Vec::with_capacity(files.len());
+        for f in files {
+            let (attestation, body) = f.encode_split();
+            let i = *index.entry(attestation).or_insert_with_key(|a| {
+                table.push(a.clone());
+                (table.len() - 1) as u32
+            });
+            bodies.push((i, body));
+        }
         let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&(table.len() as u32).to_le_bytes());
+        for a in &table {
+            out.extend_from_slice(&(a.len() as u32).to_le_bytes());
+            out.extend_from_slice(a);
+        }
+        out.extend_from_slice(&(bodies.len() as u32).to_le_bytes());
+        for (i, body) in &bodies {
+            out.extend_from_slice(&i.to_le_bytes());
+            out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            out.extend_from_slice(body);
+        }
+        out
+    }
+
+    /// Encode proof files into a version 1 bundle: `SIONBEL1`, a `u32` count, then each proof
+    /// file as a `u32` length and its bytes. For readers of version 1 only.
+    pub fn encode_v1(files: &[ProofFile]) -> Vec<u8> {
+        let mut out = MAGIC_V1.to_vec();
         out.extend_from_slice(&(files.len() as u32).to_le_bytes());
         for f in files {
             let bytes = f.encode();
@@ -511,41 +550,100 @@ pub mod bundle {
         out
     }
 
-    /// The proof files of a bundle (not yet verified).
-    pub fn decode(bytes: &[u8]) -> Result<Vec<ProofFile>, BundleError> {
-        let bad = |why: String| BundleError::Format(why);
-        if bytes.get(..8) != Some(MAGIC.as_slice()) {
-            return Err(bad("no SIONBEL1 magic".into()));
-        }
-        let u32_at = |at: usize| -> Result<u32, BundleError> {
-            bytes
-                .get(at..at + 4)
+    /// Bounded reads of a bundle's bytes.
+    struct Cursor<'a> {
+        bytes: &'a [u8],
+        at: usize,
+    }
+
+    impl<'a> Cursor<'a> {
+        fn u32(&mut self, what: &str) -> Result<u32, BundleError> {
+            let v = self
+                .bytes
+                .get(self.at..self.at + 4)
                 .and_then(|b| b.try_into().ok())
                 .map(u32::from_le_bytes)
-                .ok_or_else(|| bad(format!("cut short at byte {at}")))
-        };
-        let count = u32_at(8)?;
-        if count > MAX_FILES {
-            return Err(bad(format!("{count} proof files, more than {MAX_FILES}")));
+                .ok_or_else(|| BundleError::Format(format!("cut short at byte {} ({what})", self.at)))?;
+            self.at += 4;
+            Ok(v)
         }
-        let mut at = 12;
-        let mut files = Vec::new();
-        for i in 0..count {
-            let len = u32_at(at)?;
-            if len > MAX_FILE {
-                return Err(bad(format!("proof file {i} claims {len} bytes")));
+
+        fn take(&mut self, len: u32, what: &str) -> Result<&'a [u8], BundleError> {
+            let end = self.at.checked_add(len as usize);
+            let b = end.and_then(|end| self.bytes.get(self.at..end)).ok_or_else(|| {
+                BundleError::Format(format!("{what} runs past the end (byte {}, {len} bytes)", self.at))
+            })?;
+            self.at += len as usize;
+            Ok(b)
+        }
+
+        fn count(&mut self, what: &str) -> Result<u32, BundleError> {
+            let n = self.u32(what)?;
+            if n > MAX_FILES {
+                return Err(BundleError::Format(format!("{n} {what}, more than {MAX_FILES}")));
             }
-            let body = bytes
-                .get(at + 4..at + 4 + len as usize)
-                .ok_or_else(|| bad(format!("proof file {i} runs past the end (byte {at})")))?;
-            files.push(
-                ProofFile::decode(body)
-                    .map_err(|e| BundleError::Proof { index: i as usize, source: e.into() })?,
-            );
-            at += 4 + len as usize;
+            Ok(n)
         }
-        if at != bytes.len() {
-            return Err(bad(format!("{} bytes after the last proof file", bytes.len() - at)));
+    }
+
+    /// The proof files of a bundle, version 2 or 1 (not yet verified).
+    pub fn decode(bytes: &[u8]) -> Result<Vec<ProofFile>, BundleError> {
+        let bad = |why: String| BundleError::Format(why);
+        let mut r = Cursor { bytes, at: 8 };
+        let proof = |i: u32, file: &[u8]| {
+            ProofFile::decode(file).map_err(|e| BundleError::Proof { index: i as usize, source: e.into() })
+        };
+        let mut files = Vec::new();
+        match bytes.get(..8) {
+            Some(m) if m == MAGIC_V1 => {
+                for i in 0..r.count("proof files")? {
+                    let len = r.u32("a proof file's length")?;
+                    if len > MAX_FILE {
+                        return Err(bad(format!("proof file {i} claims {len} bytes")));
+                    }
+                    files.push(proof(i, r.take(len, &format!("proof file {i}"))?)?);
+                }
+            }
+            Some(m) if m == MAGIC => {
+                let mut table: Vec<&[u8]> = Vec::new();
+                let mut seen: HashSet<&[u8]> = HashSet::new();
+                for a in 0..r.count("attestations")? {
+                    let len = r.u32("an attestation's length")?;
+                    if len == 0 || len > MAX_ATTESTATION {
+                        return Err(bad(format!("attestation {a} claims {len} bytes")));
+                    }
+                    let part = r.take(len, &format!("attestation {a}"))?;
+                    if !seen.insert(part) {
+                        return Err(bad(format!("attestation {a} repeats an earlier one")));
+                    }
+                    table.push(part);
+                }
+                let mut used = vec![false; table.len()];
+                for i in 0..r.count("proof files")? {
+                    let a = r.u32("a proof file's attestation")?;
+                    let part = table.get(a as usize).ok_or_else(|| {
+                        bad(format!("proof file {i} names attestation {a} of {}", table.len()))
+                    })?;
+                    used[a as usize] = true;
+                    let len = r.u32("a proof file's length")?;
+                    if len > MAX_FILE {
+                        return Err(bad(format!("proof file {i} claims {len} bytes")));
+                    }
+                    let body = r.take(len, &format!("proof file {i}"))?;
+                    let mut file = Vec::with_capacity(8 + part.len() + body.len());
+                    file.extend_from_slice(PROOF_MAGIC);
+                    file.extend_from_slice(part);
+                    file.extend_from_slice(body);
+                    files.push(proof(i, &file)?);
+                }
+                if let Some(a) = used.iter().position(|u| !u) {
+                    return Err(bad(format!("attestation {a} is used by no proof file")));
+                }
+            }
+            _ => return Err(bad("no SIONBEL2 (or SIONBEL1) magic".into())),
+        }
+        if r.at != bytes.len() {
+            return Err(bad(format!("{} bytes after the last proof file", bytes.len() - r.at)));
         }
         Ok(files)
     }
@@ -581,9 +679,12 @@ pub mod bundle {
         let mut heads: BTreeMap<[u8; 32], (u64, u64)> = BTreeMap::new();
         let mut links: HashMap<([u8; 32], AtomId), Listed> = HashMap::new();
         let mut times: HashMap<([u8; 32], u64), (AtomId, u64)> = HashMap::new();
+        // Files of one log and Pulse share a state proof: its signature is checked once.
+        let mut states = HashSet::new();
         for (index, file) in files.iter().enumerate() {
-            let verified =
-                file.verify(Some(ledger_key)).map_err(|source| BundleError::Proof { index, source })?;
+            let verified = file
+                .verify_sharing(Some(ledger_key), &mut states)
+                .map_err(|source| BundleError::Proof { index, source })?;
             let Some(att) = &file.attestation else { return Err(BundleError::Unattested(index)) };
             let writer = att.state.log.writer.0;
             let pulse = att.state.header.header.number;

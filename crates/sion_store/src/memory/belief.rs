@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use sion_verify::atom::AtomId;
 use sion_verify::belief::{State, simulated};
-use sion_verify::proof::{Claim, ProofFile};
+use sion_verify::proof::{Claim, ListKey, ProofFile};
 
 use super::{Memory, MemoryError};
 
@@ -21,7 +21,33 @@ pub fn bundle(
 ) -> Result<(Vec<ProofFile>, u64), MemoryError> {
     let Some(first) = memories.first() else { return Ok((Vec::new(), 0)) };
     let pulse = first.ledger().latest()?.header.number;
+    // Each log's head as of that Pulse and the ledger's attestation of it, made once: every
+    // link proof of the log is against this head, with this attestation.
+    let mut heads = Vec::with_capacity(memories.len());
+    for memory in memories {
+        let attestation = memory.attestation_at(pulse)?;
+        let size = attestation.state.log.head.size;
+        let writer = memory.writer().verifying_key().to_bytes();
+        if size == 0 && !trusted.contains(&writer) {
+            // Nothing in it, and a reader leaves an untrusted log aside anyway.
+            heads.push(None);
+            continue;
+        }
+        if size == 0 {
+            return Err(MemoryError::Config {
+                path: memory.dir().to_owned(),
+                problem: format!(
+                    "reviser {} has committed nothing at Pulse {pulse}: an empty log proves no list \
+                     (commit an atom first, or leave this reviser out)",
+                    hex::encode(writer)
+                ),
+            });
+        }
+        heads.push(Some((memory.version(Some(size))?, attestation)));
+    }
     let mut files = Vec::new();
+    // The state proofs the link proofs share, checked once (the reader checks them again).
+    let mut checked = std::collections::HashSet::new();
     let mut asked: BTreeSet<AtomId> = BTreeSet::new();
     let mut recorded: BTreeSet<(usize, u64)> = BTreeSet::new();
     let mut queue: Vec<AtomId> = targets.to_vec();
@@ -30,13 +56,20 @@ pub fn bundle(
             continue;
         }
         for (m, memory) in memories.iter().enumerate() {
-            let mut file = memory.prove_links(target, None)?;
-            // As of the one Pulse of the bundle: the state then holds this log's current head.
-            file.attestation = Some(memory.attestation_at(pulse)?);
+            let Some((version, attestation)) = &heads[m] else { continue };
+            let file = super::prove_list(
+                memory.index_reader(),
+                memory.log(),
+                memory.log_id(),
+                version,
+                attestation.clone(),
+                ListKey::LinksTo(target),
+                memory.index_v2_from(),
+            )?;
             let writer = memory.writer().verifying_key().to_bytes();
             if trusted.contains(&writer)
                 && let Claim::List { atoms, .. } = file
-                    .verify(None)
+                    .verify_sharing(None, &mut checked)
                     .map_err(|e| MemoryError::Config {
                         path: memory.dir().to_owned(),
                         problem: format!("a link proof it made does not verify: {e}"),

@@ -223,8 +223,18 @@ pub struct TxTimeProof {
 impl TxTimeProof {
     /// Check both state proofs and their order; returns the Pulse that recorded the position.
     pub fn verify(&self, ledger_key: &VerifyingKey) -> Result<PulseHeader, AttestationError> {
-        self.before.verify(ledger_key)?;
-        self.at.verify(ledger_key)?;
+        self.verify_with(ledger_key, &mut |state, key| state.verify(key))
+    }
+
+    /// [`TxTimeProof::verify`], with each state proof checked by `holds` (which may remember
+    /// the ones it has checked already; see `ProofFile::verify_sharing`).
+    pub fn verify_with(
+        &self,
+        ledger_key: &VerifyingKey,
+        holds: &mut dyn FnMut(&StateProof, &VerifyingKey) -> Result<(), AttestationError>,
+    ) -> Result<PulseHeader, AttestationError> {
+        holds(&self.before, ledger_key)?;
+        holds(&self.at, ledger_key)?;
         let (b, a) = (&self.before.header.header, &self.at.header.header);
         if a.number != b.number + 1 || a.prev != b.hash() {
             return Err(AttestationError::NotConsecutive { before: b.number, after: a.number });

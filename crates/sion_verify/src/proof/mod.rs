@@ -761,12 +761,28 @@ impl ProofFile {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(1024);
         out.put_bytes(MAGIC);
+        self.put_attestation(&mut out);
+        self.put_body(&mut out);
+        out
+    }
+
+    /// The file's bytes in two parts, their concatenation after the magic being the file: the
+    /// attestation's (from the `attested` byte through the cosignatures) and the body's (from
+    /// `kind` on). Belief bundles (SIONBEL2, docs/BELIEF.md) carry each attestation once.
+    pub fn encode_split(&self) -> (Vec<u8>, Vec<u8>) {
+        let (mut attestation, mut body) = (Vec::with_capacity(512), Vec::with_capacity(1024));
+        self.put_attestation(&mut attestation);
+        self.put_body(&mut body);
+        (attestation, body)
+    }
+
+    fn put_attestation(&self, out: &mut Vec<u8>) {
         match &self.attestation {
             None => out.put_u8(0),
             Some(a) => {
                 out.put_u8(if a.cosignatures.is_empty() { 1 } else { 2 });
                 out.put_bytes(&a.ledger_key);
-                a.state.put(&mut out);
+                a.state.put(out);
                 if !a.cosignatures.is_empty() {
                     let mut sorted = a.cosignatures.clone();
                     sorted.sort_by_key(|c| c.witness);
@@ -774,60 +790,62 @@ impl ProofFile {
                     sorted.truncate(MAX_COSIGNATURES);
                     out.put_u8(sorted.len() as u8);
                     for c in &sorted {
-                        c.put(&mut out);
+                        c.put(out);
                     }
                 }
             }
         }
+    }
+
+    fn put_body(&self, out: &mut Vec<u8>) {
         match &self.proof {
             Proof::Inclusion { log, head, position, atom, path } => {
                 out.put_u8(1);
                 out.put_u64(log.0);
-                head.put(&mut out);
+                head.put(out);
                 out.put_u64(*position);
                 out.put_bytes32(atom);
-                put_path(&mut out, path);
+                put_path(out, path);
             }
             Proof::Consistency { log, head, old_size, old_root, path } => {
                 out.put_u8(2);
                 out.put_u64(log.0);
-                head.put(&mut out);
+                head.put(out);
                 out.put_u64(*old_size);
                 out.put_bytes(old_root);
-                put_path(&mut out, path);
+                put_path(out, path);
             }
             Proof::Range { log, head, range } => {
                 out.put_u8(3);
                 out.put_u64(log.0);
-                head.put(&mut out);
-                range.put(&mut out);
+                head.put(out);
+                range.put(out);
             }
             Proof::List { log, head, list } => {
                 out.put_u8(4);
                 out.put_u64(log.0);
-                head.put(&mut out);
-                list.put(&mut out);
+                head.put(out);
+                list.put(out);
             }
             Proof::Omission { log, head, position, atom, path, range } => {
                 out.put_u8(5);
                 out.put_u64(log.0);
-                head.put(&mut out);
+                head.put(out);
                 out.put_u64(*position);
                 out.put_bytes32(atom);
-                put_path(&mut out, path);
-                range.put(&mut out);
+                put_path(out, path);
+                range.put(out);
             }
             Proof::Recorded { log, head, position, atom, path, before } => {
                 out.put_u8(6);
                 out.put_u64(log.0);
-                head.put(&mut out);
+                head.put(out);
                 out.put_u64(*position);
                 out.put_bytes32(atom);
-                put_path(&mut out, path);
-                before.put(&mut out);
+                put_path(out, path);
+                before.put(out);
             }
         }
-        out
     }
 
     /// Read a file's one encoding (docs/PROOFS.md): refuses files over 64 MiB, the first
@@ -933,6 +951,26 @@ impl ProofFile {
     /// ledger. `expected_ledger`, when given, is the only ledger key accepted, and an
     /// attestation is then required.
     pub fn verify(&self, expected_ledger: Option<&VerifyingKey>) -> Result<Verified, VerifyError> {
+        self.verify_inner(expected_ledger, None)
+    }
+
+    /// [`ProofFile::verify`], for many files that share attestations (a belief bundle's): a
+    /// ledger state proof (its signed header and path) whose bytes are in `checked` has held
+    /// already and is not checked again; one that holds is added. Everything else is checked
+    /// for every file.
+    pub fn verify_sharing(
+        &self,
+        expected_ledger: Option<&VerifyingKey>,
+        checked: &mut std::collections::HashSet<Digest>,
+    ) -> Result<Verified, VerifyError> {
+        self.verify_inner(expected_ledger, Some(checked))
+    }
+
+    fn verify_inner(
+        &self,
+        expected_ledger: Option<&VerifyingKey>,
+        checked: Option<&mut std::collections::HashSet<Digest>>,
+    ) -> Result<Verified, VerifyError> {
         let (log, head) = match &self.proof {
             Proof::Inclusion { log, head, .. }
             | Proof::Consistency { log, head, .. }
@@ -940,6 +978,20 @@ impl ProofFile {
             | Proof::List { log, head, .. }
             | Proof::Omission { log, head, .. }
             | Proof::Recorded { log, head, .. } => (*log, *head),
+        };
+        // A state proof holds under a key; with `checked`, one whose bytes held once is not
+        // checked again.
+        let mut checked = checked;
+        let mut holds = |state: &StateProof, key: &VerifyingKey| -> Result<(), AttestationError> {
+            let Some(checked) = checked.as_deref_mut() else { return state.verify(key) };
+            let mut bytes = key.to_bytes().to_vec();
+            state.put(&mut bytes);
+            let digest: Digest = *blake3::hash(&bytes).as_bytes();
+            if !checked.contains(&digest) {
+                state.verify(key)?;
+                checked.insert(digest);
+            }
+            Ok(())
         };
         let pulse = match (&self.attestation, expected_ledger) {
             (None, Some(_)) => return Err(VerifyError::Unattested),
@@ -954,7 +1006,7 @@ impl ProofFile {
                     });
                 }
                 let key = VerifyingKey::from_bytes(&a.ledger_key).map_err(|_| VerifyError::BadLedgerKey)?;
-                a.state.verify(&key)?;
+                holds(&a.state, &key)?;
                 if a.state.log.id != log || a.state.log.head != head {
                     return Err(VerifyError::HeadMismatch {
                         attested: a.state.log.id,
@@ -1017,7 +1069,7 @@ impl ProofFile {
                 let key = VerifyingKey::from_bytes(&a.ledger_key).map_err(|_| VerifyError::BadLedgerKey)?;
                 let time =
                     TxTimeProof { position: *position, before: (**before).clone(), at: a.state.clone() };
-                time.verify(&key).map_err(|e| match e {
+                time.verify_with(&key, &mut holds).map_err(|e| match e {
                     AttestationError::CoveredBefore { .. } | AttestationError::NotCovered { .. } => {
                         VerifyError::RecordedElsewhere(e.to_string())
                     }
