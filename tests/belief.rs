@@ -556,3 +556,32 @@ fn revise_and_believe_at_the_command_line() {
     assert!(b.lines().next().is_some_and(|l| l.ends_with("  disputed")), "{b}");
     assert!(b.contains("decided  disputed   by operator-ana"), "{b}");
 }
+
+#[test]
+fn a_trusted_reviser_who_committed_nothing_is_named_and_an_untrusted_one_left_aside() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (robot_dir, operator_dir) = (tmp.path().join("robot"), tmp.path().join("operator"));
+    let seen = observed();
+    let mut robot = Memory::create(&robot_dir, Some("robot"), None).expect("robot");
+    robot.remember(vec![seen.clone()]).expect("remember");
+    robot.commit(false).expect("commit");
+    let robot_key = robot.writer().verifying_key().to_bytes();
+    drop(robot);
+    // An operator's memory on the same ledger that has said nothing yet.
+    let operator =
+        Memory::create(&operator_dir, Some("operator"), Some(&robot_dir.join("ledger"))).expect("operator");
+    let operator_key = operator.writer().verifying_key().to_bytes();
+    drop(operator);
+    let robot = Memory::open_read_only(&robot_dir).expect("robot");
+    let operator = Memory::open_read_only(&operator_dir).expect("operator");
+    let e =
+        sion_memory::memory::belief::bundle(&[&robot, &operator], &[seen.id()], &[robot_key, operator_key])
+            .expect_err("an empty trusted log proves no list");
+    let said = e.to_string();
+    assert!(said.contains(&hex::encode(operator_key)) && said.contains("committed nothing"), "{said}");
+    // Not trusted: left aside, and the bundle holds the robot's log only.
+    let (files, _) = sion_memory::memory::belief::bundle(&[&robot, &operator], &[seen.id()], &[robot_key])
+        .expect("bundle");
+    assert!(files.iter().all(|f| f.attestation.as_ref().is_some_and(|a| a.state.log.writer.0 == robot_key)));
+    assert!(!files.is_empty());
+}
