@@ -105,6 +105,26 @@ fn base64_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Er
     s.serialize_str(&B64.encode(bytes))
 }
 
+/// A change that is durable, and whether the commit that followed it landed.
+#[derive(Debug, Serialize)]
+pub struct Changed<T: Serialize> {
+    pub result: T,
+    /// The Pulse that committed it; absent when that commit failed.
+    pub pulse: Option<u64>,
+    /// Why the commit failed: the change is recorded all the same, and the next commit takes
+    /// it (asking again would do it twice).
+    pub commit_error: Option<String>,
+}
+
+impl<T: Serialize> Changed<T> {
+    fn after(result: T, committed: Result<CommittedHead, RmpError>) -> Self {
+        match committed {
+            Ok(c) => Self { result, pulse: Some(c.pulse), commit_error: None },
+            Err(e) => Self { result, pulse: None, commit_error: Some(e.to_string()) },
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct Audited {
     pub size: u64,
@@ -423,8 +443,8 @@ impl Rmp {
     }
 
     /// forget: the payloads of sealed atoms (docs/SEAL.md), recorded and committed; the forget
-    /// atoms' positions.
-    pub fn forget(&self, positions: &[u64], who: &str, why: &str) -> Result<Vec<u64>, RmpError> {
+    /// atoms' positions (recorded even if the commit then fails: see [`Changed`]).
+    pub fn forget(&self, positions: &[u64], who: &str, why: &str) -> Result<Changed<Vec<u64>>, RmpError> {
         if positions.is_empty() {
             return Err(input("positions", "name at least one atom"));
         }
@@ -438,13 +458,13 @@ impl Rmp {
                 at
             }
         };
-        self.commit()?;
-        Ok(at)
+        Ok(Changed::after(at, self.commit()))
     }
 
     /// share: add a member (an X-Wing public key, base64) to the space; the wrapped keys to
-    /// give them, base64 (`sion memory space join` takes them).
-    pub fn share(&self, name: &str, member_public: &str) -> Result<String, RmpError> {
+    /// give them, base64 (`sion memory space join` takes them), handed out even if the commit
+    /// then fails (the member is recorded; see [`Changed`]).
+    pub fn share(&self, name: &str, member_public: &str) -> Result<Changed<String>, RmpError> {
         let public = B64
             .decode(member_public.trim())
             .map_err(|e| input("member_public", format!("not base64: {e}")))?;
@@ -468,8 +488,7 @@ impl Rmp {
                 wrap
             }
         };
-        self.commit()?;
-        Ok(B64.encode(wrap.encode()))
+        Ok(Changed::after(B64.encode(wrap.encode()), self.commit()))
     }
 
     /// audit: every record re-read, every hash recomputed, the root compared with the head.

@@ -123,6 +123,18 @@ fn version_2_shares_attestations_has_one_encoding_and_reads_like_version_1() {
     let mut past = bodies.clone();
     past[0].0 = table.len() as u32;
     format(&assemble(&table, &past), "an index past the table");
+    // The split between an attestation and its bodies moved (the kind byte into the entry):
+    // the same files, but the entry is not one attestation.
+    let mut split = table.clone();
+    split[0].push(bodies[0].1[0]);
+    let moved_split: Bodies =
+        bodies.iter().map(|(a, b)| (*a, if *a == 0 { b[1..].to_vec() } else { b.clone() })).collect();
+    format(&assemble(&split, &moved_split), "an attestation entry with a body's first byte");
+    // The table in another order than first use.
+    let mut swapped = table.clone();
+    swapped.swap(0, 1);
+    let renamed: Bodies = bodies.iter().map(|(a, b)| (if *a < 2 { 1 - *a } else { *a }, b.clone())).collect();
+    format(&assemble(&swapped, &renamed), "attestations out of the order first used");
     let mut after = v2.clone();
     after.push(0);
     format(&after, "a byte after the last file");

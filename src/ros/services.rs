@@ -217,9 +217,15 @@ impl Services {
                 })
                 .await;
                 match result {
-                    Ok(forget_positions) => {
-                        srv::Forget::Response { ok: true, error: String::new(), forget_positions }
-                    }
+                    // Recorded either way; `error` says when the commit that followed failed.
+                    Ok(changed) => srv::Forget::Response {
+                        ok: true,
+                        error: changed
+                            .commit_error
+                            .map(|e| format!("recorded, not yet committed: {e}"))
+                            .unwrap_or_default(),
+                        forget_positions: changed.result,
+                    },
                     Err(error) => srv::Forget::Response { ok: false, error, ..Default::default() },
                 }
             }

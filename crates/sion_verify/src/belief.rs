@@ -431,8 +431,6 @@ pub mod bundle {
     pub const MAX_FILES: u32 = 1 << 20;
     const MAX_FILE: u32 = 64 << 20;
     const MAX_ATTESTATION: u32 = 1 << 20;
-    /// A proof file's magic (docs/PROOFS.md), which a version 2 bundle leaves out.
-    const PROOF_MAGIC: &[u8; 8] = b"SIONPRF2";
 
     /// Why a bundle does not show the fold.
     #[derive(Debug, thiserror::Error)]
@@ -588,12 +586,24 @@ pub mod bundle {
 
     /// The proof files of a bundle, version 2 or 1 (not yet verified).
     pub fn decode(bytes: &[u8]) -> Result<Vec<ProofFile>, BundleError> {
+        let mut files = Vec::new();
+        each_file(bytes, |_, file| {
+            files.push(file);
+            Ok(())
+        })?;
+        Ok(files)
+    }
+
+    /// Hand each proof file of a bundle to `f` in order, one at a time (a checker keeps what it
+    /// needs of each, not every file: a version 2 file repeats its attestation when read).
+    fn each_file(
+        bytes: &[u8],
+        mut f: impl FnMut(usize, ProofFile) -> Result<(), BundleError>,
+    ) -> Result<(), BundleError> {
         let bad = |why: String| BundleError::Format(why);
         let mut r = Cursor { bytes, at: 8 };
-        let proof = |i: u32, file: &[u8]| {
-            ProofFile::decode(file).map_err(|e| BundleError::Proof { index: i as usize, source: e.into() })
-        };
-        let mut files = Vec::new();
+        let proof =
+            |i: u32, e: crate::wire::WireError| BundleError::Proof { index: i as usize, source: e.into() };
         match bytes.get(..8) {
             Some(m) if m == MAGIC_V1 => {
                 for i in 0..r.count("proof files")? {
@@ -601,11 +611,14 @@ pub mod bundle {
                     if len > MAX_FILE {
                         return Err(bad(format!("proof file {i} claims {len} bytes")));
                     }
-                    files.push(proof(i, r.take(len, &format!("proof file {i}"))?)?);
+                    let file = ProofFile::decode(r.take(len, &format!("proof file {i}"))?)
+                        .map_err(|e| proof(i, e))?;
+                    f(i as usize, file)?;
                 }
             }
             Some(m) if m == MAGIC => {
-                let mut table: Vec<&[u8]> = Vec::new();
+                // Each entry is exactly one attestation, so where a file's body begins is fixed.
+                let mut table = Vec::new();
                 let mut seen: HashSet<&[u8]> = HashSet::new();
                 for a in 0..r.count("attestations")? {
                     let len = r.u32("an attestation's length")?;
@@ -616,28 +629,31 @@ pub mod bundle {
                     if !seen.insert(part) {
                         return Err(bad(format!("attestation {a} repeats an earlier one")));
                     }
-                    table.push(part);
+                    let attestation = ProofFile::decode_attestation(part)
+                        .map_err(|e| bad(format!("attestation {a} is not one attestation: {e}")))?;
+                    table.push(attestation);
                 }
-                let mut used = vec![false; table.len()];
+                // In the order first used: a file names a used attestation or the next one.
+                let mut used = 0usize;
                 for i in 0..r.count("proof files")? {
-                    let a = r.u32("a proof file's attestation")?;
-                    let part = table.get(a as usize).ok_or_else(|| {
-                        bad(format!("proof file {i} names attestation {a} of {}", table.len()))
-                    })?;
-                    used[a as usize] = true;
+                    let a = r.u32("a proof file's attestation")? as usize;
+                    if a > used || a >= table.len() {
+                        return Err(bad(format!(
+                            "proof file {i} names attestation {a}, but the next unused one is {used} (of {})",
+                            table.len()
+                        )));
+                    }
+                    used += usize::from(a == used);
                     let len = r.u32("a proof file's length")?;
                     if len > MAX_FILE {
                         return Err(bad(format!("proof file {i} claims {len} bytes")));
                     }
                     let body = r.take(len, &format!("proof file {i}"))?;
-                    let mut file = Vec::with_capacity(8 + part.len() + body.len());
-                    file.extend_from_slice(PROOF_MAGIC);
-                    file.extend_from_slice(part);
-                    file.extend_from_slice(body);
-                    files.push(proof(i, &file)?);
+                    let file = ProofFile::decode_body(table[a].clone(), body).map_err(|e| proof(i, e))?;
+                    f(i as usize, file)?;
                 }
-                if let Some(a) = used.iter().position(|u| !u) {
-                    return Err(bad(format!("attestation {a} is used by no proof file")));
+                if used != table.len() {
+                    return Err(bad(format!("attestation {used} is used by no proof file")));
                 }
             }
             _ => return Err(bad("no SIONBEL2 (or SIONBEL1) magic".into())),
@@ -645,7 +661,7 @@ pub mod bundle {
         if r.at != bytes.len() {
             return Err(bad(format!("{} bytes after the last proof file", bytes.len() - r.at)));
         }
-        Ok(files)
+        Ok(())
     }
 
     /// A log's complete list of atoms linking to one target: (position, atom).
@@ -674,14 +690,13 @@ pub mod bundle {
         policy: &Policy,
         as_of: Option<u64>,
     ) -> Result<Checked, BundleError> {
-        let files = decode(bytes)?;
         // writer → (pulse, head size); (writer, target) → atoms; (writer, position) → (atom id, pulse)
         let mut heads: BTreeMap<[u8; 32], (u64, u64)> = BTreeMap::new();
         let mut links: HashMap<([u8; 32], AtomId), Listed> = HashMap::new();
         let mut times: HashMap<([u8; 32], u64), (AtomId, u64)> = HashMap::new();
         // Files of one log and Pulse share a state proof: its signature is checked once.
         let mut states = HashSet::new();
-        for (index, file) in files.iter().enumerate() {
+        each_file(bytes, |index, file| {
             let verified = file
                 .verify_sharing(Some(ledger_key), &mut states)
                 .map_err(|source| BundleError::Proof { index, source })?;
@@ -711,7 +726,8 @@ pub mod bundle {
                 // Other proofs prove nothing the fold needs: left aside.
                 _ => {}
             }
-        }
+            Ok(())
+        })?;
         let pulses: BTreeSet<u64> = heads.values().map(|h| h.0).collect();
         if pulses.len() > 1 {
             return Err(BundleError::MixedHeads(format!("the heads are of Pulses {pulses:?}")));

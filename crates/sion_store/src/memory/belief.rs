@@ -43,7 +43,9 @@ pub fn bundle(
                 ),
             });
         }
-        heads.push(Some((memory.version(Some(size))?, attestation)));
+        // The version proved against is exactly the one attested (a commit of the same size
+        // made meanwhile must not be picked instead).
+        heads.push(Some((attestation.state.log.clone(), attestation)));
     }
     let mut files = Vec::new();
     // The state proofs the link proofs share, checked once (the reader checks them again).

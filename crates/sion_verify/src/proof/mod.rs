@@ -876,75 +876,37 @@ impl ProofFile {
                 });
             }
         }
-        let attestation = match r.u8("attested")? {
-            0 => None,
-            attested @ (1 | 2) => {
-                let ledger_key = r.array("ledger key")?;
-                let state = StateProof::read(&mut r)?;
-                let cosignatures = if attested == 2 { read_cosignatures(&mut r)? } else { Vec::new() };
-                Some(Attestation { ledger_key, state, cosignatures })
-            }
-            other => {
-                return Err(WireError::Invalid {
-                    field: "attested",
-                    problem: format!("{other}, not 0, 1 or 2"),
-                });
-            }
-        };
-        let proof = match r.u8("proof kind")? {
-            1 => Proof::Inclusion {
-                log: LogId(r.u64("log")?),
-                head: Head::read(&mut r)?,
-                position: r.u64("position")?,
-                atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
-                path: read_path(&mut r)?,
-            },
-            2 => Proof::Consistency {
-                log: LogId(r.u64("log")?),
-                head: Head::read(&mut r)?,
-                old_size: r.u64("old size")?,
-                old_root: r.array("old root")?,
-                path: read_path(&mut r)?,
-            },
-            3 => Proof::Range {
-                log: LogId(r.u64("log")?),
-                head: Head::read(&mut r)?,
-                range: Box::new(RangeProof::read(&mut r)?),
-            },
-            4 => Proof::List {
-                log: LogId(r.u64("log")?),
-                head: Head::read(&mut r)?,
-                list: Box::new(ListProof::read(&mut r)?),
-            },
-            5 => Proof::Omission {
-                log: LogId(r.u64("log")?),
-                head: Head::read(&mut r)?,
-                position: r.u64("position")?,
-                atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
-                path: read_path(&mut r)?,
-                range: Box::new(RangeProof::read(&mut r)?),
-            },
-            6 if attestation.is_none() => {
-                return Err(WireError::Invalid {
-                    field: "attestation",
-                    problem: "a transaction-time proof (kind 6) is the ledger's word or nothing: it must be attested"
-                        .into(),
-                });
-            }
-            6 => Proof::Recorded {
-                log: LogId(r.u64("log")?),
-                head: Head::read(&mut r)?,
-                position: r.u64("position")?,
-                atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
-                path: read_path(&mut r)?,
-                before: Box::new(StateProof::read(&mut r)?),
-            },
-            k => {
-                return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });
-            }
-        };
+        let attestation = read_attestation(&mut r)?;
+        let proof = read_body(&mut r, attestation.is_some())?;
         r.finish()?;
         Ok(Self { proof, attestation })
+    }
+
+    /// Read an envelope's attestation part alone (as [`ProofFile::encode_split`] gives it):
+    /// exactly one attestation (`attested` 1 or 2), nothing after.
+    pub fn decode_attestation(part: &[u8]) -> Result<Attestation, WireError> {
+        let mut r = Reader::new(part);
+        let attestation = read_attestation(&mut r)?.ok_or_else(|| WireError::Invalid {
+            field: "attested",
+            problem: "0: an attestation part attests".into(),
+        })?;
+        r.finish()?;
+        Ok(attestation)
+    }
+
+    /// The file made of `attestation` and an envelope's body (from `kind` on), read as
+    /// [`ProofFile::decode`] reads a whole file.
+    pub fn decode_body(attestation: Attestation, body: &[u8]) -> Result<Self, WireError> {
+        if body.len() > MAX_FILE_BYTES {
+            return Err(WireError::Invalid {
+                field: "file",
+                problem: format!("{} bytes is too large", body.len()),
+            });
+        }
+        let mut r = Reader::new(body);
+        let proof = read_body(&mut r, true)?;
+        r.finish()?;
+        Ok(Self { proof, attestation: Some(attestation) })
     }
 
     /// Check the proof against the head it names and, if attested, the head against the
@@ -955,9 +917,9 @@ impl ProofFile {
     }
 
     /// [`ProofFile::verify`], for many files that share attestations (a belief bundle's): a
-    /// ledger state proof (its signed header and path) whose bytes are in `checked` has held
-    /// already and is not checked again; one that holds is added. Everything else is checked
-    /// for every file.
+    /// ledger state proof (its signed header and path), or a witness's cosignature of a header,
+    /// whose bytes are in `checked` (as a digest) held already and is not checked again; one
+    /// that holds is added. Everything else is checked for every file.
     pub fn verify_sharing(
         &self,
         expected_ledger: Option<&VerifyingKey>,
@@ -979,20 +941,7 @@ impl ProofFile {
             | Proof::Omission { log, head, .. }
             | Proof::Recorded { log, head, .. } => (*log, *head),
         };
-        // A state proof holds under a key; with `checked`, one whose bytes held once is not
-        // checked again.
         let mut checked = checked;
-        let mut holds = |state: &StateProof, key: &VerifyingKey| -> Result<(), AttestationError> {
-            let Some(checked) = checked.as_deref_mut() else { return state.verify(key) };
-            let mut bytes = key.to_bytes().to_vec();
-            state.put(&mut bytes);
-            let digest: Digest = *blake3::hash(&bytes).as_bytes();
-            if !checked.contains(&digest) {
-                state.verify(key)?;
-                checked.insert(digest);
-            }
-            Ok(())
-        };
         let pulse = match (&self.attestation, expected_ledger) {
             (None, Some(_)) => return Err(VerifyError::Unattested),
             (None, None) => None,
@@ -1006,7 +955,7 @@ impl ProofFile {
                     });
                 }
                 let key = VerifyingKey::from_bytes(&a.ledger_key).map_err(|_| VerifyError::BadLedgerKey)?;
-                holds(&a.state, &key)?;
+                state_holds(&mut checked, &a.state, &key)?;
                 if a.state.log.id != log || a.state.log.head != head {
                     return Err(VerifyError::HeadMismatch {
                         attested: a.state.log.id,
@@ -1016,7 +965,25 @@ impl ProofFile {
                     });
                 }
                 let h = &a.state.header.header;
-                if let Some(c) = a.cosignatures.iter().find(|c| !c.holds(&a.ledger_key, h)) {
+                // With `checked`, a cosignature of a header that held once is not checked again.
+                let header = h.hash();
+                let mut cosigned = |c: &Cosignature| -> bool {
+                    let Some(checked) = checked.as_deref_mut() else { return c.holds(&a.ledger_key, h) };
+                    let mut bytes = vec![2u8];
+                    for part in [&a.ledger_key[..], &header[..], &c.witness[..], &c.signature[..]] {
+                        bytes.extend_from_slice(part);
+                    }
+                    let digest: Digest = *blake3::hash(&bytes).as_bytes();
+                    if checked.contains(&digest) {
+                        return true;
+                    }
+                    let holds = c.holds(&a.ledger_key, h);
+                    if holds {
+                        checked.insert(digest);
+                    }
+                    holds
+                };
+                if let Some(c) = a.cosignatures.iter().find(|c| !cosigned(c)) {
                     return Err(VerifyError::Attestation(AttestationError::Cosignature {
                         witness: hex::encode(c.witness),
                         number: h.number,
@@ -1069,12 +1036,14 @@ impl ProofFile {
                 let key = VerifyingKey::from_bytes(&a.ledger_key).map_err(|_| VerifyError::BadLedgerKey)?;
                 let time =
                     TxTimeProof { position: *position, before: (**before).clone(), at: a.state.clone() };
-                time.verify_with(&key, &mut holds).map_err(|e| match e {
-                    AttestationError::CoveredBefore { .. } | AttestationError::NotCovered { .. } => {
-                        VerifyError::RecordedElsewhere(e.to_string())
-                    }
-                    other => VerifyError::Attestation(other),
-                })?;
+                time.verify_with(&key, &mut |state, key| state_holds(&mut checked, state, key)).map_err(
+                    |e| match e {
+                        AttestationError::CoveredBefore { .. } | AttestationError::NotCovered { .. } => {
+                            VerifyError::RecordedElsewhere(e.to_string())
+                        }
+                        other => VerifyError::Attestation(other),
+                    },
+                )?;
                 Claim::Recorded {
                     position: *position,
                     atom: Box::new(atom),
@@ -1085,6 +1054,98 @@ impl ProofFile {
         };
         Ok(Verified { log, head, pulse, cosigned: cosigned.unwrap_or_default(), claim })
     }
+}
+
+/// The envelope's attestation part: `attested` and, if attested, its fields.
+fn read_attestation(r: &mut Reader<'_>) -> Result<Option<Attestation>, WireError> {
+    Ok(match r.u8("attested")? {
+        0 => None,
+        attested @ (1 | 2) => {
+            let ledger_key = r.array("ledger key")?;
+            let state = StateProof::read(r)?;
+            let cosignatures = if attested == 2 { read_cosignatures(r)? } else { Vec::new() };
+            Some(Attestation { ledger_key, state, cosignatures })
+        }
+        other => {
+            return Err(WireError::Invalid { field: "attested", problem: format!("{other}, not 0, 1 or 2") });
+        }
+    })
+}
+
+/// The envelope from `kind` on: the proof. A transaction-time proof needs `attested`.
+fn read_body(r: &mut Reader<'_>, attested: bool) -> Result<Proof, WireError> {
+    Ok(match r.u8("proof kind")? {
+        1 => Proof::Inclusion {
+            log: LogId(r.u64("log")?),
+            head: Head::read(r)?,
+            position: r.u64("position")?,
+            atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+            path: read_path(r)?,
+        },
+        2 => Proof::Consistency {
+            log: LogId(r.u64("log")?),
+            head: Head::read(r)?,
+            old_size: r.u64("old size")?,
+            old_root: r.array("old root")?,
+            path: read_path(r)?,
+        },
+        3 => Proof::Range {
+            log: LogId(r.u64("log")?),
+            head: Head::read(r)?,
+            range: Box::new(RangeProof::read(r)?),
+        },
+        4 => Proof::List {
+            log: LogId(r.u64("log")?),
+            head: Head::read(r)?,
+            list: Box::new(ListProof::read(r)?),
+        },
+        5 => Proof::Omission {
+            log: LogId(r.u64("log")?),
+            head: Head::read(r)?,
+            position: r.u64("position")?,
+            atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+            path: read_path(r)?,
+            range: Box::new(RangeProof::read(r)?),
+        },
+        6 if !attested => {
+            return Err(WireError::Invalid {
+                field: "attestation",
+                problem:
+                    "a transaction-time proof (kind 6) is the ledger's word or nothing: it must be attested"
+                        .into(),
+            });
+        }
+        6 => Proof::Recorded {
+            log: LogId(r.u64("log")?),
+            head: Head::read(r)?,
+            position: r.u64("position")?,
+            atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
+            path: read_path(r)?,
+            before: Box::new(StateProof::read(r)?),
+        },
+        k => {
+            return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });
+        }
+    })
+}
+
+/// Whether a state proof holds under a key; with `checked`, one whose bytes held once is not
+/// checked again (`ProofFile::verify_sharing`).
+fn state_holds(
+    checked: &mut Option<&mut std::collections::HashSet<Digest>>,
+    state: &StateProof,
+    key: &VerifyingKey,
+) -> Result<(), AttestationError> {
+    let Some(checked) = checked.as_deref_mut() else { return state.verify(key) };
+    let mut bytes = vec![1u8];
+    bytes.extend_from_slice(&key.to_bytes());
+    state.put(&mut bytes);
+    let digest: Digest = *blake3::hash(&bytes).as_bytes();
+    if !checked.contains(&digest) {
+        state.verify(key)?;
+        checked.insert(digest);
+    }
+    Ok(())
 }
 
 fn put_path(out: &mut Vec<u8>, path: &[Digest]) {
