@@ -81,11 +81,7 @@ pub fn restore(a: RestoreArgs) -> Result<ExitCode> {
     let key = sion_memory::ledger::read_key(&a.key)
         .with_context(|| format!("reading the writer's key {}", a.key.display()))?;
     let pinned = match &a.ledger_key {
-        Some(hex_key) => {
-            let mut k = [0u8; 32];
-            hex::decode_to_slice(hex_key, &mut k).context("--ledger-key is 64 hex digits")?;
-            Some(ed25519_dalek::VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?)
-        }
+        Some(hex_key) => Some(crate::memory_cmd::ledger_key_arg(hex_key)?),
         None => {
             eprintln!(
                 "no --ledger-key: the restored memory is checked against the ledger it names (for an embedded one, the archive's own)"

@@ -10,7 +10,7 @@ use sion_memory::belief::{Policy, bundle};
 
 use sion_memory::rmp::Rmp;
 
-use crate::memory_cmd::{DataArg, open_memory, open_memory_read_only};
+use crate::memory_cmd::{DataArg, ledger_key_arg, open_memory, open_memory_read_only};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum StateArg {
@@ -114,11 +114,7 @@ pub fn believe(a: BelieveArgs) -> Result<ExitCode> {
         bail!("nothing to believe about: give --target ID or --position N");
     }
     let ledger_key = match (&a.ledger_key, &rmp) {
-        (Some(hex), _) => {
-            let mut k = [0u8; 32];
-            hex::decode_to_slice(hex, &mut k).context("--ledger-key is 64 hex digits")?;
-            ed25519_dalek::VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?
-        }
+        (Some(hex), _) => ledger_key_arg(hex)?,
         (None, Some(rmp)) => {
             eprintln!("checking against the memory's own ledger key (give --ledger-key to choose yours)");
             rmp.ledger_key()

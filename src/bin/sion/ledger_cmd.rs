@@ -228,10 +228,7 @@ fn witness(a: WitnessArgs) -> Result<ExitCode> {
     let (Some(url), Some(ledger_key), Some(state)) = (&a.ledger, &a.ledger_key, &a.state) else {
         anyhow::bail!("--ledger, --ledger-key and --state name what to witness");
     };
-    let mut k = [0u8; 32];
-    hex::decode_to_slice(ledger_key, &mut k).context("--ledger-key is 64 hex digits")?;
-    let ledger_key =
-        ed25519_dalek::VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?;
+    let ledger_key = crate::memory_cmd::ledger_key_arg(ledger_key)?;
     if !(a.interval.is_finite() && a.interval > 0.0) {
         anyhow::bail!("--interval {}: a positive number of seconds", a.interval);
     }

@@ -496,6 +496,13 @@ pub(crate) fn open_memory(dir: &Path) -> Result<Memory> {
     Ok(memory)
 }
 
+/// A `--ledger-key` argument: the ledger key a reader chose, 64 hex digits of an ed25519 key.
+pub(crate) fn ledger_key_arg(hex_key: &str) -> Result<VerifyingKey> {
+    let mut k = [0u8; 32];
+    hex::decode_to_slice(hex_key, &mut k).context("--ledger-key is 64 hex digits")?;
+    VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")
+}
+
 /// Open a memory to read it: nothing in its directory changes, so a memory on read-only
 /// media, on a full disk or in use by a running node can be read (docs/RELIABILITY.md).
 pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
@@ -999,11 +1006,7 @@ fn survey(dir: &Path, why: &anyhow::Error) -> Result<ExitCode> {
 fn verify(a: VerifyArgs) -> Result<ExitCode> {
     let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let expected = match (&a.ledger_key, &a.data) {
-        (Some(hex_key), _) => {
-            let mut k = [0u8; 32];
-            hex::decode_to_slice(hex_key, &mut k).context("--ledger-key is 64 hex digits")?;
-            Some(VerifyingKey::from_bytes(&k).context("--ledger-key is not an ed25519 key")?)
-        }
+        (Some(hex_key), _) => Some(ledger_key_arg(hex_key)?),
         (None, Some(dir)) => Some(open_memory_read_only(dir)?.ledger().public_key()),
         (None, None) => None,
     };
