@@ -7,19 +7,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sion_memory::atom::{Atom, AtomId, AtomParts, BoxMm, Extractor, Interval, Kind, Link, LinkRel, Permille};
 use sion_memory::belief::{Belief, Policy, Prefer, Recorded, Reviser, State, Statement, fold};
+use sion_memory::sim::SplitMix64;
 
-/// splitmix64: a few random numbers without a dependency, the same on every machine.
-struct Rng(u64);
+/// The simulation's SplitMix64 (the same numbers on every machine), drawing below a bound.
+struct Rng(SplitMix64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.0.next_u64() % n.max(1)
     }
 }
 
@@ -253,7 +247,7 @@ fn random_policy(rng: &mut Rng) -> Policy {
 
 #[test]
 fn the_fold_agrees_with_a_plain_implementation_on_random_histories() {
-    let mut rng = Rng(0x5109_2026_1203);
+    let mut rng = Rng(SplitMix64::new(0x5109_2026_1203));
     let mut moved = 0;
     for case in 0..3000 {
         let h = history(&mut rng);
