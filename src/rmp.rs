@@ -281,7 +281,13 @@ impl Rmp {
             .enumerate()
             .map(|(i, a)| Atom::from_json(&a.to_string()).map_err(|e| input(&format!("atoms[{i}]"), e)))
             .collect::<Result<_, _>>()?;
-        let appended = self.append(parsed)?;
+        self.remember_atoms(parsed)
+    }
+
+    /// remember atoms already parsed (a surface that reads them itself), durable when this
+    /// returns.
+    pub fn remember_atoms(&self, atoms: Vec<Atom>) -> Result<Remembered, RmpError> {
+        let appended = self.append(atoms)?;
         Ok(Remembered {
             new: appended.iter().filter(|a| a.new).count(),
             positions: appended.iter().map(|a| a.position).collect(),

@@ -185,14 +185,10 @@ impl Services {
                         .atoms_json
                         .iter()
                         .enumerate()
-                        .map(|(i, line)| {
-                            let atom = Atom::from_json(line).map_err(|e| format!("atom {i}: {e}"))?;
-                            let value = serde_json::from_str(line).map_err(|e| format!("atom {i}: {e}"))?;
-                            Ok((atom.id().to_string(), value))
-                        })
-                        .collect::<Result<Vec<(String, serde_json::Value)>, String>>()?;
-                    let (ids, values): (Vec<_>, Vec<_>) = atoms.into_iter().unzip();
-                    let remembered = rmp.remember(&values).map_err(|e| e.to_string())?;
+                        .map(|(i, line)| Atom::from_json(line).map_err(|e| format!("atom {i}: {e}")))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let ids = atoms.iter().map(|a| a.id().to_string()).collect();
+                    let remembered = rmp.remember_atoms(atoms).map_err(|e| e.to_string())?;
                     Ok((remembered.positions, ids))
                 })
                 .await;
