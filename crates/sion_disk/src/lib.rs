@@ -9,11 +9,18 @@
 //! the power — puts every file back as the disk would hold it after a crash, keeping only what
 //! was fsynced (and only the names whose directory was fsynced). The crate has no
 //! dependencies and knows nothing of atoms, logs or ledgers.
+//!
+//! What it makes is its owner's alone, whatever the umask: files 0600 and directories 0700
+//! (a memory holds key material and people's faces; another user on the robot reads nothing).
+//! [`tighten`] mends a file or directory an older version, or a careless copy, left open to
+//! others, as ssh does with keys.
 
 use std::fmt;
 use std::fs;
 use std::io;
-use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, FileExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,8 +41,57 @@ pub enum Open {
     Truncate,
     /// Made; an error if it exists.
     New,
-    /// Made, readable by its owner only (a key); an error if it exists.
+    /// Made; an error if it exists. The same as [`Open::New`], now that every file is made
+    /// readable by its owner only; kept so that a key's creation says what it needs.
     NewPrivate,
+}
+
+/// The mode of every file this crate makes: its owner reads and writes it, nobody else.
+pub const FILE_MODE: u32 = 0o600;
+/// The mode of every directory this crate makes.
+pub const DIR_MODE: u32 = 0o700;
+
+/// Take group and other permissions off `path` (a file or a directory), as ssh insists of
+/// keys. Returns the mode it had when it was open to others (and is not any more), `None`
+/// when it was already private or does not exist. Fails if it cannot be mended (it belongs
+/// to someone else, say): the caller decides whether that is fatal.
+pub fn tighten(path: &Path) -> io::Result<Option<u32>> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 == 0 || meta.file_type().is_symlink() {
+        return Ok(None);
+    }
+    fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o700))?;
+    Ok(Some(mode))
+}
+
+/// The directory a path names a file in: `.` for a bare file name (whose `parent()` is the
+/// empty path, which cannot be opened to be fsynced).
+pub fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// `mkdir -p` with every directory it makes 0700 whatever the umask, and the last one (made
+/// or found) made private if it was open to others: it is where secrets go.
+pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
+    fs::DirBuilder::new().recursive(true).mode(DIR_MODE).create(path)?;
+    tighten(path).map(drop)
+}
+
+/// Make an open file private (0600) if the umask or an older version left it open to others.
+fn private_file(file: &fs::File) -> io::Result<()> {
+    let mode = file.metadata()?.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        file.set_permissions(fs::Permissions::from_mode(mode & 0o700 | FILE_MODE))?;
+    }
+    Ok(())
 }
 
 /// Every change to the memory's files. `path` names the file each call is about: the OS
@@ -61,7 +117,7 @@ pub struct Os;
 impl Storage for Os {
     fn open(&self, path: &Path, how: Open) -> io::Result<fs::File> {
         let mut o = fs::OpenOptions::new();
-        o.read(true).write(how != Open::Read);
+        o.read(true).write(how != Open::Read).mode(FILE_MODE);
         match how {
             Open::Read | Open::Existing => {}
             Open::Create => {
@@ -70,14 +126,17 @@ impl Storage for Os {
             Open::Truncate => {
                 o.create(true).truncate(true);
             }
-            Open::New => {
+            Open::New | Open::NewPrivate => {
                 o.create_new(true);
             }
-            Open::NewPrivate => {
-                o.create_new(true).mode(0o600);
-            }
         }
-        o.open(path)
+        let file = o.open(path)?;
+        // `mode` applies to a file made now, less the umask; a file found (left by an older
+        // version, or a copy) is made private here too, before anything is written to it.
+        if !matches!(how, Open::Read | Open::Existing) {
+            private_file(&file)?;
+        }
+        Ok(file)
     }
 
     fn write_at(&self, file: &fs::File, _: &Path, bytes: &[u8], offset: u64) -> io::Result<usize> {
@@ -101,10 +160,11 @@ impl Storage for Os {
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        fs::create_dir_all(path)
+        create_private_dir_all(path)
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        let path = if path.as_os_str().is_empty() { Path::new(".") } else { path };
         fs::File::open(path)?.sync_all()
     }
 }
@@ -154,7 +214,7 @@ impl Disk {
     /// before it builds on it.
     pub fn make_durable(&self, path: &Path) -> io::Result<()> {
         self.open(path, Open::Existing)?.sync_all()?;
-        self.sync_dir(path.parent().unwrap_or(Path::new(".")))
+        self.sync_dir(dir_of(path))
     }
 
     /// `bytes` as the whole of the file at `path`, fsynced (its directory is not).
@@ -172,7 +232,7 @@ impl Disk {
         let tmp = PathBuf::from(tmp);
         self.write_file(&tmp, bytes)?;
         self.rename(&tmp, path)?;
-        self.sync_dir(path.parent().unwrap_or(Path::new(".")))
+        self.sync_dir(dir_of(path))
     }
 }
 
@@ -286,5 +346,36 @@ mod tests {
         f.set_len(3).expect("cut");
         assert_eq!(fs::read(&path).expect("read"), b"Wor");
         assert!(disk.open(&path, Open::New).is_err(), "New refuses a file that exists");
+    }
+
+    #[test]
+    fn what_it_makes_is_private_and_what_it_finds_open_is_mended() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &Path| fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let disk = Disk::os();
+        let dir = tmp.path().join("a/b");
+        disk.create_dir_all(&dir).expect("mkdir");
+        assert_eq!(mode(&tmp.path().join("a")), 0o700);
+        assert_eq!(mode(&dir), 0o700);
+        let key = dir.join("key");
+        disk.replace_file(&key, b"secret").expect("write");
+        assert_eq!(mode(&key), 0o600);
+        // Left open by an older version: opening it to write mends it first.
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o644)).expect("chmod");
+        drop(disk.open(&key, Open::Create).expect("open"));
+        assert_eq!(mode(&key), 0o600);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert_eq!(tighten(&dir).expect("tighten"), Some(0o755));
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(tighten(&dir).expect("tighten"), None, "already private");
+        assert_eq!(tighten(&dir.join("absent")).expect("tighten"), None);
+    }
+
+    #[test]
+    fn a_bare_file_name_is_in_the_current_directory() {
+        assert_eq!(dir_of(Path::new("w.key")), Path::new("."));
+        assert_eq!(dir_of(Path::new("d/w.key")), Path::new("d"));
+        Disk::os().sync_dir(Path::new("")).expect("the empty path is the current directory");
     }
 }

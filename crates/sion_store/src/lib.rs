@@ -13,6 +13,7 @@ pub mod index;
 pub mod ledger;
 pub mod log;
 pub mod memory;
+mod private;
 pub mod shadow;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -167,7 +167,14 @@ impl DiskFile {
 /// forking another holds a copy of every open file until the child executes, so a lock just
 /// let go can look held for a moment.
 pub fn lock_dir(dir: &Path) -> io::Result<Option<File>> {
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Private as every file of a memory is (sion_disk): an empty file, but its name is not theirs.
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(sion_disk::FILE_MODE)
+        .open(dir.join("LOCK"))?;
     for _ in 0..50 {
         if file.try_lock().is_ok() {
             return Ok(Some(file));

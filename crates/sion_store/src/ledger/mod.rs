@@ -168,7 +168,7 @@ pub fn write_key(disk: &Disk, path: &Path, key: &SigningKey) -> Result<(), Ledge
     let f = disk.open(path, Open::NewPrivate).map_err(io_err(format!("creating {}", path.display())))?;
     f.write_all_at(&key.to_bytes(), 0)
         .and_then(|()| f.sync_all())
-        .and_then(|()| disk.sync_dir(path.parent().unwrap_or(Path::new("."))))
+        .and_then(|()| disk.sync_dir(sion_disk::dir_of(path)))
         .map_err(io_err(format!("writing {}", path.display())))
 }
 
@@ -178,9 +178,16 @@ pub fn write_key(disk: &Disk, path: &Path, key: &SigningKey) -> Result<(), Ledge
 pub fn read_or_make_key(disk: &Disk, path: &Path) -> Result<SigningKey, LedgerError> {
     match read_key(path) {
         Ok(key) => {
+            crate::private::keep_private(
+                &[crate::private::Secret {
+                    path,
+                    holds: "a signing key: whoever reads it can sign as its owner",
+                }],
+                true,
+            );
             disk.open(path, Open::Existing)
                 .and_then(|f| f.sync_all())
-                .and_then(|()| disk.sync_dir(path.parent().unwrap_or(Path::new("."))))
+                .and_then(|()| disk.sync_dir(sion_disk::dir_of(path)))
                 .map_err(io_err(format!("syncing {}", path.display())))?;
             Ok(key)
         }
@@ -376,7 +383,18 @@ impl Ledger {
             // A creation cut short just before FORMAT's name was durable: make it so.
             disk.make_durable(&dir.join("FORMAT")).map_err(io_err("syncing FORMAT"))?;
         }
-        let key = read_key(&dir.join("key"))?;
+        let key_path = dir.join("key");
+        crate::private::keep_private(
+            &[
+                crate::private::Secret { path: dir, holds: "a ledger's signing key" },
+                crate::private::Secret {
+                    path: &key_path,
+                    holds: "the ledger's signing key: whoever reads it can sign this ledger's Pulses",
+                },
+            ],
+            writable,
+        );
+        let key = read_key(&key_path)?;
         // Read before the journal is replayed: a journal that ends short of it was cut, and is
         // left as it is for the operator, not cut again as a torn write.
         let mark = read_acked(&dir.join(ACKED), &key.verifying_key(), legacy)?;

@@ -314,7 +314,12 @@ impl Memory {
         sealed: bool,
     ) -> Result<Self, MemoryError> {
         let disk = &index_config.disk;
-        let writer = read_or_make_key(disk, &dir.join("writer.key"))?;
+        let key_path = dir.join("writer.key");
+        let log_dir = dir.join("log");
+        // What this attempt makes, it takes away again if the ledger refuses it before taking
+        // anything from its key (a name already taken, say): a refused creation leaves nothing.
+        let (fresh_key, fresh_log) = (!key_path.exists(), !log_dir.exists());
+        let writer = read_or_make_key(disk, &key_path)?;
         let creation = if sealed { Some(Space::genesis()?) } else { None };
         let (space_id, policy) = match &creation {
             Some(c) => {
@@ -323,22 +328,41 @@ impl Memory {
             }
             None => (None, [0; 32]),
         };
-        let log_dir = dir.join("log");
         let options = LogOptions { disk: disk.clone(), ..LogOptions::default() };
         let (log, recovery) = match Log::open(&log_dir, options.clone()) {
             Ok(opened) => opened,
             Err(LogError::Missing(_)) => Log::create(&log_dir, options)?,
             Err(e) => return Err(e.into()),
         };
-        if let Some(name) = agent {
-            register_agent_path(ledger.as_mut(), &writer, name)?;
-        }
         let me = account_of(&writer);
-        let opened = ledger.submit(crate::ledger::SignedTx::sign(
-            &writer,
-            ledger.nonce(&me)?,
-            Tx::OpenMemory { agent: agent.map(str::to_owned), policy },
-        ))?;
+        let opened = (|| -> Result<_, MemoryError> {
+            if let Some(name) = agent {
+                register_agent_path(ledger.as_mut(), &writer, name)?;
+            }
+            let tx = Tx::OpenMemory { agent: agent.map(str::to_owned), policy };
+            Ok(ledger.submit(crate::ledger::SignedTx::sign(&writer, ledger.nonce(&me)?, tx))?)
+        })();
+        let opened = match opened {
+            Ok(opened) => opened,
+            Err(refused) => {
+                // Only if the ledger holds nothing signed by this key (its nonce is 0): a key
+                // that registered a name, or opened a log, must not be lost.
+                if fresh_key && matches!(ledger.nonce(&me), Ok(0)) {
+                    drop(log);
+                    let mut left = Vec::new();
+                    if fresh_log && let Err(e) = fs::remove_dir_all(&log_dir) {
+                        left.push(format!("{}: {e}", log_dir.display()));
+                    }
+                    if let Err(e) = fs::remove_file(&key_path) {
+                        left.push(format!("{}: {e}", key_path.display()));
+                    }
+                    if !left.is_empty() {
+                        tracing::warn!("the refused creation left {}", left.join("; "));
+                    }
+                }
+                return Err(refused);
+            }
+        };
         // One transaction a Pulse: the log it opened is the last of that Pulse's state, even
         // when other writers open logs on the same (fleet) ledger at the same time.
         let log_id = LogId(opened.header.logs.saturating_sub(1));
@@ -406,6 +430,7 @@ impl Memory {
         let index_config = index;
         let disk = &index_config.disk;
         let config = read_config(dir)?;
+        crate::private::keep_memory_private(dir, true);
         // Its making may have been cut short just before memory.json's name was durable.
         disk.make_durable(&dir.join("memory.json")).map_err(|e| config_err(&dir.join("memory.json"), e))?;
         let writer = read_key(&dir.join("writer.key"))?;
@@ -487,6 +512,7 @@ impl Memory {
     /// The same, reaching a remote ledger (if memory.json names one) through `connect`.
     pub fn open_read_only_linked(dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
         let config = read_config(dir)?;
+        crate::private::keep_memory_private(dir, false);
         let writer = read_key(&dir.join("writer.key"))?;
         // The index first, then the ledger, then the log: a writer running now indexes and
         // commits only what its log holds, so each is at least as far as the one before.

@@ -1112,13 +1112,8 @@ impl MemberKeys {
         }
         let key = MemberKey::generate()?;
         let seed = zeroize::Zeroizing::new(key.seed());
+        // Made 0600 (and its directory 0700) by the disk, before a byte of it is written.
         disk.replace_file(&path, seed.as_slice()).map_err(|e| file_err(&path, e))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| file_err(&path, e))?;
-        }
         let public = dir.join("member.pub");
         disk.replace_file(&public, &key.public()).map_err(|e| file_err(&public, e))?;
         Ok(Self { disk: disk.clone(), dir: dir.to_owned(), key })
@@ -1127,6 +1122,29 @@ impl MemberKeys {
     /// Open a member's key directory.
     pub fn open(disk: &Disk, dir: &Path) -> Result<Self, SpaceError> {
         let path = dir.join("member.key");
+        let mut secrets = vec![
+            crate::private::Secret { path: dir, holds: "a member's keys" },
+            crate::private::Secret {
+                path: &path,
+                holds: "a member's key: whoever reads it can unwrap every cover given to this member",
+            },
+        ];
+        let stores: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "sionkeys"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for store in &stores {
+            secrets.push(crate::private::Secret {
+                path: store,
+                holds: "a member's covers: whoever reads them can open the sealed payloads they cover",
+            });
+        }
+        crate::private::keep_private(&secrets, true);
         let bytes = zeroize::Zeroizing::new(std::fs::read(&path).map_err(|e| file_err(&path, e))?);
         let seed: [u8; 32] = bytes
             .as_slice()
