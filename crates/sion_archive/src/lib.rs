@@ -92,6 +92,23 @@ pub enum ArchiveError {
     )]
     Mismatch(String),
     #[error(
+        "the archive's ledger reaches Pulse {has}, but you asked for at least Pulse {asked}: this archive is \
+         older than the memory you recorded (a copy made before later commits, a forget among them), and \
+         restoring it would undo them. Nothing was put in place"
+    )]
+    RolledBack { has: u64, asked: u64 },
+    #[error(
+        "{refused}; and the unfinished restore {} could not be removed ({source}): it holds the writer's \
+         key and the memory's keys in the clear, remove it by hand",
+        staging.display()
+    )]
+    NotCleared {
+        refused: Box<ArchiveError>,
+        staging: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
         "the ledger's head has {committed} atoms, but the archive holds the first {archived} (committed \
          with it): the atoms after {archived} were committed after the last archive and are not in it. \
          Nothing was put in place"
@@ -102,6 +119,17 @@ pub enum ArchiveError {
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ArchiveError {
     let path = path.to_owned();
     move |source| ArchiveError::Io { what, path, source }
+}
+
+/// What a restore is checked against besides the archive: what its user holds apart from it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Anchor<'a> {
+    /// The key the restored memory's ledger must sign with (the key the operator wrote down,
+    /// or the fleet's).
+    pub ledger_key: Option<&'a ed25519_dalek::VerifyingKey>,
+    /// The last Pulse the user recorded of this memory's ledger: an archive whose ledger has
+    /// not reached it is older than the memory they had, and is refused.
+    pub at_least_pulse: Option<u64>,
 }
 
 /// The head an archive holds.
@@ -241,6 +269,9 @@ pub struct Restored {
     pub blobs: usize,
     pub files: usize,
     pub fetched_bytes: u64,
+    /// The last Pulse of the restored memory's ledger: the one to record, and to name with
+    /// [`Anchor::at_least_pulse`] the next time.
+    pub pulse: u64,
 }
 
 impl Archive {
@@ -285,7 +316,8 @@ impl Archive {
             ));
         } else {
             let dir = PathBuf::from(url.strip_prefix("file://").unwrap_or(url));
-            fs::create_dir_all(&dir).map_err(io_err("making the archive directory", &dir))?;
+            // Its objects are sealed, but their names and sizes are still the memory's business.
+            sion_disk::create_private_dir_all(&dir).map_err(io_err("making the archive directory", &dir))?;
             let store = object_store::local::LocalFileSystem::new_with_prefix(&dir)
                 .map_err(|source| ArchiveError::Store { url: url.into(), source })?;
             (Arc::new(store), String::new())
@@ -529,20 +561,21 @@ impl Archive {
         connect: sion_store::ledger::link::Connect<'_>,
         progress: impl FnMut(u64, u64),
     ) -> Result<Restored, ArchiveError> {
-        self.restore_pinned(to, writer, None, connect, progress)
+        self.restore_pinned(to, writer, Anchor::default(), connect, progress)
     }
 
-    /// The same, refusing unless the memory's ledger signs with `ledger_key` (the key the
-    /// operator wrote down, or the fleet's): an embedded ledger comes back from the archive
-    /// itself, and only a key chosen outside it anchors the check.
+    /// The same, checked against what the user holds outside the archive (`anchor`): the
+    /// ledger's key, and the last Pulse they recorded. An embedded ledger comes back from the
+    /// archive itself, so only these tell a copy made before a forget from the latest.
     pub fn restore_pinned(
         &self,
         to: &Path,
         writer: &SigningKey,
-        ledger_key: Option<&ed25519_dalek::VerifyingKey>,
+        anchor: Anchor<'_>,
         connect: sion_store::ledger::link::Connect<'_>,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Restored, ArchiveError> {
+        let ledger_key = anchor.ledger_key;
         if to.exists() && fs::read_dir(to).map_err(io_err("reading", to))?.next().is_some() {
             return Err(ArchiveError::TargetExists(to.to_owned()));
         }
@@ -588,102 +621,125 @@ impl Archive {
             fs::remove_dir_all(&staging)
                 .map_err(io_err("clearing an earlier, unfinished restore", &staging))?;
         }
-        fs::create_dir_all(&staging).map_err(io_err("making", &staging))?;
-        let write_file = |rel: &str, body: &[u8]| -> Result<(), ArchiveError> {
-            let rel_path = safe_relative(rel)?;
-            let path = staging.join(rel_path);
-            if let Some(parent) = path.parent() {
-                fs::create_dir_all(parent).map_err(io_err("making", parent))?;
-            }
-            write_durable(&path, body)
-        };
-        for (rel, name) in manifest.files.iter().chain(latest.ledger.iter()) {
-            write_file(rel, &fetch(Kind::File, name)?)?;
-        }
-        let key_path = staging.join("writer.key");
-        sion_store::ledger::write_key(&sion_disk::Disk::os(), &key_path, writer)
-            .map_err(MemoryError::from)?;
-
-        // The log, atom by atom: the log derives its own files and checks each atom's bytes.
-        {
-            let (log, _) = Log::create(&staging.join("log"), LogOptions::default())?;
-            for (k, name) in manifest.chunks.iter().enumerate() {
-                let plain = fetch(Kind::Chunk, name)?;
-                let atoms = chunk_atoms(&plain, k as u64 * manifest.chunk_atoms, name)?;
-                let count = atoms.len() as u64;
-                let appended = log.append(atoms)?;
-                if appended.iter().any(|a| !a.new) || log.size() != k as u64 * manifest.chunk_atoms + count {
-                    return Err(ArchiveError::BadObject {
-                        name: name.clone(),
-                        why: "repeats atoms the log already holds".into(),
-                    });
+        // The staging directory holds the writer's key and the clear key store as soon as they
+        // are fetched: private from the first byte, and gone whenever the restore is refused.
+        sion_disk::create_private_dir_all(&staging).map_err(io_err("making", &staging))?;
+        let staged = (|| -> Result<u64, ArchiveError> {
+            let write_file = |rel: &str, body: &[u8]| -> Result<(), ArchiveError> {
+                let rel_path = safe_relative(rel)?;
+                let path = staging.join(rel_path);
+                if let Some(parent) = path.parent() {
+                    sion_disk::create_private_dir_all(parent).map_err(io_err("making", parent))?;
                 }
-                progress(log.size(), manifest.head.size);
+                write_durable(&path, body)
+            };
+            for (rel, name) in manifest.files.iter().chain(latest.ledger.iter()) {
+                write_file(rel, &fetch(Kind::File, name)?)?;
             }
-            let blobs = BlobStore::open(&staging.join("blobs"))?;
-            for (hash, name) in &manifest.blobs {
-                let body = fetch(Kind::Blob, name)?;
-                if blake3::hash(&body).to_hex().as_str() != hash {
-                    return Err(ArchiveError::BadObject {
-                        name: name.clone(),
-                        why: format!("is not blob {hash}"),
-                    });
-                }
-                blobs.keep(&[body])?;
-            }
-            blobs.settle();
-        }
+            let key_path = staging.join("writer.key");
+            sion_store::ledger::write_key(&sion_disk::Disk::os(), &key_path, writer)
+                .map_err(MemoryError::from)?;
 
-        // Open it as its writer would, then check it against what the ledger committed.
-        let memory = match Memory::open_linked(&Default::default(), &staging, connect) {
-            Err(MemoryError::Diverged { committed, .. }) if committed > manifest.head.size => {
-                return Err(ArchiveError::Behind { archived: manifest.head.size, committed });
+            // The log, atom by atom: the log derives its own files and checks each atom's bytes.
+            {
+                let (log, _) = Log::create(&staging.join("log"), LogOptions::default())?;
+                for (k, name) in manifest.chunks.iter().enumerate() {
+                    let plain = fetch(Kind::Chunk, name)?;
+                    let atoms = chunk_atoms(&plain, k as u64 * manifest.chunk_atoms, name)?;
+                    let count = atoms.len() as u64;
+                    let appended = log.append(atoms)?;
+                    if appended.iter().any(|a| !a.new)
+                        || log.size() != k as u64 * manifest.chunk_atoms + count
+                    {
+                        return Err(ArchiveError::BadObject {
+                            name: name.clone(),
+                            why: "repeats atoms the log already holds".into(),
+                        });
+                    }
+                    progress(log.size(), manifest.head.size);
+                }
+                let blobs = BlobStore::open(&staging.join("blobs"))?;
+                for (hash, name) in &manifest.blobs {
+                    let body = fetch(Kind::Blob, name)?;
+                    if blake3::hash(&body).to_hex().as_str() != hash {
+                        return Err(ArchiveError::BadObject {
+                            name: name.clone(),
+                            why: format!("is not blob {hash}"),
+                        });
+                    }
+                    blobs.keep(&[body])?;
+                }
+                blobs.settle();
             }
-            other => other?,
+
+            // Open it as its writer would, then check it against what the ledger committed.
+            let memory = match Memory::open_linked(&Default::default(), &staging, connect) {
+                Err(MemoryError::Diverged { committed, .. }) if committed > manifest.head.size => {
+                    return Err(ArchiveError::Behind { archived: manifest.head.size, committed });
+                }
+                other => other?,
+            };
+            if let Some(expected) = ledger_key
+                && memory.ledger().public_key() != *expected
+            {
+                return Err(ArchiveError::Mismatch(format!(
+                    "its ledger signs with key {}, not the key given ({})",
+                    hex::encode(memory.ledger().public_key().to_bytes()),
+                    hex::encode(expected.to_bytes())
+                )));
+            }
+            let pulse = memory.ledger().latest().map_err(MemoryError::from)?.header.number;
+            if let Some(asked) = anchor.at_least_pulse
+                && pulse < asked
+            {
+                return Err(ArchiveError::RolledBack { has: pulse, asked });
+            }
+            let n = manifest.head.size;
+            let version = memory.version(Some(n)).map_err(|e| ArchiveError::Mismatch(e.to_string()))?;
+            let on_ledger = version.head;
+            let mut problems = Vec::new();
+            if on_ledger.root != manifest.head.root {
+                problems
+                    .push(format!("the ledger committed root {} at {n} atoms", hex::encode(on_ledger.root)));
+            }
+            if memory.log().root_at(n)? != manifest.head.root {
+                problems.push("the restored log's root is not the archived head's".into());
+            }
+            if on_ledger.index != manifest.head.index {
+                problems.push("the ledger committed another index root".into());
+            }
+            let current = memory.committed().head;
+            if on_ledger.manifest != root && current.manifest != root {
+                problems.push(format!(
+                    "the ledger's head names archive {}, not this one ({})",
+                    hex::encode(current.manifest),
+                    latest.root
+                ));
+            }
+            if let Err(e) =
+                sion_store::memory::snapshot_of(memory.index_reader(), &version, memory.index_v2_from())
+            {
+                problems.push(format!("the index rebuilt from the restored log: {e}"));
+            }
+            if !problems.is_empty() {
+                return Err(ArchiveError::Mismatch(problems.join("; ")));
+            }
+            drop(memory);
+            if to.exists() {
+                fs::remove_dir(to).map_err(io_err("replacing the empty directory", to))?;
+            }
+            fs::rename(&staging, to).map_err(io_err("moving the restored memory into place", to))?;
+            Ok(pulse)
+        })();
+        let pulse = match staged {
+            Ok(pulse) => pulse,
+            Err(e) => {
+                return Err(match fs::remove_dir_all(&staging) {
+                    Ok(()) => e,
+                    Err(source) => ArchiveError::NotCleared { refused: Box::new(e), staging, source },
+                });
+            }
         };
-        if let Some(expected) = ledger_key
-            && memory.ledger().public_key() != *expected
-        {
-            return Err(ArchiveError::Mismatch(format!(
-                "its ledger signs with key {}, not the key given ({})",
-                hex::encode(memory.ledger().public_key().to_bytes()),
-                hex::encode(expected.to_bytes())
-            )));
-        }
-        let n = manifest.head.size;
-        let version = memory.version(Some(n)).map_err(|e| ArchiveError::Mismatch(e.to_string()))?;
-        let on_ledger = version.head;
-        let mut problems = Vec::new();
-        if on_ledger.root != manifest.head.root {
-            problems.push(format!("the ledger committed root {} at {n} atoms", hex::encode(on_ledger.root)));
-        }
-        if memory.log().root_at(n)? != manifest.head.root {
-            problems.push("the restored log's root is not the archived head's".into());
-        }
-        if on_ledger.index != manifest.head.index {
-            problems.push("the ledger committed another index root".into());
-        }
-        let current = memory.committed().head;
-        if on_ledger.manifest != root && current.manifest != root {
-            problems.push(format!(
-                "the ledger's head names archive {}, not this one ({})",
-                hex::encode(current.manifest),
-                latest.root
-            ));
-        }
-        if let Err(e) =
-            sion_store::memory::snapshot_of(memory.index_reader(), &version, memory.index_v2_from())
-        {
-            problems.push(format!("the index rebuilt from the restored log: {e}"));
-        }
-        if !problems.is_empty() {
-            return Err(ArchiveError::Mismatch(problems.join("; ")));
-        }
-        drop(memory);
-        if to.exists() {
-            fs::remove_dir(to).map_err(io_err("replacing the empty directory", to))?;
-        }
-        fs::rename(&staging, to).map_err(io_err("moving the restored memory into place", to))?;
         sync_dir(to.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))?;
         Ok(Restored {
             root,
@@ -691,16 +747,16 @@ impl Archive {
             blobs: manifest.blobs.len(),
             files: manifest.files.len() + latest.ledger.len(),
             fetched_bytes: fetched,
+            pulse,
         })
     }
 }
 
 /// Write a file and make it durable before the restore goes on.
 fn write_durable(path: &Path, body: &[u8]) -> Result<(), ArchiveError> {
-    use std::io::Write as _;
-    let mut f = fs::File::create(path).map_err(io_err("creating", path))?;
-    f.write_all(body).and_then(|()| f.sync_all()).map_err(io_err("writing", path))?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    // 0600 whatever the umask: a restored memory's files include its keys.
+    sion_disk::Disk::os().write_file(path, body).map_err(io_err("writing", path))?;
+    sync_dir(sion_disk::dir_of(path))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), ArchiveError> {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sion_archive::{Archive, ArchiveError, ArchiveKeys, Kind as ObjectKind};
+use sion_archive::{Anchor, Archive, ArchiveError, ArchiveKeys, Kind as ObjectKind};
 use sion_store::index::IndexConfig;
 use sion_store::ledger::link::no_remote;
 use sion_store::memory::{Memory, Opened};
@@ -191,15 +191,18 @@ fn archive_restore_and_forget_through_a_directory() {
     // in place; the memory's own key is taken.
     let ledger_key = robot.memory.ledger().public_key();
     let other = ed25519_dalek::SigningKey::from_bytes(&[5; 32]).verifying_key();
+    let pinned = |key| Anchor { ledger_key: Some(key), at_least_pulse: None };
     let e = archive
-        .restore_pinned(&restored, &key, Some(&other), &no_remote, |_, _| {})
+        .restore_pinned(&restored, &key, pinned(&other), &no_remote, |_, _| {})
         .expect_err("another ledger key");
     assert!(e.to_string().contains("not the key given"), "{e}");
     assert!(!restored.exists());
+    assert!(!staging(&restored).exists(), "a refused restore leaves nothing behind: {e}");
     let r =
-        archive.restore_pinned(&restored, &key, Some(&ledger_key), &no_remote, |_, _| {}).expect("restore");
+        archive.restore_pinned(&restored, &key, pinned(&ledger_key), &no_remote, |_, _| {}).expect("restore");
     assert_eq!(r.root, written.root);
     check_restored(&restored, &robot, &[]);
+    assert_private(&restored);
     // A later commit carries the manifest forward.
     robot.memory.remember_sealed(vec![observation(500, "after the archive")]).expect("seal");
     robot.memory.commit(false).expect("commit");
@@ -213,6 +216,9 @@ fn archive_restore_and_forget_through_a_directory() {
     assert!(holds(&before, &sealed_frame), "the archive holds the sealed frame before the forget");
     let secrets = doomed(&robot.memory, &data, &forgotten);
     assert!(holds(&before, &secrets[0]), "the archive holds the epoch seed before the forget");
+    // A copy of the archive as it was before the forget, kept by someone who wants it undone.
+    let before_forget = tmp.path().join("archive-before-forget");
+    copy_tree(&dir, &before_forget);
     robot.memory.forget(&forgotten, "operator ana", "asked to be forgotten").expect("forget");
     robot.memory.commit(false).expect("commit the forget");
     let third = archive.write(&mut robot.memory, |_, _| {}).expect("archive after the forget");
@@ -227,8 +233,30 @@ fn archive_restore_and_forget_through_a_directory() {
     // The forgotten atoms' sealed bytes stay (the log commits to them), but no key left in the
     // archive opens them: restored, they do not open, and everything else does.
     let restored2 = tmp.path().join("restored-after-forget");
-    archive.restore(&restored2, &key, &no_remote, |_, _| {}).expect("restore after the forget");
+    let r2 = archive.restore(&restored2, &key, &no_remote, |_, _| {}).expect("restore after the forget");
     check_restored(&restored2, &robot, &forgotten);
+    assert!(r2.pulse >= third.pulse, "the restore names the Pulse to record: {} < {}", r2.pulse, third.pulse);
+
+    // The copy from before the forget: its embedded ledger came with it, so on its own it
+    // cannot tell it is older (docs/SEAL.md, "What an archive can promise"); named the last
+    // Pulse the user recorded, the restore refuses it and says which Pulse each is.
+    let old_archive = Archive::open(&before_forget.to_string_lossy()).expect("open the old copy");
+    let rolled = tmp.path().join("rolled-back");
+    let e = old_archive
+        .restore_pinned(
+            &rolled,
+            &key,
+            Anchor { ledger_key: Some(&ledger_key), at_least_pulse: Some(r2.pulse) },
+            &no_remote,
+            |_, _| {},
+        )
+        .expect_err("an archive from before the forget");
+    match &e {
+        ArchiveError::RolledBack { has, asked } => assert!(has < asked && *asked == r2.pulse, "{e}"),
+        other => panic!("not refused as rolled back: {other}"),
+    }
+    assert!(e.to_string().contains(&format!("at least Pulse {}", r2.pulse)), "{e}");
+    assert!(!rolled.exists() && !staging(&rolled).exists(), "nothing left behind");
 
     // Refusals: restoring over a memory; another writer's key; a damaged object.
     assert!(matches!(
@@ -248,6 +276,41 @@ fn archive_restore_and_forget_through_a_directory() {
     let name = victim.file_name().expect("name").to_string_lossy().into_owned();
     assert!(e.to_string().contains(&name) && e.to_string().contains("do not hash to its name"), "{e}");
     assert!(!target.exists(), "nothing is put in place after a refusal");
+    assert!(!staging(&target).exists(), "nor left beside it: the staging held the keys in the clear");
+}
+
+fn staging(to: &Path) -> PathBuf {
+    let mut name = to.file_name().expect("name").to_os_string();
+    name.push(".restoring");
+    to.with_file_name(name)
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read dir").flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// A restored memory is its owner's alone: the directory and everything in it.
+fn assert_private(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(dir).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", dir.display());
+    for e in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let meta = e.metadata().expect("stat");
+        if meta.is_dir() {
+            assert_private(&e.path());
+        } else {
+            let mode = meta.permissions().mode() & 0o777;
+            assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", e.path().display());
+        }
+    }
 }
 
 fn biggest_object(archive: &Path) -> PathBuf {

@@ -39,6 +39,13 @@ pub struct RestoreArgs {
     /// check rests on the archive alone.
     #[arg(long)]
     ledger_key: Option<String>,
+    /// The last Pulse you recorded of this memory's ledger (printed by `commit`, `archive`,
+    /// `restore` and `show`): refuse an archive whose ledger has not reached it — a copy
+    /// made before later commits (a forget among them) would undo them. An embedded ledger
+    /// comes back from the archive itself and cannot tell an old archive from the latest;
+    /// this number, kept apart from it, can (docs/SEAL.md, "What an archive can promise").
+    #[arg(long, value_name = "PULSE")]
+    at_least_pulse: Option<u64>,
 }
 
 pub fn archive(a: ArchiveArgs) -> Result<ExitCode> {
@@ -91,8 +98,9 @@ pub fn restore(a: RestoreArgs) -> Result<ExitCode> {
     };
     let store = Archive::open(&a.from).with_context(|| format!("opening the archive at {}", a.from))?;
     let bar = ui::bar(1, "atoms");
+    let anchor = sion_archive::Anchor { ledger_key: pinned.as_ref(), at_least_pulse: a.at_least_pulse };
     let restored = store
-        .restore_pinned(&a.data, &key, pinned.as_ref(), &sion_memory::fleet::connect, |done, total| {
+        .restore_pinned(&a.data, &key, anchor, &sion_memory::fleet::connect, |done, total| {
             bar.set_length(total);
             bar.set_position(done);
         })
@@ -113,5 +121,15 @@ pub fn restore(a: RestoreArgs) -> Result<ExitCode> {
         hex::encode(restored.head.index),
         hex::encode(restored.root)
     );
+    println!(
+        "its ledger is at Pulse {}: record it, and name it with --at-least-pulse next time",
+        restored.pulse
+    );
+    if a.at_least_pulse.is_none() {
+        eprintln!(
+            "no --at-least-pulse: nothing here tells this archive from an older copy of it (its ledger came with \
+             it, unless it is a fleet ledger); an older one would bring back what was forgotten since"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
