@@ -147,6 +147,9 @@ pub struct KernelDoors {
     pub commit_now: CommitNow,
 }
 
+/// The most atoms `recall` gives as JSON in one answer.
+pub const RECALL_MAX_ATOMS: usize = 20_000;
+
 /// Who writes the memory the verbs act on.
 enum Writer {
     /// This process opened it as its one writer (`sion mcp`, the command line).
@@ -323,13 +326,27 @@ impl Rmp {
         let query = Query::new(frame, sion_verify::atom::BoxMm { min_mm, max_mm }, from_ns, to_ns)
             .map_err(|e| input("query", e))?;
         let file = match &self.writer {
-            Writer::Own(m) => Self::own(m).prove_range(&query, as_of)?,
+            // The lock only while the head is chosen: a remember waits on no proof.
+            Writer::Own(m) => {
+                let prover = Self::own(m).prover(as_of)?;
+                prover.range(&query)?
+            }
             Writer::Kernel(k) => k.readers.prove_range(&query, as_of)?,
         };
         let verified = file
             .verify(None)
             .map_err(|e| RmpError::Refused(format!("the proof just made does not verify: {e}")))?;
         let atoms = match &verified.claim {
+            // The proof is bounded (64 MiB); its atoms as JSON values would be several times
+            // that, so an answer that large is refused here rather than spelled out.
+            sion_verify::proof::Claim::Range { atoms, .. } if atoms.len() > RECALL_MAX_ATOMS => {
+                return Err(RmpError::Refused(format!(
+                    "the answer holds {} atoms, more than the {RECALL_MAX_ATOMS} recall gives at once: ask a \
+                     smaller box or a shorter interval (`sion memory recall --proof FILE` writes the proof \
+                     file of any answer up to 64 MiB)",
+                    atoms.len()
+                )));
+            }
             sion_verify::proof::Claim::Range { atoms, .. } => atoms
                 .iter()
                 .map(|(p, a)| {

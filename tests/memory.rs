@@ -252,3 +252,39 @@ fn a_memory_on_a_linked_ledger_pins_its_key() {
     let e = Memory::open_linked(&config, &dir, &through(other)).err().expect("another ledger accepted");
     assert!(e.to_string().contains("another ledger"), "{e}");
 }
+
+/// Finding 6: a question over the whole memory is refused, not proved at any cost. The walk
+/// stops as soon as it passes its bound (memory bounded whatever is asked), and the refusal
+/// says why; the same question within the bound proves as before, through a prover that holds
+/// no lock on the memory.
+#[test]
+fn a_question_too_large_to_prove_is_refused_as_such() {
+    use sion_memory::atom::BoxMm;
+    use sion_memory::index::IndexError;
+    use sion_memory::index::geom::Query;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("create");
+    memory.remember(sion_memory::sim::MonthInAWarehouse::new(6000, 5).collect()).expect("remember");
+    let head = memory.commit(false).expect("commit").head;
+    let start = sion_memory::sim::MonthInAWarehouse::new(1, 5).start_ns();
+    let everything = Query::new(
+        "map",
+        BoxMm { min_mm: [i64::MIN / 2; 3], max_mm: [i64::MAX / 2; 3] },
+        start - sion_memory::sim::MONTH_NS,
+        start + 2 * sion_memory::sim::MONTH_NS,
+    )
+    .expect("query");
+    let snapshot = memory.index_reader().at(head.size).expect("the committed version");
+    let walked = snapshot.range(&everything).expect("within the bound");
+    assert!(walked.positions.len() > 100, "{} atoms", walked.positions.len());
+    // Bounded at 50 steps: refused, having held at most one block past it.
+    assert!(matches!(snapshot.range_within(&everything, 50), Err(IndexError::TooLarge(50))));
+    let prover = memory.prover(None).expect("prover");
+    // The prover is the memory's own word, taken without its lock: appending goes on.
+    memory.remember(sion_memory::sim::MonthInAWarehouse::new(6100, 5).skip(6000).collect()).expect("remember");
+    let file = prover.range(&everything).expect("prove");
+    let verified = file.verify(None).expect("valid");
+    assert_eq!(verified.head.size, head.size, "as of the head the prover was taken at");
+    let e = MemoryError::from(IndexError::TooLarge(50));
+    assert!(e.to_string().contains("50 steps"), "{e}");
+}

@@ -454,6 +454,12 @@ fn list(key: ListKey, a: AnswerArgs) -> Result<ExitCode> {
 /// Print an answer (checked, as a reader would) and write its proof if asked.
 fn answer(file: ProofFile, a: &AnswerArgs, started: Instant, memory: Option<&Memory>) -> Result<ExitCode> {
     let bytes = file.encode();
+    if bytes.len() > sion_memory::proof::MAX_FILE_BYTES {
+        anyhow::bail!(
+            "the answer's proof is {} bytes, over the 64 MiB a verifier reads: ask a smaller box or a shorter interval",
+            ui::count(bytes.len() as u64)
+        );
+    }
     let verified = file.verify(None).context("the answer just proved does not verify (a bug)")?;
     let secs = started.elapsed().as_secs_f64();
     if let Some(path) = &a.proof {

@@ -65,6 +65,8 @@ pub enum IndexError {
     Locked(PathBuf),
     #[error("no sealed version of the index covers exactly {0} atoms")]
     NoVersion(u64),
+    #[error("the walk that proves this answer takes more than {0} steps")]
+    TooLarge(usize),
 }
 
 /// How much memory the index may use, and the disk it writes through.

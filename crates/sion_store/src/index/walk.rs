@@ -79,6 +79,16 @@ impl Part {
     }
 }
 
+/// The most steps one walk of a range answer takes before the question is refused as too
+/// large: at a few dozen bytes a step, more would not fit the 64 MiB a proof file may hold
+/// (docs/PROOFS.md), and the walk's memory stays bounded (tens of MiB) whatever is asked.
+pub const MAX_WALK_STEPS: usize = 1 << 19;
+
+/// Checked after each block a walk enters: a block adds at most its few hundred entries.
+fn within(out: &[Step], max: usize) -> Result<(), IndexError> {
+    if out.len() > max { Err(IndexError::TooLarge(max)) } else { Ok(()) }
+}
+
 /// The index root a root record's parts hash to.
 pub fn recompute_root(root: &RootRec) -> Digest {
     let frames = frames_tree(&root.frames);
@@ -115,6 +125,12 @@ impl Snapshot {
 
     /// Every atom in the query's frame, box and interval, with the walks that prove it complete.
     pub fn range(&self, q: &Query) -> Result<RangeAnswer, IndexError> {
+        self.range_within(q, MAX_WALK_STEPS)
+    }
+
+    /// The same, refused ([`IndexError::TooLarge`]) as soon as either walk passes `max_steps`
+    /// steps: what the walk holds stays bounded, however much of the memory the question covers.
+    pub fn range_within(&self, q: &Query, max_steps: usize) -> Result<RangeAnswer, IndexError> {
         let frames = &self.root.frames;
         let tree = frames_tree(frames);
         let count = frames.len() as u64;
@@ -156,7 +172,7 @@ impl Snapshot {
                 let mut steps = Vec::new();
                 let parts: Vec<Part> = frontier.iter().copied().map(Part::Slot).collect();
                 self.walk_parts(&parts, q, &mut steps, &mut |slot, out| {
-                    self.walk_cells_at(slot.ptr, q, out)
+                    self.walk_cells_at(slot.ptr, q, out, max_steps)
                 })?;
                 *walked = Some(steps);
             }
@@ -249,7 +265,7 @@ impl Snapshot {
     }
 
     /// Walk a cell list (its tree is rebuilt from its items: a few dozen at most).
-    fn walk_cells_at(&self, ptr: Ptr, q: &Query, out: &mut Vec<Step>) -> Result<(), IndexError> {
+    fn walk_cells_at(&self, ptr: Ptr, q: &Query, out: &mut Vec<Step>, max: usize) -> Result<(), IndexError> {
         let items: Vec<CellItem> = match &*self.store.read(ptr)? {
             Record::Cells(c) => c.items.clone(),
             _ => return Err(IndexError::Damaged(format!("the cell list at {ptr} is not one"))),
@@ -258,11 +274,11 @@ impl Snapshot {
         let walked =
             Items { count: items.len(), bbox: &|i| items[i].summary.bbox, summary: &|i| items[i].summary };
         walk(Shape::Lists, &interior, &walked, q, out, &mut |i, out| {
-            self.walk_bucket_at(items[i].bucket, q, out)
+            self.walk_bucket_at(items[i].bucket, q, out, max)
         })
     }
 
-    fn walk_bucket_at(&self, ptr: Ptr, q: &Query, out: &mut Vec<Step>) -> Result<(), IndexError> {
+    fn walk_bucket_at(&self, ptr: Ptr, q: &Query, out: &mut Vec<Step>, max: usize) -> Result<(), IndexError> {
         let bucket = match &*self.store.read(ptr)? {
             Record::Bucket(b) => b.clone(),
             _ => return Err(IndexError::Damaged(format!("the bucket at {ptr} is not one"))),
@@ -282,11 +298,11 @@ impl Snapshot {
                     }
                     _ => return Err(IndexError::Damaged(format!("the block at {} is not one", slot.ptr))),
                 }
-                Ok(())
+                within(out, max)
             },
             &mut |_, out| {
                 self.partial_block(ptr, &bucket)?.walk(q, out);
-                Ok(())
+                within(out, max)
             },
         )
     }

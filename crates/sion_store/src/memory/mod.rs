@@ -76,6 +76,11 @@ pub enum MemoryError {
     #[error(transparent)]
     Index(#[from] IndexError),
     #[error(
+        "the answer is too large to prove: {0}. A proof file holds at most 64 MiB (what a verifier \
+         reads); ask a smaller box, a shorter interval, or a narrower subject"
+    )]
+    TooLarge(String),
+    #[error(
         "the head of {size} atoms was committed with an index of version 1 (before this memory was \
          re-indexed): its range and list proofs cannot be made any more; ask as of a later head"
     )]
@@ -951,6 +956,22 @@ impl Memory {
         answer_atoms(&self.log, positions)
     }
 
+    /// What proving as of a committed head (the latest if `None`) needs, taken from this
+    /// memory in a moment: a caller that shares the memory behind a lock proves with it after
+    /// letting go, so appends and commits never wait on a proof.
+    pub fn prover(&self, as_of: Option<u64>) -> Result<Prover, MemoryError> {
+        let version = self.version(as_of)?;
+        let attestation = self.attestation_at(version.committed_at)?;
+        Ok(Prover {
+            reader: self.reader.clone(),
+            log: self.log.clone(),
+            log_id: self.log_id,
+            version,
+            attestation,
+            index_v2_from: self.index_v2_from,
+        })
+    }
+
     /// Everything in a frame, box and interval, as of a committed head (the latest if `None`),
     /// with the proof that nothing is missing.
     pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
@@ -1202,8 +1223,34 @@ pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryErr
     Ok(())
 }
 
+/// The answer's atoms, refused as soon as their bytes alone pass what a proof file may hold:
+/// what is read stays bounded however many atoms the answer names.
 fn answer_atoms(log: &Log, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, MemoryError> {
-    positions.iter().map(|p| Ok((*p, log.read_bytes(*p)?))).collect()
+    let mut total = 0usize;
+    let mut out = Vec::with_capacity(positions.len().min(1 << 16));
+    for &p in positions {
+        let bytes = log.read_bytes(p)?;
+        total += bytes.len() + 12;
+        if total > sion_verify::proof::MAX_FILE_BYTES {
+            return Err(MemoryError::TooLarge(format!(
+                "its {} atoms pass 64 MiB before the {}th",
+                positions.len(),
+                out.len() + 1
+            )));
+        }
+        out.push((p, bytes));
+    }
+    Ok(out)
+}
+
+/// An index walk refused as too large, said as the memory says it.
+fn walk_too_large(e: IndexError) -> MemoryError {
+    match e {
+        IndexError::TooLarge(steps) => {
+            MemoryError::TooLarge(format!("the walk that proves it complete passes {steps} steps"))
+        }
+        other => other.into(),
+    }
 }
 
 /// The index as of a committed version, checked against the root the head commits to.
@@ -1231,6 +1278,45 @@ pub fn snapshot_of(
     Ok(snapshot)
 }
 
+/// A committed version of a memory and what proves answers as of it, holding no lock on the
+/// memory ([`Memory::prover`]).
+pub struct Prover {
+    reader: IndexReader,
+    log: Log,
+    log_id: LogId,
+    version: MemoryLog,
+    attestation: Attestation,
+    index_v2_from: u64,
+}
+
+impl Prover {
+    /// See [`Memory::prove_range`].
+    pub fn range(&self, query: &Query) -> Result<ProofFile, MemoryError> {
+        prove_range(
+            &self.reader,
+            &self.log,
+            self.log_id,
+            &self.version,
+            self.attestation.clone(),
+            query,
+            self.index_v2_from,
+        )
+    }
+
+    /// See [`Memory::prove_list`].
+    pub fn list(&self, key: ListKey) -> Result<ProofFile, MemoryError> {
+        prove_list(
+            &self.reader,
+            &self.log,
+            self.log_id,
+            &self.version,
+            self.attestation.clone(),
+            key,
+            self.index_v2_from,
+        )
+    }
+}
+
 /// A range proof as of a committed version, from the index's readers' side and the log: no
 /// lock on the memory is needed (the caller got the version and attestation from it).
 pub fn prove_range(
@@ -1242,7 +1328,7 @@ pub fn prove_range(
     query: &Query,
     index_v2_from: u64,
 ) -> Result<ProofFile, MemoryError> {
-    let answer = snapshot_of(reader, version, index_v2_from)?.range(query)?;
+    let answer = snapshot_of(reader, version, index_v2_from)?.range(query).map_err(walk_too_large)?;
     let range = RangeProof { query: query.clone(), atoms: answer_atoms(log, &answer.positions)?, answer };
     Ok(ProofFile {
         proof: Proof::Range { log: log_id, head: version.head, range: Box::new(range) },

@@ -20,7 +20,8 @@ use crate::wire::{Put as _, Reader, WireError};
 
 /// Version 2 codes a range walk's boxes against the interior node above them (docs/PROOFS.md).
 const MAGIC: &[u8; 8] = b"SIONPRF2";
-const MAX_FILE_BYTES: usize = 64 << 20;
+/// The largest proof file a verifier reads (docs/PROOFS.md): a prover makes none larger.
+pub const MAX_FILE_BYTES: usize = 64 << 20;
 
 /// The ledger's word for a head: its public key and a state proof at the Pulse that
 /// committed the head.
