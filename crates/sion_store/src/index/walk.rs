@@ -2,6 +2,7 @@
 //! into, and every answer is read from immutable records through `&self` — no lock on the
 //! writer, whatever the writer is doing, and the same code for the latest head and an old one.
 
+use std::cell::Cell;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use sion_verify::atom::AtomId;
@@ -79,14 +80,32 @@ impl Part {
     }
 }
 
-/// The most steps one walk of a range answer takes before the question is refused as too
-/// large: at a few dozen bytes a step, more would not fit the 64 MiB a proof file may hold
-/// (docs/PROOFS.md), and the walk's memory stays bounded (tens of MiB) whatever is asked.
+/// The most a walk of a range answer holds before the question is refused as too large: its
+/// steps and the entries of the leaf groups it opened, each a few dozen bytes in a proof file.
+/// More would not fit the 64 MiB a proof file may hold (docs/PROOFS.md), and what the walk
+/// holds stays bounded (tens of MiB) whatever is asked.
 pub const MAX_WALK_STEPS: usize = 1 << 19;
 
-/// Checked after each block a walk enters: a block adds at most its few hundred entries.
-fn within(out: &[Step], max: usize) -> Result<(), IndexError> {
-    if out.len() > max { Err(IndexError::TooLarge(max)) } else { Ok(()) }
+/// What a walk has taken so far, counted as it goes (each step once).
+struct Budget {
+    max: usize,
+    counted: Cell<usize>,
+    taken: Cell<usize>,
+}
+
+impl Budget {
+    fn new(max: usize) -> Self {
+        Self { max, counted: Cell::new(0), taken: Cell::new(0) }
+    }
+
+    /// Checked after each block a walk enters: a block adds at most its few hundred entries.
+    fn within(&self, out: &[Step]) -> Result<(), IndexError> {
+        let new = out.get(self.counted.get()..).unwrap_or_default();
+        let taken = new.iter().map(|s| 1 + if let Step::Group(g) = s { g.len() } else { 0 }).sum::<usize>();
+        self.counted.set(out.len());
+        self.taken.set(self.taken.get() + taken);
+        if self.taken.get() > self.max { Err(IndexError::TooLarge(self.max)) } else { Ok(()) }
+    }
 }
 
 /// The index root a root record's parts hash to.
@@ -129,7 +148,8 @@ impl Snapshot {
     }
 
     /// The same, refused ([`IndexError::TooLarge`]) as soon as either walk passes `max_steps`
-    /// steps: what the walk holds stays bounded, however much of the memory the question covers.
+    /// (steps and leaf entries): what the walk holds stays bounded, however much of the memory
+    /// the question covers.
     pub fn range_within(&self, q: &Query, max_steps: usize) -> Result<RangeAnswer, IndexError> {
         let frames = &self.root.frames;
         let tree = frames_tree(frames);
@@ -171,8 +191,9 @@ impl Snapshot {
             if !frontier.is_empty() {
                 let mut steps = Vec::new();
                 let parts: Vec<Part> = frontier.iter().copied().map(Part::Slot).collect();
+                let budget = Budget::new(max_steps);
                 self.walk_parts(&parts, q, &mut steps, &mut |slot, out| {
-                    self.walk_cells_at(slot.ptr, q, out, max_steps)
+                    self.walk_cells_at(slot.ptr, q, out, &budget)
                 })?;
                 *walked = Some(steps);
             }
@@ -265,7 +286,13 @@ impl Snapshot {
     }
 
     /// Walk a cell list (its tree is rebuilt from its items: a few dozen at most).
-    fn walk_cells_at(&self, ptr: Ptr, q: &Query, out: &mut Vec<Step>, max: usize) -> Result<(), IndexError> {
+    fn walk_cells_at(
+        &self,
+        ptr: Ptr,
+        q: &Query,
+        out: &mut Vec<Step>,
+        budget: &Budget,
+    ) -> Result<(), IndexError> {
         let items: Vec<CellItem> = match &*self.store.read(ptr)? {
             Record::Cells(c) => c.items.clone(),
             _ => return Err(IndexError::Damaged(format!("the cell list at {ptr} is not one"))),
@@ -274,11 +301,17 @@ impl Snapshot {
         let walked =
             Items { count: items.len(), bbox: &|i| items[i].summary.bbox, summary: &|i| items[i].summary };
         walk(Shape::Lists, &interior, &walked, q, out, &mut |i, out| {
-            self.walk_bucket_at(items[i].bucket, q, out, max)
+            self.walk_bucket_at(items[i].bucket, q, out, budget)
         })
     }
 
-    fn walk_bucket_at(&self, ptr: Ptr, q: &Query, out: &mut Vec<Step>, max: usize) -> Result<(), IndexError> {
+    fn walk_bucket_at(
+        &self,
+        ptr: Ptr,
+        q: &Query,
+        out: &mut Vec<Step>,
+        budget: &Budget,
+    ) -> Result<(), IndexError> {
         let bucket = match &*self.store.read(ptr)? {
             Record::Bucket(b) => b.clone(),
             _ => return Err(IndexError::Damaged(format!("the bucket at {ptr} is not one"))),
@@ -298,11 +331,11 @@ impl Snapshot {
                     }
                     _ => return Err(IndexError::Damaged(format!("the block at {} is not one", slot.ptr))),
                 }
-                within(out, max)
+                budget.within(out)
             },
             &mut |_, out| {
                 self.partial_block(ptr, &bucket)?.walk(q, out);
-                within(out, max)
+                budget.within(out)
             },
         )
     }
