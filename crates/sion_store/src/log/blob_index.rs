@@ -439,12 +439,19 @@ impl Index {
     }
 
     /// The next two runs to merge: adjoining, covering as many packs; the latest such pair.
+    /// Failing that, an older run covering fewer packs than the newer one beside it: runs
+    /// closed while a merge was under way can leave the counter out of order (…, 1, 4, …),
+    /// and merging those keeps the runs few (the sizes then fall from oldest to newest).
     pub(super) fn next_merge(&self) -> Option<(Arc<Run>, Arc<Run>)> {
+        let packs = |r: &Run| r.end - r.first;
+        let adjoining = |w: &&[Arc<Run>]| w[0].end == w[1].first;
+        let pair = |w: &[Arc<Run>]| (w[0].clone(), w[1].clone());
         self.runs
             .windows(2)
             .rev()
-            .find(|w| w[0].end == w[1].first && w[0].end - w[0].first == w[1].end - w[1].first)
-            .map(|w| (w[0].clone(), w[1].clone()))
+            .find(|w| adjoining(w) && packs(&w[0]) == packs(&w[1]))
+            .or_else(|| self.runs.windows(2).rev().find(|w| adjoining(w) && packs(&w[0]) < packs(&w[1])))
+            .map(pair)
     }
 
     /// Put `merged` in place of `a` and `b` if they are still there, side by side; returns
