@@ -58,7 +58,15 @@ impl FleetLedger {
     /// How many Pulses are archived (`P/archived`: u64 count, 32 hash of the last archived
     /// header), and the key's raw value for a compare-and-swap.
     pub(crate) async fn archived_mark(&mut self) -> Result<(u64, Digest, Option<Vec<u8>>), FleetError> {
-        let resp = self.get(self.key_of("archived"), None).await?;
+        self.archived_mark_at(None).await
+    }
+
+    /// The same, as etcd held it at a revision if given.
+    pub(crate) async fn archived_mark_at(
+        &mut self,
+        at: Option<i64>,
+    ) -> Result<(u64, Digest, Option<Vec<u8>>), FleetError> {
+        let resp = self.get(self.key_of("archived"), at.map(|r| GetOptions::new().with_revision(r))).await?;
         let Some(kv) = resp.kvs().first() else { return Ok((0, [0; 32], None)) };
         let v = kv.value();
         if v.len() != 40 {

@@ -12,7 +12,8 @@ use std::time::Duration;
 use ed25519_dalek::VerifyingKey;
 use sion_store::ledger::link::LedgerLink;
 use sion_store::ledger::{
-    Account, Agent, LedgerError, LogId, MemoryLog, SignedHeader, SignedTx, StateProof, TxTimeProof,
+    Account, Agent, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx, StateProof,
+    TxTimeProof,
 };
 use sion_verify::ledger::Cosignature;
 use sion_verify::wire::Reader;
@@ -28,6 +29,10 @@ const UNREACHABLE: &str = "is `sion ledger serve` running there, with a quorum o
 
 /// How long one call may take before it fails (the service waits up to 5 s for etcd).
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The largest reply the link decodes (tonic's default; the largest reply, `Versions`, is
+/// 1,024 leaves of under 400 bytes).
+const MAX_REPLY: usize = 4 << 20;
 
 /// A link to the fleet ledger service at a URL (`http://host:port`).
 pub struct RemoteLedger {
@@ -86,6 +91,21 @@ impl RemoteLedger {
     /// ledger could not be asked.
     fn failed(&self, s: tonic::Status) -> LedgerError {
         match s.metadata().get(REFUSAL).and_then(|v| v.to_str().ok()) {
+            // Not a refusal of this memory's transaction: the ledger will not serve on what its
+            // etcd holds until the operator puts it right. The memory treats it as a ledger it
+            // cannot use now (it opens from `ledger-view`, records, and commits later).
+            Some("state_mismatch") => self.remote(format!(
+                "will not serve now: {}. Nothing of this memory is at fault: atoms are still recorded here, \
+                 and committed when the ledger serves again",
+                s.message()
+            )),
+            // Not a refusal either: the service answered, its etcd did not (no quorum, a deadline
+            // passed, a reply over the front-end's limit) — the message says which.
+            Some("etcd") => self.remote(format!(
+                "the service answered, but its etcd did not serve the call: {}. Atoms are still recorded \
+                 here, and committed when it does",
+                s.message()
+            )),
             Some(code) => LedgerError::Refused {
                 ledger: self.url.clone(),
                 code: code.to_owned(),
@@ -94,6 +114,24 @@ impl RemoteLedger {
             None if s.code() == tonic::Code::Unavailable => {
                 self.remote(format!("cannot be reached ({}): {UNREACHABLE}", s.message()))
             }
+            // The link's own deadline (tonic reports it as cancelled, "Timeout expired"): the
+            // service may be up and slow, and the call may have been done.
+            None if s.code() == tonic::Code::DeadlineExceeded
+                || (s.code() == tonic::Code::Cancelled && s.message().contains("Timeout expired")) =>
+            {
+                self.remote(format!(
+                    "no answer within {} s, the link's deadline for one call ({}): the service took longer \
+                     than that (slow, or waiting on its etcd), and what was asked may have been done; a memory \
+                     reads its log from the ledger again before its next commit",
+                    CALL_TIMEOUT.as_secs(),
+                    s.message()
+                ))
+            }
+            None if s.message().contains("message length too large") => self.remote(format!(
+                "a reply larger than the link's limit of {} MiB ({}): nothing was taken from it",
+                MAX_REPLY >> 20,
+                s.message()
+            )),
             None => self.remote(format!("{}: {}", s.code(), s.message())),
         }
     }
@@ -134,6 +172,14 @@ impl RemoteLedger {
         let q = Cosigned { number, cosignature };
         self.call(move |mut c| Box::pin(async move { c.cosign(q).await }))?;
         Ok(())
+    }
+
+    /// Pulse `number`'s transaction (none for the genesis) and header as its entry holds them,
+    /// checked against nothing here: a witness compares the header with the signed one and the
+    /// transaction's own signature ([`crate::witness::Witness::check_state`]).
+    pub fn entry(&self, number: u64) -> Result<(Option<SignedTx>, PulseHeader), LedgerError> {
+        let b = self.call(move |mut c| Box::pin(async move { c.entry(Number { value: number }).await }))?;
+        crate::decode_entry(&b.value).map_err(|e| self.remote(format!("Pulse {number}'s entry: {e}")))
     }
 
     fn log_of(&self, bytes: &[u8]) -> Result<MemoryLog, LedgerError> {

@@ -8,6 +8,8 @@
 //! no front-end signs a header that did not win its number, and a Pulse left unsigned by a
 //! front-end that died is completed by any other with the same bytes.
 
+pub mod access;
+pub mod admission;
 pub mod archive;
 pub mod client;
 pub mod local;
@@ -25,7 +27,8 @@ use sion_store::ledger::{
     StateProof, TxTimeProof, account_of, decode_version, encode_version,
 };
 use sion_verify::ledger::Cosignature;
-use sion_verify::merkle::{self, Blake3, MemoryTree};
+use sion_verify::merkle::{self, Blake3, Digest, MemoryTree};
+use sion_verify::wire::Reader;
 
 /// Why the fleet ledger did not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -56,14 +59,44 @@ pub enum FleetError {
     /// The head moved under every attempt.
     #[error("the head moved under each of {0} attempts (too many front-ends racing for one Pulse?)")]
     Contention(u32),
+    /// What etcd holds is not what the ledger signed: the logs do not hash to the state root of
+    /// the Pulse `P/head` names, the head does not name a signed header, a Pulse made since the
+    /// state this front-end held does not replay, or keys were written by no front-end's commit.
+    /// The front-end signs nothing on it (docs/FLEET-LEDGER.md, "What a party with etcd write
+    /// access can and cannot do").
+    #[error(
+        "the state in etcd does not match signed Pulse {pulse}: {problem} (keys: {}). Nothing is signed \
+         on it: etcd was written by someone other than a front-end of this ledger, or lost data. Put \
+         back what the signed Pulses say under those keys, and find who can write to etcd \
+         (docs/FLEET-LEDGER.md, \"What a party with etcd write access can and cannot do\")",
+        .keys.join(", ")
+    )]
+    StateMismatch {
+        /// The Pulse `P/head` names (the last one this front-end held, when the head went back).
+        pulse: u64,
+        /// The etcd keys that differ, as far as the front-end can tell.
+        keys: Vec<String>,
+        /// What differs, in words.
+        problem: String,
+    },
+    /// Refused at the door by the operator's admission policy (docs/FLEET-LEDGER.md,
+    /// "Admission"), before anything was read or written in etcd.
+    #[error("{0}")]
+    Admission(#[from] admission::Refusal),
 }
 
 /// How long a request to etcd may take: past it, a submission fails with an error that says
 /// no quorum answered, instead of waiting for one (etcd queues requests while it has none).
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-fn connect_options() -> etcd_client::ConnectOptions {
-    etcd_client::ConnectOptions::new().with_timeout(REQUEST_TIMEOUT).with_connect_timeout(REQUEST_TIMEOUT)
+pub use access::{AccessError, EtcdAccess};
+
+fn connect_options(access: &EtcdAccess) -> etcd_client::ConnectOptions {
+    access.apply(
+        etcd_client::ConnectOptions::new()
+            .with_timeout(REQUEST_TIMEOUT)
+            .with_connect_timeout(REQUEST_TIMEOUT),
+    )
 }
 
 fn etcd_err(endpoints: &str, e: etcd_client::Error) -> FleetError {
@@ -74,10 +107,40 @@ fn etcd_err(endpoints: &str, e: etcd_client::Error) -> FleetError {
              have been recorded; the robot keeps its atoms and commits them when the ledger answers",
             REQUEST_TIMEOUT.as_secs()
         )
+    } else if text.contains("message length too large") {
+        // The reply was there: saying "no quorum" or "not running" would send the operator
+        // looking in the wrong place.
+        format!(
+            "a reply from etcd larger than this front-end's limit of {} MiB ({text}): a value under \
+             the ledger's prefix is far larger than any the ledger writes. Nothing was recorded",
+            DECODE_LIMIT >> 20
+        )
     } else {
         text
     };
     FleetError::Etcd { endpoints: endpoints.to_owned(), message }
+}
+
+/// Keys one range read of the state returns at most: the state is read a page at a time
+/// (continuing after the last key), never in one reply, however many logs the fleet has.
+pub const STATE_PAGE: i64 = 1_000;
+
+/// The largest reply from etcd a front-end decodes: a page of [`STATE_PAGE`] keys with values
+/// of up to 16 KiB each (a log's leaf is under 400 bytes), and [`REPLAY_PAGE`] entries of up
+/// to 64 KiB and more, with room to spare. tonic's default is 4 MiB.
+pub const DECODE_LIMIT: usize = 16 << 20;
+
+/// The end of the range of keys starting with `prefix` (etcd's `range_end` for a prefix).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // All 0xff: to the end of the keyspace.
+    vec![0]
 }
 
 /// The most versions one call returns.
@@ -116,8 +179,12 @@ pub struct FleetLedger {
     endpoints: String,
     prefix: String,
     key: SigningKey,
-    /// The state as of the head at an etcd revision, kept while no other front-end moves it.
+    /// The last state this front-end checked (or built), as of the head at an etcd revision:
+    /// served while the head stays at that revision, and what a reload replays from.
     cached: Option<Snapshot>,
+    /// Whether `cached` may still be the current state (false after a lost race or a lost reply:
+    /// then the next read reloads, checking what it reads against `cached`).
+    fresh: bool,
     /// Compare-and-swaps this front-end lost to another.
     lost: u64,
     /// Where archived Pulses' segments are (`sion ledger serve --archive DIR`).
@@ -132,6 +199,70 @@ struct Snapshot {
     head_revision: i64,
     state: State,
     latest: PulseHeader,
+}
+
+/// The state as read from etcd, before it is checked.
+struct ReadState {
+    state: State,
+    /// Its keys written after the head's revision (by no front-end: see `read_state`).
+    written_after: Vec<String>,
+}
+
+/// The most Pulses made by other front-ends that a front-end replays from the state it held
+/// (each transaction checked again by the rules); past it, or past the archive's mark, what it
+/// reads is checked against the signed state root alone.
+const MAX_REPLAY: u64 = 4096;
+
+/// Pulses read by one range read while replaying (an entry is at most 64 KiB and a header).
+const REPLAY_PAGE: u64 = 32;
+
+/// How many keys a refusal names before it says how many more there are.
+const NAMED_KEYS: usize = 16;
+
+/// How many logs a refusal compares with their version records to name the ones etcd holds
+/// wrongly, when the front-end held no earlier state to compare with.
+const DIAGNOSED_LOGS: u64 = 4096;
+
+/// A Pulse's entry as `P/pulse/N` holds it: `u8 0` and the header (the genesis), or `u8 1`,
+/// `u32` length and the signed transaction, then the header (89 bytes, unsigned).
+pub(crate) fn decode_entry(v: &[u8]) -> Result<(Option<SignedTx>, PulseHeader), String> {
+    let mut r = Reader::new(v);
+    let tx = match r.u8("entry kind").map_err(|e| e.to_string())? {
+        0 => None,
+        1 => {
+            let bytes = r.bytes32(1 << 16, "transaction").map_err(|e| e.to_string())?;
+            Some(SignedTx::decode(bytes).map_err(|e| e.to_string())?)
+        }
+        k => return Err(format!("entry kind {k}")),
+    };
+    let header =
+        PulseHeader::decode(r.take(89, "header").map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    r.finish().map_err(|e| e.to_string())?;
+    Ok((tx, header))
+}
+
+/// The keys (under the prefix) whose values differ between two states.
+fn differing_keys(want: &State, got: &State) -> Vec<String> {
+    let mut out = Vec::new();
+    for i in 0..want.logs.len().max(got.logs.len()) {
+        if want.logs.get(i) != got.logs.get(i) {
+            out.push(format!("log/{}", n20(i as u64)));
+        }
+    }
+    let names: std::collections::BTreeSet<&String> = want.agents.keys().chain(got.agents.keys()).collect();
+    for name in names {
+        if want.agents.get(name) != got.agents.get(name) {
+            out.push(format!("agent/{name}"));
+        }
+    }
+    let accounts: std::collections::BTreeSet<&Account> =
+        want.nonces.keys().chain(got.nonces.keys()).collect();
+    for account in accounts {
+        if want.nonces.get(account) != got.nonces.get(account) {
+            out.push(format!("nonce/{}", hex::encode(account.0)));
+        }
+    }
+    out
 }
 
 fn now_ns() -> i64 {
@@ -204,12 +335,15 @@ impl FleetLedger {
     /// given every member's URL balances over them, dead ones included).
     async fn get(
         &mut self,
-        key: String,
+        key: impl Into<Vec<u8>>,
         options: Option<GetOptions>,
     ) -> Result<etcd_client::GetResponse, FleetError> {
+        let key = key.into();
         let mut tries = 0;
         loop {
-            match self.client.get(key.clone(), options.clone()).await {
+            // A key-value client of the same channel, with the decode limit sized for a page.
+            let mut kv = self.client.kv_client().max_decoding_message_size(DECODE_LIMIT);
+            match kv.get(key.clone(), options.clone()).await {
                 Ok(r) => return Ok(r),
                 Err(e) if transient(&e) && tries < TRANSIENT_TRIES => {
                     tries += 1;
@@ -218,6 +352,31 @@ impl FleetLedger {
                 Err(e) => return Err(self.err(e)),
             }
         }
+    }
+
+    /// Every key-value under `rest` (a prefix under the ledger's) as of revision `at` (0: the
+    /// latest), read [`STATE_PAGE`] keys at a time, each page continuing after the last key of
+    /// the one before, all at one revision: one consistent snapshot, in replies of bounded size.
+    async fn range_all(&mut self, rest: &str, at: i64) -> Result<Vec<etcd_client::KeyValue>, FleetError> {
+        let prefix = self.key_of(rest).into_bytes();
+        let end = prefix_end(&prefix);
+        let mut start = prefix;
+        let mut out = Vec::new();
+        loop {
+            let options = GetOptions::new().with_range(end.clone()).with_revision(at).with_limit(STATE_PAGE);
+            let mut resp = self.get(start.clone(), Some(options)).await?;
+            let more = resp.more();
+            let kvs = resp.take_kvs();
+            let Some(last) = kvs.last() else { break };
+            // The next page starts just after the last key read (the key and a 0 byte).
+            start = last.key().to_vec();
+            start.push(0);
+            out.extend(kvs);
+            if !more {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     /// A put that is the same whenever it is done (a signature), tried again likewise.
@@ -246,15 +405,27 @@ impl FleetLedger {
     /// Connect a front-end to the ledger under `prefix` (ending in `/`), refusing one that signs
     /// with another key.
     pub async fn connect(endpoints: &[&str], prefix: &str, key: SigningKey) -> Result<Self, FleetError> {
+        Self::connect_with(endpoints, prefix, key, &EtcdAccess::default()).await
+    }
+
+    /// The same, reaching etcd as `access` says (TLS with a client certificate, a user).
+    pub async fn connect_with(
+        endpoints: &[&str],
+        prefix: &str,
+        key: SigningKey,
+        access: &EtcdAccess,
+    ) -> Result<Self, FleetError> {
         let joined = endpoints.join(",");
-        let client =
-            Client::connect(endpoints, Some(connect_options())).await.map_err(|e| etcd_err(&joined, e))?;
+        let client = Client::connect(endpoints, Some(connect_options(access)))
+            .await
+            .map_err(|e| etcd_err(&joined, e))?;
         let mut ledger = Self {
             client,
             endpoints: joined,
             prefix: prefix.to_owned(),
             key,
             cached: None,
+            fresh: false,
             lost: 0,
             archive_dir: None,
             segment: None,
@@ -275,9 +446,20 @@ impl FleetLedger {
     /// Make a fleet ledger under `prefix`: its key and its genesis Pulse 0, once (a second
     /// `init` finds it and connects, or refuses another key).
     pub async fn init(endpoints: &[&str], prefix: &str, key: SigningKey) -> Result<Self, FleetError> {
+        Self::init_with(endpoints, prefix, key, &EtcdAccess::default()).await
+    }
+
+    /// The same, reaching etcd as `access` says.
+    pub async fn init_with(
+        endpoints: &[&str],
+        prefix: &str,
+        key: SigningKey,
+        access: &EtcdAccess,
+    ) -> Result<Self, FleetError> {
         let joined = endpoints.join(",");
-        let mut client =
-            Client::connect(endpoints, Some(connect_options())).await.map_err(|e| etcd_err(&joined, e))?;
+        let mut client = Client::connect(endpoints, Some(connect_options(access)))
+            .await
+            .map_err(|e| etcd_err(&joined, e))?;
         let genesis = State::default().header(0, now_ns(), [0; 32]);
         let signature = SignedHeader::sign(&key, genesis).signature;
         let k = |rest: &str| format!("{prefix}{rest}");
@@ -289,7 +471,7 @@ impl FleetLedger {
                 TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
             ]);
         client.txn(txn).await.map_err(|e| etcd_err(&joined, e))?;
-        Self::connect(endpoints, prefix, key).await
+        Self::connect_with(endpoints, prefix, key, access).await
     }
 
     /// How many compare-and-swaps on the head this front-end has lost to others.
@@ -306,12 +488,15 @@ impl FleetLedger {
         account_of(&self.key)
     }
 
-    /// The state as of the current head, read at one revision (a consistent snapshot).
+    /// The state as of the current head, read at one revision (a consistent snapshot) and
+    /// checked before anything is built on it ([`FleetLedger::check_state`]): served while the
+    /// head stays where this front-end last saw it.
     async fn snapshot(&mut self) -> Result<Snapshot, FleetError> {
         let head = self.get(self.key_of("head"), None).await?;
         let Some(kv) = head.kvs().first() else { return Err(FleetError::Missing(self.prefix.clone())) };
         let head_revision = kv.mod_revision();
-        if let Some(c) = &self.cached
+        if self.fresh
+            && let Some(c) = &self.cached
             && c.head_revision == head_revision
         {
             return Ok(c.clone());
@@ -323,50 +508,403 @@ impl FleetLedger {
         let mut number = [0u8; 8];
         number.copy_from_slice(&value[..8]);
         let number = u64::from_le_bytes(number);
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&value[8..]);
         let at = head.header().map_or(0, |h| h.revision());
-        let options = || GetOptions::new().with_prefix().with_revision(at);
-        let mut state = State::default();
-        let logs = self.get(self.key_of("log/"), Some(options())).await?;
-        for kv in logs.kvs() {
-            let log = MemoryLog::decode(kv.value()).map_err(|e| self.damaged("log/", e.to_string()))?;
-            if log.id.0 as usize != state.logs.len() {
-                return Err(self
-                    .damaged("log/", format!("log {} where log {} was expected", log.id, state.logs.len())));
-            }
-            state.logs.push(log);
-        }
-        let agents = self.get(self.key_of("agent/"), Some(options())).await?;
-        let mut by_name = BTreeMap::new();
-        for kv in agents.kvs() {
-            let name = String::from_utf8_lossy(&kv.key()[self.key_of("agent/").len()..]).into_owned();
-            let agent = decode_agent_value(&name, kv.value()).map_err(|e| self.damaged("agent/", e))?;
-            by_name.insert(name, agent);
-        }
-        state.agents = by_name;
-        let nonces = self.get(self.key_of("nonce/"), Some(options())).await?;
-        let mut map = HashMap::new();
-        for kv in nonces.kvs() {
-            let hex_account = &kv.key()[self.key_of("nonce/").len()..];
-            let mut account = [0u8; 32];
-            hex::decode_to_slice(hex_account, &mut account)
-                .map_err(|_| self.damaged("nonce/", "not an account"))?;
-            let n: [u8; 8] = kv.value().try_into().map_err(|_| self.damaged("nonce/", "not 8 bytes"))?;
-            map.insert(Account(account), u64::from_le_bytes(n));
-        }
-        state.nonces = map;
-        let latest = self.pulse_header(number, Some(at)).await?;
-        let snapshot = Snapshot { head_revision, state, latest };
+        let read = self.read_state(at, head_revision).await?;
+        let latest =
+            self.check_state(number, hash, (at, head_revision), read.written_after, &read.state).await?;
+        let snapshot = Snapshot { head_revision, state: read.state, latest };
         self.cached = Some(snapshot.clone());
+        self.fresh = true;
         Ok(snapshot)
     }
 
-    /// Pulse `number`'s header as etcd holds it (unsigned), at a revision if given.
-    async fn pulse_header(&mut self, number: u64, at: Option<i64>) -> Result<PulseHeader, FleetError> {
-        let rest = format!("pulse/{}", n20(number));
-        let options = at.map(|r| GetOptions::new().with_revision(r));
-        let resp = self.get(self.key_of(&rest), options).await?;
-        let kv = resp.kvs().first().ok_or_else(|| self.damaged(&rest, "missing"))?;
-        self.entry_header(&rest, kv.value())
+    /// The logs, agents and nonces as etcd holds them at revision `at`, and the keys among them
+    /// written after the head's revision `head_revision` (no front-end writes one of them but
+    /// together with `P/head`).
+    async fn read_state(&mut self, at: i64, head_revision: i64) -> Result<ReadState, FleetError> {
+        let mut state = State::default();
+        let mut written_after = Vec::new();
+        let mut note = |kv: &etcd_client::KeyValue| {
+            if kv.mod_revision() > head_revision {
+                written_after.push(String::from_utf8_lossy(kv.key()).into_owned());
+            }
+        };
+        let logs = self.range_all("log/", at).await?;
+        for kv in &logs {
+            note(kv);
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            let log = MemoryLog::decode(kv.value())
+                .map_err(|e| FleetError::Damaged { key: key.clone(), problem: e.to_string() })?;
+            if log.id.0 as usize != state.logs.len() || key != self.key_of(&format!("log/{}", n20(log.id.0)))
+            {
+                return Err(FleetError::Damaged {
+                    key,
+                    problem: format!("log {} where log {} was expected", log.id, state.logs.len()),
+                });
+            }
+            state.logs.push(log);
+        }
+        let agents = self.range_all("agent/", at).await?;
+        let mut by_name = BTreeMap::new();
+        for kv in &agents {
+            note(kv);
+            let name = String::from_utf8_lossy(&kv.key()[self.key_of("agent/").len()..]).into_owned();
+            let agent = decode_agent_value(&name, kv.value()).map_err(|problem| FleetError::Damaged {
+                key: String::from_utf8_lossy(kv.key()).into_owned(),
+                problem,
+            })?;
+            by_name.insert(name, agent);
+        }
+        state.agents = by_name;
+        let nonces = self.range_all("nonce/", at).await?;
+        let mut map = HashMap::new();
+        for kv in &nonces {
+            note(kv);
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            let hex_account = &kv.key()[self.key_of("nonce/").len()..];
+            let mut account = [0u8; 32];
+            hex::decode_to_slice(hex_account, &mut account)
+                .map_err(|_| FleetError::Damaged { key: key.clone(), problem: "not an account".into() })?;
+            let n: [u8; 8] = kv
+                .value()
+                .try_into()
+                .map_err(|_| FleetError::Damaged { key: key.clone(), problem: "not 8 bytes".into() })?;
+            map.insert(Account(account), u64::from_le_bytes(n));
+        }
+        state.nonces = map;
+        Ok(ReadState { state, written_after })
+    }
+
+    /// A refusal to build on what etcd holds, naming the keys (`rest`s under the prefix).
+    fn mismatch(&self, pulse: u64, rest: &[String], problem: impl Into<String>) -> FleetError {
+        let mut keys: Vec<String> = rest.iter().take(NAMED_KEYS).map(|r| self.key_of(r)).collect();
+        if rest.len() > NAMED_KEYS {
+            keys.push(format!("and {} more", rest.len() - NAMED_KEYS));
+        }
+        FleetError::StateMismatch { pulse, keys, problem: problem.into() }
+    }
+
+    /// Check the state read from etcd before building on it, and return the head's header:
+    /// `P/head` names Pulse `number` with `hash`; that Pulse's header (`P/pulse/N`) hashes to
+    /// it and its signature (`P/sig/N`) holds under this front-end's key; no Pulse lies past it
+    /// (`P/pulse/N+1`, the archive's mark); when this front-end held an earlier state, the
+    /// Pulses since replay from it by the rules, each signed, to exactly what etcd holds; the
+    /// logs hash to the header's state root; no agent or nonce was changed after the head.
+    /// Agents and nonces are not in the state root: without a held state to replay from, those
+    /// written before the head are taken as read (docs/FLEET-LEDGER.md, "What a party with
+    /// etcd write access can and cannot do").
+    async fn check_state(
+        &mut self,
+        number: u64,
+        hash: Digest,
+        (at, head_revision): (i64, i64),
+        written_after: Vec<String>,
+        state: &State,
+    ) -> Result<PulseHeader, FleetError> {
+        let pulse_rest = format!("pulse/{}", n20(number));
+        let sig_rest = format!("sig/{}", n20(number));
+        let at_rev = || Some(GetOptions::new().with_revision(at));
+        let resp = self.get(self.key_of(&pulse_rest), at_rev()).await?;
+        let Some(kv) = resp.kvs().first() else {
+            return Err(self.mismatch(
+                number,
+                &["head".into(), pulse_rest],
+                format!("P/head names Pulse {number}, whose entry etcd does not hold"),
+            ));
+        };
+        let latest = self.entry_header(&pulse_rest, kv.value())?;
+        if latest.number != number || latest.hash() != hash {
+            return Err(self.mismatch(
+                number,
+                &["head".into(), pulse_rest],
+                format!(
+                    "P/head names Pulse {number} with hash {}, but its entry holds Pulse {}'s header, hash {}",
+                    hex::encode(hash),
+                    latest.number,
+                    hex::encode(latest.hash())
+                ),
+            ));
+        }
+        let resp = self.get(self.key_of(&sig_rest), at_rev()).await?;
+        let signature: Option<[u8; 64]> = resp.kvs().first().and_then(|kv| kv.value().try_into().ok());
+        let signed = signature.map(|signature| SignedHeader { header: latest, signature });
+        if signed.is_none_or(|s| s.verify(&self.public_key()).is_err()) {
+            return Err(self.mismatch(
+                number,
+                &[sig_rest],
+                "the head's header has no signature of the ledger's key beside it: it was not made by a \
+                 front-end's commit",
+            ));
+        }
+        let next_rest = format!("pulse/{}", n20(number + 1));
+        // At the head's own revision: another front-end may have moved the head since.
+        let resp = self
+            .get(self.key_of(&next_rest), Some(GetOptions::new().with_count_only().with_revision(at)))
+            .await?;
+        if resp.count() > 0 {
+            return Err(self.mismatch(
+                number,
+                &["head".into(), next_rest],
+                format!(
+                    "etcd holds Pulse {} past the head: P/head was put back to an older Pulse, and the next \
+                     header would reuse a number already signed",
+                    number + 1
+                ),
+            ));
+        }
+        let archived = self.archived_mark_at(Some(at)).await?.0;
+        if archived > number {
+            return Err(self.mismatch(
+                number,
+                &["head".into(), "archived".into()],
+                format!(
+                    "Pulses up to {} are archived, past the head: P/head was put back to an older Pulse",
+                    archived - 1
+                ),
+            ));
+        }
+        if let Some(held) = self.cached.clone() {
+            let was = held.latest.number;
+            if was > number {
+                return Err(self.mismatch(
+                    was,
+                    &["head".into()],
+                    format!(
+                        "P/head names Pulse {number}, but this front-end already held Pulse {was}: the chain \
+                         in etcd was rolled back"
+                    ),
+                ));
+            }
+            if was == number && held.latest.hash() != hash {
+                return Err(self.mismatch(
+                    number,
+                    &["head".into(), format!("pulse/{}", n20(number))],
+                    format!("Pulse {number} is not the header this front-end held for that number"),
+                ));
+            }
+            if let Some(replayed) = self.replay(&held, number, at, archived).await? {
+                let differ = differing_keys(&replayed, state);
+                if !differ.is_empty() {
+                    return Err(self.mismatch(
+                        number,
+                        &differ,
+                        format!(
+                            "these keys do not hold what the signed Pulses {} … {number} made of the state this \
+                             front-end held at Pulse {was}",
+                            was + 1
+                        ),
+                    ));
+                }
+            }
+        }
+        let rest_of = |k: &String| k.strip_prefix(&self.prefix).unwrap_or(k).to_owned();
+        let (logs_after, others_after): (Vec<String>, Vec<String>) =
+            written_after.iter().map(rest_of).partition(|k| k.starts_with("log/"));
+        let tree = MemoryTree::<Blake3>::from_leaves(state.logs.iter().map(MemoryLog::encode));
+        if tree.size() != latest.logs || tree.root() != latest.state_root {
+            let mut rest = logs_after;
+            for k in self.diagnose_logs(state, &latest, at).await? {
+                if !rest.contains(&k) {
+                    rest.push(k);
+                }
+            }
+            return Err(self.mismatch(
+                number,
+                &rest,
+                format!(
+                    "the {} logs in etcd do not hash to the state root of Pulse {number}, which counts {} logs",
+                    tree.size(),
+                    latest.logs
+                ),
+            ));
+        }
+        // Agents and nonces are not in the state root: one written after the head is refused
+        // unless it holds the value it held at the head (put back as it was).
+        let mut changed = Vec::new();
+        for rest in others_after {
+            let key = self.key_of(&rest);
+            let now = self.get(key.clone(), Some(GetOptions::new().with_revision(at))).await?;
+            let then = match self.get(key, Some(GetOptions::new().with_revision(head_revision))).await {
+                Ok(then) => then.kvs().first().map(|kv| kv.value().to_vec()),
+                // Compacted away: what it held then cannot be told.
+                Err(FleetError::Etcd { message, .. }) if message.contains("compacted") => None,
+                Err(e) => return Err(e),
+            };
+            if now.kvs().first().map(|kv| kv.value().to_vec()) != then || then.is_none() {
+                changed.push(rest);
+            }
+        }
+        if !changed.is_empty() {
+            return Err(self.mismatch(
+                number,
+                &changed,
+                format!(
+                    "written after Pulse {number}'s commit by no front-end (a front-end writes agents and \
+                     nonces only together with P/head), and not as they stood at that Pulse"
+                ),
+            ));
+        }
+        Ok(latest)
+    }
+
+    /// The state after Pulses `held + 1 … to`, each entry's transaction checked by the rules on
+    /// the state before it and applied, each header following the one before and signed by the
+    /// ledger's key. None when those Pulses cannot be read any more (below the archive's mark
+    /// `archived`) or are too many to replay ([`MAX_REPLAY`]): the state root alone is then
+    /// checked, after one read that the held Pulse is still in the chain at its number (or
+    /// the chain was rolled back and extended again past it: refused). Agents and nonces are
+    /// then taken as read.
+    async fn replay(
+        &mut self,
+        held: &Snapshot,
+        to: u64,
+        at: i64,
+        archived: u64,
+    ) -> Result<Option<State>, FleetError> {
+        let from = held.latest.number + 1;
+        if from > to {
+            return Ok(Some(held.state.clone()));
+        }
+        if to - held.latest.number > MAX_REPLAY || from < archived {
+            self.held_is_ancestor(held, to, at, archived).await?;
+            return Ok(None);
+        }
+        let operator = self.operator();
+        let key = self.public_key();
+        let mut state = held.state.clone();
+        let mut prev = held.latest;
+        let mut n = from;
+        while n <= to {
+            let end = (n + REPLAY_PAGE).min(to + 1);
+            let range = |what: &str| {
+                let options = GetOptions::new()
+                    .with_range(self.key_of(&format!("{what}/{}", n20(end))))
+                    .with_revision(at);
+                (self.key_of(&format!("{what}/{}", n20(n))), Some(options))
+            };
+            let ((pulses, pulse_range), (sigs, sig_range)) = (range("pulse"), range("sig"));
+            let entries = self.get(pulses, pulse_range).await?;
+            let sigs = self.get(sigs, sig_range).await?;
+            let find = |resp: &etcd_client::GetResponse, k: &str| {
+                resp.kvs().iter().find(|kv| kv.key() == k.as_bytes()).map(|kv| kv.value().to_vec())
+            };
+            for m in n..end {
+                let rest = format!("pulse/{}", n20(m));
+                let sig_rest = format!("sig/{}", n20(m));
+                let bad = |problem: String| self.mismatch(to, std::slice::from_ref(&rest), problem);
+                let Some(value) = find(&entries, &self.key_of(&rest)) else {
+                    return Err(bad(format!("Pulse {m} is missing below the head, Pulse {to}")));
+                };
+                let (tx, header) = decode_entry(&value)
+                    .map_err(|e| bad(format!("Pulse {m}'s entry does not parse: {e}")))?;
+                let Some(tx) = tx else { return Err(bad(format!("Pulse {m}'s entry holds no transaction"))) };
+                if header.number != m || header.prev != prev.hash() || header.time_ns <= prev.time_ns {
+                    return Err(bad(format!("Pulse {m}'s header does not follow Pulse {}'s", m - 1)));
+                }
+                let signature: Option<[u8; 64]> =
+                    find(&sigs, &self.key_of(&sig_rest)).and_then(|v| v.as_slice().try_into().ok());
+                if signature.is_none_or(|signature| SignedHeader { header, signature }.verify(&key).is_err())
+                {
+                    return Err(self.mismatch(
+                        to,
+                        &[sig_rest],
+                        format!(
+                            "Pulse {m} has no signature of the ledger's key: not made by a front-end's commit"
+                        ),
+                    ));
+                }
+                let change = state.check(&operator, &tx, m).map_err(|e| {
+                    bad(format!(
+                        "Pulse {m}'s transaction is refused by the rules on the state before it ({e})"
+                    ))
+                })?;
+                state.apply(tx.sender, change);
+                if header.logs != state.logs.len() as u64 {
+                    return Err(bad(format!(
+                        "Pulse {m}'s header counts {} logs, its transaction leaves {}",
+                        header.logs,
+                        state.logs.len()
+                    )));
+                }
+                prev = header;
+            }
+            n = end;
+        }
+        Ok(Some(state))
+    }
+
+    /// The held Pulse's header is still the chain's at its number — read from `P/pulse/M` at
+    /// revision `at`, or from the archive's segment once archived — or the chain in etcd was
+    /// rolled back and extended again past it (a fork), refused. A front-end not given the
+    /// archive (or whose segment cannot be read) cannot tell for an archived Pulse, and goes on.
+    async fn held_is_ancestor(
+        &mut self,
+        held: &Snapshot,
+        to: u64,
+        at: i64,
+        archived: u64,
+    ) -> Result<(), FleetError> {
+        let m = held.latest.number;
+        let rest = format!("pulse/{}", n20(m));
+        let found = if m >= archived {
+            let resp = self.get(self.key_of(&rest), Some(GetOptions::new().with_revision(at))).await?;
+            match resp.kvs().first() {
+                Some(kv) => Some(self.entry_header(&rest, kv.value())?),
+                None => None,
+            }
+        } else {
+            match self.archived(m).await {
+                Ok(p) => Some(p.header.header),
+                Err(FleetError::Archive(_)) => return Ok(()),
+                Err(FleetError::Refused(LedgerError::NoPulse(_))) => None,
+                Err(e) => return Err(e),
+            }
+        };
+        if found.is_some_and(|h| h.hash() == held.latest.hash()) {
+            return Ok(());
+        }
+        Err(self.mismatch(
+            to,
+            &["head".into(), rest],
+            format!(
+                "this front-end held Pulse {m}, and the chain up to Pulse {to} no longer holds that header at \
+                 its number: the chain in etcd was rolled back and extended again (a fork)"
+            ),
+        ))
+    }
+
+    /// Which logs etcd holds wrongly, when there is no held state to compare with: the logs the
+    /// head's header does not count or that name a later Pulse, and those that differ from their
+    /// last version record (written by the same commit as the log; up to [`DIAGNOSED_LOGS`]). The whole `log/` prefix
+    /// when none can be told.
+    async fn diagnose_logs(
+        &mut self,
+        state: &State,
+        head: &PulseHeader,
+        at: i64,
+    ) -> Result<Vec<String>, FleetError> {
+        let mut out = Vec::new();
+        for log in &state.logs {
+            if log.id.0 >= head.logs || log.committed_at > head.number {
+                out.push(format!("log/{}", n20(log.id.0)));
+                continue;
+            }
+            if log.id.0 >= DIAGNOSED_LOGS {
+                continue;
+            }
+            let rest = format!("version/{}/{}", n20(log.id.0), n20(log.commits));
+            let resp = self.get(self.key_of(&rest), Some(GetOptions::new().with_revision(at))).await?;
+            let record: Option<&[u8; 128]> = resp.kvs().first().and_then(|kv| kv.value().try_into().ok());
+            if record.is_none_or(|r| decode_version(r, log).ok().as_ref() != Some(log)) {
+                out.push(format!("log/{}", n20(log.id.0)));
+            }
+        }
+        if out.is_empty() {
+            out.push("log/".into());
+        }
+        Ok(out)
     }
 
     /// The header at the end of a Pulse's entry (`P/pulse/N`).
@@ -401,6 +939,21 @@ impl FleetLedger {
         Ok(signed)
     }
 
+    /// Pulse `number`'s entry as `P/pulse/N` holds it: its transaction (none for the genesis) and
+    /// its header, unsigned (what a witness checks the header's state root against). An
+    /// archived Pulse's entry is not served (refusal `archived`).
+    pub async fn entry(&mut self, number: u64) -> Result<Vec<u8>, FleetError> {
+        let rest = format!("pulse/{}", n20(number));
+        let resp = self.get(self.key_of(&rest), None).await?;
+        match resp.kvs().first() {
+            Some(kv) => Ok(kv.value().to_vec()),
+            None if number < self.archived_mark().await?.0 => Err(FleetError::Archive(format!(
+                "Pulse {number} is archived: its entry is served only while it is in etcd"
+            ))),
+            None => Err(LedgerError::NoPulse(number).into()),
+        }
+    }
+
     /// The latest Pulse's signed header.
     pub async fn latest(&mut self) -> Result<SignedHeader, FleetError> {
         let number = self.snapshot().await?.latest.number;
@@ -410,6 +963,11 @@ impl FleetLedger {
     /// A log as the current state holds it.
     pub async fn log(&mut self, id: LogId) -> Result<Option<MemoryLog>, FleetError> {
         Ok(self.snapshot().await?.state.logs.get(id.0 as usize).cloned())
+    }
+
+    /// How many logs `account` has opened, in the current state (the admission policy's quota).
+    pub async fn logs_opened_by(&mut self, account: &Account) -> Result<u64, FleetError> {
+        Ok(self.snapshot().await?.state.logs.iter().filter(|l| l.writer == *account).count() as u64)
     }
 
     /// The next nonce of `account`.
@@ -510,11 +1068,10 @@ impl FleetLedger {
             let logs = self.logs_at_pulse(pulse, header.header.logs).await?;
             return self.state_proof_over(id, header, logs, &rest);
         };
-        let options = GetOptions::new().with_prefix().with_revision(revision);
-        let logs = match self.get(self.key_of("log/"), Some(options)).await {
-            Ok(resp) => {
+        let logs = match self.range_all("log/", revision).await {
+            Ok(kvs) => {
                 let mut logs = Vec::new();
-                for kv in resp.kvs() {
+                for kv in &kvs {
                     logs.push(
                         MemoryLog::decode(kv.value()).map_err(|e| self.damaged("log/", e.to_string()))?,
                     );
@@ -741,14 +1298,23 @@ impl FleetLedger {
                     ));
                 }
             }
+            // The head unmoved, and no Pulse of this number already in etcd (a head put back to an
+            // older Pulse would otherwise have this front-end sign a second header for a number).
             let txn = Txn::new()
-                .when(vec![Compare::mod_revision(self.key_of("head"), CompareOp::Equal, snap.head_revision)])
+                .when(vec![
+                    Compare::mod_revision(self.key_of("head"), CompareOp::Equal, snap.head_revision),
+                    Compare::create_revision(
+                        self.key_of(&format!("pulse/{}", n20(number))),
+                        CompareOp::Equal,
+                        0,
+                    ),
+                ])
                 .and_then(puts);
             let resp = match self.client.txn(txn).await {
                 Ok(resp) => resp,
                 Err(e) if transient(&e) && transport < TRANSIENT_TRIES => {
                     transport += 1;
-                    self.cached = None;
+                    self.fresh = false;
                     unknown.push((number, mine, header));
                     tokio::time::sleep(backoff(transport, self.lost)).await;
                     continue;
@@ -756,7 +1322,7 @@ impl FleetLedger {
                 Err(e) => return Err(self.err(e)),
             };
             if !resp.succeeded() {
-                self.cached = None;
+                self.fresh = false;
                 self.lost += 1;
                 lost_here += 1;
                 // Randomised exponential backoff: front-ends that lose together do not all come
@@ -766,6 +1332,7 @@ impl FleetLedger {
             }
             let revision = resp.header().map_or(0, |h| h.revision());
             self.cached = Some(Snapshot { head_revision: revision, state: next, latest: header });
+            self.fresh = true;
             return Ok(SignedHeader { header, signature });
         }
         Err(FleetError::Contention(ATTEMPTS))

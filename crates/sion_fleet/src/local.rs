@@ -57,6 +57,123 @@ impl Etcd {
     pub fn url(&self) -> &str {
         &self.client_url
     }
+
+    /// Start a member as the README runs them (docs/FLEET-LEDGER.md, "etcd: TLS and
+    /// authentication"): TLS with certificates from scripts/etcd-pki.sh under `dir/pki`, client
+    /// certificates required, and authentication on, with a `root` user and a user
+    /// `sion-ledger` who may read and write `prefix` and nothing else. Returns the member and
+    /// what a front-end shows it (the certificate, its key, the user and its password file).
+    pub async fn start_secure(dir: &Path, prefix: &str) -> Result<(Self, SecureEtcd), String> {
+        let pki = dir.join("pki");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/etcd-pki.sh");
+        let made = Command::new("bash").arg(script).arg(&pki).stderr(Stdio::null()).status();
+        if !made.is_ok_and(|s| s.success()) {
+            return Err(format!("{script} could not make the certificates (is openssl installed?)"));
+        }
+        let ports =
+            free_port().and_then(|c| Ok((c, free_port()?))).map_err(|e| format!("free ports: {e}"))?;
+        let client_url = format!("https://127.0.0.1:{}", ports.0);
+        let peer_url = format!("http://127.0.0.1:{}", ports.1);
+        let child = Command::new("etcd")
+            .args(["--name", "m1", "--data-dir"])
+            .arg(dir.join("data"))
+            .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("m1={peer_url}")])
+            .arg("--client-cert-auth")
+            .arg("--trusted-ca-file")
+            .arg(pki.join("ca.pem"))
+            .arg("--cert-file")
+            .arg(pki.join("server.pem"))
+            .arg("--key-file")
+            .arg(pki.join("server.key"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting etcd ({e}): install it (Debian: apt install etcd-server)"))?;
+        let etcd = Self { child, client_url };
+        let password_file = pki.join("sion-ledger.password");
+        let secure = SecureEtcd {
+            ca: pki.join("ca.pem"),
+            cert: pki.join("client.pem"),
+            key: pki.join("client.key"),
+            user: "sion-ledger".into(),
+            password_file: password_file.clone(),
+        };
+        // Before authentication is on, the certificate alone is let in: set it up, then turn it on.
+        let tls_only = crate::EtcdAccess::from_files(
+            Some(&secure.ca),
+            Some(&secure.cert),
+            Some(&secure.key),
+            None,
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut c = loop {
+            let options =
+                tls_only.apply(etcd_client::ConnectOptions::new().with_timeout(Duration::from_secs(2)));
+            if let Ok(mut c) = etcd_client::Client::connect([etcd.client_url.as_str()], Some(options)).await
+                && c.get("probe", None).await.is_ok()
+            {
+                break c;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("etcd did not answer on {} within 20 s", etcd.client_url));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        // 32 bytes of the operating system's randomness, as a ledger key is drawn.
+        let secret = || {
+            sion_store::ledger::generate_key().map(|k| hex::encode(k.to_bytes())).map_err(|e| e.to_string())
+        };
+        let password = secret()?;
+        {
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&password_file)
+                .map_err(|e| format!("{}: {e}", password_file.display()))?;
+            writeln!(f, "{password}").map_err(|e| format!("{}: {e}", password_file.display()))?;
+        }
+        let e = |e: etcd_client::Error| format!("setting up etcd's authentication: {e}");
+        c.user_add("root", secret()?, None).await.map_err(e)?;
+        c.user_grant_role("root", "root").await.map_err(e)?;
+        c.role_add("sion-ledger").await.map_err(e)?;
+        c.role_grant_permission("sion-ledger", etcd_client::Permission::read_write(prefix).with_prefix())
+            .await
+            .map_err(e)?;
+        c.user_add("sion-ledger", password, None).await.map_err(e)?;
+        c.user_grant_role("sion-ledger", "sion-ledger").await.map_err(e)?;
+        c.auth_enable().await.map_err(e)?;
+        Ok((etcd, secure))
+    }
+}
+
+/// What a front-end shows an etcd started by [`Etcd::start_secure`].
+#[derive(Debug, Clone)]
+pub struct SecureEtcd {
+    pub ca: std::path::PathBuf,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    pub user: String,
+    pub password_file: std::path::PathBuf,
+}
+
+impl SecureEtcd {
+    /// The access a front-end is given.
+    pub fn access(&self) -> Result<crate::EtcdAccess, crate::AccessError> {
+        crate::EtcdAccess::from_files(
+            Some(&self.ca),
+            Some(&self.cert),
+            Some(&self.key),
+            Some(&self.user),
+            Some(&self.password_file),
+        )
+    }
 }
 
 impl Drop for Etcd {

@@ -11,6 +11,7 @@ use sion_verify::wire::{Put as _, Reader};
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 
+use crate::admission::{Door, Policy, Refusal};
 use crate::{FleetError, FleetLedger};
 
 /// The generated messages and stubs of proto/ledger.proto.
@@ -28,6 +29,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 /// The gRPC metadata key a refusal's code travels in ([`LedgerError::code`]).
 pub const REFUSAL: &str = "sion-refusal";
 
+/// The gRPC metadata key of a `rate_limited` refusal's wait, in milliseconds.
+pub const RETRY_AFTER: &str = "retry-after-ms";
+
 /// One front-end: a [`FleetLedger`] behind the gRPC service. Requests to one front-end are
 /// taken one at a time (its snapshot of the state is shared by them); run more front-ends for
 /// more at once.
@@ -35,11 +39,29 @@ pub struct Service {
     ledger: Mutex<FleetLedger>,
     /// The witnesses whose cosignatures this front-end keeps (none unless told).
     witnesses: Vec<[u8; 32]>,
+    /// The admission policy and its rate buckets, passed before the ledger is locked.
+    door: Door,
+    /// The ledger's operator account (always admitted).
+    operator: Account,
 }
 
 impl Service {
+    /// A front-end that admits every account without limit ([`Policy::unlimited`]; `sion
+    /// ledger serve` always gives a policy: [`Service::admitting`]).
     pub fn new(ledger: FleetLedger) -> Self {
-        Self { ledger: Mutex::new(ledger), witnesses: Vec::new() }
+        let operator = ledger.operator();
+        Self {
+            ledger: Mutex::new(ledger),
+            witnesses: Vec::new(),
+            door: Door::new(Policy::unlimited(), operator),
+            operator,
+        }
+    }
+
+    /// Admit submissions by this policy (`sion ledger serve --admission FILE`).
+    pub fn admitting(mut self, policy: Policy) -> Self {
+        self.door = Door::new(policy, self.operator);
+        self
     }
 
     /// Also keep cosignatures by these witnesses (`sion ledger serve --witnesses FILE`).
@@ -74,12 +96,31 @@ pub async fn serve_service(
 fn status(e: FleetError) -> Status {
     match e {
         FleetError::Refused(r) => refusal(&r),
-        FleetError::Etcd { .. } => Status::unavailable(e.to_string()),
+        // The service answered: its etcd did not (or sent what it cannot decode). Coded, so a
+        // client does not take it for a service that cannot be reached.
+        FleetError::Etcd { .. } => coded(Status::unavailable(e.to_string()), "etcd"),
+        FleetError::Admission(r) => admission(&r),
         FleetError::Contention(_) => Status::resource_exhausted(e.to_string()),
         FleetError::Cosignature(_) => coded(Status::failed_precondition(e.to_string()), "cosignature"),
         FleetError::Archive(_) => coded(Status::failed_precondition(e.to_string()), "archived"),
+        // Not the sender's fault and not a rule: the ledger will not sign on what etcd holds.
+        FleetError::StateMismatch { .. } => coded(Status::data_loss(e.to_string()), "state_mismatch"),
         other => Status::internal(other.to_string()),
     }
+}
+
+fn admission(r: &Refusal) -> Status {
+    let s = match r {
+        Refusal::NotAdmitted { .. } => Status::permission_denied(r.to_string()),
+        Refusal::Quota { .. } | Refusal::RateLimited { .. } => Status::resource_exhausted(r.to_string()),
+    };
+    let mut s = coded(s, r.code());
+    if let Refusal::RateLimited { retry_after, .. } = r
+        && let Ok(v) = retry_after.as_millis().max(1).to_string().parse()
+    {
+        s.metadata_mut().insert(RETRY_AFTER, v);
+    }
+    s
 }
 
 fn refusal(r: &LedgerError) -> Status {
@@ -112,7 +153,19 @@ impl Rpc for Service {
 
     async fn submit(&self, r: Request<Blob>) -> Result<Response<Blob>, Status> {
         let tx = SignedTx::decode(&r.into_inner().value).map_err(|e| bad("transaction", e))?;
-        let h = self.ledger.lock().await.submit(tx).await.map_err(status)?;
+        // The door, before the ledger is locked or etcd asked anything: the signature (so no one
+        // spends another account's rate), then the policy and the rates, from memory.
+        if !tx.signature_holds() {
+            return Err(refusal(&LedgerError::BadSignature));
+        }
+        self.door.admit(&tx).map_err(|r| admission(&r))?;
+        let mut ledger = self.ledger.lock().await;
+        if self.door.needs_count(&tx) {
+            // The log quota needs the state (the front-end's checked snapshot), not a write.
+            let opened = ledger.logs_opened_by(&tx.sender).await.map_err(status)?;
+            self.door.quota(&tx, opened).map_err(|r| admission(&r))?;
+        }
+        let h = ledger.submit(tx).await.map_err(status)?;
         let mut out = Vec::new();
         h.put(&mut out);
         Ok(Response::new(Blob { value: out }))
@@ -214,6 +267,17 @@ impl Rpc for Service {
         }
         self.ledger.lock().await.add_cosignature(q.number, c).await.map_err(status)?;
         Ok(Response::new(Empty {}))
+    }
+
+    async fn entry(&self, r: Request<Number>) -> Result<Response<Blob>, Status> {
+        let n = r.into_inner().value;
+        let mut ledger = self.ledger.lock().await;
+        // Past the latest (checked, as every read of the state is): not there yet.
+        if n > ledger.latest().await.map_err(status)?.header.number {
+            return Err(refusal(&LedgerError::NoPulse(n)));
+        }
+        let value = ledger.entry(n).await.map_err(status)?;
+        Ok(Response::new(Blob { value }))
     }
 
     async fn cosignatures(&self, r: Request<Number>) -> Result<Response<List>, Status> {

@@ -2,15 +2,17 @@
 //! each header it has checked extends the last one it cosigned. What it cosigned last is made
 //! durable before the cosignature leaves, so after any crash it still never cosigns two
 //! headers with one number: a ledger that forks its chain for one reader gets no cosignature
-//! for the fork from this witness, and a ledger that shows it the fork is caught.
+//! for the fork from this witness, and a ledger that shows it the fork is caught. It cosigns
+//! only a Pulse it checked ([`Witness::check_state`]): one whose entry is archived is followed
+//! (its chain) but never cosigned.
 
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use sion_store::ledger::link::LedgerLink;
-use sion_store::ledger::{LedgerError, SignedHeader};
-use sion_verify::ledger::Cosignature;
-use sion_verify::merkle::Digest;
+use sion_store::ledger::{Account, Head, LedgerError, LogId, MemoryLog, SignedHeader, StateProof, Tx};
+use sion_verify::ledger::{Cosignature, empty_head};
+use sion_verify::merkle::{Blake3, Digest, TreeHasher as _, verify_consistency};
 use sion_verify::wire::{Put as _, Reader};
 
 use crate::client::RemoteLedger;
@@ -20,10 +22,12 @@ const MAGIC: &[u8; 8] = b"SIONWIT1";
 /// Why a witness did not cosign.
 #[derive(Debug, thiserror::Error)]
 pub enum WitnessError {
-    /// The ledger showed a header for a number the witness already cosigned, with another hash:
-    /// the ledger forked its chain (both headers are signed by its key — the evidence).
+    /// The ledger showed a header for a number the witness already cosigned (or was shown,
+    /// signed, for the same number: a state proof under another header than the one it checks),
+    /// with another hash: the ledger forked its chain (both headers are signed by its key — the
+    /// evidence).
     #[error(
-        "the ledger equivocates: Pulse {number} has header {offered} (hex: {offered_header}), but this witness cosigned {cosigned} for that number"
+        "the ledger equivocates: Pulse {number} has header {offered} (hex: {offered_header}), but this witness cosigned or was shown signed {cosigned} for that number"
     )]
     Equivocation {
         /// The Pulse number.
@@ -60,6 +64,22 @@ pub enum WitnessError {
     /// A header not signed by the ledger's key.
     #[error("Pulse {0}'s header is not signed by the ledger's key")]
     Signature(u64),
+    /// The Pulse's entry does not explain its signed header ([`Witness::check_state`]): its
+    /// stored transaction is damaged, missing, or does not make the header's state root of the
+    /// Pulse before. Not evidence against the ledger's key — the entry's transaction is covered
+    /// by no signature of it, so whoever can write etcd can rewrite it — but the witness cannot
+    /// vouch for the Pulse either: it does not cosign, and tries again later (the stored copy
+    /// put right, it goes on). The same refusal meets a key holder that signed a state root that
+    /// does not follow (docs/FLEET-LEDGER.md, "Witnesses").
+    #[error(
+        "Pulse {number}'s entry does not explain its signed header: {why} (its stored transaction is damaged or rewritten — no signature covers it — or the ledger's key signed a state that does not follow; not cosigned)"
+    )]
+    Damaged {
+        /// The Pulse.
+        number: u64,
+        /// What does not follow.
+        why: String,
+    },
     /// The state file is for another ledger, or damaged.
     #[error("the witness state {path}: {problem}")]
     State {
@@ -78,7 +98,13 @@ pub struct Witness {
     key: SigningKey,
     ledger: VerifyingKey,
     state: PathBuf,
+    /// The last header followed: cosigned, or passed without a cosignature (archived).
     last: Option<(u64, Digest)>,
+    /// Pulses the last [`Witness::follow`] passed without cosigning.
+    passed: u64,
+    /// The last header this process checked and cosigned in [`Witness::follow`]: handed again
+    /// without a second check while it is still the last one.
+    vouched: Option<(u64, Digest)>,
 }
 
 impl Witness {
@@ -101,7 +127,7 @@ impl Witness {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(bad(e.to_string())),
         };
-        Ok(Self { key, ledger, state: state.to_owned(), last })
+        Ok(Self { key, ledger, state: state.to_owned(), last, passed: 0, vouched: None })
     }
 
     /// This witness's public key.
@@ -109,15 +135,29 @@ impl Witness {
         self.key.verifying_key()
     }
 
-    /// The last header cosigned: its number and hash.
+    /// The last header followed — cosigned, or passed uncosigned because its entry is archived:
+    /// its number and hash.
     pub fn last(&self) -> Option<(u64, Digest)> {
         self.last
+    }
+
+    /// How many Pulses the last [`Witness::follow`] went past without cosigning them: their
+    /// entries are archived, so there was nothing to check their state roots against.
+    pub fn passed(&self) -> u64 {
+        self.passed
     }
 
     /// Cosign `h` if it is the ledger's and extends the last header cosigned (or is the one
     /// cosigned last: the same cosignature again). The new last header is durable before the
     /// cosignature is returned.
     pub fn cosign(&mut self, h: &SignedHeader) -> Result<Cosignature, WitnessError> {
+        self.advance(h)?;
+        Ok(Cosignature::sign(&self.key, &self.ledger.to_bytes(), &h.header))
+    }
+
+    /// Take `h` as the last header followed if it is the ledger's and extends the last one (or
+    /// is it), durably; nothing is signed.
+    fn advance(&mut self, h: &SignedHeader) -> Result<(), WitnessError> {
         let number = h.header.number;
         h.verify(&self.ledger).map_err(|_| WitnessError::Signature(number))?;
         let hash = h.header.hash();
@@ -160,7 +200,7 @@ impl Witness {
                 self.remember(number, hash)?;
             }
         }
-        Ok(Cosignature::sign(&self.key, &self.ledger.to_bytes(), &h.header))
+        Ok(())
     }
 
     fn remember(&mut self, number: u64, hash: Digest) -> Result<(), WitnessError> {
@@ -173,9 +213,11 @@ impl Witness {
     }
 
     /// Follow the ledger at `link` up to its latest Pulse: fetch each header after the last
-    /// cosigned, cosign it and hand the cosignature back. First the last cosigned number is
-    /// asked for again — if the ledger now shows another header there, it forked. Returns how
-    /// many Pulses were cosigned; `progress` is told each number.
+    /// followed, check it, cosign it and hand the cosignature back. First the last number is
+    /// asked for again — if the ledger now shows another header there, it forked. A Pulse whose
+    /// entry the service says is archived cannot be checked: it is followed (its chain) and
+    /// never cosigned ([`Witness::passed`] counts those). Returns how many Pulses were
+    /// cosigned; `progress` is told each number.
     pub fn follow(
         &mut self,
         link: &RemoteLedger,
@@ -204,10 +246,26 @@ impl Witness {
             None => 0,
         };
         let mut cosigned = 0;
+        self.passed = 0;
         while next <= latest {
             let h = link.header(next)?;
             let again = self.last.is_some_and(|(n, _)| n == next);
+            // The last one again is checked again too unless this process checked it: it may
+            // have been passed unchecked, and the service's word "archived" must never stand in
+            // for a check.
+            let vouched =
+                again && self.vouched.is_some_and(|v| Some(v) == self.last && v.1 == h.header.hash());
+            if !vouched && !self.check_state(link, &h)? {
+                self.advance(&h)?;
+                if !again {
+                    self.passed += 1;
+                }
+                progress(next);
+                next += 1;
+                continue;
+            }
             let c = self.cosign(&h)?;
+            self.vouched = Some((next, h.header.hash()));
             match link.cosign(next, &c) {
                 Ok(()) => {}
                 // Handing the last one back again is best effort: the ledger may have archived
@@ -223,6 +281,177 @@ impl Witness {
         }
         Ok(cosigned)
     }
+}
+
+impl Witness {
+    /// Check, before cosigning, that Pulse `h`'s state root is what its transaction makes of the
+    /// state of the Pulse before — as far as a witness can without holding the state, from what
+    /// the ledger signed and the sender signed, trusting nothing else the service says: the
+    /// Pulse's entry (its transaction, and a header that must be the signed one) and state proofs
+    /// of the one log the transaction touches, at the two Pulses (each checked against its signed
+    /// header by the link, and that header required to be exactly `h`, or the Pulse before — the
+    /// one this witness followed last when it did: a proof under another signed header for the
+    /// same number is the ledger equivocating). An agent's transaction leaves the logs as they were; an opening adds
+    /// exactly the log it asks for, the new leaf's inclusion path folding to the previous state
+    /// root; a commit changes one leaf — the same path at both Pulses — as the rules allow
+    /// (the writer's signature, the version, a consistency proof from the old head to the new).
+    /// Not checked (not in the state root, or not without the whole state): nonces, agents and
+    /// whether an agent above a log was live. Returns false when the Pulse's entry is archived
+    /// (nothing was checked beyond the chain): the caller must not cosign it. An entry that does
+    /// not explain the header is [`WitnessError::Damaged`], not evidence of a fork: no signature
+    /// covers the entry's transaction.
+    pub fn check_state(&self, link: &RemoteLedger, h: &SignedHeader) -> Result<bool, WitnessError> {
+        let number = h.header.number;
+        h.verify(&self.ledger).map_err(|_| WitnessError::Signature(number))?;
+        let bad = |why: String| WitnessError::Damaged { number, why };
+        if number == 0 {
+            if h.header.logs != 0 || h.header.state_root != Blake3::hash_empty() {
+                return Err(WitnessError::DoesNotExtend {
+                    number,
+                    last: 0,
+                    why: "the genesis holds logs".into(),
+                });
+            }
+            return Ok(true);
+        }
+        let (tx, at) = match link.entry(number) {
+            Ok(entry) => entry,
+            Err(LedgerError::Refused { code, .. }) if code == "archived" => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        if at != h.header {
+            return Err(bad("its entry holds another header than the signed one".into()));
+        }
+        let Some(tx) = tx else { return Err(bad("its entry holds no transaction".into())) };
+        if !tx.signature_holds() {
+            return Err(bad("its transaction's signature does not hold".into()));
+        }
+        let prev = link.header(number - 1)?;
+        let (was, now) = (&prev.header, &h.header);
+        if let Some((n, followed)) = self.last
+            && n == number - 1
+            && followed != was.hash()
+        {
+            return Err(equivocation(n, followed, &prev));
+        }
+        if was.hash() != now.prev {
+            return Err(WitnessError::DoesNotExtend {
+                number,
+                last: number - 1,
+                why: format!("its prev is not the hash of Pulse {}'s header", number - 1),
+            });
+        }
+        // A state proof is checked against its own signed header by the link; it must be under
+        // exactly the header checked here (or the one before), or it proves nothing of them.
+        let under = |p: &StateProof, want: &SignedHeader| -> Result<(), WitnessError> {
+            if p.header.header == want.header {
+                return Ok(());
+            }
+            Err(equivocation(want.header.number, want.header.hash(), &p.header))
+        };
+        match &tx.tx {
+            Tx::RegisterAgent { .. } | Tx::SetAgentStatus { .. } => {
+                if (now.logs, now.state_root) != (was.logs, was.state_root) {
+                    return Err(bad("an agent's transaction changed the logs".into()));
+                }
+            }
+            Tx::OpenMemory { agent, policy } => {
+                if now.logs != was.logs + 1 {
+                    return Err(bad(format!("opening a log left {} logs after {}", now.logs, was.logs)));
+                }
+                let id = LogId(was.logs);
+                let opened = link.state_proof(id, number)?;
+                under(&opened, h)?;
+                let want = MemoryLog {
+                    id,
+                    writer: tx.sender,
+                    agent: agent.clone(),
+                    policy: *policy,
+                    head: empty_head(),
+                    commits: 0,
+                    committed_at: number,
+                    sealed: false,
+                };
+                if opened.log != want {
+                    return Err(bad(format!("log {id} is not the log its transaction opens")));
+                }
+                // The last leaf's siblings are all on its left, bottom-up: folded, they are the
+                // root of the logs before it, which must be the previous state root.
+                let before = match opened.path.split_first() {
+                    None => Blake3::hash_empty(),
+                    Some((first, rest)) => rest.iter().fold(*first, |r, p| Blake3::hash_children(p, &r)),
+                };
+                if before != was.state_root {
+                    return Err(bad(format!(
+                        "the logs before log {id} are not those of Pulse {}",
+                        number - 1
+                    )));
+                }
+            }
+            Tx::CommitMemory { log, version, head, proof, seal } => {
+                if now.logs != was.logs {
+                    return Err(bad(format!("a commit left {} logs after {}", now.logs, was.logs)));
+                }
+                let before = link.state_proof(*log, number - 1)?;
+                let after = link.state_proof(*log, number)?;
+                under(&before, &prev)?;
+                under(&after, h)?;
+                // The same siblings at the same place in a tree of the same size: no other leaf moved.
+                if before.path != after.path {
+                    return Err(bad(format!("logs other than log {log}, the one it commits, changed")));
+                }
+                let current = &before.log;
+                if let Some(why) = commit_refusal(current, &tx.sender, *version, head, proof) {
+                    return Err(bad(format!("its commit of log {log} breaks the rules: {why}")));
+                }
+                let want = MemoryLog {
+                    head: *head,
+                    commits: current.commits + 1,
+                    committed_at: number,
+                    sealed: *seal,
+                    ..current.clone()
+                };
+                if after.log != want {
+                    return Err(bad(format!("log {log} after it is not what the commit makes of it")));
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Why a commit of `current` is refused by the rules a witness can check (docs/LEDGER.md,
+/// "Transactions"; whether the agent above is live it cannot): none if it is accepted.
+fn commit_refusal(
+    current: &MemoryLog,
+    sender: &Account,
+    version: u64,
+    head: &Head,
+    proof: &[Digest],
+) -> Option<String> {
+    let old = &current.head;
+    if current.writer != *sender {
+        return Some("not signed by the log's writer".into());
+    }
+    if current.sealed {
+        return Some("the log is sealed".into());
+    }
+    if version != current.commits {
+        return Some(format!("version {version}, but the log is at {}", current.commits));
+    }
+    if head.size < old.size {
+        return Some(format!("it shrinks the log from {} to {}", old.size, head.size));
+    }
+    if head.size == old.size {
+        return (head.root != old.root || !proof.is_empty())
+            .then(|| "the root changed at the same size".into());
+    }
+    if old.size == 0 {
+        return (!proof.is_empty()).then(|| "a commit onto the empty log carries a proof".into());
+    }
+    verify_consistency::<Blake3, _>(old.size, head.size, &old.root, &head.root, proof)
+        .err()
+        .map(|e| format!("no consistency from {} to {} atoms ({e})", old.size, head.size))
 }
 
 fn equivocation(number: u64, cosigned: Digest, h: &SignedHeader) -> WitnessError {

@@ -24,13 +24,34 @@ pub enum LedgerCommand {
     /// with another time or state) ever gets its cosignature. Run by someone other than the
     /// ledger's operator; readers name witnesses with `sion memory verify --witnesses FILE
     /// --quorum K`. Exits 4 if the ledger shows it a fork (printing both headers) or a chain
-    /// rolled back below what it cosigned.
+    /// rolled back below what it cosigned. A Pulse whose stored entry does not explain its
+    /// signed header is not cosigned: it prints DAMAGED and tries again (exit 5 with --once).
+    /// A Pulse whose entry is archived is followed, never cosigned (PASSED).
     Witness(WitnessArgs),
     /// Move old Pulses out of etcd into segment files (docs/FLEET-LEDGER.md, "The archive of
     /// old Pulses"): what etcd's compaction cannot drop is the chain itself, about 1.3 KiB a
     /// Pulse. Every front-end then needs the same directory (`serve --archive DIR`) to serve
     /// archived headers; state and transaction-time proofs need only etcd. Run it from cron.
     Archive(ArchiveArgs),
+    /// Admit writer keys or agent-name prefixes to open logs (docs/FLEET-LEDGER.md,
+    /// "Admission"): adds them to an admission policy file, made with `"open": "registered"`
+    /// if it does not exist. Front-ends read it at start: `sion ledger serve --admission FILE`
+    /// (restart them after a change).
+    Admit(AdmitArgs),
+}
+
+#[derive(Args)]
+pub struct AdmitArgs {
+    /// The admission policy file (JSON).
+    #[arg(long, value_name = "FILE")]
+    admission: PathBuf,
+    /// A writer's public key (64 hex digits: `sion memory open` prints it); repeatable.
+    #[arg(long, value_name = "HEX")]
+    key: Vec<String>,
+    /// An agent-name prefix (e.g. `fleet/`): the controllers of agents under it may open logs
+    /// for them; repeatable.
+    #[arg(long, value_name = "PREFIX")]
+    agents: Vec<String>,
 }
 
 #[derive(Args)]
@@ -90,6 +111,57 @@ pub struct LedgerArgs {
     /// Where in etcd's keyspace the ledger lives (one prefix per ledger).
     #[arg(long, default_value = "/sion-ledger/")]
     prefix: String,
+    /// The CA that signed etcd's server certificate: etcd is reached over TLS (its URLs are
+    /// then https://). scripts/etcd-pki.sh makes one (docs/FLEET-LEDGER.md, "etcd: TLS and
+    /// authentication").
+    #[arg(long, value_name = "FILE", env = "SION_ETCD_CA")]
+    etcd_ca: Option<PathBuf>,
+    /// This front-end's client certificate, for an etcd that asks for one (--client-cert-auth).
+    #[arg(long, value_name = "FILE", env = "SION_ETCD_CERT", requires_all = ["etcd_ca", "etcd_key"])]
+    etcd_cert: Option<PathBuf>,
+    /// The client certificate's key (0600: refused if others can read it).
+    #[arg(long, value_name = "FILE", env = "SION_ETCD_KEY", requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
+    /// The etcd user to sign in as, for an etcd with authentication enabled.
+    #[arg(long, value_name = "NAME", env = "SION_ETCD_USER", requires = "etcd_password_file")]
+    etcd_user: Option<String>,
+    /// The file holding that user's password, alone on one line (0600).
+    #[arg(long, value_name = "FILE", env = "SION_ETCD_PASSWORD_FILE", requires = "etcd_user")]
+    etcd_password_file: Option<PathBuf>,
+}
+
+impl LedgerArgs {
+    fn access(&self) -> Result<sion_fleet::EtcdAccess> {
+        let access = sion_fleet::EtcdAccess::from_files(
+            self.etcd_ca.as_deref(),
+            self.etcd_cert.as_deref(),
+            self.etcd_key.as_deref(),
+            self.etcd_user.as_deref(),
+            self.etcd_password_file.as_deref(),
+        )?;
+        let plain = self.etcd.iter().any(|u| u.starts_with("http://"));
+        if access.is_tls() && plain {
+            anyhow::bail!(
+                "--etcd-ca is given, so etcd is reached over TLS: its URLs are https://, not http://"
+            );
+        }
+        if !access.is_tls() && !self.etcd.iter().all(|u| is_loopback_url(u)) {
+            eprintln!(
+                "warning: etcd is reached without TLS at {}: whoever reaches that port can rewrite the ledger's \
+                 state (docs/FLEET-LEDGER.md, \"etcd: TLS and authentication\")",
+                self.etcd.join(",")
+            );
+        }
+        Ok(access)
+    }
+}
+
+/// Whether a URL names this machine's loopback (where plain HTTP reaches no one else).
+fn is_loopback_url(url: &str) -> bool {
+    let host = url.split("://").nth(1).unwrap_or(url).split(['/', ':']).next().unwrap_or("");
+    host == "localhost"
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        || url.contains("[::1]")
 }
 
 #[derive(Args)]
@@ -106,20 +178,28 @@ pub struct ServeArgs {
     /// Where `sion ledger archive` put old Pulses: headers of archived Pulses are read from it.
     #[arg(long, value_name = "DIR")]
     archive: Option<PathBuf>,
+    /// Who may open logs and how fast anyone may submit (docs/FLEET-LEDGER.md, "Admission"):
+    /// a JSON policy file (`sion ledger admit` makes one). Without it anyone may open logs,
+    /// at most 64 per account, 20 transactions a second per account (burst 40), and 10
+    /// openings a second by all unregistered accounts together (burst 50).
+    #[arg(long, value_name = "FILE")]
+    admission: Option<PathBuf>,
 }
 
 pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
-    if let LedgerCommand::Witness(a) = cmd {
+    let cmd = match cmd {
         // The witness's link runs its own runtime; it blocks, like a memory's.
-        return witness(a);
-    }
+        LedgerCommand::Witness(a) => return witness(a),
+        LedgerCommand::Admit(a) => return admit(a),
+        cmd => cmd,
+    };
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     runtime.block_on(async {
         match cmd {
             LedgerCommand::Init(a) => init(a).await,
             LedgerCommand::Serve(a) => serve(a).await,
             LedgerCommand::Archive(a) => archive(a).await,
-            LedgerCommand::Witness(_) => unreachable!("run on its own above"),
+            LedgerCommand::Witness(_) | LedgerCommand::Admit(_) => unreachable!("run on their own above"),
         }
     })
 }
@@ -131,7 +211,7 @@ fn endpoints(a: &LedgerArgs) -> Vec<&str> {
 async fn init(a: LedgerArgs) -> Result<ExitCode> {
     let key = sion_memory::ledger::read_or_make_key(&sion_memory::disk::Disk::os(), &a.key)
         .with_context(|| format!("the ledger key at {}", a.key.display()))?;
-    let ledger = sion_fleet::FleetLedger::init(&endpoints(&a), &a.prefix, key)
+    let ledger = sion_fleet::FleetLedger::init_with(&endpoints(&a), &a.prefix, key, &a.access()?)
         .await
         .with_context(|| format!("making the fleet ledger under {} in etcd", a.prefix))?;
     outln!(
@@ -140,7 +220,9 @@ async fn init(a: LedgerArgs) -> Result<ExitCode> {
         a.etcd.join(","),
         hex::encode(ledger.public_key().to_bytes())
     );
-    outln!("serve it with: sion ledger serve --etcd {} --key {}", a.etcd.join(","), a.key.display());
+    let access =
+        if a.etcd_ca.is_some() || a.etcd_user.is_some() { " (and the same --etcd-* options)" } else { "" };
+    outln!("serve it with: sion ledger serve --etcd {} --key {}{access}", a.etcd.join(","), a.key.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -161,9 +243,14 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
             named.into_iter().map(|(_, k)| k).collect()
         }
     };
-    let ledger = sion_fleet::FleetLedger::connect(&endpoints(&a.ledger), &a.ledger.prefix, key)
-        .await
-        .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?;
+    let ledger = sion_fleet::FleetLedger::connect_with(
+        &endpoints(&a.ledger),
+        &a.ledger.prefix,
+        key,
+        &a.ledger.access()?,
+    )
+    .await
+    .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?;
     eprintln!(
         "serving the fleet ledger (key {public}) on http://{}, state in etcd {} under {}; Ctrl-C stops",
         a.listen,
@@ -190,7 +277,33 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
         Some(dir) => ledger.with_archive(dir),
         None => ledger,
     };
-    let service = sion_fleet::service::Service::new(ledger).accepting(witnesses);
+    let policy = match &a.admission {
+        Some(path) => sion_fleet::admission::Policy::read(path)?,
+        None => {
+            eprintln!(
+                "admission: anyone may open logs (at most {} per account, {} transactions a second per account, {} \
+                 openings a second by unregistered accounts together); close the door with --admission FILE \
+                 (sion ledger admit)",
+                sion_fleet::admission::DEFAULT_MAX_LOGS,
+                sion_fleet::admission::DEFAULT_RATE.per_second,
+                sion_fleet::admission::DEFAULT_STRANGERS.per_second
+            );
+            sion_fleet::admission::Policy::default_open()
+        }
+    };
+    if a.admission.is_some() {
+        eprintln!(
+            "admission from {}: {}, {} writer key(s), agent prefixes [{}]",
+            a.admission.as_ref().map_or(String::new(), |p| p.display().to_string()),
+            match policy.open {
+                sion_fleet::admission::Open::Anyone => "anyone may open logs",
+                sion_fleet::admission::Open::Registered => "registered writers and agents only",
+            },
+            policy.writers.len(),
+            policy.agents.join(", ")
+        );
+    }
+    let service = sion_fleet::service::Service::new(ledger).accepting(witnesses).admitting(policy);
     sion_fleet::service::serve_service(service, a.listen, stop).await.map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -199,10 +312,15 @@ async fn archive(a: ArchiveArgs) -> Result<ExitCode> {
     let key = sion_memory::ledger::read_key(&a.ledger.key)
         .with_context(|| format!("reading the ledger key {}", a.ledger.key.display()))?;
     std::fs::create_dir_all(&a.archive).with_context(|| format!("making {}", a.archive.display()))?;
-    let mut ledger = sion_fleet::FleetLedger::connect(&endpoints(&a.ledger), &a.ledger.prefix, key)
-        .await
-        .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?
-        .with_archive(&a.archive);
+    let mut ledger = sion_fleet::FleetLedger::connect_with(
+        &endpoints(&a.ledger),
+        &a.ledger.prefix,
+        key,
+        &a.ledger.access()?,
+    )
+    .await
+    .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?
+    .with_archive(&a.archive);
     let latest = ledger.latest().await?.header.number;
     let before = latest.saturating_sub(a.keep.saturating_sub(1));
     let r = ledger.archive_before(before, a.per_segment).await?;
@@ -213,6 +331,45 @@ async fn archive(a: ArchiveArgs) -> Result<ExitCode> {
         a.archive.display(),
         r.archived_to,
         r.archived_to
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn admit(a: AdmitArgs) -> Result<ExitCode> {
+    use sion_fleet::admission::{Open, Policy};
+    if a.key.is_empty() && a.agents.is_empty() {
+        anyhow::bail!("--key HEX or --agents PREFIX names whom to admit");
+    }
+    let mut policy = if a.admission.exists() {
+        Policy::read(&a.admission)?
+    } else {
+        Policy { open: Open::Registered, ..Policy::default_open() }
+    };
+    for k in &a.key {
+        let mut key = [0u8; 32];
+        hex::decode_to_slice(k.trim(), &mut key).with_context(|| format!("--key {k}: not 64 hex digits"))?;
+        ed25519_dalek::VerifyingKey::from_bytes(&key)
+            .with_context(|| format!("--key {k}: not an ed25519 public key"))?;
+        policy.writers.insert(sion_memory::ledger::Account(key));
+    }
+    for p in &a.agents {
+        if p.is_empty() {
+            anyhow::bail!("--agents: an empty prefix would admit every agent");
+        }
+        if !policy.agents.contains(p) {
+            policy.agents.push(p.clone());
+        }
+    }
+    // Written beside and renamed: a front-end starting meanwhile reads the old file or the new.
+    let tmp = a.admission.with_extension("tmp");
+    std::fs::write(&tmp, policy.to_json()).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &a.admission).with_context(|| format!("replacing {}", a.admission.display()))?;
+    outln!(
+        "{}: {} writer key(s), agent prefixes [{}]; restart the front-ends (sion ledger serve --admission {})",
+        a.admission.display(),
+        policy.writers.len(),
+        policy.agents.join(", "),
+        a.admission.display()
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -247,6 +404,15 @@ fn witness(a: WitnessArgs) -> Result<ExitCode> {
                 if n > 0 {
                     eprintln!("cosigned {n} Pulse(s), up to Pulse {}", witness.last().map_or(0, |l| l.0));
                 }
+                // Archived entries cannot be checked: followed, never cosigned.
+                if witness.passed() > 0 {
+                    outln!(
+                        "PASSED {url}: {} archived Pulse(s) followed without a cosignature (their entries \
+                         are archived: nothing to check them against), up to Pulse {}",
+                        witness.passed(),
+                        witness.last().map_or(0, |l| l.0)
+                    );
+                }
             }
             Err(
                 e @ (WitnessError::Equivocation { .. }
@@ -256,6 +422,14 @@ fn witness(a: WitnessArgs) -> Result<ExitCode> {
             ) => {
                 outln!("FORK {url}: {e}");
                 return Ok(ExitCode::from(4));
+            }
+            // Not signed evidence: the stored entry does not explain the header. Not cosigned;
+            // looked at again (the entry put right, the witness goes on).
+            Err(e @ WitnessError::Damaged { .. }) => {
+                outln!("DAMAGED {url}: {e}");
+                if a.once {
+                    return Ok(ExitCode::from(5));
+                }
             }
             // The service unreachable: say so and look again (nothing was cosigned).
             Err(WitnessError::Ledger(e)) if !a.once => eprintln!("{e}; trying again"),
