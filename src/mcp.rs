@@ -4,15 +4,31 @@
 //! ROS clients use it too. Every tool's input has a JSON schema (derived here); every answer is
 //! JSON text. A second writer process on the same directory is refused, saying where to
 //! connect instead.
+//!
+//! Over HTTP every request carries a bearer token from the server's token file, and the token's
+//! roles say which tools it may call ([`access`]); sessions are bounded in number and closed when
+//! idle. Over stdio the client is the process that started the server, and has every role.
 
+pub mod access;
+pub mod stdio;
+
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ErrorData as McpError, ServerHandler, schemars, tool, tool_handler, tool_router};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
+
+use access::{Grant, Holder, Role, Tokens};
 
 use crate::rmp::{Rmp, RmpError};
 
@@ -20,6 +36,43 @@ use crate::rmp::{Rmp, RmpError};
 #[derive(Clone)]
 pub struct MemoryServer {
     rmp: Arc<Rmp>,
+    calls: Arc<Calls>,
+    /// Set only by [`serve_stdio`]: the client is the process that started the server, and has
+    /// every role. Anywhere else a call whose HTTP request brought no token's roles is refused.
+    local: bool,
+}
+
+/// The bound on tool calls in flight, shared by every session and sessionless request: a
+/// recall holds its whole proof (up to ~150 MiB while it proves), so the number running at
+/// once is what bounds the memory the server uses, however many clients ask.
+struct Calls {
+    /// Any tool call running, at most this many.
+    any: Arc<tokio::sync::Semaphore>,
+    /// Of them, provers (recall, believe, audit, verify), at most this many: the others (a
+    /// writer's remember, say) keep places however many recalls are queued.
+    provers: Arc<tokio::sync::Semaphore>,
+    max: usize,
+    /// How long a call waits for its place before it is refused as busy.
+    wait: Duration,
+}
+
+impl Calls {
+    fn new(max: usize, wait: Duration) -> Arc<Calls> {
+        let max = max.max(1);
+        Arc::new(Calls {
+            any: Arc::new(tokio::sync::Semaphore::new(max)),
+            provers: Arc::new(tokio::sync::Semaphore::new(max.div_ceil(2))),
+            max,
+            wait,
+        })
+    }
+}
+
+/// What a verb costs: a prover builds or checks a whole proof.
+#[derive(Clone, Copy)]
+enum Work {
+    Light,
+    Prove,
 }
 
 fn answer<T: serde::Serialize>(r: Result<T, RmpError>) -> Result<CallToolResult, McpError> {
@@ -34,18 +87,55 @@ fn answer<T: serde::Serialize>(r: Result<T, RmpError>) -> Result<CallToolResult,
     }
 }
 
-/// Run a verb on the blocking pool: verbs fsync, prove and (through a node) wait for its brain,
-/// which must not hold up the runtime's workers the node's brain and services run on.
-async fn call<T, F>(rmp: &Arc<Rmp>, verb: F) -> Result<CallToolResult, McpError>
-where
-    T: serde::Serialize + Send + 'static,
-    F: FnOnce(&Rmp) -> Result<T, RmpError> + Send + 'static,
-{
-    let rmp = Arc::clone(rmp);
-    match tokio::task::spawn_blocking(move || verb(&rmp)).await {
-        Ok(result) => answer(result),
-        Err(e) => Err(McpError::internal_error(format!("the verb did not finish: {e}"), None)),
+impl MemoryServer {
+    /// Run a verb on the blocking pool (verbs fsync, prove and, through a node, wait for its
+    /// brain, which must not hold up the runtime's workers the node's brain and services run
+    /// on) once it has a place among the calls in flight; past [`Calls::wait`] without one, the
+    /// answer is a busy refusal to retry.
+    async fn call<T, F>(&self, work: Work, verb: F) -> Result<CallToolResult, McpError>
+    where
+        T: serde::Serialize + Send + 'static,
+        F: FnOnce(&Rmp) -> Result<T, RmpError> + Send + 'static,
+    {
+        let calls = &self.calls;
+        let deadline = tokio::time::Instant::now() + calls.wait;
+        // A prover takes its place among provers first, so one waiting holds no general place.
+        let prover = match work {
+            Work::Light => None,
+            Work::Prove => {
+                match tokio::time::timeout_at(deadline, calls.provers.clone().acquire_owned()).await {
+                    Ok(Ok(p)) => Some(p),
+                    _ => return Ok(busy(calls)),
+                }
+            }
+        };
+        let Ok(Ok(place)) = tokio::time::timeout_at(deadline, calls.any.clone().acquire_owned()).await else {
+            return Ok(busy(calls));
+        };
+        let rmp = Arc::clone(&self.rmp);
+        // The places go into the blocking task: they are given back when the verb and its
+        // answer's text are done, even if the request that asked is dropped meanwhile.
+        let done = tokio::task::spawn_blocking(move || {
+            let out = answer(verb(&rmp));
+            drop((place, prover));
+            out
+        });
+        match done.await {
+            Ok(result) => result,
+            Err(e) => Err(McpError::internal_error(format!("the verb did not finish: {e}"), None)),
+        }
     }
+}
+
+/// The answer to a call that found no place in time: a tool error the client (or its model)
+/// reads, saying to retry.
+fn busy(calls: &Calls) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "busy, retry: this MCP server runs at most {} tool calls at once (at most {} recalls, believes, audits or verifies) and no place came free within {} s; retry in a few seconds (docs/ROS.md, \"Bounds on MCP clients\")",
+        calls.max,
+        calls.max.div_ceil(2),
+        calls.wait.as_secs_f64()
+    ))])
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -136,14 +226,26 @@ impl MemoryServer {
     /// A server over these verbs (a running node's, say: [`Rmp::through`]), shared with the
     /// node's other surfaces.
     pub fn over(rmp: Arc<Rmp>) -> Self {
-        Self { rmp }
+        Self { rmp, calls: Calls::new(Self::MAX_CALLS, Self::CALL_WAIT), local: false }
+    }
+
+    /// Tool calls in flight at once, at most, by default (half of them, rounded up, provers).
+    pub const MAX_CALLS: usize = 4;
+    /// How long a call waits for its place, by default, before it is refused as busy.
+    pub const CALL_WAIT: Duration = Duration::from_secs(10);
+
+    /// This server with at most `max` tool calls in flight at once (at least 1; half of them,
+    /// rounded up, provers), a call waiting at most `wait` for its place.
+    pub fn with_calls(mut self, max: usize, wait: Duration) -> Self {
+        self.calls = Calls::new(max, wait);
+        self
     }
 
     #[tool(
         description = "The memory: its log number, writer key, ledger key, how many atoms it holds and its committed head."
     )]
     async fn sion_memory_open(&self) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, |r| Ok(r.opened())).await
+        self.call(Work::Light, |r| Ok(r.opened())).await
     }
 
     #[tool(
@@ -153,14 +255,14 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<RememberArgs>,
     ) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, move |r| r.remember(&a.atoms)).await
+        self.call(Work::Light, move |r| r.remember(&a.atoms)).await
     }
 
     #[tool(
         description = "Commit the log's durable head to the ledger; returns the head and the Pulse that stamps it."
     )]
     async fn sion_memory_commit(&self) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, |r| r.commit()).await
+        self.call(Work::Light, |r| r.commit()).await
     }
 
     #[tool(
@@ -170,7 +272,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<RecallArgs>,
     ) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, move |r| r.recall(&a.frame, a.min, a.max, a.from, a.to, a.as_of)).await
+        self.call(Work::Prove, move |r| r.recall(&a.frame, a.min, a.max, a.from, a.to, a.as_of)).await
     }
 
     #[tool(
@@ -180,7 +282,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<VerifyArgs>,
     ) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, move |_| Rmp::verify(&a.proof, &a.ledger_key, a.expect.as_ref())).await
+        self.call(Work::Prove, move |_| Rmp::verify(&a.proof, &a.ledger_key, a.expect.as_ref())).await
     }
 
     #[tool(
@@ -190,7 +292,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<ReviseArgs>,
     ) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, move |r| r.revise(a.position, &a.state, &a.why)).await
+        self.call(Work::Light, move |r| r.revise(a.position, &a.state, &a.why)).await
     }
 
     #[tool(
@@ -200,7 +302,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<BelieveArgs>,
     ) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, move |r| r.believe(&a.policy, &a.targets, &a.positions)).await
+        self.call(Work::Prove, move |r| r.believe(&a.policy, &a.targets, &a.positions)).await
     }
 
     #[tool(
@@ -210,7 +312,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<ForgetArgs>,
     ) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, move |r| r.forget(&a.positions, &a.who, &a.why)).await
+        self.call(Work::Light, move |r| r.forget(&a.positions, &a.who, &a.why)).await
     }
 
     #[tool(
@@ -220,19 +322,58 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<ShareArgs>,
     ) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, move |r| r.share(&a.name, &a.member_public)).await
+        self.call(Work::Light, move |r| r.share(&a.name, &a.member_public)).await
     }
 
     #[tool(
         description = "Audit the memory: every record re-read, every hash recomputed, the root compared with the committed head."
     )]
     async fn sion_memory_audit(&self) -> Result<CallToolResult, McpError> {
-        call(&self.rmp, |r| r.audit()).await
+        self.call(Work::Prove, |r| r.audit()).await
     }
 }
 
 #[tool_handler]
 impl ServerHandler for MemoryServer {
+    /// Every call is checked against the roles of the token its HTTP request carried (put
+    /// there by [`serve_http`]'s guard). Only a server [`serve_stdio`] runs grants every role
+    /// without one: a request that reaches the tools by a path bringing no token's roles (a
+    /// transport or rmcp path not known here) is refused, not served as the admin's.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let grant = if self.local {
+            Some(Grant::ALL)
+        } else {
+            context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|http| http.extensions.get::<Grant>().copied())
+        };
+        let needs = Role::of_tool(&request.name);
+        if !grant.is_some_and(|g| g.allows(needs)) {
+            let has =
+                grant.map_or_else(|| "no token".into(), |g| format!("a token of role {}", g.describe()));
+            let text = format!(
+                "refused: {} needs a token with the role {} (or admin); this request has {has} (docs/ROS.md, \"Who may call the MCP tools\")",
+                request.name,
+                needs.name()
+            );
+            return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
+        }
+        // A sessionless request's place among the sessions is held until its answer is made:
+        // the tool router drops the request's context as soon as it has read the arguments.
+        let place = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|http| http.extensions.get::<Arc<Sessionless>>().cloned());
+        let answer = Self::tool_router().call(ToolCallContext::new(self, request, context)).await;
+        drop(place);
+        answer
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("sion_memory", env!("CARGO_PKG_VERSION")))
@@ -242,12 +383,147 @@ impl ServerHandler for MemoryServer {
     }
 }
 
+/// How the HTTP server admits clients: the tokens, and the bounds on sessions and requests.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    pub tokens: Arc<Tokens>,
+    /// Sessions open at once, at most, a sessionless request counted as a session while it is
+    /// served; an `initialize` (or sessionless request) past it is refused (503).
+    pub max_sessions: usize,
+    /// Of them, at most this many for any one token, so that one holder cannot take every
+    /// place and keep it with pings.
+    pub max_sessions_per_token: usize,
+    /// Tool calls in flight at once, at most ([`MemoryServer::with_calls`]).
+    pub max_calls: usize,
+    /// How long a tool call waits for its place before it is refused as busy.
+    pub call_wait: Duration,
+    /// A session with no request this long is closed.
+    pub idle: Duration,
+    /// A request's body, at most (bytes); a larger one is refused (413).
+    pub max_body: usize,
+}
+
+impl HttpOptions {
+    pub const MAX_SESSIONS: usize = 64;
+    pub const IDLE: Duration = Duration::from_secs(120);
+
+    /// These tokens, and the default bounds: 64 sessions, half of them for one token, 120 s
+    /// idle (longer than any tool call should take: rmcp counts a call in progress as idle),
+    /// 16 MiB a request (as a stdio line), 4 tool calls at once, each waiting 10 s at most.
+    pub fn new(tokens: Tokens) -> Self {
+        Self {
+            tokens: Arc::new(tokens),
+            max_sessions: Self::MAX_SESSIONS,
+            max_sessions_per_token: Self::MAX_SESSIONS / 2,
+            max_calls: MemoryServer::MAX_CALLS,
+            call_wait: MemoryServer::CALL_WAIT,
+            idle: Self::IDLE,
+            max_body: stdio::MAX_LINE,
+        }
+    }
+}
+
+/// Serve `server` on stdio until its client closes stdin; a line over [`stdio::MAX_LINE`] is
+/// answered with a JSON-RPC error and the next one read.
+pub async fn serve_stdio(server: MemoryServer) -> Result<(), McpServeError> {
+    use rmcp::ServiceExt as _;
+    let server = MemoryServer { local: true, ..server };
+    let (transport, writer) =
+        stdio::LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), stdio::MAX_LINE);
+    let running = server
+        .serve(transport)
+        .await
+        .map_err(|e| McpServeError::Session(format!("starting the stdio session: {e}")))?;
+    running.waiting().await.map_err(|e| McpServeError::Session(format!("the stdio session: {e}")))?;
+    // Every answer given is written before the process goes.
+    let _ = writer.await;
+    Ok(())
+}
+
+/// What the guard in front of the service shares.
+struct Guard {
+    options: HttpOptions,
+    sessions: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
+    /// Whose each session is. Held while an `initialize` is served, so the count of sessions
+    /// cannot pass the bound between the check and the session's creation.
+    opening: tokio::sync::Mutex<HashMap<String, Holder>>,
+    /// Sessionless requests (MCP 2026-07-28) being served, by token: each counts as a session
+    /// until its answer is made.
+    sessionless: Arc<std::sync::Mutex<HashMap<Holder, usize>>>,
+}
+
+/// A sessionless request's place among the sessions: carried in the request's extensions, and
+/// held by the tool call it asks for ([`MemoryServer::call_tool`]) until its answer is made.
+#[derive(Debug)]
+struct Sessionless {
+    holder: Holder,
+    all: Arc<std::sync::Mutex<HashMap<Holder, usize>>>,
+}
+
+impl Drop for Sessionless {
+    fn drop(&mut self) {
+        // A poisoned count still counts: a panic elsewhere must not leak places.
+        let mut all = self.all.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = all.get_mut(&self.holder) {
+            *n -= 1;
+            if *n == 0 {
+                all.remove(&self.holder);
+            }
+        }
+    }
+}
+
+impl Guard {
+    /// Whether `holder` may have one more session (or sessionless request) now: the sessions
+    /// open and the sessionless requests in flight, in all and of this holder, against the
+    /// bounds. Called with `owners` locked (the `opening` lock); forgets sessions closed since.
+    async fn room(
+        &self,
+        owners: &mut HashMap<String, Holder>,
+        holder: Holder,
+    ) -> Result<(), axum::response::Response> {
+        let open: std::collections::HashSet<String> =
+            self.sessions.sessions.read().await.keys().map(|id| id.to_string()).collect();
+        owners.retain(|id, _| open.contains(id));
+        let (flying, flying_mine) = {
+            let all = self.sessionless.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (all.values().sum::<usize>(), all.get(&holder).copied().unwrap_or(0))
+        };
+        let total = open.len() + flying;
+        let idle = self.options.idle.as_secs();
+        if total >= self.options.max_sessions {
+            tracing::warn!("an MCP session was refused: {total} are open, the bound");
+            return Err(refusal(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                -32002,
+                format!(
+                    "this MCP server has {total} sessions open (sessionless requests in flight included), its bound: close one (DELETE), or wait for an idle one to close ({idle} s)"
+                ),
+            ));
+        }
+        let mine = owners.values().filter(|h| **h == holder).count() + flying_mine;
+        let per = self.options.max_sessions_per_token.max(1);
+        if mine >= per {
+            tracing::warn!("an MCP session was refused: its token has {mine} open, the bound for one token");
+            return Err(refusal(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                -32002,
+                format!(
+                    "this token has {mine} sessions open on this MCP server (sessionless requests in flight included), the bound for one token: close one of them (DELETE), or wait for an idle one to close ({idle} s)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Serve `server` as streamable HTTP at `http://ADDR/mcp` until `stop` resolves; `ready` hears
-/// the address bound (port 0 picks one). Loopback only: the tools write the memory and carry no
-/// authentication.
+/// the address bound (port 0 picks one). Loopback only (tokens travel in clear). A request
+/// without a token of `options` is refused (401) before anything else is done for it.
 pub async fn serve_http(
     server: MemoryServer,
     addr: SocketAddr,
+    options: HttpOptions,
     ready: impl FnOnce(SocketAddr),
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), McpServeError> {
@@ -256,12 +532,27 @@ pub async fn serve_http(
     if !addr.ip().is_loopback() {
         return Err(McpServeError::NotLoopback(addr));
     }
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(options.idle);
+    // rmcp keeps each answer sent (a recall's may be tens of MB) for a late resume of its
+    // stream, 60 s by default; these clients do not resume, so nothing is kept once sent.
+    sessions.session_config.completed_cache_ttl = Duration::ZERO;
+    let sessions = Arc::new(sessions);
+    let server = server.with_calls(options.max_calls, options.call_wait);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        sessions.clone(),
+        StreamableHttpServerConfig::default().with_max_request_body_bytes(options.max_body),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let guard = Arc::new(Guard {
+        options,
+        sessions,
+        opening: tokio::sync::Mutex::new(HashMap::new()),
+        sessionless: Arc::default(),
+    });
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(guard, admit));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| McpServeError::Io(format!("listening on {addr}"), e))?;
@@ -273,11 +564,174 @@ pub async fn serve_http(
         .map_err(|e| McpServeError::Io("serving HTTP".into(), e))
 }
 
+/// A refusal at the door: the HTTP status, and a JSON-RPC error as the body, which MCP clients
+/// show their user in place of a bare status (its id is null: the request was not read).
+fn refusal(status: axum::http::StatusCode, code: i64, text: String) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": text}});
+    let mut r =
+        (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response();
+    if status == axum::http::StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer realm=\"sion_memory\""),
+        );
+    }
+    if status == axum::http::StatusCode::SERVICE_UNAVAILABLE {
+        r.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("10"));
+    }
+    r
+}
+
+/// The guard: the token first (nothing is read or made for a request without one), its roles
+/// put on the request for the tools, then the bounds on bodies and on sessions.
+async fn admit(
+    axum::extract::State(guard): axum::extract::State<Arc<Guard>>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    let presented = request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    let Some((holder, grant)) = presented.and_then(|t| guard.options.tokens.holder(t)) else {
+        return refusal(
+            StatusCode::UNAUTHORIZED,
+            -32001,
+            "this MCP server needs `Authorization: Bearer TOKEN`, a token from its token file (docs/ROS.md, \"Who may call the MCP tools\")".into(),
+        );
+    };
+    request.extensions_mut().insert(grant);
+    let opens =
+        request.method() == axum::http::Method::POST && !request.headers().contains_key("mcp-session-id");
+    if !opens {
+        return next.run(request).await;
+    }
+    // A POST without a session may open one: read it (bounded) to see whether it is an
+    // `initialize`, then hand the bytes on.
+    let (parts, body) = request.into_parts();
+    let max = guard.options.max_body;
+    let Ok(bytes) = axum::body::to_bytes(body, max).await else {
+        return refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            format!("a request's body is at most {max} bytes here"),
+        );
+    };
+    #[derive(Deserialize)]
+    struct Peek {
+        method: Option<String>,
+    }
+    let initialize =
+        serde_json::from_slice::<Peek>(&bytes).is_ok_and(|p| p.method.as_deref() == Some("initialize"));
+    let mut request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    let mut owners = guard.opening.lock().await;
+    if let Err(refused) = guard.room(&mut owners, holder).await {
+        return refused;
+    }
+    if !initialize {
+        // Sessionless (MCP 2026-07-28, which rmcp serves whatever the configuration, or a
+        // request rmcp will refuse for want of a session): it holds a place among the sessions
+        // until answered, so the bounds mean what they say whichever protocol a client speaks.
+        *guard
+            .sessionless
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(holder)
+            .or_insert(0) += 1;
+        let place = Sessionless { holder, all: Arc::clone(&guard.sessionless) };
+        request.extensions_mut().insert(Arc::new(place));
+        drop(owners);
+        return next.run(request).await;
+    }
+    let response = next.run(request).await;
+    if let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+        owners.insert(id.to_owned(), holder);
+    }
+    response
+}
+
 /// Why the MCP server could not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum McpServeError {
-    #[error("{0}: only a loopback address (the tools write the memory and carry no authentication)")]
+    #[error(
+        "{0}: only a loopback address (tokens travel in clear over HTTP; put a TLS proxy in front to reach it from elsewhere)"
+    )]
     NotLoopback(SocketAddr),
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),
+    #[error("{0}")]
+    Session(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MemoryServer, Role, stdio};
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+
+    /// Serve `server` on an in-process pipe (the line transport, as stdio without being
+    /// [`super::serve_stdio`]), call `tool` after the handshake, and give its answer.
+    async fn answer_over_a_pipe(server: MemoryServer, tool: &str) -> serde_json::Value {
+        use rmcp::ServiceExt as _;
+        let (client, there) = tokio::io::duplex(1 << 20);
+        let (read, write) = tokio::io::split(there);
+        let (transport, _writer) = stdio::LineTransport::new(read, write, stdio::MAX_LINE);
+        // Served until the pipe closes (when this returns and drops the client's end).
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(transport).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (out, mut into) = tokio::io::split(client);
+        let mut lines = tokio::io::BufReader::new(out).lines();
+        let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+        let inited = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}});
+        for m in [init, inited, call] {
+            into.write_all(format!("{m}\n").as_bytes()).await.expect("the pipe takes a line");
+        }
+        loop {
+            let line = lines.next_line().await.expect("the pipe reads").expect("an answer");
+            let v: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            if v["id"] == 2 {
+                return v;
+            }
+        }
+    }
+
+    /// A server not started by `serve_stdio` serves no tool to a request that brought no
+    /// token's roles (here: none at all, as a future rmcp path without the HTTP request might).
+    #[tokio::test]
+    async fn without_a_tokens_roles_nothing_but_stdio_is_served() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let server = MemoryServer::new(&dir.path().join("mem"), vec![]).expect("a memory");
+        for tool in ["sion_memory_open", "sion_memory_commit"] {
+            let v = answer_over_a_pipe(server.clone(), tool).await;
+            assert_eq!(v["result"]["isError"], true, "{v}");
+            let text = v["result"]["content"][0]["text"].as_str().unwrap_or_default();
+            assert!(text.contains("this request has no token"), "{v}");
+        }
+        let local = MemoryServer { local: true, ..server };
+        let v = answer_over_a_pipe(local, "sion_memory_open").await;
+        assert_ne!(v["result"]["isError"], true, "{v}");
+    }
+
+    #[test]
+    fn every_tool_is_given_its_role() {
+        let tools = MemoryServer::tool_router().list_all();
+        assert_eq!(tools.len(), 10);
+        for t in tools {
+            assert_ne!(
+                Role::of_tool(&t.name),
+                Role::Admin,
+                "{} needs a role in access::Role::of_tool",
+                t.name
+            );
+        }
+    }
 }

@@ -164,6 +164,18 @@ pub async fn run() -> Result<()> {
         services::Services { readers: readers.clone(), sensors: sensors.clone(), rmp: rmp.clone() };
     services.serve(&mut node)?;
     if let Some(addr) = mcp_listen {
+        let (path, default) = p.mcp_tokens(&dir);
+        let (tokens, created) = if default {
+            crate::mcp::access::Tokens::load_or_create(&path)
+        } else {
+            crate::mcp::access::Tokens::load(&path).map(|t| (t, false))
+        }
+        .context("parameter mcp_tokens")?;
+        if created {
+            tracing::info!("wrote new MCP tokens to {} (one each for read, remember, admin)", path.display());
+        }
+        tracing::info!("MCP clients present a token of {} ({})", path.display(), tokens.summary());
+        let options = crate::mcp::HttpOptions::new(tokens);
         let server = crate::mcp::MemoryServer::over(rmp);
         let stop = serving.clone();
         let (bound_tx, bound) = tokio::sync::oneshot::channel();
@@ -171,6 +183,7 @@ pub async fn run() -> Result<()> {
             let served = crate::mcp::serve_http(
                 server,
                 addr,
+                options,
                 |a| {
                     let _ = bound_tx.send(a);
                 },

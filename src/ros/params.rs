@@ -50,8 +50,13 @@ pub struct Params {
     pub index_cache_mb: i64,
     /// Serve the memory's verbs as MCP tools (streamable HTTP at http://ADDR/mcp) from this
     /// node, on this loopback address (127.0.0.1:8765); empty: not served. The node stays the
-    /// memory's one writer while MCP and ROS clients use it at once
+    /// memory's one writer while MCP and ROS clients use it at once; every client presents a
+    /// token of mcp_tokens
     pub mcp_listen: String,
+    /// The MCP clients' token file (lines `ROLES TOKEN`, roles read, remember, forget, share,
+    /// admin; mode 0600, docs/ROS.md); empty: DATA_DIR/mcp/tokens, written with a read, a
+    /// remember and an admin token when absent
+    pub mcp_tokens: String,
     /// Other revisers' memory directories (read-only, on this memory's ledger), comma-separated,
     /// that ~/believe and the MCP tool draw belief bundles from too
     pub believe_from: String,
@@ -125,6 +130,7 @@ impl Default for Params {
             index_hot_mb: (crate::index::Budget::default().hot_bytes >> 20) as i64,
             index_cache_mb: 64,
             mcp_listen: String::new(),
+            mcp_tokens: String::new(),
             believe_from: String::new(),
             topics: Topics {
                 pose: topic(Stream::Pose),
@@ -259,10 +265,19 @@ impl Params {
         })?;
         if !addr.ip().is_loopback() {
             return Err(format!(
-                "parameter mcp_listen: {addr} is not a loopback address (the tools write the memory and carry no authentication)"
+                "parameter mcp_listen: {addr} is not a loopback address (tokens travel in clear over HTTP; put a TLS proxy in front)"
             ));
         }
         Ok(Some(addr))
+    }
+
+    /// The MCP clients' token file: `mcp_tokens`, or DATA_DIR/mcp/tokens (and whether it is
+    /// that default, which is written when absent).
+    pub fn mcp_tokens(&self, data_dir: &std::path::Path) -> (std::path::PathBuf, bool) {
+        match self.mcp_tokens.trim() {
+            "" => (data_dir.join("mcp").join("tokens"), true),
+            path => (path.into(), false),
+        }
     }
 
     /// The other revisers' memories belief draws from.

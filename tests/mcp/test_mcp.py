@@ -1,8 +1,10 @@
 """The MCP server (`sion mcp`) driven by the Python `mcp` package (2.3.0): a real client no one
 here wrote. Over stdio: every tool listed with a JSON schema; remember, commit, recall, verify
 (against the ledger key the client chose), revise and believe; a bad atom refused naming the
-field. Over streamable HTTP on loopback: two clients at once lose nothing, and a second writer
-process on the same memory is refused, saying where to connect.
+field; a line over the bound answered with an error, and the next one served. Over streamable
+HTTP on loopback: two clients at once lose nothing, and a second writer process on the same
+memory is refused, saying where to connect. Who may call (tests/mcp/test_access.py): a token
+from the server's token file, its roles, sessions bounded and expired.
 
     SION_BIN=target/debug/sion python3 -m unittest discover -s tests/mcp -v
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 ROOT = Path(__file__).resolve().parents[2]
 SION = os.environ.get("SION_BIN", str(ROOT / "target" / "debug" / "sion"))
@@ -101,6 +104,26 @@ class Stdio(unittest.TestCase):
                     self.assertTrue(err)
                     self.assertIn("sealed", msg)
 
+    def test_a_line_over_the_bound_is_answered_and_the_next_served(self):
+        asyncio.run(self.over_long())
+
+    async def over_long(self):
+        # Over 16 MiB in one message: the server answers it with a JSON-RPC error naming the
+        # bound (before, it dropped the line and the client waited for ever), then goes on.
+        with tempfile.TemporaryDirectory() as tmp:
+            params = StdioServerParameters(command=SION, args=["mcp", "--data", f"{tmp}/mem"])
+            async with stdio_client(params) as (r, w):
+                async with ClientSession(r, w) as s:
+                    await s.initialize()
+                    huge = dict(observation(0, 0, "x" * (17 << 20)))
+                    with self.assertRaises(Exception) as refused:
+                        await asyncio.wait_for(s.call_tool("sion_memory_remember", {"atoms": [huge]}), 60)
+                    self.assertNotIsInstance(refused.exception, asyncio.TimeoutError, "no answer to an over-long line")
+                    self.assertIn("16777216 bytes", str(refused.exception))
+                    err, out = await asyncio.wait_for(call(s, "sion_memory_remember", {"atoms": [observation(0, 0, "pallet-1")]}), 60)
+                    self.assertFalse(err, out)
+                    self.assertEqual(out["positions"], [0])
+
 
 def free_port():
     s = socket.socket()
@@ -110,12 +133,34 @@ def free_port():
     return port
 
 
+def bearer(token):
+    return create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+
+
+def tokens_of(path):
+    """The token file's tokens by their roles."""
+    return {line.split()[0]: line.split()[1] for line in Path(path).read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+
+
+def wait_listening(port, server):
+    deadline = time.time() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return
+        except OSError:
+            if server.poll() is not None or time.time() > deadline:
+                raise AssertionError("sion mcp did not listen")
+            time.sleep(0.1)
+
+
 class Http(unittest.TestCase):
     def test_two_clients_one_writer(self):
         asyncio.run(self.two_clients())
 
     async def client(self, url, k, n):
-        async with streamable_http_client(url) as (r, w, *_):
+        async with bearer(self.token) as http, streamable_http_client(url, http_client=http) as (r, w, *_):
             async with ClientSession(r, w) as s:
                 await s.initialize()
                 for i in range(n):
@@ -131,14 +176,9 @@ class Http(unittest.TestCase):
             server = subprocess.Popen([SION, "mcp", "--data", f"{tmp}/mem", "--listen", f"127.0.0.1:{port}"],
                                       stderr=subprocess.DEVNULL)
             try:
-                deadline = time.time() + 30
-                while True:
-                    try:
-                        socket.create_connection(("127.0.0.1", port)).close()
-                        break
-                    except OSError:
-                        self.assertLess(time.time(), deadline, "sion mcp did not listen")
-                        time.sleep(0.1)
+                wait_listening(port, server)
+                # With no --tokens, the server wrote a token per role into the memory.
+                self.token = tokens_of(f"{tmp}/mem/mcp/tokens")["remember"]
                 url = f"http://127.0.0.1:{port}/mcp"
                 await asyncio.gather(self.client(url, 1, 60), self.client(url, 2, 60))
                 # A second writer process on the same memory: refused, saying where to go.
@@ -146,7 +186,7 @@ class Http(unittest.TestCase):
                                         capture_output=True, text=True, timeout=30)
                 self.assertNotEqual(second.returncode, 0)
                 self.assertIn("has a writer already", second.stderr)
-                async with streamable_http_client(url) as (r, w, *_):
+                async with bearer(self.token) as http, streamable_http_client(url, http_client=http) as (r, w, *_):
                     async with ClientSession(r, w) as s:
                         await s.initialize()
                         err, me = await call(s, "sion_memory_open")

@@ -13,6 +13,7 @@ Run by scripts/test.sh inside a loopback-only network namespace, like test_graph
 
 import asyncio
 import base64
+import http.client
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ from sion_memory_msgs.srv import Believe, Commit, QuerySubject, Remember, Revise
 import sion_verify
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TIMEOUT_S = 30.0
@@ -86,8 +88,15 @@ class OneWriterManyClients(unittest.TestCase):
             config = f.read()
         assert 'mcp_listen: ""' in config
         cls.config = os.path.join(cls.dir, 'robot.yaml')
+        # MCP clients present a token of the node's token file (docs/ROS.md): a `remember` one.
+        assert 'mcp_tokens: ""' in config
+        cls.tokens = os.path.join(cls.dir, 'mcp-tokens')
+        cls.token = base64.b16encode(os.urandom(32)).decode().lower()
+        with open(os.open(cls.tokens, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), 'w') as f:
+            f.write(f'remember {cls.token}\n')
         with open(cls.config, 'w') as f:
-            f.write(config.replace('mcp_listen: ""', f'mcp_listen: "127.0.0.1:{cls.port}"'))
+            f.write(config.replace('mcp_listen: ""', f'mcp_listen: "127.0.0.1:{cls.port}"')
+                    .replace('mcp_tokens: ""', f'mcp_tokens: "{cls.tokens}"'))
         cls.node_log = open(os.path.join(cls.dir, 'node.log'), 'w')
         cls.node = subprocess.Popen(
             [sys.executable, os.path.join(ROOT, 'scripts', 'launch.py'),
@@ -116,8 +125,11 @@ class OneWriterManyClients(unittest.TestCase):
         cls.node_log.close()
         shutil.rmtree(cls.dir, ignore_errors=True)
 
+    def http(self):
+        return create_mcp_http_client(headers={'Authorization': f'Bearer {self.token}'})
+
     async def mcp_writer(self, k):
-        async with streamable_http_client(self.url) as (r, w, *_):
+        async with self.http() as h, streamable_http_client(self.url, http_client=h) as (r, w, *_):
             async with ClientSession(r, w) as s:
                 await s.initialize()
                 for i in range(EACH):
@@ -172,8 +184,17 @@ class OneWriterManyClients(unittest.TestCase):
         self.assertIn('has a writer already', second.stderr)
         self.assertIn('mcp_listen', second.stderr)
 
+    def test_0_mcp_without_a_token_is_refused(self):
+        conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=TIMEOUT_S)
+        conn.request('POST', '/mcp', body=json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': 'initialize', 'params': {
+            'protocolVersion': '2025-06-18', 'capabilities': {}, 'clientInfo': {'name': 'x', 'version': '0'}}}),
+            headers={'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'})
+        answer = conn.getresponse()
+        self.assertEqual(answer.status, 401, answer.read())
+        conn.close()
+
     async def check_through_mcp(self, head):
-        async with streamable_http_client(self.url) as (r, w, *_):
+        async with self.http() as h, streamable_http_client(self.url, http_client=h) as (r, w, *_):
             async with ClientSession(r, w) as s:
                 await s.initialize()
                 err, me = await tool(s, 'sion_memory_open')
@@ -242,7 +263,7 @@ class OneWriterManyClients(unittest.TestCase):
         self.assertIn('policy_json', bad.error)
 
     async def accept_through_mcp(self, position):
-        async with streamable_http_client(self.url) as (r, w, *_):
+        async with self.http() as h, streamable_http_client(self.url, http_client=h) as (r, w, *_):
             async with ClientSession(r, w) as s:
                 await s.initialize()
                 err, me = await tool(s, 'sion_memory_open')
