@@ -94,8 +94,8 @@ fn main() -> Result<()> {
             case("disputed.sionbelief", json!({"quorum": 2}), None, json!({"states": ["disputed"]})),
             case("disputed.sionbelief", json!("latest"), Some(pulse + 1), json!({"refused": "stale"})),
             case("disputed-v1.sionbelief", json!("rank"), Some(pulse), json!({"states": ["disputed"]})),
-            case("operator-log-left-out.sionbelief", json!("latest"), None, json!({"refused": "no log"})),
-            case("retraction-hidden.sionbelief", json!("latest"), None, json!({"refused": "missing links"})),
+            case("operator-log-left-out.sionbelief", json!("latest"), None, json!({"refused": "no_log"})),
+            case("retraction-hidden.sionbelief", json!("latest"), None, json!({"refused": "missing_links"})),
         ],
     });
     std::fs::write(out.join("manifest.json"), serde_json::to_string_pretty(&manifest)? + "\n")?;

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Link, LinkRel, Permille};
-use sion_memory::index::Index;
 use sion_memory::index::geom::Query;
 use sion_memory::index::tree::Step;
+use sion_memory::index::{FrameWitness, Index};
 use sion_memory::ledger::{Head, SignedTx, Tx, account_of};
 use sion_memory::memory::Memory;
 use sion_memory::proof::{self, Attestation, Expect, ListKey, Proof, ProofFile, RangeProof, VerifyError};
@@ -325,6 +325,85 @@ fn main() -> Result<()> {
         Err(("index_root", "an answer atom's confidence edited: its id, and so the root, differ")),
     )?;
 
+    // Several faults in one file: the earliest check decides (docs/PROOFS.md, "Which refusal,
+    // when several apply").
+    let mut m = range.clone();
+    let first = range_of(&mut m).atoms[0].0;
+    let mut parts = Atom::decode(&range_of(&mut m).atoms[0].1)?.into_parts();
+    parts.confidence = Permille(if parts.confidence.0 == 1000 { 999 } else { parts.confidence.0 + 1 });
+    range_of(&mut m).atoms[0] = (first, Atom::new(parts)?.bytes().to_vec());
+    let mut bytes = m.encode();
+    bytes[8 + 1 + 32 + 89] ^= 0x80;
+    suite.case(
+        "range-atom-edited-and-signature-flipped",
+        &bytes,
+        range_expect(&q),
+        Err((
+            "attestation",
+            "an answer atom edited and the header's signature flipped: the signature is checked first",
+        )),
+    )?;
+    let mut m = range.clone();
+    range_of(&mut m).atoms.swap(0, 1);
+    range_of(&mut m).atoms[1].1 = vec![0xFF; 3];
+    suite.case(
+        "range-out-of-order-then-undecodable",
+        &m.encode(),
+        range_expect(&q),
+        Err((
+            "atom",
+            "answer atoms out of order, the second not an atom: a range proof decodes every atom first",
+        )),
+    )?;
+    let mut m = range.clone();
+    if let Some(a) = m.attestation.as_mut() {
+        a.ledger_key = [0; 32];
+        a.ledger_key[0] = 2; // y = 2: no curve point has it
+    }
+    suite.case(
+        "range-ledger-key-not-a-point",
+        &m.encode(),
+        range_expect(&q),
+        Err((
+            "wrong_ledger",
+            "the file's ledger key is not an ed25519 key, and not the reader's: the reader's key is compared first",
+        )),
+    )?;
+    let mut bytes = range.encode();
+    bytes[8 + 1 + 32] = 2; // the attested header's version byte
+    suite.case(
+        "range-header-version-2",
+        &bytes,
+        range_expect(&q),
+        Err(("format", "the attested Pulse header has version 2: it does not decode")),
+    )?;
+    let mut m = range.clone();
+    {
+        let r = range_of(&mut m);
+        let frames = r.answer.frames;
+        if let FrameWitness::Present { index, .. } = &mut r.answer.frame {
+            *index = frames;
+        }
+    }
+    suite.case(
+        "range-frame-index-beyond-frames",
+        &m.encode(),
+        range_expect(&q),
+        Err(("range", "the frame's leaf index is the frames tree's size: no such leaf")),
+    )?;
+    let mut m = absent.clone();
+    if let FrameWitness::Absent { left, right } = &mut range_of(&mut m).answer.frame
+        && let Some(n) = left.as_mut().or(right.as_mut())
+    {
+        n.entry[0] = u8::MAX; // the name's length runs past the entry's end
+    }
+    suite.case(
+        "range-absent-frame-neighbour-unreadable",
+        &m.encode(),
+        range_expect(&absent_q),
+        Err(("range", "a neighbour's frame entry does not read: its name's length runs past its end")),
+    )?;
+
     let mut m = range.clone();
     range_of(&mut m).query.frame = "map\u{e9}".into();
     suite.case(
@@ -389,6 +468,23 @@ fn main() -> Result<()> {
     )?;
     let mut m = subj.clone();
     if let Proof::List { list, .. } = &mut m.proof {
+        if list.atoms.len() < 2 {
+            bail!("the subject proof has {} atoms, the suite needs two", list.atoms.len());
+        }
+        list.atoms.swap(0, 1);
+        list.atoms[1].1 = vec![0xFF; 3];
+    }
+    suite.case(
+        "subject-out-of-order-then-undecodable",
+        &m.encode(),
+        json!({ "subject": subject }),
+        Err((
+            "list",
+            "answer atoms out of order, the second not an atom: a list proof checks each position first",
+        )),
+    )?;
+    let mut m = subj.clone();
+    if let Proof::List { list, .. } = &mut m.proof {
         list.key = ListKey::Subject("line\nbreak".into());
     }
     suite.case(
@@ -408,6 +504,32 @@ fn main() -> Result<()> {
         &inclusion.encode(),
         json!({ "position": 1235 }),
         Err(("other_question", "proves position 1234, the reader asked about 1235")),
+    )?;
+    suite.case(
+        "inclusion-other-log",
+        &inclusion.encode(),
+        json!({ "position": 1234, "log": 1 }),
+        Err(("other_log", "proves an atom of log 0, the reader asked about log 1")),
+    )?;
+    let Proof::Inclusion { head: at, .. } = &inclusion.proof else { bail!("an inclusion proof") };
+    let (at_size, at_root) = (at.size, hex::encode(at.root));
+    suite.case(
+        "inclusion-at-head",
+        &inclusion.encode(),
+        json!({ "position": 1234, "head": { "size": at_size, "root": at_root } }),
+        Ok(()),
+    )?;
+    suite.case(
+        "inclusion-other-head",
+        &inclusion.encode(),
+        json!({ "position": 1234, "head": { "size": at_size, "root": hex::encode([0x11; 32]) } }),
+        Err(("other_head", "as of a head of the same size but another root than the one the reader holds")),
+    )?;
+    suite.case(
+        "inclusion-other-log-and-head",
+        &inclusion.encode(),
+        json!({ "position": 1235, "log": 1, "head": { "size": at_size - 1, "root": at_root } }),
+        Err(("other_log", "another log, another head and another position asked: the log is checked first")),
     )?;
     let mut m = inclusion.clone();
     if let Proof::Inclusion { path, .. } = &mut m.proof {
@@ -472,6 +594,18 @@ fn witness_cases(suite: &mut Suite, memory: &Memory) -> Result<()> {
             vec![Cosignature::sign(&w1, &ledger, &header), Cosignature::sign(&w2, &ledger, &header)];
     }
     let bytes = cosigned.encode();
+    // A transaction-time proof cosigned (`attested = 2`).
+    let mut time = memory.prove_recorded(1234)?;
+    if let Some(a) = time.attestation.as_mut() {
+        let header = a.state.header.header;
+        a.cosignatures = vec![Cosignature::sign(&w1, &ledger, &header)];
+    }
+    suite.case(
+        "time-cosigned",
+        &time.encode(),
+        json!({ "recorded": 1234, "witnesses": [h1.clone()], "quorum": 1 }),
+        Ok(()),
+    )?;
     let both = json!({ "position": 1234, "witnesses": [h1, h2], "quorum": 2 });
     suite.case("inclusion-cosigned", &bytes, both.clone(), Ok(()))?;
     suite.case(
@@ -639,6 +773,29 @@ fn time_cases(suite: &mut Suite, memory: &Memory) -> Result<()> {
 /// A writer whose committed index leaves an atom out, and the omission proof that convicts it.
 fn omission_cases(suite: &mut Suite, memory: &mut Memory, atoms: &[Atom]) -> Result<()> {
     let size = memory.committed().head.size as usize;
+    // An omission proof from the honest index: its answer holds the atom it accuses it of
+    // leaving out.
+    let p = atoms[123].parts();
+    let honest =
+        memory.prove_range(&Query::new(&p.frame, p.bounds, p.valid.from_ns, p.valid.to_ns)?, None)?;
+    let Proof::Range { log, head, range } = honest.proof else { bail!("a range proof") };
+    let accused = ProofFile {
+        proof: Proof::Omission {
+            log,
+            head,
+            position: 123,
+            atom: atoms[123].bytes().to_vec(),
+            path: memory.log().inclusion_proof(123, head.size)?,
+            range,
+        },
+        attestation: honest.attestation,
+    };
+    suite.case(
+        "omission-the-answer-holds",
+        &accused.encode(),
+        json!({ "omitted": 123 }),
+        Err(("not_omitted", "accuses an honest index: the range proof's answer holds the atom at 123")),
+    )?;
     let mut decoy = atoms[123].parts().clone();
     decoy.bounds.min_mm[0] += 50_000;
     decoy.bounds.max_mm[0] += 50_000;

@@ -336,3 +336,121 @@ fn a_transaction_time_proof_is_a_file_that_verify_reads() {
     let o = sion(&["memory", "prove", "time", "--data", d, "--position", "300", "--out", f], None);
     assert!(!o.status.success(), "{}", text(&o));
 }
+
+/// `sion memory verify`: a refusal carries its code (docs/PROOFS.md, "Refusals") in JSON and in
+/// text; a proof not checked at all (the reader's input) is code `input` and exit status 2, not
+/// a refusal (1); and every expectation member has its option, accepted for the proof that
+/// answers it and refused with its code for one that does not.
+#[test]
+fn verify_gives_the_refusal_code_and_asks_every_expectation() {
+    let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{suite}/manifest.json")).expect("manifest"))
+            .expect("json");
+    let key = manifest["ledger_key"].as_str().expect("ledger_key").to_owned();
+    let path = |name: &str| format!("{suite}/{name}");
+    let verify = |extra: &[&str], file: &str| {
+        let mut args = vec!["memory", "verify", "--ledger-key", &key];
+        args.extend_from_slice(extra);
+        args.push(file);
+        sion(&args, None)
+    };
+    let json = |o: &Output| -> serde_json::Value {
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(o)))
+    };
+    // The refusal's code must match what the verifier gives: `code` beside `error`, exit 1.
+    let refused = |o: &Output, code: &str| {
+        assert_eq!(o.status.code(), Some(1), "{}", text(o));
+        let v = json(o);
+        assert_eq!(v["valid"], false, "{v}");
+        assert_eq!(v["code"], code, "{v}");
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+    };
+    let accepted = |o: &Output| {
+        assert_eq!(o.status.code(), Some(0), "{}", text(o));
+        assert_eq!(json(o)["valid"], true, "{}", text(o));
+    };
+
+    // A refusal from the file alone, in JSON and in text.
+    let flipped = path("inclusion-path-flipped.sionproof");
+    refused(&verify(&["--json"], &flipped), "merkle");
+    let o = verify(&[], &flipped);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains(&format!("INVALID {flipped} (merkle): ")), "{}", text(&o));
+    let other = "11".repeat(32);
+    refused(&sion(&["memory", "verify", "--json", "--ledger-key", &other, &flipped], None), "wrong_ledger");
+
+    // Not checked: an unreadable file, a key that is not one, an option that does not read.
+    for (args, file) in [
+        (vec!["--json"], path("no-such-file.sionproof")),
+        (vec!["--json", "--ledger-key", "abc"], path("inclusion.sionproof")),
+        (vec!["--json", "--expect-extends", "2000"], path("consistency.sionproof")),
+        (vec!["--json", "--expect-head", "12:zz"], path("inclusion.sionproof")),
+    ] {
+        let mut all = vec!["memory", "verify"];
+        all.extend_from_slice(&args);
+        all.push(&file);
+        let o = sion(&all, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let v = json(&o);
+        assert_eq!((v["valid"].clone(), v["code"].clone()), (false.into(), "input".into()), "{args:?}: {v}");
+    }
+    let o = sion(&["memory", "verify", &path("no-such-file.sionproof")], None);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("error: reading"), "{}", text(&o));
+    // Two questions at once: a usage error (clap), exit 2 too.
+    let o = verify(&["--expect-position", "1234", "--expect-omitted", "1234"], &path("inclusion.sionproof"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let help = text(&sion(&["memory", "verify", "--help"], None));
+    assert!(help.contains("2 when it was not checked"), "{help}");
+
+    // position (inclusion)
+    let inclusion = path("inclusion.sionproof");
+    accepted(&verify(&["--json", "--expect-position", "1234"], &inclusion));
+    refused(&verify(&["--json", "--expect-position", "1235"], &inclusion), "other_question");
+    refused(&verify(&["--json", "--expect-position", "1234"], &path("omission.sionproof")), "other_question");
+    // omitted
+    let omission = path("omission.sionproof");
+    accepted(&verify(&["--json", "--expect-omitted", "123"], &omission));
+    refused(&verify(&["--json", "--expect-omitted", "124"], &omission), "other_question");
+    refused(&verify(&["--json", "--expect-omitted", "1234"], &inclusion), "other_question");
+    // extends (consistency)
+    let consistency = path("consistency.sionproof");
+    let case = manifest["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .find(|c| c["file"] == "consistency.sionproof")
+        .expect("consistency case");
+    let old_root = case["expect"]["extends"]["root"].as_str().expect("root");
+    let old = format!("2000:{old_root}");
+    accepted(&verify(&["--json", "--expect-extends", &old], &consistency));
+    refused(
+        &verify(&["--json", "--expect-extends", &format!("1999:{old_root}")], &consistency),
+        "other_question",
+    );
+    refused(
+        &verify(&["--json", "--expect-extends", &format!("2000:{}", "00".repeat(32))], &consistency),
+        "other_question",
+    );
+    refused(&verify(&["--json", "--expect-extends", &old], &inclusion), "other_question");
+    // log
+    accepted(&verify(&["--json", "--expect-log", "0", "--expect-position", "1234"], &inclusion));
+    refused(&verify(&["--json", "--expect-log", "1", "--expect-position", "1234"], &inclusion), "other_log");
+    // head: exactly the one the proof answers as of, as `--json` printed it.
+    let o = verify(&["--json"], &inclusion);
+    accepted(&o);
+    let head = json(&o)["head"].clone();
+    let (size, root) = (head["size"].as_u64().expect("size"), head["root"].as_str().expect("root"));
+    accepted(&verify(&["--json", "--expect-head", &format!("{size}:{root}")], &inclusion));
+    refused(&verify(&["--json", "--expect-head", &format!("{}:{root}", size + 1)], &inclusion), "other_head");
+    refused(
+        &verify(&["--json", "--expect-head", &format!("{size}:{}", "11".repeat(32))], &inclusion),
+        "other_head",
+    );
+    // The order of docs/PROOFS.md: the log before the head, the head before the question.
+    let wrong_head = format!("{size}:{}", "11".repeat(32));
+    let wrong = ["--expect-head", &wrong_head, "--expect-position", "9", "--json"];
+    refused(&verify(&[&["--expect-log", "1"][..], &wrong].concat(), &inclusion), "other_log");
+    refused(&verify(&wrong, &inclusion), "other_head");
+}

@@ -65,7 +65,7 @@ def _key_bytes(ledger_key, name="ledger_key"):
 
 def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
            subject=None, links_to=None, position=None, omitted=None, extends=None,
-           recorded=None, at_least=0, log=None, witnesses=None, quorum=None):
+           recorded=None, at_least=0, head=None, log=None, witnesses=None, quorum=None):
     """Verify a proof file's bytes; return what it proves, or raise ProofError.
 
     ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust; the proof
@@ -82,6 +82,8 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         recorded: the position a transaction-time proof says when was recorded (its Pulse and
             the ledger's time are in `pulse`).
     at_least: the head must hold at least this many atoms (refuses an older answer).
+    head: (size, root as 64 hex digits) of exactly the head the proof must answer as of (a head
+        you hold; another is refused with other_head).
     log: the log id the proof must be about.
     witnesses: the witness public keys you trust (64 hex digits or 32 bytes each); with them,
         quorum (default: all of them) must have cosigned the attested Pulse, and the proof file
@@ -109,6 +111,7 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         "recorded": recorded,
         "extends": {"size": extends[0], "root": extends[1]} if extends is not None else None,
         "at_least": at_least,
+        "head": {"size": head[0], "root": head[1]} if head is not None else None,
         "log": log,
     }
     if witnesses is not None:

@@ -40,9 +40,12 @@ pub enum MemoryCommand {
     /// chose (--ledger-key or --data).
     ///
     /// Exit status: 0 when the proof is valid and its head is signed by your key; 1 when it is
-    /// invalid; 3 when it is valid but anchored by nothing outside it (no key given: the proof
-    /// checks out against the key it carries itself, which anyone who forged it could have made).
-    Verify(VerifyArgs),
+    /// invalid (refused: the refusal's code, docs/PROOFS.md "Refusals", is printed with it);
+    /// 2 when it was not checked (a bad option, an unreadable file, a --ledger-key that is not
+    /// a key, a fleet ledger that does not answer: code `input`); 3 when it is valid but
+    /// anchored by nothing outside it (no key given: the proof checks out against the key it
+    /// carries itself, which anyone who forged it could have made).
+    Verify(Box<VerifyArgs>),
     /// Re-read every record, recompute every tree hash and check the root against the
     /// ledger's head; names the first bad position, if any.
     Audit(DataArg),
@@ -286,6 +289,7 @@ pub enum ProveCommand {
 pub(crate) type NamedWitnesses = Vec<(String, [u8; 32])>;
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("question").multiple(false)))]
 pub struct VerifyArgs {
     /// The proof file.
     file: PathBuf,
@@ -311,7 +315,12 @@ pub struct VerifyArgs {
     /// The question you asked: a range proof must be for exactly this frame (with
     /// --expect-box, --expect-from and --expect-to). A valid proof for a smaller box or a
     /// shorter interval is complete only for that, so it is refused.
-    #[arg(long, requires_all = ["expect_box", "expect_from", "expect_to"], help_heading = "The question asked")]
+    #[arg(
+        long,
+        group = "question",
+        requires_all = ["expect_box", "expect_from", "expect_to"],
+        help_heading = "The question asked"
+    )]
     expect_frame: Option<String>,
     /// ... exactly this box, X0,Y0,Z0,X1,Y1,Z1 in mm (corners included).
     #[arg(
@@ -334,14 +343,31 @@ pub struct VerifyArgs {
     #[arg(long, requires = "expect_frame", help_heading = "The question asked")]
     expect_to: Option<i64>,
     /// A subject proof must be about exactly this subject.
-    #[arg(long, conflicts_with_all = ["expect_frame", "expect_links_to"], help_heading = "The question asked")]
+    #[arg(long, group = "question", help_heading = "The question asked")]
     expect_subject: Option<String>,
     /// A link proof must be about exactly the atoms linking to this atom id (64 hex digits).
-    #[arg(long, conflicts_with = "expect_frame", help_heading = "The question asked")]
+    #[arg(long, group = "question", help_heading = "The question asked")]
     expect_links_to: Option<String>,
     /// A transaction-time proof must say when exactly this position was recorded.
-    #[arg(long, conflicts_with_all = ["expect_frame", "expect_subject", "expect_links_to"], help_heading = "The question asked")]
+    #[arg(long, group = "question", help_heading = "The question asked")]
     expect_recorded: Option<u64>,
+    /// An inclusion proof must be for exactly the atom at this position.
+    #[arg(long, value_name = "POSITION", group = "question", help_heading = "The question asked")]
+    expect_position: Option<u64>,
+    /// An omission proof must convict the index of leaving out exactly this position.
+    #[arg(long, value_name = "POSITION", group = "question", help_heading = "The question asked")]
+    expect_omitted: Option<u64>,
+    /// A consistency proof must show the log extends exactly this earlier head: its size and
+    /// root (64 hex digits).
+    #[arg(long, value_name = "SIZE:ROOT", group = "question", help_heading = "The question asked")]
+    expect_extends: Option<String>,
+    /// The proof must be about this log (its id, a number).
+    #[arg(long, value_name = "ID", help_heading = "The question asked")]
+    expect_log: Option<u64>,
+    /// The proof's head must be exactly this one (a head you hold): its size and root (64 hex
+    /// digits).
+    #[arg(long, value_name = "SIZE:ROOT", help_heading = "The question asked")]
+    expect_head: Option<String>,
     /// The proof's head must hold at least this many atoms (an older answer is refused).
     #[arg(long, default_value_t = 0, help_heading = "The question asked")]
     expect_at_least: u64,
@@ -365,10 +391,26 @@ impl VerifyArgs {
             Some(Question::LinksTo(
                 target.parse().map_err(|_| anyhow!("--expect-links-to: not 64 hex digits"))?,
             ))
+        } else if let Some(position) = self.expect_recorded {
+            Some(Question::Recorded { position })
+        } else if let Some(position) = self.expect_position {
+            Some(Question::Included { position })
+        } else if let Some(position) = self.expect_omitted {
+            Some(Question::Omitted { position })
+        } else if let Some(head) = &self.expect_extends {
+            let (size, root) = size_and_root(head).context("--expect-extends")?;
+            Some(Question::Extends { size, root })
         } else {
-            self.expect_recorded.map(|position| Question::Recorded { position })
+            None
         };
-        let mut expect = Expect { question, at_least: self.expect_at_least, ..Expect::default() };
+        let head = self.expect_head.as_deref().map(size_and_root).transpose().context("--expect-head")?;
+        let mut expect = Expect {
+            question,
+            log: self.expect_log.map(sion_memory::ledger::LogId),
+            at_least: self.expect_at_least,
+            head,
+            ..Expect::default()
+        };
         if let Some((named, quorum)) = witnesses {
             expect = expect.cosigned_by(named.iter().map(|(_, k)| *k).collect(), *quorum);
         }
@@ -412,7 +454,7 @@ pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
         MemoryCommand::Show(a) => show(a),
         MemoryCommand::Dump(a) => dump(&a),
         MemoryCommand::Prove(p) => prove(p),
-        MemoryCommand::Verify(a) => verify(a),
+        MemoryCommand::Verify(a) => verify(*a),
         MemoryCommand::Audit(a) => audit(&a.data),
         MemoryCommand::Repair(a) => repair(&a.data, a.new_log),
         MemoryCommand::Recall(a) => recall(a),
@@ -422,6 +464,16 @@ pub fn run(cmd: MemoryCommand) -> Result<ExitCode> {
             list(ListKey::LinksTo(id), a.answer)
         }
     }
+}
+
+/// A head written `SIZE:ROOT` (the root in 64 hex digits), as `sion memory` prints one.
+fn size_and_root(text: &str) -> Result<(u64, [u8; 32])> {
+    let (size, root) = text.split_once(':').with_context(|| format!("{text:?}: SIZE:ROOT"))?;
+    let size = size.trim().parse().with_context(|| format!("{text:?}: the size is not a count of atoms"))?;
+    let mut r = [0u8; 32];
+    hex::decode_to_slice(root.trim(), &mut r)
+        .with_context(|| format!("{text:?}: the root is not 64 hex digits"))?;
+    Ok((size, r))
 }
 
 pub(crate) fn parse_box(text: &str) -> Result<BoxMm> {
@@ -1009,56 +1061,39 @@ fn survey(dir: &Path, why: &anyhow::Error) -> Result<ExitCode> {
     Ok(ExitCode::FAILURE)
 }
 
-fn verify(a: VerifyArgs) -> Result<ExitCode> {
-    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
-    let expected = match (&a.ledger_key, &a.data) {
-        (Some(hex_key), _) => Some(ledger_key_arg(hex_key)?),
-        (None, Some(dir)) => Some(open_memory_read_only(dir)?.ledger().public_key()),
-        (None, None) => None,
-    };
-    // The fleet ledger the reader names: its key, unless the reader brought one (then the two
-    // must agree), and the headers it gave out.
-    let service = match &a.ledger {
-        Some(url) => {
-            let link = sion_memory::fleet::RemoteLedger::connect(url)
-                .with_context(|| format!("asking the fleet ledger at {url}"))?;
-            use sion_memory::ledger::link::LedgerLink as _;
-            if let Some(k) = &expected
-                && *k != link.public_key()
-            {
-                anyhow::bail!(
-                    "the fleet ledger at {url} signs with key {}, not the --ledger-key given ({}): not using it",
-                    hex::encode(link.public_key().to_bytes()),
-                    hex::encode(k.to_bytes())
-                );
-            }
-            Some(link)
-        }
-        None => None,
-    };
-    let expected = expected.or_else(|| {
-        use sion_memory::ledger::link::LedgerLink as _;
-        service.as_ref().map(|s| s.public_key())
-    });
-    let witnesses = a.witnesses()?;
-    let expect = a.expect(witnesses.as_ref())?;
-    let mut file = ProofFile::decode(&bytes);
-    // Cosignatures the file lacks, from the service: each is checked like those it carries.
-    if let (Ok(f), Some(service), Some(w)) = (&mut file, &service, &expect.witnesses) {
-        add_served_cosignatures(f, service, &w.keys)?;
+/// Exit status of `sion memory verify` when the proof was not checked at all (its --help).
+const NOT_CHECKED: u8 = 2;
+
+/// A refusal: its code (docs/PROOFS.md, "Refusals") and why.
+struct Refusal {
+    code: &'static str,
+    message: String,
+}
+
+impl From<sion_memory::proof::VerifyError> for Refusal {
+    fn from(e: sion_memory::proof::VerifyError) -> Self {
+        Self { code: e.code(), message: e.to_string() }
     }
-    let result = file
-        .map_err(sion_memory::proof::VerifyError::from)
-        .and_then(|f| f.verify(expected.as_ref()))
-        .and_then(|v| expect.check(&v).map(|()| v));
-    let result = match (result, &service) {
-        (Ok(v), Some(service)) => served_header_matches(service, &bytes, &v).map(|()| v),
-        (other, _) => other.map_err(|e| anyhow::anyhow!(e)),
+}
+
+fn verify(a: VerifyArgs) -> Result<ExitCode> {
+    let (result, anchored, witnesses) = match checked(&a) {
+        Ok(checked) => checked,
+        // Not a verdict on the file: the reader's input, or a service that did not answer.
+        Err(e) => {
+            if a.json {
+                outln!(
+                    "{}",
+                    serde_json::json!({ "valid": false, "code": "input", "error": format!("{e:#}") })
+                );
+            } else {
+                eprintln!("error: {e:#}");
+            }
+            return Ok(ExitCode::from(NOT_CHECKED));
+        }
     };
     match result {
         Ok(v) => {
-            // Anchored only by a key the reader brought; the proof's own key anchors nothing.
-            let anchored = expected.is_some();
             if a.json {
                 let claim = v.claim.to_json();
                 let v = serde_json::json!({
@@ -1097,15 +1132,70 @@ fn verify(a: VerifyArgs) -> Result<ExitCode> {
             }
             Ok(if anchored { ExitCode::SUCCESS } else { ExitCode::from(3) })
         }
-        Err(e) => {
+        Err(Refusal { code, message }) => {
             if a.json {
-                outln!("{}", serde_json::json!({ "valid": false, "error": e.to_string() }));
+                outln!("{}", serde_json::json!({ "valid": false, "code": code, "error": message }));
             } else {
-                outln!("INVALID {}: {e}", a.file.display());
+                outln!("INVALID {} ({code}): {message}", a.file.display());
             }
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// The verdict on the file (a refusal with its code), whether a key the reader brought
+/// anchors it, and the witnesses named; an error is one before any verdict (`input`).
+type Checked = (std::result::Result<Verified, Refusal>, bool, Option<(NamedWitnesses, usize)>);
+
+fn checked(a: &VerifyArgs) -> Result<Checked> {
+    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let expected = match (&a.ledger_key, &a.data) {
+        (Some(hex_key), _) => Some(ledger_key_arg(hex_key)?),
+        (None, Some(dir)) => Some(open_memory_read_only(dir)?.ledger().public_key()),
+        (None, None) => None,
+    };
+    // The fleet ledger the reader names: its key, unless the reader brought one (then the two
+    // must agree), and the headers it gave out.
+    let service = match &a.ledger {
+        Some(url) => {
+            let link = sion_memory::fleet::RemoteLedger::connect(url)
+                .with_context(|| format!("asking the fleet ledger at {url}"))?;
+            use sion_memory::ledger::link::LedgerLink as _;
+            if let Some(k) = &expected
+                && *k != link.public_key()
+            {
+                anyhow::bail!(
+                    "the fleet ledger at {url} signs with key {}, not the --ledger-key given ({}): not using it",
+                    hex::encode(link.public_key().to_bytes()),
+                    hex::encode(k.to_bytes())
+                );
+            }
+            Some(link)
+        }
+        None => None,
+    };
+    let expected = expected.or_else(|| {
+        use sion_memory::ledger::link::LedgerLink as _;
+        service.as_ref().map(|s| s.public_key())
+    });
+    let witnesses = a.witnesses()?;
+    let expect = a.expect(witnesses.as_ref())?;
+    let mut file = ProofFile::decode(&bytes);
+    // Cosignatures the file lacks, from the service: each is checked like those it carries.
+    if let (Ok(f), Some(service), Some(w)) = (&mut file, &service, &expect.witnesses) {
+        add_served_cosignatures(f, service, &w.keys)?;
+    }
+    let result: Result<Verified, Refusal> = file
+        .map_err(sion_memory::proof::VerifyError::from)
+        .and_then(|f| f.verify(expected.as_ref()))
+        .and_then(|v| expect.check(&v).map(|()| v))
+        .map_err(Refusal::from);
+    let result = match (result, &service) {
+        (Ok(v), Some(service)) => served_header_matches(service, &bytes, &v)?.map_or(Ok(v), Err),
+        (other, _) => other,
+    };
+    // Anchored only by a key the reader brought; the proof's own key anchors nothing.
+    Ok((result, expected.is_some(), witnesses))
 }
 
 /// Add to `file` the cosignatures by `witnesses` of its Pulse that the service holds and the
@@ -1130,27 +1220,35 @@ fn add_served_cosignatures(
     Ok(())
 }
 
-/// That the fleet ledger gave out the header the proof carries for its Pulse.
+/// Whether the fleet ledger gave out the header the proof carries for its Pulse: a refusal if
+/// not (`not_served`, the CLI's own code, docs/PROOFS.md), an error if it could not be asked.
 fn served_header_matches(
     service: &sion_memory::fleet::RemoteLedger,
     bytes: &[u8],
     v: &Verified,
-) -> Result<()> {
+) -> Result<Option<Refusal>> {
     use sion_memory::ledger::link::LedgerLink as _;
     let Some((number, _, _)) = v.pulse else {
-        anyhow::bail!("the proof is not attested by a ledger, so the fleet ledger cannot vouch for it")
+        // Unreachable while the service's key is required (then `unattested` comes first).
+        return Ok(Some(Refusal {
+            code: "unattested",
+            message: "the proof is not attested by a ledger, so the fleet ledger cannot vouch for it".into(),
+        }));
     };
-    let file = ProofFile::decode(bytes)?;
+    let file = ProofFile::decode(bytes).context("decoding the proof file again")?;
     let carried = file.attestation.map(|a| a.state.header);
     let served =
         service.header(number).with_context(|| format!("asking the fleet ledger for Pulse {number}"))?;
     if carried != Some(served) {
-        anyhow::bail!(
-            "the fleet ledger at {} gave out another header for Pulse {number}: this proof's header is not the ledger's",
-            service.describe()
-        );
+        return Ok(Some(Refusal {
+            code: "not_served",
+            message: format!(
+                "the fleet ledger at {} gave out another header for Pulse {number}: this proof's header is not the ledger's",
+                service.describe()
+            ),
+        }));
     }
-    Ok(())
+    Ok(None)
 }
 
 fn repair(dir: &Path, new_log: bool) -> Result<ExitCode> {

@@ -11,7 +11,7 @@ use crate::wire::{Put as _, Reader, WireError};
 const COSIGN_DOMAIN: &[u8] = b"sion-witness-cosign-v1";
 
 /// The bytes a witness signs: `"sion-witness-cosign-v1" || 32 ledger key || u64 number || 32
-/// H(header encoding)` (106 bytes).
+/// H(header encoding)` (22 + 32 + 8 + 32 = 94 bytes, docs/PROOFS.md "Cosignatures").
 pub fn cosign_message(ledger_key: &[u8; 32], header: &PulseHeader) -> Vec<u8> {
     let mut out = Vec::with_capacity(COSIGN_DOMAIN.len() + 72);
     out.put_bytes(COSIGN_DOMAIN);
@@ -106,5 +106,22 @@ impl Witnesses {
             }
         }
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message is the 94 bytes docs/PROOFS.md names, in its order.
+    #[test]
+    fn the_cosigned_message_is_94_bytes() {
+        let header = PulseHeader { number: 7, time_ns: 1, logs: 2, state_root: [3; 32], prev: [4; 32] };
+        let m = cosign_message(&[9; 32], &header);
+        assert_eq!(m.len(), 94);
+        assert_eq!(&m[..22], b"sion-witness-cosign-v1");
+        assert_eq!(m[22..54], [9; 32]);
+        assert_eq!(m[54..62], 7u64.to_le_bytes());
+        assert_eq!(m[62..], header.hash());
     }
 }

@@ -354,9 +354,9 @@ impl Expect {
     /// with, for a range question, `frame`, `box` (six integers: x0, y0, z0, x1, y1, z1 in mm),
     /// `from_ns` and `to_ns`; or `subject`; or `links_to` (64 hex digits); or `position` (an
     /// inclusion); or `omitted` (a position); or `extends` (`{"size", "root"}`); and
-    /// optionally `at_least`, `log`, and `witnesses` (an array of witness keys, 64 hex digits
-    /// each) with `quorum` (how many of them must have cosigned). Absent or null members are not
-    /// expected.
+    /// optionally `at_least`, `head` (exactly this head: `{"size", "root"}`), `log`, and
+    /// `witnesses` (an array of witness keys, 64 hex digits each) with `quorum` (how many of them
+    /// must have cosigned). Absent or null members are not expected.
     pub fn from_json(v: &serde_json::Value) -> Result<Self, String> {
         let int = |name: &str| -> Result<Option<i64>, String> {
             match v.get(name) {
@@ -368,6 +368,18 @@ impl Expect {
             int(name)?.map(|x| u64::try_from(x).map_err(|_| format!("{name}: negative"))).transpose()
         };
         let text = |name: &str| v.get(name).and_then(serde_json::Value::as_str);
+        // A head as `{"size": n, "root": "<64 hex>"}`: `extends` and `head`.
+        let size_and_root = |name: &str| -> Result<Option<(u64, Digest)>, String> {
+            let Some(h) = v.get(name).filter(|h| !h.is_null()) else { return Ok(None) };
+            let size = h
+                .get("size")
+                .and_then(serde_json::Value::as_u64)
+                .ok_or_else(|| format!("{name}.size: an integer from 0 to 2^64 - 1"))?;
+            let mut root = [0u8; 32];
+            let hex_root = h.get("root").and_then(serde_json::Value::as_str).unwrap_or_default();
+            hex::decode_to_slice(hex_root, &mut root).map_err(|_| format!("{name}.root: 64 hex digits"))?;
+            Ok(Some((size, root)))
+        };
         let question = if let Some(frame) = text("frame") {
             let corners: Vec<i64> = match v.get("box").and_then(serde_json::Value::as_array) {
                 Some(b) => {
@@ -396,12 +408,7 @@ impl Expect {
             Some(Question::Omitted { position })
         } else if let Some(position) = unsigned("recorded")? {
             Some(Question::Recorded { position })
-        } else if let Some(extends) = v.get("extends").filter(|e| !e.is_null()) {
-            let size =
-                extends.get("size").and_then(serde_json::Value::as_u64).ok_or("extends.size: an integer")?;
-            let mut root = [0u8; 32];
-            let hex_root = extends.get("root").and_then(serde_json::Value::as_str).unwrap_or_default();
-            hex::decode_to_slice(hex_root, &mut root).map_err(|_| "extends.root: 64 hex digits")?;
+        } else if let Some((size, root)) = size_and_root("extends")? {
             Some(Question::Extends { size, root })
         } else {
             unsigned("position")?.map(|position| Question::Included { position })
@@ -440,7 +447,7 @@ impl Expect {
             question,
             log: unsigned("log")?.map(LogId),
             at_least: unsigned("at_least")?.unwrap_or(0),
-            head: None,
+            head: size_and_root("head")?,
             witnesses,
         })
     }
