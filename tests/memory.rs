@@ -281,7 +281,9 @@ fn a_question_too_large_to_prove_is_refused_as_such() {
     assert!(matches!(snapshot.range_within(&everything, 50), Err(IndexError::TooLarge(50))));
     let prover = memory.prover(None).expect("prover");
     // The prover is the memory's own word, taken without its lock: appending goes on.
-    memory.remember(sion_memory::sim::MonthInAWarehouse::new(6100, 5).skip(6000).collect()).expect("remember");
+    memory
+        .remember(sion_memory::sim::MonthInAWarehouse::new(6100, 5).skip(6000).collect())
+        .expect("remember");
     let file = prover.range(&everything).expect("prove");
     let verified = file.verify(None).expect("valid");
     assert_eq!(verified.head.size, head.size, "as of the head the prover was taken at");
