@@ -126,7 +126,7 @@ fn etcd_err(endpoints: &str, e: etcd_client::Error) -> FleetError {
 pub const STATE_PAGE: i64 = 1_000;
 
 /// The largest reply from etcd a front-end decodes: a page of [`STATE_PAGE`] keys with values
-/// of up to 16 KiB each (a log's leaf is under 400 bytes), and [`REPLAY_PAGE`] entries of up
+/// of up to 16 KiB each (a log's leaf is under 400 bytes), and `REPLAY_PAGE` entries of up
 /// to 64 KiB and more, with room to spare. tonic's default is 4 MiB.
 pub const DECODE_LIMIT: usize = 16 << 20;
 
