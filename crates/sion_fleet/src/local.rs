@@ -24,30 +24,48 @@ pub fn free_addr() -> std::io::Result<std::net::SocketAddr> {
 impl Etcd {
     /// Start a single-member cluster whose data is under `dir`, and wait until it answers.
     pub async fn start(dir: &Path) -> Result<Self, String> {
+        let etcd = Self::spawn(dir, "http", |_| {})?;
+        etcd.answering(None).await?;
+        Ok(etcd)
+    }
+
+    /// One member on free loopback ports, its clients on `scheme`, `more` adding to its
+    /// command line.
+    fn spawn(dir: &Path, scheme: &str, more: impl FnOnce(&mut Command)) -> Result<Self, String> {
         let ports =
             free_port().and_then(|c| Ok((c, free_port()?))).map_err(|e| format!("free ports: {e}"))?;
-        let client_url = format!("http://127.0.0.1:{}", ports.0);
+        let client_url = format!("{scheme}://127.0.0.1:{}", ports.0);
         let peer_url = format!("http://127.0.0.1:{}", ports.1);
-        let child = Command::new("etcd")
+        let mut command = Command::new("etcd");
+        command
             .args(["--name", "m1", "--data-dir"])
             .arg(dir.join("data"))
             .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
             .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
-            .args(["--initial-cluster", &format!("m1={peer_url}")])
+            .args(["--initial-cluster", &format!("m1={peer_url}")]);
+        more(&mut command);
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("starting etcd ({e}): install it (Debian: apt install etcd-server)"))?;
-        let etcd = Self { child, client_url };
+        Ok(Self { child, client_url })
+    }
+
+    /// A client of this member once it answers a read (20 s at most).
+    async fn answering(
+        &self,
+        options: Option<etcd_client::ConnectOptions>,
+    ) -> Result<etcd_client::Client, String> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(mut c) = etcd_client::Client::connect([etcd.client_url.as_str()], None).await
+            if let Ok(mut c) = etcd_client::Client::connect([self.client_url.as_str()], options.clone()).await
                 && c.get("probe", None).await.is_ok()
             {
-                return Ok(etcd);
+                return Ok(c);
             }
             if Instant::now() > deadline {
-                return Err(format!("etcd did not answer on {} within 20 s", etcd.client_url));
+                return Err(format!("etcd did not answer on {} within 20 s", self.client_url));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -70,28 +88,15 @@ impl Etcd {
         if !made.is_ok_and(|s| s.success()) {
             return Err(format!("{script} could not make the certificates (is openssl installed?)"));
         }
-        let ports =
-            free_port().and_then(|c| Ok((c, free_port()?))).map_err(|e| format!("free ports: {e}"))?;
-        let client_url = format!("https://127.0.0.1:{}", ports.0);
-        let peer_url = format!("http://127.0.0.1:{}", ports.1);
-        let child = Command::new("etcd")
-            .args(["--name", "m1", "--data-dir"])
-            .arg(dir.join("data"))
-            .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
-            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
-            .args(["--initial-cluster", &format!("m1={peer_url}")])
-            .arg("--client-cert-auth")
-            .arg("--trusted-ca-file")
-            .arg(pki.join("ca.pem"))
-            .arg("--cert-file")
-            .arg(pki.join("server.pem"))
-            .arg("--key-file")
-            .arg(pki.join("server.key"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("starting etcd ({e}): install it (Debian: apt install etcd-server)"))?;
-        let etcd = Self { child, client_url };
+        let etcd = Self::spawn(dir, "https", |c| {
+            c.arg("--client-cert-auth")
+                .arg("--trusted-ca-file")
+                .arg(pki.join("ca.pem"))
+                .arg("--cert-file")
+                .arg(pki.join("server.pem"))
+                .arg("--key-file")
+                .arg(pki.join("server.key"));
+        })?;
         let password_file = pki.join("sion-ledger.password");
         let secure = SecureEtcd {
             ca: pki.join("ca.pem"),
@@ -109,20 +114,11 @@ impl Etcd {
             None,
         )
         .map_err(|e| e.to_string())?;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut c = loop {
-            let options =
-                tls_only.apply(etcd_client::ConnectOptions::new().with_timeout(Duration::from_secs(2)));
-            if let Ok(mut c) = etcd_client::Client::connect([etcd.client_url.as_str()], Some(options)).await
-                && c.get("probe", None).await.is_ok()
-            {
-                break c;
-            }
-            if Instant::now() > deadline {
-                return Err(format!("etcd did not answer on {} within 20 s", etcd.client_url));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let mut c = etcd
+            .answering(Some(
+                tls_only.apply(etcd_client::ConnectOptions::new().with_timeout(Duration::from_secs(2))),
+            ))
+            .await?;
         // 32 bytes of the operating system's randomness, as a ledger key is drawn.
         let secret = || {
             sion_store::ledger::generate_key().map(|k| hex::encode(k.to_bytes())).map_err(|e| e.to_string())
