@@ -436,16 +436,16 @@ impl Rmp {
             self.others.iter().map(|d| crate::fleet::open_read_only(d)).collect::<Result<Vec<_>, _>>()?;
         let others: Vec<&Memory> = others.iter().collect();
         let trusted: Vec<[u8; 32]> = policy.revisers.iter().map(|r| r.key).collect();
-        let (files, pulse) = match &self.writer {
+        let (files, alone, pulse) = match &self.writer {
             Writer::Own(m) => {
                 let memory = Self::own(m);
                 let mut memories: Vec<&Memory> = vec![&memory];
                 memories.extend_from_slice(&others);
-                sion_store::memory::belief::bundle(&memories, ids, &trusted)?
+                sion_store::memory::belief::bundle_with_chains(&memories, ids, &trusted)?
             }
             Writer::Kernel(k) => k.readers.belief_bundle(&others, ids, &trusted)?,
         };
-        Ok((bundle::encode(&files), pulse))
+        Ok((bundle::encode_with(&files, &alone), pulse))
     }
 
     /// believe: the fold under `policy` about atoms (ids, or positions of this log), from this

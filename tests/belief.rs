@@ -432,6 +432,158 @@ fn an_observation_disputed_by_an_operator_believed_two_ways_each_checked() {
     }
 }
 
+/// The attack of issue 30: a writer with two logs, one that `accepts` an observation and a
+/// later one that `refutes` it. A bundle carrying only the first log's lists is refused (its
+/// chain names the second), the maker will not make one, and with both logs the belief is the
+/// same whatever order the memories or the files come in. A reviser's log that holds nothing
+/// is carried for its chain alone. A stale bundle checks only when staleness is not asked
+/// about, and the answer says it was not.
+#[test]
+fn a_writer_with_two_logs_cannot_show_two_readers_two_beliefs() {
+    use sion_memory::proof::Proof;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (robot_dir, first_dir, second_dir, empty_dir) =
+        (tmp.path().join("robot"), tmp.path().join("op-1"), tmp.path().join("op-2"), tmp.path().join("op-3"));
+    let ledger_dir = robot_dir.join("ledger");
+    let seen = observed();
+    let mut robot = Memory::create(&robot_dir, Some("robot"), None).expect("robot");
+    robot.remember(vec![seen.clone()]).expect("remember");
+    robot.commit(false).expect("commit");
+    drop(robot);
+    let mut first = Memory::create(&first_dir, None, Some(&ledger_dir)).expect("operator, first log");
+    first.remember(vec![revision(LinkRel::Accepts, seen.id(), 1)]).expect("accepts");
+    first.commit(false).expect("commit");
+    let operator = first.writer().verifying_key().to_bytes();
+    drop(first);
+    // The same operator key, a second log: it later refutes what the first accepted.
+    for dir in [&second_dir, &empty_dir] {
+        std::fs::create_dir_all(dir).expect("dir");
+        std::fs::copy(first_dir.join("writer.key"), dir.join("writer.key")).expect("key");
+    }
+    let mut second = Memory::create(&second_dir, None, Some(&ledger_dir)).expect("operator, second log");
+    second.remember(vec![revision(LinkRel::Refutes, seen.id(), 2)]).expect("refutes");
+    second.commit(false).expect("commit");
+    let ledger_key = second.ledger().public_key();
+    drop(second);
+    // A third log of the operator's, with nothing in it.
+    drop(Memory::create(&empty_dir, None, Some(&ledger_dir)).expect("operator, an empty log"));
+
+    let open = |d: &std::path::Path| Memory::open_read_only(d).expect("read");
+    let (robot, first, second, empty) =
+        (open(&robot_dir), open(&first_dir), open(&second_dir), open(&empty_dir));
+    let policy = Policy {
+        revisers: vec![Reviser { name: "operator".into(), key: operator, rank: 0 }],
+        prefer: Prefer::Latest,
+    };
+    let trusted = [operator];
+    let make = |ms: &[&Memory]| {
+        let (files, alone, pulse) =
+            sion_memory::memory::belief::bundle_with_chains(ms, &[seen.id()], &trusted).expect("bundle");
+        (files, alone, pulse)
+    };
+    let (files, alone, pulse) = make(&[&robot, &first, &second, &empty]);
+    assert_eq!(alone.len(), 1, "the empty log is carried for its chain");
+    let honest = bundle::encode_with(&files, &alone);
+    let checked = bundle::check(&honest, &ledger_key, &[seen.id()], &policy, Some(pulse)).expect("honest");
+    assert_eq!(checked.beliefs[0].state, State::Refuted, "the operator's latest word");
+    assert_eq!(checked.logs[0].logs.len(), 3);
+    assert!(checked.logs[0].proved);
+    // Any order of memories and of files: the same belief (the fold of a set).
+    let (files_b, alone_b, _) = make(&[&second, &empty, &robot, &first]);
+    let mut reversed = files.clone();
+    reversed.reverse();
+    for bytes in [bundle::encode_with(&files_b, &alone_b), bundle::encode_with(&reversed, &alone)] {
+        let other =
+            bundle::check(&bytes, &ledger_key, &[seen.id()], &policy, Some(pulse)).expect("reordered");
+        assert_eq!(other.beliefs, checked.beliefs);
+    }
+
+    // The attack: only the first log's files. The maker refuses; a bundle made by hand is
+    // refused, naming the log left out.
+    let e = sion_memory::memory::belief::bundle_with_chains(&[&robot, &first], &[seen.id()], &trusted)
+        .expect_err("the maker will not leave out a log that holds atoms");
+    assert!(e.to_string().contains(&format!("log {}", second.log_id())), "{e}");
+    let only_first: Vec<_> = files
+        .iter()
+        .filter(|f| f.attestation.as_ref().is_none_or(|a| a.state.log.id != second.log_id()))
+        .cloned()
+        .collect();
+    for alone in [&alone[..], &[]] {
+        match bundle::check(
+            &bundle::encode_with(&only_first, alone),
+            &ledger_key,
+            &[seen.id()],
+            &policy,
+            None,
+        ) {
+            Err(e @ BundleError::MissingLog { .. }) => assert_eq!(e.code(), "missing_log"),
+            other => panic!("a log left out was not caught: {other:?}"),
+        }
+    }
+    // The empty log left out: its chain has a gap all the same.
+    match bundle::check(&bundle::encode(&files), &ledger_key, &[seen.id()], &policy, None) {
+        Err(BundleError::MissingLog { log, .. }) => assert_eq!(log, empty.log_id()),
+        other => panic!("the empty log left out was not caught: {other:?}"),
+    }
+    // A second log's link list left out (the log is there, by its recorded proof's attestation
+    // or not at all): refused either way.
+    let no_lists: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            !(matches!(f.proof, Proof::List { .. })
+                && f.attestation.as_ref().is_some_and(|a| a.state.log.id == second.log_id()))
+        })
+        .cloned()
+        .collect();
+    let e = bundle::check(&bundle::encode_with(&no_lists, &alone), &ledger_key, &[seen.id()], &policy, None)
+        .expect_err("a list left out");
+    assert!(matches!(e.code(), "missing_links" | "missing_log"), "{e}");
+
+    // Staleness: the operator revises again; the old bundle checks only when no later Pulse
+    // is asked for, and then says staleness was not checked.
+    drop((robot, first, second, empty));
+    let mut again = Memory::open(&first_dir).expect("reopen");
+    again.remember(vec![revision(LinkRel::Accepts, seen.id(), 3)]).expect("accepts again");
+    let latest = again.commit(false).expect("commit").pulse.header.number;
+    drop(again);
+    let unasked =
+        bundle::check(&honest, &ledger_key, &[seen.id()], &policy, None).expect("staleness not asked");
+    assert_eq!(unasked.staleness, None);
+    assert!(matches!(
+        bundle::check(&honest, &ledger_key, &[seen.id()], &policy, Some(latest)),
+        Err(BundleError::Stale { .. })
+    ));
+}
+
+/// A ledger from before chains (version 1 leaves): a reviser's set of logs cannot be proved,
+/// so its bundle is refused (`unchained`) unless the reader takes the logs it brings, and the
+/// answer then says they were not proved.
+#[test]
+fn a_ledger_from_before_chains_is_refused_unless_the_reader_trusts_the_log_set() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ledger_dir = tmp.path().join("ledger");
+    drop(sion_memory::ledger::Ledger::create_unchained(&ledger_dir).expect("an old ledger"));
+    let seen = observed();
+    let mut robot =
+        Memory::create(&tmp.path().join("robot"), Some("robot"), Some(&ledger_dir)).expect("robot");
+    robot.remember(vec![seen.clone(), revision(LinkRel::Accepts, seen.id(), 1)]).expect("remember");
+    robot.commit(false).expect("commit");
+    let key = robot.writer().verifying_key().to_bytes();
+    let ledger_key = robot.ledger().public_key();
+    let policy =
+        Policy { revisers: vec![Reviser { name: String::new(), key, rank: 0 }], prefer: Prefer::Latest };
+    let (files, alone, pulse) =
+        sion_memory::memory::belief::bundle_with_chains(&[&robot], &[seen.id()], &[key]).expect("bundle");
+    let bytes = bundle::encode_with(&files, &alone);
+    let e = bundle::check(&bytes, &ledger_key, &[seen.id()], &policy, Some(pulse)).expect_err("unchained");
+    assert_eq!(e.code(), "unchained", "{e}");
+    let ask = bundle::Ask { as_of: Some(pulse), log_set: bundle::LogSet::Trusted };
+    let checked =
+        bundle::check_with(&bytes, &ledger_key, &[seen.id()], &policy, ask).expect("trusted log set");
+    assert_eq!(checked.beliefs[0].state, State::Accepted);
+    assert!(!checked.logs[0].proved);
+}
+
 /// The README's story at the command line: a robot's observation disputed by an operator,
 /// accepted again by the robot, believed two ways by two readers, each from a checked bundle.
 #[test]
@@ -552,7 +704,7 @@ fn revise_and_believe_at_the_command_line() {
 }
 
 #[test]
-fn a_trusted_reviser_who_committed_nothing_is_named_and_an_untrusted_one_left_aside() {
+fn a_trusted_reviser_who_committed_nothing_is_carried_alone_and_an_untrusted_one_left_aside() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (robot_dir, operator_dir) = (tmp.path().join("robot"), tmp.path().join("operator"));
     let seen = observed();
@@ -568,14 +720,31 @@ fn a_trusted_reviser_who_committed_nothing_is_named_and_an_untrusted_one_left_as
     drop(operator);
     let robot = Memory::open_read_only(&robot_dir).expect("robot");
     let operator = Memory::open_read_only(&operator_dir).expect("operator");
+    let ledger_key = robot.ledger().public_key();
+    // Trusted: its empty log proves no list, and is carried as an attestation alone, so the
+    // reader sees the operator's every log (one, empty) and its silence.
+    let (files, alone, pulse) = sion_memory::memory::belief::bundle_with_chains(
+        &[&robot, &operator],
+        &[seen.id()],
+        &[robot_key, operator_key],
+    )
+    .expect("bundle");
+    assert_eq!(alone.len(), 1);
+    assert_eq!(alone[0].state.log.writer.0, operator_key);
+    let reviser = |key: [u8; 32]| Reviser { name: String::new(), key, rank: 0 };
+    let policy = Policy { revisers: vec![reviser(robot_key), reviser(operator_key)], prefer: Prefer::Latest };
+    let bytes = bundle::encode_with(&files, &alone);
+    let checked = bundle::check(&bytes, &ledger_key, &[seen.id()], &policy, Some(pulse)).expect("checks");
+    assert_eq!(checked.beliefs[0].state, State::Asserted);
+    assert_eq!(checked.logs[1].logs, vec![operator.log_id()]);
+    // Without it, the operator has no log in the bundle.
     let e =
-        sion_memory::memory::belief::bundle(&[&robot, &operator], &[seen.id()], &[robot_key, operator_key])
-            .expect_err("an empty trusted log proves no list");
-    let said = e.to_string();
-    assert!(said.contains(&hex::encode(operator_key)) && said.contains("committed nothing"), "{said}");
+        bundle::check(&bundle::encode(&files), &ledger_key, &[seen.id()], &policy, None).expect_err("no log");
+    assert_eq!(e.code(), "no_log", "{e}");
     // Not trusted: left aside, and the bundle holds the robot's log only.
-    let (files, _) = sion_memory::memory::belief::bundle(&[&robot, &operator], &[seen.id()], &[robot_key])
-        .expect("bundle");
+    let (files, alone, _) =
+        sion_memory::memory::belief::bundle_with_chains(&[&robot, &operator], &[seen.id()], &[robot_key])
+            .expect("bundle");
     assert!(files.iter().all(|f| f.attestation.as_ref().is_some_and(|a| a.state.log.writer.0 == robot_key)));
-    assert!(!files.is_empty());
+    assert!(!files.is_empty() && alone.is_empty());
 }

@@ -12,7 +12,7 @@ fn every_bundle_gets_its_verdict() {
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest")).expect("JSON");
     let cases = manifest["cases"].as_array().expect("cases");
-    assert_eq!(cases.len(), 7);
+    assert_eq!(cases.len(), 12);
     for case in cases {
         let file = case["file"].as_str().expect("file");
         let bytes = std::fs::read(dir.join(file)).expect("bundle");
@@ -26,7 +26,12 @@ fn every_bundle_gets_its_verdict() {
             .map(|t| t.as_str().expect("id").parse().expect("atom id"))
             .collect();
         let policy: Policy = serde_json::from_value(case["policy"].clone()).expect("policy");
-        let got = bundle::check(&bytes, &key, &targets, &policy, case["as_of"].as_u64());
+        let log_set = match case["trust_log_set"].as_bool() {
+            Some(true) => bundle::LogSet::Trusted,
+            _ => bundle::LogSet::Proved,
+        };
+        let ask = bundle::Ask { as_of: case["as_of"].as_u64(), log_set };
+        let got = bundle::check_with(&bytes, &key, &targets, &policy, ask);
         match (&case["verdict"]["states"], case["verdict"]["refused"].as_str()) {
             (Value::Array(states), None) => {
                 let checked =
@@ -51,12 +56,12 @@ fn le(b: &[u8], at: usize) -> usize {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes")) as usize
 }
 
-/// A version 2 bundle's files: (attestation index, body).
+/// A version 2 or 3 bundle's files: (attestation index, body).
 type Bodies = Vec<(u32, Vec<u8>)>;
 
-/// A version 2 bundle's parts: its attestations and its files.
+/// A version 2 or 3 bundle's parts: its attestations and its files.
 fn parts(b: &[u8]) -> (Vec<Vec<u8>>, Bodies) {
-    assert_eq!(&b[..8], bundle::MAGIC);
+    assert!(&b[..8] == bundle::MAGIC || &b[..8] == bundle::MAGIC_V2);
     let mut at = 8;
     let mut table = Vec::new();
     for _ in 0..le(b, at) {
@@ -95,14 +100,19 @@ fn assemble(table: &[Vec<u8>], files: &[(u32, Vec<u8>)]) -> Vec<u8> {
 }
 
 #[test]
-fn version_2_shares_attestations_has_one_encoding_and_reads_like_version_1() {
+fn versions_3_and_2_share_attestations_have_one_encoding_and_read_like_version_1() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/belief");
-    let v2 = std::fs::read(dir.join("disputed.sionbelief")).expect("v2");
+    let v3 = std::fs::read(dir.join("disputed.sionbelief")).expect("v3");
+    let v2 = std::fs::read(dir.join("disputed-v2.sionbelief")).expect("v2");
     let v1 = std::fs::read(dir.join("disputed-v1.sionbelief")).expect("v1");
-    let files = bundle::decode(&v2).expect("v2 decodes");
+    let files = bundle::decode(&v3).expect("v3 decodes");
+    assert_eq!(files, bundle::decode(&v2).expect("v2 decodes"), "the same proof files");
     assert_eq!(files, bundle::decode(&v1).expect("v1 decodes"), "the same proof files");
-    assert_eq!(bundle::encode(&files), v2, "one encoding");
+    assert_eq!(bundle::encode(&files), v3, "one encoding");
+    assert_eq!(bundle::encode_v2(&files), v2, "one encoding");
     assert_eq!(bundle::encode_v1(&files), v1);
+    assert_eq!(v3[8..], v2[8..], "without attestations alone, version 3 is version 2's bytes");
+    let v2 = v3;
     let (table, bodies) = parts(&v2);
     assert!(table.len() < bodies.len(), "{} attestations for {} files", table.len(), bodies.len());
     assert!(v2.len() < v1.len() * 3 / 4, "v2 {} bytes, v1 {}", v2.len(), v1.len());
@@ -117,7 +127,7 @@ fn version_2_shares_attestations_has_one_encoding_and_reads_like_version_1() {
     format(&assemble(&twice, &bodies), "an attestation repeated");
     let mut unused = table.clone();
     unused.push(vec![0]);
-    format(&assemble(&unused, &bodies), "an attestation unused");
+    format(&assemble(&unused, &bodies), "an entry no file uses that is not an attestation");
     let mut past = bodies.clone();
     past[0].0 = table.len() as u32;
     format(&assemble(&table, &past), "an index past the table");
@@ -137,15 +147,21 @@ fn version_2_shares_attestations_has_one_encoding_and_reads_like_version_1() {
     after.push(0);
     format(&after, "a byte after the last file");
     format(&v2[..v2.len() - 1], "cut short");
-    format(b"SIONBEL3\0\0\0\0", "another magic");
+    format(b"SIONBEL9\0\0\0\0", "another magic");
     // A body moved under another log's attestation is refused: the head it names is not the
     // one that attestation holds.
     // (A link proof: its log's other link proofs keep its attestation in use.)
     let log_of = |i: usize| files[i].attestation.as_ref().expect("attested").state.log.id;
+    // A link proof whose attestation an earlier file uses too, and an earlier file of another
+    // log: the move keeps the table in the order first used, and every entry used.
     let list = (0..files.len())
-        .find(|&i| matches!(files[i].proof, sion_verify::proof::Proof::List { .. }))
+        .find(|&i| {
+            matches!(files[i].proof, sion_verify::proof::Proof::List { .. })
+                && (0..i).any(|j| bodies[j].0 == bodies[i].0)
+                && (0..i).any(|k| log_of(k) != log_of(i))
+        })
         .expect("a link proof");
-    let other = (0..files.len()).find(|&i| log_of(i) != log_of(list)).expect("two logs");
+    let other = (0..list).find(|&i| log_of(i) != log_of(list)).expect("two logs");
     let mut moved = bodies.clone();
     moved[list].0 = bodies[other].0;
     let key = files[0].attestation.as_ref().expect("attested").ledger_key;

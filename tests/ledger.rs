@@ -169,6 +169,54 @@ fn a_suspended_agent_or_parent_stops_its_logs_growing() {
     assert!(ledger.submit(ledger.operator_tx(back)).is_err());
 }
 
+/// Agent names are first come, first served: a squatter registers `warehouse` before its
+/// rightful owner. The operator gives it back (`ReassignAgent`); the squatter's log under it
+/// takes no more atoms, the owner opens and grows its own; nobody else may give an agent away,
+/// nor a revoked one be given. The transaction reads back as written, and a reopened ledger
+/// replays it.
+#[test]
+fn the_operator_gives_a_squatted_agent_name_back() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut ledger = Ledger::create(dir.path()).expect("create");
+    let (squatter, owner) = (Writer { key: key(5) }, Writer { key: key(6) });
+    squatter
+        .send(
+            &mut ledger,
+            Tx::RegisterAgent { name: "warehouse".into(), controller: account_of(&squatter.key) },
+        )
+        .expect("first come");
+    let squatted = open_log(&mut ledger, &squatter, Some("warehouse"));
+    squatter.commit(&mut ledger, squatted, 3, false).expect("grows");
+    // Not the operator: refused, whoever asks.
+    let give = Tx::ReassignAgent { name: "warehouse".into(), controller: account_of(&owner.key) };
+    for w in [&owner, &squatter] {
+        assert!(matches!(w.send(&mut ledger, give.clone()), Err(LedgerError::NotController { .. })));
+    }
+    let stx = ledger.operator_tx(give);
+    assert_eq!(SignedTx::decode(&stx.encode()).expect("decodes"), stx, "kind 4 reads back");
+    ledger.submit(stx).expect("the operator gives it back");
+    assert_eq!(ledger.agent("warehouse").expect("agent").controller, account_of(&owner.key));
+    let err = squatter.commit(&mut ledger, squatted, 6, false).expect_err("no longer its controller");
+    assert!(matches!(err, LedgerError::NotController { .. }), "{err}");
+    // At the same size it may still commit (nothing new enters the memory under the name).
+    squatter.commit(&mut ledger, squatted, 3, false).expect("same size");
+    let mine = open_log(&mut ledger, &owner, Some("warehouse"));
+    owner.commit(&mut ledger, mine, 4, false).expect("the owner's log grows");
+    // A revoked agent is not given to anyone.
+    ledger
+        .submit(
+            ledger.operator_tx(Tx::SetAgentStatus { name: "warehouse".into(), status: AgentStatus::Revoked }),
+        )
+        .expect("revoke");
+    let again = Tx::ReassignAgent { name: "warehouse".into(), controller: account_of(&squatter.key) };
+    assert!(matches!(ledger.submit(ledger.operator_tx(again)), Err(LedgerError::AgentNotLive { .. })));
+    let latest = ledger.latest().header;
+    drop(ledger);
+    let reopened = Ledger::open(dir.path()).expect("replays");
+    assert_eq!(reopened.latest().header, latest);
+    assert_eq!(reopened.agent("warehouse").expect("agent").controller, account_of(&owner.key));
+}
+
 #[test]
 fn state_survives_restarts_and_a_torn_journal_tail() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -362,7 +410,8 @@ fn a_ledger_from_before_the_mark_is_given_one() {
     let dir = tempfile::tempdir().expect("tmp");
     let w = Writer { key: key(1) };
     let log = {
-        let mut ledger = Ledger::create(dir.path()).expect("create");
+        // Made before chains, as every format-1 ledger was.
+        let mut ledger = Ledger::create_unchained(dir.path()).expect("create");
         let log = open_log(&mut ledger, &w, None);
         w.commit(&mut ledger, log, 4, false).expect("commit");
         log

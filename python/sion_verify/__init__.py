@@ -33,7 +33,7 @@ class BundleError(ValueError):
     in it does not verify, a trusted reviser's log or a link proof is missing, its heads are
     older than asked, ...; the message says which. `code` names the kind of refusal
     (docs/BELIEF.md, "Checking"): format, proof, unattested, mixed_heads, stale, no_log,
-    missing_links, missing_time."""
+    missing_log, unchained, missing_links, missing_time."""
 
     def __init__(self, code, message):
         super().__init__(message)
@@ -132,7 +132,7 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
     return verified
 
 
-def believe(bundle, ledger_key, targets, policy, *, as_of=None):
+def believe(bundle, ledger_key, targets, policy, *, as_of=None, trust_log_set=False):
     """Check a belief bundle's bytes and recompute what a reader believes; raise BundleError if
     the bundle does not show it.
 
@@ -140,16 +140,25 @@ def believe(bundle, ledger_key, targets, policy, *, as_of=None):
     targets: the atoms asked about, by id (64 hex digits each).
     policy: your policy (a dict or its JSON): {"revisers": [{"name", "key", "rank"}],
         "prefer": "latest" | "rank" | {"quorum": k}} (docs/BELIEF.md, "Policies").
-    as_of: the oldest Pulse you accept the bundle's heads at (a newer one was asked for).
+    as_of: the oldest Pulse you accept the bundle's heads at (the latest you know of). Without
+        it staleness is not checked, and the answer's "staleness" is None to say so.
+    trust_log_set: for revisers on a ledger from before log chains, take the logs the bundle
+        brings as all of theirs (refused otherwise, code "unchained"; docs/BELIEF.md).
 
-    Returns a dict: pulse, and beliefs: per target, in the order asked, its id (target), its
-    state and the statements that decided it (decided_by) and that stand (standing).
+    Returns a dict: pulse; beliefs: per target, in the order asked, its id (target), its
+    state and the statements that decided it (decided_by) and that stand (standing);
+    staleness: the Pulse the heads were checked against, or None (not checked); logs: per
+    trusted reviser, its key (reviser), its logs and whether they are proved all its logs.
     """
     if isinstance(policy, str):
         policy_json = policy
     else:
         policy_json = json.dumps(policy)
-    outcome = json.loads(check_bundle_json(bytes(bundle), _key_bytes(ledger_key), list(targets), policy_json, as_of))
+    outcome = json.loads(
+        check_bundle_json(
+            bytes(bundle), _key_bytes(ledger_key), list(targets), policy_json, as_of, bool(trust_log_set)
+        )
+    )
     if "error" in outcome:
         raise BundleError(outcome["error"]["code"], outcome["error"]["message"])
     return outcome["ok"]

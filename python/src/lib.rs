@@ -31,7 +31,7 @@ fn verify_json(py: Python<'_>, proof: Vec<u8>, ledger_key: Vec<u8>, expect: &str
 /// `{"ok": {"pulse", "beliefs"}}` or `{"error": {"code", "message"}}` when the bundle is refused. A
 /// malformed argument raises ValueError.
 #[pyfunction]
-#[pyo3(signature = (bundle, ledger_key, targets, policy, as_of=None))]
+#[pyo3(signature = (bundle, ledger_key, targets, policy, as_of=None, trust_log_set=false))]
 fn check_bundle_json(
     py: Python<'_>,
     bundle: Vec<u8>,
@@ -39,7 +39,9 @@ fn check_bundle_json(
     targets: Vec<String>,
     policy: &str,
     as_of: Option<u64>,
+    trust_log_set: bool,
 ) -> PyResult<String> {
+    use sion_verify::belief::bundle::{Ask, LogSet, check_with};
     let key = key_of(&ledger_key)?;
     let policy: sion_verify::belief::Policy =
         serde_json::from_str(policy).map_err(|e| PyValueError::new_err(format!("policy: {e}")))?;
@@ -50,9 +52,26 @@ fn check_bundle_json(
             t.parse().map_err(|_| PyValueError::new_err(format!("targets[{i}]: an atom id is 64 hex digits")))
         })
         .collect::<PyResult<Vec<sion_verify::atom::AtomId>>>()?;
-    let checked = py.detach(|| sion_verify::belief::bundle::check(&bundle, &key, &targets, &policy, as_of));
+    let log_set = if trust_log_set { LogSet::Trusted } else { LogSet::Proved };
+    let checked = py.detach(|| check_with(&bundle, &key, &targets, &policy, Ask { as_of, log_set }));
     let out = match checked {
-        Ok(c) => serde_json::json!({ "ok": { "pulse": c.pulse, "beliefs": c.beliefs } }),
+        Ok(c) => {
+            let logs: Vec<serde_json::Value> = c
+                .logs
+                .iter()
+                .map(|s| {
+                    serde_json::json!({
+                        "reviser": hex::encode(s.reviser),
+                        "logs": s.logs.iter().map(|l| l.0).collect::<Vec<u64>>(),
+                        "proved": s.proved,
+                    })
+                })
+                .collect();
+            // `staleness`: the Pulse the heads were checked to reach, or null: not checked.
+            serde_json::json!({ "ok": {
+                "pulse": c.pulse, "beliefs": c.beliefs, "staleness": c.staleness, "logs": logs
+            } })
+        }
         Err(e) => serde_json::json!({ "error": { "code": e.code(), "message": e.to_string() } }),
     };
     Ok(out.to_string())

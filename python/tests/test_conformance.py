@@ -87,18 +87,22 @@ class BeliefConformance(unittest.TestCase):
 
     def test_every_bundle_case_gets_its_verdict(self):
         cases = json.loads((BELIEF / "manifest.json").read_text())["cases"]
-        self.assertGreaterEqual(len(cases), 6)
+        self.assertGreaterEqual(len(cases), 12)
         for i, case in enumerate(cases):
             with self.subTest(case=i, file=case["file"]):
                 bundle = (BELIEF / case["file"]).read_bytes()
                 args = (bundle, case["ledger_key"], case["targets"], case["policy"])
+                ask = {"as_of": case["as_of"], "trust_log_set": case.get("trust_log_set", False)}
                 if "states" in case["verdict"]:
-                    out = sion_verify.believe(*args, as_of=case["as_of"])
+                    out = sion_verify.believe(*args, **ask)
                     self.assertEqual([b["state"] for b in out["beliefs"]], case["verdict"]["states"])
                     self.assertEqual([b["target"] for b in out["beliefs"]], case["targets"])
+                    # Staleness is checked only when a Pulse is asked for, and the answer says so.
+                    self.assertEqual(out["staleness"], case["as_of"])
+                    self.assertEqual(all(s["proved"] for s in out["logs"]), not ask["trust_log_set"])
                 else:
                     with self.assertRaises(sion_verify.BundleError) as refused:
-                        sion_verify.believe(*args, as_of=case["as_of"])
+                        sion_verify.believe(*args, **ask)
                     self.assertEqual(refused.exception.code, case["verdict"]["refused"],
                                      str(refused.exception))
 

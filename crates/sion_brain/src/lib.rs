@@ -265,7 +265,8 @@ impl Readers {
         Ok((self.log.audit(committed.head.size, |_| {})?, committed))
     }
 
-    /// A belief bundle's proof files (see [`sion_store::memory::belief::bundle`]) from this
+    /// A belief bundle's proof files and its revisers' empty logs' attestations (see
+    /// [`sion_store::memory::belief::bundle_with_chains`]) from this
     /// memory and `others`, as of the ledger's latest Pulse. The memory stays locked while
     /// they are made (the ledger is read through it): the brain's next commit waits that long
     /// — milliseconds for a hundred revisions, about a second for 10,000 across ten logs
@@ -275,11 +276,11 @@ impl Readers {
         others: &[&Memory],
         targets: &[AtomId],
         trusted: &[[u8; 32]],
-    ) -> Result<(Vec<ProofFile>, u64), MemoryError> {
+    ) -> Result<(Vec<ProofFile>, Vec<sion_verify::proof::Attestation>, u64), MemoryError> {
         let memory = self.memory();
         let mut memories: Vec<&Memory> = vec![&memory];
         memories.extend_from_slice(others);
-        sion_store::memory::belief::bundle(&memories, targets, trusted)
+        sion_store::memory::belief::bundle_with_chains(&memories, targets, trusted)
     }
 
     /// The committed version to answer as of, and the ledger's attestation of it.

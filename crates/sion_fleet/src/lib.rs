@@ -191,6 +191,9 @@ pub struct FleetLedger {
     archive_dir: Option<std::path::PathBuf>,
     /// The last segment read, checked.
     segment: Option<archive::Segment>,
+    /// Whether the ledger chains each writer's logs (`P/format` is `2`: every ledger made
+    /// since chains were; docs/FLEET-LEDGER.md, "State in etcd"). Read once, at connecting.
+    chained: bool,
 }
 
 /// The state and the latest header, as of one revision of `P/head`.
@@ -429,6 +432,7 @@ impl FleetLedger {
             lost: 0,
             archive_dir: None,
             segment: None,
+            chained: false,
         };
         let resp = ledger.get(ledger.key_of("key"), None).await?;
         let Some(kv) = resp.kvs().first() else { return Err(FleetError::Missing(ledger.prefix.clone())) };
@@ -440,6 +444,14 @@ impl FleetLedger {
                 ours: hex::encode(ours),
             });
         }
+        let format = ledger.get(ledger.key_of("format"), None).await?;
+        ledger.chained = match format.kvs().first().map(|kv| kv.value()) {
+            None => false,
+            Some(b"2") => true,
+            Some(v) => {
+                return Err(ledger.damaged("format", format!("{:?}, not 2", String::from_utf8_lossy(v))));
+            }
+        };
         Ok(ledger)
     }
 
@@ -466,6 +478,7 @@ impl FleetLedger {
         let txn =
             Txn::new().when(vec![Compare::create_revision(k("key"), CompareOp::Equal, 0)]).and_then(vec![
                 TxnOp::put(k("key"), key.verifying_key().to_bytes().to_vec(), None),
+                TxnOp::put(k("format"), b"2".to_vec(), None),
                 TxnOp::put(k("head"), head_value(&genesis), None),
                 TxnOp::put(k(&format!("pulse/{}", n20(0))), entry(None, &genesis), None),
                 TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
@@ -524,7 +537,7 @@ impl FleetLedger {
     /// written after the head's revision `head_revision` (no front-end writes one of them but
     /// together with `P/head`).
     async fn read_state(&mut self, at: i64, head_revision: i64) -> Result<ReadState, FleetError> {
-        let mut state = State::default();
+        let mut state = State { chained: self.chained, ..State::default() };
         let mut written_after = Vec::new();
         let mut note = |kv: &etcd_client::KeyValue| {
             if kv.mod_revision() > head_revision {
@@ -1126,7 +1139,8 @@ impl FleetLedger {
                     format!("log {i} is counted by Pulse {pulse} but opened after it"),
                 ));
             }
-            out.push(self.version(current.id, lo - 1, &current).await?);
+            // A chain's `next` as that Pulse held it.
+            out.push(self.version(current.id, lo - 1, &current).await?.as_of_logs(count));
         }
         Ok(out)
     }
@@ -1290,6 +1304,17 @@ impl FleetLedger {
                     puts.push(TxnOp::put(self.key_of(&format!("agent/{}", a.name)), agent_value(a), None))
                 }
                 Change::Log(log) => {
+                    // An opening moves its writer's previous log's `next` too (no version record:
+                    // versions are commits).
+                    if log.commits == 0
+                        && let Some(before) = snap.state.chained_by(log)
+                    {
+                        puts.push(TxnOp::put(
+                            self.key_of(&format!("log/{}", n20(before.id.0))),
+                            before.encode(),
+                            None,
+                        ));
+                    }
                     puts.push(TxnOp::put(self.key_of(&format!("log/{}", n20(log.id.0))), log.encode(), None));
                     puts.push(TxnOp::put(
                         self.key_of(&format!("version/{}/{}", n20(log.id.0), n20(log.commits))),

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use sion_store::ledger::link::LedgerLink;
 use sion_store::ledger::{Account, Head, LedgerError, LogId, MemoryLog, SignedHeader, StateProof, Tx};
-use sion_verify::ledger::{Cosignature, empty_head};
-use sion_verify::merkle::{Blake3, Digest, TreeHasher as _, verify_consistency};
+use sion_verify::ledger::{Chain, Cosignature, empty_head};
+use sion_verify::merkle::{Blake3, Digest, TreeHasher as _, root_from_inclusion, verify_consistency};
 use sion_verify::wire::{Put as _, Reader};
 
 use crate::client::RemoteLedger;
@@ -350,7 +350,7 @@ impl Witness {
             Err(equivocation(want.header.number, want.header.hash(), &p.header))
         };
         match &tx.tx {
-            Tx::RegisterAgent { .. } | Tx::SetAgentStatus { .. } => {
+            Tx::RegisterAgent { .. } | Tx::SetAgentStatus { .. } | Tx::ReassignAgent { .. } => {
                 if (now.logs, now.state_root) != (was.logs, was.state_root) {
                     return Err(bad("an agent's transaction changed the logs".into()));
                 }
@@ -371,17 +371,45 @@ impl Witness {
                     commits: 0,
                     committed_at: number,
                     sealed: false,
+                    chain: opened.log.chain.map(|c| Chain { prev: c.prev, next: None }),
                 };
                 if opened.log != want {
                     return Err(bad(format!("log {id} is not the log its transaction opens")));
                 }
+                // The state before it, with the one change an opening may make to it: the
+                // writer's previous last log (its chain's end at the Pulse before: `next` none)
+                // now names this one. That it was the writer's *last* a witness checks by its
+                // `next`; that a log with no `prev` is its writer's first it cannot.
+                let mut expected = was.state_root;
+                if let Some(last) = want.chain.and_then(|c| c.prev) {
+                    let before = link.state_proof(last, number - 1)?;
+                    under(&before, &prev)?;
+                    let end = before.log.chain.is_some_and(|c| c.next.is_none());
+                    if before.log.writer != tx.sender || !end {
+                        return Err(bad(format!(
+                            "log {id} is chained after log {last}, which is not its writer's last log"
+                        )));
+                    }
+                    let mut after = before.log.clone();
+                    if let Some(c) = &mut after.chain {
+                        c.next = Some(id);
+                    }
+                    expected = root_from_inclusion::<Blake3, _>(
+                        last.0,
+                        was.logs,
+                        &Blake3::hash_leaf(&after.encode()),
+                        &before.path,
+                    )
+                    .map_err(|e| bad(format!("log {last}'s path at Pulse {}: {e}", number - 1)))?;
+                }
                 // The last leaf's siblings are all on its left, bottom-up: folded, they are the
-                // root of the logs before it, which must be the previous state root.
+                // root of the logs before it, which must be the previous state root (with the
+                // change above).
                 let before = match opened.path.split_first() {
                     None => Blake3::hash_empty(),
                     Some((first, rest)) => rest.iter().fold(*first, |r, p| Blake3::hash_children(p, &r)),
                 };
-                if before != was.state_root {
+                if before != expected {
                     return Err(bad(format!(
                         "the logs before log {id} are not those of Pulse {}",
                         number - 1

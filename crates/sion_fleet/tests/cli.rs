@@ -115,6 +115,30 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
         let o = sion(&["memory", "commit", "--data", d], None);
         assert!(o.status.success(), "{}", text(&o));
     }
+    // An agent name taken first by the wrong account, given back by the operator: the
+    // squatter's log under it takes no more atoms; only the ledger's key may do it.
+    let squat = tmp.path().join("squatter");
+    let sq = squat.to_str().expect("utf8");
+    let o = sion(&["memory", "open", "--data", sq, "--agent", "depot", "--ledger", &url], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let owner = "22".repeat(32);
+    let give = |key: &str| {
+        sion(&["ledger", "agent", "depot", "--ledger", &url, "--key", key, "--give-to", &owner], None)
+    };
+    let o = give(squat.join("writer.key").to_str().expect("utf8"));
+    assert!(!o.status.success() && text(&o).contains("only the ledger's operator"), "{}", text(&o));
+    let o = give(k);
+    assert!(
+        o.status.success() && text(&o).contains(&format!("agent depot: controller {owner}")),
+        "{}",
+        text(&o)
+    );
+    let input: Vec<u8> = lines[300..310].iter().flat_map(|l| l.iter().copied().chain([b'\n'])).collect();
+    let o = sion(&["memory", "remember", "--data", sq, "-"], Some(&input));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "commit", "--data", sq], None);
+    assert!(!o.status.success() && text(&o).contains("depot"), "the squatter committed: {}", text(&o));
+
     let proof = tmp.path().join("t.sionproof");
     let f = proof.to_str().expect("utf8");
     let o = sion(&["memory", "prove", "time", "--data", d, "--position", "250", "--out", f], None);

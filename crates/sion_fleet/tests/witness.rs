@@ -248,3 +248,71 @@ async fn a_witness_following_a_ledger_catches_a_rollback_and_a_fork() {
     }
     assert!(client.get(format!("{first}sig/{:020}", cosigned), None).await.expect("get").kvs().is_empty());
 }
+
+/// A writer that opens a second log on a fleet ledger: the opening chains it after the first
+/// (the first's leaf now names it as `next`, written in the same etcd transaction), a witness
+/// following the ledger checks that two-leaf change and cosigns it, and a Pulse's state shows
+/// the chain as it was then (before the opening, the first log has no `next`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writers_second_log_is_chained_and_witnessed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[51; 32]);
+    let prefix = "/sion-ledger/chain/";
+    FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let witness_key = SigningKey::from_bytes(&[52; 32]);
+    let ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let addr = free_addr();
+    let service = Service::new(ledger).accepting(vec![witness_key.verifying_key().to_bytes()]);
+    tokio::spawn(sion_fleet::service::serve_service(service, addr, std::future::pending()));
+    let url = format!("http://{addr}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let dir = tmp.path().to_owned();
+    let public = key.verifying_key();
+    tokio::task::spawn_blocking(move || {
+        let open = |name: &str| {
+            let link = RemoteLedger::connect(&url).expect("link");
+            Memory::create_linked(&IndexConfig::default(), &dir.join(name), None, Box::new(link), &url)
+                .expect("create")
+        };
+        let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(20).collect();
+        let mut first = open("first");
+        first.remember(atoms[..10].to_vec()).expect("remember");
+        first.commit(false).expect("commit");
+        // A stranger's log between the two: chains are per writer, not per ledger.
+        let mut other = open("other");
+        other.remember(atoms[10..12].to_vec()).expect("remember");
+        other.commit(false).expect("commit");
+        // The same writer key, a second memory (a robot that starts a new memory).
+        std::fs::create_dir_all(dir.join("second")).expect("dir");
+        std::fs::copy(dir.join("first/writer.key"), dir.join("second/writer.key")).expect("key");
+        let mut second = open("second");
+        second.remember(atoms[12..].to_vec()).expect("remember");
+        let committed = second.commit(false).expect("commit").pulse.header.number;
+
+        let link = RemoteLedger::connect(&url).expect("link");
+        let (a, b) = (first.log_id(), second.log_id());
+        let now = link.state_proof(a, committed).expect("state");
+        now.verify(&public).expect("verifies");
+        let chain = now.log.chain.expect("a chained ledger");
+        assert_eq!((chain.prev, chain.next), (None, Some(b)));
+        let later = link.state_proof(b, committed).expect("state").log.chain.expect("chained");
+        assert_eq!((later.prev, later.next), (Some(a), None));
+        assert_eq!(
+            link.state_proof(other.log_id(), committed).expect("state").log.chain.map(|c| c.prev),
+            Some(None)
+        );
+        // Before the second was opened (the Pulse before its opening, which came just before
+        // its commit), the first had no `next`.
+        let before = link.state_proof(a, committed - 2).expect("state before");
+        before.verify(&public).expect("verifies");
+        assert_eq!(before.log.chain.and_then(|c| c.next), None);
+
+        // A witness follows from the genesis and cosigns every Pulse, the chained opening too.
+        let mut witness = Witness::open(witness_key, public, &dir.join("w.state")).expect("w");
+        witness.follow(&link, |_| {}).expect("the witness checks the chained opening");
+        assert_eq!(witness.last().map(|l| l.0), Some(link.latest().expect("latest").header.number));
+    })
+    .await
+    .expect("the robot's and the witness's side");
+}

@@ -410,9 +410,10 @@ mod tests {
 }
 
 /// A belief bundle (docs/BELIEF.md, "Bundles"): the proof files that let a reader check a fold
-/// from heads alone. Version 2 (`SIONBEL2`, written) carries each distinct attestation once and
-/// each file's body against one of them; version 1 (`SIONBEL1`, still read) each proof file
-/// whole.
+/// from heads alone. Version 3 (`SIONBEL3`, written) carries each distinct attestation once,
+/// each file's body against one of them, and the attestations of a reviser's logs that prove no
+/// list (so its chain of logs is whole); version 2 (`SIONBEL2`, still read) the same without
+/// those; version 1 (`SIONBEL1`, still read) each proof file whole.
 pub mod bundle {
     use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -420,10 +421,14 @@ pub mod bundle {
 
     use super::{Belief, Policy, Recorded, State, fold, simulated};
     use crate::atom::{Atom, AtomId};
-    use crate::proof::{Claim, ListKey, Proof, ProofFile, VerifyError};
+    use crate::ledger::{LogId, MemoryLog};
+    use crate::proof::{Attestation, Claim, ListKey, Proof, ProofFile, VerifyError};
 
-    /// The magic of a bundle as written (version 2).
-    pub const MAGIC: &[u8; 8] = b"SIONBEL2";
+    /// The magic of a bundle as written (version 3: version 2 and the attestations of a
+    /// reviser's logs that prove no list).
+    pub const MAGIC: &[u8; 8] = b"SIONBEL3";
+    /// The magic of version 2, still read.
+    pub const MAGIC_V2: &[u8; 8] = b"SIONBEL2";
     /// The magic of version 1 (each proof file whole), still read.
     pub const MAGIC_V1: &[u8; 8] = b"SIONBEL1";
     /// At most this many proof files (and attestations), and bytes each: a length read from a
@@ -434,6 +439,7 @@ pub mod bundle {
 
     /// Why a bundle does not show the fold.
     #[derive(Debug, thiserror::Error)]
+    #[non_exhaustive]
     pub enum BundleError {
         /// Not a bundle, or cut short.
         #[error("not a belief bundle: {0}")]
@@ -443,6 +449,16 @@ pub mod bundle {
         Proof {
             /// Its place in the bundle.
             index: usize,
+            /// Why.
+            #[source]
+            source: VerifyError,
+        },
+        /// An attestation no proof file uses (a log carried for its state alone) does not
+        /// verify against the reader's ledger key.
+        #[error("attestation {entry} of the bundle: {source}")]
+        Attestation {
+            /// Its place in the bundle's table of attestations.
+            entry: usize,
             /// Why.
             #[source]
             source: VerifyError,
@@ -461,30 +477,59 @@ pub mod bundle {
             /// The bundle's.
             found: u64,
         },
-        /// A trusted reviser's complete list of links to an atom is missing: the bundle could
-        /// leave out a revision.
+        /// A trusted reviser's complete list of links to an atom is missing from one of its
+        /// logs: the bundle could leave out a revision.
         #[error(
-            "the bundle has no link proof of reviser {reviser} for atom {target}: a revision could be left out"
+            "the bundle has no link proof of reviser {reviser}'s log {log} for atom {target}: a revision could be left out"
         )]
         MissingLinks {
             /// The reviser's key (hex).
             reviser: String,
+            /// The log.
+            log: LogId,
             /// The atom.
             target: AtomId,
         },
         /// A statement's transaction time is not proved.
         #[error(
-            "the bundle does not prove when reviser {reviser}'s atom at position {position} was recorded"
+            "the bundle does not prove when reviser {reviser}'s atom at position {position} of log {log} was recorded"
         )]
         MissingTime {
             /// The reviser's key (hex).
             reviser: String,
+            /// Its log.
+            log: LogId,
             /// Its position.
             position: u64,
         },
         /// A trusted reviser's log is not in the bundle at all.
         #[error("reviser {0} has no log in the bundle")]
         NoLog(String),
+        /// A log of a trusted reviser's chain (every log it had at the bundle's Pulse) is not in
+        /// the bundle: its revisions could be left out.
+        #[error(
+            "reviser {reviser}'s log {log} ({why}) is not in the bundle: its revisions could be left out"
+        )]
+        MissingLog {
+            /// The reviser's key (hex).
+            reviser: String,
+            /// The log missing.
+            log: LogId,
+            /// Where the chain names it.
+            why: String,
+        },
+        /// A trusted reviser's logs are on a ledger from before chains (version 1 leaves): which
+        /// logs it has cannot be proved, so a writer could show two readers two sets.
+        #[error(
+            "reviser {reviser}'s log {log} is on a ledger from before log chains: the set of its logs cannot be \
+             proved (a reader that accepts the logs the bundle brings says so: `--trust-log-set`)"
+        )]
+        Unchained {
+            /// The reviser's key (hex).
+            reviser: String,
+            /// A log of it without a chain.
+            log: LogId,
+        },
     }
 
     impl BundleError {
@@ -492,23 +537,43 @@ pub mod bundle {
         pub fn code(&self) -> &'static str {
             match self {
                 BundleError::Format(_) => "format",
-                BundleError::Proof { .. } => "proof",
+                BundleError::Proof { .. } | BundleError::Attestation { .. } => "proof",
                 BundleError::Unattested(_) => "unattested",
                 BundleError::MixedHeads(_) => "mixed_heads",
                 BundleError::Stale { .. } => "stale",
                 BundleError::MissingLinks { .. } => "missing_links",
                 BundleError::MissingTime { .. } => "missing_time",
                 BundleError::NoLog(_) => "no_log",
+                BundleError::MissingLog { .. } => "missing_log",
+                BundleError::Unchained { .. } => "unchained",
             }
         }
     }
 
-    /// Encode proof files into a bundle (version 2): `SIONBEL2`; `u32` A, then A attestations,
-    /// each `u32` length + an envelope's attestation part (from `attested` through the
-    /// cosignatures, docs/PROOFS.md), distinct, in the order first used; `u32` F, then F files,
+    /// Encode proof files into a bundle (version 3), with no attestation beside them: see
+    /// [`encode_with`].
+    pub fn encode(files: &[ProofFile]) -> Vec<u8> {
+        encode_with(files, &[])
+    }
+
+    /// Encode proof files and `alone` — attestations of logs no file proves anything of (a
+    /// reviser's logs with nothing committed, carried so that its chain is whole) — into a
+    /// bundle (version 3): `SIONBEL3`; `u32` A, then A attestations, each `u32` length + an
+    /// envelope's attestation part (from `attested` through the cosignatures,
+    /// docs/PROOFS.md), distinct, first those the files use in the order first used, then
+    /// those of `alone` no file uses, in ascending order of log id; `u32` F, then F files,
     /// each `u32` index of its attestation + `u32` length + the envelope from `kind` on. All
     /// integers little-endian. File i is `SIONPRF2` ‖ attestation ‖ body.
-    pub fn encode(files: &[ProofFile]) -> Vec<u8> {
+    pub fn encode_with(files: &[ProofFile], alone: &[Attestation]) -> Vec<u8> {
+        encode_table(MAGIC, files, alone)
+    }
+
+    /// Encode proof files into a version 2 bundle, for readers of version 2 only.
+    pub fn encode_v2(files: &[ProofFile]) -> Vec<u8> {
+        encode_table(MAGIC_V2, files, &[])
+    }
+
+    fn encode_table(magic: &[u8; 8], files: &[ProofFile], alone: &[Attestation]) -> Vec<u8> {
         let mut table: Vec<Vec<u8>> = Vec::new();
         let mut index: HashMap<Vec<u8>, u32> = HashMap::new();
         let mut bodies: Vec<(u32, Vec<u8>)> = Vec::with_capacity(files.len());
@@ -520,7 +585,16 @@ pub mod bundle {
             });
             bodies.push((i, body));
         }
-        let mut out = MAGIC.to_vec();
+        let used: HashSet<LogId> =
+            files.iter().filter_map(|f| f.attestation.as_ref()).map(|a| a.state.log.id).collect();
+        let mut rest: BTreeMap<LogId, Vec<u8>> = BTreeMap::new();
+        for a in alone {
+            if !used.contains(&a.state.log.id) {
+                rest.entry(a.state.log.id).or_insert_with(|| a.encode_part());
+            }
+        }
+        table.extend(rest.into_values().filter(|a| !index.contains_key(a)));
+        let mut out = magic.to_vec();
         out.extend_from_slice(&(table.len() as u32).to_le_bytes());
         for a in &table {
             out.extend_from_slice(&(a.len() as u32).to_le_bytes());
@@ -584,7 +658,7 @@ pub mod bundle {
         }
     }
 
-    /// The proof files of a bundle, version 2 or 1 (not yet verified).
+    /// The proof files of a bundle, version 3, 2 or 1 (not yet verified).
     pub fn decode(bytes: &[u8]) -> Result<Vec<ProofFile>, BundleError> {
         let mut files = Vec::new();
         each_file(bytes, |_, file| {
@@ -595,15 +669,17 @@ pub mod bundle {
     }
 
     /// Hand each proof file of a bundle to `f` in order, one at a time (a checker keeps what it
-    /// needs of each, not every file: a version 2 file repeats its attestation when read).
+    /// needs of each, not every file: a version 2 file repeats its attestation when read), and
+    /// return the attestations no file uses (version 3), with their places in the table.
     fn each_file(
         bytes: &[u8],
         mut f: impl FnMut(usize, ProofFile) -> Result<(), BundleError>,
-    ) -> Result<(), BundleError> {
+    ) -> Result<Vec<(usize, Attestation)>, BundleError> {
         let bad = |why: String| BundleError::Format(why);
         let mut r = Cursor { bytes, at: 8 };
         let proof =
             |i: u32, e: crate::wire::WireError| BundleError::Proof { index: i as usize, source: e.into() };
+        let mut alone = Vec::new();
         match bytes.get(..8) {
             Some(m) if m == MAGIC_V1 => {
                 for i in 0..r.count("proof files")? {
@@ -616,7 +692,8 @@ pub mod bundle {
                     f(i as usize, file)?;
                 }
             }
-            Some(m) if m == MAGIC => {
+            Some(m) if m == MAGIC || m == MAGIC_V2 => {
+                let v3 = m == MAGIC;
                 // Each entry is exactly one attestation, so where a file's body begins is fixed.
                 let mut table = Vec::new();
                 let mut seen: HashSet<&[u8]> = HashSet::new();
@@ -652,20 +729,57 @@ pub mod bundle {
                     let file = ProofFile::decode_body(table[a].clone(), body).map_err(|e| proof(i, e))?;
                     f(i as usize, file)?;
                 }
-                if used != table.len() {
+                if used != table.len() && !v3 {
                     return Err(bad(format!("attestation {used} is used by no proof file")));
                 }
+                // Version 3: the rest hold logs for their state alone, each log once, in
+                // ascending order of id, none a log a file's attestation holds.
+                let proved: HashSet<LogId> = table[..used].iter().map(|a| a.state.log.id).collect();
+                let mut last: Option<LogId> = None;
+                for (k, a) in table.into_iter().enumerate().skip(used) {
+                    let id = a.state.log.id;
+                    if proved.contains(&id) || last.is_some_and(|l| l >= id) {
+                        return Err(bad(format!(
+                            "attestation {k}, used by no proof file, holds log {id}: such entries hold \
+                             logs no file's attestation holds, each once, in ascending order"
+                        )));
+                    }
+                    last = Some(id);
+                    alone.push((k, a));
+                }
             }
-            _ => return Err(bad("no SIONBEL2 (or SIONBEL1) magic".into())),
+            _ => return Err(bad("no SIONBEL3 (or SIONBEL2, SIONBEL1) magic".into())),
         }
         if r.at != bytes.len() {
             return Err(bad(format!("{} bytes after the last proof file", bytes.len() - r.at)));
         }
-        Ok(())
+        Ok(alone)
     }
 
     /// A log's complete list of atoms linking to one target: (position, atom).
     type Listed = Vec<(u64, Atom)>;
+
+    /// Whether a reader accepts a reviser's logs on a ledger from before chains as the bundle
+    /// brings them.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum LogSet {
+        /// Every log of every trusted reviser must be proved by its chain (the default).
+        #[default]
+        Proved,
+        /// On a ledger from before chains, the logs the bundle brings are taken as all the
+        /// reviser's: a writer could show two readers two sets. Chained logs are still checked.
+        Trusted,
+    }
+
+    /// What the reader asks besides its policy and targets.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Ask {
+        /// Refuse heads older than this Pulse (`None`: staleness is not checked, and the
+        /// answer says so: [`Checked::staleness`]).
+        pub as_of: Option<u64>,
+        /// Whether a reviser's set of logs must be proved.
+        pub log_set: LogSet,
+    }
 
     /// What a checked bundle shows.
     #[derive(Debug, Clone)]
@@ -676,13 +790,27 @@ pub mod bundle {
         pub beliefs: Vec<Belief>,
         /// The statements' atoms, with when and by whom they were recorded.
         pub evidence: Vec<Recorded>,
+        /// The Pulse the bundle was checked to be at least as new as, or `None`: staleness was
+        /// not checked.
+        pub staleness: Option<u64>,
+        /// Every trusted reviser's logs the fold drew on, in the policy's order; `proved` is
+        /// false for logs taken as the bundle brought them ([`LogSet::Trusted`]).
+        pub logs: Vec<RevisersLogs>,
     }
 
-    /// Check a bundle in this process against the reader's ledger key, policy and question,
-    /// and recompute the fold. Every trusted reviser must have a log in it, with a complete
-    /// link proof for every target and for every statement met (revisions of revisions), and
-    /// the transaction time of every statement; all heads of one Pulse, not older than
-    /// `as_of` when given.
+    /// A trusted reviser's logs at the bundle's Pulse.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct RevisersLogs {
+        /// Its key.
+        pub reviser: [u8; 32],
+        /// Its logs, in order of opening.
+        pub logs: Vec<LogId>,
+        /// Whether these are all its logs, proved by their chain.
+        pub proved: bool,
+    }
+
+    /// [`check_with`], refusing unproved sets of logs, with staleness checked against `as_of`
+    /// when given.
     pub fn check(
         bytes: &[u8],
         ledger_key: &VerifyingKey,
@@ -690,58 +818,92 @@ pub mod bundle {
         policy: &Policy,
         as_of: Option<u64>,
     ) -> Result<Checked, BundleError> {
-        // writer → (pulse, head size); (writer, target) → atoms; (writer, position) → (atom id, pulse)
-        let mut heads: BTreeMap<[u8; 32], (u64, u64)> = BTreeMap::new();
-        let mut links: HashMap<([u8; 32], AtomId), Listed> = HashMap::new();
-        let mut times: HashMap<([u8; 32], u64), (AtomId, u64)> = HashMap::new();
+        check_with(bytes, ledger_key, targets, policy, Ask { as_of, log_set: LogSet::Proved })
+    }
+
+    /// Check a bundle in this process against the reader's ledger key, policy and question,
+    /// and recompute the fold. Every trusted reviser's every log at the bundle's Pulse must be
+    /// in it (proved by the chain of its logs), each with a complete link proof for every
+    /// target and for every statement met (revisions of revisions) if it holds any atom, and
+    /// the transaction time of every statement; all heads of one Pulse, not older than
+    /// `ask.as_of` when given.
+    pub fn check_with(
+        bytes: &[u8],
+        ledger_key: &VerifyingKey,
+        targets: &[AtomId],
+        policy: &Policy,
+        ask: Ask,
+    ) -> Result<Checked, BundleError> {
+        // log → (pulse, head size) of its link proofs; (log, target) → atoms;
+        // (log, position) → (atom id, pulse); (pulse, log) → the leaf attested.
+        let mut heads: BTreeMap<LogId, (u64, u64)> = BTreeMap::new();
+        let mut links: HashMap<(LogId, AtomId), Listed> = HashMap::new();
+        let mut times: HashMap<(LogId, u64), (AtomId, u64)> = HashMap::new();
+        let mut leaves: BTreeMap<(u64, LogId), MemoryLog> = BTreeMap::new();
         // Files of one log and Pulse share a state proof: its signature is checked once.
         let mut states = HashSet::new();
-        each_file(bytes, |index, file| {
+        let alone = each_file(bytes, |index, file| {
             let verified = file
                 .verify_sharing(Some(ledger_key), &mut states)
                 .map_err(|source| BundleError::Proof { index, source })?;
             let Some(att) = &file.attestation else { return Err(BundleError::Unattested(index)) };
-            let writer = att.state.log.writer.0;
+            let log = &att.state.log;
             let pulse = att.state.header.header.number;
+            leaves.entry((pulse, log.id)).or_insert_with(|| log.clone());
             match (&file.proof, verified.claim) {
                 (Proof::List { .. }, Claim::List { key: ListKey::LinksTo(target), atoms }) => {
                     let head = (pulse, verified.head.size);
-                    if let Some(h) = heads.insert(writer, head)
+                    if let Some(h) = heads.insert(log.id, head)
                         && h != head
                     {
                         return Err(BundleError::MixedHeads(format!(
-                            "reviser {}: Pulse {} ({} atoms) and Pulse {} ({} atoms)",
-                            hex::encode(writer),
+                            "log {} (reviser {}): Pulse {} ({} atoms) and Pulse {} ({} atoms)",
+                            log.id,
+                            hex::encode(log.writer.0),
                             h.0,
                             h.1,
                             head.0,
                             head.1
                         )));
                     }
-                    links.insert((writer, target), atoms);
+                    // One log, one head: every link proof of it for this target is one list.
+                    links.insert((log.id, target), atoms);
                 }
                 (_, Claim::Recorded { position, atom, .. }) => {
-                    times.insert((writer, position), (atom.id(), pulse));
+                    times.insert((log.id, position), (atom.id(), pulse));
                 }
                 // Other proofs prove nothing the fold needs: left aside.
                 _ => {}
             }
             Ok(())
         })?;
-        let pulses: BTreeSet<u64> = heads.values().map(|h| h.0).collect();
+        for (entry, a) in &alone {
+            a.verify(ledger_key).map_err(|source| BundleError::Attestation { entry: *entry, source })?;
+        }
+        let mut pulses: BTreeSet<u64> = heads.values().map(|h| h.0).collect();
+        pulses.extend(alone.iter().map(|(_, a)| a.state.header.header.number));
         if pulses.len() > 1 {
             return Err(BundleError::MixedHeads(format!("the heads are of Pulses {pulses:?}")));
         }
         let pulse = pulses.into_iter().next().unwrap_or(0);
-        if let Some(asked) = as_of
+        for (_, a) in alone {
+            leaves.entry((pulse, a.state.log.id)).or_insert(a.state.log);
+        }
+        if let Some(asked) = ask.as_of
             && pulse < asked
         {
             return Err(BundleError::Stale { asked, found: pulse });
         }
+        // Every trusted reviser's logs at the Pulse: a chain from its first to its last.
+        let at_pulse: BTreeMap<LogId, &MemoryLog> =
+            leaves.range((pulse, LogId(0))..=(pulse, LogId(u64::MAX))).map(|((_, id), l)| (*id, l)).collect();
+        let mut sets: Vec<RevisersLogs> = Vec::new();
         for r in &policy.revisers {
-            if !heads.contains_key(&r.key) {
-                return Err(BundleError::NoLog(hex::encode(r.key)));
+            if sets.iter().any(|s| s.reviser == r.key) {
+                continue;
             }
+            let mine: Vec<&MemoryLog> = at_pulse.values().copied().filter(|l| l.writer.0 == r.key).collect();
+            sets.push(logs_of(r.key, &mine, &at_pulse, &heads, ask.log_set)?);
         }
         // Walk from the targets through every statement found, requiring each list.
         let mut evidence: Vec<Recorded> = Vec::new();
@@ -751,37 +913,106 @@ pub mod bundle {
             if !asked.insert(t) {
                 continue;
             }
-            for r in &policy.revisers {
-                let list = links
-                    .get(&(r.key, t))
-                    .ok_or_else(|| BundleError::MissingLinks { reviser: hex::encode(r.key), target: t })?;
-                for (position, atom) in list {
-                    let states =
-                        atom.parts().links.iter().any(|l| l.target == t && State::of_link(l.rel).is_some());
-                    if !states || simulated(atom) {
+            for set in &sets {
+                let reviser = hex::encode(set.reviser);
+                for &log in &set.logs {
+                    // A log with nothing committed proves no list, and holds no statement.
+                    if at_pulse.get(&log).is_some_and(|l| l.head.size == 0) {
                         continue;
                     }
-                    let id = atom.id();
-                    let (recorded, when) = times.get(&(r.key, *position)).copied().ok_or_else(|| {
-                        BundleError::MissingTime { reviser: hex::encode(r.key), position: *position }
+                    let list = links.get(&(log, t)).ok_or_else(|| BundleError::MissingLinks {
+                        reviser: reviser.clone(),
+                        log,
+                        target: t,
                     })?;
-                    if recorded != id || when > pulse {
-                        return Err(BundleError::MissingTime {
-                            reviser: hex::encode(r.key),
+                    for (position, atom) in list {
+                        let states = atom
+                            .parts()
+                            .links
+                            .iter()
+                            .any(|l| l.target == t && State::of_link(l.rel).is_some());
+                        if !states || simulated(atom) {
+                            continue;
+                        }
+                        let id = atom.id();
+                        let missing = || BundleError::MissingTime {
+                            reviser: reviser.clone(),
+                            log,
                             position: *position,
+                        };
+                        let (recorded, when) = times.get(&(log, *position)).copied().ok_or_else(missing)?;
+                        if recorded != id || when > pulse {
+                            return Err(missing());
+                        }
+                        evidence.push(Recorded {
+                            writer: set.reviser,
+                            pulse: when,
+                            position: *position,
+                            atom: atom.clone(),
                         });
+                        queue.push(id);
                     }
-                    evidence.push(Recorded {
-                        writer: r.key,
-                        pulse: when,
-                        position: *position,
-                        atom: atom.clone(),
-                    });
-                    queue.push(id);
                 }
             }
         }
         let beliefs = fold(targets, &evidence, policy);
-        Ok(Checked { pulse, beliefs, evidence })
+        Ok(Checked { pulse, beliefs, evidence, staleness: ask.as_of, logs: sets })
+    }
+
+    /// A reviser's logs at the bundle's Pulse (`mine`: those of its logs the bundle holds):
+    /// the chain from its first log (no `prev`) through its last (no `next`), every link in the
+    /// bundle; or, on a ledger from before chains and if the reader allows it, the logs the
+    /// bundle brings with a link proof.
+    fn logs_of(
+        reviser: [u8; 32],
+        mine: &[&MemoryLog],
+        at_pulse: &BTreeMap<LogId, &MemoryLog>,
+        heads: &BTreeMap<LogId, (u64, u64)>,
+        log_set: LogSet,
+    ) -> Result<RevisersLogs, BundleError> {
+        let hex_key = hex::encode(reviser);
+        let Some(first) = mine.first() else { return Err(BundleError::NoLog(hex_key)) };
+        if let Some(old) = mine.iter().find(|l| l.chain.is_none()) {
+            if log_set == LogSet::Proved {
+                return Err(BundleError::Unchained { reviser: hex_key, log: old.id });
+            }
+            if mine.iter().all(|l| l.chain.is_none()) {
+                let logs: Vec<LogId> =
+                    mine.iter().map(|l| l.id).filter(|id| heads.contains_key(id)).collect();
+                if logs.is_empty() {
+                    return Err(BundleError::NoLog(hex_key));
+                }
+                return Ok(RevisersLogs { reviser, logs, proved: false });
+            }
+        }
+        let missing =
+            |log: LogId, why: String| BundleError::MissingLog { reviser: hex_key.clone(), log, why };
+        // The lowest id the bundle holds is the first log only if nothing comes before it.
+        if let Some(prev) = first.chain.and_then(|c| c.prev) {
+            return Err(missing(prev, format!("before log {}", first.id)));
+        }
+        let mut logs = vec![first.id];
+        let mut at = *first;
+        while let Some(next) = at.chain.and_then(|c| c.next) {
+            let Some(n) = at_pulse.get(&next).copied() else {
+                return Err(missing(next, format!("after log {}", at.id)));
+            };
+            // Ids grow along a chain, so it ends; a link that does not hold both ways is not one.
+            if n.writer.0 != reviser || n.chain.and_then(|c| c.prev) != Some(at.id) || next <= at.id {
+                return Err(missing(
+                    next,
+                    format!("after log {}, as its chain says; the ledger's log {next} is not that", at.id),
+                ));
+            }
+            logs.push(next);
+            at = n;
+        }
+        if let Some(stray) = mine.iter().find(|l| !logs.contains(&l.id)) {
+            return Err(missing(
+                stray.id,
+                format!("the bundle holds it, but it is not on the chain from log {}", first.id),
+            ));
+        }
+        Ok(RevisersLogs { reviser, logs, proved: true })
     }
 }

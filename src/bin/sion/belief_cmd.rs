@@ -64,9 +64,16 @@ pub struct BelieveArgs {
     /// ledger's key is used, which a reader who does not trust the writer should not do.
     #[arg(long)]
     ledger_key: Option<String>,
-    /// Refuse heads older than this Pulse.
+    /// Refuse heads older than this Pulse. Without it, a bundle made here is checked against
+    /// the ledger's latest Pulse; a bundle given with --bundle is not checked for staleness,
+    /// and the answer says so.
     #[arg(long)]
     as_of: Option<u64>,
+    /// Accept, for revisers whose logs are on a ledger from before log chains, the logs the
+    /// bundle brings as all their logs (a writer could then show two readers two sets of
+    /// logs: docs/BELIEF.md, "Every log of a reviser"). Chained logs are always checked.
+    #[arg(long)]
+    trust_log_set: bool,
 }
 
 pub fn revise(a: ReviseArgs) -> Result<ExitCode> {
@@ -121,19 +128,24 @@ pub fn believe(a: BelieveArgs) -> Result<ExitCode> {
         }
         (None, None) => bail!("--bundle needs --ledger-key: the key you trust, not one the bundle brings"),
     };
-    let bytes = match (&a.bundle, &rmp) {
-        (Some(path), _) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+    // The reader's idea of the latest Pulse: the one it names, else (a bundle made here) the
+    // ledger's latest, which the bundle is made at; a bundle from elsewhere, none.
+    let (bytes, as_of) = match (&a.bundle, &rmp) {
+        (Some(path), _) => {
+            (std::fs::read(path).with_context(|| format!("reading {}", path.display()))?, a.as_of)
+        }
         (None, Some(rmp)) => {
-            let (bytes, _) = rmp.bundle(&policy, &targets).context("making the bundle")?;
+            let (bytes, latest) = rmp.bundle(&policy, &targets).context("making the bundle")?;
             if let Some(out) = &a.out {
                 std::fs::write(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
             }
-            bytes
+            (bytes, Some(a.as_of.unwrap_or(latest)))
         }
         (None, None) => bail!("give --data (to make a bundle) or --bundle FILE (to check one)"),
     };
-    let checked =
-        bundle::check(&bytes, &ledger_key, &targets, &policy, a.as_of).context("checking the bundle")?;
+    let log_set = if a.trust_log_set { bundle::LogSet::Trusted } else { bundle::LogSet::Proved };
+    let checked = bundle::check_with(&bytes, &ledger_key, &targets, &policy, bundle::Ask { as_of, log_set })
+        .context("checking the bundle")?;
     let name = |key: &[u8; 32]| {
         policy
             .revisers
@@ -163,5 +175,21 @@ pub fn believe(a: BelieveArgs) -> Result<ExitCode> {
         checked.evidence.len(),
         a.policy.display()
     );
+    for set in &checked.logs {
+        let logs: Vec<String> = set.logs.iter().map(ToString::to_string).collect();
+        let how = if set.proved {
+            "all its logs, proved by their chain"
+        } else {
+            "as the bundle brings them, NOT proved"
+        };
+        outln!("  reviser {}: logs {} ({how})", name(&set.reviser), logs.join(", "));
+    }
+    match checked.staleness {
+        Some(q) => outln!("staleness: checked, the heads are of Pulse {} ≥ {q}", checked.pulse),
+        None => outln!(
+            "staleness: NOT checked (no --as-of): a later Pulse may hold revisions this bundle lacks; \
+             give --as-of with the latest Pulse you know of"
+        ),
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -38,6 +38,36 @@ pub enum LedgerCommand {
     /// if it does not exist. Front-ends read it at start: `sion ledger serve --admission FILE`
     /// (restart them after a change).
     Admit(AdmitArgs),
+    /// Act on an agent as the ledger's operator, through the service: give its name to another
+    /// controller (a name taken first by the wrong account: the old controller's logs under it
+    /// then take no more atoms), suspend, revoke (final) or reinstate it. Signed with the
+    /// ledger's key (docs/LEDGER.md, "Transactions").
+    Agent(AgentArgs),
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["give_to", "suspend", "revoke", "reinstate"])))]
+pub struct AgentArgs {
+    /// The fleet ledger service (`sion ledger serve`'s address).
+    #[arg(long, value_name = "URL")]
+    ledger: String,
+    /// The ledger's signing key: the operator's.
+    #[arg(long)]
+    key: PathBuf,
+    /// The agent's name (e.g. `fleet/robot-7`).
+    name: String,
+    /// Give the agent to this account (64 hex digits: the rightful controller's public key).
+    #[arg(long, value_name = "HEX")]
+    give_to: Option<String>,
+    /// Suspend it: its logs take no more atoms until it is reinstated.
+    #[arg(long)]
+    suspend: bool,
+    /// Revoke it, for good.
+    #[arg(long)]
+    revoke: bool,
+    /// Reinstate a suspended agent.
+    #[arg(long)]
+    reinstate: bool,
 }
 
 #[derive(Args)]
@@ -191,6 +221,7 @@ pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
         // The witness's link runs its own runtime; it blocks, like a memory's.
         LedgerCommand::Witness(a) => return witness(a),
         LedgerCommand::Admit(a) => return admit(a),
+        LedgerCommand::Agent(a) => return agent(a),
         cmd => cmd,
     };
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
@@ -199,7 +230,9 @@ pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
             LedgerCommand::Init(a) => init(a).await,
             LedgerCommand::Serve(a) => serve(a).await,
             LedgerCommand::Archive(a) => archive(a).await,
-            LedgerCommand::Witness(_) | LedgerCommand::Admit(_) => unreachable!("run on their own above"),
+            LedgerCommand::Witness(_) | LedgerCommand::Admit(_) | LedgerCommand::Agent(_) => {
+                unreachable!("run on their own above")
+            }
         }
     })
 }
@@ -370,6 +403,49 @@ fn admit(a: AdmitArgs) -> Result<ExitCode> {
         policy.writers.len(),
         policy.agents.join(", "),
         a.admission.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn agent(a: AgentArgs) -> Result<ExitCode> {
+    use sion_memory::ledger::link::LedgerLink as _;
+    use sion_memory::ledger::{Account, AgentStatus, SignedTx, Tx};
+    let key = sion_memory::ledger::read_key(&a.key)
+        .with_context(|| format!("the ledger's key at {}", a.key.display()))?;
+    let mut link = sion_fleet::client::RemoteLedger::connect(&a.ledger)
+        .with_context(|| format!("connecting to the fleet ledger at {}", a.ledger))?;
+    if link.public_key() != key.verifying_key() {
+        anyhow::bail!(
+            "the service at {} signs with {}, not with the key in {}: only the ledger's operator acts on agents",
+            a.ledger,
+            hex::encode(link.public_key().to_bytes()),
+            a.key.display()
+        );
+    }
+    let before = link.agent(&a.name)?.with_context(|| format!("no agent {} on this ledger", a.name))?;
+    let tx = match (&a.give_to, a.suspend, a.revoke) {
+        (Some(hex_key), _, _) => {
+            let controller: Account = hex_key
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--give-to {hex_key}: an account is 64 hex digits"))?;
+            Tx::ReassignAgent { name: a.name.clone(), controller }
+        }
+        (None, true, _) => Tx::SetAgentStatus { name: a.name.clone(), status: AgentStatus::Suspended },
+        (None, _, true) => Tx::SetAgentStatus { name: a.name.clone(), status: AgentStatus::Revoked },
+        (None, false, false) => Tx::SetAgentStatus { name: a.name.clone(), status: AgentStatus::Live },
+    };
+    let operator = Account(key.verifying_key().to_bytes());
+    let nonce = link.nonce(&operator)?;
+    let header = link.submit(SignedTx::sign(&key, nonce, tx)).context("the ledger refused")?;
+    let after = link.agent(&a.name)?.with_context(|| format!("agent {} after the change", a.name))?;
+    outln!(
+        "agent {}: controller {} ({}), was {} ({}); Pulse {}",
+        a.name,
+        after.controller,
+        after.status,
+        before.controller,
+        before.status,
+        header.header.number
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -195,6 +195,8 @@ mod tests {
             commits,
             committed_at: 7 + commits,
             sealed: commits == 4,
+            chain: (!id.is_multiple_of(3))
+                .then(|| sion_verify::ledger::Chain { prev: id.checked_sub(1).map(LogId), next: None }),
         }
     }
 

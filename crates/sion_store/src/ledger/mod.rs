@@ -34,8 +34,12 @@ use files::PulseEntry;
 use sion_disk::{Disk, Open};
 use state::State;
 
-const FORMAT: &str = "sion-ledger 2\n";
-/// A ledger from before the acknowledged mark: opened, it is given one (from its journal).
+/// A ledger whose logs' leaves chain each writer's logs (leaf version 2).
+const FORMAT: &str = "sion-ledger 3\n";
+/// A ledger from before chains: its leaves stay version 1, which its headers sign.
+const FORMAT_2: &str = "sion-ledger 2\n";
+/// A ledger from before the acknowledged mark: opened, it is given one (from its journal), and
+/// is then a `sion-ledger 2` ledger.
 const FORMAT_1: &str = "sion-ledger 1\n";
 const ACKED: &str = "acked";
 const MAX_ENTRY_BYTES: usize = 1 << 16;
@@ -332,6 +336,17 @@ impl Ledger {
 
     /// The same, writing through `disk`.
     pub fn create_on(disk: &Disk, dir: &Path) -> Result<Self, LedgerError> {
+        Self::create_format(disk, dir, FORMAT)
+    }
+
+    /// A ledger as made before chains (`sion-ledger 2`: version 1 leaves), for tests of what
+    /// readers do with one.
+    #[doc(hidden)]
+    pub fn create_unchained(dir: &Path) -> Result<Self, LedgerError> {
+        Self::create_format(&Disk::os(), dir, FORMAT_2)
+    }
+
+    fn create_format(disk: &Disk, dir: &Path, format: &str) -> Result<Self, LedgerError> {
         if dir.join("FORMAT").exists() {
             return Err(LedgerError::Exists(dir.to_owned()));
         }
@@ -348,7 +363,7 @@ impl Ledger {
         disk.write_file(&dir.join(ACKED), &mark.encode(&key)).map_err(io_err("writing ledger/acked"))?;
         // FORMAT last, each name durable before it: a directory without it is unfinished.
         disk.sync_dir(dir).map_err(io_err("syncing the ledger directory"))?;
-        disk.replace_file(&dir.join("FORMAT"), FORMAT.as_bytes()).map_err(io_err("writing FORMAT"))?;
+        disk.replace_file(&dir.join("FORMAT"), format.as_bytes()).map_err(io_err("writing FORMAT"))?;
         Self::open_on(disk, dir)
     }
 
@@ -372,9 +387,10 @@ impl Ledger {
     }
 
     fn open_with(disk: &Disk, dir: &Path, writable: bool) -> Result<Self, LedgerError> {
-        let legacy = match fs::read_to_string(dir.join("FORMAT")) {
-            Ok(f) if f == FORMAT => false,
-            Ok(f) if f == FORMAT_1 => true,
+        let (legacy, chained) = match fs::read_to_string(dir.join("FORMAT")) {
+            Ok(f) if f == FORMAT => (false, true),
+            Ok(f) if f == FORMAT_2 => (false, false),
+            Ok(f) if f == FORMAT_1 => (true, false),
             Ok(_) => return Err(LedgerError::Journal { entry: 0, reason: "unknown ledger format".into() }),
             Err(_) => return Err(LedgerError::Missing(dir.to_owned())),
         };
@@ -459,6 +475,7 @@ impl Ledger {
             }
             Err(why) => Some(why),
         };
+        ledger.state.chained = chained;
         // What the files beside the journal hold past the resumed Pulse is redone by the replay.
         ledger
             .pulse_file
@@ -498,7 +515,7 @@ impl Ledger {
             ledger.acked = Some(f);
             if legacy {
                 disk.sync_dir(dir).map_err(io_err("syncing the ledger directory"))?;
-                disk.replace_file(&dir.join("FORMAT"), FORMAT.as_bytes())
+                disk.replace_file(&dir.join("FORMAT"), FORMAT_2.as_bytes())
                     .map_err(io_err("writing FORMAT"))?;
                 ledger.acked_made = true;
             }
@@ -906,6 +923,9 @@ impl Ledger {
                 state.push(v);
             }
         }
+        // A chain's `next` as that Pulse held it: logs opened after it are not there yet.
+        let count = state.len() as u64;
+        let state: Vec<MemoryLog> = state.into_iter().map(|l| l.as_of_logs(count)).collect();
         let log = state.get(id.0 as usize).cloned().ok_or(LedgerError::UnknownLog(id))?;
         let tree = MemoryTree::<Blake3>::from_leaves(state.iter().map(MemoryLog::encode));
         let path = merkle::inclusion_path::<Blake3, _>(&tree, id.0, tree.size())

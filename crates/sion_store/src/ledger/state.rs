@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::LedgerError;
 use sion_verify::ledger::{
-    Account, Agent, AgentStatus, LogId, MemoryLog, SignedTx, Tx, empty_head, parent_of, valid_agent_name,
+    Account, Agent, AgentStatus, Chain, LogId, MemoryLog, SignedTx, Tx, empty_head, parent_of,
+    valid_agent_name,
 };
 use sion_verify::merkle::{Blake3, verify_consistency};
 
@@ -16,6 +17,10 @@ pub struct State {
     pub logs: Vec<MemoryLog>,
     pub agents: BTreeMap<String, Agent>,
     pub nonces: HashMap<Account, u64>,
+    /// Whether each log's leaf chains it to its writer's logs before and after it (leaf
+    /// version 2): every ledger made since chains were; an older one keeps its version 1
+    /// leaves, which its signed headers commit to (docs/LEDGER.md, "Pulses").
+    pub chained: bool,
 }
 
 /// What an accepted transaction changes.
@@ -37,6 +42,24 @@ impl State {
         let tree =
             sion_verify::merkle::MemoryTree::<Blake3>::from_leaves(self.logs.iter().map(MemoryLog::encode));
         sion_verify::ledger::PulseHeader { number, time_ns, logs: tree.size(), state_root: tree.root(), prev }
+    }
+
+    /// The log `writer` opened last, if any: the end of its chain (a log opened more recently
+    /// by someone else has a greater id, so the search from the end is short for a busy
+    /// writer).
+    pub fn last_log_of(&self, writer: &Account) -> Option<LogId> {
+        self.logs.iter().rev().find(|l| l.writer == *writer).map(|l| l.id)
+    }
+
+    /// The logs an opening changes besides the new one: its writer's previous last log, now
+    /// with `next` (none on an unchained ledger, or for a writer's first log).
+    pub fn chained_by(&self, opened: &MemoryLog) -> Option<MemoryLog> {
+        let prev = opened.chain?.prev?;
+        let mut before = self.logs.get(prev.0 as usize)?.clone();
+        if let Some(c) = &mut before.chain {
+            c.next = Some(opened.id);
+        }
+        Some(before)
     }
 
     pub fn nonce(&self, account: &Account) -> u64 {
@@ -122,6 +145,27 @@ impl State {
                 }
                 Ok(Change::Agent(Agent { status: *status, ..agent.clone() }))
             }
+            Tx::ReassignAgent { name, controller } => {
+                let agent = self.agents.get(name).ok_or_else(|| LedgerError::UnknownAgent(name.clone()))?;
+                // As for reinstating: the operator, or the controller of an agent above.
+                let mut above = parent_of(name);
+                let mut allowed = sender == *operator;
+                while let (false, Some(n)) = (allowed, above) {
+                    allowed = self.agents.get(n).is_some_and(|a| a.controller == sender);
+                    above = parent_of(n);
+                }
+                if !allowed {
+                    return Err(LedgerError::NotController { agent: name.clone(), sender });
+                }
+                if agent.status == AgentStatus::Revoked {
+                    return Err(LedgerError::AgentNotLive {
+                        agent: name.clone(),
+                        blocked_by: name.clone(),
+                        status: AgentStatus::Revoked,
+                    });
+                }
+                Ok(Change::Agent(Agent { controller: *controller, ..agent.clone() }))
+            }
             Tx::OpenMemory { agent, policy } => {
                 if let Some(name) = agent {
                     let a = self.agents.get(name).ok_or_else(|| LedgerError::UnknownAgent(name.clone()))?;
@@ -139,6 +183,7 @@ impl State {
                     commits: 0,
                     committed_at: pulse,
                     sealed: false,
+                    chain: self.chained.then(|| Chain { prev: self.last_log_of(&sender), next: None }),
                 }))
             }
             Tx::CommitMemory { log, version, head, proof, seal } => {
@@ -164,6 +209,11 @@ impl State {
                     && let Some(name) = &current.agent
                 {
                     self.require_live(name)?;
+                    // An agent given to another controller takes no more atoms from the old
+                    // one (before any reassignment, every log's writer controls its agent).
+                    if self.agents.get(name).is_some_and(|a| a.controller != sender) {
+                        return Err(LedgerError::NotController { agent: name.clone(), sender });
+                    }
                 }
                 if new.size == old.size {
                     if new.root != old.root || !proof.is_empty() {
@@ -207,7 +257,14 @@ impl State {
             }
             Change::Log(log) => match self.logs.get_mut(log.id.0 as usize) {
                 Some(slot) => *slot = log,
-                None => self.logs.push(log),
+                None => {
+                    if let Some(before) = self.chained_by(&log)
+                        && let Some(slot) = self.logs.get_mut(before.id.0 as usize)
+                    {
+                        *slot = before;
+                    }
+                    self.logs.push(log)
+                }
             },
         }
     }

@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use sion_verify::atom::AtomId;
 use sion_verify::belief::{State, simulated};
-use sion_verify::proof::{Claim, ListKey, ProofFile};
+use sion_verify::ledger::LogId;
+use sion_verify::proof::{Attestation, Claim, ListKey, ProofFile};
 
 use super::{Memory, MemoryError};
 
@@ -19,33 +20,79 @@ pub fn bundle(
     targets: &[AtomId],
     trusted: &[[u8; 32]],
 ) -> Result<(Vec<ProofFile>, u64), MemoryError> {
-    let Some(first) = memories.first() else { return Ok((Vec::new(), 0)) };
+    bundle_with_chains(memories, targets, trusted).map(|(files, _, pulse)| (files, pulse))
+}
+
+/// [`bundle`], with the attestations of trusted revisers' logs that hold nothing (so that a
+/// reader can follow each reviser's chain of logs whole; docs/BELIEF.md, "Every log of a
+/// reviser"): files, those attestations, and the Pulse. A trusted reviser's log on the
+/// ledger that holds atoms but is not among `memories` is refused, naming it.
+pub fn bundle_with_chains(
+    memories: &[&Memory],
+    targets: &[AtomId],
+    trusted: &[[u8; 32]],
+) -> Result<(Vec<ProofFile>, Vec<Attestation>, u64), MemoryError> {
+    let Some(first) = memories.first() else { return Ok((Vec::new(), Vec::new(), 0)) };
     let pulse = first.ledger().latest()?.header.number;
     // Each log's head as of that Pulse and the ledger's attestation of it, made once: every
     // link proof of the log is against this head, with this attestation.
     let mut heads = Vec::with_capacity(memories.len());
+    let mut alone: Vec<Attestation> = Vec::new();
     for memory in memories {
         let attestation = memory.attestation_at(pulse)?;
-        let size = attestation.state.log.head.size;
-        let writer = memory.writer().verifying_key().to_bytes();
-        if size == 0 && !trusted.contains(&writer) {
-            // Nothing in it, and a reader leaves an untrusted log aside anyway.
+        if attestation.state.log.head.size == 0 {
+            // Nothing in it: no list to prove. A trusted reviser's is carried for its chain.
+            let writer = memory.writer().verifying_key().to_bytes();
+            if trusted.contains(&writer) && attestation.state.log.chain.is_some() {
+                alone.push(attestation);
+            }
             heads.push(None);
             continue;
-        }
-        if size == 0 {
-            return Err(MemoryError::Config {
-                path: memory.dir().to_owned(),
-                problem: format!(
-                    "reviser {} has committed nothing at Pulse {pulse}: an empty log proves no list \
-                     (commit an atom first, or leave this reviser out)",
-                    hex::encode(writer)
-                ),
-            });
         }
         // The version proved against is exactly the one attested (a commit of the same size
         // made meanwhile must not be picked instead).
         heads.push(Some((attestation.state.log.clone(), attestation)));
+    }
+    // Every trusted reviser's other logs at the Pulse, along its chain: each must be one of
+    // `memories`, or hold nothing (then its attestation alone is carried).
+    let given: BTreeSet<LogId> = memories.iter().map(|m| m.log_id()).collect();
+    let mut walked: BTreeSet<LogId> = BTreeSet::new();
+    for (m, memory) in memories.iter().enumerate() {
+        let writer = memory.writer().verifying_key().to_bytes();
+        if !trusted.contains(&writer) || walked.contains(&memory.log_id()) {
+            continue;
+        }
+        let start = match &heads[m] {
+            Some((log, _)) => log.clone(),
+            None => memory.attestation_at(pulse)?.state.log,
+        };
+        let Some(chain) = start.chain else { continue };
+        walked.insert(start.id);
+        let mut todo: Vec<LogId> = chain.prev.into_iter().chain(chain.next).collect();
+        while let Some(id) = todo.pop() {
+            if !walked.insert(id) {
+                continue;
+            }
+            let attestation = memory.attestation_of(id, pulse)?;
+            let log = &attestation.state.log;
+            let c = log.chain.unwrap_or_default();
+            todo.extend(c.prev.into_iter().chain(c.next));
+            if given.contains(&id) {
+                continue;
+            }
+            if log.head.size > 0 {
+                return Err(MemoryError::Config {
+                    path: memory.dir().to_owned(),
+                    problem: format!(
+                        "reviser {}'s log {id} holds {} atoms at Pulse {pulse} but is not among the memories \
+                         given: a reader needs every log of a reviser it trusts (give that memory too)",
+                        hex::encode(writer),
+                        log.head.size
+                    ),
+                });
+            }
+            alone.push(attestation);
+        }
     }
     let mut files = Vec::new();
     // The state proofs the link proofs share, checked once (the reader checks them again).
@@ -96,5 +143,5 @@ pub fn bundle(
             files.push(file);
         }
     }
-    Ok((files, pulse))
+    Ok((files, alone, pulse))
 }

@@ -926,6 +926,14 @@ impl Memory {
         Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state, cosignatures })
     }
 
+    /// The ledger's attestation of another log, `id`, at Pulse `pulse` (a reviser's other logs,
+    /// for a belief bundle's chain).
+    pub fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, MemoryError> {
+        let state = self.ledger.state_proof(id, pulse)?;
+        let cosignatures = self.ledger.cosignatures(pulse)?;
+        Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state, cosignatures })
+    }
+
     /// The committed version of the log with `size` atoms (the latest commit if `None`).
     pub fn version(&self, size: Option<u64>) -> Result<MemoryLog, MemoryError> {
         let Some(size) = size else { return Ok(self.committed().clone()) };

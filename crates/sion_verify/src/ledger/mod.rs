@@ -11,5 +11,5 @@ pub use cosign::{Cosignature, Witnesses, cosign_message};
 pub use pulse::{AttestationError, PulseHeader, SignedHeader, StateProof, TxTimeProof};
 pub use tx::{SignedTx, Tx};
 pub use types::{
-    Account, Agent, AgentStatus, Head, LogId, MemoryLog, empty_head, parent_of, valid_agent_name,
+    Account, Agent, AgentStatus, Chain, Head, LogId, MemoryLog, empty_head, parent_of, valid_agent_name,
 };

@@ -51,6 +51,15 @@ pub enum Tx {
         /// Seal the log with this commit: no commit may follow.
         seal: bool,
     },
+    /// Give an agent to another controller: signed by the ledger's operator or the controller
+    /// of an agent above it. So a name taken first by the wrong account can be given back; the
+    /// old controller's logs under it take no more atoms from it.
+    ReassignAgent {
+        /// The agent's name.
+        name: String,
+        /// Its new controller.
+        controller: Account,
+    },
 }
 
 /// A transaction with its sender, the sender's nonce and the sender's signature.
@@ -104,6 +113,11 @@ fn body(tx: &Tx, sender: &Account, nonce: u64) -> Vec<u8> {
             }
             out.put_u8(u8::from(*seal));
         }
+        Tx::ReassignAgent { name, controller } => {
+            out.put_u8(4);
+            out.put_str8(name);
+            out.put_bytes(&controller.0);
+        }
     }
     out
 }
@@ -127,7 +141,7 @@ impl SignedTx {
         key.verify_strict(&signed_message(&body(&self.tx, &self.sender, self.nonce)), &sig).is_ok()
     }
 
-    /// The body (sender, u64 nonce, a kind byte 0 to 3 and the fields), then the signature.
+    /// The body (sender, u64 nonce, a kind byte 0 to 4 and the fields), then the signature.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = body(&self.tx, &self.sender, self.nonce);
         out.put_bytes(&self.signature);
@@ -162,6 +176,7 @@ impl SignedTx {
                 let proof = (0..n).map(|_| r.array("proof")).collect::<Result<_, _>>()?;
                 Tx::CommitMemory { log, version, head, proof, seal: r.flag("seal")? }
             }
+            4 => Tx::ReassignAgent { name: agent_name(&mut r)?, controller: Account(r.array("controller")?) },
             k => {
                 return Err(WireError::Invalid {
                     field: "kind",

@@ -94,13 +94,42 @@ pub struct MemoryLog {
     pub committed_at: u64,
     /// Whether a commit sealed it: a sealed log takes no more commits.
     pub sealed: bool,
+    /// Its place among its writer's logs, on a ledger that chains them (leaf version 2,
+    /// docs/LEDGER.md, "Pulses"); `None` on a ledger made before chains (leaf version 1).
+    pub chain: Option<Chain>,
+}
+
+/// A log's neighbours among the logs its writer opened, in order of opening: with every log of
+/// a writer in one Pulse's state, the first (no `prev`) through the last (no `next`) prove the
+/// writer's whole set of logs at that Pulse (docs/BELIEF.md, "Every log of a reviser").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Chain {
+    /// The log its writer opened just before this one.
+    pub prev: Option<LogId>,
+    /// The log its writer opened just after this one, once it is opened.
+    pub next: Option<LogId>,
+}
+
+/// "None" in a chain field of a leaf's encoding.
+const NO_LOG: u64 = u64::MAX;
+
+fn put_link(out: &mut Vec<u8>, link: Option<LogId>) {
+    out.put_u64(link.map_or(NO_LOG, |l| l.0));
+}
+
+fn read_link(r: &mut Reader<'_>, field: &'static str) -> Result<Option<LogId>, WireError> {
+    Ok(match r.u64(field)? {
+        NO_LOG => None,
+        id => Some(LogId(id)),
+    })
 }
 
 impl MemoryLog {
-    /// The leaf of the ledger's state tree for this log.
+    /// The leaf of the ledger's state tree for this log: version 2 with its chain, version 1
+    /// without.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(200);
-        out.put_u8(1);
+        let mut out = Vec::with_capacity(216);
+        out.put_u8(if self.chain.is_some() { 2 } else { 1 });
         out.put_u64(self.id.0);
         out.put_bytes(&self.writer.0);
         match &self.agent {
@@ -115,14 +144,19 @@ impl MemoryLog {
         out.put_u64(self.commits);
         out.put_u64(self.committed_at);
         out.put_u8(u8::from(self.sealed));
+        if let Some(chain) = &self.chain {
+            put_link(&mut out, chain.prev);
+            put_link(&mut out, chain.next);
+        }
         out
     }
 
     /// Read exactly what [`MemoryLog::encode`] writes (docs/LEDGER.md, "Pulses"): version 1,
-    /// nothing after.
+    /// or version 2 with the chain; nothing after.
     pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(bytes);
-        if r.u8("version")? != 1 {
+        let version = r.u8("version")?;
+        if version != 1 && version != 2 {
             return Err(WireError::Invalid { field: "version", problem: "unknown".into() });
         }
         let id = LogId(r.u64("id")?);
@@ -137,9 +171,25 @@ impl MemoryLog {
             commits: r.u64("commits")?,
             committed_at: r.u64("committed_at")?,
             sealed: r.flag("sealed")?,
+            chain: if version == 2 {
+                Some(Chain { prev: read_link(&mut r, "prev")?, next: read_link(&mut r, "next")? })
+            } else {
+                None
+            },
         };
         r.finish()?;
         Ok(log)
+    }
+
+    /// This log as the state of a Pulse with `logs` logs holds it: a `next` opened after that
+    /// Pulse is not there yet. (Logs are opened in order of id, one per Pulse.)
+    pub fn as_of_logs(mut self, logs: u64) -> Self {
+        if let Some(c) = &mut self.chain
+            && c.next.is_some_and(|n| n.0 >= logs)
+        {
+            c.next = None;
+        }
+        self
     }
 }
 

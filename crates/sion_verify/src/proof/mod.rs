@@ -40,6 +40,46 @@ pub struct Attestation {
 /// At most this many cosignatures in one file (the count is one byte).
 pub const MAX_COSIGNATURES: usize = 255;
 
+impl Attestation {
+    /// Its bytes as an envelope's attestation part (from `attested` through the cosignatures),
+    /// as [`ProofFile::decode_attestation`] reads them.
+    pub fn encode_part(&self) -> Vec<u8> {
+        let file = ProofFile {
+            attestation: Some(self.clone()),
+            proof: Proof::Inclusion {
+                log: self.state.log.id,
+                head: self.state.log.head,
+                position: 0,
+                atom: Vec::new(),
+                path: Vec::new(),
+            },
+        };
+        let mut out = Vec::with_capacity(512);
+        file.put_attestation(&mut out);
+        out
+    }
+
+    /// Check it alone, as a proof file's attestation is checked: signed by `ledger_key` (the
+    /// reader's), the log's leaf in the header's state tree, every cosignature holding.
+    pub fn verify(&self, ledger_key: &VerifyingKey) -> Result<(), VerifyError> {
+        if ledger_key.to_bytes() != self.ledger_key {
+            return Err(VerifyError::WrongLedger {
+                found: hex::encode(self.ledger_key),
+                expected: hex::encode(ledger_key.to_bytes()),
+            });
+        }
+        self.state.verify(ledger_key)?;
+        let h = &self.state.header.header;
+        if let Some(c) = self.cosignatures.iter().find(|c| !c.holds(&self.ledger_key, h)) {
+            return Err(VerifyError::Attestation(AttestationError::Cosignature {
+                witness: hex::encode(c.witness),
+                number: h.number,
+            }));
+        }
+        Ok(())
+    }
+}
+
 /// What a proof file claims and its evidence, one variant per kind (docs/PROOFS.md, kinds 1 to
 /// 6), each naming the log and the head it is checked against.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -776,7 +816,7 @@ impl ProofFile {
 
     /// The file's bytes in two parts, their concatenation after the magic being the file: the
     /// attestation's (from the `attested` byte through the cosignatures) and the body's (from
-    /// `kind` on). Belief bundles (SIONBEL2, docs/BELIEF.md) carry each attestation once.
+    /// `kind` on). Belief bundles (SIONBEL2 and 3, docs/BELIEF.md) carry each attestation once.
     pub fn encode_split(&self) -> (Vec<u8>, Vec<u8>) {
         let (mut attestation, mut body) = (Vec::with_capacity(512), Vec::with_capacity(1024));
         self.put_attestation(&mut attestation);
