@@ -35,7 +35,7 @@ use geom::Query;
 pub use store::Checkpoint;
 use store::Store;
 use walk::PartialCache;
-pub use walk::Snapshot;
+pub use walk::{MAX_LIST_STEPS, MAX_WALK_STEPS, MIN_LIST_ENTRY_BYTES, Snapshot};
 use write::Writer;
 pub use write::{Budget, cell_key, is_short_lived};
 
@@ -67,6 +67,12 @@ pub enum IndexError {
     NoVersion(u64),
     #[error("the walk that proves this answer takes more than {0} steps")]
     TooLarge(usize),
+    /// A subject or link list too long to prove: `list` says which (as a person would),
+    /// `entries` how many it holds, `max` the steps and entries a list walk may take.
+    #[error(
+        "the list of {list} holds {entries} entries: proving it would walk more than {max} steps and entries"
+    )]
+    ListTooLarge { list: String, entries: u64, max: usize },
 }
 
 /// How much memory the index may use, and the disk it writes through.

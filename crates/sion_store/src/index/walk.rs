@@ -86,6 +86,55 @@ impl Part {
 /// holds stays bounded (tens of MiB) whatever is asked.
 pub const MAX_WALK_STEPS: usize = 1 << 19;
 
+/// The fewest bytes one answer entry takes in a list proof (docs/PROOFS.md, kind 4): a varint
+/// position, a u32 length, and the smallest atom a list can hold (81 bytes: docs/ATOM.md's
+/// fixed fields, a one-byte frame and a one-byte subject; a link list's atom also has a link).
+pub const MIN_LIST_ENTRY_BYTES: usize = 1 + 4 + 81;
+
+/// The most a subject or link list walk takes (records read, and positions) before the
+/// question is refused as too large: a list longer than this could not fit the 64 MiB a
+/// proof file may hold even were every atom the smallest (about 780,000 entries), and what
+/// the walk holds stays a few MiB, however long the list has grown. The atoms themselves are
+/// then read only while they fit those 64 MiB.
+pub const MAX_LIST_STEPS: usize = sion_verify::proof::MAX_FILE_BYTES / MIN_LIST_ENTRY_BYTES;
+
+/// Which list a walk is reading, for a refusal.
+enum ListName<'a> {
+    Subject(&'a str),
+    Links(&'a AtomId),
+}
+
+impl ListName<'_> {
+    fn describe(&self) -> String {
+        match self {
+            ListName::Subject(s) => format!("atoms about {s:?}"),
+            ListName::Links(id) => format!("atoms linking to {id}"),
+        }
+    }
+}
+
+/// What a list walk has taken so far: each record it reads is a step, each position an
+/// entry. Refused as soon as it passes `max`, so a damaged record that claims a short list
+/// but points to a long one is stopped too.
+struct ListBudget<'a> {
+    max: usize,
+    taken: usize,
+    /// What the list says it holds (for the refusal).
+    entries: u64,
+    name: &'a ListName<'a>,
+}
+
+impl ListBudget<'_> {
+    fn take(&mut self, n: usize) -> Result<(), IndexError> {
+        self.taken = self.taken.saturating_add(n);
+        if self.taken > self.max { Err(self.refused()) } else { Ok(()) }
+    }
+
+    fn refused(&self) -> IndexError {
+        IndexError::ListTooLarge { list: self.name.describe(), entries: self.entries, max: self.max }
+    }
+}
+
 /// What a walk has taken so far, counted as it goes (each step once).
 struct Budget {
     max: usize,
@@ -352,12 +401,36 @@ impl Snapshot {
 
     /// Every atom about `subject`.
     pub fn subject(&self, subject: &str) -> Result<ListAnswer, IndexError> {
-        self.list_answer(&self.root.subjects, &subject_key(subject), map_digest(&self.root.links))
+        self.subject_within(subject, MAX_LIST_STEPS)
+    }
+
+    /// The same, refused ([`IndexError::ListTooLarge`]) when the list's walk would pass
+    /// `max_steps` (records read and positions): before any position is read when the list
+    /// says it is longer, and as soon as the walk passes it otherwise.
+    pub fn subject_within(&self, subject: &str, max_steps: usize) -> Result<ListAnswer, IndexError> {
+        self.list_answer(
+            &self.root.subjects,
+            &subject_key(subject),
+            map_digest(&self.root.links),
+            &ListName::Subject(subject),
+            max_steps,
+        )
     }
 
     /// Every atom that links to `target`.
     pub fn links(&self, target: &AtomId) -> Result<ListAnswer, IndexError> {
-        self.list_answer(&self.root.links, &target.0, map_digest(&self.root.subjects))
+        self.links_within(target, MAX_LIST_STEPS)
+    }
+
+    /// The same, bounded as [`Snapshot::subject_within`] is.
+    pub fn links_within(&self, target: &AtomId, max_steps: usize) -> Result<ListAnswer, IndexError> {
+        self.list_answer(
+            &self.root.links,
+            &target.0,
+            map_digest(&self.root.subjects),
+            &ListName::Links(target),
+            max_steps,
+        )
     }
 
     fn list_answer(
@@ -365,6 +438,8 @@ impl Snapshot {
         map: &Option<CritChild>,
         key: &[u8; 32],
         other_root: Digest,
+        name: &ListName<'_>,
+        max_steps: usize,
     ) -> Result<ListAnswer, IndexError> {
         let frames = frames_tree(&self.root.frames);
         let mut answer = ListAnswer {
@@ -377,6 +452,8 @@ impl Snapshot {
         };
         let Some(mut at) = *map else { return Ok(answer) };
         let mut above: Option<u16> = None;
+        // The descent to the list is at most 256 steps (below), whatever the list's length: the
+        // budget counts the list's walk.
         while !at.leaf {
             let node = super::map::crit_node(&self.store, &at)?;
             // Crit bits grow going down: a walk ends within 256 steps, whatever the records say.
@@ -397,17 +474,25 @@ impl Snapshot {
             .ok_or_else(|| IndexError::Damaged(format!("the list at {} has the wrong peaks", at.ptr)))?
             .root();
         if list.key == *key {
+            let mut budget = ListBudget { max: max_steps, taken: 0, entries: list.count, name };
+            // Refused before a position is read: the list says how long it is.
+            if list.count > max_steps as u64 {
+                return Err(budget.refused());
+            }
             for slot in &list.full {
-                full_runs(&self.store, *slot, &mut answer.positions)?;
+                full_runs(&self.store, *slot, &mut answer.positions, &mut budget)?;
             }
             for run in &list.runs {
+                budget.take(1)?;
                 match &*self.store.read(run.ptr)? {
                     Record::ListRun(r) if r.positions.len() == run.count as usize => {
+                        budget.take(r.positions.len())?;
                         answer.positions.extend_from_slice(&r.positions)
                     }
                     _ => return Err(IndexError::Damaged(format!("the list run at {} is not one", run.ptr))),
                 }
             }
+            budget.take(list.tail.len())?;
             answer.positions.extend_from_slice(&list.tail);
             if answer.positions.len() as u64 != list.count {
                 return Err(IndexError::Damaged(format!("the list at {} lacks positions", at.ptr)));
@@ -420,16 +505,24 @@ impl Snapshot {
 
 /// The positions of the full list runs under `slot`, in order, onto `out`. Each list node is
 /// one level above its children, so the descent ends within 52 levels whatever the file says.
-fn full_runs(store: &Store, slot: ListSlot, out: &mut Vec<u64>) -> Result<(), IndexError> {
+/// Every record read and position taken counts against `budget`.
+fn full_runs(
+    store: &Store,
+    slot: ListSlot,
+    out: &mut Vec<u64>,
+    budget: &mut ListBudget<'_>,
+) -> Result<(), IndexError> {
+    budget.take(1)?;
     let record = store.read(slot.ptr)?;
     match (&*record, slot.level) {
         (Record::ListRun(r), 0) if r.positions.len() == FULL_RUN => {
+            budget.take(r.positions.len())?;
             out.extend_from_slice(&r.positions);
             Ok(())
         }
         (Record::ListNode(n), level) if n.level == level && level > 0 => {
-            full_runs(store, ListSlot { level: level - 1, ptr: n.left }, out)?;
-            full_runs(store, ListSlot { level: level - 1, ptr: n.right }, out)
+            full_runs(store, ListSlot { level: level - 1, ptr: n.left }, out, budget)?;
+            full_runs(store, ListSlot { level: level - 1, ptr: n.right }, out, budget)
         }
         _ => Err(IndexError::Damaged(format!(
             "the full list run (level {}) at {} is not one",

@@ -1261,6 +1261,20 @@ fn walk_too_large(e: IndexError) -> MemoryError {
     }
 }
 
+/// A list walk refused as too large, said as the memory says it, with what can be asked
+/// instead (a list proof has no pages: it is the whole list or nothing).
+fn list_too_large(e: IndexError) -> MemoryError {
+    match e {
+        IndexError::ListTooLarge { list, entries, max } => MemoryError::TooLarge(format!(
+            "the list of {list} holds {entries} entries, and a list proof walks at most {max} \
+             steps and entries (every entry carries its atom). Ask for a box and interval instead \
+             (a range proof) and keep the atoms of that list in it, or ask as of an earlier head, \
+             when the list was shorter"
+        )),
+        other => other.into(),
+    }
+}
+
 /// The index as of a committed version, checked against the root the head commits to.
 pub fn snapshot_of(
     reader: &IndexReader,
@@ -1323,6 +1337,20 @@ impl Prover {
             self.index_v2_from,
         )
     }
+
+    /// [`Prover::list`], its list walk refused past `max_steps` ([`prove_list_within`]).
+    pub fn list_within(&self, key: ListKey, max_steps: usize) -> Result<ProofFile, MemoryError> {
+        prove_list_within(
+            &self.reader,
+            &self.log,
+            self.log_id,
+            &self.version,
+            self.attestation.clone(),
+            key,
+            self.index_v2_from,
+            max_steps,
+        )
+    }
 }
 
 /// A range proof as of a committed version, from the index's readers' side and the log: no
@@ -1344,7 +1372,9 @@ pub fn prove_range(
     })
 }
 
-/// A subject or link proof as of a committed version (as [`prove_range`]).
+/// A subject or link proof as of a committed version (as [`prove_range`]). A list longer than
+/// a proof file can carry is refused ([`MemoryError::TooLarge`]) before its positions are
+/// read, and its atoms are read only while they fit the 64 MiB a verifier reads.
 pub fn prove_list(
     reader: &IndexReader,
     log: &Log,
@@ -1354,11 +1384,37 @@ pub fn prove_list(
     key: ListKey,
     index_v2_from: u64,
 ) -> Result<ProofFile, MemoryError> {
+    prove_list_within(
+        reader,
+        log,
+        log_id,
+        version,
+        attestation,
+        key,
+        index_v2_from,
+        crate::index::MAX_LIST_STEPS,
+    )
+}
+
+/// [`prove_list`], its list walk refused past `max_steps` (records read and positions; a
+/// test's small bound, or [`crate::index::MAX_LIST_STEPS`]).
+#[allow(clippy::too_many_arguments)] // prove_list's, and the bound
+pub fn prove_list_within(
+    reader: &IndexReader,
+    log: &Log,
+    log_id: LogId,
+    version: &MemoryLog,
+    attestation: Attestation,
+    key: ListKey,
+    index_v2_from: u64,
+    max_steps: usize,
+) -> Result<ProofFile, MemoryError> {
     let snapshot = snapshot_of(reader, version, index_v2_from)?;
     let answer = match &key {
-        ListKey::Subject(s) => snapshot.subject(s)?,
-        ListKey::LinksTo(id) => snapshot.links(id)?,
-    };
+        ListKey::Subject(s) => snapshot.subject_within(s, max_steps),
+        ListKey::LinksTo(id) => snapshot.links_within(id, max_steps),
+    }
+    .map_err(list_too_large)?;
     let list = ListProof { key, atoms: answer_atoms(log, &answer.positions)?, answer };
     Ok(ProofFile {
         proof: Proof::List { log: log_id, head: version.head, list: Box::new(list) },
