@@ -438,10 +438,12 @@ impl Rmp {
         let trusted: Vec<[u8; 32]> = policy.revisers.iter().map(|r| r.key).collect();
         let (files, alone, pulse) = match &self.writer {
             Writer::Own(m) => {
-                let memory = Self::own(m);
-                let mut memories: Vec<&Memory> = vec![&memory];
-                memories.extend_from_slice(&others);
-                sion_store::memory::belief::bundle_with_chains(&memories, ids, &trusted)?
+                // Locked for each ledger read only: remembering goes on while lists are proved.
+                use sion_store::memory::belief::{Shared, Source};
+                let mine = Shared::new(m);
+                let mut sources: Vec<&dyn Source> = vec![&mine];
+                sources.extend(others.iter().map(|m| *m as &dyn Source));
+                sion_store::memory::belief::bundle_with_chains(&sources, ids, &trusted)?
             }
             Writer::Kernel(k) => k.readers.belief_bundle(&others, ids, &trusted)?,
         };

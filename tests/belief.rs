@@ -584,6 +584,36 @@ fn a_ledger_from_before_chains_is_refused_unless_the_reader_trusts_the_log_set()
     assert!(!checked.logs[0].proved);
 }
 
+/// A bundle made from a memory its writer holds behind a lock (a node, `sion mcp`) proves its
+/// link lists without that lock: with the lock held the whole time (a commit that takes long),
+/// every list still proves; only the ledger's few reads wait for it.
+#[test]
+fn link_lists_are_proved_without_the_writers_lock() {
+    use sion_memory::memory::belief::{Shared, Source};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let seen = observed();
+    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("memory");
+    let revisions: Vec<Atom> = (0..200).map(|i| revision(LinkRel::Accepts, seen.id(), i)).collect();
+    memory.remember(std::iter::once(seen.clone()).chain(revisions).collect()).expect("remember");
+    memory.commit(false).expect("commit");
+    let version = memory.committed().clone();
+    let attestation = memory.attestation_at(version.committed_at).expect("attestation");
+    let locked = std::sync::Mutex::new(memory);
+    let shared = Shared::new(&locked);
+    let held = locked.lock().expect("the writer's lock, held as a long commit holds it");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let file = shared.prove_links(&version, attestation.clone(), seen.id());
+            let _ = tx.send(file.map(|f| f.encode().len()));
+        });
+        let proved = rx.recv_timeout(std::time::Duration::from_secs(60));
+        drop(held);
+        let bytes = proved.expect("the list waited for the lock").expect("proves");
+        assert!(bytes > 200 * 60, "{bytes} bytes for 200 revisions");
+    });
+}
+
 /// The README's story at the command line: a robot's observation disputed by an operator,
 /// accepted again by the robot, believed two ways by two readers, each from a checked bundle.
 #[test]

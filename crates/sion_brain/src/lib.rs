@@ -266,21 +266,20 @@ impl Readers {
     }
 
     /// A belief bundle's proof files and its revisers' empty logs' attestations (see
-    /// [`sion_store::memory::belief::bundle_with_chains`]) from this
-    /// memory and `others`, as of the ledger's latest Pulse. The memory stays locked while
-    /// they are made (the ledger is read through it): the brain's next commit waits that long
-    /// — milliseconds for a hundred revisions, about a second for 10,000 across ten logs
-    /// (examples/belief_bench).
+    /// [`sion_store::memory::belief::bundle_with_chains`]) from this memory and `others`, as of
+    /// the ledger's latest Pulse. The memory is locked only for each ledger read (a few per
+    /// log and statement), not while the link proofs are made: the brain's commits go on.
     pub fn belief_bundle(
         &self,
         others: &[&Memory],
         targets: &[AtomId],
         trusted: &[[u8; 32]],
     ) -> Result<(Vec<ProofFile>, Vec<sion_verify::proof::Attestation>, u64), MemoryError> {
-        let memory = self.memory();
-        let mut memories: Vec<&Memory> = vec![&memory];
-        memories.extend_from_slice(others);
-        sion_store::memory::belief::bundle_with_chains(&memories, targets, trusted)
+        use sion_store::memory::belief::{Shared, Source};
+        let mine = Shared::new(&self.memory);
+        let mut sources: Vec<&dyn Source> = vec![&mine];
+        sources.extend(others.iter().map(|m| *m as &dyn Source));
+        sion_store::memory::belief::bundle_with_chains(&sources, targets, trusted)
     }
 
     /// The committed version to answer as of, and the ledger's attestation of it.

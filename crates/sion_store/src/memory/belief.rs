@@ -2,13 +2,158 @@
 //! needs to check a fold from heads alone, built from the logs of the revisers it trusts.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use sion_verify::atom::AtomId;
 use sion_verify::belief::{State, simulated};
-use sion_verify::ledger::LogId;
+use sion_verify::ledger::{LogId, MemoryLog};
 use sion_verify::proof::{Attestation, Claim, ListKey, ProofFile};
 
 use super::{Memory, MemoryError};
+use crate::index::IndexReader;
+use crate::log::Log;
+
+/// What a bundle needs of one memory: the ledger's word about it (a few reads) and link proofs
+/// from its log and index (the long part, read without any lock: [`Shared`]).
+pub trait Source {
+    /// The log's writer key.
+    fn writer_key(&self) -> [u8; 32];
+    /// The log's id on its ledger.
+    fn log_id(&self) -> LogId;
+    /// The memory's directory, for errors.
+    fn dir(&self) -> PathBuf;
+    /// The ledger's latest Pulse.
+    fn latest_pulse(&self) -> Result<u64, MemoryError>;
+    /// The ledger's attestation of this log at `pulse`.
+    fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError>;
+    /// The ledger's attestation of log `id` at `pulse`.
+    fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, MemoryError>;
+    /// When the atom at `position` was recorded, as a proof file (kind 6).
+    fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError>;
+    /// The complete list of atoms linking to `target`, against `version` (kind 4).
+    fn prove_links(
+        &self,
+        version: &MemoryLog,
+        attestation: Attestation,
+        target: AtomId,
+    ) -> Result<ProofFile, MemoryError>;
+}
+
+impl Source for Memory {
+    fn writer_key(&self) -> [u8; 32] {
+        self.writer().verifying_key().to_bytes()
+    }
+    fn log_id(&self) -> LogId {
+        Memory::log_id(self)
+    }
+    fn dir(&self) -> PathBuf {
+        Memory::dir(self).to_owned()
+    }
+    fn latest_pulse(&self) -> Result<u64, MemoryError> {
+        Ok(self.ledger().latest()?.header.number)
+    }
+    fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
+        Memory::attestation_at(self, pulse)
+    }
+    fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, MemoryError> {
+        Memory::attestation_of(self, id, pulse)
+    }
+    fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError> {
+        Memory::prove_recorded(self, position)
+    }
+    fn prove_links(
+        &self,
+        version: &MemoryLog,
+        attestation: Attestation,
+        target: AtomId,
+    ) -> Result<ProofFile, MemoryError> {
+        super::prove_list(
+            self.index_reader(),
+            self.log(),
+            Memory::log_id(self),
+            version,
+            attestation,
+            ListKey::LinksTo(target),
+            self.index_v2_from(),
+        )
+    }
+}
+
+/// A memory its writer holds behind a lock (a node's kernel, `sion mcp`), as a bundle's
+/// source: the ledger is read under the lock, one read at a time, and link proofs — most of a
+/// bundle's work — from the log and index without it, so commits and appends do not wait for
+/// a bundle. Every ledger read is of the one Pulse chosen first (or of a recorded time, which
+/// never changes), so a commit in between changes nothing the bundle holds.
+pub struct Shared<'a> {
+    memory: &'a Mutex<Memory>,
+    reader: IndexReader,
+    log: Log,
+    log_id: LogId,
+    writer: [u8; 32],
+    dir: PathBuf,
+    index_v2_from: u64,
+}
+
+impl<'a> Shared<'a> {
+    /// Take what the link proofs need from the memory, holding its lock a moment.
+    pub fn new(memory: &'a Mutex<Memory>) -> Self {
+        let m = memory.lock().unwrap_or_else(PoisonError::into_inner);
+        Self {
+            reader: m.index_reader().clone(),
+            log: m.log().clone(),
+            log_id: m.log_id(),
+            writer: m.writer().verifying_key().to_bytes(),
+            dir: m.dir().to_owned(),
+            index_v2_from: m.index_v2_from(),
+            memory,
+        }
+    }
+
+    fn locked(&self) -> MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Source for Shared<'_> {
+    fn writer_key(&self) -> [u8; 32] {
+        self.writer
+    }
+    fn log_id(&self) -> LogId {
+        self.log_id
+    }
+    fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+    fn latest_pulse(&self) -> Result<u64, MemoryError> {
+        Ok(self.locked().ledger().latest()?.header.number)
+    }
+    fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
+        self.locked().attestation_at(pulse)
+    }
+    fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, MemoryError> {
+        self.locked().attestation_of(id, pulse)
+    }
+    fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError> {
+        self.locked().prove_recorded(position)
+    }
+    fn prove_links(
+        &self,
+        version: &MemoryLog,
+        attestation: Attestation,
+        target: AtomId,
+    ) -> Result<ProofFile, MemoryError> {
+        super::prove_list(
+            &self.reader,
+            &self.log,
+            self.log_id,
+            version,
+            attestation,
+            ListKey::LinksTo(target),
+            self.index_v2_from,
+        )
+    }
+}
 
 /// A bundle's proof files for `targets`, from `memories` (one log each, all on one ledger),
 /// every head attested as of the ledger's latest Pulse: each log's complete list of links to
@@ -27,13 +172,13 @@ pub fn bundle(
 /// reader can follow each reviser's chain of logs whole; docs/BELIEF.md, "Every log of a
 /// reviser"): files, those attestations, and the Pulse. A trusted reviser's log on the
 /// ledger that holds atoms but is not among `memories` is refused, naming it.
-pub fn bundle_with_chains(
-    memories: &[&Memory],
+pub fn bundle_with_chains<S: Source + ?Sized>(
+    memories: &[&S],
     targets: &[AtomId],
     trusted: &[[u8; 32]],
 ) -> Result<(Vec<ProofFile>, Vec<Attestation>, u64), MemoryError> {
     let Some(first) = memories.first() else { return Ok((Vec::new(), Vec::new(), 0)) };
-    let pulse = first.ledger().latest()?.header.number;
+    let pulse = first.latest_pulse()?;
     // Each log's head as of that Pulse and the ledger's attestation of it, made once: every
     // link proof of the log is against this head, with this attestation.
     let mut heads = Vec::with_capacity(memories.len());
@@ -42,7 +187,7 @@ pub fn bundle_with_chains(
         let attestation = memory.attestation_at(pulse)?;
         if attestation.state.log.head.size == 0 {
             // Nothing in it: no list to prove. A trusted reviser's is carried for its chain.
-            let writer = memory.writer().verifying_key().to_bytes();
+            let writer = memory.writer_key();
             if trusted.contains(&writer) && attestation.state.log.chain.is_some() {
                 alone.push(attestation);
             }
@@ -58,7 +203,7 @@ pub fn bundle_with_chains(
     let given: BTreeSet<LogId> = memories.iter().map(|m| m.log_id()).collect();
     let mut walked: BTreeSet<LogId> = BTreeSet::new();
     for (m, memory) in memories.iter().enumerate() {
-        let writer = memory.writer().verifying_key().to_bytes();
+        let writer = memory.writer_key();
         if !trusted.contains(&writer) || walked.contains(&memory.log_id()) {
             continue;
         }
@@ -82,7 +227,7 @@ pub fn bundle_with_chains(
             }
             if log.head.size > 0 {
                 return Err(MemoryError::Config {
-                    path: memory.dir().to_owned(),
+                    path: memory.dir(),
                     problem: format!(
                         "reviser {}'s log {id} holds {} atoms at Pulse {pulse} but is not among the memories \
                          given: a reader needs every log of a reviser it trusts (give that memory too)",
@@ -106,21 +251,13 @@ pub fn bundle_with_chains(
         }
         for (m, memory) in memories.iter().enumerate() {
             let Some((version, attestation)) = &heads[m] else { continue };
-            let file = super::prove_list(
-                memory.index_reader(),
-                memory.log(),
-                memory.log_id(),
-                version,
-                attestation.clone(),
-                ListKey::LinksTo(target),
-                memory.index_v2_from(),
-            )?;
-            let writer = memory.writer().verifying_key().to_bytes();
+            let file = memory.prove_links(version, attestation.clone(), target)?;
+            let writer = memory.writer_key();
             if trusted.contains(&writer)
                 && let Claim::List { atoms, .. } = file
                     .verify_sharing(None, &mut checked)
                     .map_err(|e| MemoryError::Config {
-                        path: memory.dir().to_owned(),
+                        path: memory.dir(),
                         problem: format!("a link proof it made does not verify: {e}"),
                     })?
                     .claim
