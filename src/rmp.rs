@@ -158,6 +158,10 @@ enum Writer {
     Kernel(KernelDoors),
 }
 
+/// The most atoms one `believe` may ask about: each costs a link proof from every log its bundle
+/// draws on, so the question's size is bounded before any is made.
+pub const MAX_TARGETS: usize = 1024;
+
 /// One writer's memory behind the verbs. Every verb takes `&self` and may be called from many
 /// threads at once: the log serialises appends, and a commit covers whatever is durable when it
 /// is made. Verbs block (proofs, fsyncs, a node's commit): call them off an async runtime's
@@ -410,8 +414,18 @@ impl Rmp {
         })
     }
 
-    /// The atoms asked about: ids (64 hex digits), then atoms of this log by position.
+    /// The atoms asked about: ids (64 hex digits), then atoms of this log by position; at most
+    /// [`MAX_TARGETS`] (each costs a link proof per log a bundle draws on).
     pub fn atom_ids(&self, targets: &[String], positions: &[u64]) -> Result<Vec<AtomId>, RmpError> {
+        if targets.len() + positions.len() > MAX_TARGETS {
+            return Err(input(
+                "targets",
+                format!(
+                    "{} atoms asked about, more than the {MAX_TARGETS} one question may name: ask in parts",
+                    targets.len() + positions.len()
+                ),
+            ));
+        }
         let mut ids: Vec<AtomId> = targets
             .iter()
             .enumerate()
