@@ -5,11 +5,14 @@
 //! JSON text. A second writer process on the same directory is refused, saying where to
 //! connect instead.
 //!
-//! Over HTTP every request carries a bearer token from the server's token file, and the token's
-//! roles say which tools it may call ([`access`]); sessions are bounded in number and closed when
-//! idle. Over stdio the client is the process that started the server, and has every role.
+//! Over HTTP every request carries a bearer token from the server's token file, or comes over
+//! the server's Unix socket from a user it admits, and the token's (or the user's) roles say
+//! which tools it may call ([`access`]); connections must bring their request within a bound
+//! ([`listen`]); sessions are bounded in number and closed when idle. Over stdio the client is
+//! the process that started the server, and has every role.
 
 pub mod access;
+pub mod listen;
 pub mod stdio;
 
 use std::collections::HashMap;
@@ -28,7 +31,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 
-use access::{Grant, Holder, Role, Tokens};
+use access::{AccessError, Grant, Holder, Peers, Role, Tokens};
+pub use listen::Listen;
+use listen::{Bounded, ConnInfo, Door};
 
 use crate::rmp::{Rmp, RmpError};
 
@@ -354,13 +359,24 @@ impl ServerHandler for MemoryServer {
         };
         let needs = Role::of_tool(&request.name);
         if !grant.is_some_and(|g| g.allows(needs)) {
-            let has =
-                grant.map_or_else(|| "no token".into(), |g| format!("a token of role {}", g.describe()));
-            let text = format!(
-                "refused: {} needs a token with the role {} (or admin); this request has {has} (docs/ROS.md, \"Who may call the MCP tools\")",
-                request.name,
-                needs.name()
-            );
+            let peer = context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|http| http.extensions.get::<PeerUid>().copied());
+            let text = match (grant, peer) {
+                (Some(g), Some(PeerUid(uid))) => format!(
+                    "refused: {} needs the role {} (or admin); this request, from uid {uid} over the Unix socket, has the role {} (`--unix-role`, `--unix-allow`; docs/ROS.md, \"Who may call the MCP tools\")",
+                    request.name,
+                    needs.name(),
+                    g.describe()
+                ),
+                _ => format!(
+                    "refused: {} needs a token with the role {} (or admin); this request has {} (docs/ROS.md, \"Who may call the MCP tools\")",
+                    request.name,
+                    needs.name(),
+                    grant.map_or_else(|| "no token".into(), |g| format!("a token of role {}", g.describe()))
+                ),
+            };
             return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
         }
         // A sessionless request's place among the sessions is held until its answer is made:
@@ -383,10 +399,42 @@ impl ServerHandler for MemoryServer {
     }
 }
 
-/// How the HTTP server admits clients: the tokens, and the bounds on sessions and requests.
+/// What a client proves who it is with.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Credential {
+    /// `Authorization: Bearer TOKEN`, a token of this file (over TCP or a Unix socket).
+    Tokens(Arc<Tokens>),
+    /// The peer's uid over the Unix socket (`SO_PEERCRED`): only with [`Listen::Unix`].
+    Peers(Arc<Peers>),
+}
+
+impl From<Tokens> for Credential {
+    fn from(t: Tokens) -> Credential {
+        Credential::Tokens(Arc::new(t))
+    }
+}
+
+impl From<Peers> for Credential {
+    fn from(p: Peers) -> Credential {
+        Credential::Peers(Arc::new(p))
+    }
+}
+
+/// How the HTTP server admits clients: the credential, and the bounds on connections, sessions
+/// and requests.
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
-    pub tokens: Arc<Tokens>,
+    pub credential: Credential,
+    /// Connections open at once, at most; past it the next waits in the kernel's queue until
+    /// one closes.
+    pub max_connections: usize,
+    /// A connection must bring a whole request head within this of opening or of its last
+    /// answer, or is closed; a request's body must arrive within this of its head (408).
+    pub request_read: Duration,
+    /// A request head (request line and headers), at most (bytes); past it the connection is
+    /// closed.
+    pub max_head: usize,
     /// Sessions open at once, at most, a sessionless request counted as a session while it is
     /// served; an `initialize` (or sessionless request) past it is refused (503).
     pub max_sessions: usize,
@@ -406,13 +454,21 @@ pub struct HttpOptions {
 impl HttpOptions {
     pub const MAX_SESSIONS: usize = 64;
     pub const IDLE: Duration = Duration::from_secs(120);
+    pub const MAX_CONNECTIONS: usize = 256;
+    pub const REQUEST_READ: Duration = Duration::from_secs(10);
+    pub const MAX_HEAD: usize = 32 << 10;
 
-    /// These tokens, and the default bounds: 64 sessions, half of them for one token, 120 s
-    /// idle (longer than any tool call should take: rmcp counts a call in progress as idle),
-    /// 16 MiB a request (as a stdio line), 4 tool calls at once, each waiting 10 s at most.
-    pub fn new(tokens: Tokens) -> Self {
+    /// This credential (tokens, or Unix peers), and the default bounds: 256 connections, each
+    /// bringing its request head (at most 32 KiB) within 10 s and its body within 10 s more;
+    /// 64 sessions, half of them for one holder, 120 s idle (longer than any tool call should
+    /// take: rmcp counts a call in progress as idle), 16 MiB a request (as a stdio line), 4
+    /// tool calls at once, each waiting 10 s at most.
+    pub fn new(credential: impl Into<Credential>) -> Self {
         Self {
-            tokens: Arc::new(tokens),
+            credential: credential.into(),
+            max_connections: Self::MAX_CONNECTIONS,
+            request_read: Self::REQUEST_READ,
+            max_head: Self::MAX_HEAD,
             max_sessions: Self::MAX_SESSIONS,
             max_sessions_per_token: Self::MAX_SESSIONS / 2,
             max_calls: MemoryServer::MAX_CALLS,
@@ -517,21 +573,29 @@ impl Guard {
     }
 }
 
-/// Serve `server` as streamable HTTP at `http://ADDR/mcp` until `stop` resolves; `ready` hears
-/// the address bound (port 0 picks one). Loopback only (tokens travel in clear). A request
-/// without a token of `options` is refused (401) before anything else is done for it.
+/// Serve `server` as streamable HTTP at `http://ADDR/mcp`, or at `/mcp` over the Unix socket
+/// `unix:PATH`, until `stop` resolves; `ready` hears where (port 0 picks one). TCP on loopback
+/// only (tokens travel in clear). A request without the credential of `options` (a token, or a
+/// Unix peer it admits) is refused (401, 403) once its head is read, before anything else is
+/// read or done for it; a connection that brings no whole head in time is closed.
 pub async fn serve_http(
     server: MemoryServer,
-    addr: SocketAddr,
+    listen: impl Into<Listen>,
     options: HttpOptions,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(Listen),
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), McpServeError> {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-    if !addr.ip().is_loopback() {
-        return Err(McpServeError::NotLoopback(addr));
-    }
+    let listen = listen.into();
+    let others = match (&listen, &options.credential) {
+        (Listen::Tcp(addr), _) if !addr.ip().is_loopback() => return Err(McpServeError::NotLoopback(*addr)),
+        (Listen::Tcp(_), Credential::Peers(_)) => return Err(McpServeError::PeersNeedUnix),
+        (_, Credential::Peers(p)) => p.admits_others(),
+        _ => false,
+    };
+    let (max_connections, request_read, max_head) =
+        (options.max_connections, options.request_read, options.max_head);
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(options.idle);
     // rmcp keeps each answer sent (a recall's may be tens of MB) for a late resume of its
@@ -550,18 +614,41 @@ pub async fn serve_http(
         opening: tokio::sync::Mutex::new(HashMap::new()),
         sessionless: Arc::default(),
     });
+    // `watch` outermost, so that every request (refused, or for another path, too) holds its
+    // connection busy while it is served, and only then.
     let router = axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(guard, admit));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| McpServeError::Io(format!("listening on {addr}"), e))?;
-    let bound = listener.local_addr().map_err(|e| McpServeError::Io("the address bound".into(), e))?;
-    ready(bound);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(stop)
-        .await
-        .map_err(|e| McpServeError::Io("serving HTTP".into(), e))
+        .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
+        .layer(axum::middleware::from_fn_with_state(guard, admit))
+        .layer(axum::middleware::from_fn(listen::watch))
+        .into_make_service_with_connect_info::<ConnInfo>();
+    match listen {
+        Listen::Tcp(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| McpServeError::Io(format!("listening on {addr}"), e))?;
+            let bound =
+                listener.local_addr().map_err(|e| McpServeError::Io("the address bound".into(), e))?;
+            ready(Listen::Tcp(bound));
+            let listener = Bounded::new(listener, max_connections, request_read, max_head, listen::tcp_door);
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stop)
+                .await
+                .map_err(|e| McpServeError::Io("serving HTTP".into(), e))
+        }
+        Listen::Unix(path) => {
+            let me = access::effective_uid()?;
+            let (listener, socket) = listen::bind_unix(&path, others, me)?;
+            ready(Listen::Unix(path.clone()));
+            let listener = Bounded::new(listener, max_connections, request_read, max_head, listen::unix_door);
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(stop)
+                .await
+                .map_err(|e| McpServeError::Io(format!("serving HTTP on {}", path.display()), e));
+            drop(socket);
+            served
+        }
+    }
 }
 
 /// A refusal at the door: the HTTP status, and a JSON-RPC error as the body, which MCP clients
@@ -583,44 +670,112 @@ fn refusal(status: axum::http::StatusCode, code: i64, text: String) -> axum::res
     r
 }
 
-/// The guard: the token first (nothing is read or made for a request without one), its roles
-/// put on the request for the tools, then the bounds on bodies and on sessions.
+/// A refusal after which the connection is closed: its client proved nothing (or is too slow),
+/// so it keeps no connection open here by asking again on it.
+fn refusal_closing(status: axum::http::StatusCode, code: i64, text: String) -> axum::response::Response {
+    let mut r = refusal(status, code, text);
+    r.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    r
+}
+
+/// The uid of a request's peer over the Unix socket, when that is its credential (for the words
+/// of a refusal).
+#[derive(Clone, Copy, Debug)]
+struct PeerUid(u32);
+
+/// Who the request's client is, by the server's credential: its holder and roles (and its uid,
+/// over the Unix socket), or why not (its status and words; the connection is then closed).
+fn identify(
+    guard: &Guard,
+    request: &axum::extract::Request,
+) -> Result<(Holder, Grant, Option<u32>), (axum::http::StatusCode, String)> {
+    use axum::http::StatusCode;
+    let door = request.extensions().get::<axum::extract::ConnectInfo<ConnInfo>>().map(|c| c.0.door);
+    match &guard.options.credential {
+        Credential::Peers(peers) => {
+            let Some(Door::Unix { uid: Some(uid) }) = door else {
+                return Err((
+                    StatusCode::FORBIDDEN,
+                    "this MCP server admits only peers of its Unix socket that the kernel names".into(),
+                ));
+            };
+            match peers.grant(uid) {
+                Some(grant) => Ok((Peers::holder(uid), grant, Some(uid))),
+                None => {
+                    tracing::warn!(
+                        "an MCP connection of uid {uid} was refused: not admitted on the Unix socket"
+                    );
+                    Err((
+                        StatusCode::FORBIDDEN,
+                        format!(
+                            "uid {uid} is not admitted on this MCP server's Unix socket: it admits its own user (uid {}) and the users its operator allows (`--unix-allow {uid}=ROLES`, or `mcp_unix_allow` for the node; docs/ROS.md, \"Who may call the MCP tools\")",
+                            peers.me()
+                        ),
+                    ))
+                }
+            }
+        }
+        Credential::Tokens(tokens) => {
+            let presented = request
+                .headers()
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+                .map(str::trim);
+            presented.and_then(|t| tokens.holder(t)).map(|(h, g)| (h, g, None)).ok_or_else(|| {
+                (
+                    StatusCode::UNAUTHORIZED,
+                    "this MCP server needs `Authorization: Bearer TOKEN`, a token from its token file (docs/ROS.md, \"Who may call the MCP tools\")".into(),
+                )
+            })
+        }
+    }
+}
+
+/// The guard: the credential first (nothing is read or made for a request without one), its
+/// roles put on the request for the tools, then the bounds on bodies and on sessions.
 async fn admit(
     axum::extract::State(guard): axum::extract::State<Arc<Guard>>,
     mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::http::StatusCode;
-    let presented = request
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
-    let Some((holder, grant)) = presented.and_then(|t| guard.options.tokens.holder(t)) else {
-        return refusal(
-            StatusCode::UNAUTHORIZED,
-            -32001,
-            "this MCP server needs `Authorization: Bearer TOKEN`, a token from its token file (docs/ROS.md, \"Who may call the MCP tools\")".into(),
-        );
+    let (holder, grant, peer) = match identify(&guard, &request) {
+        Ok(who) => who,
+        Err((status, why)) => return refusal_closing(status, -32001, why),
     };
     request.extensions_mut().insert(grant);
+    if let Some(uid) = peer {
+        request.extensions_mut().insert(PeerUid(uid));
+    }
     let opens =
         request.method() == axum::http::Method::POST && !request.headers().contains_key("mcp-session-id");
-    if !opens {
-        return next.run(request).await;
-    }
-    // A POST without a session may open one: read it (bounded) to see whether it is an
-    // `initialize`, then hand the bytes on.
+    // The body, whole, within its time and size: a client that trickles it holds nothing for
+    // long. (rmcp reads every body whole anyway.)
     let (parts, body) = request.into_parts();
     let max = guard.options.max_body;
-    let Ok(bytes) = axum::body::to_bytes(body, max).await else {
-        return refusal(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            -32600,
-            format!("a request's body is at most {max} bytes here"),
-        );
+    let wait = guard.options.request_read;
+    let bytes = match tokio::time::timeout(wait, axum::body::to_bytes(body, max)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            return refusal_closing(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                format!("a request's body is at most {max} bytes here"),
+            );
+        }
+        Err(_) => {
+            return refusal_closing(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                format!("the request's body did not arrive within {} s of its head", wait.as_secs_f64()),
+            );
+        }
     };
+    if !opens {
+        return next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await;
+    }
+    // A POST without a session may open one: is it an `initialize`?
     #[derive(Deserialize)]
     struct Peek {
         method: Option<String>,
@@ -656,11 +811,18 @@ async fn admit(
 
 /// Why the MCP server could not serve.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpServeError {
     #[error(
         "{0}: only a loopback address (tokens travel in clear over HTTP; put a TLS proxy in front to reach it from elsewhere)"
     )]
     NotLoopback(SocketAddr),
+    #[error("peer credentials are a Unix socket's: listen on unix:PATH, or use tokens over TCP")]
+    PeersNeedUnix,
+    #[error("the Unix socket {0}: {1}")]
+    Socket(PathBuf, String),
+    #[error(transparent)]
+    Access(#[from] AccessError),
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),
     #[error("{0}")]
@@ -670,6 +832,7 @@ pub enum McpServeError {
 #[cfg(test)]
 mod tests {
     use super::{MemoryServer, Role, stdio};
+    use std::time::Duration;
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 
     /// Serve `server` on an in-process pipe (the line transport, as stdio without being
@@ -719,6 +882,120 @@ mod tests {
         let local = MemoryServer { local: true, ..server };
         let v = answer_over_a_pipe(local, "sion_memory_open").await;
         assert_ne!(v["result"]["isError"], true, "{v}");
+    }
+
+    /// A request `initialize` with `extra` headers, as raw HTTP/1.1.
+    fn initialize(extra: &str) -> Vec<u8> {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    /// The status of the answer read from `s`.
+    async fn status<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
+        use tokio::io::AsyncReadExt as _;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).await.expect("the answer");
+            assert_ne!(n, 0, "closed before answering: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).split(' ').nth(1).unwrap_or_default().to_owned()
+    }
+
+    /// How long until the server closed `s` (a read gives nothing, or the connection is reset),
+    /// if within `within`.
+    async fn closed<S: tokio::io::AsyncRead + Unpin>(s: &mut S, within: Duration) -> Option<Duration> {
+        use tokio::io::AsyncReadExt as _;
+        let start = tokio::time::Instant::now();
+        let mut buf = [0u8; 4096];
+        loop {
+            match tokio::time::timeout_at(start + within, s.read(&mut buf)).await {
+                Err(_) => return None,
+                Ok(Ok(0)) | Ok(Err(_)) => return Some(start.elapsed()),
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// Issue 30 (4): a connection that sends nothing, or half a head, is closed once the bound
+    /// passes, and meanwhile a client with a token is served; before, both were kept for ever.
+    #[tokio::test]
+    async fn silent_and_half_sent_connections_are_closed_in_time() {
+        use super::{HttpOptions, Listen, access::Tokens};
+        use std::os::unix::fs::PermissionsExt as _;
+        use tokio::io::AsyncWriteExt as _;
+        let dir = tempfile::tempdir().expect("tmp");
+        let token = "t".repeat(40);
+        let path = dir.path().join("tokens");
+        std::fs::write(&path, format!("read {token}\n")).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let mut options = HttpOptions::new(Tokens::load(&path).expect("tokens"));
+        options.request_read = Duration::from_secs(1);
+        let server = MemoryServer::new(&dir.path().join("mem"), vec![]).expect("a memory");
+        let (tx, bound) = tokio::sync::oneshot::channel();
+        let addr: std::net::SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        tokio::spawn(super::serve_http(server, addr, options, |b| drop(tx.send(b)), std::future::pending()));
+        let Ok(Listen::Tcp(addr)) = bound.await else { panic!("not served") };
+
+        let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut half = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        half.write_all(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n").await.expect("write");
+        let mut client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        client.write_all(&initialize(&format!("Authorization: Bearer {token}\r\n"))).await.expect("write");
+        assert_eq!(status(&mut client).await, "200");
+        for s in [&mut silent, &mut half] {
+            let took = closed(s, Duration::from_secs(4)).await.expect("closed within the bound");
+            assert!(took < Duration::from_millis(2500), "{took:?}");
+        }
+        // A request without a token is refused, and its connection closed at once.
+        let mut stranger = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stranger.write_all(&initialize("")).await.expect("write");
+        assert_eq!(status(&mut stranger).await, "401");
+        assert!(closed(&mut stranger, Duration::from_millis(500)).await.is_some());
+    }
+
+    /// Over a Unix socket the peer's uid is the credential: this process's own user is served
+    /// with the roles given it (here the default, read), with no token; the socket is 0600 in a
+    /// directory made 0700, and is removed when the server stops.
+    #[tokio::test]
+    async fn a_unix_socket_serves_this_user_by_its_uid() {
+        use super::{HttpOptions, Listen, access::Grant, access::Peers};
+        use std::os::unix::fs::PermissionsExt as _;
+        use tokio::io::AsyncWriteExt as _;
+        let dir = tempfile::tempdir().expect("tmp");
+        let sock = dir.path().join("run").join("mcp.sock");
+        let mut options = HttpOptions::new(Peers::new(Grant::default()).expect("peers"));
+        options.request_read = Duration::from_secs(1);
+        let server = MemoryServer::new(&dir.path().join("mem"), vec![]).expect("a memory");
+        let (tx, bound) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(super::serve_http(
+            server,
+            Listen::Unix(sock.clone()),
+            options,
+            |b| drop(tx.send(b)),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        assert_eq!(bound.await.expect("served"), Listen::Unix(sock.clone()));
+        let mode = |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode(&sock), 0o600);
+        assert_eq!(mode(sock.parent().expect("dir")), 0o700);
+        let mut client = tokio::net::UnixStream::connect(&sock).await.expect("connect");
+        client.write_all(&initialize("")).await.expect("write");
+        assert_eq!(status(&mut client).await, "200");
+        let mut silent = tokio::net::UnixStream::connect(&sock).await.expect("connect");
+        assert!(closed(&mut silent, Duration::from_secs(4)).await.is_some());
+        drop(client);
+        let _ = stop.send(());
+        serving.await.expect("joined").expect("served");
+        assert!(!sock.exists(), "the socket was left behind");
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! Who may use the MCP server over HTTP: bearer tokens read from a file only its owner can
-//! read, each with the roles it holds (docs/ROS.md, "Who may call the MCP tools").
+//! read, each with the roles it holds, or, over a Unix socket, the peer's user id as the kernel
+//! reports it, with the roles given to that user (docs/ROS.md, "Who may call the MCP tools").
 //!
 //! The file has one token a line, `ROLES TOKEN`: ROLES is `read`, `remember`, `forget`, `share`
 //! or `admin` (all of them), or several joined by commas (`remember,forget`); every token
-//! reads. A token is at least 32 characters with no space; `#` starts a comment line.
+//! reads. A token is at least 32 characters with no space; `#` starts a comment line. The file
+//! is refused, as ssh refuses a private key, when it is a symbolic link, not a plain file, not
+//! the server's user's, readable or writable by others, or in a directory others can change:
+//! tokens others may have read are not repaired in place but replaced.
 
 use std::io::{Read as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 /// The shortest token accepted: a token is a password no one types.
@@ -89,7 +93,8 @@ impl Grant {
         roles.join(",")
     }
 
-    fn parse(roles: &str) -> Result<Grant, String> {
+    /// Roles as the token file spells them (`read`, `remember,forget`, `admin`).
+    pub fn parse(roles: &str) -> Result<Grant, String> {
         let mut g = Grant::default();
         for role in roles.split(',') {
             match role {
@@ -111,13 +116,32 @@ impl Grant {
 
 /// Why the tokens could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AccessError {
     #[error("{0}: {1}")]
     Io(PathBuf, #[source] std::io::Error),
     #[error(
-        "{0} can be read or changed by other users (mode {1:04o}): the tokens in it would be anyone's; run `chmod 600 {0}`"
+        "{0} can be read or changed by other users (mode {1:04o}): the tokens in it would be anyone's; run `chmod 600 {0}` (and, if others may have read it, write new tokens)"
     )]
     Exposed(PathBuf, u32),
+    #[error(
+        "{0} is a symbolic link: a token file is read only where it is, so that whoever can change the link cannot swap the tokens; name the file itself (`--tokens $(readlink -f {0})`, or `mcp_tokens` for the node)"
+    )]
+    Symlink(PathBuf),
+    #[error("{0} is not a plain file; a token file is a plain file of mode 0600")]
+    NotAFile(PathBuf),
+    #[error(
+        "{0} belongs to uid {1}, not to this server's user (uid {2}): its owner can change the tokens; as root, `chown {2} {0} && chmod 600 {0}`, or write a token file of your own"
+    )]
+    Owner(PathBuf, u32, u32),
+    #[error(
+        "{0}, the directory of the token file, can be changed by others (uid {1}, mode {2:04o}): they could replace the file; `chmod go-w {0}` (owned by this server's user or root), or keep the tokens in a directory of their own"
+    )]
+    Directory(PathBuf, u32, u32),
+    #[error("{0} is over {1} bytes: not a token file")]
+    TooLarge(PathBuf, u64),
+    #[error("which user this server runs as ({0}): /proc/self/status")]
+    Whoami(#[source] std::io::Error),
     #[error("{0}, line {1}: {2}")]
     Line(PathBuf, usize, String),
     #[error("{0} holds no token (lines `ROLES TOKEN`, e.g. `read <64 hex digits>`)")]
@@ -126,9 +150,19 @@ pub enum AccessError {
     Random(#[source] std::io::Error),
 }
 
-/// One token of a [`Tokens`] (not the token itself): what the server's bounds per holder count.
+/// Who holds a session: one token of a [`Tokens`] (not the token itself), or one user over a
+/// Unix socket; what the server's bounds per holder count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Holder(usize);
+pub struct Holder(Who);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Who {
+    Token(usize),
+    Uid(u32),
+}
+
+/// The largest token file read (a token a line: thousands of tokens).
+pub const MAX_TOKEN_FILE: u64 = 1 << 20;
 
 /// The tokens a server accepts. Only their hashes are kept.
 #[derive(Debug)]
@@ -138,16 +172,42 @@ pub struct Tokens {
 }
 
 impl Tokens {
-    /// Read the tokens in `path`, refusing a file others can read or change.
+    /// Read the tokens in `path`, refusing a file others can read or change: a symbolic link
+    /// (not followed), anything but a plain file, a file of another user, one with any group or
+    /// other bit, or one in a directory others can write to.
     pub fn load(path: &Path) -> Result<Tokens, AccessError> {
         let io = |e| AccessError::Io(path.to_path_buf(), e);
-        let mut file = std::fs::File::open(path).map_err(io)?;
-        let mode = file.metadata().map_err(io)?.permissions().mode() & 0o777;
+        let me = effective_uid()?;
+        // O_NOFOLLOW: the check and the read are of the same file, not of what a link named
+        // when it was checked; O_NONBLOCK: a FIFO put there cannot hang the open.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => AccessError::Symlink(path.to_path_buf()),
+                _ => io(e),
+            })?;
+        let meta = file.metadata().map_err(io)?;
+        if !meta.file_type().is_file() {
+            return Err(AccessError::NotAFile(path.to_path_buf()));
+        }
+        if meta.uid() != me {
+            return Err(AccessError::Owner(path.to_path_buf(), meta.uid(), me));
+        }
+        let mode = meta.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
             return Err(AccessError::Exposed(path.to_path_buf(), mode));
         }
+        check_directory(path, me)?;
+        if meta.len() > MAX_TOKEN_FILE {
+            return Err(AccessError::TooLarge(path.to_path_buf(), MAX_TOKEN_FILE));
+        }
         let mut text = String::new();
-        file.read_to_string(&mut text).map_err(io)?;
+        (&mut file).take(MAX_TOKEN_FILE + 1).read_to_string(&mut text).map_err(io)?;
+        if text.len() as u64 > MAX_TOKEN_FILE {
+            return Err(AccessError::TooLarge(path.to_path_buf(), MAX_TOKEN_FILE));
+        }
         let mut entries: Vec<(blake3::Hash, Grant)> = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -230,7 +290,7 @@ impl Tokens {
         let mut found = None;
         for (i, (h, grant)) in self.entries.iter().enumerate() {
             if *h == hash {
-                found = Some((Holder(i), *grant));
+                found = Some((Holder(Who::Token(i)), *grant));
             }
         }
         found
@@ -251,6 +311,106 @@ impl Tokens {
             }
         }
         kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The directory holding `path` must be changeable only by this server's user or root: whoever
+/// else can write to it can rename another file into the token file's place.
+fn check_directory(path: &Path, me: u32) -> Result<(), AccessError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let meta = std::fs::metadata(dir).map_err(|e| AccessError::Io(dir.to_path_buf(), e))?;
+    let mode = meta.permissions().mode() & 0o7777;
+    // A sticky directory (/tmp) lets no one else rename over a file they do not own.
+    let others_write = mode & 0o022 != 0 && mode & 0o1000 == 0;
+    if others_write || (meta.uid() != me && meta.uid() != 0) {
+        return Err(AccessError::Directory(dir.to_path_buf(), meta.uid(), mode));
+    }
+    Ok(())
+}
+
+/// The user this process runs as (its effective uid), as the kernel reports it: the owner a
+/// token file must have and the peer a Unix socket admits by default.
+pub fn effective_uid() -> Result<u32, AccessError> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(AccessError::Whoami)?;
+    // `Uid:	real	effective	saved	filesystem`
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .and_then(|id| id.parse().ok())
+        .ok_or_else(|| AccessError::Whoami(std::io::Error::other("no effective uid in it")))
+}
+
+/// Who may use the MCP server over its Unix socket, by the peer's user id (`SO_PEERCRED`, which
+/// the kernel fills in and a client cannot choose): this server's own user, with the roles it
+/// is given (`read` unless told: every process of that user can reach the socket), and users
+/// allowed by uid, each with its roles. Any other peer is refused before its request is read.
+#[derive(Clone, Debug)]
+pub struct Peers {
+    me: u32,
+    own: Grant,
+    others: Vec<(u32, Grant)>,
+}
+
+impl Peers {
+    /// This server's user, with the roles `own`.
+    pub fn new(own: Grant) -> Result<Peers, AccessError> {
+        Ok(Peers { me: effective_uid()?, own, others: Vec::new() })
+    }
+
+    /// Admit `uid` too, with `grant` (for this server's own uid: its roles instead).
+    pub fn allow(mut self, uid: u32, grant: Grant) -> Peers {
+        if uid == self.me {
+            self.own = grant;
+        } else {
+            self.others.retain(|(u, _)| *u != uid);
+            self.others.push((uid, grant));
+        }
+        self
+    }
+
+    /// The roles of a peer running as `uid`, if it is admitted.
+    pub fn grant(&self, uid: u32) -> Option<Grant> {
+        if uid == self.me {
+            return Some(self.own);
+        }
+        self.others.iter().find(|(u, _)| *u == uid).map(|(_, g)| *g)
+    }
+
+    /// What sessions of a peer of `uid` count as, against the bounds per holder.
+    pub fn holder(uid: u32) -> Holder {
+        Holder(Who::Uid(uid))
+    }
+
+    /// Whether users other than this server's own are admitted (then the socket is made
+    /// reachable by them, and the peer check alone keeps the rest out).
+    pub fn admits_others(&self) -> bool {
+        !self.others.is_empty()
+    }
+
+    /// The uid this server runs as.
+    pub fn me(&self) -> u32 {
+        self.me
+    }
+
+    /// Who is admitted, with which roles (for the operator's log line).
+    pub fn summary(&self) -> String {
+        let mut all = vec![format!("uid {} (this server's user): {}", self.me, self.own.describe())];
+        all.extend(self.others.iter().map(|(u, g)| format!("uid {u}: {}", g.describe())));
+        all.join("; ")
+    }
+
+    /// One allowed peer as written on the command line or in a parameter: `UID` (role `read`)
+    /// or `UID=ROLES` (`1001=remember,forget`).
+    pub fn parse_allowed(text: &str) -> Result<(u32, Grant), String> {
+        let (uid, roles) = text.trim().split_once('=').unwrap_or((text.trim(), "read"));
+        let uid = uid.trim().parse::<u32>().map_err(|_| {
+            format!("{text:?}: expected UID or UID=ROLES with a numeric user id (`id -u NAME` says it)")
+        })?;
+        Ok((uid, Grant::parse(roles.trim()).map_err(|e| format!("{text:?}: {e}"))?))
     }
 }
 
@@ -312,6 +472,98 @@ mod tests {
             let e = Tokens::load(&p).expect_err(&text).to_string();
             assert!(e.contains(says), "{text:?}: {e}");
         }
+    }
+
+    /// Each way a token file can be another's to read or to change is refused, naming the file
+    /// and the fix (issue 30, 4): a symbolic link (not followed, even to a good file), any
+    /// group or other bit, something not a plain file, another user's file, a directory others
+    /// can write to; and a file too large to be one.
+    #[test]
+    fn a_token_file_others_could_read_or_swap_is_refused_naming_the_fix() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let good = format!("read {}\n", "r".repeat(40));
+        let real = write(dir.path(), &good, 0o600);
+        Tokens::load(&real).expect("a good file");
+
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let e = Tokens::load(&link).expect_err("a link").to_string();
+        assert!(
+            e.contains(&format!("{} is a symbolic link", link.display())) && e.contains("readlink -f"),
+            "{e}"
+        );
+
+        for mode in [0o640, 0o620, 0o610, 0o604, 0o602, 0o601, 0o644] {
+            std::fs::set_permissions(&real, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            let e = Tokens::load(&real).expect_err("exposed").to_string();
+            assert!(e.contains(&format!("chmod 600 {}", real.display())), "{mode:o}: {e}");
+        }
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+            let e = Tokens::load(&fifo).expect_err("a fifo").to_string();
+            assert!(e.contains("not a plain file"), "{e}");
+        }
+
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).expect("mkdir");
+        let inside = write(&shared, &good, 0o600);
+        for (mode, refused) in [(0o777, true), (0o770, true), (0o1777, false), (0o755, false)] {
+            std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            match Tokens::load(&inside) {
+                Err(e) if refused => {
+                    let e = e.to_string();
+                    assert!(e.contains(&format!("chmod go-w {}", shared.display())), "{mode:o}: {e}");
+                }
+                Ok(_) if !refused => {}
+                other => panic!("directory mode {mode:o}: {other:?}"),
+            }
+        }
+
+        let big = write(dir.path(), &format!("{good}#{}\n", "x".repeat(MAX_TOKEN_FILE as usize)), 0o600);
+        assert!(matches!(Tokens::load(&big), Err(AccessError::TooLarge(..))));
+    }
+
+    /// A file of another user is refused (as root, who can give it away; skipped otherwise).
+    #[test]
+    fn another_users_token_file_is_refused() {
+        let me = effective_uid().expect("uid");
+        if me != 0 {
+            eprintln!("skipped: needs root, to give a file to another user");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = write(dir.path(), &format!("read {}\n", "r".repeat(40)), 0o600);
+        let chown = std::process::Command::new("chown").arg("65534").arg(&p).status();
+        if !chown.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: chown 65534 failed (a user namespace without that user?)");
+            return;
+        }
+        let e = Tokens::load(&p).expect_err("another's").to_string();
+        assert!(e.contains(&format!("{} belongs to uid 65534", p.display())), "{e}");
+        assert!(e.contains(&format!("chown 0 {}", p.display())), "{e}");
+    }
+
+    #[test]
+    fn peers_are_this_user_with_its_roles_and_those_allowed() {
+        let me = effective_uid().expect("uid");
+        let peers = Peers::new(Grant::default());
+        let peers = peers.expect("peers");
+        assert_eq!(peers.grant(me), Some(Grant::default()));
+        assert_eq!(peers.grant(me.wrapping_add(1)), None);
+        assert!(!peers.admits_others());
+        let (uid, g) = Peers::parse_allowed("4242=remember,share").expect("parsed");
+        let peers = peers.allow(uid, g).allow(me, Grant::ALL);
+        assert!(peers.admits_others());
+        assert_eq!(peers.grant(4242).map(Grant::describe).as_deref(), Some("read,remember,share"));
+        assert_eq!(peers.grant(me), Some(Grant::ALL));
+        assert_eq!(Peers::parse_allowed("17"), Ok((17, Grant::default())));
+        assert!(Peers::parse_allowed("bob").is_err());
+        assert!(Peers::parse_allowed("17=write").expect_err("role").contains("unknown role"));
+        assert_ne!(Peers::holder(4242), Peers::holder(4243));
     }
 
     #[test]

@@ -164,25 +164,35 @@ pub async fn run() -> Result<()> {
         services::Services { readers: readers.clone(), sensors: sensors.clone(), rmp: rmp.clone() };
     services.serve(&mut node)?;
     if let Some(addr) = mcp_listen {
-        let (path, default) = p.mcp_tokens(&dir);
-        let (tokens, created) = if default {
-            crate::mcp::access::Tokens::load_or_create(&path)
+        let options = if let crate::mcp::Listen::Unix(_) = addr {
+            let peers = p.mcp_unix_peers().map_err(|e| anyhow!(e))?;
+            tracing::info!("MCP clients are admitted by their user id: {}", peers.summary());
+            crate::mcp::HttpOptions::new(peers)
         } else {
-            crate::mcp::access::Tokens::load(&path).map(|t| (t, false))
-        }
-        .context("parameter mcp_tokens")?;
-        if created {
-            tracing::info!("wrote new MCP tokens to {} (one each for read, remember, admin)", path.display());
-        }
-        tracing::info!("MCP clients present a token of {} ({})", path.display(), tokens.summary());
-        let options = crate::mcp::HttpOptions::new(tokens);
+            let (path, default) = p.mcp_tokens(&dir);
+            let (tokens, created) = if default {
+                crate::mcp::access::Tokens::load_or_create(&path)
+            } else {
+                crate::mcp::access::Tokens::load(&path).map(|t| (t, false))
+            }
+            .context("parameter mcp_tokens")?;
+            if created {
+                tracing::info!(
+                    "wrote new MCP tokens to {} (one each for read, remember, admin)",
+                    path.display()
+                );
+            }
+            tracing::info!("MCP clients present a token of {} ({})", path.display(), tokens.summary());
+            crate::mcp::HttpOptions::new(tokens)
+        };
         let server = crate::mcp::MemoryServer::over(rmp);
         let stop = serving.clone();
         let (bound_tx, bound) = tokio::sync::oneshot::channel();
+        let listen = addr.clone();
         tokio::spawn(async move {
             let served = crate::mcp::serve_http(
                 server,
-                addr,
+                listen,
                 options,
                 |a| {
                     let _ = bound_tx.send(a);
@@ -195,7 +205,7 @@ pub async fn run() -> Result<()> {
             }
         });
         match bound.await {
-            Ok(a) => tracing::info!("serving MCP (streamable HTTP) at http://{a}/mcp"),
+            Ok(a) => tracing::info!("serving MCP (streamable HTTP) at {}", a.endpoint()),
             Err(_) => anyhow::bail!("parameter mcp_listen: could not serve MCP at {addr} (see above)"),
         }
     }

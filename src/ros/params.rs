@@ -48,15 +48,23 @@ pub struct Params {
     pub index_hot_mb: i64,
     /// The index's decoded records kept for readers and the writer, at most [MiB]
     pub index_cache_mb: i64,
-    /// Serve the memory's verbs as MCP tools (streamable HTTP at http://ADDR/mcp) from this
-    /// node, on this loopback address (127.0.0.1:8765); empty: not served. The node stays the
-    /// memory's one writer while MCP and ROS clients use it at once; every client presents a
-    /// token of mcp_tokens
+    /// Serve the memory's verbs as MCP tools (streamable HTTP at /mcp) from this node, on this
+    /// loopback address (127.0.0.1:8765), every client presenting a token of mcp_tokens, or on
+    /// this Unix socket (unix:/run/sion/mcp.sock, made 0600 in a directory made 0700), every
+    /// client known by its user id (mcp_unix_role, mcp_unix_allow); empty: not served. The node
+    /// stays the memory's one writer while MCP and ROS clients use it at once
     pub mcp_listen: String,
     /// The MCP clients' token file (lines `ROLES TOKEN`, roles read, remember, forget, share,
     /// admin; mode 0600, docs/ROS.md); empty: DATA_DIR/mcp/tokens, written with a read, a
-    /// remember and an admin token when absent
+    /// remember and an admin token when absent. Not read for a unix: mcp_listen
     pub mcp_tokens: String,
+    /// With a unix: mcp_listen, the roles of a client running as the node's own user (read,
+    /// remember, forget, share, admin, or several joined by commas)
+    pub mcp_unix_role: String,
+    /// With a unix: mcp_listen, other users admitted, `UID` (role read) or `UID=ROLES`,
+    /// separated by spaces or semicolons (`1001=remember;1002`); the socket is then 0666 in a
+    /// 0711 directory, the peer's uid alone keeping other users out
+    pub mcp_unix_allow: String,
     /// Other revisers' memory directories (read-only, on this memory's ledger), comma-separated,
     /// that ~/believe and the MCP tool draw belief bundles from too
     pub believe_from: String,
@@ -131,6 +139,8 @@ impl Default for Params {
             index_cache_mb: 64,
             mcp_listen: String::new(),
             mcp_tokens: String::new(),
+            mcp_unix_role: "read".into(),
+            mcp_unix_allow: String::new(),
             believe_from: String::new(),
             topics: Topics {
                 pose: topic(Stream::Pose),
@@ -254,21 +264,31 @@ impl Params {
         ))
     }
 
-    /// Where to serve MCP, if anywhere: a loopback address, or an error naming the parameter.
-    pub fn mcp_listen(&self) -> Result<Option<std::net::SocketAddr>, String> {
+    /// Where to serve MCP, if anywhere: a loopback address or `unix:PATH`, or an error naming
+    /// the parameter.
+    pub fn mcp_listen(&self) -> Result<Option<crate::mcp::Listen>, String> {
         let text = self.mcp_listen.trim();
         if text.is_empty() {
             return Ok(None);
         }
-        let addr: std::net::SocketAddr = text.parse().map_err(|e| {
-            format!("parameter mcp_listen: {text:?} is not an address like 127.0.0.1:8765 ({e})")
-        })?;
-        if !addr.ip().is_loopback() {
-            return Err(format!(
-                "parameter mcp_listen: {addr} is not a loopback address (tokens travel in clear over HTTP; put a TLS proxy in front)"
-            ));
+        text.parse().map(Some).map_err(|e| format!("parameter mcp_listen: {e}"))
+    }
+
+    /// Who a unix: mcp_listen admits: the node's own user with mcp_unix_role, and the users of
+    /// mcp_unix_allow; or an error naming the parameter.
+    pub fn mcp_unix_peers(&self) -> Result<crate::mcp::access::Peers, String> {
+        use crate::mcp::access::{Grant, Peers};
+        let own =
+            Grant::parse(self.mcp_unix_role.trim()).map_err(|e| format!("parameter mcp_unix_role: {e}"))?;
+        let mut peers = Peers::new(own).map_err(|e| e.to_string())?;
+        for one in
+            self.mcp_unix_allow.split(|c: char| c == ';' || c.is_whitespace()).filter(|s| !s.is_empty())
+        {
+            let (uid, grant) =
+                Peers::parse_allowed(one).map_err(|e| format!("parameter mcp_unix_allow: {e}"))?;
+            peers = peers.allow(uid, grant);
         }
-        Ok(Some(addr))
+        Ok(peers)
     }
 
     /// The MCP clients' token file: `mcp_tokens`, or DATA_DIR/mcp/tokens (and whether it is
@@ -326,13 +346,36 @@ mod tests {
     }
 
     #[test]
-    fn mcp_is_served_on_loopback_only() {
+    fn mcp_is_served_on_loopback_or_a_unix_socket_only() {
+        use crate::mcp::Listen;
         assert_eq!(Params::default().mcp_listen(), Ok(None));
         let p = Params { mcp_listen: "127.0.0.1:8765".into(), ..Params::default() };
-        assert_eq!(p.mcp_listen().expect("loopback").map(|a| a.port()), Some(8765));
-        for bad in ["0.0.0.0:8765", "10.1.2.3:80", "localhost"] {
+        assert_eq!(p.mcp_listen(), Ok(Some(Listen::Tcp("127.0.0.1:8765".parse().expect("addr")))));
+        let p = Params { mcp_listen: "unix:/run/sion/mcp.sock".into(), ..Params::default() };
+        assert_eq!(p.mcp_listen(), Ok(Some(Listen::Unix("/run/sion/mcp.sock".into()))));
+        for bad in ["0.0.0.0:8765", "10.1.2.3:80", "localhost", "unix:"] {
             let e = Params { mcp_listen: bad.into(), ..Params::default() }.mcp_listen().expect_err(bad);
             assert!(e.contains("mcp_listen"), "{e}");
+        }
+        // The node's own user reads unless told; others only as listed.
+        let peers = Params::default().mcp_unix_peers().expect("defaults");
+        let me = peers.me();
+        assert_eq!(peers.grant(me).map(|g| g.describe()).as_deref(), Some("read"));
+        assert_eq!(peers.grant(me.wrapping_add(1)), None);
+        let other = me.wrapping_add(7);
+        let p = Params {
+            mcp_unix_role: "remember".into(),
+            mcp_unix_allow: format!("{other}=remember,forget; {}", me.wrapping_add(8)),
+            ..Params::default()
+        };
+        let peers = p.mcp_unix_peers().expect("listed");
+        assert_eq!(peers.grant(me).map(|g| g.describe()).as_deref(), Some("read,remember"));
+        assert_eq!(peers.grant(other).map(|g| g.describe()).as_deref(), Some("read,remember,forget"));
+        assert_eq!(peers.grant(me.wrapping_add(8)).map(|g| g.describe()).as_deref(), Some("read"));
+        for (role, allow, names) in [("wrote", "", "mcp_unix_role"), ("read", "bob", "mcp_unix_allow")] {
+            let p = Params { mcp_unix_role: role.into(), mcp_unix_allow: allow.into(), ..Params::default() };
+            let e = p.mcp_unix_peers().expect_err(names);
+            assert!(e.contains(names), "{e}");
         }
         let p = Params { believe_from: " /a, ,/b ".into(), ..Params::default() };
         assert_eq!(p.believe_from(), vec![std::path::PathBuf::from("/a"), "/b".into()]);
