@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
-use sion_store::ledger::state::{Change, State};
+use sion_store::ledger::state::{Change, State, Undo};
 use sion_store::ledger::{
     Account, Agent, AgentStatus, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx,
     StateProof, TxTimeProof, account_of, decode_version, encode_version,
@@ -280,6 +280,19 @@ fn n20(n: u64) -> String {
     format!("{n:020}")
 }
 
+/// A state tree inclusion path as `P/path/I/K` holds it: the 32-byte nodes, bottom-up.
+fn encode_path(path: &[Digest]) -> Vec<u8> {
+    path.concat()
+}
+
+/// Read `P/path/I/K` back: whole 32-byte nodes, at most 64.
+fn decode_path(v: &[u8]) -> Option<Vec<Digest>> {
+    if !v.len().is_multiple_of(32) || v.len() > 64 * 32 {
+        return None;
+    }
+    Some(v.chunks_exact(32).filter_map(|c| c.try_into().ok()).collect())
+}
+
 fn head_value(h: &PulseHeader) -> Vec<u8> {
     let mut v = h.number.to_le_bytes().to_vec();
     v.extend_from_slice(&h.hash());
@@ -504,40 +517,280 @@ impl FleetLedger {
     /// The state as of the current head, read at one revision (a consistent snapshot) and
     /// checked before anything is built on it ([`FleetLedger::check_state`]): served while the
     /// head stays where this front-end last saw it.
-    async fn snapshot(&mut self) -> Result<Snapshot, FleetError> {
+    async fn snapshot(&mut self) -> Result<&Snapshot, FleetError> {
         let head = self.get(self.key_of("head"), None).await?;
         let Some(kv) = head.kvs().first() else { return Err(FleetError::Missing(self.prefix.clone())) };
         let head_revision = kv.mod_revision();
-        if self.fresh
-            && let Some(c) = &self.cached
-            && c.head_revision == head_revision
-        {
-            return Ok(c.clone());
+        let fresh = self.fresh && self.cached.as_ref().is_some_and(|c| c.head_revision == head_revision);
+        if !fresh {
+            let value = kv.value();
+            if value.len() != 40 {
+                return Err(self.damaged("head", format!("{} bytes, not 40", value.len())));
+            }
+            let mut number = [0u8; 8];
+            number.copy_from_slice(&value[..8]);
+            let number = u64::from_le_bytes(number);
+            let mut hash = [0u8; 32];
+            hash.copy_from_slice(&value[8..]);
+            let at = head.header().map_or(0, |h| h.revision());
+            // From the state this front-end held, the Pulses since are replayed, each checked and
+            // rehashing only what it changes; the whole state is read only without one (or past
+            // what can be replayed).
+            if !self.advance(number, hash, at, head_revision).await? {
+                let read = self.read_state(at, head_revision).await?;
+                let mut state = read.state;
+                state.index();
+                let latest =
+                    self.check_state(number, hash, (at, head_revision), read.written_after, &state).await?;
+                self.cached = Some(Snapshot { head_revision, state, latest });
+            }
+            self.fresh = true;
         }
-        let value = kv.value();
-        if value.len() != 40 {
-            return Err(self.damaged("head", format!("{} bytes, not 40", value.len())));
+        self.cached.as_ref().ok_or_else(|| FleetError::Missing(self.prefix.clone()))
+    }
+
+    /// Bring the held state to the head (Pulse `number`, hashing to `hash`, read at revision
+    /// `at`) by replaying the Pulses since: each entry's transaction checked by the rules and
+    /// applied in place, each header following the one before, signed by the ledger's key, and
+    /// naming the state root the change makes; then nothing past the head. O(Pulses replayed ×
+    /// log n), no log read. False (the held state kept as it was) when there is nothing held,
+    /// the head did not move to a later Pulse, or the Pulses since cannot be read
+    /// ([`MAX_REPLAY`], archived): the caller reads the whole state and checks it.
+    async fn advance(
+        &mut self,
+        number: u64,
+        hash: Digest,
+        at: i64,
+        head_revision: i64,
+    ) -> Result<bool, FleetError> {
+        let Some(mut held) = self.cached.take() else { return Ok(false) };
+        let was = held.latest.number;
+        if number <= was || number - was > MAX_REPLAY {
+            self.cached = Some(held);
+            return Ok(false);
         }
-        let mut number = [0u8; 8];
-        number.copy_from_slice(&value[..8]);
-        let number = u64::from_le_bytes(number);
-        let mut hash = [0u8; 32];
-        hash.copy_from_slice(&value[8..]);
-        let at = head.header().map_or(0, |h| h.revision());
-        let read = self.read_state(at, head_revision).await?;
-        let latest =
-            self.check_state(number, hash, (at, head_revision), read.written_after, &read.state).await?;
-        let snapshot = Snapshot { head_revision, state: read.state, latest };
-        self.cached = Some(snapshot.clone());
-        self.fresh = true;
-        Ok(snapshot)
+        let archived = match self.archived_mark_at(Some(at)).await {
+            Ok(mark) => mark.0,
+            Err(e) => {
+                self.cached = Some(held);
+                return Err(e);
+            }
+        };
+        if was + 1 < archived {
+            self.cached = Some(held);
+            return Ok(false);
+        }
+        let mut undone = Vec::new();
+        let since = held.head_revision;
+        let replayed = self.replay_in_place(&mut held, number, at, &mut undone).await;
+        let checked = match replayed {
+            Ok(()) if held.latest.hash() != hash => Err(self.mismatch(
+                number,
+                &["head".into(), format!("pulse/{}", n20(number))],
+                format!("P/head names Pulse {number} with a hash its entry's header does not have"),
+            )),
+            // Agents and nonces are not in the state root: what etcd holds of them, written since
+            // the Pulse held, must be what the Pulses replayed made (read are only the keys
+            // written since).
+            Ok(()) => match self.written_since(since, at, &held.state, false).await {
+                Ok(differ) if !differ.is_empty() => Err(self.mismatch(
+                    number,
+                    &differ,
+                    format!(
+                        "these keys do not hold what the signed Pulses {} … {number} made of the state this \
+                         front-end held at Pulse {was}",
+                        was + 1
+                    ),
+                )),
+                Ok(_) => self.nothing_past(number, at, archived).await,
+                Err(e) => Err(e),
+            },
+            // A Pulse whose signed root is not what its transaction makes: name the logs etcd
+            // holds otherwise than the replay made them, if any.
+            Err(FleetError::StateMismatch { pulse, keys, problem })
+                if problem.contains("does not sign the state") =>
+            {
+                match self.written_since(since, at, &held.state, true).await {
+                    Ok(differ) if !differ.is_empty() => Err(self.mismatch(pulse, &differ, problem)),
+                    _ => Err(FleetError::StateMismatch { pulse, keys, problem }),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(()) => {
+                held.head_revision = head_revision;
+                self.cached = Some(held);
+                Ok(true)
+            }
+            Err(e) => {
+                // Put back as it was held: a later look replays from there again.
+                while let Some((undo, latest)) = undone.pop() {
+                    held.state.undo(undo);
+                    held.latest = latest;
+                }
+                self.cached = Some(held);
+                Err(e)
+            }
+        }
+    }
+
+    /// Replay Pulses `held.latest + 1 … to` onto `held` in place, read at revision `at` a page
+    /// at a time; each change's undo (and the header before it) pushed on `undone`.
+    async fn replay_in_place(
+        &mut self,
+        held: &mut Snapshot,
+        to: u64,
+        at: i64,
+        undone: &mut Vec<(Undo, PulseHeader)>,
+    ) -> Result<(), FleetError> {
+        let operator = self.operator();
+        let key = self.public_key();
+        let mut n = held.latest.number + 1;
+        while n <= to {
+            let end = (n + REPLAY_PAGE).min(to + 1);
+            let range = |what: &str| {
+                let options = GetOptions::new()
+                    .with_range(self.key_of(&format!("{what}/{}", n20(end))))
+                    .with_revision(at);
+                (self.key_of(&format!("{what}/{}", n20(n))), Some(options))
+            };
+            let ((pulses, pulse_range), (sigs, sig_range)) = (range("pulse"), range("sig"));
+            let entries = self.get(pulses, pulse_range).await?;
+            let sigs = self.get(sigs, sig_range).await?;
+            let find = |resp: &etcd_client::GetResponse, k: &str| {
+                resp.kvs().iter().find(|kv| kv.key() == k.as_bytes()).map(|kv| kv.value().to_vec())
+            };
+            for m in n..end {
+                let rest = format!("pulse/{}", n20(m));
+                let sig_rest = format!("sig/{}", n20(m));
+                let bad = |problem: String| self.mismatch(to, std::slice::from_ref(&rest), problem);
+                let Some(value) = find(&entries, &self.key_of(&rest)) else {
+                    return Err(bad(format!("Pulse {m} is missing below the head, Pulse {to}")));
+                };
+                let (tx, header) = decode_entry(&value)
+                    .map_err(|e| bad(format!("Pulse {m}'s entry does not parse: {e}")))?;
+                let Some(tx) = tx else { return Err(bad(format!("Pulse {m}'s entry holds no transaction"))) };
+                let prev = held.latest;
+                if header.number != m || header.prev != prev.hash() || header.time_ns <= prev.time_ns {
+                    return Err(bad(format!("Pulse {m}'s header does not follow Pulse {}'s", m - 1)));
+                }
+                let signature: Option<[u8; 64]> =
+                    find(&sigs, &self.key_of(&sig_rest)).and_then(|v| v.as_slice().try_into().ok());
+                if signature.is_none_or(|signature| SignedHeader { header, signature }.verify(&key).is_err())
+                {
+                    return Err(self.mismatch(
+                        to,
+                        &[sig_rest],
+                        format!(
+                            "Pulse {m} has no signature of the ledger's key: not made by a front-end's commit"
+                        ),
+                    ));
+                }
+                let change = held.state.check(&operator, &tx, m).map_err(|e| {
+                    bad(format!(
+                        "Pulse {m}'s transaction is refused by the rules on the state before it ({e})"
+                    ))
+                })?;
+                undone.push((held.state.apply(tx.sender, change), prev));
+                held.latest = header;
+                let (logs, root) = held.state.root();
+                if (header.logs, header.state_root) != (logs, root) {
+                    return Err(bad(format!(
+                        "Pulse {m}'s header does not sign the state its transaction makes ({} logs, state root \
+                         {}; it says {} logs, {})",
+                        logs,
+                        hex::encode(root),
+                        header.logs,
+                        hex::encode(header.state_root)
+                    )));
+                }
+            }
+            n = end;
+        }
+        Ok(())
+    }
+
+    /// The keys under `agent/` and `nonce/` (and `log/`, with `logs`) written after revision
+    /// `since` and seen at `at` that do not hold what `state` holds, as `rest`s, sorted.
+    async fn written_since(
+        &mut self,
+        since: i64,
+        at: i64,
+        state: &State,
+        logs: bool,
+    ) -> Result<Vec<String>, FleetError> {
+        let mut out = Vec::new();
+        for what in ["agent/", "log/", "nonce/"] {
+            if what == "log/" && !logs {
+                continue;
+            }
+            let prefix = self.key_of(what);
+            let options = GetOptions::new()
+                .with_range(prefix_end(prefix.as_bytes()))
+                .with_revision(at)
+                .with_min_mod_revision(since + 1);
+            let resp = self.get(prefix.clone(), Some(options)).await?;
+            for kv in resp.kvs() {
+                let key = String::from_utf8_lossy(kv.key()).into_owned();
+                let Some(name) = key.strip_prefix(&prefix) else { continue };
+                let holds = match what {
+                    "agent/" => state.agents.get(name).is_some_and(|a| agent_value(a) == kv.value()),
+                    "log/" => name
+                        .parse::<u64>()
+                        .ok()
+                        .and_then(|i| state.logs.get(i as usize))
+                        .is_some_and(|l| l.encode() == kv.value()),
+                    _ => name
+                        .parse::<Account>()
+                        .is_ok_and(|a| state.nonce(&a).to_le_bytes().as_slice() == kv.value()),
+                };
+                if !holds {
+                    out.push(format!("{what}{name}"));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// No Pulse lies past the head at revision `at` (its number would be signed twice), and
+    /// the archive's mark is not past it either.
+    async fn nothing_past(&mut self, number: u64, at: i64, archived: u64) -> Result<(), FleetError> {
+        let next_rest = format!("pulse/{}", n20(number + 1));
+        let resp = self
+            .get(self.key_of(&next_rest), Some(GetOptions::new().with_count_only().with_revision(at)))
+            .await?;
+        if resp.count() > 0 {
+            return Err(self.mismatch(
+                number,
+                &["head".into(), next_rest],
+                format!(
+                    "etcd holds Pulse {} past the head: P/head was put back to an older Pulse, and the next \
+                     header would reuse a number already signed",
+                    number + 1
+                ),
+            ));
+        }
+        if archived > number {
+            return Err(self.mismatch(
+                number,
+                &["head".into(), "archived".into()],
+                format!(
+                    "Pulses up to {} are archived, past the head: P/head was put back to an older Pulse",
+                    archived - 1
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The logs, agents and nonces as etcd holds them at revision `at`, and the keys among them
     /// written after the head's revision `head_revision` (no front-end writes one of them but
     /// together with `P/head`).
     async fn read_state(&mut self, at: i64, head_revision: i64) -> Result<ReadState, FleetError> {
-        let mut state = State { chained: self.chained, ..State::default() };
+        let mut state = State::default();
+        state.chained = self.chained;
         let mut written_after = Vec::new();
         let mut note = |kv: &etcd_client::KeyValue| {
             if kv.mod_revision() > head_revision {
@@ -1074,6 +1327,20 @@ impl FleetLedger {
     /// before the Pulse ([`FleetLedger::logs_at_pulse`]).
     pub async fn state_proof(&mut self, id: LogId, pulse: u64) -> Result<StateProof, FleetError> {
         let header = self.header(pulse).await?;
+        // The latest Pulse: the state held, its tree kept (no log read). A state this front-end
+        // cannot check now is not used: the proof is then made as below.
+        if let Ok(snap) = self.snapshot().await
+            && snap.latest == header.header
+        {
+            let log = snap.state.logs.get(id.0 as usize).cloned().ok_or(LedgerError::UnknownLog(id))?;
+            let path = snap.state.path(id).ok_or(LedgerError::UnknownLog(id))?;
+            return Ok(StateProof { header, log, path });
+        }
+        // A Pulse that committed (or opened) this log, or the Pulse before one of its commits:
+        // the path kept with that version, O(log commits) reads (any trouble there: made as below).
+        if let Ok(Some(proof)) = self.kept_state_proof(id, &header).await {
+            return Ok(proof);
+        }
         let rest = format!("pulse/{}", n20(pulse));
         let resp = self.get(self.key_of(&rest), None).await?;
         // An archived Pulse has no revision in etcd any more: its logs come from version records.
@@ -1097,6 +1364,52 @@ impl FleetLedger {
             Err(e) => return Err(e),
         };
         self.state_proof_over(id, header, logs, &rest)
+    }
+
+    /// The state proof of log `id` at `header`'s Pulse from the path its commit there (or its
+    /// next commit, at the Pulse after: a commit moves no other leaf) kept in `P/path/I/K`,
+    /// checked against the header's root; `None` when no kept path serves that Pulse (the caller
+    /// rebuilds the state).
+    async fn kept_state_proof(
+        &mut self,
+        id: LogId,
+        header: &SignedHeader,
+    ) -> Result<Option<StateProof>, FleetError> {
+        let pulse = header.header.number;
+        if id.0 >= header.header.logs {
+            return Ok(None);
+        }
+        let Some(current) = self.log(id).await? else { return Ok(None) };
+        let (mut lo, mut hi) = (0, current.commits + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.version(id, mid, &current).await?.committed_at > pulse {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        if lo == 0 {
+            return Ok(None);
+        }
+        let version = self.version(id, lo - 1, &current).await?;
+        let kept = if version.committed_at == pulse {
+            lo - 1
+        } else if lo <= current.commits && self.version(id, lo, &current).await?.committed_at == pulse + 1 {
+            lo
+        } else {
+            return Ok(None);
+        };
+        let rest = format!("path/{}/{}", n20(id.0), n20(kept));
+        let resp = self.get(self.key_of(&rest), None).await?;
+        let Some(path) = resp.kvs().first().and_then(|kv| decode_path(kv.value())) else { return Ok(None) };
+        let log = version.as_of_logs(header.header.logs);
+        let leaf = <Blake3 as merkle::TreeHasher>::hash_leaf(&log.encode());
+        let h = &header.header;
+        if merkle::verify_inclusion::<Blake3, _>(id.0, h.logs, &leaf, &path, &h.state_root).is_err() {
+            return Ok(None);
+        }
+        Ok(Some(StateProof { header: *header, log, path }))
     }
 
     fn state_proof_over(
@@ -1259,11 +1572,17 @@ impl FleetLedger {
         // Attempts whose reply was lost: etcd may have committed one of them.
         let mut unknown: Vec<(u64, Vec<u8>, PulseHeader)> = Vec::new();
         for _ in 0..ATTEMPTS {
-            let snap = self.snapshot().await?;
+            self.snapshot().await?;
+            // Taken out to be changed in place (and undone if the swap does not land): no copy of
+            // the whole state per Pulse.
+            let Some(mut snap) = self.cached.take() else {
+                return Err(FleetError::Missing(self.prefix.clone()));
+            };
             let number = snap.latest.number + 1;
             let change = match snap.state.check(&operator, &tx, number) {
                 Ok(change) => change,
                 Err(refusal) => {
+                    self.cached = Some(snap);
                     // Refused now (a replayed nonce, a stale version) perhaps only because an
                     // earlier attempt of this very submission was committed: then that is its Pulse.
                     for (n, mine, header) in &unknown {
@@ -1280,11 +1599,16 @@ impl FleetLedger {
                     return Err(refusal.into());
                 }
             };
-            let mut next = snap.state.clone();
-            next.apply(tx.sender, change.clone());
+            // An opening moves its writer's previous log's `next` too (no version record:
+            // versions are commits).
+            let chained = match &change {
+                Change::Log(log) if log.commits == 0 => snap.state.chained_by(log),
+                _ => None,
+            };
+            let undo = snap.state.apply(tx.sender, change.clone());
             let time_ns = now_ns().max(snap.latest.time_ns.saturating_add(1));
-            let header = next.header(number, time_ns, snap.latest.hash());
-            let nonce = next.nonce(&tx.sender);
+            let header = snap.state.header(number, time_ns, snap.latest.hash());
+            let nonce = snap.state.nonce(&tx.sender);
             let mine = entry(Some(&tx), &header);
             // Signed before the swap and written by it: the header and its signature land
             // together or not at all (Ed25519 is deterministic, so a retry signs the same bytes).
@@ -1304,11 +1628,7 @@ impl FleetLedger {
                     puts.push(TxnOp::put(self.key_of(&format!("agent/{}", a.name)), agent_value(a), None))
                 }
                 Change::Log(log) => {
-                    // An opening moves its writer's previous log's `next` too (no version record:
-                    // versions are commits).
-                    if log.commits == 0
-                        && let Some(before) = snap.state.chained_by(log)
-                    {
+                    if let Some(before) = &chained {
                         puts.push(TxnOp::put(
                             self.key_of(&format!("log/{}", n20(before.id.0))),
                             before.encode(),
@@ -1321,6 +1641,15 @@ impl FleetLedger {
                         encode_version(log).to_vec(),
                         None,
                     ));
+                    // The log's inclusion path at this Pulse: its state proofs here (and, for a
+                    // commit, at the Pulse before: no other leaf moved) need no other log read.
+                    if let Some(path) = snap.state.path(log.id) {
+                        puts.push(TxnOp::put(
+                            self.key_of(&format!("path/{}/{}", n20(log.id.0), n20(log.commits))),
+                            encode_path(&path),
+                            None,
+                        ));
+                    }
                 }
             }
             // The head unmoved, and no Pulse of this number already in etcd (a head put back to an
@@ -1335,28 +1664,37 @@ impl FleetLedger {
                     ),
                 ])
                 .and_then(puts);
-            let resp = match self.client.txn(txn).await {
-                Ok(resp) => resp,
-                Err(e) if transient(&e) && transport < TRANSIENT_TRIES => {
-                    transport += 1;
+            let outcome = self.client.txn(txn).await;
+            let resp = match outcome {
+                Ok(resp) if resp.succeeded() => resp,
+                other => {
+                    // Not landed (or not known to have): the state goes back to the head it was of.
+                    snap.state.undo(undo);
+                    self.cached = Some(snap);
                     self.fresh = false;
-                    unknown.push((number, mine, header));
-                    tokio::time::sleep(backoff(transport, self.lost)).await;
-                    continue;
+                    match other {
+                        Ok(_) => {
+                            self.lost += 1;
+                            lost_here += 1;
+                            // Randomised exponential backoff: front-ends that lose together do
+                            // not all come back together (measured: without it, 16 racing
+                            // writers starved some of them).
+                            tokio::time::sleep(backoff(lost_here, self.lost)).await;
+                            continue;
+                        }
+                        Err(e) if transient(&e) && transport < TRANSIENT_TRIES => {
+                            transport += 1;
+                            unknown.push((number, mine, header));
+                            tokio::time::sleep(backoff(transport, self.lost)).await;
+                            continue;
+                        }
+                        Err(e) => return Err(self.err(e)),
+                    }
                 }
-                Err(e) => return Err(self.err(e)),
             };
-            if !resp.succeeded() {
-                self.fresh = false;
-                self.lost += 1;
-                lost_here += 1;
-                // Randomised exponential backoff: front-ends that lose together do not all come
-                // back together (measured: without it, 16 racing writers starved some of them).
-                tokio::time::sleep(backoff(lost_here, self.lost)).await;
-                continue;
-            }
-            let revision = resp.header().map_or(0, |h| h.revision());
-            self.cached = Some(Snapshot { head_revision: revision, state: next, latest: header });
+            snap.head_revision = resp.header().map_or(0, |h| h.revision());
+            snap.latest = header;
+            self.cached = Some(snap);
             self.fresh = true;
             return Ok(SignedHeader { header, signature });
         }

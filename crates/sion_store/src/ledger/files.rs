@@ -207,7 +207,8 @@ mod tests {
         let v = log(2, 4);
         let rec = encode_version(&v);
         assert_eq!(decode_version(&rec, &log(2, 0)).expect("reads"), v);
-        let mut state = State { logs: vec![log(0, 1), log(1, 4)], ..State::default() };
+        let mut state = State::default();
+        state.logs = vec![log(0, 1), log(1, 4)];
         state.agents.insert(
             "robot".into(),
             Agent { name: "robot".into(), controller: Account([5; 32]), status: AgentStatus::Suspended },

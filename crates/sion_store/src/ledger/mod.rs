@@ -10,6 +10,7 @@
 mod files;
 pub mod link;
 pub mod state;
+pub mod tree;
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read as _, Seek as _, SeekFrom};
@@ -593,6 +594,8 @@ impl Ledger {
         let mut reader = BufReader::with_capacity(1 << 20, file);
         let operator = self.operator();
         let start = self.pulses;
+        // The tree over the resumed state, once: each Pulse replayed then rehashes its change.
+        self.state.index();
         let mut torn = false;
         let mut body = Vec::new();
         while self.journal_len < file_len {
@@ -860,18 +863,7 @@ impl Ledger {
         }
         let number = self.pulses;
         let change = self.state.check(&self.operator(), &tx, number)?;
-        let mut next = self.state.clone();
-        next.apply(tx.sender, change.clone());
-        let time_ns = now_ns().max(self.latest.header.time_ns.saturating_add(1));
-        let header = SignedHeader::sign(&self.key, pulse_header(&next, number, time_ns, Some(&self.latest)));
-        let mut entry = vec![1u8];
-        entry.put_bytes32(&tx.encode());
-        header.put(&mut entry);
-        let mut frame = Vec::new();
-        wire::put_frame(&mut frame, &entry);
-        // Durable first; only then does the ledger's state move. Written where the last
-        // Pulse ends: after a failure the file may hold part of a frame there, which this one
-        // replaces (and which is cut first, so no remnant follows it).
+        // A write that failed before leaves the journal or the mark to be put right first.
         if self.acked_dirty {
             let f = self.acked.as_ref().ok_or_else(|| LedgerError::ReadOnly(self.dir.clone()))?;
             write_acked_slot(f, &self.key, &self.latest, number % 2)?;
@@ -883,6 +875,20 @@ impl Ledger {
                 .map_err(io_err("cutting a failed entry off the journal"))?;
             self.journal_dirty = false;
         }
+        // Applied in place (the state tree rehashes only what changes) and undone if the Pulse
+        // cannot be made durable: the state moves only with an acknowledged Pulse.
+        let undo = self.state.apply(tx.sender, change.clone());
+        let time_ns = now_ns().max(self.latest.header.time_ns.saturating_add(1));
+        let header =
+            SignedHeader::sign(&self.key, pulse_header(&self.state, number, time_ns, Some(&self.latest)));
+        let mut entry = vec![1u8];
+        entry.put_bytes32(&tx.encode());
+        header.put(&mut entry);
+        let mut frame = Vec::new();
+        wire::put_frame(&mut frame, &entry);
+        // Durable first; only then is the Pulse acknowledged. Written where the last Pulse
+        // ends: after a failure the file may hold part of a frame there, which the next one
+        // replaces (and which is cut first, so no remnant follows it).
         let written = self
             .journal
             .write_all_at(&frame, self.journal_len)
@@ -897,9 +903,9 @@ impl Ledger {
         });
         if let Err(e) = written {
             self.journal_dirty = true;
+            self.state.undo(undo);
             return Err(e);
         }
-        self.state = next;
         let at = PulseEntry { offset: self.journal_len, len: entry.len() as u32 };
         if let Err(e) = self.took(header, at, Some(&change)) {
             // The Pulse is durable and acknowledged; the files beside the journal are rebuilt
@@ -917,6 +923,12 @@ impl Ledger {
     /// That log `id` stood as it did at Pulse `pulse`.
     pub fn state_proof(&self, id: LogId, pulse: u64) -> Result<StateProof, LedgerError> {
         let header = self.header(pulse)?;
+        // The latest Pulse's state is the one held, its tree kept: O(log n).
+        if pulse + 1 == self.pulses {
+            let log = self.state.logs.get(id.0 as usize).cloned().ok_or(LedgerError::UnknownLog(id))?;
+            let path = self.state.path(id).ok_or(LedgerError::UnknownLog(id))?;
+            return Ok(StateProof { header, log, path });
+        }
         let mut state: Vec<MemoryLog> = Vec::new();
         for j in 0..self.state.logs.len() as u64 {
             if let Some(v) = self.version_at_pulse(LogId(j), pulse)? {

@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::LedgerError;
+use super::tree::StateTree;
 use sion_verify::ledger::{
     Account, Agent, AgentStatus, Chain, LogId, MemoryLog, SignedTx, Tx, empty_head, parent_of,
     valid_agent_name,
 };
-use sion_verify::merkle::{Blake3, verify_consistency};
+use sion_verify::merkle::{Blake3, TreeHasher as _, verify_consistency};
 
 /// The ledger's current state: every log, agent and account nonce. The embedded ledger and
 /// the fleet ledger (crates/sion_fleet) both decide with it.
@@ -21,6 +22,20 @@ pub struct State {
     /// version 2): every ledger made since chains were; an older one keeps its version 1
     /// leaves, which its signed headers commit to (docs/LEDGER.md, "Pulses").
     pub chained: bool,
+    /// The state tree over `logs`, kept as [`State::apply`] changes them ([`State::index`]
+    /// builds it after a state is read whole); one out of step with `logs` is not used.
+    tree: Option<StateTree>,
+}
+
+/// What [`State::apply`] changed, to put back with [`State::undo`] (a Pulse that could not be
+/// made durable, or lost a race), without copying the whole state beforehand.
+#[derive(Debug, Clone)]
+pub struct Undo {
+    sender: Account,
+    nonce: Option<u64>,
+    agent: Option<(String, Option<Agent>)>,
+    replaced: Vec<MemoryLog>,
+    pushed: bool,
 }
 
 /// What an accepted transaction changes.
@@ -39,9 +54,43 @@ impl State {
         time_ns: i64,
         prev: sion_verify::merkle::Digest,
     ) -> sion_verify::ledger::PulseHeader {
-        let tree =
-            sion_verify::merkle::MemoryTree::<Blake3>::from_leaves(self.logs.iter().map(MemoryLog::encode));
-        sion_verify::ledger::PulseHeader { number, time_ns, logs: tree.size(), state_root: tree.root(), prev }
+        let (logs, state_root) = self.root();
+        sion_verify::ledger::PulseHeader { number, time_ns, logs, state_root, prev }
+    }
+
+    /// Build the state tree over the logs as they are (once, after a state is read whole):
+    /// from then on each [`State::apply`] rehashes only what it changes.
+    pub fn index(&mut self) {
+        self.tree = Some(StateTree::from_leaves(self.logs.iter().map(MemoryLog::encode)));
+    }
+
+    fn tree(&self) -> Option<&StateTree> {
+        self.tree.as_ref().filter(|t| t.size() == self.logs.len() as u64)
+    }
+
+    /// How many logs, and the state tree's root over them (from the tree kept, or built here
+    /// over every log when none is kept).
+    pub fn root(&self) -> (u64, sion_verify::merkle::Digest) {
+        match self.tree() {
+            Some(t) => (t.size(), t.root()),
+            None => {
+                let t = sion_verify::merkle::MemoryTree::<Blake3>::from_leaves(
+                    self.logs.iter().map(MemoryLog::encode),
+                );
+                (t.size(), t.root())
+            }
+        }
+    }
+
+    /// Log `id`'s inclusion path in the current state's tree (`None` for no such log).
+    pub fn path(&self, id: LogId) -> Option<Vec<sion_verify::merkle::Digest>> {
+        match self.tree() {
+            Some(t) => t.path(id.0),
+            None => {
+                let t = StateTree::from_leaves(self.logs.iter().map(MemoryLog::encode));
+                t.path(id.0)
+            }
+        }
     }
 
     /// The log `writer` opened last, if any: the end of its chain (a log opened more recently
@@ -249,23 +298,85 @@ impl State {
         }
     }
 
-    pub fn apply(&mut self, sender: Account, change: Change) {
+    /// Make an accepted change, rehashing only what it changes in the kept tree; what it
+    /// changed, to put back with [`State::undo`].
+    pub fn apply(&mut self, sender: Account, change: Change) -> Undo {
+        let synced = self.tree().is_some();
+        let nonce = self.nonces.get(&sender).copied();
         *self.nonces.entry(sender).or_insert(0) += 1;
+        let mut undo = Undo { sender, nonce, agent: None, replaced: Vec::new(), pushed: false };
+        let mut touched: Vec<u64> = Vec::new();
         match change {
             Change::Agent(a) => {
-                self.agents.insert(a.name.clone(), a);
+                let name = a.name.clone();
+                let before = self.agents.insert(name.clone(), a);
+                undo.agent = Some((name, before));
             }
             Change::Log(log) => match self.logs.get_mut(log.id.0 as usize) {
-                Some(slot) => *slot = log,
+                Some(slot) => {
+                    touched.push(log.id.0);
+                    undo.replaced.push(std::mem::replace(slot, log));
+                }
                 None => {
                     if let Some(before) = self.chained_by(&log)
                         && let Some(slot) = self.logs.get_mut(before.id.0 as usize)
                     {
-                        *slot = before;
+                        touched.push(before.id.0);
+                        undo.replaced.push(std::mem::replace(slot, before));
                     }
-                    self.logs.push(log)
+                    self.logs.push(log);
+                    undo.pushed = true;
                 }
             },
+        }
+        self.rehash(synced, &touched, undo.pushed);
+        undo
+    }
+
+    /// Put back what [`State::apply`] changed (the last change applied, first).
+    pub fn undo(&mut self, undo: Undo) {
+        let synced = self.tree().is_some();
+        match undo.nonce {
+            Some(n) => self.nonces.insert(undo.sender, n),
+            None => self.nonces.remove(&undo.sender),
+        };
+        if let Some((name, before)) = undo.agent {
+            match before {
+                Some(a) => self.agents.insert(name, a),
+                None => self.agents.remove(&name),
+            };
+        }
+        if undo.pushed {
+            self.logs.pop();
+            if let Some(t) = self.tree.as_mut().filter(|_| synced) {
+                t.pop();
+            }
+        }
+        let mut touched = Vec::new();
+        for log in undo.replaced {
+            if let Some(slot) = self.logs.get_mut(log.id.0 as usize) {
+                touched.push(log.id.0);
+                *slot = log;
+            }
+        }
+        self.rehash(synced, &touched, false);
+    }
+
+    /// Bring the kept tree up to the logs after a change to `touched` (and a log pushed), if it
+    /// was in step before; else drop it (the next [`State::index`] rebuilds it).
+    fn rehash(&mut self, synced: bool, touched: &[u64], pushed: bool) {
+        if !synced {
+            self.tree = None;
+            return;
+        }
+        let Some(tree) = self.tree.as_mut() else { return };
+        for &i in touched {
+            if let Some(l) = self.logs.get(i as usize) {
+                tree.set(i, Blake3::hash_leaf(&l.encode()));
+            }
+        }
+        if pushed && let Some(l) = self.logs.last() {
+            tree.push(Blake3::hash_leaf(&l.encode()));
         }
     }
 }

@@ -1,0 +1,115 @@
+//! What a Pulse and a proof read, on a real etcd (issue 30, requirement 1): a front-end that
+//! held the state replays the Pulses since and reads no log they did not change; a state or
+//! transaction-time proof of a compacted Pulse reads its own log's records and path, not every
+//! log. Each is shown by damaging, straight in etcd, what must not be read: the old code read it
+//! and failed; a front-end reading the whole state still finds it.
+
+use ed25519_dalek::SigningKey;
+use sion_fleet::local::Etcd;
+use sion_fleet::{FleetError, FleetLedger};
+use sion_store::ledger::{Head, LogId, SignedTx, Tx, account_of};
+use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
+
+fn tree(n: u64) -> MemoryTree<Blake3> {
+    MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
+}
+
+fn head(n: u64) -> Head {
+    Head { size: n, root: tree(n).root(), index: [n as u8; 32], manifest: [0; 32] }
+}
+
+async fn open(ledger: &mut FleetLedger, writer: &SigningKey) -> LogId {
+    let nonce = ledger.nonce(&account_of(writer)).await.expect("nonce");
+    ledger
+        .submit(SignedTx::sign(writer, nonce, Tx::OpenMemory { agent: None, policy: [1; 32] }))
+        .await
+        .expect("open");
+    LogId(ledger.log_count().await.expect("count") - 1)
+}
+
+/// Commit ten atoms more to `log`: its Pulse.
+async fn grow(ledger: &mut FleetLedger, writer: &SigningKey, log: LogId) -> Result<u64, FleetError> {
+    let nonce = ledger.nonce(&account_of(writer)).await?;
+    let current = ledger.log(log).await?.expect("the log");
+    let (from, to) = (current.head.size, current.head.size + 10);
+    let proof =
+        if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
+    let tx = Tx::CommitMemory { log, version: current.commits, head: head(to), proof, seal: false };
+    Ok(ledger.submit(SignedTx::sign(writer, nonce, tx)).await?.header.number)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_end_that_held_the_state_reads_only_what_the_pulses_since_changed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[91; 32]);
+    let prefix = "/sion-ledger/scale-held/";
+    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let writers: Vec<SigningKey> = (0..3u8).map(|i| SigningKey::from_bytes(&[92 + i; 32])).collect();
+    let mut logs = Vec::new();
+    for w in &writers {
+        logs.push(open(&mut a, w).await);
+    }
+    grow(&mut a, &writers[0], logs[0]).await.expect("a commits");
+    // Another front-end moves the head; then log 2's key, which no Pulse since touches, is
+    // damaged in etcd.
+    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b");
+    grow(&mut b, &writers[1], logs[1]).await.expect("b commits");
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let damaged = format!("{prefix}log/{:020}", logs[2].0);
+    raw.put(damaged.clone(), b"not a leaf".to_vec(), None).await.expect("put");
+    // a replays b's Pulse from the state it held, reads nothing of log 2, and commits on.
+    let pulse = grow(&mut a, &writers[0], logs[0]).await.expect("a, from the state it held");
+    assert_eq!(a.latest().await.expect("latest").header.number, pulse);
+    // A front-end reading the whole state finds the damage and builds on nothing.
+    let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    match grow(&mut fresh, &writers[1], logs[1]).await {
+        Err(FleetError::Damaged { key, .. }) => assert_eq!(key, damaged),
+        other => panic!("a whole read did not find the damaged leaf: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proof_of_a_compacted_pulse_reads_its_own_log_not_every_log() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[101; 32]);
+    let prefix = "/sion-ledger/scale-compacted/";
+    let mut ledger = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let (wa, wb) = (SigningKey::from_bytes(&[102; 32]), SigningKey::from_bytes(&[103; 32]));
+    let (la, lb) = (open(&mut ledger, &wa).await, open(&mut ledger, &wb).await);
+    let mut commits = Vec::new();
+    for _ in 0..3 {
+        commits.push(grow(&mut ledger, &wa, la).await.expect("a"));
+        grow(&mut ledger, &wb, lb).await.expect("b");
+    }
+    grow(&mut ledger, &wb, lb).await.expect("b once more");
+    let latest = ledger.latest().await.expect("latest").header.number;
+    ledger.compact_before(latest).await.expect("compact");
+    // Log b's version records and paths gone: whatever reads every log fails.
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    for what in ["version", "path"] {
+        let k = format!("{prefix}{what}/{:020}/", lb.0);
+        raw.delete(k, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("delete");
+    }
+    let mut reader = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let public = key.verifying_key();
+    // Position 15 of log a was first committed by its second commit.
+    let time = reader.tx_time_proof(la, 15).await.expect("a's transaction time, from its own log");
+    assert_eq!(time.at.header.header.number, commits[1]);
+    time.verify(&public).expect("verifies");
+    for (i, &pulse) in commits.iter().enumerate() {
+        let proof = reader.state_proof(la, pulse).await.expect("a's state where it committed");
+        proof.verify(&public).expect("verifies");
+        assert_eq!(proof.log.head.size, 10 * (i as u64 + 1));
+        reader
+            .state_proof(la, pulse - 1)
+            .await
+            .expect("and the Pulse before")
+            .verify(&public)
+            .expect("verifies");
+    }
+    // A Pulse neither a commit of a's nor the one before, compacted: rebuilt from every log's
+    // records, which b's no longer are.
+    assert!(reader.state_proof(la, commits[2] + 1).await.is_err(), "b's records were read");
+}
