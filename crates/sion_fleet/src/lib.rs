@@ -500,6 +500,23 @@ impl FleetLedger {
         Self::connect_with(endpoints, prefix, key, access).await
     }
 
+    /// A second front-end on the same etcd connection, with a state of its own: a service
+    /// answers reads from it, so no read waits for a Submit or holds one up.
+    pub fn reader(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            endpoints: self.endpoints.clone(),
+            prefix: self.prefix.clone(),
+            key: self.key.clone(),
+            cached: None,
+            fresh: false,
+            lost: 0,
+            archive_dir: self.archive_dir.clone(),
+            segment: None,
+            chained: self.chained,
+        }
+    }
+
     /// How many compare-and-swaps on the head this front-end has lost to others.
     pub fn lost_races(&self) -> u64 {
         self.lost

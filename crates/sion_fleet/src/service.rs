@@ -32,11 +32,20 @@ pub const REFUSAL: &str = "sion-refusal";
 /// The gRPC metadata key of a `rate_limited` refusal's wait, in milliseconds.
 pub const RETRY_AFTER: &str = "retry-after-ms";
 
-/// One front-end: a [`FleetLedger`] behind the gRPC service. Requests to one front-end are
-/// taken one at a time (its snapshot of the state is shared by them); run more front-ends for
-/// more at once.
+/// How long a read (anything but `Submit` and `Cosign`) may take, waiting for its turn
+/// included, before it is answered `DEADLINE_EXCEEDED`.
+pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// One front-end: a [`FleetLedger`] behind the gRPC service. Submissions are taken one at a time
+/// (their snapshot of the state is shared by them). Reads have queues and states of their own
+/// ([`FleetLedger::reader`]), each within [`READ_DEADLINE`]: quick ones (the head, a log, a
+/// nonce, an agent, a header, an entry, cosignatures) apart from proofs and searches of a log's
+/// versions, so a slow read (a state proof of an old Pulse) holds up neither a commit nor the
+/// reads a robot makes before one. Run more front-ends for more at once.
 pub struct Service {
     ledger: Mutex<FleetLedger>,
+    quick: Mutex<FleetLedger>,
+    reader: Mutex<FleetLedger>,
     /// The witnesses whose cosignatures this front-end keeps (none unless told).
     witnesses: Vec<[u8; 32]>,
     /// The admission policy and its rate buckets, passed before the ledger is locked.
@@ -51,6 +60,8 @@ impl Service {
     pub fn new(ledger: FleetLedger) -> Self {
         let operator = ledger.operator();
         Self {
+            reader: Mutex::new(ledger.reader()),
+            quick: Mutex::new(ledger.reader()),
             ledger: Mutex::new(ledger),
             witnesses: Vec::new(),
             door: Door::new(Policy::unlimited(), operator),
@@ -134,6 +145,17 @@ fn coded(mut s: Status, code: &str) -> Status {
     s
 }
 
+/// A read, its wait for its turn included, within [`READ_DEADLINE`].
+async fn deadline<T>(read: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+    tokio::time::timeout(READ_DEADLINE, read).await.unwrap_or_else(|_| {
+        Err(Status::deadline_exceeded(format!(
+            "the read took over {} s at this front-end (reads queue apart from commits): ask again, or \
+             another front-end",
+            READ_DEADLINE.as_secs()
+        )))
+    })
+}
+
 fn bad(field: &str, e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(format!("{field}: {e}"))
 }
@@ -147,7 +169,7 @@ fn state_bytes(p: &StateProof) -> Vec<u8> {
 #[tonic::async_trait]
 impl Rpc for Service {
     async fn key(&self, _: Request<Empty>) -> Result<Response<Blob>, Status> {
-        let key = self.ledger.lock().await.public_key();
+        let key = self.quick.lock().await.public_key();
         Ok(Response::new(Blob { value: key.to_bytes().to_vec() }))
     }
 
@@ -172,86 +194,121 @@ impl Rpc for Service {
     }
 
     async fn latest(&self, _: Request<Empty>) -> Result<Response<Blob>, Status> {
-        let h = self.ledger.lock().await.latest().await.map_err(status)?;
-        let mut out = Vec::new();
-        h.put(&mut out);
-        Ok(Response::new(Blob { value: out }))
+        deadline(async {
+            let h = self.quick.lock().await.latest().await.map_err(status)?;
+            let mut out = Vec::new();
+            h.put(&mut out);
+            Ok(Response::new(Blob { value: out }))
+        })
+        .await
     }
 
     async fn header(&self, r: Request<Number>) -> Result<Response<Blob>, Status> {
         let n = r.into_inner().value;
-        let mut ledger = self.ledger.lock().await;
-        // A Pulse past the latest is not there yet; asking etcd for it would say "damaged".
-        if n > ledger.latest().await.map_err(status)?.header.number {
-            return Err(refusal(&LedgerError::NoPulse(n)));
-        }
-        let h = ledger.header(n).await.map_err(status)?;
-        let mut out = Vec::new();
-        h.put(&mut out);
-        Ok(Response::new(Blob { value: out }))
+        deadline(async {
+            let mut ledger = self.quick.lock().await;
+            // A Pulse past the latest is not there yet; asking etcd for it would say "damaged".
+            if n > ledger.latest().await.map_err(status)?.header.number {
+                return Err(refusal(&LedgerError::NoPulse(n)));
+            }
+            let h = ledger.header(n).await.map_err(status)?;
+            let mut out = Vec::new();
+            h.put(&mut out);
+            Ok(Response::new(Blob { value: out }))
+        })
+        .await
     }
 
     async fn log(&self, r: Request<Number>) -> Result<Response<Maybe>, Status> {
-        let log = self.ledger.lock().await.log(LogId(r.into_inner().value)).await.map_err(status)?;
-        Ok(Response::new(Maybe { value: log.map(|l| l.encode()) }))
+        let id = LogId(r.into_inner().value);
+        deadline(async {
+            let log = self.quick.lock().await.log(id).await.map_err(status)?;
+            Ok(Response::new(Maybe { value: log.map(|l| l.encode()) }))
+        })
+        .await
     }
 
     async fn log_count(&self, _: Request<Empty>) -> Result<Response<Number>, Status> {
-        let n = self.ledger.lock().await.log_count().await.map_err(status)?;
-        Ok(Response::new(Number { value: n }))
+        deadline(async {
+            let n = self.quick.lock().await.log_count().await.map_err(status)?;
+            Ok(Response::new(Number { value: n }))
+        })
+        .await
     }
 
     async fn nonce(&self, r: Request<Blob>) -> Result<Response<Number>, Status> {
         let account: [u8; 32] =
             r.into_inner().value.as_slice().try_into().map_err(|_| bad("account", "not 32 bytes"))?;
-        let n = self.ledger.lock().await.nonce(&Account(account)).await.map_err(status)?;
-        Ok(Response::new(Number { value: n }))
+        deadline(async {
+            let n = self.quick.lock().await.nonce(&Account(account)).await.map_err(status)?;
+            Ok(Response::new(Number { value: n }))
+        })
+        .await
     }
 
     async fn agent(&self, r: Request<Name>) -> Result<Response<Maybe>, Status> {
         let name = r.into_inner().value;
-        let agent = self.ledger.lock().await.agent(&name).await.map_err(status)?;
-        // As in etcd: 32-byte controller, u8 status (0 live, 1 suspended, 2 revoked).
-        let value = agent.as_ref().map(crate::agent_value);
-        Ok(Response::new(Maybe { value }))
+        deadline(async {
+            let agent = self.quick.lock().await.agent(&name).await.map_err(status)?;
+            // As in etcd: 32-byte controller, u8 status (0 live, 1 suspended, 2 revoked).
+            let value = agent.as_ref().map(crate::agent_value);
+            Ok(Response::new(Maybe { value }))
+        })
+        .await
     }
 
     async fn state(&self, r: Request<LogAt>) -> Result<Response<Blob>, Status> {
         let q = r.into_inner();
-        let mut ledger = self.ledger.lock().await;
-        if q.at > ledger.latest().await.map_err(status)?.header.number {
-            return Err(refusal(&LedgerError::NoPulse(q.at)));
-        }
-        let p = ledger.state_proof(LogId(q.log), q.at).await.map_err(status)?;
-        Ok(Response::new(Blob { value: state_bytes(&p) }))
+        deadline(async {
+            let mut ledger = self.reader.lock().await;
+            if q.at > ledger.latest().await.map_err(status)?.header.number {
+                return Err(refusal(&LedgerError::NoPulse(q.at)));
+            }
+            let p = ledger.state_proof(LogId(q.log), q.at).await.map_err(status)?;
+            Ok(Response::new(Blob { value: state_bytes(&p) }))
+        })
+        .await
     }
 
     async fn time(&self, r: Request<LogAt>) -> Result<Response<Blob>, Status> {
         let q = r.into_inner();
-        let p = self.ledger.lock().await.tx_time_proof(LogId(q.log), q.at).await.map_err(status)?;
-        let mut out = Vec::new();
-        out.put_u64(p.position);
-        p.before.put(&mut out);
-        p.at.put(&mut out);
-        Ok(Response::new(Blob { value: out }))
+        deadline(async {
+            let p = self.reader.lock().await.tx_time_proof(LogId(q.log), q.at).await.map_err(status)?;
+            let mut out = Vec::new();
+            out.put_u64(p.position);
+            p.before.put(&mut out);
+            p.at.put(&mut out);
+            Ok(Response::new(Blob { value: out }))
+        })
+        .await
     }
 
     async fn last_commit_at_most(&self, r: Request<LogAt>) -> Result<Response<Maybe>, Status> {
         let q = r.into_inner();
-        let v = self.ledger.lock().await.last_commit_at_most(LogId(q.log), q.at).await.map_err(status)?;
-        Ok(Response::new(Maybe { value: v.map(|v| v.encode()) }))
+        deadline(async {
+            let v = self.reader.lock().await.last_commit_at_most(LogId(q.log), q.at).await.map_err(status)?;
+            Ok(Response::new(Maybe { value: v.map(|v| v.encode()) }))
+        })
+        .await
     }
 
     async fn first_commit_over(&self, r: Request<LogAt>) -> Result<Response<Maybe>, Status> {
         let q = r.into_inner();
-        let v = self.ledger.lock().await.first_commit_over(LogId(q.log), q.at).await.map_err(status)?;
-        Ok(Response::new(Maybe { value: v.map(|v| v.encode()) }))
+        deadline(async {
+            let v = self.reader.lock().await.first_commit_over(LogId(q.log), q.at).await.map_err(status)?;
+            Ok(Response::new(Maybe { value: v.map(|v| v.encode()) }))
+        })
+        .await
     }
 
     async fn versions(&self, r: Request<VersionsQuery>) -> Result<Response<List>, Status> {
         let q = r.into_inner();
-        let vs = self.ledger.lock().await.versions(LogId(q.log), q.from, q.limit).await.map_err(status)?;
-        Ok(Response::new(List { values: vs.iter().map(|v| v.encode()).collect() }))
+        deadline(async {
+            let vs =
+                self.reader.lock().await.versions(LogId(q.log), q.from, q.limit).await.map_err(status)?;
+            Ok(Response::new(List { values: vs.iter().map(|v| v.encode()).collect() }))
+        })
+        .await
     }
 
     async fn cosign(&self, r: Request<Cosigned>) -> Result<Response<Empty>, Status> {
@@ -271,25 +328,32 @@ impl Rpc for Service {
 
     async fn entry(&self, r: Request<Number>) -> Result<Response<Blob>, Status> {
         let n = r.into_inner().value;
-        let mut ledger = self.ledger.lock().await;
-        // Past the latest (checked, as every read of the state is): not there yet.
-        if n > ledger.latest().await.map_err(status)?.header.number {
-            return Err(refusal(&LedgerError::NoPulse(n)));
-        }
-        let value = ledger.entry(n).await.map_err(status)?;
-        Ok(Response::new(Blob { value }))
+        deadline(async {
+            let mut ledger = self.quick.lock().await;
+            // Past the latest (checked, as every read of the state is): not there yet.
+            if n > ledger.latest().await.map_err(status)?.header.number {
+                return Err(refusal(&LedgerError::NoPulse(n)));
+            }
+            let value = ledger.entry(n).await.map_err(status)?;
+            Ok(Response::new(Blob { value }))
+        })
+        .await
     }
 
     async fn cosignatures(&self, r: Request<Number>) -> Result<Response<List>, Status> {
-        let cs = self.ledger.lock().await.cosignatures(r.into_inner().value).await.map_err(status)?;
-        let values = cs
-            .iter()
-            .map(|c| {
-                let mut out = Vec::with_capacity(96);
-                c.put(&mut out);
-                out
-            })
-            .collect();
-        Ok(Response::new(List { values }))
+        let n = r.into_inner().value;
+        deadline(async {
+            let cs = self.quick.lock().await.cosignatures(n).await.map_err(status)?;
+            let values = cs
+                .iter()
+                .map(|c| {
+                    let mut out = Vec::with_capacity(96);
+                    c.put(&mut out);
+                    out
+                })
+                .collect();
+            Ok(Response::new(List { values }))
+        })
+        .await
     }
 }

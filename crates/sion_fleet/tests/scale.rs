@@ -113,3 +113,68 @@ async fn a_proof_of_a_compacted_pulse_reads_its_own_log_not_every_log() {
     // records, which b's no longer are.
     assert!(reader.state_proof(la, commits[2] + 1).await.is_err(), "b's records were read");
 }
+
+/// Reads have a queue of their own: while one client asks a front-end for a state proof that
+/// reads every log (a compacted Pulse no commit of the log made: 500 logs' version records), a
+/// robot's commits through the same front-end are acknowledged, one after another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_read_does_not_hold_up_commits() {
+    use sion_fleet::client::RemoteLedger;
+    use sion_fleet::service::Service;
+    use sion_store::ledger::link::LedgerLink as _;
+    use std::time::Instant;
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[111; 32]);
+    let prefix = "/sion-ledger/scale-reads/";
+    let mut ledger = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let many = SigningKey::from_bytes(&[112; 32]);
+    for _ in 0..1000 {
+        open(&mut ledger, &many).await;
+    }
+    let robot = SigningKey::from_bytes(&[113; 32]);
+    let log = open(&mut ledger, &robot).await;
+    grow(&mut ledger, &robot, log).await.expect("a first commit");
+    let latest = ledger.latest().await.expect("latest").header.number;
+    ledger.compact_before(latest).await.expect("compact");
+    let addr = sion_fleet::local::free_addr().expect("a free loopback port");
+    tokio::spawn(sion_fleet::service::serve_service(Service::new(ledger), addr, std::future::pending()));
+    let url = format!("http://{addr}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    let (reader_url, robot_url) = (url.clone(), url);
+    let read = tokio::task::spawn_blocking(move || {
+        let link = RemoteLedger::connect(&reader_url).expect("link");
+        let start = Instant::now();
+        link.state_proof(LogId(0), 500).expect("the slow state proof");
+        (start, Instant::now())
+    });
+    let commits = tokio::task::spawn_blocking(move || {
+        let link = RemoteLedger::connect(&robot_url).expect("link");
+        let mut link = link;
+        let mut acked = Vec::new();
+        let (mut size, mut version) = (10u64, 1u64);
+        let started = Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(20) && acked.len() < 400 {
+            let nonce = link.nonce(&account_of(&robot)).expect("nonce");
+            let to = size + 10;
+            let proof = consistency_path::<Blake3, _>(&tree(to), size, to).expect("proof");
+            let tx = Tx::CommitMemory { log, version, head: head(to), proof, seal: false };
+            link.submit(SignedTx::sign(&robot, nonce, tx)).expect("a commit");
+            acked.push(Instant::now());
+            (size, version) = (to, version + 1);
+        }
+        acked
+    });
+    let (start, end) = read.await.expect("reader");
+    let acked = commits.await.expect("robot");
+    let during = acked.iter().filter(|t| **t > start && **t < end).count();
+    eprintln!("{during} commits acknowledged during a read of {:.2} s", (end - start).as_secs_f64());
+    assert!(
+        during >= 5,
+        "{during} commits acknowledged during a read of {:.2} s (of {} in all)",
+        (end - start).as_secs_f64(),
+        acked.len()
+    );
+}
