@@ -37,7 +37,7 @@ SION_REQUIRE_S3=1 bash scripts/isolated.sh cargo test --locked --offline --works
 # The fleet ledger's benchmark, short (the table in docs/FLEET-LEDGER.md is 5 s a row,
 # release), from the build above.
 built="${CARGO_TARGET_DIR:-$PWD/target}/debug"
-bash scripts/isolated.sh "$built/examples/fleet_ledger" --seconds 0.5
+bash scripts/isolated.sh "$built/examples/fleet_ledger" --seconds 0.5 --logs 200,1000
 
 # The benchmarks still run, each once (criterion's test mode) on a log of 20,000 atoms, so a
 # change that breaks one is found here rather than at the next measurement; timing them is
