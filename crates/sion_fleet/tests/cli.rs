@@ -22,9 +22,12 @@ fn sion_binary() -> PathBuf {
     bin
 }
 
+/// Run `sion` as a person would, under the most careless umask (000): every secret it writes
+/// must still be private (issue 30, requirement 3).
 fn sion(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut c = Command::new(sion_binary());
-    c.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut c = Command::new("sh");
+    c.arg("-c").arg("umask 000 && exec \"$0\" \"$@\"").arg(sion_binary()).args(args);
+    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().expect("sion");
     if let Some(input) = stdin {
         use std::io::Write as _;
@@ -32,6 +35,20 @@ fn sion(args: &[&str], stdin: Option<&[u8]>) -> Output {
     }
     drop(child.stdin.take());
     child.wait_with_output().expect("wait")
+}
+
+/// Every file under `path` (or `path` itself) readable by its owner only, every directory
+/// 0700.
+fn private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = std::fs::symlink_metadata(path).expect("stat");
+    let mode = meta.permissions().mode() & 0o777;
+    assert_eq!(mode & 0o077, 0, "{} is {mode:o}: others can reach it", path.display());
+    if meta.is_dir() {
+        for e in std::fs::read_dir(path).expect("read dir") {
+            private(&e.expect("entry").path());
+        }
+    }
 }
 
 fn text(o: &Output) -> String {
@@ -202,6 +219,11 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     };
     let o = witness(true);
     assert!(o.status.success() && text(&o).contains(&wpub), "{}", text(&o));
+    // The ledger's key, the witness's key (written 0644 by this test: mended, with a warning)
+    // and its state, and the robot's whole memory: private, under umask 000.
+    for secret in [key.as_path(), wkey.as_path(), state.as_path(), Path::new(d)] {
+        private(secret);
+    }
     assert!(text(&o).contains("Pulse(s), up to Pulse"), "{}", text(&o));
     // … a reader who names the service gets the cosignature from it (and checks it) …
     let o = sion(&["memory", "verify", "--ledger", &url, "--witnesses", wf, "--quorum", "1", f], None);
