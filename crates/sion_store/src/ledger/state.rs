@@ -128,6 +128,36 @@ impl State {
         Ok(None)
     }
 
+    /// Agent `name`, if `sender` may change it: `own` (the agent's own controller, where the
+    /// transaction lets it), the operator, or the controller of an agent above it; and it is
+    /// not revoked (revocation is final).
+    fn changeable(
+        &self,
+        name: &str,
+        operator: &Account,
+        sender: Account,
+        own: bool,
+    ) -> Result<&Agent, LedgerError> {
+        let agent = self.agents.get(name).ok_or_else(|| LedgerError::UnknownAgent(name.to_owned()))?;
+        let mut above = parent_of(name);
+        let mut allowed = own || sender == *operator;
+        while let (false, Some(n)) = (allowed, above) {
+            allowed = self.agents.get(n).is_some_and(|a| a.controller == sender);
+            above = parent_of(n);
+        }
+        if !allowed {
+            return Err(LedgerError::NotController { agent: name.to_owned(), sender });
+        }
+        if agent.status == AgentStatus::Revoked {
+            return Err(LedgerError::AgentNotLive {
+                agent: name.to_owned(),
+                blocked_by: name.to_owned(),
+                status: AgentStatus::Revoked,
+            });
+        }
+        Ok(agent)
+    }
+
     fn require_live(&self, name: &str) -> Result<(), LedgerError> {
         match self.blocked(name)? {
             None => Ok(()),
@@ -175,44 +205,13 @@ impl State {
             Tx::SetAgentStatus { name, status } => {
                 let agent = self.agents.get(name).ok_or_else(|| LedgerError::UnknownAgent(name.clone()))?;
                 // An agent may stop itself; only those above it (or the operator) may restart it.
-                let mut above = parent_of(name);
-                let mut allowed =
-                    sender == *operator || (agent.controller == sender && *status != AgentStatus::Live);
-                while let (false, Some(n)) = (allowed, above) {
-                    allowed = self.agents.get(n).is_some_and(|a| a.controller == sender);
-                    above = parent_of(n);
-                }
-                if !allowed {
-                    return Err(LedgerError::NotController { agent: name.clone(), sender });
-                }
-                if agent.status == AgentStatus::Revoked {
-                    return Err(LedgerError::AgentNotLive {
-                        agent: name.clone(),
-                        blocked_by: name.clone(),
-                        status: AgentStatus::Revoked,
-                    });
-                }
+                let own = agent.controller == sender && *status != AgentStatus::Live;
+                let agent = self.changeable(name, operator, sender, own)?;
                 Ok(Change::Agent(Agent { status: *status, ..agent.clone() }))
             }
             Tx::ReassignAgent { name, controller } => {
-                let agent = self.agents.get(name).ok_or_else(|| LedgerError::UnknownAgent(name.clone()))?;
                 // As for reinstating: the operator, or the controller of an agent above.
-                let mut above = parent_of(name);
-                let mut allowed = sender == *operator;
-                while let (false, Some(n)) = (allowed, above) {
-                    allowed = self.agents.get(n).is_some_and(|a| a.controller == sender);
-                    above = parent_of(n);
-                }
-                if !allowed {
-                    return Err(LedgerError::NotController { agent: name.clone(), sender });
-                }
-                if agent.status == AgentStatus::Revoked {
-                    return Err(LedgerError::AgentNotLive {
-                        agent: name.clone(),
-                        blocked_by: name.clone(),
-                        status: AgentStatus::Revoked,
-                    });
-                }
+                let agent = self.changeable(name, operator, sender, false)?;
                 Ok(Change::Agent(Agent { controller: *controller, ..agent.clone() }))
             }
             Tx::OpenMemory { agent, policy } => {
