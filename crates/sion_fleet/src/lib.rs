@@ -22,6 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use sion_store::ledger::state::{Change, State, Undo};
+use sion_store::ledger::tree;
 use sion_store::ledger::{
     Account, Agent, AgentStatus, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx,
     StateProof, TxTimeProof, account_of, decode_version, encode_version,
@@ -187,6 +188,8 @@ pub struct FleetLedger {
     fresh: bool,
     /// Compare-and-swaps this front-end lost to another.
     lost: u64,
+    /// Read requests this front-end made of etcd (each range read or read-only transaction).
+    reads: u64,
     /// Where archived Pulses' segments are (`sion ledger serve --archive DIR`).
     archive_dir: Option<std::path::PathBuf>,
     /// The last segment read, checked.
@@ -280,6 +283,15 @@ fn n20(n: u64) -> String {
     format!("{n:020}")
 }
 
+/// Where a state-tree node is kept: `node/J/M/N`, complete subtree `M` of level `J` (leaves
+/// `M·2^J … (M+1)·2^J − 1`) as Pulse `N` set it (J two digits, M and N twenty).
+fn node_key(j: u32, m: u64, pulse: u64) -> String {
+    format!("node/{j:02}/{}/{}", n20(m), n20(pulse))
+}
+
+/// The most reads one etcd transaction carries (etcd's `--max-txn-ops` is 128 by default).
+const NODE_READS_PER_TXN: usize = 64;
+
 /// A state tree inclusion path as `P/path/I/K` holds it: the 32-byte nodes, bottom-up.
 fn encode_path(path: &[Digest]) -> Vec<u8> {
     path.concat()
@@ -359,6 +371,7 @@ impl FleetLedger {
         loop {
             // A key-value client of the same channel, with the decode limit sized for a page.
             let mut kv = self.client.kv_client().max_decoding_message_size(DECODE_LIMIT);
+            self.reads += 1;
             match kv.get(key.clone(), options.clone()).await {
                 Ok(r) => return Ok(r),
                 Err(e) if transient(&e) && tries < TRANSIENT_TRIES => {
@@ -393,6 +406,23 @@ impl FleetLedger {
             }
         }
         Ok(out)
+    }
+
+    /// A read-only transaction (gets alone), tried again like a read.
+    async fn read_txn(&mut self, txn: Txn) -> Result<etcd_client::TxnResponse, FleetError> {
+        let mut tries = 0;
+        loop {
+            let mut kv = self.client.kv_client().max_decoding_message_size(DECODE_LIMIT);
+            self.reads += 1;
+            match kv.txn(txn.clone()).await {
+                Ok(r) => return Ok(r),
+                Err(e) if transient(&e) && tries < TRANSIENT_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(backoff(tries, self.lost)).await;
+                }
+                Err(e) => return Err(self.err(e)),
+            }
+        }
     }
 
     /// A put that is the same whenever it is done (a signature), tried again likewise.
@@ -443,6 +473,7 @@ impl FleetLedger {
             cached: None,
             fresh: false,
             lost: 0,
+            reads: 0,
             archive_dir: None,
             segment: None,
             chained: false,
@@ -511,6 +542,7 @@ impl FleetLedger {
             cached: None,
             fresh: false,
             lost: 0,
+            reads: 0,
             archive_dir: self.archive_dir.clone(),
             segment: None,
             chained: self.chained,
@@ -520,6 +552,12 @@ impl FleetLedger {
     /// How many compare-and-swaps on the head this front-end has lost to others.
     pub fn lost_races(&self) -> u64 {
         self.lost
+    }
+
+    /// How many read requests this front-end has made of etcd (range reads and read-only
+    /// transactions): what a proof costs, counted.
+    pub fn etcd_reads(&self) -> u64 {
+        self.reads
     }
 
     pub fn public_key(&self) -> VerifyingKey {
@@ -1358,6 +1396,10 @@ impl FleetLedger {
         if let Ok(Some(proof)) = self.kept_state_proof(id, &header).await {
             return Ok(proof);
         }
+        // Any other Pulse: the tree's nodes as that Pulse left them, O(log n) of them.
+        if let Ok(Some(proof)) = self.node_state_proof(id, &header).await {
+            return Ok(proof);
+        }
         let rest = format!("pulse/{}", n20(pulse));
         let resp = self.get(self.key_of(&rest), None).await?;
         // An archived Pulse has no revision in etcd any more: its logs come from version records.
@@ -1397,15 +1439,7 @@ impl FleetLedger {
             return Ok(None);
         }
         let Some(current) = self.log(id).await? else { return Ok(None) };
-        let (mut lo, mut hi) = (0, current.commits + 1);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.version(id, mid, &current).await?.committed_at > pulse {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
+        let lo = self.first_version_after(&current, pulse).await?;
         if lo == 0 {
             return Ok(None);
         }
@@ -1423,6 +1457,72 @@ impl FleetLedger {
         let log = version.as_of_logs(header.header.logs);
         let leaf = <Blake3 as merkle::TreeHasher>::hash_leaf(&log.encode());
         let h = &header.header;
+        if merkle::verify_inclusion::<Blake3, _>(id.0, h.logs, &leaf, &path, &h.state_root).is_err() {
+            return Ok(None);
+        }
+        Ok(Some(StateProof { header: *header, log, path }))
+    }
+
+    /// The first version of `current`'s log committed after Pulse `pulse` (`current.commits + 1`
+    /// if none): a binary search of its version records, whose `committed_at` never decreases.
+    async fn first_version_after(&mut self, current: &MemoryLog, pulse: u64) -> Result<u64, FleetError> {
+        let (mut lo, mut hi) = (0, current.commits + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.version(current.id, mid, current).await?.committed_at > pulse {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The state proof of log `id` at `header`'s Pulse from the state-tree nodes kept under
+    /// `P/node/` (each the last one set at or before the Pulse, O(log n) of them read in one
+    /// or two etcd transactions) and the log's version then, checked against the header's root;
+    /// `None` when a node is missing (a Pulse made before nodes were kept) or does not check.
+    async fn node_state_proof(
+        &mut self,
+        id: LogId,
+        header: &SignedHeader,
+    ) -> Result<Option<StateProof>, FleetError> {
+        let h = &header.header;
+        if id.0 >= h.logs {
+            return Ok(None);
+        }
+        let Some(current) = self.log(id).await? else { return Ok(None) };
+        let after = self.first_version_after(&current, h.number).await?;
+        if after == 0 {
+            return Ok(None);
+        }
+        let log = self.version(id, after - 1, &current).await?.as_of_logs(h.logs);
+        let wanted = tree::path_nodes(id.0, h.logs);
+        let mut nodes: HashMap<(u32, u64), Digest> = HashMap::with_capacity(wanted.len());
+        for chunk in wanted.chunks(NODE_READS_PER_TXN) {
+            let mut ops = Vec::with_capacity(chunk.len());
+            for &(j, m) in chunk {
+                // The greatest key in `node/J/M/0 … node/J/M/N`: the node as Pulse N left it.
+                let from = self.key_of(&node_key(j, m, 0));
+                let to = self.key_of(&node_key(j, m, h.number.saturating_add(1)));
+                let options = GetOptions::new()
+                    .with_range(to)
+                    .with_sort(etcd_client::SortTarget::Key, etcd_client::SortOrder::Descend)
+                    .with_limit(1);
+                ops.push(TxnOp::get(from, Some(options)));
+            }
+            let resp = self.read_txn(Txn::new().and_then(ops)).await?;
+            for (r, &(j, m)) in resp.op_responses().into_iter().zip(chunk) {
+                let etcd_client::TxnOpResponse::Get(got) = r else { return Ok(None) };
+                let Some(kv) = got.kvs().first() else { return Ok(None) };
+                let Ok(node) = <Digest>::try_from(kv.value()) else { return Ok(None) };
+                nodes.insert((j, m), node);
+            }
+        }
+        let Some(path) = tree::path_from(id.0, h.logs, |j, m| nodes.get(&(j, m)).copied()) else {
+            return Ok(None);
+        };
+        let leaf = <Blake3 as merkle::TreeHasher>::hash_leaf(&log.encode());
         if merkle::verify_inclusion::<Blake3, _>(id.0, h.logs, &leaf, &path, &h.state_root).is_err() {
             return Ok(None);
         }
@@ -1453,16 +1553,7 @@ impl FleetLedger {
         let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
         for i in 0..count {
             let current = self.log(LogId(i)).await?.ok_or(LedgerError::UnknownLog(LogId(i)))?;
-            // The first version committed after the Pulse: committed_at never decreases.
-            let (mut lo, mut hi) = (0, current.commits + 1);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if self.version(current.id, mid, &current).await?.committed_at > pulse {
-                    hi = mid;
-                } else {
-                    lo = mid + 1;
-                }
-            }
+            let lo = self.first_version_after(&current, pulse).await?;
             if lo == 0 {
                 return Err(self.damaged(
                     &format!("version/{}/", n20(i)),
@@ -1666,6 +1757,15 @@ impl FleetLedger {
                             encode_path(&path),
                             None,
                         ));
+                    }
+                    // Every state-tree node this Pulse set, under its number: a state proof at
+                    // any Pulse takes each node it needs as the last one kept at or before it.
+                    // (Two leaves share their upper ancestors: each node once, as etcd asks.)
+                    let touched = chained.iter().map(|b| b.id).chain([log.id]);
+                    let nodes: BTreeMap<(u32, u64), Digest> =
+                        touched.flat_map(|id| snap.state.ancestors(id)).map(|(j, m, h)| ((j, m), h)).collect();
+                    for ((j, m), h) in nodes {
+                        puts.push(TxnOp::put(self.key_of(&node_key(j, m, number)), h.to_vec(), None));
                     }
                 }
             }

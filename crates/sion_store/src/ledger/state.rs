@@ -93,6 +93,12 @@ impl State {
         }
     }
 
+    /// Log `id`'s complete ancestors in the kept tree, its leaf first (`(level, index, hash)`,
+    /// [`StateTree::ancestors`]): what a change of that log set. Empty when no tree is kept.
+    pub fn ancestors(&self, id: LogId) -> Vec<(u32, u64, sion_verify::merkle::Digest)> {
+        self.tree().map(|t| t.ancestors(id.0)).unwrap_or_default()
+    }
+
     /// The log `writer` opened last, if any: the end of its chain (a log opened more recently
     /// by someone else has a greater id, so the search from the end is short for a busy
     /// writer).

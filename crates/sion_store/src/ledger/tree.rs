@@ -83,46 +83,81 @@ impl StateTree {
         }
     }
 
-    /// The hash of leaves `lo … hi − 1` as RFC 9162 defines it (`hi > lo`).
-    fn range(&self, lo: u64, hi: u64) -> Digest {
-        let n = hi - lo;
-        if n.is_power_of_two() && lo.is_multiple_of(n) {
-            let j = n.trailing_zeros() as usize;
-            return self.levels[j][(lo >> j) as usize];
-        }
-        let k = split(n);
-        Blake3::hash_children(&self.range(lo, lo + k), &self.range(lo + k, hi))
-    }
-
     /// The root: RFC 9162's hash of every leaf (`BLAKE3("")` for none).
     pub fn root(&self) -> Digest {
         match self.size() {
             0 => Blake3::hash_empty(),
-            n => self.range(0, n),
+            n => range(0, n, &mut |j, m| self.node(j, m)).unwrap_or_else(Blake3::hash_empty),
         }
     }
 
     /// Leaf `i`'s RFC 9162 inclusion path, bottom-up; `None` past the end.
     pub fn path(&self, i: u64) -> Option<Vec<Digest>> {
-        let n = self.size();
-        if i >= n {
-            return None;
-        }
-        let (mut lo, mut hi) = (0, n);
-        let mut path = Vec::new();
-        while hi - lo > 1 {
-            let k = split(hi - lo);
-            if i < lo + k {
-                path.push(self.range(lo + k, hi));
-                hi = lo + k;
-            } else {
-                path.push(self.range(lo, lo + k));
-                lo += k;
+        path_from(i, self.size(), |j, m| self.node(j, m))
+    }
+
+    /// Leaf `i`'s complete ancestors, itself first: `(level, index, hash)` for every complete
+    /// subtree that holds it — every node whose hash a change of that leaf (or its push) set.
+    pub fn ancestors(&self, i: u64) -> Vec<(u32, u64, Digest)> {
+        let mut out = Vec::new();
+        for (j, level) in self.levels.iter().enumerate() {
+            match level.get((i >> j) as usize) {
+                Some(h) => out.push((j as u32, i >> j, *h)),
+                None => break,
             }
         }
-        path.reverse();
-        Some(path)
+        out
     }
+
+    /// Complete subtree `m` of level `j` (leaves `m·2^j … (m+1)·2^j − 1`).
+    fn node(&self, j: u32, m: u64) -> Option<Digest> {
+        self.levels.get(j as usize)?.get(m as usize).copied()
+    }
+}
+
+/// The complete subtrees (`(level, index)`, each once) that leaf `i`'s inclusion path in a tree
+/// of `n` leaves is hashed from: O(log n) of them (the one right sibling that is not a complete
+/// subtree is made of at most log n that are). Empty when `i ≥ n`.
+pub fn path_nodes(i: u64, n: u64) -> Vec<(u32, u64)> {
+    let mut nodes = Vec::new();
+    let _ = path_from(i, n, |j, m| {
+        nodes.push((j, m));
+        Some([0; 32])
+    });
+    nodes
+}
+
+/// Leaf `i`'s RFC 9162 inclusion path in a tree of `n` leaves, bottom-up, from the hashes of
+/// complete subtrees that `node(level, index)` gives (`None` if one is missing, or `i ≥ n`).
+pub fn path_from(i: u64, n: u64, mut node: impl FnMut(u32, u64) -> Option<Digest>) -> Option<Vec<Digest>> {
+    if i >= n {
+        return None;
+    }
+    let (mut lo, mut hi) = (0, n);
+    let mut path = Vec::new();
+    while hi - lo > 1 {
+        let k = split(hi - lo);
+        if i < lo + k {
+            path.push(range(lo + k, hi, &mut node)?);
+            hi = lo + k;
+        } else {
+            path.push(range(lo, lo + k, &mut node)?);
+            lo += k;
+        }
+    }
+    path.reverse();
+    Some(path)
+}
+
+/// The hash of leaves `lo … hi − 1` as RFC 9162 defines it (`hi > lo`), from complete subtrees.
+fn range(lo: u64, hi: u64, node: &mut impl FnMut(u32, u64) -> Option<Digest>) -> Option<Digest> {
+    let n = hi - lo;
+    if n.is_power_of_two() && lo.is_multiple_of(n) {
+        let j = n.trailing_zeros();
+        return node(j, lo >> j);
+    }
+    let k = split(n);
+    Some(Blake3::hash_children(&range(lo, lo + k, node)?, &range(lo + k, hi, node)?))
 }
 
 /// The largest power of two below `n` (`n ≥ 2`): where RFC 9162 splits a tree of `n` leaves.
@@ -180,6 +215,54 @@ mod tests {
         }
         assert_eq!(StateTree::default().root(), Blake3::hash_empty());
         assert_eq!(StateTree::from_leaves(leaves.iter()), tree_rebuilt(&leaves));
+    }
+
+    /// What a fleet ledger keeps (each Pulse, the complete ancestors of the leaves it changed,
+    /// under that Pulse's number) gives any earlier Pulse's inclusion paths: each subtree's hash
+    /// as of Pulse P is the last one kept at or before P.
+    #[test]
+    fn versioned_ancestors_give_any_earlier_paths() {
+        use std::collections::BTreeMap;
+        let mut tree = StateTree::default();
+        let mut leaves: Vec<Vec<u8>> = Vec::new();
+        let mut kept: BTreeMap<(u32, u64, u64), Digest> = BTreeMap::new();
+        let mut roots = Vec::new();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for pulse in 0..600u64 {
+            let mut changed = Vec::new();
+            if leaves.is_empty() || next() % 3 == 0 {
+                leaves.push(leaf(leaves.len() as u64, pulse));
+                tree.push(Blake3::hash_leaf(leaves.last().expect("one")));
+                changed.push(leaves.len() as u64 - 1);
+            }
+            if next() % 2 == 0 {
+                let i = next() % leaves.len() as u64;
+                leaves[i as usize] = leaf(i, pulse);
+                tree.set(i, Blake3::hash_leaf(&leaves[i as usize]));
+                changed.push(i);
+            }
+            for i in changed {
+                for (j, m, h) in tree.ancestors(i) {
+                    kept.insert((j, m, pulse), h);
+                }
+            }
+            roots.push((tree.size(), tree.root(), leaves.clone()));
+        }
+        for pulse in (0..600u64).step_by(7) {
+            let (n, root, ref then) = roots[pulse as usize];
+            let i = next() % n;
+            let at = |j: u32, m: u64| kept.range((j, m, 0)..=(j, m, pulse)).next_back().map(|(_, h)| *h);
+            let path = path_from(i, n, at).expect("every node kept");
+            assert!(path_nodes(i, n).len() <= 2 * 64);
+            let h = Blake3::hash_leaf(&then[i as usize]);
+            verify_inclusion::<Blake3, _>(i, n, &h, &path, &root).expect("the path as of that Pulse");
+        }
     }
 
     fn tree_rebuilt(leaves: &[Vec<u8>]) -> StateTree {
