@@ -1762,8 +1762,10 @@ impl FleetLedger {
                     // any Pulse takes each node it needs as the last one kept at or before it.
                     // (Two leaves share their upper ancestors: each node once, as etcd asks.)
                     let touched = chained.iter().map(|b| b.id).chain([log.id]);
-                    let nodes: BTreeMap<(u32, u64), Digest> =
-                        touched.flat_map(|id| snap.state.ancestors(id)).map(|(j, m, h)| ((j, m), h)).collect();
+                    let nodes: BTreeMap<(u32, u64), Digest> = touched
+                        .flat_map(|id| snap.state.ancestors(id))
+                        .map(|(j, m, h)| ((j, m), h))
+                        .collect();
                     for ((j, m), h) in nodes {
                         puts.push(TxnOp::put(self.key_of(&node_key(j, m, number)), h.to_vec(), None));
                     }
