@@ -1071,8 +1071,9 @@ impl FleetLedger {
     }
 
     /// The state after Pulses `held + 1 … to`, each entry's transaction checked by the rules on
-    /// the state before it and applied, each header following the one before and signed by the
-    /// ledger's key. None when those Pulses cannot be read any more (below the archive's mark
+    /// the state before it and applied, each header following the one before, signed by the
+    /// ledger's key and naming the state root the change makes ([`FleetLedger::replay_in_place`]
+    /// on a copy). None when those Pulses cannot be read any more (below the archive's mark
     /// `archived`) or are too many to replay ([`MAX_REPLAY`]): the state root alone is then
     /// checked, after one read that the held Pulse is still in the chain at its number (or
     /// the chain was rolled back and extended again past it: refused). Agents and nonces are
@@ -1092,68 +1093,11 @@ impl FleetLedger {
             self.held_is_ancestor(held, to, at, archived).await?;
             return Ok(None);
         }
-        let operator = self.operator();
-        let key = self.public_key();
-        let mut state = held.state.clone();
-        let mut prev = held.latest;
-        let mut n = from;
-        while n <= to {
-            let end = (n + REPLAY_PAGE).min(to + 1);
-            let range = |what: &str| {
-                let options = GetOptions::new()
-                    .with_range(self.key_of(&format!("{what}/{}", n20(end))))
-                    .with_revision(at);
-                (self.key_of(&format!("{what}/{}", n20(n))), Some(options))
-            };
-            let ((pulses, pulse_range), (sigs, sig_range)) = (range("pulse"), range("sig"));
-            let entries = self.get(pulses, pulse_range).await?;
-            let sigs = self.get(sigs, sig_range).await?;
-            let find = |resp: &etcd_client::GetResponse, k: &str| {
-                resp.kvs().iter().find(|kv| kv.key() == k.as_bytes()).map(|kv| kv.value().to_vec())
-            };
-            for m in n..end {
-                let rest = format!("pulse/{}", n20(m));
-                let sig_rest = format!("sig/{}", n20(m));
-                let bad = |problem: String| self.mismatch(to, std::slice::from_ref(&rest), problem);
-                let Some(value) = find(&entries, &self.key_of(&rest)) else {
-                    return Err(bad(format!("Pulse {m} is missing below the head, Pulse {to}")));
-                };
-                let (tx, header) = decode_entry(&value)
-                    .map_err(|e| bad(format!("Pulse {m}'s entry does not parse: {e}")))?;
-                let Some(tx) = tx else { return Err(bad(format!("Pulse {m}'s entry holds no transaction"))) };
-                if header.number != m || header.prev != prev.hash() || header.time_ns <= prev.time_ns {
-                    return Err(bad(format!("Pulse {m}'s header does not follow Pulse {}'s", m - 1)));
-                }
-                let signature: Option<[u8; 64]> =
-                    find(&sigs, &self.key_of(&sig_rest)).and_then(|v| v.as_slice().try_into().ok());
-                if signature.is_none_or(|signature| SignedHeader { header, signature }.verify(&key).is_err())
-                {
-                    return Err(self.mismatch(
-                        to,
-                        &[sig_rest],
-                        format!(
-                            "Pulse {m} has no signature of the ledger's key: not made by a front-end's commit"
-                        ),
-                    ));
-                }
-                let change = state.check(&operator, &tx, m).map_err(|e| {
-                    bad(format!(
-                        "Pulse {m}'s transaction is refused by the rules on the state before it ({e})"
-                    ))
-                })?;
-                state.apply(tx.sender, change);
-                if header.logs != state.logs.len() as u64 {
-                    return Err(bad(format!(
-                        "Pulse {m}'s header counts {} logs, its transaction leaves {}",
-                        header.logs,
-                        state.logs.len()
-                    )));
-                }
-                prev = header;
-            }
-            n = end;
-        }
-        Ok(Some(state))
+        // The same replay as a front-end's own advance, on a copy: the state read whole is
+        // then compared with it key by key.
+        let mut copy = held.clone();
+        self.replay_in_place(&mut copy, to, at, &mut Vec::new()).await?;
+        Ok(Some(copy.state))
     }
 
     /// The held Pulse's header is still the chain's at its number — read from `P/pulse/M` at

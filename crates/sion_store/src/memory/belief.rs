@@ -31,13 +31,19 @@ pub trait Source {
     fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, MemoryError>;
     /// When the atom at `position` was recorded, as a proof file (kind 6).
     fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError>;
+    /// What list proofs read, none of it behind a lock: the index, the log, the log's id, and
+    /// the first position the index's version 2 covers.
+    fn lists(&self) -> (&IndexReader, &Log, LogId, u64);
     /// The complete list of atoms linking to `target`, against `version` (kind 4).
     fn prove_links(
         &self,
         version: &MemoryLog,
         attestation: Attestation,
         target: AtomId,
-    ) -> Result<ProofFile, MemoryError>;
+    ) -> Result<ProofFile, MemoryError> {
+        let (reader, log, id, v2_from) = self.lists();
+        super::prove_list(reader, log, id, version, attestation, ListKey::LinksTo(target), v2_from)
+    }
 }
 
 impl Source for Memory {
@@ -62,21 +68,8 @@ impl Source for Memory {
     fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError> {
         Memory::prove_recorded(self, position)
     }
-    fn prove_links(
-        &self,
-        version: &MemoryLog,
-        attestation: Attestation,
-        target: AtomId,
-    ) -> Result<ProofFile, MemoryError> {
-        super::prove_list(
-            self.index_reader(),
-            self.log(),
-            Memory::log_id(self),
-            version,
-            attestation,
-            ListKey::LinksTo(target),
-            self.index_v2_from(),
-        )
+    fn lists(&self) -> (&IndexReader, &Log, LogId, u64) {
+        (self.index_reader(), self.log(), Memory::log_id(self), self.index_v2_from())
     }
 }
 
@@ -137,21 +130,8 @@ impl Source for Shared<'_> {
     fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError> {
         self.locked().prove_recorded(position)
     }
-    fn prove_links(
-        &self,
-        version: &MemoryLog,
-        attestation: Attestation,
-        target: AtomId,
-    ) -> Result<ProofFile, MemoryError> {
-        super::prove_list(
-            &self.reader,
-            &self.log,
-            self.log_id,
-            version,
-            attestation,
-            ListKey::LinksTo(target),
-            self.index_v2_from,
-        )
+    fn lists(&self) -> (&IndexReader, &Log, LogId, u64) {
+        (&self.reader, &self.log, self.log_id, self.index_v2_from)
     }
 }
 
