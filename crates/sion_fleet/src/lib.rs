@@ -283,10 +283,13 @@ fn n20(n: u64) -> String {
     format!("{n:020}")
 }
 
-/// Where a state-tree node is kept: `node/J/M/N`, complete subtree `M` of level `J` (leaves
-/// `M·2^J … (M+1)·2^J − 1`) as Pulse `N` set it (J two digits, M and N twenty).
+/// Where a state-tree node is kept: `node/J/M/R`, complete subtree `M` of level `J` (leaves
+/// `M·2^J … (M+1)·2^J − 1`) as Pulse `N = 2^64 − 1 − R` set it (J two digits, M and R twenty),
+/// so that the newest sorts first: etcd reads a whole range to sort it, but stops at the limit
+/// of a range in key order, so "the last one at or before Pulse P" is the first key from
+/// `R = 2^64 − 1 − P` on, one key read however often the node changed.
 fn node_key(j: u32, m: u64, pulse: u64) -> String {
-    format!("node/{j:02}/{}/{}", n20(m), n20(pulse))
+    format!("node/{j:02}/{}/{}", n20(m), n20(u64::MAX - pulse))
 }
 
 /// The most reads one etcd transaction carries (etcd's `--max-txn-ops` is 128 by default).
@@ -1446,13 +1449,10 @@ impl FleetLedger {
         for chunk in wanted.chunks(NODE_READS_PER_TXN) {
             let mut ops = Vec::with_capacity(chunk.len());
             for &(j, m) in chunk {
-                // The greatest key in `node/J/M/0 … node/J/M/N`: the node as Pulse N left it.
-                let from = self.key_of(&node_key(j, m, 0));
-                let to = self.key_of(&node_key(j, m, h.number.saturating_add(1)));
-                let options = GetOptions::new()
-                    .with_range(to)
-                    .with_sort(etcd_client::SortTarget::Key, etcd_client::SortOrder::Descend)
-                    .with_limit(1);
+                // The first key of the node's from Pulse N back: the node as Pulse N left it.
+                let from = self.key_of(&node_key(j, m, h.number));
+                let end = prefix_end(self.key_of(&format!("node/{j:02}/{}/", n20(m))).as_bytes());
+                let options = GetOptions::new().with_range(end).with_limit(1);
                 ops.push(TxnOp::get(from, Some(options)));
             }
             let resp = self.read_txn(Txn::new().and_then(ops)).await?;
