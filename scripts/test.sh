@@ -56,7 +56,7 @@ rm -rf "$lifetime_dir"
 
 # The API documentation builds without a warning (broken links, missing docs where asked).
 phase "docs (cargo doc, warnings denied)"
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p sion_verify -p sion_store -p sion_cognet \
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p sion_verify -p sion_disk -p sion_log -p sion_index -p sion_ledger -p sion_store -p sion_sim -p sion_cognet \
     -p sion_brain -p sion_ingest -p sion_bag -p sion_fleet -p sion_seal -p sion_archive -p sion_memory
 
 # The Python verifier (python/, pyo3 + maturin) in the ROS 2 environment rclpy readers use,

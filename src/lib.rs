@@ -16,7 +16,7 @@ pub use sion_cognet as cognet;
 pub use sion_disk as disk;
 pub use sion_ingest as ingest;
 #[cfg(feature = "sim")]
-pub use sion_store::sim;
+pub use sion_sim as sim;
 pub use sion_store::{index, ledger, log, memory};
 pub use sion_verify::{atom, belief, leaf, merkle, proof, time, wire};
 #[cfg(feature = "viz")]

@@ -17,8 +17,8 @@ fn template() -> &'static (tempfile::TempDir, Vec<PathBuf>) {
         let dir = tempfile::tempdir().expect("tmp");
         let data = dir.path().join("m");
         let mut memory = Memory::create(&data, None, None).expect("create");
-        let config = sion_store::sim::WarehouseConfig { seed: 7, ..Default::default() };
-        let atoms: Vec<_> = sion_store::sim::Warehouse::new(config).take(300).collect();
+        let config = sion_sim::WarehouseConfig { seed: 7, ..Default::default() };
+        let atoms: Vec<_> = sion_sim::Warehouse::new(config).take(300).collect();
         memory.remember(atoms).expect("remember");
         memory.commit(false).expect("commit");
         drop(memory);

@@ -7,8 +7,11 @@
 //! Two backends: [`Os`], the operating system, which every memory uses; and [`Faults`], for
 //! tests, which fails the n-th change with an I/O error or a full disk, writes short, and cuts
 //! the power — puts every file back as the disk would hold it after a crash, keeping only what
-//! was fsynced (and only the names whose directory was fsynced). The crate has no
-//! dependencies and knows nothing of atoms, logs or ledgers.
+//! was fsynced (and only the names whose directory was fsynced). Beside it, what the log, the
+//! index and the ledger each write with: checksummed frames ([`frame`]), a file that a test
+//! can shadow in memory and the directory lock ([`shadow`]), and the check that secrets stay
+//! their owner's ([`private`]). It depends on crc32c and tracing alone and knows nothing of
+//! atoms, logs or ledgers.
 //!
 //! What it makes is its owner's alone, whatever the umask: files 0600 and directories 0700
 //! (a memory holds key material and people's faces; another user on the robot reads nothing).
@@ -25,6 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod faults;
+pub mod frame;
+pub mod private;
+pub mod shadow;
 
 pub use faults::{Fault, Faults};
 

@@ -35,8 +35,8 @@ use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
 use sion_fleet::FleetLedger;
 use sion_fleet::client::RemoteLedger;
 use sion_fleet::local::Etcd;
-use sion_store::ledger::link::LedgerLink as _;
-use sion_store::ledger::{Head, LogId, SignedTx, Tx};
+use sion_ledger::link::LedgerLink as _;
+use sion_ledger::{Head, LogId, SignedTx, Tx};
 use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
 
 struct Row {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sion_store::ledger::{Account, SignedTx, Tx};
+use sion_ledger::{Account, SignedTx, Tx};
 
 /// Who may open logs and register agents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

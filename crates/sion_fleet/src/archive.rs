@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp};
-use sion_store::ledger::{LedgerError, PulseHeader, SignedHeader};
+use sion_ledger::{LedgerError, PulseHeader, SignedHeader};
 use sion_verify::ledger::Cosignature;
 use sion_verify::merkle::Digest;
 use sion_verify::wire::{Put as _, Reader};

@@ -1,4 +1,4 @@
-//! A memory's link to a fleet ledger service ([`sion_store::ledger::link::LedgerLink`] over
+//! A memory's link to a fleet ledger service ([`sion_ledger::link::LedgerLink`] over
 //! gRPC): what `sion memory open --ledger URL`, the node's `ledger` parameter and
 //! `sion memory verify --ledger URL` use. Calls block (the memory is synchronous) on a small
 //! runtime of the link's own, so a link works inside and outside another tokio runtime.
@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ed25519_dalek::VerifyingKey;
-use sion_store::ledger::link::LedgerLink;
-use sion_store::ledger::{
+use sion_ledger::link::LedgerLink;
+use sion_ledger::{
     Account, Agent, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx, StateProof,
     TxTimeProof,
 };

@@ -1,7 +1,7 @@
 //! The fleet ledger (docs/FLEET-LEDGER.md): the Pulse chain and the ledger's state kept in
 //! etcd under one key prefix, the next Pulse agreed by a compare-and-swap on the head, so any
 //! number of front-ends can take transactions at once and two Pulses can never share a
-//! number. The rules are the embedded ledger's own ([`sion_store::ledger::state::State`]):
+//! number. The rules are the embedded ledger's own ([`sion_ledger::state::State`]):
 //! what is accepted, and the headers it gets, are the same.
 //!
 //! A header is fixed in etcd before it is signed, and ed25519 signatures are deterministic:
@@ -21,9 +21,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
-use sion_store::ledger::state::{Change, State, Undo};
-use sion_store::ledger::tree;
-use sion_store::ledger::{
+use sion_ledger::state::{Change, State, Undo};
+use sion_ledger::tree;
+use sion_ledger::{
     Account, Agent, AgentStatus, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx,
     StateProof, TxTimeProof, account_of, decode_version, encode_version,
 };

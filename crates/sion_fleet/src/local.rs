@@ -120,9 +120,8 @@ impl Etcd {
             ))
             .await?;
         // 32 bytes of the operating system's randomness, as a ledger key is drawn.
-        let secret = || {
-            sion_store::ledger::generate_key().map(|k| hex::encode(k.to_bytes())).map_err(|e| e.to_string())
-        };
+        let secret =
+            || sion_ledger::generate_key().map(|k| hex::encode(k.to_bytes())).map_err(|e| e.to_string());
         let password = secret()?;
         {
             use std::io::Write as _;

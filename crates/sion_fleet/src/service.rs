@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use sion_store::ledger::{Account, LedgerError, LogId, SignedTx, StateProof};
+use sion_ledger::{Account, LedgerError, LogId, SignedTx, StateProof};
 use sion_verify::ledger::Cosignature;
 use sion_verify::wire::{Put as _, Reader};
 use tokio::sync::Mutex;

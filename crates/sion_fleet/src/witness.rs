@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use sion_store::ledger::link::LedgerLink;
-use sion_store::ledger::{Account, Head, LedgerError, LogId, MemoryLog, SignedHeader, StateProof, Tx};
+use sion_ledger::link::LedgerLink;
+use sion_ledger::{Account, Head, LedgerError, LogId, MemoryLog, SignedHeader, StateProof, Tx};
 use sion_verify::ledger::{Chain, Cosignature, empty_head};
 use sion_verify::merkle::{Blake3, Digest, TreeHasher as _, root_from_inclusion, verify_consistency};
 use sion_verify::wire::{Put as _, Reader};

@@ -9,11 +9,11 @@ use ed25519_dalek::SigningKey;
 use sion_fleet::FleetLedger;
 use sion_fleet::client::RemoteLedger;
 use sion_fleet::local::Etcd;
+use sion_sim::{Warehouse, WarehouseConfig};
 use sion_store::index::IndexConfig;
 use sion_store::ledger::link::LedgerLink;
 use sion_store::ledger::{LedgerError, SignedTx, Tx, account_of};
 use sion_store::memory::Memory;
-use sion_store::sim::{Warehouse, WarehouseConfig};
 
 fn free_addr() -> SocketAddr {
     sion_fleet::local::free_addr().expect("a free loopback port")

@@ -10,11 +10,11 @@ use ed25519_dalek::SigningKey;
 use sion_fleet::client::RemoteLedger;
 use sion_fleet::local::Etcd;
 use sion_fleet::{FleetError, FleetLedger, agent_value};
+use sion_sim::{Warehouse, WarehouseConfig};
 use sion_store::index::IndexConfig;
 use sion_store::ledger::link::LedgerLink;
 use sion_store::ledger::{Agent, AgentStatus, Head, LedgerError, LogId, MemoryLog, SignedTx, Tx, account_of};
 use sion_store::memory::Memory;
-use sion_store::sim::{Warehouse, WarehouseConfig};
 use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
 
 fn tree(n: u64) -> MemoryTree<Blake3> {

@@ -12,11 +12,11 @@ use sion_fleet::client::RemoteLedger;
 use sion_fleet::local::Etcd;
 use sion_fleet::service::Service;
 use sion_fleet::witness::{Witness, WitnessError};
+use sion_sim::{Warehouse, WarehouseConfig};
 use sion_store::index::IndexConfig;
 use sion_store::ledger::LedgerError;
 use sion_store::ledger::link::LedgerLink;
 use sion_store::memory::Memory;
-use sion_store::sim::{Warehouse, WarehouseConfig};
 use sion_verify::ledger::{Cosignature, SignedHeader};
 use sion_verify::proof::{self, Expect};
 

@@ -1,19 +1,16 @@
 //! sion_store: the writer's side of a sion_memory.
 //!
-//! The durable append-only atom log and its blobs (docs/LOG.md), the spatio-temporal index
-//! kept up to date incrementally (docs/INDEX.md), the embedded ledger (docs/LEDGER.md), and
-//! [`memory::Memory`], which ties a writer's log, key and ledger together and builds proofs.
+//! [`memory::Memory`] ties a writer's log (`sion_log`, docs/LOG.md), its index (`sion_index`,
+//! docs/INDEX.md), its key and its ledger (`sion_ledger`, docs/LEDGER.md) together, keeps
+//! sealed spaces and belief, and builds proofs. The rooms are re-exported under their old
+//! names (`sion_store::log`, `::index`, `::ledger`), so a caller reaches them from here.
 //! What a reader needs to check those proofs is `sion_verify`, which this crate builds on and
 //! never the other way round.
 
 #![forbid(unsafe_code)]
 
-pub mod frame;
-pub mod index;
-pub mod ledger;
-pub mod log;
+pub use sion_disk::{frame, shadow};
+pub use sion_index as index;
+pub use sion_ledger as ledger;
+pub use sion_log as log;
 pub mod memory;
-mod private;
-pub mod shadow;
-#[cfg(feature = "sim")]
-pub mod sim;

@@ -435,7 +435,7 @@ impl Memory {
         let index_config = index;
         let disk = &index_config.disk;
         let config = read_config(dir)?;
-        crate::private::keep_memory_private(dir, true);
+        sion_disk::private::keep_memory_private(dir, true);
         // Its making may have been cut short just before memory.json's name was durable.
         disk.make_durable(&dir.join("memory.json")).map_err(|e| config_err(&dir.join("memory.json"), e))?;
         let writer = read_key(&dir.join("writer.key"))?;
@@ -517,7 +517,7 @@ impl Memory {
     /// The same, reaching a remote ledger (if memory.json names one) through `connect`.
     pub fn open_read_only_linked(dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
         let config = read_config(dir)?;
-        crate::private::keep_memory_private(dir, false);
+        sion_disk::private::keep_memory_private(dir, false);
         let writer = read_key(&dir.join("writer.key"))?;
         // The index first, then the ledger, then the log: a writer running now indexes and
         // commits only what its log holds, so each is at least as far as the one before.

@@ -1123,8 +1123,8 @@ impl MemberKeys {
     pub fn open(disk: &Disk, dir: &Path) -> Result<Self, SpaceError> {
         let path = dir.join("member.key");
         let mut secrets = vec![
-            crate::private::Secret { path: dir, holds: "a member's keys" },
-            crate::private::Secret {
+            sion_disk::private::Secret { path: dir, holds: "a member's keys" },
+            sion_disk::private::Secret {
                 path: &path,
                 holds: "a member's key: whoever reads it can unwrap every cover given to this member",
             },
@@ -1139,12 +1139,12 @@ impl MemberKeys {
             })
             .unwrap_or_default();
         for store in &stores {
-            secrets.push(crate::private::Secret {
+            secrets.push(sion_disk::private::Secret {
                 path: store,
                 holds: "a member's covers: whoever reads them can open the sealed payloads they cover",
             });
         }
-        crate::private::keep_private(&secrets, true);
+        sion_disk::private::keep_private(&secrets, true);
         let bytes = zeroize::Zeroizing::new(std::fs::read(&path).map_err(|e| file_err(&path, e))?);
         let seed: [u8; 32] = bytes
             .as_slice()

@@ -13,6 +13,8 @@
 //! latest. Resident memory is what the writer holds hot (within [`Budget`]) and the store's
 //! cache of decoded records (within its budget), whatever the length of the log.
 
+#![forbid(unsafe_code)]
+
 mod map;
 mod record;
 mod store;

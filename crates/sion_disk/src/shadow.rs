@@ -17,7 +17,7 @@ pub struct DiskFile(Kind);
 
 #[derive(Debug)]
 enum Kind {
-    Real(sion_disk::File),
+    Real(crate::File),
     Shadow { file: Option<File>, tail: Mutex<Tail> },
 }
 
@@ -33,7 +33,7 @@ fn read_only() -> io::Error {
 }
 
 impl DiskFile {
-    pub fn real(file: sion_disk::File) -> Self {
+    pub fn real(file: crate::File) -> Self {
         Self(Kind::Real(file))
     }
 
@@ -173,7 +173,7 @@ pub fn lock_dir(dir: &Path) -> io::Result<Option<File>> {
         .create(true)
         .truncate(false)
         .write(true)
-        .mode(sion_disk::FILE_MODE)
+        .mode(crate::FILE_MODE)
         .open(dir.join("LOCK"))?;
     for _ in 0..50 {
         if file.try_lock().is_ok() {

@@ -13,7 +13,7 @@ use super::{
     TxTimeProof,
 };
 
-/// A memory's ledger: the calls [`crate::memory::Memory`] makes of it.
+/// A memory's ledger: the calls `sion_store::memory::Memory` makes of it.
 pub trait LedgerLink: Send + Sync {
     /// Where the ledger is, for people: a directory or a URL.
     fn describe(&self) -> String;

@@ -6,13 +6,13 @@
 use std::path::Path;
 
 /// A file or directory that must be its owner's alone, and what reading it gives away.
-pub(crate) struct Secret<'a> {
+pub struct Secret<'a> {
     pub path: &'a Path,
     pub holds: &'static str,
 }
 
 /// Check each of `secrets`; mend (`mend`) or only report those open to other users.
-pub(crate) fn keep_private(secrets: &[Secret<'_>], mend: bool) {
+pub fn keep_private(secrets: &[Secret<'_>], mend: bool) {
     use std::os::unix::fs::MetadataExt as _;
     for s in secrets {
         let open = match std::fs::symlink_metadata(s.path) {
@@ -29,7 +29,7 @@ pub(crate) fn keep_private(secrets: &[Secret<'_>], mend: bool) {
             );
             continue;
         }
-        match sion_disk::tighten(s.path) {
+        match crate::tighten(s.path) {
             Ok(_) => tracing::warn!(
                 "{} was open to other users (mode {open:o}); made private. It holds {}: anyone \
                  on this machine may have read it until now",
@@ -47,7 +47,7 @@ pub(crate) fn keep_private(secrets: &[Secret<'_>], mend: bool) {
 }
 
 /// The secrets of a memory directory.
-pub(crate) fn of_memory(dir: &Path) -> [(std::path::PathBuf, &'static str); 4] {
+pub fn of_memory(dir: &Path) -> [(std::path::PathBuf, &'static str); 4] {
     [
         (dir.to_owned(), "the memory: its atoms, payloads and keys"),
         (
@@ -60,7 +60,7 @@ pub(crate) fn of_memory(dir: &Path) -> [(std::path::PathBuf, &'static str); 4] {
 }
 
 /// Check the secrets of the memory at `dir` (see [`keep_private`]).
-pub(crate) fn keep_memory_private(dir: &Path, mend: bool) {
+pub fn keep_memory_private(dir: &Path, mend: bool) {
     let secrets = of_memory(dir);
     let list: Vec<Secret<'_>> = secrets.iter().map(|(p, h)| Secret { path: p, holds: h }).collect();
     keep_private(&list, mend);

@@ -7,6 +7,8 @@
 //! is, every version of every log, and a checkpoint of the state, so that opening replays only
 //! the journal past the checkpoint and memory does not grow with the ledger's life.
 
+#![forbid(unsafe_code)]
+
 mod files;
 pub mod link;
 pub mod state;
@@ -29,9 +31,9 @@ pub use sion_verify::ledger::{
 use sion_verify::merkle::{self, Blake3, MemoryTree};
 use sion_verify::wire::{Put as _, Reader};
 
-use crate::frame as wire;
-use crate::shadow::DiskFile;
 use files::PulseEntry;
+use sion_disk::frame as wire;
+use sion_disk::shadow::DiskFile;
 use sion_disk::{Disk, Open};
 use state::State;
 
@@ -183,8 +185,8 @@ pub fn write_key(disk: &Disk, path: &Path, key: &SigningKey) -> Result<(), Ledge
 pub fn read_or_make_key(disk: &Disk, path: &Path) -> Result<SigningKey, LedgerError> {
     match read_key(path) {
         Ok(key) => {
-            crate::private::keep_private(
-                &[crate::private::Secret {
+            sion_disk::private::keep_private(
+                &[sion_disk::private::Secret {
                     path,
                     holds: "a signing key: whoever reads it can sign as its owner",
                 }],
@@ -272,7 +274,7 @@ pub const CHECKPOINT_EVERY: u64 = 1024;
 const DAMAGED: &str = "DAMAGED";
 
 fn lock_dir(dir: &Path) -> Result<File, LedgerError> {
-    crate::shadow::lock_dir(dir)
+    sion_disk::shadow::lock_dir(dir)
         .map_err(io_err(format!("opening {}", dir.join("LOCK").display())))?
         .ok_or_else(|| LedgerError::Locked(dir.to_owned()))
 }
@@ -401,10 +403,10 @@ impl Ledger {
             disk.make_durable(&dir.join("FORMAT")).map_err(io_err("syncing FORMAT"))?;
         }
         let key_path = dir.join("key");
-        crate::private::keep_private(
+        sion_disk::private::keep_private(
             &[
-                crate::private::Secret { path: dir, holds: "a ledger's signing key" },
-                crate::private::Secret {
+                sion_disk::private::Secret { path: dir, holds: "a ledger's signing key" },
+                sion_disk::private::Secret {
                     path: &key_path,
                     holds: "the ledger's signing key: whoever reads it can sign this ledger's Pulses",
                 },

@@ -339,7 +339,7 @@ pub fn crit_node(store: &Store, child: &CritChild) -> Result<CritRec, IndexError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::record::ListRec;
+    use crate::record::ListRec;
     use sion_verify::index::critbit::empty_digest;
     use std::collections::HashMap;
 

@@ -43,9 +43,9 @@ trait Backend: Send + Sync {
     fn sync(&self) -> io::Result<()>;
 }
 
-impl Backend for crate::shadow::DiskFile {
+impl Backend for sion_disk::shadow::DiskFile {
     fn len(&self) -> io::Result<u64> {
-        crate::shadow::DiskFile::len(self)
+        sion_disk::shadow::DiskFile::len(self)
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.read_exact_at(buf, offset)
@@ -54,7 +54,7 @@ impl Backend for crate::shadow::DiskFile {
         self.write_all_at(bytes, offset)
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
-        crate::shadow::DiskFile::set_len(self, len)
+        sion_disk::shadow::DiskFile::set_len(self, len)
     }
     fn sync(&self) -> io::Result<()> {
         self.sync_data()
@@ -339,7 +339,7 @@ impl Store {
             Err(e) => return Err(io_err("reading FORMAT")(e)),
         }
         let lock = if writable {
-            let lock = crate::shadow::lock_dir(dir).map_err(io_err("opening the index's lock file"))?;
+            let lock = sion_disk::shadow::lock_dir(dir).map_err(io_err("opening the index's lock file"))?;
             Some(lock.ok_or_else(|| IndexError::Locked(dir.to_owned()))?)
         } else {
             None
@@ -354,9 +354,9 @@ impl Store {
             if writable {
                 let f =
                     disk.open(&dir.join(name), Open::Existing).map_err(io_err(format!("opening {name}")))?;
-                Ok(Box::new(crate::shadow::DiskFile::real(f)))
+                Ok(Box::new(sion_disk::shadow::DiskFile::real(f)))
             } else {
-                let f = crate::shadow::DiskFile::shadow(&dir.join(name))
+                let f = sion_disk::shadow::DiskFile::shadow(&dir.join(name))
                     .map_err(io_err(format!("opening {name}")))?;
                 Ok(Box::new(f))
             }
@@ -468,7 +468,7 @@ impl Store {
                 .map_err(io_err("reading the node file"))?;
         }
         let body = &bytes[8..whole];
-        if crate::frame::frame_checksum(len, body) != crc {
+        if sion_disk::frame::frame_checksum(len, body) != crc {
             return Err(damaged(format!("the record at {ptr} fails its checksum")));
         }
         let record =
@@ -495,7 +495,7 @@ impl Store {
         pending.buf.extend_from_slice(&[0; 8]);
         record.encode_into(&mut pending.buf);
         let len = (pending.buf.len() - at - 8) as u32;
-        let crc = crate::frame::frame_checksum(len, &pending.buf[at + 8..]);
+        let crc = sion_disk::frame::frame_checksum(len, &pending.buf[at + 8..]);
         pending.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
         pending.buf[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
         // List runs too: the next merge of a list's runs reads them back.

@@ -4,6 +4,8 @@
 //! It feeds the demo, the tests and the benchmarks with atoms shaped like a robot's: the same
 //! seed gives the same atoms, byte for byte, on every machine.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 
 use sion_verify::atom::{Atom, AtomParts, BlobRef, BoxMm, Extractor, Interval, Kind, Payload, Permille};

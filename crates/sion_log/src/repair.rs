@@ -34,7 +34,7 @@ pub fn plan(dir: &Path) -> Result<Survey, LogError> {
 /// taken for the while. Opening the log afterwards derives `offsets`, `nodes`, the checkpoint
 /// and the duplicate filter again from the segments kept.
 pub fn repair(dir: &Path, disk: &Disk) -> Result<LogRepair, LogError> {
-    let _lock = crate::shadow::lock_dir(dir)
+    let _lock = sion_disk::shadow::lock_dir(dir)
         .map_err(io_err("opening the log's lock file"))?
         .ok_or_else(|| LogError::Locked(dir.to_owned()))?;
     let found = survey(dir)?;

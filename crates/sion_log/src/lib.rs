@@ -10,6 +10,8 @@
 //! groups: whoever finds no commit under way leads one for everything queued, with one fsync
 //! per file, while the others wait for it.
 
+#![forbid(unsafe_code)]
+
 mod blob_index;
 pub mod blobs;
 mod dedup;
@@ -24,9 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 
-use crate::shadow::DiskFile;
 use dedup::Dedup;
 use segment::{HEADER_LEN, RECORD_HEADER_LEN, Record, RecordReader};
+use sion_disk::shadow::DiskFile;
 use sion_disk::{Disk, File, Open};
 use sion_verify::atom::Atom;
 pub use sion_verify::leaf::{LogHasher, leaf_hash, leaf_hash_of_bytes};
@@ -337,7 +339,7 @@ impl Log {
             Err(e) => return Err(io_err(format!("reading {}", format_path.display()))(e)),
         }
         let lock = if writable {
-            let lock = crate::shadow::lock_dir(dir).map_err(io_err("opening the log's lock file"))?;
+            let lock = sion_disk::shadow::lock_dir(dir).map_err(io_err("opening the log's lock file"))?;
             Some(lock.ok_or_else(|| LogError::Locked(dir.to_owned()))?)
         } else {
             None

@@ -1,8 +1,6 @@
 //! The checksummed frames that log segments, blob packs and the ledger journal are made of
 //! (docs/LOG.md, "Records"): u32 length, u32 CRC-32C, bytes.
 
-use sion_verify::wire::Put as _;
-
 /// CRC-32C over a frame's length field and its bytes, so a torn or zeroed length is caught as
 /// surely as a torn body.
 pub fn frame_checksum(len: u32, bytes: &[u8]) -> u32 {
@@ -12,9 +10,9 @@ pub fn frame_checksum(len: u32, bytes: &[u8]) -> u32 {
 /// Append a frame: u32 length, u32 checksum, bytes (docs/LOG.md, "Records").
 pub fn put_frame(out: &mut Vec<u8>, bytes: &[u8]) {
     let len = bytes.len() as u32;
-    out.put_u32(len);
-    out.put_u32(frame_checksum(len, bytes));
-    out.put_bytes(bytes);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&frame_checksum(len, bytes).to_le_bytes());
+    out.extend_from_slice(bytes);
 }
 
 /// Split a buffer of back-to-back frames into the whole, checksummed ones; the second value is

@@ -26,7 +26,7 @@ pub(super) fn header(first: u64) -> [u8; 16] {
     h
 }
 
-pub(super) use crate::frame::{frame_checksum as checksum, put_frame as put_record};
+pub(super) use sion_disk::frame::{frame_checksum as checksum, put_frame as put_record};
 
 /// What stands at a record's place in a segment.
 #[derive(Debug)]
