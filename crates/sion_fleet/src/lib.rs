@@ -8,6 +8,7 @@
 //! no front-end signs a header that did not win its number, and a Pulse left unsigned by a
 //! front-end that died is completed by any other with the same bytes.
 
+
 pub mod access;
 pub mod admission;
 pub mod archive;
@@ -1338,13 +1339,14 @@ impl FleetLedger {
             let path = snap.state.path(id).ok_or(LedgerError::UnknownLog(id))?;
             return Ok(StateProof { header, log, path });
         }
-        // A Pulse that committed (or opened) this log, or the Pulse before one of its commits:
-        // the path kept with that version, O(log commits) reads (any trouble there: made as below).
-        if let Ok(Some(proof)) = self.kept_state_proof(id, &header).await {
+        // Any other Pulse: the tree's nodes as that Pulse left them, O(log n) of them in one
+        // etcd transaction, and the log's version then (any trouble there: made as below).
+        if let Ok(Some(proof)) = self.node_state_proof(id, &header).await {
             return Ok(proof);
         }
-        // Any other Pulse: the tree's nodes as that Pulse left them, O(log n) of them.
-        if let Ok(Some(proof)) = self.node_state_proof(id, &header).await {
+        // A ledger made before the nodes were kept: at a Pulse that committed (or opened) this
+        // log, or the Pulse before one of its commits, the path kept with that version.
+        if let Ok(Some(proof)) = self.kept_state_proof(id, &header).await {
             return Ok(proof);
         }
         let rest = format!("pulse/{}", n20(pulse));
@@ -1413,16 +1415,34 @@ impl FleetLedger {
     /// The first version of `current`'s log committed after Pulse `pulse` (`current.commits + 1`
     /// if none): a binary search of its version records, whose `committed_at` never decreases.
     async fn first_version_after(&mut self, current: &MemoryLog, pulse: u64) -> Result<u64, FleetError> {
+        Ok(self.version_at(current, pulse).await?.map_or(0, |(k, _)| k + 1))
+    }
+
+    /// The version of `current`'s log that Pulse `pulse` held, and its number (`None`: opened
+    /// after it): `current` itself when its last commit is no later (no read), else a binary
+    /// search of its version records, whose `committed_at` never decreases, each read once.
+    async fn version_at(
+        &mut self,
+        current: &MemoryLog,
+        pulse: u64,
+    ) -> Result<Option<(u64, MemoryLog)>, FleetError> {
+        if current.committed_at <= pulse {
+            return Ok(Some((current.commits, current.clone())));
+        }
         let (mut lo, mut hi) = (0, current.commits + 1);
+        let mut found = None;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.version(current.id, mid, current).await?.committed_at > pulse {
+            let v = self.version(current.id, mid, current).await?;
+            if v.committed_at > pulse {
                 hi = mid;
             } else {
                 lo = mid + 1;
+                found = Some((mid, v));
             }
         }
-        Ok(lo)
+        // The last version probed at or before the Pulse is the one it held: lo − 1.
+        Ok(found.filter(|(k, _)| *k + 1 == lo))
     }
 
     /// The state proof of log `id` at `header`'s Pulse from the state-tree nodes kept under
@@ -1439,11 +1459,8 @@ impl FleetLedger {
             return Ok(None);
         }
         let Some(current) = self.log(id).await? else { return Ok(None) };
-        let after = self.first_version_after(&current, h.number).await?;
-        if after == 0 {
-            return Ok(None);
-        }
-        let log = self.version(id, after - 1, &current).await?.as_of_logs(h.logs);
+        let Some((_, version)) = self.version_at(&current, h.number).await? else { return Ok(None) };
+        let log = version.as_of_logs(h.logs);
         let wanted = tree::path_nodes(id.0, h.logs);
         let mut nodes: HashMap<(u32, u64), Digest> = HashMap::with_capacity(wanted.len());
         for chunk in wanted.chunks(NODE_READS_PER_TXN) {
