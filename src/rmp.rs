@@ -21,6 +21,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// Why a verb failed; the message is for the caller.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RmpError {
     #[error("{0}")]
     Memory(#[from] MemoryError),

@@ -12,6 +12,7 @@ fn sion(args: &[&str]) -> String {
 }
 
 /// The largest peak resident set of any child waited for so far, in bytes.
+#[allow(unsafe_code)]
 fn children_peak() -> u64 {
     // SAFETY: getrusage writes into the struct it is given and nothing else.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };

@@ -12,6 +12,8 @@
 //! object the new state does not name — so what a forget destroyed (a key store's punctured
 //! keys, a lane retention dropped) leaves the archive too.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -52,6 +54,7 @@ pub enum Kind {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArchiveError {
     #[error("archive {url}: {source}")]
     Store {

@@ -25,6 +25,7 @@ pub struct ExportSummary {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExportError {
     #[error("writing the MCAP file: {0}")]
     Write(#[from] mcap::McapError),

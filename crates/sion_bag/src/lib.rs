@@ -59,6 +59,7 @@ pub enum Event<'a> {
 
 /// Why a bag cannot be read on.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BagError {
     #[error("not an MCAP bag: {0}")]
     NotMcap(String),

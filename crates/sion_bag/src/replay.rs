@@ -84,6 +84,7 @@ pub struct Progress {
 
 /// Why a replay stopped.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReplayError {
     #[error(transparent)]
     Bag(#[from] BagError),

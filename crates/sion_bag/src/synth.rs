@@ -65,6 +65,7 @@ pub struct SynthSummary {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SynthError {
     #[error("{0}")]
     Config(String),

@@ -89,6 +89,7 @@ pub trait Plugin {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     #[error("a cognet declares exactly one loop; this one declares none")]
     NoLoop,
@@ -99,6 +100,7 @@ pub enum LoadError {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WakeError {
     #[error("the wake failed: {0}")]
     Failed(BoxError),

@@ -19,6 +19,7 @@ pub trait StoreKey {
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     #[error("store key {0:?} is not 1 to 64 characters of [a-z0-9_-]")]
     BadKey(&'static str),

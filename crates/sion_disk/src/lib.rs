@@ -18,6 +18,8 @@
 //! [`tighten`] mends a file or directory an older version, or a careless copy, left open to
 //! others, as ssh does with keys.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::fs;
 use std::io;

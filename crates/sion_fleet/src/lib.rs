@@ -8,6 +8,7 @@
 //! no front-end signs a header that did not win its number, and a Pulse left unsigned by a
 //! front-end that died is completed by any other with the same bytes.
 
+#![forbid(unsafe_code)]
 
 pub mod access;
 pub mod admission;
@@ -34,6 +35,7 @@ use sion_verify::wire::Reader;
 
 /// Why the fleet ledger did not do what was asked.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FleetError {
     /// etcd could not be reached or refused the request (no quorum, a member down, …).
     #[error("etcd at {endpoints}: {message}")]

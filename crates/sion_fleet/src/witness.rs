@@ -21,6 +21,7 @@ const MAGIC: &[u8; 8] = b"SIONWIT1";
 
 /// Why a witness did not cosign.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WitnessError {
     /// The ledger showed a header for a number the witness already cosigned (or was shown,
     /// signed, for the same number: a state proof under another header than the one it checks),

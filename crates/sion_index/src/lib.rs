@@ -56,6 +56,7 @@ pub const INDEX_VERSION: u32 = 2;
 
 /// Why the index could not do what was asked.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum IndexError {
     #[error("{context}: {source}")]
     Io { context: String, source: Arc<std::io::Error> },

@@ -10,6 +10,7 @@
 
 /// Why bytes are not the message they claim to be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CdrError {
     #[error("the encapsulation header is missing or names an encoding other than plain CDR")]
     Encapsulation,

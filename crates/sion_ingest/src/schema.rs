@@ -57,6 +57,7 @@ const PRIMITIVES: &[&str] = &[
 
 /// A schema that does not define what this build decodes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SchemaError {
     #[error("{0} is not a type this build can read")]
     Unknown(String),

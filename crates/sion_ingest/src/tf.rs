@@ -11,6 +11,7 @@ use super::msgs::Transform;
 
 /// Why a transform could not be had.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TfError {
     #[error("no transform connects frame {from:?} to frame {to:?}")]
     Unconnected { from: String, to: String },

@@ -6,6 +6,7 @@ use sion_verify::atom::limits::{MAX_CONFIDENCE_PERMILLE, MAX_COORD_MM};
 
 /// Why a number could not be converted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum UnitError {
     #[error("not a number")]
     NaN,

@@ -49,6 +49,7 @@ const MAX_ENTRY_BYTES: usize = 1 << 16;
 
 /// Why the ledger refused a transaction or could not do what was asked.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum LedgerError {
     #[error("{context}: {source}")]
     Io { context: String, source: Arc<io::Error> },

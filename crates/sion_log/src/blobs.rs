@@ -28,6 +28,7 @@ use super::blob_index;
 
 /// Why a blob could not be kept or read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BlobError {
     #[error("{what} {}: {source}", path.display())]
     Io {

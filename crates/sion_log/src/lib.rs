@@ -38,6 +38,7 @@ const FORMAT: &str = "sion-log 2 blake3 id-leaves\n";
 
 /// Why a log operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum LogError {
     #[error("{context}: {source}")]
     Io { context: String, source: Arc<io::Error> },

@@ -3,6 +3,8 @@
 //! epoch seeds wrapped to members' X-Wing (ML-KEM-768 + X25519) keys. Forgetting a leaf is
 //! puncturing the tree: no key left derives it, every other leaf still derives.
 
+#![forbid(unsafe_code)]
+
 mod cover;
 pub mod record;
 mod sealed;
@@ -19,6 +21,7 @@ pub use wrap::{MAX_COVER_BYTES, MEMBER_PUBLIC_BYTES, MemberKey, Wrapped, Wrapped
 
 /// Why something would not seal, open, wrap or unwrap. Each names what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SealError {
     /// The bytes are not the format they claim (which field, why).
     #[error("not a well-formed {what}: {problem}")]

@@ -4,6 +4,7 @@
 
 /// Why bytes could not be read as the expected layout.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// The bytes end inside this field.
     #[error("{0}: the encoding ends early")]

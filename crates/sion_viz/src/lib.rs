@@ -30,6 +30,7 @@ pub const TIMELINE: &str = "valid_time";
 const OCCUPIED_PERCENT: i8 = 65;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum VizError {
     #[error("reading the log: {0}")]
     Log(#[from] LogError),

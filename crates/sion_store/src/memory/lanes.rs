@@ -29,6 +29,7 @@ const MAX_BODY: u64 = 256 << 20;
 
 /// Why a lane could not keep or give a blob.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LaneError {
     #[error("{what} {}: {source}", path.display())]
     Io {

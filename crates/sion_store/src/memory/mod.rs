@@ -32,6 +32,7 @@ use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, Rang
 pub use space::{MemberKeys, Opened, Retained, Retention, Space, SpaceError, StreamRetention};
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MemoryError {
     #[error(transparent)]
     Log(#[from] LogError),

@@ -38,6 +38,7 @@ const LEAF_MAGIC: &[u8; 8] = b"SIONLEAF";
 
 /// Why a space could not do what was asked.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpaceError {
     #[error(transparent)]
     Seal(#[from] SealError),

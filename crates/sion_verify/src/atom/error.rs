@@ -1,6 +1,7 @@
 /// Why bytes or parts are not a valid atom. Every variant names the field at fault, in the
 /// JSON form's spelling (`min`, `sources[3]`, `payload.blob.media_type`, …).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AtomError {
     /// A field breaks a rule of docs/ATOM.md ("Limits"), holds an unknown code, tag or flag or
     /// text that is not UTF-8, or (in the JSON form) is not a known name, hex or base64.

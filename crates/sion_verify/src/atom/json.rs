@@ -106,6 +106,7 @@ pub struct BlobJson {
 
 /// Why a line is not an atom in the JSON form.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JsonError {
     /// The line is not JSON, or not an object of the form's fields and types (an unknown field,
     /// a missing required one, a number that is not an integer in range).

@@ -76,6 +76,7 @@ impl SpaceTime {
 
 /// Why a query is not well formed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueryError {
     /// The box's minimum is above its maximum on an axis.
     #[error("box: min[{axis}] = {min} mm is above max[{axis}] = {max} mm")]

@@ -104,6 +104,7 @@ impl SignedHeader {
 
 /// Why an attestation (a signed header, a state or transaction-time proof) does not hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AttestationError {
     /// A header's signature does not hold under the ledger key.
     #[error("the header of Pulse {pulse} is not signed by this ledger's key")]

@@ -9,6 +9,7 @@ use super::{Digest, Subtrees, TreeHasher, split_point};
 
 /// Why a proof did not verify.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProofError {
     /// An inclusion proof's leaf index is not below the tree size.
     #[error("leaf index {index} is not below tree size {size}")]

@@ -173,6 +173,7 @@ pub struct ProofFile {
 
 /// Why a proof file does not prove what it claims.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum VerifyError {
     /// `format`: the bytes are not a well-formed proof file.
     #[error("not a proof file: {0}")]
