@@ -561,8 +561,17 @@ async fn state_size(
     } else {
         time_calls(&mut front, TX_TIME_CALLS, || Call::TxTime(log, next_random(&mut rng) % size)).await?
     };
-    // A Pulse from before the commits, its revisions compacted away: from the state tree's nodes kept.
-    front.compact_before(latest).await.map_err(|e| e.to_string())?;
+    // A Pulse from before the commits, its revisions compacted away: from the state tree's nodes
+    // kept. The compaction is waited for (physical), so that what is timed is the proof and not
+    // etcd dropping the history of N openings meanwhile (measured at 100,000 logs: p99s 3-4x
+    // those of 1,000 while it ran, p50s alike).
+    let mut raw = Client::connect([url], None).await.map_err(|e| e.to_string())?;
+    let pulse_key = format!("{prefix}pulse/{latest:020}");
+    let revision =
+        raw.get(pulse_key, None).await.map_err(|e| e.to_string())?.kvs().first().map(|kv| kv.mod_revision());
+    let revision = revision.ok_or("the latest Pulse is not in etcd")?;
+    let physical = etcd_client::CompactionOptions::new().with_physical();
+    raw.compact(revision, Some(physical)).await.map_err(|e| e.to_string())?;
     let compacted =
         time_calls(&mut front, COMPACTED_CALLS, || Call::State(LogId(next_random(&mut rng) % n), opened_at))
             .await?;
