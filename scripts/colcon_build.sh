@@ -120,9 +120,15 @@ say "colcon build --cargo-args ${cargo_args[*]}"
 log="$ws/colcon_build.log"
 build_started=$SECONDS
 rm -rf "$prefix" # cargo ament-build copies over what is there: nothing stale is left to check
-(cd "$ws" && colcon build --event-handlers console_cohesion+ \
+# Under a pseudo-terminal, as a user's terminal runs it: colcon-cargo 0.2.0 reads `cargo
+# metadata` line by line, and without a terminal through asyncio's 64 KiB line limit, which
+# this workspace's one-line metadata passes (about 69 KB since the store's rooms became crates:
+# the build then fails with a JSONDecodeError). docs/ROS.md says so, and how to build in a
+# container or CI without a terminal.
+colcon_cmd=(colcon build --event-handlers console_cohesion+ status- \
     --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$(command -v python3)" \
-    --cargo-args "${cargo_args[@]}") >"$log" 2>&1 || {
+    --cargo-args "${cargo_args[@]}")
+(cd "$ws" && script -qefc "$(printf '%q ' "${colcon_cmd[@]}")" /dev/null </dev/null) >"$log" 2>&1 || {
     grep -v '^{"packages"' "$log" | tail -60 >&2
     fail "colcon build (full log: $log)"
 }
