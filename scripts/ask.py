@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Ask the sion_memory node what it remembers, with proof (rclpy).
 
-    python3 scripts/ask.py range --frame map --box X0,Y0,Z0,X1,Y1,Z1 --from NS --to NS [--as-of SIZE] [--proof FILE]
-    python3 scripts/ask.py subject SUBJECT [--proof FILE]
+    python3 scripts/ask.py range --frame map --box X0,Y0,Z0,X1,Y1,Z1 --from NS --to NS [--as-of SIZE] [--out FILE]
+    python3 scripts/ask.py subject SUBJECT [--out FILE]
     python3 scripts/ask.py commit
 
 Boxes are millimetres, times nanoseconds since the epoch. Every answer's proof is checked here,
 in this process, by the sion_verify package (`pip install ./python`): against the ledger key you
 name with --ledger-key (or SION_LEDGER_KEY), and against the question asked, so a valid proof
 for a smaller box or an older head is refused. Without a key, the key the node publishes on its
-head is used, and ask.py says that this trusts the node's word. --proof FILE keeps the proof for
+head is used, and ask.py says that this trusts the node's word. --out FILE keeps the proof for
 `sion memory verify FILE`.
 """
 
@@ -126,11 +126,11 @@ def main():
     r.add_argument('--from', dest='from_ns', type=int, required=True)
     r.add_argument('--to', dest='to_ns', type=int, required=True)
     r.add_argument('--as-of', type=int, default=0, help='a committed head size (default: the latest)')
-    r.add_argument('--proof', help='write the proof to this file')
+    r.add_argument('--out', '--proof', dest='proof', help='write the proof to this file (--proof: the old name)')
     s = sub.add_parser('subject', help='every claim about a subject')
     s.add_argument('subject')
     s.add_argument('--as-of', type=int, default=0)
-    s.add_argument('--proof')
+    s.add_argument('--out', '--proof', dest='proof', help='write the proof to this file')
     sub.add_parser('commit', help='commit the head now')
     args = parser.parse_args()
 

@@ -43,10 +43,10 @@ echo "   the run covered [$first, $last) ns"
 echo "== a second process asks: what was seen in x, y ∈ [0, 5] m, z ∈ [-1, 3] m during the run?"
 python3 scripts/ask.py commit
 python3 scripts/ask.py range --frame map --box 0,0,-1000,5000,5000,3000 --from "$first" --to "$last" \
-    --proof "$data/answer.sionproof"
+    --out "$data/answer.sionproof"
 echo "== ... and in a box nobody went near?"
 python3 scripts/ask.py range --frame map --box 50000,50000,0,60000,60000,1000 --from "$first" --to "$last" \
-    --proof "$data/nothing.sionproof"
+    --out "$data/nothing.sionproof"
 
 echo "== what the node refused (from its log):"
 grep -E "refused" "$data/node.log" | sed -e 's/^[^ ]* *WARN [^ ]* /   /' || true
@@ -64,7 +64,7 @@ sion replay bags/demo.mcap --data "$data/replayed"
 t0=1767225600000000000 t1=1767225630000000000
 echo "== what was seen in x ∈ [0, 10] m, y ∈ [0, 8] m, z ∈ [-1, 3] m in its first 30 s?"
 sion memory recall --data "$data/replayed" --frame map --box 0,0,-1000,10000,8000,3000 --from $t0 --to $t1 \
-    --proof "$data/bag-answer.sionproof" | sed -n 1,6p
+    --out "$data/bag-answer.sionproof" | sed -n 1,6p
 sion memory verify --data "$data/replayed" "$data/bag-answer.sionproof" | sed -n 1,2p
 echo "== drawing the run, the answer and its proof for the Rerun viewer"
 sion viz --data "$data/replayed" --proof "$data/bag-answer.sionproof" --out "$data/answer.rrd"

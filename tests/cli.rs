@@ -126,7 +126,7 @@ fn a_session_at_the_command_line() {
             "--to",
             "1500",
             "--json",
-            "--proof",
+            "--out",
             rp.to_str().expect("utf8"),
         ],
         None,

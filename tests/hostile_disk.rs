@@ -227,6 +227,7 @@ fn read_only_commands(d: &str, proof: &Path) -> Vec<Vec<String>> {
             "0",
             "--to",
             &i64::MAX.to_string(),
+            // The old name of --out, still taken for this release (CHANGELOG.md).
             "--proof",
             p,
         ],

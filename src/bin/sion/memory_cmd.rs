@@ -130,8 +130,9 @@ pub struct AnswerArgs {
     /// Answer as of the committed head with this many atoms [default: the latest].
     #[arg(long)]
     as_of: Option<u64>,
-    /// Also write the answer with its proof to this file (for `sion memory verify`).
-    #[arg(long)]
+    /// Also write the answer with its proof to this file (for `sion memory verify`). Was
+    /// `--proof`, still taken for this release.
+    #[arg(long = "out", alias = "proof", value_name = "FILE")]
     proof: Option<PathBuf>,
     /// Print JSON: the head and the atoms in their JSON form (docs/ATOM.md).
     #[arg(long)]
@@ -935,40 +936,22 @@ fn write_proof(file: &ProofFile, out: &Path) -> Result<()> {
 }
 
 fn prove(cmd: ProveCommand) -> Result<ExitCode> {
-    match cmd {
-        ProveCommand::Inclusion { data, position, out } => {
-            let memory = open_memory_read_only(&data.data)?;
-            let file = memory.prove_inclusion(position)?;
-            write_proof(
-                &file,
-                &out.unwrap_or_else(|| PathBuf::from(format!("inclusion-{position}.sionproof"))),
-            )?;
-        }
-        ProveCommand::Omission { data, position, out } => {
-            let memory = open_memory_read_only(&data.data)?;
-            let file = memory.prove_omission(position)?;
-            write_proof(
-                &file,
-                &out.unwrap_or_else(|| PathBuf::from(format!("omission-{position}.sionproof"))),
-            )?;
-        }
-        ProveCommand::Time { data, position, out } => {
-            let memory = open_memory_read_only(&data.data)?;
-            let file = memory.prove_recorded(position)?;
-            write_proof(
-                &file,
-                &out.unwrap_or_else(|| PathBuf::from(format!("recorded-{position}.sionproof"))),
-            )?;
-        }
-        ProveCommand::Consistency { data, from, out } => {
-            let memory = open_memory_read_only(&data.data)?;
-            let file = memory.prove_consistency(from)?;
-            write_proof(
-                &file,
-                &out.unwrap_or_else(|| PathBuf::from(format!("consistency-{from}.sionproof"))),
-            )?;
-        }
-    }
+    // One path for every kind: open, prove, write where asked or to KIND-N.sionproof.
+    let (data, out, name, n) = match &cmd {
+        ProveCommand::Inclusion { data, position, out } => (data, out, "inclusion", *position),
+        ProveCommand::Omission { data, position, out } => (data, out, "omission", *position),
+        ProveCommand::Time { data, position, out } => (data, out, "recorded", *position),
+        ProveCommand::Consistency { data, from, out } => (data, out, "consistency", *from),
+    };
+    let memory = open_memory_read_only(&data.data)?;
+    let file = match &cmd {
+        ProveCommand::Inclusion { .. } => memory.prove_inclusion(n)?,
+        ProveCommand::Omission { .. } => memory.prove_omission(n)?,
+        ProveCommand::Time { .. } => memory.prove_recorded(n)?,
+        ProveCommand::Consistency { .. } => memory.prove_consistency(n)?,
+    };
+    let out = out.clone().unwrap_or_else(|| PathBuf::from(format!("{name}-{n}.sionproof")));
+    write_proof(&file, &out)?;
     Ok(ExitCode::SUCCESS)
 }
 
