@@ -292,7 +292,12 @@ fn n20(n: u64) -> String {
 /// of a range in key order, so "the last one at or before Pulse P" is the first key from
 /// `R = 2^64 − 1 − P` on, one key read however often the node changed.
 fn node_key(j: u32, m: u64, pulse: u64) -> String {
-    format!("node/{j:02}/{}/{}", n20(m), n20(u64::MAX - pulse))
+    format!("{}{}", node_prefix(j, m), n20(u64::MAX - pulse))
+}
+
+/// Every version of one state-tree node: `node/J/M/`.
+fn node_prefix(j: u32, m: u64) -> String {
+    format!("node/{j:02}/{}/", n20(m))
 }
 
 /// The most reads one etcd transaction carries (etcd's `--max-txn-ops` is 128 by default).
@@ -373,12 +378,26 @@ impl FleetLedger {
         options: Option<GetOptions>,
     ) -> Result<etcd_client::GetResponse, FleetError> {
         let key = key.into();
+        // A key-value client of the same channel, with the decode limit sized for a page.
+        self.retrying(true, |c| {
+            let (key, options) = (key.clone(), options.clone());
+            async move { c.kv_client().max_decoding_message_size(DECODE_LIMIT).get(key, options).await }
+        })
+        .await
+    }
+
+    /// `call`, tried again on another member while it fails in a way that another may not
+    /// ([`transient`]), at most [`TRANSIENT_TRIES`] times, with backoff; each try of a `read`
+    /// counted in [`FleetLedger::etcd_reads`].
+    async fn retrying<T, F>(&mut self, read: bool, mut call: impl FnMut(Client) -> F) -> Result<T, FleetError>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
         let mut tries = 0;
         loop {
-            // A key-value client of the same channel, with the decode limit sized for a page.
-            let mut kv = self.client.kv_client().max_decoding_message_size(DECODE_LIMIT);
-            self.reads += 1;
-            match kv.get(key.clone(), options.clone()).await {
+            self.reads += u64::from(read);
+            // A clone of the client shares its channel.
+            match call(self.client.clone()).await {
                 Ok(r) => return Ok(r),
                 Err(e) if transient(&e) && tries < TRANSIENT_TRIES => {
                     tries += 1;
@@ -416,34 +435,21 @@ impl FleetLedger {
 
     /// A read-only transaction (gets alone), tried again like a read.
     async fn read_txn(&mut self, txn: Txn) -> Result<etcd_client::TxnResponse, FleetError> {
-        let mut tries = 0;
-        loop {
-            let mut kv = self.client.kv_client().max_decoding_message_size(DECODE_LIMIT);
-            self.reads += 1;
-            match kv.txn(txn.clone()).await {
-                Ok(r) => return Ok(r),
-                Err(e) if transient(&e) && tries < TRANSIENT_TRIES => {
-                    tries += 1;
-                    tokio::time::sleep(backoff(tries, self.lost)).await;
-                }
-                Err(e) => return Err(self.err(e)),
-            }
-        }
+        self.retrying(true, |c| {
+            let txn = txn.clone();
+            async move { c.kv_client().max_decoding_message_size(DECODE_LIMIT).txn(txn).await }
+        })
+        .await
     }
 
     /// A put that is the same whenever it is done (a signature), tried again likewise.
     async fn put(&mut self, key: String, value: Vec<u8>) -> Result<(), FleetError> {
-        let mut tries = 0;
-        loop {
-            match self.client.put(key.clone(), value.clone(), None).await {
-                Ok(_) => return Ok(()),
-                Err(e) if transient(&e) && tries < TRANSIENT_TRIES => {
-                    tries += 1;
-                    tokio::time::sleep(backoff(tries, self.lost)).await;
-                }
-                Err(e) => return Err(self.err(e)),
-            }
-        }
+        self.retrying(false, |mut c| {
+            let (key, value) = (key.clone(), value.clone());
+            async move { c.put(key, value, None).await }
+        })
+        .await?;
+        Ok(())
     }
 
     fn key_of(&self, rest: &str) -> String {
@@ -1390,11 +1396,9 @@ impl FleetLedger {
             return Ok(None);
         }
         let Some(current) = self.log(id).await? else { return Ok(None) };
-        let lo = self.first_version_after(&current, pulse).await?;
-        if lo == 0 {
-            return Ok(None);
-        }
-        let version = self.version(id, lo - 1, &current).await?;
+        let Some((held, version)) = self.version_at(&current, pulse).await? else { return Ok(None) };
+        // The first version committed after the Pulse.
+        let lo = held + 1;
         let kept = if version.committed_at == pulse {
             lo - 1
         } else if lo <= current.commits && self.version(id, lo, &current).await?.committed_at == pulse + 1 {
@@ -1412,12 +1416,6 @@ impl FleetLedger {
             return Ok(None);
         }
         Ok(Some(StateProof { header: *header, log, path }))
-    }
-
-    /// The first version of `current`'s log committed after Pulse `pulse` (`current.commits + 1`
-    /// if none): a binary search of its version records, whose `committed_at` never decreases.
-    async fn first_version_after(&mut self, current: &MemoryLog, pulse: u64) -> Result<u64, FleetError> {
-        Ok(self.version_at(current, pulse).await?.map_or(0, |(k, _)| k + 1))
     }
 
     /// The version of `current`'s log that Pulse `pulse` held, and its number (`None`: opened
@@ -1470,7 +1468,7 @@ impl FleetLedger {
             for &(j, m) in chunk {
                 // The first key of the node's from Pulse N back: the node as Pulse N left it.
                 let from = self.key_of(&node_key(j, m, h.number));
-                let end = prefix_end(self.key_of(&format!("node/{j:02}/{}/", n20(m))).as_bytes());
+                let end = prefix_end(self.key_of(&node_prefix(j, m)).as_bytes());
                 let options = GetOptions::new().with_range(end).with_limit(1);
                 ops.push(TxnOp::get(from, Some(options)));
             }
@@ -1516,15 +1514,14 @@ impl FleetLedger {
         let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
         for i in 0..count {
             let current = self.log(LogId(i)).await?.ok_or(LedgerError::UnknownLog(LogId(i)))?;
-            let lo = self.first_version_after(&current, pulse).await?;
-            if lo == 0 {
+            let Some((_, version)) = self.version_at(&current, pulse).await? else {
                 return Err(self.damaged(
                     &format!("version/{}/", n20(i)),
                     format!("log {i} is counted by Pulse {pulse} but opened after it"),
                 ));
-            }
+            };
             // A chain's `next` as that Pulse held it.
-            out.push(self.version(current.id, lo - 1, &current).await?.as_of_logs(count));
+            out.push(version.as_of_logs(count));
         }
         Ok(out)
     }
