@@ -187,7 +187,7 @@ impl Proving {
     fn new(month: &Month) -> Self {
         eprintln!("writing {} atoms to a memory and committing them…", month.atoms.len());
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let mut memory = Memory::create(&dir.path().join("memory"), None, None).expect("a memory");
+        let mut memory = Memory::options(dir.path().join("memory")).create().expect("a memory");
         for chunk in month.atoms.chunks(8192) {
             memory.remember(chunk.to_vec()).expect("remember");
         }

@@ -43,9 +43,9 @@ fn run(revisions: u64, logs: u64) -> Result<Row> {
     for l in 0..logs {
         let dir = tmp.path().join(format!("log{l}"));
         let mut m = if l == 0 {
-            Memory::create(&dir, None, None)?
+            Memory::options(&dir).create()?
         } else {
-            Memory::create(&dir, None, Some(&ledger))?
+            Memory::options(&dir).ledger_dir(&ledger).create()?
         };
         if l == 0 {
             m.remember(vec![claim.clone()])?;
@@ -78,7 +78,7 @@ fn run(revisions: u64, logs: u64) -> Result<Row> {
         drop(m);
     }
     let memories: Vec<Memory> = (0..logs)
-        .map(|l| Memory::open_read_only(&tmp.path().join(format!("log{l}"))))
+        .map(|l| Memory::options(tmp.path().join(format!("log{l}"))).open_read_only())
         .collect::<Result<_, _>>()?;
     let ledger_key = memories[0].ledger().public_key();
     let refs: Vec<&Memory> = memories.iter().collect();

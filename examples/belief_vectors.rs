@@ -56,12 +56,12 @@ fn tell(dir: &Path, chained: bool) -> Result<Story> {
         drop(Ledger::create_unchained(&ledger_dir)?);
     }
     let (seen, pallet_18) = (observation("pallet-17")?, observation("pallet-18")?);
-    let mut robot = Memory::create(&robot_dir, Some("robot"), Some(&ledger_dir))?;
+    let mut robot = Memory::options(&robot_dir).agent("robot").ledger_dir(&ledger_dir).create()?;
     robot.remember(vec![seen.clone(), pallet_18.clone()])?;
     robot.commit(false)?;
     let robot_key = robot.writer().verifying_key().to_bytes();
     drop(robot);
-    let mut operator = Memory::create(&operator_dir, Some("operator"), Some(&ledger_dir))?;
+    let mut operator = Memory::options(&operator_dir).agent("operator").ledger_dir(&ledger_dir).create()?;
     let dispute = revision_of(&seen, LinkRel::Disputes, "it is in bay 4")?;
     let mistaken = revision_of(&seen, LinkRel::Refutes, "wrong pallet")?;
     operator.remember(vec![
@@ -76,18 +76,18 @@ fn tell(dir: &Path, chained: bool) -> Result<Story> {
     drop(operator);
     std::fs::create_dir_all(&second_dir)?;
     std::fs::copy(operator_dir.join("writer.key"), second_dir.join("writer.key"))?;
-    let mut second = Memory::create(&second_dir, None, Some(&ledger_dir))?;
+    let mut second = Memory::options(&second_dir).ledger_dir(&ledger_dir).create()?;
     second.remember(vec![revision_of(&pallet_18, LinkRel::Refutes, "it was pallet 19")?])?;
     second.commit(false)?;
     let operator_second_log = second.log_id().0;
     drop(second);
-    let mut robot = Memory::open(&robot_dir)?;
+    let mut robot = Memory::options(&robot_dir).open()?;
     robot.remember(vec![revision_of(&seen, LinkRel::Accepts, "seen again")?])?;
     robot.commit(false)?;
     let ledger_key = robot.ledger().public_key().to_bytes();
     drop(robot);
 
-    let open = |d: &Path| Memory::open_read_only(d);
+    let open = |d: &Path| Memory::options(d).open_read_only();
     let (robot, operator, second) = (open(&robot_dir)?, open(&operator_dir)?, open(&second_dir)?);
     let (files, alone, pulse) = sion_memory::memory::belief::bundle_with_chains(
         &[&robot, &operator, &second],

@@ -78,13 +78,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("writing a log of {n} atoms…");
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join("m");
-    let memory = Memory::create(&dir, None, None)?;
+    let memory = Memory::options(&dir).create()?;
     for chunk in sion_memory::sim::MonthInAWarehouse::new(n as u64, 3).collect::<Vec<_>>().chunks(8192) {
         memory.remember(chunk.to_vec())?;
     }
     drop(memory);
     let (folded, sync_time) = rt.block_on(async {
-        let (kernel, _sensors) = MemoryKernel::new(Memory::open(&dir).expect("open")).expect("kernel");
+        let (kernel, _sensors) =
+            MemoryKernel::new(Memory::options(&dir).open().expect("open")).expect("kernel");
         let mut brain = MemoryBrain::new(kernel, BrainConfig::default());
         let t = Instant::now();
         let folded = brain.sync(&CancellationToken::new()).expect("sync");

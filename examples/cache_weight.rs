@@ -34,7 +34,7 @@ fn main() -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join("m");
     {
-        let mut memory = Memory::create(&dir, Some("warehouse/robot-1"), None)?;
+        let mut memory = Memory::options(&dir).agent("warehouse/robot-1").create()?;
         let atoms: Vec<_> = MonthInAWarehouse::over(n, 7, MONTH_NS).collect();
         for chunk in atoms.chunks(8192) {
             memory.remember(chunk.to_vec())?;
@@ -42,7 +42,7 @@ fn main() -> Result<()> {
         memory.commit(false)?;
     }
     let config = IndexConfig { cache_bytes: cache_mb << 20, ..IndexConfig::default() };
-    let mut memory = Memory::open_with(&config, &dir)?;
+    let mut memory = Memory::options(&dir).index(config.clone()).open()?;
     let start = MonthInAWarehouse::new(1, 7).start_ns();
     let mut rng = SplitMix64::new(11);
     let before = in_use();

@@ -122,7 +122,7 @@ fn main() -> Result<()> {
         }
     }
     let tmp = tempfile::tempdir()?;
-    let mut memory = Memory::create(&tmp.path().join("m"), Some("fleet/robot-7"), None)?;
+    let mut memory = Memory::options(tmp.path().join("m")).agent("fleet/robot-7").create()?;
     let mut atoms: Vec<Atom> = Warehouse::new(WarehouseConfig::default()).take(3000).collect();
     // A revision of atom 10, so there is a link list to prove.
     let target = atoms[10].id();

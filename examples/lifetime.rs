@@ -117,7 +117,7 @@ fn queries(row: &Row, n: u64, rng: &mut SplitMix64) -> Vec<Query> {
 /// Child: build the memory of `n` atoms.
 fn build(dir: &Path, n: u64) -> Result<Value> {
     let _ = std::fs::remove_dir_all(dir);
-    let mut memory = Memory::create(dir, Some("warehouse/robot-1"), None)?;
+    let mut memory = Memory::options(dir).agent("warehouse/robot-1").create()?;
     let mut atoms = MonthInAWarehouse::over(n, SEED, span(n));
     let (mut appended, mut append_time, mut fold_time) = (0u64, Duration::ZERO, Duration::ZERO);
     let started = Instant::now();
@@ -160,7 +160,7 @@ fn build(dir: &Path, n: u64) -> Result<Value> {
 /// Child: open the memory and answer the four rows.
 fn open_and_ask(dir: &Path, n: u64) -> Result<Value> {
     let t = Instant::now();
-    let memory = Memory::open(dir)?;
+    let memory = Memory::options(dir).open()?;
     let open_s = t.elapsed().as_secs_f64();
     let boot = format!("{:?}", memory.index_boot());
     let ledger_boot = memory.ledger().boot().map(|b| format!("{b:?}")).unwrap_or_default();
@@ -226,7 +226,7 @@ fn ask_rows(memory: &Memory, key: &ed25519_dalek::VerifyingKey, size: u64, n: u6
 
 /// Child: commit 1,000 new atoms, twenty times (the atoms go on where the log ends).
 fn commits(dir: &Path, n: u64) -> Result<Value> {
-    let mut memory = Memory::open(dir)?;
+    let mut memory = Memory::options(dir).open()?;
     let density_span = span(ROUNDS * 1000);
     // After whatever the log holds (an earlier run of this child included), so that none of
     // the new atoms is a duplicate the log would drop.
@@ -283,7 +283,7 @@ fn commits(dir: &Path, n: u64) -> Result<Value> {
 fn rebuild(dir: &Path) -> Result<Value> {
     std::fs::remove_dir_all(dir.join("index")).context("removing the index")?;
     let t = Instant::now();
-    let memory = Memory::open(dir)?;
+    let memory = Memory::options(dir).open()?;
     let open_s = t.elapsed().as_secs_f64();
     let rebuilt = matches!(memory.index_boot(), IndexBoot::Rebuilt { .. });
     let (peak, anon, file) = rss();

@@ -44,7 +44,7 @@ fn span(n: u64) -> i64 {
 }
 
 fn build(dir: &Path, n: u64) -> Result<()> {
-    if let Ok(m) = Memory::open_read_only(dir)
+    if let Ok(m) = Memory::options(dir).open_read_only()
         && m.committed().head.size == n
     {
         println!("using the memory of {n} atoms at {}", dir.display());
@@ -52,7 +52,7 @@ fn build(dir: &Path, n: u64) -> Result<()> {
     }
     let _ = std::fs::remove_dir_all(dir);
     let started = Instant::now();
-    let mut memory = Memory::create(dir, Some("warehouse/robot-1"), None)?;
+    let mut memory = Memory::options(dir).agent("warehouse/robot-1").create()?;
     let mut atoms = MonthInAWarehouse::over(n, SEED, span(n));
     let mut appended = 0u64;
     let mut next_commit = COMMIT_EVERY;
@@ -150,7 +150,7 @@ fn phase(
 }
 
 fn ask(dir: &Path, secs: f64) -> Result<()> {
-    let memory = Memory::open(dir)?;
+    let memory = Memory::options(dir).open()?;
     let n = memory.committed().head.size;
     let opened_kib = proc_memory::rss().0;
     let start = MonthInAWarehouse::new(1, SEED).start_ns();

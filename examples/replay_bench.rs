@@ -20,7 +20,6 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use sion_memory::bag::replay::{ReplayOptions, replay};
 use sion_memory::bag::synth::{SynthConfig, synth};
-use sion_memory::index::IndexConfig;
 use sion_memory::memory::{Memory, Retention, StreamRetention};
 
 #[derive(Parser)]
@@ -78,9 +77,9 @@ fn measure(name: &str, config: &SynthConfig, sealed: bool) -> Result<Row> {
                 ..ReplayOptions::default()
             };
             options.ingest.keep_frame_every_ns = 1_000_000_000;
-            (Memory::create_sealed(&IndexConfig::default(), &path, Some("robot"), None)?, options)
+            (Memory::options(&path).agent("robot").sealed(true).create()?, options)
         } else {
-            (Memory::create(&path, Some("robot"), None)?, ReplayOptions::default())
+            (Memory::options(&path).agent("robot").create()?, ReplayOptions::default())
         };
         let started = Instant::now();
         let report = replay(&bytes, &memory, options, |_| {}).context("replay")?;

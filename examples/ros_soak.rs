@@ -233,7 +233,8 @@ fn soak(args: &Args, launcher: &Child, data: &Path) -> Result<Vec<Life>> {
         if !wait_until(Duration::from_secs(60), || stats_since(first_seen).is_some()) {
             bail!("no /sion_memory/stats from the node within 60 s");
         }
-        let key = Memory::open_read_only(data)
+        let key = Memory::options(data)
+            .open_read_only()
             .context("opening the memory to read its ledger key")?
             .ledger()
             .public_key();
@@ -506,7 +507,7 @@ fn remembered(stats: &Stats, stream: &str) -> u64 {
 
 /// What the memory holds at the end against what each life acknowledged.
 fn check(lives: &[Life], data: &Path, sion: &Path) -> Result<()> {
-    let memory = Memory::open_read_only(data).context("opening the memory at the end")?;
+    let memory = Memory::options(data).open_read_only().context("opening the memory at the end")?;
     let log = memory.log();
     let size = log.size();
     // Stamps of what the robot's topics became: poses, the odometry transform, camera frames

@@ -16,7 +16,6 @@ use anyhow::Result;
 use chacha20poly1305::aead::{Aead as _, KeyInit as _, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use sion_memory::atom::{AtomParts, BoxMm, Interval, Kind, Payload as AtomPayload, Permille};
-use sion_memory::index::IndexConfig;
 use sion_memory::memory::Memory;
 use sion_memory::sim::SplitMix64;
 use sion_seal::{Cover, MemberKey, SealKind, Sealed, Wrapped, WrappedLeaf, bare_id};
@@ -129,7 +128,7 @@ fn main() -> Result<()> {
 
     // A sealed memory: Sub filter and zstd, seal, keep in the blob store (not fsynced per frame here: the node
     // makes a batch durable at once), and open (decompress, check the published hash).
-    let memory = Memory::create_sealed(&IndexConfig::default(), &tmp.path().join("m"), None, None)?;
+    let memory = Memory::options(tmp.path().join("m")).sealed(true).create()?;
     let space_handle = memory.space().expect("sealed").clone();
     let mut sealed_frames = Vec::new();
     let seal_compressed = time(min, |i| {
@@ -198,7 +197,7 @@ fn main() -> Result<()> {
     ));
 
     // A forget, durable: the forget atom appended and fsynced, the key store replaced.
-    let memory2 = Memory::create_sealed(&IndexConfig::default(), &tmp.path().join("f"), None, None)?;
+    let memory2 = Memory::options(tmp.path().join("f")).sealed(true).create()?;
     let first = memory2.log().size();
     let n = 200u64;
     memory2.remember_sealed(

@@ -5,10 +5,9 @@
 use std::path::Path;
 
 use ed25519_dalek::VerifyingKey;
-use sion_store::index::IndexConfig;
 use sion_store::ledger::LedgerError;
 use sion_store::ledger::link::LedgerLink;
-use sion_store::memory::{Memory, MemoryError};
+use sion_store::memory::{Memory, Options};
 
 pub use sion_fleet::client::RemoteLedger;
 pub use sion_fleet::service::DEFAULT_LISTEN;
@@ -26,36 +25,20 @@ pub fn connect(url: &str, key: &VerifyingKey) -> Result<Box<dyn LedgerLink>, Led
     Ok(Box::new(RemoteLedger::lazy(url, *key)?))
 }
 
-/// Open the memory in `dir`, on whichever ledger its memory.json names.
-pub fn open(index: &IndexConfig, dir: &Path) -> Result<Memory, MemoryError> {
-    Memory::open_linked(index, dir, &connect)
+/// The door to the memory in `dir` as this package's programs open it: a fleet ledger its
+/// memory.json names is reached through [`connect`].
+pub fn options(dir: &Path) -> Options<'static> {
+    Memory::options(dir).connect(&connect)
 }
 
-/// Open it to read only, likewise.
-pub fn open_read_only(dir: &Path) -> Result<Memory, MemoryError> {
-    Memory::open_read_only_linked(dir, &connect)
-}
-
-/// Create a memory in `dir` whose log is opened on `ledger`: a fleet ledger service's URL, an
-/// embedded ledger's directory, or (None) a new embedded ledger inside it; `sealed`, with a
-/// space of its own (docs/SEAL.md).
-pub fn create(
-    index: &IndexConfig,
-    dir: &Path,
-    agent: Option<&str>,
-    ledger: Option<&str>,
-    sealed: bool,
-) -> Result<Memory, MemoryError> {
-    match ledger {
-        Some(url) if is_url(url) => {
-            let link = Box::new(RemoteLedger::connect(url)?);
-            if sealed {
-                Memory::create_sealed_linked(index, dir, agent, link, url)
-            } else {
-                Memory::create_linked(index, dir, agent, link, url)
-            }
-        }
-        other if sealed => Memory::create_sealed(index, dir, agent, other.map(Path::new)),
-        other => Memory::create_with(index, dir, agent, other.map(Path::new)),
-    }
+/// The same, for a new memory whose log is opened on `ledger`: a fleet ledger service's URL,
+/// an embedded ledger's directory, or (None) a new embedded ledger inside it. A service is
+/// asked for its key now, to pin it.
+pub fn options_on(dir: &Path, ledger: Option<&str>) -> Result<Options<'static>, LedgerError> {
+    let options = options(dir);
+    Ok(match ledger {
+        Some(url) if is_url(url) => options.ledger_link(Box::new(RemoteLedger::connect(url)?), url),
+        Some(other) => options.ledger_dir(other),
+        None => options,
+    })
 }

@@ -191,13 +191,7 @@ impl Rmp {
     /// Open the memory in `dir` as its writer, creating it (with an embedded ledger) if there is
     /// none. A memory another process writes (a node, another server) is refused, saying so.
     pub fn open(dir: &Path) -> Result<Self, RmpError> {
-        let index = sion_store::index::IndexConfig::default();
-        let memory = if dir.join("memory.json").exists() {
-            crate::fleet::open(&index, dir)
-        } else {
-            crate::fleet::create(&index, dir, None, None, false)
-        }
-        .map_err(refused_second_writer(dir))?;
+        let memory = crate::fleet::options(dir).open_or_create().map_err(refused_second_writer(dir))?;
         Ok(Self::over(memory))
     }
 
@@ -447,8 +441,11 @@ impl Rmp {
     /// this memory and the others it was given, as of the ledger's latest Pulse: its bytes and
     /// that Pulse. Not checked here: see [`Rmp::believe`].
     pub fn bundle(&self, policy: &Policy, ids: &[AtomId]) -> Result<(Vec<u8>, u64), RmpError> {
-        let others =
-            self.others.iter().map(|d| crate::fleet::open_read_only(d)).collect::<Result<Vec<_>, _>>()?;
+        let others = self
+            .others
+            .iter()
+            .map(|d| crate::fleet::options(d).open_read_only())
+            .collect::<Result<Vec<_>, _>>()?;
         let others: Vec<&Memory> = others.iter().collect();
         let trusted: Vec<[u8; 32]> = policy.revisers.iter().map(|r| r.key).collect();
         let (files, alone, pulse) = match &self.writer {

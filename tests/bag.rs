@@ -24,7 +24,7 @@ fn bag(seconds: f64, seed: u64) -> Vec<u8> {
 
 fn fresh() -> (tempfile::TempDir, Memory) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let memory = Memory::create(&dir.path().join("m"), Some("robot"), None).expect("memory");
+    let memory = Memory::options(dir.path().join("m")).agent("robot").create().expect("memory");
     (dir, memory)
 }
 
@@ -103,7 +103,7 @@ fn a_truncated_bag_keeps_what_came_before_the_cut() {
     let cut = &full[..full.len() * 6 / 10];
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("m");
-    let memory = Memory::create(&path, Some("robot"), None).expect("memory");
+    let memory = Memory::options(&path).agent("robot").create().expect("memory");
     let failed = replay(cut, &memory, ReplayOptions::default(), |_| {}).expect_err("truncated");
     let message = failed.to_string();
     assert!(matches!(failed.error, ReplayError::Bag(_)), "{message}");
@@ -113,7 +113,7 @@ fn a_truncated_bag_keeps_what_came_before_the_cut() {
     assert!(kept > 0, "atoms before the cut are kept");
     assert_eq!(memory.log().size(), kept);
     drop(memory);
-    let reopened = Memory::open(&path).expect("reopen");
+    let reopened = Memory::options(&path).open().expect("reopen");
     assert_eq!(reopened.log().size(), kept, "and durable");
 
     let (_d, memory) = fresh();

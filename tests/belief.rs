@@ -357,26 +357,27 @@ fn an_observation_disputed_by_an_operator_believed_two_ways_each_checked() {
     let ledger_dir = robot_dir.join("ledger");
     let seen = observed();
     // The robot records what it saw.
-    let mut robot = Memory::create(&robot_dir, Some("robot"), None).expect("robot");
+    let mut robot = Memory::options(&robot_dir).agent("robot").create().expect("robot");
     robot.remember(vec![seen.clone()]).expect("remember");
     robot.commit(false).expect("commit");
     let robot_key = robot.writer().verifying_key().to_bytes();
     drop(robot);
     // An operator, on the same ledger, disputes it.
-    let mut operator = Memory::create(&operator_dir, Some("operator"), Some(&ledger_dir)).expect("operator");
+    let mut operator =
+        Memory::options(&operator_dir).agent("operator").ledger_dir(&ledger_dir).create().expect("operator");
     operator.remember(vec![revision(LinkRel::Disputes, seen.id(), 1)]).expect("dispute");
     operator.commit(false).expect("commit");
     let operator_key = operator.writer().verifying_key().to_bytes();
     drop(operator);
     // Later, the robot accepts it again (it looked twice).
-    let mut robot = Memory::open(&robot_dir).expect("reopen");
+    let mut robot = Memory::options(&robot_dir).open().expect("reopen");
     robot.remember(vec![revision(LinkRel::Accepts, seen.id(), 2)]).expect("accept");
     robot.commit(false).expect("commit");
     let ledger_key = robot.ledger().public_key();
     drop(robot);
 
-    let robot = Memory::open_read_only(&robot_dir).expect("robot, read");
-    let operator = Memory::open_read_only(&operator_dir).expect("operator, read");
+    let robot = Memory::options(&robot_dir).open_read_only().expect("robot, read");
+    let operator = Memory::options(&operator_dir).open_read_only().expect("operator, read");
     let trusted = [robot_key, operator_key];
     let (files, pulse) =
         sion_memory::memory::belief::bundle(&[&robot, &operator], &[seen.id()], &trusted).expect("bundle");
@@ -446,11 +447,12 @@ fn a_writer_with_two_logs_cannot_show_two_readers_two_beliefs() {
         (tmp.path().join("robot"), tmp.path().join("op-1"), tmp.path().join("op-2"), tmp.path().join("op-3"));
     let ledger_dir = robot_dir.join("ledger");
     let seen = observed();
-    let mut robot = Memory::create(&robot_dir, Some("robot"), None).expect("robot");
+    let mut robot = Memory::options(&robot_dir).agent("robot").create().expect("robot");
     robot.remember(vec![seen.clone()]).expect("remember");
     robot.commit(false).expect("commit");
     drop(robot);
-    let mut first = Memory::create(&first_dir, None, Some(&ledger_dir)).expect("operator, first log");
+    let mut first =
+        Memory::options(&first_dir).ledger_dir(&ledger_dir).create().expect("operator, first log");
     first.remember(vec![revision(LinkRel::Accepts, seen.id(), 1)]).expect("accepts");
     first.commit(false).expect("commit");
     let operator = first.writer().verifying_key().to_bytes();
@@ -460,15 +462,16 @@ fn a_writer_with_two_logs_cannot_show_two_readers_two_beliefs() {
         std::fs::create_dir_all(dir).expect("dir");
         std::fs::copy(first_dir.join("writer.key"), dir.join("writer.key")).expect("key");
     }
-    let mut second = Memory::create(&second_dir, None, Some(&ledger_dir)).expect("operator, second log");
+    let mut second =
+        Memory::options(&second_dir).ledger_dir(&ledger_dir).create().expect("operator, second log");
     second.remember(vec![revision(LinkRel::Refutes, seen.id(), 2)]).expect("refutes");
     second.commit(false).expect("commit");
     let ledger_key = second.ledger().public_key();
     drop(second);
     // A third log of the operator's, with nothing in it.
-    drop(Memory::create(&empty_dir, None, Some(&ledger_dir)).expect("operator, an empty log"));
+    drop(Memory::options(&empty_dir).ledger_dir(&ledger_dir).create().expect("operator, an empty log"));
 
-    let open = |d: &std::path::Path| Memory::open_read_only(d).expect("read");
+    let open = |d: &std::path::Path| Memory::options(d).open_read_only().expect("read");
     let (robot, first, second, empty) =
         (open(&robot_dir), open(&first_dir), open(&second_dir), open(&empty_dir));
     let policy = Policy {
@@ -542,7 +545,7 @@ fn a_writer_with_two_logs_cannot_show_two_readers_two_beliefs() {
     // Staleness: the operator revises again; the old bundle checks only when no later Pulse
     // is asked for, and then says staleness was not checked.
     drop((robot, first, second, empty));
-    let mut again = Memory::open(&first_dir).expect("reopen");
+    let mut again = Memory::options(&first_dir).open().expect("reopen");
     again.remember(vec![revision(LinkRel::Accepts, seen.id(), 3)]).expect("accepts again");
     let latest = again.commit(false).expect("commit").pulse.header.number;
     drop(again);
@@ -564,8 +567,11 @@ fn a_ledger_from_before_chains_is_refused_unless_the_reader_trusts_the_log_set()
     let ledger_dir = tmp.path().join("ledger");
     drop(sion_memory::ledger::Ledger::create_unchained(&ledger_dir).expect("an old ledger"));
     let seen = observed();
-    let mut robot =
-        Memory::create(&tmp.path().join("robot"), Some("robot"), Some(&ledger_dir)).expect("robot");
+    let mut robot = Memory::options(tmp.path().join("robot"))
+        .agent("robot")
+        .ledger_dir(&ledger_dir)
+        .create()
+        .expect("robot");
     robot.remember(vec![seen.clone(), revision(LinkRel::Accepts, seen.id(), 1)]).expect("remember");
     robot.commit(false).expect("commit");
     let key = robot.writer().verifying_key().to_bytes();
@@ -592,7 +598,7 @@ fn link_lists_are_proved_without_the_writers_lock() {
     use sion_memory::memory::belief::{Shared, Source};
     let tmp = tempfile::tempdir().expect("tmp");
     let seen = observed();
-    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("memory");
+    let mut memory = Memory::options(tmp.path().join("m")).create().expect("memory");
     let revisions: Vec<Atom> = (0..200).map(|i| revision(LinkRel::Accepts, seen.id(), i)).collect();
     memory.remember(std::iter::once(seen.clone()).chain(revisions).collect()).expect("remember");
     memory.commit(false).expect("commit");
@@ -620,7 +626,7 @@ fn link_lists_are_proved_without_the_writers_lock() {
 fn a_question_about_too_many_atoms_is_refused_before_any_proof() {
     use sion_memory::rmp::{MAX_TARGETS, Rmp};
     let tmp = tempfile::tempdir().expect("tmp");
-    let rmp = Rmp::over(Memory::create(&tmp.path().join("m"), None, None).expect("memory"));
+    let rmp = Rmp::over(Memory::options(tmp.path().join("m")).create().expect("memory"));
     let many: Vec<String> = (0..=MAX_TARGETS).map(|i| format!("{i:064x}")).collect();
     let e = rmp.atom_ids(&many, &[]).expect_err("too many");
     assert!(e.to_string().contains("targets") && e.to_string().contains("1025"), "{e}");
@@ -751,18 +757,21 @@ fn a_trusted_reviser_who_committed_nothing_is_carried_alone_and_an_untrusted_one
     let tmp = tempfile::tempdir().expect("tmp");
     let (robot_dir, operator_dir) = (tmp.path().join("robot"), tmp.path().join("operator"));
     let seen = observed();
-    let mut robot = Memory::create(&robot_dir, Some("robot"), None).expect("robot");
+    let mut robot = Memory::options(&robot_dir).agent("robot").create().expect("robot");
     robot.remember(vec![seen.clone()]).expect("remember");
     robot.commit(false).expect("commit");
     let robot_key = robot.writer().verifying_key().to_bytes();
     drop(robot);
     // An operator's memory on the same ledger that has said nothing yet.
-    let operator =
-        Memory::create(&operator_dir, Some("operator"), Some(&robot_dir.join("ledger"))).expect("operator");
+    let operator = Memory::options(&operator_dir)
+        .agent("operator")
+        .ledger_dir(robot_dir.join("ledger"))
+        .create()
+        .expect("operator");
     let operator_key = operator.writer().verifying_key().to_bytes();
     drop(operator);
-    let robot = Memory::open_read_only(&robot_dir).expect("robot");
-    let operator = Memory::open_read_only(&operator_dir).expect("operator");
+    let robot = Memory::options(&robot_dir).open_read_only().expect("robot");
+    let operator = Memory::options(&operator_dir).open_read_only().expect("operator");
     let ledger_key = robot.ledger().public_key();
     // Trusted: its empty log proves no list, and is carried as an attestation alone, so the
     // reader sees the operator's every log (one, empty) and its silence.

@@ -24,7 +24,7 @@ fn atom(kind: Kind, subject: &str, min: [i64; 3], max: [i64; 3], from_s: i64, to
 
 /// A brain that commits as soon as there is anything new, and its sensors' door.
 async fn brain(dir: &std::path::Path) -> (Cognet<MemoryBrain>, Sensors) {
-    let memory = Memory::open(dir).expect("open");
+    let memory = Memory::options(dir).open().expect("open");
     let (kernel, sensors) = MemoryKernel::new(memory).expect("kernel");
     let config = BrainConfig { commit_period_ms: 0, ..BrainConfig::default() };
     let mut def = Definition::new(config.cognet.clone(), Telemetry::new().recording());
@@ -40,7 +40,7 @@ fn log_atoms(c: &Cognet<MemoryBrain>) -> Vec<Atom> {
 async fn the_brain_derives_trajectories_coverage_and_conflicts() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("m");
-    drop(Memory::create(&dir, None, None).expect("create"));
+    drop(Memory::options(&dir).create().expect("create"));
     let (mut c, sensors) = brain(&dir).await;
     // A robot drives for 70 s: its first minute closes when the pose at 60 s arrives.
     let poses: Vec<Atom> =
@@ -93,7 +93,7 @@ async fn the_brain_derives_trajectories_coverage_and_conflicts() {
 async fn sync_is_one_fold_for_cold_boot_and_steady_state() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("m");
-    drop(Memory::create(&dir, None, None).expect("create"));
+    drop(Memory::options(&dir).create().expect("create"));
     let input: Vec<Atom> = sion_memory::sim::Warehouse::new(Default::default()).take(6000).collect();
     let steady_root = {
         let (mut c, sensors) = brain(&dir).await;
@@ -222,14 +222,10 @@ async fn a_brain_whose_ledger_is_down_keeps_recording_and_commits_the_backlog_wh
         inner: sion_memory::ledger::Ledger::create(&tmp.path().join("fleet")).expect("ledger"),
         down: down.clone(),
     };
-    let memory = Memory::create_linked(
-        &sion_memory::index::IndexConfig::default(),
-        &tmp.path().join("m"),
-        None,
-        Box::new(link),
-        "test://fleet",
-    )
-    .expect("create");
+    let memory = Memory::options(tmp.path().join("m"))
+        .ledger_link(Box::new(link), "test://fleet")
+        .create()
+        .expect("create");
     let (kernel, sensors) = MemoryKernel::new(memory).expect("kernel");
     let config = BrainConfig { commit_period_ms: 0, ..BrainConfig::default() };
     let mut def = Definition::new(config.cognet.clone(), Telemetry::new());

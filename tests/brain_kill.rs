@@ -104,7 +104,8 @@ struct Run {
 }
 
 fn log_atoms(data: &Path) -> Vec<Atom> {
-    let memory = Memory::open(data).expect("the memory reopens: its ledger head is consistent with its log");
+    let memory =
+        Memory::options(data).open().expect("the memory reopens: its ledger head is consistent with its log");
     memory.log().scan(0).map(|r| r.expect("readable").1).collect()
 }
 

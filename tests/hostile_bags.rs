@@ -27,7 +27,7 @@ fn text(out: &Output) -> String {
 }
 
 fn log_size(data: &Path) -> u64 {
-    Memory::open(data).map(|m| m.log().size()).unwrap_or(0)
+    Memory::options(data).open().map(|m| m.log().size()).unwrap_or(0)
 }
 
 /// A chunk's body: start and end times (16 bytes), uncompressed size (8), CRC (4), the
@@ -192,7 +192,7 @@ fn a_channel_declared_in_a_damaged_chunk_does_not_stop_the_replay() {
 
     // The summary declares /odom again: its later messages are read.
     let dir = tempfile::tempdir().expect("tempdir");
-    let memory = Memory::create(&dir.path().join("a"), Some("robot"), None).expect("memory");
+    let memory = Memory::options(dir.path().join("a")).agent("robot").create().expect("memory");
     let report = replay(&bytes, &memory, skip(), |_| {}).expect("replayed");
     let odom = report.topics.iter().find(|t| t.topic == "/odom").map_or(0, |t| t.messages);
     assert!(odom > 50, "odometry after the damaged chunk is read: {odom}; {:?}", report.skipped_bad);
@@ -206,7 +206,7 @@ fn a_channel_declared_in_a_damaged_chunk_does_not_stop_the_replay() {
         u64::from_le_bytes(bytes[footer + 9..footer + 17].try_into().expect("8 bytes")) as usize;
     assert!(summary_start > end);
     bytes[summary_start + 12] ^= 0x01;
-    let memory = Memory::create(&dir.path().join("b"), Some("robot"), None).expect("memory");
+    let memory = Memory::options(dir.path().join("b")).agent("robot").create().expect("memory");
     let report = replay(&bytes, &memory, skip(), |_| {}).expect("replayed");
     assert!(
         report.skipped_bad.iter().any(|s| s.contains("never declared") && s.contains("damaged chunk")),

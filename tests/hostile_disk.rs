@@ -254,7 +254,7 @@ fn a_memory_in_use_by_a_writer_or_on_read_only_media_can_be_read_and_is_not_chan
     let before = root_of(&d);
 
     // A writer holds the memory (its lock), as the node does while it runs.
-    let writer = sion_memory::memory::Memory::open(&dir).expect("the writer opens");
+    let writer = sion_memory::memory::Memory::options(&dir).open().expect("the writer opens");
     let files = listing(&dir);
     for args in read_only_commands(&d, &tmp.path().join("a.sionproof")) {
         let o = Command::new(SION).args(&args).stdin(Stdio::null()).output().expect("spawn");

@@ -110,7 +110,7 @@ fn a_long_subject_list_is_kept_in_bounded_runs_and_answers_whole_at_every_head()
         })
         .collect();
     let mut rng = SplitMix64::new(5);
-    let mut memory = Memory::create(&dir, None, None).expect("create");
+    let mut memory = Memory::options(&dir).create().expect("create");
     let mut heads = Vec::new();
     let mut at = 0;
     while at < atoms.len() {
@@ -121,7 +121,7 @@ fn a_long_subject_list_is_kept_in_bounded_runs_and_answers_whole_at_every_head()
         // Reopened now and then: the writer takes the list up from its record on disk.
         if rng.chance(300) {
             drop(memory);
-            memory = Memory::open(&dir).expect("open");
+            memory = Memory::options(&dir).open().expect("open");
         }
     }
     let key = memory.ledger().public_key();
@@ -139,7 +139,7 @@ fn a_long_subject_list_is_kept_in_bounded_runs_and_answers_whole_at_every_head()
 }
 
 fn memory_with_heads(dir: &Path) -> (Vec<Atom>, Vec<u64>) {
-    let mut memory = Memory::create(dir, None, None).expect("create");
+    let mut memory = Memory::options(dir).create().expect("create");
     let atoms: Vec<Atom> = Warehouse::new(WarehouseConfig::default()).take(9000).collect();
     let mut heads = Vec::new();
     for chunk in atoms.chunks(3000) {
@@ -150,7 +150,7 @@ fn memory_with_heads(dir: &Path) -> (Vec<Atom>, Vec<u64>) {
 }
 
 fn ask_every_head(dir: &Path, atoms: &[Atom], heads: &[u64]) {
-    let memory = Memory::open(dir).expect("open");
+    let memory = Memory::options(dir).open().expect("open");
     let key = memory.ledger().public_key();
     let q = Query::new("map", BoxMm { min_mm: [0; 3], max_mm: [1_000_000, 1_000_000, 30_000] }, 0, i64::MAX)
         .expect("query");
@@ -164,7 +164,7 @@ fn ask_every_head(dir: &Path, atoms: &[Atom], heads: &[u64]) {
 }
 
 fn rebuilt(dir: &Path) -> (String, u64) {
-    let memory = Memory::open(dir).expect("open");
+    let memory = Memory::options(dir).open().expect("open");
     match memory.index_boot().clone() {
         IndexBoot::Rebuilt { why, rebuilds, .. } => (why, rebuilds),
         other => panic!("not rebuilt: {other:?}"),
@@ -177,7 +177,7 @@ fn a_missing_torn_or_damaged_checkpoint_is_rebuilt_with_the_same_roots() {
     let dir = tmp.path().join("m");
     let (atoms, heads) = memory_with_heads(&dir);
     // A clean open resumes from the checkpoint and folds nothing.
-    let memory = Memory::open(&dir).expect("open");
+    let memory = Memory::options(&dir).open().expect("open");
     assert_eq!(memory.index_boot(), &IndexBoot::Checkpoint { version: 9000, folded: 0 });
     drop(memory);
     ask_every_head(&dir, &atoms, &heads);
@@ -216,7 +216,7 @@ fn a_missing_torn_or_damaged_checkpoint_is_rebuilt_with_the_same_roots() {
     // Stale: the index of another log (say, restored from the wrong backup) disagrees with
     // the ledger's head at its size.
     let early = tmp.path().join("early");
-    let mut first = Memory::create(&early, None, None).expect("create");
+    let mut first = Memory::options(&early).create().expect("create");
     let other: Vec<Atom> =
         Warehouse::new(WarehouseConfig { seed: 8, ..Default::default() }).take(3000).collect();
     first.remember(other).expect("remember");
@@ -229,7 +229,7 @@ fn a_missing_torn_or_damaged_checkpoint_is_rebuilt_with_the_same_roots() {
     ask_every_head(&dir, &atoms, &heads);
     // A record damaged deep inside (found by a walk, not by opening): the answer is an error
     // naming the damage, and the next open rebuilds.
-    let memory = Memory::open(&dir).expect("open");
+    let memory = Memory::options(&dir).open().expect("open");
     drop(memory);
     let mut bytes = std::fs::read(&nodes).expect("read");
     let half = bytes.len() / 2;
@@ -237,7 +237,7 @@ fn a_missing_torn_or_damaged_checkpoint_is_rebuilt_with_the_same_roots() {
         *b ^= 0x55;
     }
     std::fs::write(&nodes, &bytes).expect("write");
-    let memory = Memory::open(&dir).expect("opens: the damage is not where opening looks");
+    let memory = Memory::options(&dir).open().expect("opens: the damage is not where opening looks");
     let q = Query::new("map", BoxMm { min_mm: [0; 3], max_mm: [1_000_000, 1_000_000, 30_000] }, 0, i64::MAX)
         .expect("query");
     let failed = memory.prove_range(&q, Some(heads[0])).expect_err("a damaged record is found");

@@ -28,7 +28,7 @@ fn atom(n: i64, subject: &str, links: Vec<Link>) -> Atom {
 /// A memory with `long` atoms about [`LONG`] (each linking to one target) and 3 about
 /// [`SHORT`], committed; and the target's id.
 fn memory(dir: &std::path::Path, long: i64) -> (Memory, sion_memory::atom::AtomId) {
-    let mut memory = Memory::create(dir, None, None).expect("create");
+    let mut memory = Memory::options(dir).create().expect("create");
     let target = atom(1_000_000, "target", Vec::new());
     let mut atoms = vec![target.clone()];
     atoms

@@ -9,7 +9,7 @@ use sion_memory::sim::{Warehouse, WarehouseConfig};
 fn remember_commit_prove_verify() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("m");
-    let mut memory = Memory::create(&dir, Some("site/robot-2"), None).expect("create");
+    let mut memory = Memory::options(&dir).agent("site/robot-2").create().expect("create");
     let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(3000).collect();
     memory.remember(atoms[..1000].to_vec()).expect("remember");
     let first = memory.commit(false).expect("commit");
@@ -50,7 +50,7 @@ fn remember_commit_prove_verify() {
     assert!(matches!(memory.prove_inclusion(3000), Err(MemoryError::NotCommitted { .. })));
     drop(memory);
 
-    let memory = Memory::open(&dir).expect("reopen");
+    let memory = Memory::options(&dir).open().expect("reopen");
     assert_eq!(memory.committed().head, second.head);
     assert_eq!(memory.agent(), Some("site/robot-2"));
 }
@@ -60,7 +60,7 @@ fn remember_commit_prove_verify() {
 #[test]
 fn a_query_before_the_first_commit_says_nothing_is_committed() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("create");
+    let mut memory = Memory::options(tmp.path().join("m")).create().expect("create");
     let q = sion_memory::index::geom::Query::new(
         "map",
         sion_memory::atom::BoxMm { min_mm: [0; 3], max_mm: [1000; 3] },
@@ -80,7 +80,7 @@ fn a_query_before_the_first_commit_says_nothing_is_committed() {
 fn a_log_that_lost_committed_atoms_is_refused() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("m");
-    let mut memory = Memory::create(&dir, None, None).expect("create");
+    let mut memory = Memory::options(&dir).create().expect("create");
     memory.remember(Warehouse::new(WarehouseConfig::default()).take(500).collect()).expect("remember");
     memory.commit(false).expect("commit");
     drop(memory);
@@ -90,7 +90,7 @@ fn a_log_that_lost_committed_atoms_is_refused() {
     let len = std::fs::metadata(&segment).expect("meta").len();
     std::fs::OpenOptions::new().write(true).open(&segment).expect("open").set_len(len / 2).expect("cut");
     std::fs::remove_file(dir.join("log/checkpoint")).expect("rm");
-    let err = Memory::open(&dir).err().expect("refused");
+    let err = Memory::options(&dir).open().err().expect("refused");
     assert!(matches!(err, MemoryError::Diverged { committed: 500, .. }), "{err}");
 }
 
@@ -99,7 +99,7 @@ fn answers_as_of_any_committed_head() {
     use sion_memory::atom::BoxMm;
     use sion_memory::index::geom::Query;
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("create");
+    let mut memory = Memory::options(tmp.path().join("m")).create().expect("create");
     let atoms: Vec<_> = sion_memory::sim::MonthInAWarehouse::new(6000, 5).collect();
     memory.remember(atoms[..2500].to_vec()).expect("remember");
     let first = memory.commit(false).expect("commit");
@@ -141,7 +141,7 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
     use sion_memory::ledger::{Head, SignedTx, Tx, account_of};
     use sion_memory::proof::{Attestation, Proof, RangeProof};
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("create");
+    let mut memory = Memory::options(tmp.path().join("m")).create().expect("create");
     let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(400).collect();
     memory.remember(atoms.clone()).expect("remember");
     // The dishonest index: position 123 holds another atom than the log's.
@@ -226,8 +226,12 @@ fn a_memory_on_a_linked_ledger_pins_its_key() {
     let link = Box::new(Ledger::create(&fleet).expect("ledger"));
     let key = link.public_key();
     let config = IndexConfig::default();
-    let mut memory =
-        Memory::create_linked(&config, &dir, Some("site/robot-9"), link, "test://fleet").expect("create");
+    let mut memory = Memory::options(&dir)
+        .index(config.clone())
+        .agent("site/robot-9")
+        .ledger_link(link, "test://fleet")
+        .create()
+        .expect("create");
     let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(500).collect();
     memory.remember(atoms).expect("remember");
     let c = memory.commit(false).expect("commit");
@@ -241,15 +245,21 @@ fn a_memory_on_a_linked_ledger_pins_its_key() {
             Ok(Box::new(Ledger::open(&path)?))
         }
     };
-    let memory = Memory::open_linked(&config, &dir, &through(fleet.clone())).expect("reopen");
+    let memory =
+        Memory::options(&dir).index(config.clone()).connect(&through(fleet.clone())).open().expect("reopen");
     assert_eq!(memory.committed().head.size, 500);
     let file = memory.prove_recorded(42).expect("time proof");
     file.verify(Some(&key)).expect("verifies under the fleet ledger's key");
     drop(memory);
     // Without a client, and through a link to another ledger: refused, naming why.
-    let e = Memory::open(&dir).err().expect("opened without a client");
+    let e = Memory::options(&dir).open().err().expect("opened without a client");
     assert!(e.to_string().contains("no client"), "{e}");
-    let e = Memory::open_linked(&config, &dir, &through(other)).err().expect("another ledger accepted");
+    let e = Memory::options(&dir)
+        .index(config.clone())
+        .connect(&through(other))
+        .open()
+        .err()
+        .expect("another ledger accepted");
     assert!(e.to_string().contains("another ledger"), "{e}");
 }
 
@@ -263,7 +273,7 @@ fn a_question_too_large_to_prove_is_refused_as_such() {
     use sion_memory::index::IndexError;
     use sion_memory::index::geom::Query;
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut memory = Memory::create(&tmp.path().join("m"), None, None).expect("create");
+    let mut memory = Memory::options(tmp.path().join("m")).create().expect("create");
     memory.remember(sion_memory::sim::MonthInAWarehouse::new(6000, 5).collect()).expect("remember");
     let head = memory.commit(false).expect("commit").head;
     let start = sion_memory::sim::MonthInAWarehouse::new(1, 5).start_ns();

@@ -7,7 +7,6 @@
 use std::path::Path;
 
 use sion_memory::atom::{Atom, AtomParts, BlobRef, BoxMm, Interval, Kind, Payload, Permille};
-use sion_memory::index::IndexConfig;
 use sion_memory::memory::{Memory, MemoryError, Retention, SpaceError, StreamRetention};
 use sion_memory::proof::{Claim, ListKey};
 use sion_seal::SealError;
@@ -58,8 +57,7 @@ fn du(path: &Path) -> u64 {
 fn six_hours_of_a_camera_stay_within_the_budget_and_the_oldest_are_forgotten() {
     let tmp = tempfile::tempdir().expect("tmp");
     let data = tmp.path().join("robot");
-    let mut memory =
-        Memory::create_sealed(&IndexConfig::default(), &data, Some("robot"), None).expect("create");
+    let mut memory = Memory::options(&data).agent("robot").sealed(true).create().expect("create");
     let space = memory.space().expect("sealed").clone();
     // Segments of 256 KiB (64 frames), so that hours of frames make many of them.
     space.set_segment_bytes(256 << 10);
@@ -153,7 +151,7 @@ fn six_hours_of_a_camera_stay_within_the_budget_and_the_oldest_are_forgotten() {
 fn retention_across_an_epoch_forgets_the_cameras_leaves_only() {
     let tmp = tempfile::tempdir().expect("tmp");
     let data = tmp.path().join("robot");
-    let memory = Memory::create_sealed(&IndexConfig::default(), &data, Some("robot"), None).expect("create");
+    let memory = Memory::options(&data).agent("robot").sealed(true).create().expect("create");
     let keep = |memory: &Memory, range: std::ops::Range<u64>| -> Vec<u64> {
         let contents: Vec<Vec<u8>> = range.clone().map(frame).collect();
         let atoms = range.zip(&contents).map(|(i, c)| frame_atom(i, c)).collect();
@@ -176,7 +174,7 @@ fn retention_across_an_epoch_forgets_the_cameras_leaves_only() {
     memory.space().expect("sealed").rotate(memory.log(), "rotated").expect("rotate");
     let later = keep(&memory, 20..40);
     drop(memory);
-    let memory = Memory::open(&data).expect("reopen");
+    let memory = Memory::options(&data).open().expect("reopen");
     let space = memory.space().expect("sealed").clone();
     let policy = Retention {
         camera: StreamRetention { keep_ns: 0, keep_bytes: 4096 * 25 },

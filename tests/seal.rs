@@ -11,7 +11,6 @@ use std::process::{Command, Output};
 
 use sion_memory::atom::{AtomParts, BoxMm, Interval, Kind, Payload, Permille};
 use sion_memory::disk::Disk;
-use sion_memory::index::IndexConfig;
 use sion_memory::memory::{MemberKeys, Memory, MemoryError, Opened, SpaceError};
 use sion_memory::proof::{Claim, ListKey};
 use sion_seal::record::{FORGET_SUBJECT, record_text};
@@ -87,8 +86,7 @@ fn sealed_payloads_open_for_members_only_and_forgetting_really_forgets() {
     let tmp = tempfile::tempdir().expect("tmp");
     let data = tmp.path().join("robot");
     let disk = Disk::os();
-    let mut memory =
-        Memory::create_sealed(&IndexConfig::default(), &data, Some("robot"), None).expect("create");
+    let mut memory = Memory::options(&data).agent("robot").sealed(true).create().expect("create");
     let space = memory.space().expect("sealed").clone();
     // The log's policy commits to the space.
     assert_eq!(memory.committed().policy, sion_seal::record::policy(&space.id()));
@@ -193,7 +191,7 @@ fn sealed_payloads_open_for_members_only_and_forgetting_really_forgets() {
     assert_eq!(texts.len(), 1);
     assert_eq!(alice.honour(&space.id(), &texts).expect("honour"), 2);
     drop(memory);
-    let memory = Memory::open(&data).expect("reopen");
+    let memory = Memory::options(&data).open().expect("reopen");
 
     // No file of the data directory or of Alice's keys holds the forgotten plaintext, its leaf
     // key, or any node above it; Bob, who did not honour it, still holds the epoch seed.
@@ -283,19 +281,19 @@ fn space_of(memory: &Memory) -> &sion_memory::memory::Space {
 fn a_leaf_is_never_sealed_twice_across_reopens_or_a_lost_counter() {
     let tmp = tempfile::tempdir().expect("tmp");
     let data = tmp.path().join("m");
-    let memory = Memory::create_sealed(&IndexConfig::default(), &data, None, None).expect("create");
+    let memory = Memory::options(&data).sealed(true).create().expect("create");
     let at = memory.log().size();
     memory.remember_sealed(vec![observation(1, "one"), observation(2, "two")]).expect("seal");
     let before: Vec<_> = (at..at + 2).map(|p| leaf_of(&memory, p)).collect();
     drop(memory);
-    let memory = Memory::open(&data).expect("reopen");
+    let memory = Memory::options(&data).open().expect("reopen");
     let at2 = memory.log().size();
     memory.remember_sealed(vec![observation(3, "three")]).expect("seal");
     let after = leaf_of(&memory, at2);
     assert!(after.0 == 0 && after.1 >= 4096, "leaf {after:?} after a reopen may repeat one of {before:?}");
     drop(memory);
     std::fs::remove_file(data.join("space/leaves")).expect("lose the counter");
-    let memory = Memory::open(&data).expect("reopen");
+    let memory = Memory::options(&data).open().expect("reopen");
     let at3 = memory.log().size();
     memory.remember_sealed(vec![observation(4, "four")]).expect("seal");
     // The rotation's record comes first, then the sealed atom.
@@ -458,7 +456,7 @@ fn a_forget_a_crash_cut_short_is_finished_on_the_next_open() {
     for appended_before_the_crash in [false, true] {
         let tmp = tempfile::tempdir().expect("tmp");
         let data = tmp.path().join("m");
-        let memory = Memory::create_sealed(&IndexConfig::default(), &data, None, None).expect("create");
+        let memory = Memory::options(&data).sealed(true).create().expect("create");
         let at = memory.log().size();
         memory.remember_sealed(vec![observation(1, "forget me"), observation(2, "keep me")]).expect("seal");
         let (epoch, leaf) = leaf_of(&memory, at);
@@ -478,7 +476,7 @@ fn a_forget_a_crash_cut_short_is_finished_on_the_next_open() {
         }
         let size_before = memory.log().size();
         drop(memory);
-        let memory = Memory::open(&data).expect("reopen");
+        let memory = Memory::options(&data).open().expect("reopen");
         assert!(!data.join("space/pending").exists(), "pending was not finished");
         let expected = size_before + u64::from(!appended_before_the_crash);
         assert_eq!(memory.log().size(), expected, "the forget atom is in the log once");

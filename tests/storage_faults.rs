@@ -75,7 +75,7 @@ struct Acked {
 fn run_memory(dir: &Path, disk: &Disk, ops: &[Op]) -> Acked {
     let mut acked = Acked::default();
     let mut next = 0u64;
-    let mut memory = match Memory::create_on(disk, dir, None, None) {
+    let mut memory = match Memory::options(dir).disk(disk).create() {
         Ok(m) => {
             acked.created = true;
             Some(m)
@@ -89,8 +89,8 @@ fn run_memory(dir: &Path, disk: &Disk, ops: &[Op]) -> Acked {
         if let Op::Reopen = op {
             drop(memory.take());
             // As `sion memory open` does: a memory whose making failed is made again.
-            let opened = match Memory::open_on(disk, dir) {
-                Err(MemoryError::Missing(_)) => Memory::create_on(disk, dir, None, None),
+            let opened = match Memory::options(dir).disk(disk).open() {
+                Err(MemoryError::Missing(_)) => Memory::options(dir).disk(disk).create(),
                 other => other,
             };
             match opened {
@@ -144,7 +144,7 @@ fn check_memory(dir: &Path, acked: &Acked) -> Result<(), TestCaseError> {
     for e in &acked.errors {
         prop_assert!(names_the_cause(e), "an error that does not name the disk's failure: {e}");
     }
-    let mut memory = match Memory::open(dir) {
+    let mut memory = match Memory::options(dir).open() {
         Ok(m) => m,
         Err(e) if !acked.created => {
             // Its creation failed: nothing was acknowledged; it must say what is wrong and

@@ -25,7 +25,7 @@ const START_NS: i64 = 1_767_225_600_000_000_000;
 fn memory_and_answer(dir: &Path) -> (Memory, ProofFile) {
     let config = SynthConfig { seconds: 12.0, seed: 7, ..SynthConfig::default() };
     let bag = synth(Cursor::new(Vec::new()), &config).expect("synth").1.into_inner();
-    let mut memory = Memory::create(&dir.join("m"), Some("robot"), None).expect("memory");
+    let mut memory = Memory::options(dir.join("m")).agent("robot").create().expect("memory");
     replay(&bag, &memory, ReplayOptions::default(), |_| {}).expect("replay");
     memory.commit(false).expect("commit");
     let query = Query::new(

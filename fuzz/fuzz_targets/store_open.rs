@@ -16,7 +16,7 @@ fn template() -> &'static (tempfile::TempDir, Vec<PathBuf>) {
     T.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tmp");
         let data = dir.path().join("m");
-        let mut memory = Memory::create(&data, None, None).expect("create");
+        let mut memory = Memory::options(&data).create().expect("create");
         let config = sion_sim::WarehouseConfig { seed: 7, ..Default::default() };
         let atoms: Vec<_> = sion_sim::Warehouse::new(config).take(300).collect();
         memory.remember(atoms).expect("remember");
@@ -96,7 +96,7 @@ fuzz_target!(|data: &[u8]| {
             std::fs::write(&path, b).expect("write");
         }
     }
-    let Ok(memory) = Memory::open(&dir) else { return };
+    let Ok(memory) = Memory::options(&dir).open() else { return };
     let _ = memory.audit(|_| {});
     for item in memory.log().scan(0) {
         if item.is_err() {

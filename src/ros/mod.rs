@@ -63,10 +63,12 @@ pub async fn run() -> Result<()> {
     let index = p.index().map_err(|e| anyhow!(e))?;
     // An existing memory keeps the ledger its memory.json names; `ledger` is for a new one.
     let memory = if dir.join("memory.json").exists() {
-        crate::fleet::open(&index, &dir)
+        crate::fleet::options(&dir).index(index).open()
     } else {
         let ledger = Some(p.ledger.as_str()).filter(|l| *l != "embedded" && !l.is_empty());
-        crate::fleet::create(&index, &dir, Some(&p.agent), ledger, p.sealed)
+        crate::fleet::options_on(&dir, ledger)
+            .map_err(crate::memory::MemoryError::from)
+            .and_then(|o| o.index(index).agent(p.agent.as_str()).sealed(p.sealed).create())
     }
     .with_context(|| format!("opening the memory at {}", dir.display()))?;
     let recovered = memory.recovery().clone();

@@ -676,7 +676,7 @@ impl Archive {
             }
 
             // Open it as its writer would, then check it against what the ledger committed.
-            let memory = match Memory::open_linked(&Default::default(), &staging, connect) {
+            let memory = match Memory::options(&staging).connect(connect).open() {
                 Err(MemoryError::Diverged { committed, .. }) if committed > manifest.head.size => {
                     return Err(ArchiveError::Behind { archived: manifest.head.size, committed });
                 }

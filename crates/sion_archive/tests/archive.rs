@@ -11,7 +11,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sion_archive::{Anchor, Archive, ArchiveError, ArchiveKeys, Kind as ObjectKind};
-use sion_store::index::IndexConfig;
 use sion_store::ledger::link::no_remote;
 use sion_store::memory::{Memory, Opened};
 use sion_verify::atom::{AtomParts, BoxMm, Interval, Kind, Payload, Permille};
@@ -44,7 +43,7 @@ struct Robot {
 }
 
 fn robot(data: &Path) -> Robot {
-    let memory = Memory::create_sealed(&IndexConfig::default(), data, Some("robot"), None).expect("create");
+    let memory = Memory::options(data).agent("robot").sealed(true).create().expect("create");
     let secrets: Vec<String> =
         (0..30).map(|i| format!("face of person {i} at dock 3, secret {i:04}")).collect();
     let first = memory.log().size();
@@ -73,7 +72,7 @@ fn text_of(o: Opened) -> String {
 }
 
 fn check_restored(restored: &Path, robot: &Robot, forgotten: &[u64]) {
-    let memory = Memory::open(restored).expect("open the restored memory");
+    let memory = Memory::options(restored).open().expect("open the restored memory");
     assert_eq!(memory.committed().head, robot.memory.committed().head, "the same committed head");
     assert_eq!(memory.log().size(), robot.memory.log().size());
     for (i, s) in robot.secrets.iter().enumerate() {

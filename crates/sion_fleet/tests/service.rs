@@ -41,7 +41,11 @@ async fn a_memory_on_the_fleet_ledger_through_two_front_ends() {
         let link = RemoteLedger::connect(&url_a).expect("link to front-end a");
         assert_eq!(link.public_key(), public);
         let config = IndexConfig::default();
-        let mut memory = Memory::create_linked(&config, &dir, Some("fleet/robot-1"), Box::new(link), &url_a)
+        let mut memory = Memory::options(&dir)
+            .index(config.clone())
+            .agent("fleet/robot-1")
+            .ledger_link(Box::new(link), &url_a)
+            .create()
             .expect("create");
         let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(3000).collect();
         memory.remember(atoms[..1000].to_vec()).expect("remember");
@@ -58,7 +62,8 @@ async fn a_memory_on_the_fleet_ledger_through_two_front_ends() {
                 assert_eq!(url, url_a, "memory.json names the URL it was opened with");
                 Ok(Box::new(RemoteLedger::connect(&url_b)?))
             };
-        let mut memory = Memory::open_linked(&config, &dir, &connect).expect("reopen via b");
+        let mut memory =
+            Memory::options(&dir).index(config.clone()).connect(&connect).open().expect("reopen via b");
         assert_eq!(memory.committed().head.size, 3000);
         let recorded = memory.prove_recorded(1500).expect("time proof");
         let v = recorded.verify(Some(&public)).expect("verifies under the fleet ledger's key");

@@ -100,8 +100,11 @@ async fn a_forged_log_leaf_put_into_etcd_is_never_signed() {
     tokio::task::spawn_blocking(move || {
         let link = RemoteLedger::connect(&first).expect("link");
         let config = IndexConfig::default();
-        let mut memory =
-            Memory::create_linked(&config, &robot_dir, None, Box::new(link), &first).expect("create");
+        let mut memory = Memory::options(&robot_dir)
+            .index(config.clone())
+            .ledger_link(Box::new(link), &first)
+            .create()
+            .expect("create");
         memory.remember(robot_atoms[..100].to_vec()).expect("remember");
         assert_eq!(memory.commit(false).expect("commit").head.size, 100);
         assert_eq!(memory.log_id(), LogId(2));
@@ -168,13 +171,10 @@ async fn a_forged_log_leaf_put_into_etcd_is_never_signed() {
             other => panic!("the service served the forged state: {other:?}"),
         }
         let config = IndexConfig::default();
-        let created = Memory::create_linked(
-            &config,
-            &robot_dir.with_file_name("new-robot"),
-            None,
-            Box::new(link),
-            &url,
-        );
+        let created = Memory::options(robot_dir.with_file_name("new-robot"))
+            .index(config.clone())
+            .ledger_link(Box::new(link), &url)
+            .create();
         let e = created.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains("does not match signed Pulse"), "opening a log: {e}");
 
@@ -182,7 +182,11 @@ async fn a_forged_log_leaf_put_into_etcd_is_never_signed() {
             |_: &str, _: &ed25519_dalek::VerifyingKey| -> Result<Box<dyn LedgerLink>, LedgerError> {
                 Ok(Box::new(RemoteLedger::connect(&url)?))
             };
-        let mut memory = Memory::open_linked(&config, &robot_dir, &connect).expect("opens from ledger-view");
+        let mut memory = Memory::options(&robot_dir)
+            .index(config.clone())
+            .connect(&connect)
+            .open()
+            .expect("opens from ledger-view");
         memory.remember(atoms[100..].to_vec()).expect("records on");
         let e = memory.commit(false).expect_err("a commit through a front-end that refuses").to_string();
         assert!(

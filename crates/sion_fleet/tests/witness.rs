@@ -50,7 +50,11 @@ async fn witnesses_cosign_the_chain_and_catch_a_backdated_fork() {
         let link = RemoteLedger::connect(&url).expect("link");
         let config = IndexConfig::default();
         let robot = dir.join("robot");
-        let mut memory = Memory::create_linked(&config, &robot, Some("fleet/robot-1"), Box::new(link), &url)
+        let mut memory = Memory::options(&robot)
+            .index(config.clone())
+            .agent("fleet/robot-1")
+            .ledger_link(Box::new(link), &url)
+            .create()
             .expect("create");
         let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(2000).collect();
         memory.remember(atoms[..1000].to_vec()).expect("remember");
@@ -191,14 +195,11 @@ async fn a_witness_following_a_ledger_catches_a_rollback_and_a_fork() {
     let cosigned = tokio::task::spawn_blocking(move || {
         let commit_n = |url: &str, robot: &str, n: usize| {
             let link = RemoteLedger::connect(url).expect("link");
-            let mut memory = Memory::create_linked(
-                &IndexConfig::default(),
-                &dir.join(robot),
-                Some(&format!("fleet-{robot}/{robot}")),
-                Box::new(link),
-                url,
-            )
-            .expect("create");
+            let mut memory = Memory::options(dir.join(robot))
+                .agent(format!("fleet-{robot}/{robot}").as_str())
+                .ledger_link(Box::new(link), url)
+                .create()
+                .expect("create");
             let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(100 * n).collect();
             for chunk in atoms.chunks(100) {
                 memory.remember(chunk.to_vec()).expect("remember");
@@ -272,8 +273,7 @@ async fn a_writers_second_log_is_chained_and_witnessed() {
     tokio::task::spawn_blocking(move || {
         let open = |name: &str| {
             let link = RemoteLedger::connect(&url).expect("link");
-            Memory::create_linked(&IndexConfig::default(), &dir.join(name), None, Box::new(link), &url)
-                .expect("create")
+            Memory::options(dir.join(name)).ledger_link(Box::new(link), &url).create().expect("create")
         };
         let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(20).collect();
         let mut first = open("first");

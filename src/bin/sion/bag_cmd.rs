@@ -98,8 +98,9 @@ pub struct ExportArgs {
 }
 
 pub fn export_cmd(a: &ExportArgs) -> Result<ExitCode> {
-    let memory =
-        Memory::open(&a.data).with_context(|| format!("opening the memory at {}", a.data.display()))?;
+    let memory = Memory::options(&a.data)
+        .open()
+        .with_context(|| format!("opening the memory at {}", a.data.display()))?;
     let mut answers = Vec::new();
     for path in &a.answer {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -178,14 +179,11 @@ pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
     file.seek(std::io::SeekFrom::Start(0)).with_context(|| format!("reading {}", a.bag.display()))?;
     let reader = BagReader::from_reader(std::io::BufReader::with_capacity(1 << 20, file), len)
         .map(|r| r.with_declarations(declared));
-    let mut memory = if a.data.join("memory.json").exists() {
-        Memory::open(&a.data)
-    } else if a.sealed {
-        Memory::create_sealed(&sion_memory::index::IndexConfig::default(), &a.data, Some(&a.robot), None)
-    } else {
-        Memory::create(&a.data, Some(&a.robot), None)
-    }
-    .with_context(|| format!("opening the memory at {}", a.data.display()))?;
+    let mut memory = Memory::options(&a.data)
+        .agent(a.robot.as_str())
+        .sealed(a.sealed)
+        .open_or_create()
+        .with_context(|| format!("opening the memory at {}", a.data.display()))?;
     for (name, v, max) in [("--keep-every-s", a.keep_every_s, 86_400.0), ("--keep-s", a.keep_s, 3.0e9)] {
         if !(v.is_finite() && (0.0..=max).contains(&v)) {
             bail!("{name} {v}: from 0 to {max} seconds");

@@ -62,8 +62,9 @@ async fn run_async(a: BrainArgs) -> Result<ExitCode> {
     if let Some(p) = a.period_ms {
         config.cognet.mode = Mode::Continuous { period_ms: p };
     }
-    let memory =
-        Memory::open(&a.data).with_context(|| format!("opening the memory at {}", a.data.display()))?;
+    let memory = Memory::options(&a.data)
+        .open()
+        .with_context(|| format!("opening the memory at {}", a.data.display()))?;
     let (kernel, sensors) = MemoryKernel::new(memory).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut telemetry = Telemetry::new();
     if let Some(path) = &a.telemetry {

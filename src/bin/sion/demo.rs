@@ -28,7 +28,9 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
     }
     outln!("sion demo: a warehouse robot remembers what it sees, and proves it\n");
-    let mut memory = Memory::create(dir, Some("warehouse/robot-1"), None)
+    let mut memory = Memory::options(dir)
+        .agent("warehouse/robot-1")
+        .create()
         .with_context(|| format!("creating a memory at {}", dir.display()))?;
     outln!(
         "memory   {} (log {} of agent warehouse/robot-1, embedded ledger key {})",

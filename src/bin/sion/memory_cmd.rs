@@ -545,7 +545,8 @@ fn answer(file: ProofFile, a: &AnswerArgs, started: Instant, memory: Option<&Mem
 }
 
 pub(crate) fn open_memory(dir: &Path) -> Result<Memory> {
-    let memory = sion_memory::fleet::open(&sion_memory::index::IndexConfig::default(), dir)
+    let memory = sion_memory::fleet::options(dir)
+        .open()
         .with_context(|| format!("opening the memory at {}", dir.display()))?;
     let r = memory.recovery();
     if r.torn_bytes > 0 {
@@ -565,7 +566,8 @@ pub(crate) fn ledger_key_arg(hex_key: &str) -> Result<VerifyingKey> {
 /// Open a memory to read it: nothing in its directory changes, so a memory on read-only
 /// media, on a full disk or in use by a running node can be read (docs/RELIABILITY.md).
 pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
-    let memory = sion_memory::fleet::open_read_only(dir)
+    let memory = sion_memory::fleet::options(dir)
+        .open_read_only()
         .with_context(|| format!("opening the memory at {} to read it", dir.display()))?;
     if let sion_memory::memory::IndexBoot::Rebuilt { why, .. } = memory.index_boot() {
         eprintln!(
@@ -576,7 +578,6 @@ pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
 }
 
 pub(crate) fn open(a: OpenArgs) -> Result<ExitCode> {
-    let index = sion_memory::index::IndexConfig::default();
     // An embedded ledger's directory is the user's path (relative to where they are, not to
     // the memory), and one that exists: a typo must not make a second ledger.
     let ledger = match a.ledger.as_deref() {
@@ -592,9 +593,10 @@ pub(crate) fn open(a: OpenArgs) -> Result<ExitCode> {
         }
         other => other.map(str::to_owned),
     };
-    let memory =
-        sion_memory::fleet::create(&index, &a.data.data, a.agent.as_deref(), ledger.as_deref(), a.sealed)
-            .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
+    let memory = sion_memory::fleet::options_on(&a.data.data, ledger.as_deref())
+        .map_err(sion_memory::memory::MemoryError::from)
+        .and_then(|o| o.agent(a.agent.as_deref()).sealed(a.sealed).create())
+        .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
     let log = memory.committed();
     outln!("opened memory log {} at {}", log.id, a.data.data.display());
     if let Some(space) = memory.space() {

@@ -210,106 +210,156 @@ fn config_err(path: &Path, problem: impl ToString) -> MemoryError {
     MemoryError::Config { path: path.to_owned(), problem: problem.to_string() }
 }
 
+/// How to open or create a memory: [`Memory::options`]. Every program opens its memory through
+/// this one door — the node, the command line, the protocol server, the archive, the tests.
+///
+/// ```no_run
+/// # use sion_store::memory::Memory;
+/// # fn main() -> Result<(), sion_store::memory::MemoryError> {
+/// let made = Memory::options("robot-1").agent("warehouse/robot-1").sealed(true).create()?;
+/// drop(made);
+/// let again = Memory::options("robot-1").open()?;
+/// let reader = Memory::options("robot-1").open_read_only()?;
+/// # drop((again, reader)); Ok(()) }
+/// ```
+pub struct Options<'a> {
+    dir: PathBuf,
+    index: IndexConfig,
+    agent: Option<String>,
+    sealed: bool,
+    ledger: NewLedger,
+    connect: Connect<'a>,
+}
+
+/// Which ledger a new memory opens its log on.
+enum NewLedger {
+    /// An embedded ledger in this directory (relative to the memory's), made if missing.
+    Embedded(PathBuf),
+    /// A ledger service at this URL, reached through this link.
+    Remote { link: Box<dyn LedgerLink>, url: String },
+}
+
 impl Memory {
-    /// Create a memory in `dir`: a writer key, an empty log, the embedded ledger (unless
-    /// `ledger_dir` names an existing one), the agent identity if asked for, and the log opened
-    /// on the ledger.
-    pub fn create(dir: &Path, agent: Option<&str>, ledger_dir: Option<&Path>) -> Result<Self, MemoryError> {
-        Self::create_on(&Disk::os(), dir, agent, ledger_dir)
+    /// The door to the memory in `dir`: set what differs from the defaults (an OS disk, the
+    /// default index budgets, no agent name, not sealed, a new embedded ledger in `dir/ledger`,
+    /// no client for remote ledgers), then [`Options::create`], [`Options::open`],
+    /// [`Options::open_or_create`] or [`Options::open_read_only`].
+    pub fn options(dir: impl Into<PathBuf>) -> Options<'static> {
+        Options {
+            dir: dir.into(),
+            index: IndexConfig::default(),
+            agent: None,
+            sealed: false,
+            ledger: NewLedger::Embedded(PathBuf::from("ledger")),
+            connect: &no_remote,
+        }
+    }
+}
+
+impl<'a> Options<'a> {
+    /// Write through `disk` (a test's faulty disk) rather than the OS's.
+    pub fn disk(mut self, disk: &Disk) -> Self {
+        self.index.disk = disk.clone();
+        self
     }
 
-    /// The same, writing through `disk` (a test's faulty disk).
-    pub fn create_on(
-        disk: &Disk,
-        dir: &Path,
-        agent: Option<&str>,
-        ledger_dir: Option<&Path>,
-    ) -> Result<Self, MemoryError> {
-        Self::create_with(
-            &IndexConfig { disk: disk.clone(), ..IndexConfig::default() },
-            dir,
-            agent,
-            ledger_dir,
-        )
+    /// The index's memory budgets and disk.
+    pub fn index(mut self, index: IndexConfig) -> Self {
+        self.index = index;
+        self
     }
 
-    /// The same, with the index's memory budgets (and disk) of `index`.
-    pub fn create_with(
-        index: &IndexConfig,
-        dir: &Path,
-        agent: Option<&str>,
-        ledger_dir: Option<&Path>,
-    ) -> Result<Self, MemoryError> {
-        let disk = &index.disk;
+    /// A new memory registers this agent name on its ledger (`None`: no name).
+    pub fn agent<'s>(mut self, name: impl Into<Option<&'s str>>) -> Self {
+        self.agent = name.into().map(str::to_owned);
+        self
+    }
+
+    /// A new memory is sealed (docs/SEAL.md): a space whose id the log's policy commits to, whose
+    /// first atoms are the space's creation and epoch 0.
+    pub fn sealed(mut self, sealed: bool) -> Self {
+        self.sealed = sealed;
+        self
+    }
+
+    /// A new memory opens its log on the embedded ledger in `dir` (relative to the memory's
+    /// directory, or absolute), made there if there is none: several memories may share one.
+    pub fn ledger_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.ledger = NewLedger::Embedded(dir.into());
+        self
+    }
+
+    /// A new memory opens its log on the ledger service at `url`, reached through `link`: no
+    /// ledger directory, and the ledger's key pinned in memory.json so that a service answering
+    /// later with another key is refused.
+    pub fn ledger_link(mut self, link: Box<dyn LedgerLink>, url: &str) -> Self {
+        self.ledger = NewLedger::Remote { link, url: url.to_owned() };
+        self
+    }
+
+    /// How to reach a remote ledger that an existing memory's memory.json names (the default
+    /// refuses: a program without a client for ledger services).
+    pub fn connect<'b>(self, connect: Connect<'b>) -> Options<'b> {
+        Options {
+            dir: self.dir,
+            index: self.index,
+            agent: self.agent,
+            sealed: self.sealed,
+            ledger: self.ledger,
+            connect,
+        }
+    }
+
+    /// Create the memory: a writer key, an empty log, its ledger (see [`Options::ledger_dir`],
+    /// [`Options::ledger_link`]), the agent name if asked for, and the log opened on the ledger.
+    /// A directory that holds a memory already is refused.
+    pub fn create(self) -> Result<Memory, MemoryError> {
+        let dir = self.dir.as_path();
+        let disk = &self.index.disk;
         if dir.join("memory.json").exists() {
             return Err(MemoryError::Exists(dir.to_owned()));
         }
         disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
-        let ledger_rel = ledger_dir.map(Path::to_owned).unwrap_or_else(|| PathBuf::from("ledger"));
-        let ledger_path = dir.join(&ledger_rel);
-        let ledger = match Ledger::open_on(disk, &ledger_path) {
-            Ok(l) => l,
-            Err(LedgerError::Missing(_)) => Ledger::create_on(disk, &ledger_path)?,
-            Err(e) => return Err(e.into()),
-        };
-        Self::create_inner(index, dir, agent, Box::new(ledger), ledger_rel, None, false)
-    }
-
-    /// A sealed memory (docs/SEAL.md): as [`Memory::create_with`], with a space whose id the
-    /// log's policy commits to; its first atoms are the space's creation and epoch 0.
-    pub fn create_sealed(
-        index: &IndexConfig,
-        dir: &Path,
-        agent: Option<&str>,
-        ledger_dir: Option<&Path>,
-    ) -> Result<Self, MemoryError> {
-        let disk = &index.disk;
-        if dir.join("memory.json").exists() {
-            return Err(MemoryError::Exists(dir.to_owned()));
+        let agent = self.agent.as_deref();
+        match self.ledger {
+            NewLedger::Embedded(ledger_rel) => {
+                let ledger_path = dir.join(&ledger_rel);
+                let ledger = match Ledger::open_on(disk, &ledger_path) {
+                    Ok(l) => l,
+                    Err(LedgerError::Missing(_)) => Ledger::create_on(disk, &ledger_path)?,
+                    Err(e) => return Err(e.into()),
+                };
+                Memory::create_inner(&self.index, dir, agent, Box::new(ledger), ledger_rel, None, self.sealed)
+            }
+            NewLedger::Remote { link, url } => {
+                Memory::create_inner(&self.index, dir, agent, link, PathBuf::new(), Some(&url), self.sealed)
+            }
         }
-        disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
-        let ledger_rel = ledger_dir.map(Path::to_owned).unwrap_or_else(|| PathBuf::from("ledger"));
-        let ledger_path = dir.join(&ledger_rel);
-        let ledger = match Ledger::open_on(disk, &ledger_path) {
-            Ok(l) => l,
-            Err(LedgerError::Missing(_)) => Ledger::create_on(disk, &ledger_path)?,
-            Err(e) => return Err(e.into()),
-        };
-        Self::create_inner(index, dir, agent, Box::new(ledger), ledger_rel, None, true)
     }
 
-    /// A sealed memory whose log is on a remote ledger (as [`Memory::create_linked`]).
-    pub fn create_sealed_linked(
-        index: &IndexConfig,
-        dir: &Path,
-        agent: Option<&str>,
-        link: Box<dyn LedgerLink>,
-        url: &str,
-    ) -> Result<Self, MemoryError> {
-        if dir.join("memory.json").exists() {
-            return Err(MemoryError::Exists(dir.to_owned()));
-        }
-        index.disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
-        Self::create_inner(index, dir, agent, link, PathBuf::new(), Some(url), true)
+    /// Open the memory as its one writer, recovering its log and checking that the log still
+    /// extends the head the ledger holds.
+    pub fn open(self) -> Result<Memory, MemoryError> {
+        Memory::open_inner(&self.index, &self.dir, self.connect)
     }
 
-    /// Create a memory whose log is opened on a remote ledger (a fleet ledger service at
-    /// `url`, reached through `link`): no ledger directory, and the ledger's key pinned in
-    /// memory.json so that a service answering later with another key is refused.
-    pub fn create_linked(
-        index: &IndexConfig,
-        dir: &Path,
-        agent: Option<&str>,
-        link: Box<dyn LedgerLink>,
-        url: &str,
-    ) -> Result<Self, MemoryError> {
-        if dir.join("memory.json").exists() {
-            return Err(MemoryError::Exists(dir.to_owned()));
-        }
-        index.disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
-        Self::create_inner(index, dir, agent, link, PathBuf::new(), Some(url), false)
+    /// Open the memory if `dir` holds one, create it (as [`Options::create`]) if not.
+    pub fn open_or_create(self) -> Result<Memory, MemoryError> {
+        if self.dir.join("memory.json").exists() { self.open() } else { self.create() }
     }
 
+    /// Open the memory to read it, changing nothing in its directory — no lock taken, no file
+    /// written, no repair — so that a memory on read-only media, on a full disk, or in use by a
+    /// writer (a running node) can be shown, asked and audited. It answers as of the heads its
+    /// ledger committed; it takes no atoms and commits nothing. What it derives (the ledger's
+    /// last Pulses, the index folded past its checkpoint) stays in this process; an index that
+    /// cannot be used as it is, is folded afresh in a scratch directory of its own.
+    pub fn open_read_only(self) -> Result<Memory, MemoryError> {
+        Memory::open_read_only_inner(&self.dir, self.connect)
+    }
+}
+
+impl Memory {
     fn create_inner(
         index_config: &IndexConfig,
         dir: &Path,
@@ -415,24 +465,7 @@ impl Memory {
         })
     }
 
-    /// Open a memory, recovering its log and checking that the log still extends the head the
-    /// ledger holds.
-    pub fn open(dir: &Path) -> Result<Self, MemoryError> {
-        Self::open_on(&Disk::os(), dir)
-    }
-
-    /// The same, writing through `disk` (a test's faulty disk).
-    pub fn open_on(disk: &Disk, dir: &Path) -> Result<Self, MemoryError> {
-        Self::open_with(&IndexConfig { disk: disk.clone(), ..IndexConfig::default() }, dir)
-    }
-
-    /// The same, with the index's memory budgets (and disk) of `index`.
-    pub fn open_with(index: &IndexConfig, dir: &Path) -> Result<Self, MemoryError> {
-        Self::open_linked(index, dir, &no_remote)
-    }
-
-    /// The same, reaching a remote ledger (if memory.json names one) through `connect`.
-    pub fn open_linked(index: &IndexConfig, dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
+    fn open_inner(index: &IndexConfig, dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
         let index_config = index;
         let disk = &index_config.disk;
         let config = read_config(dir)?;
@@ -505,18 +538,7 @@ impl Memory {
         })
     }
 
-    /// Open a memory to read it, changing nothing in `dir` — no lock taken, no file written,
-    /// no repair — so that a memory on read-only media, on a full disk, or in use by a writer
-    /// (a running node) can be shown, asked and audited. It answers as of the heads its
-    /// ledger committed; it takes no atoms and commits nothing. What it derives (the ledger's
-    /// last Pulses, the index folded past its checkpoint) stays in this process; an index that
-    /// cannot be used as it is, is folded afresh in a scratch directory of its own.
-    pub fn open_read_only(dir: &Path) -> Result<Self, MemoryError> {
-        Self::open_read_only_linked(dir, &no_remote)
-    }
-
-    /// The same, reaching a remote ledger (if memory.json names one) through `connect`.
-    pub fn open_read_only_linked(dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
+    fn open_read_only_inner(dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
         let config = read_config(dir)?;
         sion_disk::private::keep_memory_private(dir, false);
         let writer = read_key(&dir.join("writer.key"))?;
@@ -715,7 +737,7 @@ impl Memory {
         Ok(at)
     }
 
-    /// Whether this memory was opened to be read only ([`Memory::open_read_only`]).
+    /// Whether this memory was opened to be read only ([`Options::open_read_only`]).
     pub fn is_read_only(&self) -> bool {
         self.read_only
     }

@@ -104,7 +104,7 @@ impl Memory {
             record = Some(r);
         }
         drop(ledger);
-        let mut memory = Memory::open(dir)?;
+        let mut memory = Memory::options(dir).open()?;
         if record.is_some() && kept > 0 {
             memory.commit(false)?;
         }
