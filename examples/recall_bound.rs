@@ -10,7 +10,7 @@
 //! append each, as `~/remember` or MCP's remember does), for `--seconds` with nothing else
 //! running, then as long again while another thread asks for everything (the whole warehouse,
 //! its whole life) over and over — first through a prover taken from the memory in a moment
-//! (`Memory::prover`, as `sion mcp` and the node prove now), then proving while holding the
+//! (`Memory::snapshot`, as `sion mcp` and the node prove now), then proving while holding the
 //! memory's lock (as `sion mcp` did before: the peer, measured in the same run). It prints the
 //! remember latencies of each phase, the refusals, and the process's peak resident memory. (A
 //! memory small enough that everything fits a 64 MiB proof gets it proved, not refused.)
@@ -113,7 +113,7 @@ fn phase(
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 let answer = if asking == Asking::Prover {
-                    let prover = memory.lock().unwrap_or_else(PoisonError::into_inner).prover(None)?;
+                    let prover = memory.lock().unwrap_or_else(PoisonError::into_inner).snapshot(None)?;
                     prover.range(&q)
                 } else {
                     memory.lock().unwrap_or_else(PoisonError::into_inner).prove_range(&q, None)

@@ -10,7 +10,7 @@
 pub use sion_bag as bag;
 pub mod fleet;
 pub mod mcp;
-pub mod rmp;
+pub mod protocol;
 pub use sion_brain as brain;
 pub use sion_cognet as cognet;
 pub use sion_disk as disk;

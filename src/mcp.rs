@@ -35,12 +35,12 @@ use access::{AccessError, Grant, Holder, Peers, Role, Tokens};
 pub use listen::Listen;
 use listen::{Bounded, ConnInfo, Door};
 
-use crate::rmp::{Rmp, RmpError};
+use crate::protocol::{Protocol, ProtocolError};
 
 /// The server: the verbs of one memory, shared by every session.
 #[derive(Clone)]
 pub struct MemoryServer {
-    rmp: Arc<Rmp>,
+    protocol: Arc<Protocol>,
     calls: Arc<Calls>,
     /// Set only by [`serve_stdio`]: the client is the process that started the server, and has
     /// every role. Anywhere else a call whose HTTP request brought no token's roles is refused.
@@ -80,7 +80,7 @@ enum Work {
     Prove,
 }
 
-fn answer<T: serde::Serialize>(r: Result<T, RmpError>) -> Result<CallToolResult, McpError> {
+fn answer<T: serde::Serialize>(r: Result<T, ProtocolError>) -> Result<CallToolResult, McpError> {
     match r {
         Ok(v) => {
             let text = serde_json::to_string_pretty(&v)
@@ -100,7 +100,7 @@ impl MemoryServer {
     async fn call<T, F>(&self, work: Work, verb: F) -> Result<CallToolResult, McpError>
     where
         T: serde::Serialize + Send + 'static,
-        F: FnOnce(&Rmp) -> Result<T, RmpError> + Send + 'static,
+        F: FnOnce(&Protocol) -> Result<T, ProtocolError> + Send + 'static,
     {
         let calls = &self.calls;
         let deadline = tokio::time::Instant::now() + calls.wait;
@@ -117,11 +117,11 @@ impl MemoryServer {
         let Ok(Ok(place)) = tokio::time::timeout_at(deadline, calls.any.clone().acquire_owned()).await else {
             return Ok(busy(calls));
         };
-        let rmp = Arc::clone(&self.rmp);
+        let protocol = Arc::clone(&self.protocol);
         // The places go into the blocking task: they are given back when the verb and its
         // answer's text are done, even if the request that asked is dropped meanwhile.
         let done = tokio::task::spawn_blocking(move || {
-            let out = answer(verb(&rmp));
+            let out = answer(verb(&protocol));
             drop((place, prover));
             out
         });
@@ -224,14 +224,14 @@ pub struct ShareArgs {
 impl MemoryServer {
     /// A server over the memory in `data` (created if absent), as its writer, believing also
     /// from the memories in `others` (read-only, on the same ledger).
-    pub fn new(data: &std::path::Path, others: Vec<PathBuf>) -> Result<Self, RmpError> {
-        Ok(Self::over(Arc::new(Rmp::open(data)?.with_others(others))))
+    pub fn new(data: &std::path::Path, others: Vec<PathBuf>) -> Result<Self, ProtocolError> {
+        Ok(Self::over(Arc::new(Protocol::open(data)?.with_others(others))))
     }
 
-    /// A server over these verbs (a running node's, say: [`Rmp::through`]), shared with the
+    /// A server over these verbs (a running node's, say: [`Protocol::through`]), shared with the
     /// node's other surfaces.
-    pub fn over(rmp: Arc<Rmp>) -> Self {
-        Self { rmp, calls: Calls::new(Self::MAX_CALLS, Self::CALL_WAIT), local: false }
+    pub fn over(protocol: Arc<Protocol>) -> Self {
+        Self { protocol, calls: Calls::new(Self::MAX_CALLS, Self::CALL_WAIT), local: false }
     }
 
     /// Tool calls in flight at once, at most, by default (half of them, rounded up, provers).
@@ -287,7 +287,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<VerifyArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.call(Work::Prove, move |_| Rmp::verify(&a.proof, &a.ledger_key, a.expect.as_ref())).await
+        self.call(Work::Prove, move |_| Protocol::verify(&a.proof, &a.ledger_key, a.expect.as_ref())).await
     }
 
     #[tool(

@@ -624,13 +624,13 @@ fn link_lists_are_proved_without_the_writers_lock() {
 /// any proof is made (each target costs a link proof from every log).
 #[test]
 fn a_question_about_too_many_atoms_is_refused_before_any_proof() {
-    use sion_memory::rmp::{MAX_TARGETS, Rmp};
+    use sion_memory::protocol::{MAX_TARGETS, Protocol};
     let tmp = tempfile::tempdir().expect("tmp");
-    let rmp = Rmp::over(Memory::options(tmp.path().join("m")).create().expect("memory"));
+    let protocol = Protocol::over(Memory::options(tmp.path().join("m")).create().expect("memory"));
     let many: Vec<String> = (0..=MAX_TARGETS).map(|i| format!("{i:064x}")).collect();
-    let e = rmp.atom_ids(&many, &[]).expect_err("too many");
+    let e = protocol.atom_ids(&many, &[]).expect_err("too many");
     assert!(e.to_string().contains("targets") && e.to_string().contains("1025"), "{e}");
-    assert_eq!(rmp.atom_ids(&many[..MAX_TARGETS], &[]).expect("at the bound").len(), MAX_TARGETS);
+    assert_eq!(protocol.atom_ids(&many[..MAX_TARGETS], &[]).expect("at the bound").len(), MAX_TARGETS);
 }
 
 /// The README's story at the command line: a robot's observation disputed by an operator,

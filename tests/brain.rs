@@ -2,7 +2,7 @@
 //! steady state alike, and that it does not stop while its results are unwitnessed.
 
 use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, LinkRel, Permille};
-use sion_memory::brain::{BrainConfig, MemoryBrain, MemoryKernel, Sensors};
+use sion_memory::brain::{BrainConfig, Intake, MemoryBrain, MemoryKernel};
 use sion_memory::cognet::{Cognet, Definition, Telemetry};
 use sion_memory::index::Index;
 use sion_memory::memory::Memory;
@@ -22,14 +22,14 @@ fn atom(kind: Kind, subject: &str, min: [i64; 3], max: [i64; 3], from_s: i64, to
     Atom::new(p).expect("valid")
 }
 
-/// A brain that commits as soon as there is anything new, and its sensors' door.
-async fn brain(dir: &std::path::Path) -> (Cognet<MemoryBrain>, Sensors) {
+/// A brain that commits as soon as there is anything new, and its intake' door.
+async fn brain(dir: &std::path::Path) -> (Cognet<MemoryBrain>, Intake) {
     let memory = Memory::options(dir).open().expect("open");
-    let (kernel, sensors) = MemoryKernel::new(memory).expect("kernel");
+    let (kernel, intake) = MemoryKernel::new(memory).expect("kernel");
     let config = BrainConfig { commit_period_ms: 0, ..BrainConfig::default() };
     let mut def = Definition::new(config.cognet.clone(), Telemetry::new().recording());
     def.declare_loop(MemoryBrain::new(kernel, config));
-    (def.load().await.expect("load"), sensors)
+    (def.load().await.expect("load"), intake)
 }
 
 fn log_atoms(c: &Cognet<MemoryBrain>) -> Vec<Atom> {
@@ -41,7 +41,7 @@ async fn the_brain_derives_trajectories_coverage_and_conflicts() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("m");
     drop(Memory::options(&dir).create().expect("create"));
-    let (mut c, sensors) = brain(&dir).await;
+    let (mut c, intake) = brain(&dir).await;
     // A robot drives for 70 s: its first minute closes when the pose at 60 s arrives.
     let poses: Vec<Atom> =
         (0..70).map(|t| atom(Kind::Pose, "robot-1", [t * 1000, 0, 0], [t * 1000, 0, 0], t, t + 1)).collect();
@@ -52,7 +52,7 @@ async fn the_brain_derives_trajectories_coverage_and_conflicts() {
     let later = atom(Kind::Observation, "pallet-2", [0, 0, 0], [1200, 1000, 1500], 700, 701);
     let mut stimuli = poses.clone();
     stimuli.extend([a.clone(), b.clone(), later]);
-    sensors.take_in(stimuli).expect("append");
+    intake.remember(stimuli).expect("append");
 
     let report = c.wake(&[], &CancellationToken::new()).await.expect("wake");
     assert!(report.ticks >= 2, "a wake with outputs needs another tick to witness them");
@@ -96,9 +96,9 @@ async fn sync_is_one_fold_for_cold_boot_and_steady_state() {
     drop(Memory::options(&dir).create().expect("create"));
     let input: Vec<Atom> = sion_memory::sim::Warehouse::new(Default::default()).take(6000).collect();
     let steady_root = {
-        let (mut c, sensors) = brain(&dir).await;
+        let (mut c, intake) = brain(&dir).await;
         for chunk in input.chunks(1500) {
-            sensors.take_in(chunk.to_vec()).expect("append");
+            intake.remember(chunk.to_vec()).expect("append");
             c.wake(&[], &CancellationToken::new()).await.expect("wake");
         }
         // Idempotent: a second sync folds nothing.
@@ -226,20 +226,20 @@ async fn a_brain_whose_ledger_is_down_keeps_recording_and_commits_the_backlog_wh
         .ledger_link(Box::new(link), "test://fleet")
         .create()
         .expect("create");
-    let (kernel, sensors) = MemoryKernel::new(memory).expect("kernel");
+    let (kernel, intake) = MemoryKernel::new(memory).expect("kernel");
     let config = BrainConfig { commit_period_ms: 0, ..BrainConfig::default() };
     let mut def = Definition::new(config.cognet.clone(), Telemetry::new());
     def.declare_loop(MemoryBrain::new(kernel, config));
     let mut c = def.load().await.expect("load");
     let input: Vec<Atom> = sion_memory::sim::Warehouse::new(Default::default()).take(1500).collect();
-    sensors.take_in(input[..1000].to_vec()).expect("append");
+    intake.remember(input[..1000].to_vec()).expect("append");
     c.wake(&[], &CancellationToken::new()).await.expect("wake");
     let before = c.body().stats().commits;
     assert!(before >= 1);
 
     // The ledger goes away: the brain's wakes go on, recording, and its commits fail.
     down.store(true, Ordering::SeqCst);
-    sensors.take_in(input[1000..].to_vec()).expect("recording goes on");
+    intake.remember(input[1000..].to_vec()).expect("recording goes on");
     for _ in 0..3 {
         c.wake(&[], &CancellationToken::new()).await.expect("a failed commit stopped the brain");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -257,7 +257,7 @@ async fn a_brain_whose_ledger_is_down_keeps_recording_and_commits_the_backlog_wh
     let stats = c.body().stats().clone();
     assert!(stats.commits > before, "{stats:?}");
     drop(c);
-    drop(sensors);
+    drop(intake);
     let ledger = sion_memory::ledger::Ledger::open(&tmp.path().join("fleet")).expect("the ledger");
     use sion_memory::ledger::link::LedgerLink as _;
     let log = sion_memory::ledger::LogId(0);

@@ -66,7 +66,7 @@ fn a_list_over_the_bound_is_refused_and_one_within_proves() {
 
     // The prover, taken from the memory in a moment: the refusal is the memory's TooLarge, and
     // says what to ask instead.
-    let prover = memory.prover(None).expect("prover");
+    let prover = memory.snapshot(None).expect("prover");
     let e = prover.list_within(ListKey::Subject(LONG.into()), 50).expect_err("refused");
     let text = e.to_string();
     assert!(matches!(e, MemoryError::TooLarge(_)), "{e:?}");

@@ -289,7 +289,7 @@ fn a_question_too_large_to_prove_is_refused_as_such() {
     assert!(walked.positions.len() > 100, "{} atoms", walked.positions.len());
     // Bounded at 50 steps: refused, having held at most one block past it.
     assert!(matches!(snapshot.range_within(&everything, 50), Err(IndexError::TooLarge(50))));
-    let prover = memory.prover(None).expect("prover");
+    let prover = memory.snapshot(None).expect("prover");
     // The prover is the memory's own word, taken without its lock: appending goes on.
     memory
         .remember(sion_memory::sim::MonthInAWarehouse::new(6100, 5).skip(6000).collect())

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::brain::Sensors;
+use crate::brain::Intake;
 use crate::ingest::{Ingest, Stream};
 
 /// A message as it arrived: which stream, its CDR bytes, when.
@@ -180,15 +180,16 @@ impl Queue {
 /// recovers the log; nothing acknowledged is lost).
 pub const EXIT_LOG_HALTED: i32 = 70;
 
-fn halts(e: &crate::log::LogError) -> bool {
-    matches!(e, crate::log::LogError::Halted(_) | crate::log::LogError::Io { .. })
+fn halts(e: &crate::memory::RememberError) -> bool {
+    use crate::log::LogError;
+    matches!(e, crate::memory::RememberError::Log(LogError::Halted(_) | LogError::Io { .. }))
 }
 
 /// Run the intake until every sender is gone. `told` hears the log size after each batch.
 #[allow(clippy::too_many_arguments)] // the node's parts, each used once
 pub fn run(
     mut ingest: Ingest,
-    sensors: Sensors,
+    intake: Intake,
     mut arrivals: mpsc::Receiver<Arrival>,
     queued: Arc<std::sync::atomic::AtomicUsize>,
     counters: Counters,
@@ -197,7 +198,7 @@ pub fn run(
     max_frame_bytes: usize,
 ) {
     let mut rejects = RejectLog { interval: log_interval, last: BTreeMap::new() };
-    let writer = FrameWriter::start(sensors.clone(), counters.clone(), told.clone(), max_frame_bytes);
+    let writer = FrameWriter::start(intake.clone(), counters.clone(), told.clone(), max_frame_bytes);
     let mut gaps: BTreeMap<Stream, FrameGaps> = BTreeMap::new();
     // When each message still in hand (held by the ingest, or in this batch) arrived.
     let mut arrived: HashMap<u64, Instant> = HashMap::new();
@@ -266,7 +267,7 @@ pub fn run(
         // by the frame writer, behind them.
         let (framed, plain): (Vec<_>, Vec<_>) =
             atoms.into_iter().partition(|a| matches!(a.parts().payload, crate::atom::Payload::Blob(_)));
-        let plain = append(&sensors, plain);
+        let plain = append(&intake, plain);
         let plain_durable = Instant::now();
         let (frame_done, done): (Vec<_>, Vec<_>) = finished
             .into_iter()
@@ -375,11 +376,11 @@ fn carries_blobs(stream: Stream) -> bool {
 
 /// Append atoms; after a failed write or fsync the log takes no more, so the node exits for
 /// its launcher to start it again.
-fn append(sensors: &Sensors, atoms: Vec<crate::atom::Atom>) -> Result<Vec<crate::log::Appended>, String> {
+fn append(intake: &Intake, atoms: Vec<crate::atom::Atom>) -> Result<Vec<crate::log::Appended>, String> {
     if atoms.is_empty() {
         return Ok(Vec::new());
     }
-    sensors.take_in(atoms).map_err(|e| {
+    intake.remember(atoms).map_err(|e| {
         if halts(&e) {
             tracing::error!(
                 "the memory's log stopped taking appends after an I/O failure ({e}): exiting with \
@@ -423,12 +424,7 @@ impl Drop for FrameWriter {
 }
 
 impl FrameWriter {
-    fn start(
-        sensors: Sensors,
-        counters: Counters,
-        told: mpsc::UnboundedSender<u64>,
-        max_bytes: usize,
-    ) -> Self {
+    fn start(intake: Intake, counters: Counters, told: mpsc::UnboundedSender<u64>, max_bytes: usize) -> Self {
         let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (jobs, received) = std::sync::mpsc::channel::<FrameJob>();
         let left = queued.clone();
@@ -437,10 +433,10 @@ impl FrameWriter {
             .spawn(move || {
                 for job in received {
                     // Sealed first in a sealed memory: the atoms then commit to the sealed bytes.
-                    let written = sensors
+                    let written = intake
                         .keep_blobs_of(job.atoms, job.blobs)
                         .map_err(|e| e.to_string())
-                        .and_then(|atoms| append(&sensors, atoms));
+                        .and_then(|atoms| append(&intake, atoms));
                     let durable = Instant::now();
                     left.fetch_sub(job.bytes, std::sync::atomic::Ordering::Relaxed);
                     if let Err(e) = &written {

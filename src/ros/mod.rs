@@ -106,7 +106,7 @@ pub async fn run() -> Result<()> {
             retention.camera.keep_bytes / 1_000_000
         );
     }
-    let (kernel, sensors) = MemoryKernel::new(memory).map_err(|e| anyhow!("{e}"))?;
+    let (kernel, intake) = MemoryKernel::new(memory).map_err(|e| anyhow!("{e}"))?;
     let readers = kernel.readers();
 
     // Subscriptions are drained by the executor's own thread right after each spin (below):
@@ -151,19 +151,19 @@ pub async fn run() -> Result<()> {
     // Cancelled at the signal: no new MCP work while the node drains and commits.
     let serving = CancellationToken::new();
 
-    // The verbs (src/rmp.rs) through this kernel: ROS services and MCP tools share them, so
+    // The verbs (src/protocol.rs) through this kernel: ROS services and MCP tools share them, so
     // the node stays the memory's one writer whichever clients use it.
-    let rmp = Arc::new(
-        crate::rmp::Rmp::through(crate::rmp::KernelDoors {
+    let protocol = Arc::new(
+        crate::protocol::Protocol::through(crate::protocol::KernelDoors {
             readers: readers.clone(),
-            sensors: sensors.clone(),
+            intake: intake.clone(),
             told: told_tx.clone(),
             commit_now,
         })
         .with_others(p.believe_from()),
     );
     let services =
-        services::Services { readers: readers.clone(), sensors: sensors.clone(), rmp: rmp.clone() };
+        services::Services { readers: readers.clone(), intake: intake.clone(), protocol: protocol.clone() };
     services.serve(&mut node)?;
     if let Some(addr) = mcp_listen {
         let options = if let crate::mcp::Listen::Unix(_) = addr {
@@ -187,7 +187,7 @@ pub async fn run() -> Result<()> {
             tracing::info!("MCP clients present a token of {} ({})", path.display(), tokens.summary());
             crate::mcp::HttpOptions::new(tokens)
         };
-        let server = crate::mcp::MemoryServer::over(rmp);
+        let server = crate::mcp::MemoryServer::over(protocol);
         let stop = serving.clone();
         let (bound_tx, bound) = tokio::sync::oneshot::channel();
         let listen = addr.clone();
@@ -213,18 +213,23 @@ pub async fn run() -> Result<()> {
     }
 
     let counters: intake::Counters = Arc::default();
-    let intake = {
+    let intake_thread = {
         let ingest = Ingest::new(ingest_config);
         let counters = counters.clone();
         let interval = Duration::from_secs_f64(p.stats_period_s.max(0.1));
         // Frames waiting for the frame writer are bounded as the intake's queue is.
         let frame_bytes = (p.intake_queue_mb.clamp(1, 1 << 16) as usize) << 20;
         std::thread::Builder::new().name("intake".into()).spawn(move || {
-            intake::run(ingest, sensors, arrivals, queued, counters, told_tx, interval, frame_bytes)
+            intake::run(ingest, intake, arrivals, queued, counters, told_tx, interval, frame_bytes)
         })?
     };
 
-    tokio::spawn(publish_heads(readers.clone(), head_pub, shutdown.clone()));
+    let head_publisher = {
+        let (readers, shutdown) = (readers.clone(), shutdown.clone());
+        std::thread::Builder::new()
+            .name("head-publisher".into())
+            .spawn(move || publish_heads(readers, head_pub, shutdown))?
+    };
     tokio::spawn(publish_stats(
         readers.clone(),
         counters.clone(),
@@ -288,7 +293,7 @@ pub async fn run() -> Result<()> {
         let drained = tokio::task::spawn_blocking(move || {
             spinner.join().map_err(|_| anyhow!("the ROS executor thread panicked"))?;
             // With the node gone its subscriptions end; the intake drains what it holds.
-            intake.join().map_err(|_| anyhow!("the intake panicked"))
+            intake_thread.join().map_err(|_| anyhow!("the intake panicked"))
         })
         .await;
         shutdown.cancel();
@@ -296,6 +301,9 @@ pub async fn run() -> Result<()> {
     };
     let (brain, drained) = tokio::join!(brain, stopper);
     drained??;
+    if tokio::task::spawn_blocking(move || head_publisher.join().is_err()).await.unwrap_or(true) {
+        tracing::error!("the head publisher panicked");
+    }
     let mut brain = brain.map_err(|e| anyhow!("{e}"))?;
     // One last wake so nothing durable is left uncommitted.
     brain.commit_now().request();
@@ -329,18 +337,23 @@ fn head_message(readers: &Readers) -> msg::Head {
     convert::head(&log, pulse_time, readers.ledger_key().to_bytes())
 }
 
-/// Publish the head once at start (latched) and after every commit.
-async fn publish_heads(readers: Readers, publisher: r2r::Publisher<msg::Head>, shutdown: CancellationToken) {
+/// Publish the head once at start (latched) and after every commit: woken by the memory's
+/// commits ([`crate::memory::HeadWatch`]), never polling. Runs on a thread of its own until
+/// `shutdown`, which it notices within a quarter second.
+fn publish_heads(readers: Readers, publisher: r2r::Publisher<msg::Head>, shutdown: CancellationToken) {
+    let heads = readers.watch_head();
     let mut last = None;
-    let mut tick = tokio::time::interval(Duration::from_millis(20));
     while !shutdown.is_cancelled() {
-        tick.tick().await;
-        let committed = readers.committed();
-        if last != Some(committed.commits) {
-            last = Some(committed.commits);
-            if let Err(e) = publisher.publish(&head_message(&readers)) {
-                tracing::warn!("could not publish the head: {e}");
-            }
+        let committed = match last {
+            None => heads.latest(),
+            Some(seen) => match heads.wait_past(seen, Duration::from_millis(250)) {
+                Some(committed) => committed,
+                None => continue,
+            },
+        };
+        last = Some(committed.commits);
+        if let Err(e) = publisher.publish(&head_message(&readers)) {
+            tracing::warn!("could not publish the head: {e}");
         }
     }
 }

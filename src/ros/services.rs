@@ -10,18 +10,18 @@ use r2r::sion_memory_msgs::{msg, srv};
 
 use super::convert;
 use crate::atom::{Atom, BoxMm};
-use crate::brain::{Readers, Sensors};
+use crate::brain::{Intake, Readers};
 use crate::index::geom::Query;
 use crate::proof::{ListKey, Proof, ProofFile};
-use crate::rmp::Rmp;
+use crate::protocol::Protocol;
 
 #[derive(Clone)]
 pub struct Services {
     pub readers: Readers,
-    pub sensors: Sensors,
-    /// The verbs (src/rmp.rs) through the node's kernel: the same API the MCP tools and the
+    pub intake: Intake,
+    /// The verbs (src/protocol.rs) through the node's kernel: the same API the MCP tools and the
     /// command line use.
-    pub rmp: Arc<Rmp>,
+    pub protocol: Arc<Protocol>,
 }
 
 /// Serve each request of a stream on its own task, answering with `answer`.
@@ -98,7 +98,8 @@ impl Services {
                     let to = convert::time_ns(&req.to_time)?;
                     let query = Query::new(&req.frame_id, bounds, from, to).map_err(|e| e.to_string())?;
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
-                    let file = readers.prove_range(&query, as_of).map_err(|e| e.to_string())?;
+                    let file =
+                        readers.snapshot(as_of).and_then(|s| s.range(&query)).map_err(|e| e.to_string())?;
                     answer_of(&readers, &file)
                 })
                 .await;
@@ -121,7 +122,8 @@ impl Services {
                 let result = blocking(move || {
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
                     let file = readers
-                        .prove_list(ListKey::Subject(req.subject), as_of)
+                        .snapshot(as_of)
+                        .and_then(|s| s.list(ListKey::Subject(req.subject)))
                         .map_err(|e| e.to_string())?;
                     answer_of(&readers, &file)
                 })
@@ -173,12 +175,12 @@ impl Services {
             }
         });
 
-        let rmp = self.rmp.clone();
+        let protocol = self.protocol.clone();
         let requests = node
             .create_service::<srv::Remember::Service>("~/remember", qos())
             .context("creating ~/remember")?;
         serve(requests, move |req: srv::Remember::Request| {
-            let rmp = rmp.clone();
+            let protocol = protocol.clone();
             async move {
                 let result = blocking(move || {
                     let atoms = req
@@ -188,7 +190,7 @@ impl Services {
                         .map(|(i, line)| Atom::from_json(line).map_err(|e| format!("atom {i}: {e}")))
                         .collect::<Result<Vec<_>, _>>()?;
                     let ids = atoms.iter().map(|a| a.id().to_string()).collect();
-                    let remembered = rmp.remember_atoms(atoms).map_err(|e| e.to_string())?;
+                    let remembered = protocol.remember_atoms(atoms).map_err(|e| e.to_string())?;
                     Ok((remembered.positions, ids))
                 })
                 .await;
@@ -201,15 +203,15 @@ impl Services {
             }
         });
 
-        let rmp = self.rmp.clone();
+        let protocol = self.protocol.clone();
         let requests =
             node.create_service::<srv::Forget::Service>("~/forget", qos()).context("creating ~/forget")?;
         serve(requests, move |req: srv::Forget::Request| {
-            let rmp = rmp.clone();
+            let protocol = protocol.clone();
             async move {
                 let result = blocking(move || {
                     let who = if req.who.is_empty() { "a ROS client".to_owned() } else { req.who };
-                    rmp.forget(&req.positions, &who, &req.why).map_err(|e| e.to_string())
+                    protocol.forget(&req.positions, &who, &req.why).map_err(|e| e.to_string())
                 })
                 .await;
                 match result {
@@ -227,17 +229,17 @@ impl Services {
             }
         });
 
-        let sensors = self.sensors.clone();
+        let intake = self.intake.clone();
         let requests =
             node.create_service::<srv::Payload::Service>("~/payload", qos()).context("creating ~/payload")?;
         serve(requests, move |req: srv::Payload::Request| {
-            let sensors = sensors.clone();
+            let intake = intake.clone();
             async move {
                 let result = blocking(move || {
                     let member: [u8; 32] = req.member.as_slice().try_into().map_err(|_| {
                         format!("member: {} bytes, not the 32 of a member's key hash", req.member.len())
                     })?;
-                    sensors.payload_for(req.position, &member).map_err(|e| e.to_string())
+                    intake.payload_for(req.position, &member).map_err(|e| e.to_string())
                 })
                 .await;
                 match result {
@@ -253,14 +255,14 @@ impl Services {
             }
         });
 
-        let (readers, rmp) = (self.readers.clone(), self.rmp.clone());
+        let (readers, protocol) = (self.readers.clone(), self.protocol.clone());
         let requests =
             node.create_service::<srv::Commit::Service>("~/commit", qos()).context("creating ~/commit")?;
         serve(requests, move |_req: srv::Commit::Request| {
-            let (readers, rmp) = (readers.clone(), rmp.clone());
+            let (readers, protocol) = (readers.clone(), protocol.clone());
             async move {
                 let result = blocking(move || {
-                    let committed = rmp.commit().map_err(|e| e.to_string())?;
+                    let committed = protocol.commit().map_err(|e| e.to_string())?;
                     head_of(&readers, committed.size)
                 })
                 .await;
@@ -271,15 +273,15 @@ impl Services {
             }
         });
 
-        let (readers, rmp) = (self.readers.clone(), self.rmp.clone());
+        let (readers, protocol) = (self.readers.clone(), self.protocol.clone());
         let requests =
             node.create_service::<srv::Revise::Service>("~/revise", qos()).context("creating ~/revise")?;
         serve(requests, move |req: srv::Revise::Request| {
-            let (readers, rmp) = (readers.clone(), rmp.clone());
+            let (readers, protocol) = (readers.clone(), protocol.clone());
             async move {
                 let result = blocking(move || {
                     let revised =
-                        rmp.revise(req.position, &req.state, &req.why).map_err(|e| e.to_string())?;
+                        protocol.revise(req.position, &req.state, &req.why).map_err(|e| e.to_string())?;
                     // The head that holds it: the one the commit reached (it may hold more).
                     let head = head_of(&readers, readers.committed().head.size)?;
                     Ok((revised, head))
@@ -299,16 +301,16 @@ impl Services {
             }
         });
 
-        let rmp = self.rmp.clone();
+        let protocol = self.protocol.clone();
         let requests =
             node.create_service::<srv::Believe::Service>("~/believe", qos()).context("creating ~/believe")?;
         serve(requests, move |req: srv::Believe::Request| {
-            let rmp = rmp.clone();
+            let protocol = protocol.clone();
             async move {
                 let result = blocking(move || {
                     let policy: serde_json::Value = serde_json::from_str(&req.policy_json)
                         .map_err(|e| format!("policy_json: not JSON: {e}"))?;
-                    rmp.believe(&policy, &req.target_ids, &req.positions).map_err(|e| e.to_string())
+                    protocol.believe(&policy, &req.target_ids, &req.positions).map_err(|e| e.to_string())
                 })
                 .await;
                 match result {

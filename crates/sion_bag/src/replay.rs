@@ -166,7 +166,7 @@ impl Replay<'_> {
         let atoms = std::mem::take(&mut self.atoms);
         let n = atoms.len() as u64;
         if n > 0 || !blobs.is_empty() {
-            self.memory.remember_with_blobs(atoms, blobs)?;
+            self.memory.remember_with_blobs(atoms, blobs).map_err(MemoryError::from)?;
             self.report.atoms += n;
         }
         if let (Some(policy), Some(space)) = (&self.options.retention, self.memory.space()) {

@@ -17,24 +17,20 @@ mod derive;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 pub use derive::{DeriveConfig, Deriver};
 
-use ed25519_dalek::VerifyingKey;
 use sion_cognet::{BoxError, CognetConfig, Loop, Mode, Store, StoreKey, Tick};
-use sion_store::index::geom::Query;
-use sion_store::index::{Index, IndexReader};
+use sion_store::index::Index;
 use sion_store::ledger::SignedHeader;
-use sion_store::ledger::{LogId, MemoryLog};
-use sion_store::log::blobs::BlobStore;
 use sion_store::log::{Appended, Log};
-use sion_store::memory::{Memory, MemoryError};
+use sion_store::memory::Memory;
+pub use sion_store::memory::{Intake, Readers};
 use sion_verify::atom::{Atom, AtomId, AtomParts, BoxMm, Interval, Kind, Payload, Permille};
-use sion_verify::proof::{ListKey, ProofFile};
 
 /// The brain's settings (a JSON file for `sion brain --config`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,258 +97,25 @@ pub struct MemoryKernel {
     store: Store,
     /// The index's writer, until the brain takes it.
     index: Option<Index>,
-    reader: IndexReader,
-    index_v2_from: u64,
     /// A sealed memory's space (retention forgets through it).
     space: Option<Arc<sion_store::memory::Space>>,
 }
 
-/// The kernel's door for sensors: atoms taken in here are durable before any brain hears of
-/// them. Kept apart from the kernel the brain holds.
-#[derive(Clone)]
-pub struct Sensors {
-    log: Log,
-    blobs: BlobStore,
-    /// A sealed memory's space: frames and tiles are sealed in it before they are kept.
-    space: Option<Arc<sion_store::memory::Space>>,
-}
-
-impl Sensors {
-    /// Keep the blobs `atoms` commit to, durably, and return the atoms to take in: in a sealed
-    /// memory each blob is sealed for its atom first, and the atom returned commits to the
-    /// sealed bytes.
-    pub fn keep_blobs_of(
-        &self,
-        atoms: Vec<Atom>,
-        blobs: Vec<Vec<u8>>,
-    ) -> Result<Vec<Atom>, sion_store::memory::SpaceError> {
-        sion_store::memory::space::keep_blobs_for(self.space.as_deref(), &self.log, &self.blobs, atoms, blobs)
-    }
-
-    /// Whether the memory seals what it keeps.
-    pub fn sealed(&self) -> bool {
-        self.space.is_some()
-    }
-
-    fn space(&self) -> Result<&sion_store::memory::Space, sion_store::memory::SpaceError> {
-        self.space.as_deref().ok_or_else(|| {
-            sion_store::memory::SpaceError::Record(
-                "this memory is not sealed: nothing in it can be forgotten or handed out sealed".into(),
-            )
-        })
-    }
-
-    /// The atom at `position` and its sealed bytes (with which kind they are).
-    fn sealed_at(
-        &self,
-        position: u64,
-    ) -> Result<(Atom, Vec<u8>, sion_seal::SealKind), sion_store::memory::SpaceError> {
-        use sion_store::memory::SpaceError;
-        let atom = self.log.read(position)?;
-        match self.space()?.sealed_bytes(position, atom.parts(), |h| self.blobs.get(h).ok())? {
-            Some((bytes, kind)) => Ok((atom, bytes, kind)),
-            None => Err(SpaceError::NotSealed {
-                position,
-                what: format!("a {} atom's payload", atom.kind().as_str()),
-            }),
-        }
-    }
-
-    /// Forget the sealed payloads of the atoms at `positions` (docs/SEAL.md, "Forgetting");
-    /// returns the forget atoms' positions, durable.
-    pub fn forget(
-        &self,
-        positions: &[u64],
-        who: &str,
-        why: &str,
-    ) -> Result<Vec<u64>, sion_store::memory::SpaceError> {
-        let space = self.space()?;
-        let targets = positions
-            .iter()
-            .map(|&p| self.sealed_at(p).map(|(atom, bytes, _)| (p, atom, bytes)))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(space.forget(&self.log, &targets, who, why)?.0)
-    }
-
-    /// What the payload service answers a member: the atom, its sealed bytes, and their leaf
-    /// key wrapped to the member (docs/SEAL.md, "The payload service").
-    pub fn payload_for(
-        &self,
-        position: u64,
-        member: &[u8; 32],
-    ) -> Result<(Atom, Vec<u8>, sion_seal::WrappedLeaf), sion_store::memory::SpaceError> {
-        let space = self.space()?;
-        let (atom, bytes, _) = self.sealed_at(position)?;
-        let wrapped = space.wrap_leaf_for(member, atom.parts(), &bytes)?;
-        Ok((atom, bytes, wrapped))
-    }
-
-    /// Append sensed atoms; resolves once they are durable.
-    pub fn take_in(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, sion_store::log::LogError> {
-        self.log.append(atoms)
-    }
-
-    /// Add a member to a sealed memory's space (docs/SEAL.md, "Spaces"): the member record,
-    /// durable, and the keys wrapped to them.
-    pub fn add_member(
-        &self,
-        name: &str,
-        public: &[u8],
-    ) -> Result<(Appended, sion_seal::Wrapped), sion_store::memory::SpaceError> {
-        self.space()?.add_member(&self.log, name, public)
-    }
-}
-
-/// The kernel's door for readers: answers, with proofs, as of the heads the kernel committed.
-/// It cannot write the log or commit. A proof is built from the index's sealed records and the
-/// log without any lock: the memory is locked only to read the ledger's word for the head.
-#[derive(Clone)]
-pub struct Readers {
-    memory: Arc<Mutex<Memory>>,
-    index: IndexReader,
-    log: Log,
-    index_v2_from: u64,
-}
-
-impl Readers {
-    fn memory(&self) -> MutexGuard<'_, Memory> {
-        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The log's latest committed version on the ledger.
-    pub fn committed(&self) -> MemoryLog {
-        self.memory().committed().clone()
-    }
-
-    /// How many atoms the log holds (committed or not).
-    pub fn log_size(&self) -> u64 {
-        self.memory().log().size()
-    }
-
-    /// The committed version of the log with `size` atoms (the latest if `None`), and the
-    /// time of the Pulse that committed it.
-    pub fn head_at(&self, size: Option<u64>) -> Result<(MemoryLog, i64), MemoryError> {
-        let memory = self.memory();
-        let latest = memory.committed();
-        let version = match size {
-            Some(size) if size != latest.head.size => memory.version(Some(size))?,
-            _ => latest.clone(),
-        };
-        let time = memory.ledger().header(version.committed_at).map_or(0, |h| h.header.time_ns);
-        Ok((version, time))
-    }
-
-    /// The key that signs the ledger's Pulse headers.
-    pub fn ledger_key(&self) -> VerifyingKey {
-        self.memory().ledger().public_key()
-    }
-
-    /// The log's number on the ledger and its writer's key.
-    pub fn identity(&self) -> (LogId, VerifyingKey) {
-        let memory = self.memory();
-        (memory.log_id(), memory.writer().verifying_key())
-    }
-
-    /// The atom at `position` of the log.
-    pub fn read(&self, position: u64) -> Result<Atom, sion_store::log::LogError> {
-        self.log.read(position)
-    }
-
-    /// Every record re-read and hashed, the root compared with the committed head; no lock is
-    /// held while the log is read.
-    pub fn audit(&self) -> Result<(sion_store::log::Audit, MemoryLog), MemoryError> {
-        let committed = self.committed();
-        Ok((self.log.audit(committed.head.size, |_| {})?, committed))
-    }
-
-    /// A belief bundle's proof files and its revisers' empty logs' attestations (see
-    /// [`sion_store::memory::belief::bundle_with_chains`]) from this memory and `others`, as of
-    /// the ledger's latest Pulse. The memory is locked only for each ledger read (a few per
-    /// log and statement), not while the link proofs are made: the brain's commits go on.
-    pub fn belief_bundle(
-        &self,
-        others: &[&Memory],
-        targets: &[AtomId],
-        trusted: &[[u8; 32]],
-    ) -> Result<(Vec<ProofFile>, Vec<sion_verify::proof::Attestation>, u64), MemoryError> {
-        use sion_store::memory::belief::{Shared, Source};
-        let mine = Shared::new(&self.memory);
-        let mut sources: Vec<&dyn Source> = vec![&mine];
-        sources.extend(others.iter().map(|m| *m as &dyn Source));
-        sion_store::memory::belief::bundle_with_chains(&sources, targets, trusted)
-    }
-
-    /// The committed version to answer as of, and the ledger's attestation of it.
-    fn head_and_attestation(
-        &self,
-        as_of: Option<u64>,
-    ) -> Result<(MemoryLog, sion_verify::proof::Attestation, LogId), MemoryError> {
-        let memory = self.memory();
-        let version = memory.version(as_of)?;
-        let attestation = memory.attestation_at(version.committed_at)?;
-        Ok((version, attestation, memory.log_id()))
-    }
-
-    /// See [`Memory::prove_range`].
-    pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
-        let (version, attestation, log_id) = self.head_and_attestation(as_of)?;
-        sion_store::memory::prove_range(
-            &self.index,
-            &self.log,
-            log_id,
-            &version,
-            attestation,
-            query,
-            self.index_v2_from,
-        )
-    }
-
-    /// See [`Memory::prove_list`].
-    pub fn prove_list(&self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
-        let (version, attestation, log_id) = self.head_and_attestation(as_of)?;
-        sion_store::memory::prove_list(
-            &self.index,
-            &self.log,
-            log_id,
-            &version,
-            attestation,
-            key,
-            self.index_v2_from,
-        )
-    }
-}
-
 impl MemoryKernel {
-    /// The kernel of a memory, and the door its sensors write through.
-    pub fn new(mut memory: Memory) -> Result<(Self, Sensors), BoxError> {
+    /// The kernel of a memory, and the memory's one write path, for its sensors.
+    pub fn new(mut memory: Memory) -> Result<(Self, Intake), BoxError> {
         let store = Store::open(&memory.dir().join("brain"))?;
         let log = memory.log().clone();
-        let sensors =
-            Sensors { log: log.clone(), blobs: memory.blobs().clone(), space: memory.space().cloned() };
+        let intake = memory.intake();
         let index = memory.take_index()?;
-        let reader = memory.index_reader().clone();
-        let index_v2_from = memory.index_v2_from();
         let space = memory.space().cloned();
-        let kernel = Self {
-            memory: Arc::new(Mutex::new(memory)),
-            log,
-            store,
-            index: Some(index),
-            reader,
-            index_v2_from,
-            space,
-        };
-        Ok((kernel, sensors))
+        let kernel = Self { memory: Arc::new(Mutex::new(memory)), log, store, index: Some(index), space };
+        Ok((kernel, intake))
     }
 
     /// A door for readers of the memory, to hand out before the kernel goes to its brain.
     pub fn readers(&self) -> Readers {
-        Readers {
-            memory: Arc::clone(&self.memory),
-            index: self.reader.clone(),
-            log: self.log.clone(),
-            index_v2_from: self.index_v2_from,
-        }
+        Readers::new(Arc::clone(&self.memory))
     }
 
     /// The index's writer, for the brain that keeps it.

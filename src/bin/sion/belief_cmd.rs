@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use sion_memory::atom::{AtomId, LinkRel};
 use sion_memory::belief::{Policy, bundle};
 
-use sion_memory::rmp::Rmp;
+use sion_memory::protocol::Protocol;
 
 use crate::memory_cmd::{DataArg, ledger_key_arg, open_memory, open_memory_read_only};
 
@@ -91,8 +91,8 @@ pub fn revise(a: ReviseArgs) -> Result<ExitCode> {
         StateArg::Retracts => LinkRel::Retracts,
         StateArg::Refutes => LinkRel::Refutes,
     };
-    let rmp = Rmp::over(open_memory(&a.data.data)?);
-    let r = rmp.revise_atom(&target, rel, &a.why).context("recording the revision")?;
+    let protocol = Protocol::over(open_memory(&a.data.data)?);
+    let r = protocol.revise_atom(&target, rel, &a.why).context("recording the revision")?;
     outln!("revision {} at position {}: {rel} {}", r.revision, r.position, r.target);
     outln!("committed at Pulse {}", r.pulse);
     Ok(ExitCode::SUCCESS)
@@ -104,12 +104,14 @@ pub fn believe(a: BelieveArgs) -> Result<ExitCode> {
     )
     .with_context(|| format!("{}: not a policy (docs/BELIEF.md, \"Policy\")", a.policy.display()))?;
     // The bundle is made from read-only memories (a running node may be writing the first).
-    let rmp = match a.data.split_first() {
-        Some((first, others)) => Some(Rmp::over(open_memory_read_only(first)?).with_others(others.to_vec())),
+    let protocol = match a.data.split_first() {
+        Some((first, others)) => {
+            Some(Protocol::over(open_memory_read_only(first)?).with_others(others.to_vec()))
+        }
         None => None,
     };
-    let targets: Vec<AtomId> = match &rmp {
-        Some(rmp) => rmp.atom_ids(&a.targets, &a.positions).context("--target / --position")?,
+    let targets: Vec<AtomId> = match &protocol {
+        Some(protocol) => protocol.atom_ids(&a.targets, &a.positions).context("--target / --position")?,
         None if !a.positions.is_empty() => bail!("--position needs a --data memory"),
         None => a
             .targets
@@ -120,22 +122,22 @@ pub fn believe(a: BelieveArgs) -> Result<ExitCode> {
     if targets.is_empty() {
         bail!("nothing to believe about: give --target ID or --position N");
     }
-    let ledger_key = match (&a.ledger_key, &rmp) {
+    let ledger_key = match (&a.ledger_key, &protocol) {
         (Some(hex), _) => ledger_key_arg(hex)?,
-        (None, Some(rmp)) => {
+        (None, Some(protocol)) => {
             eprintln!("checking against the memory's own ledger key (give --ledger-key to choose yours)");
-            rmp.ledger_key()
+            protocol.ledger_key()
         }
         (None, None) => bail!("--bundle needs --ledger-key: the key you trust, not one the bundle brings"),
     };
     // The reader's idea of the latest Pulse: the one it names, else (a bundle made here) the
     // ledger's latest, which the bundle is made at; a bundle from elsewhere, none.
-    let (bytes, as_of) = match (&a.bundle, &rmp) {
+    let (bytes, as_of) = match (&a.bundle, &protocol) {
         (Some(path), _) => {
             (std::fs::read(path).with_context(|| format!("reading {}", path.display()))?, a.as_of)
         }
-        (None, Some(rmp)) => {
-            let (bytes, latest) = rmp.bundle(&policy, &targets).context("making the bundle")?;
+        (None, Some(protocol)) => {
+            let (bytes, latest) = protocol.bundle(&policy, &targets).context("making the bundle")?;
             if let Some(out) = &a.out {
                 std::fs::write(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
             }

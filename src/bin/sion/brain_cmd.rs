@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use sion_memory::atom::Atom;
-use sion_memory::brain::{BrainConfig, MemoryBrain, MemoryKernel, Sensors};
+use sion_memory::brain::{BrainConfig, Intake, MemoryBrain, MemoryKernel};
 use sion_memory::cognet::{Definition, Mode, Telemetry};
 use sion_memory::memory::Memory;
 use tokio::sync::mpsc;
@@ -65,7 +65,7 @@ async fn run_async(a: BrainArgs) -> Result<ExitCode> {
     let memory = Memory::options(&a.data)
         .open()
         .with_context(|| format!("opening the memory at {}", a.data.display()))?;
-    let (kernel, sensors) = MemoryKernel::new(memory).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (kernel, intake) = MemoryKernel::new(memory).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut telemetry = Telemetry::new();
     if let Some(path) = &a.telemetry {
         telemetry = telemetry.to_mcap(path).with_context(|| format!("creating {}", path.display()))?;
@@ -81,14 +81,14 @@ async fn run_async(a: BrainArgs) -> Result<ExitCode> {
         on_signal.cancel();
     });
 
-    // Sensors: atoms taken in on a thread of their own, durable before the brain is told.
+    // Intake: atoms taken in on a thread of their own, durable before the brain is told.
     let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
     let input_done = Arc::new(AtomicBool::new(a.input.is_none()));
     let input_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     if let Some(path) = a.input.clone() {
         let (done, error, echo) = (Arc::clone(&input_done), Arc::clone(&input_error), a.echo);
         std::thread::spawn(move || {
-            if let Err(e) = take_in(&path, &sensors, echo, &tx) {
+            if let Err(e) = take_in(&path, &intake, echo, &tx) {
                 *error.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(format!("{e:#}"));
             }
             done.store(true, Ordering::SeqCst);
@@ -148,7 +148,7 @@ async fn run_async(a: BrainArgs) -> Result<ExitCode> {
 }
 
 /// Read JSON lines, append them durably in batches, echo them, and tell the brain.
-fn take_in(path: &PathBuf, sensors: &Sensors, echo: bool, tx: &mpsc::UnboundedSender<u64>) -> Result<()> {
+fn take_in(path: &PathBuf, intake: &Intake, echo: bool, tx: &mpsc::UnboundedSender<u64>) -> Result<()> {
     let reader: Box<dyn std::io::BufRead> = if path.as_os_str() == "-" {
         Box::new(BufReader::new(std::io::stdin()))
     } else {
@@ -163,7 +163,7 @@ fn take_in(path: &PathBuf, sensors: &Sensors, echo: bool, tx: &mpsc::UnboundedSe
             return Ok(());
         }
         let atoms = std::mem::take(batch);
-        let got = sensors.take_in(atoms.clone()).context("appending to the log")?;
+        let got = intake.remember(atoms.clone()).context("appending to the log")?;
         if echo {
             let mut out = stdout.lock();
             for (atom, a) in atoms.iter().zip(&got) {

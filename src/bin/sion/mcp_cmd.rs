@@ -1,4 +1,4 @@
-//! `sion mcp`: the memory's verbs as MCP tools (src/rmp.rs, docs/BELIEF.md; who may call them
+//! `sion mcp`: the memory's verbs as MCP tools (src/protocol.rs, docs/BELIEF.md; who may call them
 //! over HTTP: docs/ROS.md, "Who may call the MCP tools").
 
 use std::path::PathBuf;

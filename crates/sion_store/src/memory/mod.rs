@@ -23,9 +23,11 @@ use crate::log::{Appended, Audit, Log, LogError, LogOptions, Recovery};
 use sion_disk::Disk;
 
 pub mod belief;
+mod doors;
 pub mod lanes;
 mod repair;
 pub mod space;
+pub use doors::{HeadWatch, Intake, Readers, RememberError};
 pub use repair::{RepairRecord, Repaired};
 use sion_verify::atom::{Atom, AtomId};
 use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
@@ -42,10 +44,10 @@ pub enum MemoryError {
     Blob(#[from] BlobError),
     #[error(transparent)]
     Space(#[from] SpaceError),
-    #[error(
-        "the memory at {0} is not sealed: its log was opened without a space (make a sealed memory with `sion memory open --sealed`)"
-    )]
+    #[error("the memory at {0} is not sealed: its log was opened without a space")]
     NotSealed(PathBuf),
+    #[error(transparent)]
+    Remember(RememberError),
     #[error("no memory at {0}: create one with `sion memory open --data {0}`")]
     Missing(PathBuf),
     #[error("a memory already exists at {0}")]
@@ -103,6 +105,19 @@ pub enum MemoryError {
         lost = committed - whole
     )]
     CommittedDamage { committed: u64, whole: u64 },
+}
+
+impl From<RememberError> for MemoryError {
+    /// Flat where the causes are the same, so a caller matches one `Log`, `Space`, ….
+    fn from(e: RememberError) -> Self {
+        match e {
+            RememberError::Log(e) => Self::Log(e),
+            RememberError::Blob(e) => Self::Blob(e),
+            RememberError::Space(e) => Self::Space(e),
+            RememberError::NotSealed(dir) => Self::NotSealed(dir),
+            other => Self::Remember(other),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -180,6 +195,8 @@ pub struct Memory {
     stale_view: bool,
     /// A sealed memory's space.
     space: Option<std::sync::Arc<Space>>,
+    /// The committed head, for those who wait for the next.
+    heads: HeadWatch,
 }
 
 /// A sealed memory's space id, as memory.json names it.
@@ -189,18 +206,6 @@ fn space_of(dir: &Path, config: &Config) -> Result<Option<[u8; 32]>, MemoryError
     hex::decode_to_slice(hex_id, &mut id)
         .map_err(|_| config_err(&dir.join("memory.json"), "`space` is not 64 hex digits"))?;
     Ok(Some(id))
-}
-
-/// What an atom's payload is, in words (for a refusal).
-fn payload_name(atom: &sion_verify::atom::AtomParts) -> String {
-    use sion_verify::atom::Payload;
-    match &atom.payload {
-        Payload::None => "no payload".into(),
-        Payload::Text(_) => "public text".into(),
-        Payload::Public(_) => "public bytes".into(),
-        Payload::Encrypted(_) => "encrypted bytes of no space".into(),
-        Payload::Blob(b) => format!("a blob of {} in the clear", b.media_type),
-    }
 }
 
 /// Atoms decoded at a time while folding a long stretch of log.
@@ -448,6 +453,7 @@ impl Memory {
             dir: dir.to_owned(),
             log,
             ledger,
+            heads: HeadWatch::new(on_ledger.clone()),
             on_ledger,
             writer,
             log_id,
@@ -521,6 +527,7 @@ impl Memory {
             dir: dir.to_owned(),
             log,
             ledger,
+            heads: HeadWatch::new(on_ledger.clone()),
             on_ledger,
             writer,
             log_id,
@@ -606,6 +613,7 @@ impl Memory {
             writer,
             log_id,
             agent: config.agent,
+            heads: HeadWatch::new(on_ledger.clone()),
             on_ledger,
             recovery: Recovery::default(),
             blobs: BlobStore::open_read_only(&dir.join("blobs"))?,
@@ -629,25 +637,34 @@ impl Memory {
         self.space.as_deref().ok_or_else(|| MemoryError::NotSealed(self.dir.clone()))
     }
 
-    /// The space, to change it (seal, forget): refused on a memory opened to be read.
-    fn writable_space(&self) -> Result<&Space, MemoryError> {
-        if self.read_only {
-            return Err(MemoryError::Space(SpaceError::Record(
-                "this memory was opened to be read: sealing and forgetting need its writer".into(),
-            )));
-        }
-        self.sealed_space()
+    /// The memory's one write path, to hand to other threads: every `remember` below is it.
+    pub fn intake(&self) -> Intake {
+        Intake::new(
+            self.dir.clone(),
+            self.log.clone(),
+            self.blobs.clone(),
+            self.space.clone(),
+            self.read_only,
+        )
+    }
+
+    /// The committed head as it moves: each commit of this memory wakes its waiters.
+    pub fn watch_head(&self) -> HeadWatch {
+        self.heads.clone()
+    }
+
+    /// The ledger's word for this log changed: tell whoever waits.
+    fn set_on_ledger(&mut self, log: MemoryLog) {
+        self.heads.publish(&log);
+        self.on_ledger = log;
     }
 
     /// Seal each atom's inline payload (text or bytes) and append them durably.
     pub fn remember_sealed(
         &self,
         atoms: Vec<sion_verify::atom::AtomParts>,
-    ) -> Result<Vec<Appended>, MemoryError> {
-        let space = self.writable_space()?;
-        let sealed =
-            atoms.into_iter().map(|p| space.seal_inline(&self.log, p)).collect::<Result<Vec<_>, _>>()?;
-        Ok(self.log.append(sealed)?)
+    ) -> Result<Vec<Appended>, RememberError> {
+        self.intake().remember_sealed(atoms)
     }
 
     /// Seal a blob (`content`, of `media_type`) for the atom `parts`, keep the sealed bytes in
@@ -657,24 +674,8 @@ impl Memory {
         parts: sion_verify::atom::AtomParts,
         media_type: &str,
         content: &[u8],
-    ) -> Result<Appended, MemoryError> {
-        let space = self.writable_space()?;
-        // As the node keeps a frame: the atom names the blob as given, and is sealed for it
-        // (a camera frame or map tile into its stream's lane, anything else into the store).
-        let mut parts = parts;
-        parts.payload = sion_verify::atom::Payload::Blob(sion_verify::atom::BlobRef {
-            hash: *blake3::hash(content).as_bytes(),
-            size: content.len() as u64,
-            media_type: media_type.to_owned(),
-        });
-        let atom = Atom::new(parts).map_err(|e| SpaceError::Record(e.to_string()))?;
-        let atoms =
-            space::keep_blobs_for(Some(space), &self.log, &self.blobs, vec![atom], vec![content.to_vec()])?;
-        let appended = self.log.append(atoms)?;
-        appended
-            .into_iter()
-            .next()
-            .ok_or_else(|| MemoryError::Space(SpaceError::Record("nothing appended".into())))
+    ) -> Result<Appended, RememberError> {
+        self.intake().remember_sealed_blob(parts, media_type, content)
     }
 
     /// Keep the blobs `atoms` commit to (sealed for their atoms in a sealed memory, which then
@@ -683,24 +684,16 @@ impl Memory {
         &self,
         atoms: Vec<Atom>,
         blobs: Vec<Vec<u8>>,
-    ) -> Result<Vec<Appended>, MemoryError> {
-        let space = if self.space.is_some() { Some(self.writable_space()?) } else { None };
-        let atoms = space::keep_blobs_for(space, &self.log, &self.blobs, atoms, blobs)?;
-        Ok(self.log.append(atoms)?)
+    ) -> Result<Vec<Appended>, RememberError> {
+        self.intake().remember_with_blobs(atoms, blobs)
     }
 
     /// The sealed bytes of the atom at `position` and which kind they are, if it is sealed.
     pub fn sealed_bytes(
         &self,
         position: u64,
-    ) -> Result<Option<(Atom, Vec<u8>, sion_seal::SealKind)>, MemoryError> {
-        let atom = self.log.read(position)?;
-        let blob = |h: &[u8; 32]| self.blobs.get(h).ok();
-        let found = match &self.space {
-            Some(space) => space.sealed_bytes(position, atom.parts(), blob)?,
-            None => space::sealed_payload(position, atom.parts(), blob)?,
-        };
-        Ok(found.map(|(b, k)| (atom, b, k)))
+    ) -> Result<Option<(Atom, Vec<u8>, sion_seal::SealKind)>, RememberError> {
+        self.intake().sealed_bytes(position)
     }
 
     /// Open the sealed payload of the atom at `position` with the writer's keys.
@@ -709,7 +702,7 @@ impl Memory {
         let Some((atom, bytes, kind)) = self.sealed_bytes(position)? else {
             return Err(SpaceError::NotSealed {
                 position,
-                what: payload_name(self.log.read(position)?.parts()),
+                what: doors::payload_name(self.log.read(position)?.parts()),
             }
             .into());
         };
@@ -718,23 +711,8 @@ impl Memory {
 
     /// Forget the payloads of the atoms at `positions`: forget atoms (who, why, the leaves,
     /// linking to each), then the writer's keys punctured. Returns the forget atoms' positions.
-    pub fn forget(&self, positions: &[u64], who: &str, why: &str) -> Result<Vec<u64>, MemoryError> {
-        let space = self.writable_space()?;
-        let mut targets = Vec::with_capacity(positions.len());
-        for &position in positions {
-            match self.sealed_bytes(position)? {
-                Some((atom, bytes, _)) => targets.push((position, atom, bytes)),
-                None => {
-                    return Err(SpaceError::NotSealed {
-                        position,
-                        what: payload_name(self.log.read(position)?.parts()),
-                    }
-                    .into());
-                }
-            }
-        }
-        let (at, _) = space.forget(&self.log, &targets, who, why)?;
-        Ok(at)
+    pub fn forget(&self, positions: &[u64], who: &str, why: &str) -> Result<Vec<u64>, RememberError> {
+        self.intake().forget(positions, who, why)
     }
 
     /// Whether this memory was opened to be read only ([`Options::open_read_only`]).
@@ -766,7 +744,7 @@ impl Memory {
         let submitted = self.ledger.submit(tx);
         match self.ledger.log(self.log_id) {
             Ok(Some(log)) => {
-                self.on_ledger = log;
+                self.set_on_ledger(log);
                 self.stale_view = false;
             }
             _ => self.stale_view = true,
@@ -797,8 +775,8 @@ impl Memory {
     }
 
     /// Append atoms durably (a no-op for atoms already held).
-    pub fn remember(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, MemoryError> {
-        Ok(self.log.append(atoms)?)
+    pub fn remember(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, RememberError> {
+        self.intake().remember(atoms)
     }
 
     /// The index's writer, at least at the committed head (folded forward when the head moved;
@@ -889,7 +867,8 @@ impl Memory {
         seal: bool,
     ) -> Result<Committed, MemoryError> {
         if self.stale_view {
-            self.on_ledger = self.ledger.log(self.log_id)?.ok_or(LedgerError::UnknownLog(self.log_id))?;
+            let log = self.ledger.log(self.log_id)?.ok_or(LedgerError::UnknownLog(self.log_id))?;
+            self.set_on_ledger(log);
             self.stale_view = false;
         }
         let current = self.committed().clone();
@@ -919,13 +898,13 @@ impl Memory {
             }
         };
         // What the ledger's rules make of an accepted commit (docs/LEDGER.md, "Transactions").
-        self.on_ledger = MemoryLog {
+        self.set_on_ledger(MemoryLog {
             head,
             commits: current.commits + 1,
             committed_at: pulse.header.number,
             sealed: seal,
             ..current.clone()
-        };
+        });
         if self.ledger.boot().is_none()
             && let Err(e) = write_view(&Disk::os(), &self.dir, &self.on_ledger)
         {
@@ -987,13 +966,13 @@ impl Memory {
         answer_atoms(&self.log, positions)
     }
 
-    /// What proving as of a committed head (the latest if `None`) needs, taken from this
-    /// memory in a moment: a caller that shares the memory behind a lock proves with it after
-    /// letting go, so appends and commits never wait on a proof.
-    pub fn prover(&self, as_of: Option<u64>) -> Result<Prover, MemoryError> {
+    /// A committed head (the latest if `None`) fixed for proving: what a proof as of it needs,
+    /// taken from this memory in a moment. A caller that shares the memory behind a lock proves
+    /// with it after letting go, so appends and commits never wait on a proof.
+    pub fn snapshot(&self, as_of: Option<u64>) -> Result<Snapshot, MemoryError> {
         let version = self.version(as_of)?;
         let attestation = self.attestation_at(version.committed_at)?;
-        Ok(Prover {
+        Ok(Snapshot {
             reader: self.reader.clone(),
             log: self.log.clone(),
             log_id: self.log_id,
@@ -1004,18 +983,15 @@ impl Memory {
     }
 
     /// Everything in a frame, box and interval, as of a committed head (the latest if `None`),
-    /// with the proof that nothing is missing.
+    /// with the proof that nothing is missing ([`Snapshot::range`]).
     pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
-        let version = self.version(as_of)?;
-        let attestation = self.attestation_at(version.committed_at)?;
-        prove_range(&self.reader, &self.log, self.log_id, &version, attestation, query, self.index_v2_from)
+        self.snapshot(as_of)?.range(query)
     }
 
-    /// Every atom about `subject` (or linking to an atom), as of a committed head.
+    /// Every atom about `subject` (or linking to an atom), as of a committed head
+    /// ([`Snapshot::list`]).
     pub fn prove_list(&self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
-        let version = self.version(as_of)?;
-        let attestation = self.attestation_at(version.committed_at)?;
-        prove_list(&self.reader, &self.log, self.log_id, &version, attestation, key, self.index_v2_from)
+        self.snapshot(as_of)?.list(key)
     }
 
     /// Every atom linking to `target`, as of a committed head.
@@ -1323,9 +1299,9 @@ pub fn snapshot_of(
     Ok(snapshot)
 }
 
-/// A committed version of a memory and what proves answers as of it, holding no lock on the
-/// memory ([`Memory::prover`]).
-pub struct Prover {
+/// A committed head of a memory and what proves answers as of it, holding no lock on the memory
+/// ([`Memory::snapshot`], [`Readers::snapshot`]).
+pub struct Snapshot {
     reader: IndexReader,
     log: Log,
     log_id: LogId,
@@ -1334,8 +1310,13 @@ pub struct Prover {
     index_v2_from: u64,
 }
 
-impl Prover {
-    /// See [`Memory::prove_range`].
+impl Snapshot {
+    /// The committed version this snapshot answers as of.
+    pub fn head(&self) -> &MemoryLog {
+        &self.version
+    }
+
+    /// Everything in a frame, box and interval, with the proof that nothing is missing.
     pub fn range(&self, query: &Query) -> Result<ProofFile, MemoryError> {
         prove_range(
             &self.reader,
@@ -1348,7 +1329,8 @@ impl Prover {
         )
     }
 
-    /// See [`Memory::prove_list`].
+    /// Every atom about a subject (or linking to an atom), with the proof that the list is
+    /// complete.
     pub fn list(&self, key: ListKey) -> Result<ProofFile, MemoryError> {
         prove_list(
             &self.reader,
@@ -1361,7 +1343,7 @@ impl Prover {
         )
     }
 
-    /// [`Prover::list`], its list walk refused past `max_steps` ([`prove_list_within`]).
+    /// [`Snapshot::list`], its list walk refused past `max_steps` ([`prove_list_within`]).
     pub fn list_within(&self, key: ListKey, max_steps: usize) -> Result<ProofFile, MemoryError> {
         prove_list_within(
             &self.reader,
@@ -1378,7 +1360,7 @@ impl Prover {
 
 /// A range proof as of a committed version, from the index's readers' side and the log: no
 /// lock on the memory is needed (the caller got the version and attestation from it).
-pub fn prove_range(
+pub(crate) fn prove_range(
     reader: &IndexReader,
     log: &Log,
     log_id: LogId,
@@ -1398,7 +1380,7 @@ pub fn prove_range(
 /// A subject or link proof as of a committed version (as [`prove_range`]). A list longer than
 /// a proof file can carry is refused ([`MemoryError::TooLarge`]) before its positions are
 /// read, and its atoms are read only while they fit the 64 MiB a verifier reads.
-pub fn prove_list(
+pub(crate) fn prove_list(
     reader: &IndexReader,
     log: &Log,
     log_id: LogId,
@@ -1422,7 +1404,7 @@ pub fn prove_list(
 /// [`prove_list`], its list walk refused past `max_steps` (records read and positions; a
 /// test's small bound, or [`crate::index::MAX_LIST_STEPS`]).
 #[allow(clippy::too_many_arguments)] // prove_list's, and the bound
-pub fn prove_list_within(
+pub(crate) fn prove_list_within(
     reader: &IndexReader,
     log: &Log,
     log_id: LogId,

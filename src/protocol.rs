@@ -1,18 +1,19 @@
 //! The Reality Memory Protocol's seven verbs — remember, recall, verify, revise, forget, share,
-//! audit — and commit and believe, as one API over one writer's memory: what the MCP server
-//! (`sion mcp`) calls, and what other surfaces are to call. Each verb takes and returns plain
-//! data (JSON-ready), and says what went wrong in words that name the field.
+//! audit — and commit and believe, as one API over one writer's memory, each written once:
+//! the MCP tools, the node's ROS services and the command line are thin over it. Each verb
+//! takes and returns plain data (JSON-ready), and says what went wrong in words that name the
+//! field. A verb writes through the memory's [`Intake`] and reads through its [`Readers`];
+//! only how a commit is made differs between a memory this process holds and a running node's.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use base64::Engine as _;
 use serde::Serialize;
-use sion_brain::{CommitNow, Readers, Sensors};
-use sion_store::ledger::MemoryLog;
+use sion_brain::CommitNow;
 use sion_store::log::Appended;
-use sion_store::memory::{Memory, MemoryError};
+use sion_store::memory::{Intake, Memory, MemoryError, Readers, RememberError};
 use sion_verify::atom::{Atom, AtomId, LinkRel};
 use sion_verify::belief::{Belief, Policy, bundle};
 use sion_verify::index::geom::Query;
@@ -22,17 +23,19 @@ use tokio::sync::mpsc::UnboundedSender;
 /// Why a verb failed; the message is for the caller.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum RmpError {
+pub enum ProtocolError {
     #[error("{0}")]
     Memory(#[from] MemoryError),
+    #[error("{0}")]
+    Remember(#[from] RememberError),
     #[error("{field}: {problem}")]
     Input { field: String, problem: String },
     #[error("{0}")]
     Refused(String),
 }
 
-fn input(field: &str, problem: impl std::fmt::Display) -> RmpError {
-    RmpError::Input { field: field.to_owned(), problem: problem.to_string() }
+fn input(field: &str, problem: impl std::fmt::Display) -> ProtocolError {
+    ProtocolError::Input { field: field.to_owned(), problem: problem.to_string() }
 }
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
@@ -118,7 +121,7 @@ pub struct Changed<T: Serialize> {
 }
 
 impl<T: Serialize> Changed<T> {
-    fn after(result: T, committed: Result<CommittedHead, RmpError>) -> Self {
+    fn after(result: T, committed: Result<CommittedHead, ProtocolError>) -> Self {
         match committed {
             Ok(c) => Self { result, pulse: Some(c.pulse), commit_error: None },
             Err(e) => Self { result, pulse: None, commit_error: Some(e.to_string()) },
@@ -137,12 +140,12 @@ pub struct Audited {
 /// How long a commit through a running node waits for its brain to commit.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The doors of a running node's kernel (sion_brain): its readers prove, its sensors write,
+/// The doors of a running node's kernel (sion_brain): its readers prove, its intake writes,
 /// and its brain commits when told. Verbs through these never open the memory themselves.
 #[derive(Clone)]
 pub struct KernelDoors {
     pub readers: Readers,
-    pub sensors: Sensors,
+    pub intake: Intake,
     /// Tells the brain the log grew (its stimulus).
     pub told: UnboundedSender<u64>,
     pub commit_now: CommitNow,
@@ -151,12 +154,12 @@ pub struct KernelDoors {
 /// The most atoms `recall` gives as JSON in one answer.
 pub const RECALL_MAX_ATOMS: usize = 20_000;
 
-/// Who writes the memory the verbs act on.
-enum Writer {
+/// Who commits the memory the verbs act on.
+enum Committer {
     /// This process opened it as its one writer (`sion mcp`, the command line).
-    Own(Box<Mutex<Memory>>),
-    /// A running node is its writer; the verbs go through the node's kernel.
-    Kernel(KernelDoors),
+    Own(Arc<Mutex<Memory>>),
+    /// A running node is its writer: its brain commits when told.
+    Brain { told: UnboundedSender<u64>, commit_now: CommitNow },
 }
 
 /// The most atoms one `believe` may ask about: each costs a link proof from every log its bundle
@@ -167,17 +170,19 @@ pub const MAX_TARGETS: usize = 1024;
 /// threads at once: the log serialises appends, and a commit covers whatever is durable when it
 /// is made. Verbs block (proofs, fsyncs, a node's commit): call them off an async runtime's
 /// workers.
-pub struct Rmp {
-    writer: Writer,
+pub struct Protocol {
+    intake: Intake,
+    readers: Readers,
+    committer: Committer,
     /// Other revisers' memories (read-only, on the same ledger) that `believe` draws from.
     others: Vec<PathBuf>,
 }
 
-fn refused_second_writer(dir: &Path) -> impl Fn(MemoryError) -> RmpError + '_ {
+fn refused_second_writer(dir: &Path) -> impl Fn(MemoryError) -> ProtocolError + '_ {
     move |e| match e {
         MemoryError::Log(sion_store::log::LogError::Locked(_))
         | MemoryError::Ledger(sion_store::ledger::LedgerError::Locked(_))
-        | MemoryError::Index(sion_store::index::IndexError::Locked(_)) => RmpError::Refused(format!(
+        | MemoryError::Index(sion_store::index::IndexError::Locked(_)) => ProtocolError::Refused(format!(
             "the memory at {} has a writer already (the node, or another `sion mcp`): a memory has one \
              writer process; connect to that one (the node serves MCP with its `mcp_listen` parameter, \
              `sion mcp --listen` serves many clients)",
@@ -187,10 +192,10 @@ fn refused_second_writer(dir: &Path) -> impl Fn(MemoryError) -> RmpError + '_ {
     }
 }
 
-impl Rmp {
+impl Protocol {
     /// Open the memory in `dir` as its writer, creating it (with an embedded ledger) if there is
     /// none. A memory another process writes (a node, another server) is refused, saying so.
-    pub fn open(dir: &Path) -> Result<Self, RmpError> {
+    pub fn open(dir: &Path) -> Result<Self, ProtocolError> {
         let memory = crate::fleet::options(dir).open_or_create().map_err(refused_second_writer(dir))?;
         Ok(Self::over(memory))
     }
@@ -198,12 +203,24 @@ impl Rmp {
     /// The verbs over a memory this process opened (as its writer, or to read it: then the
     /// verbs that write are refused by the memory).
     pub fn over(memory: Memory) -> Self {
-        Self { writer: Writer::Own(Box::new(Mutex::new(memory))), others: Vec::new() }
+        let intake = memory.intake();
+        let memory = Arc::new(Mutex::new(memory));
+        Self {
+            intake,
+            readers: Readers::new(Arc::clone(&memory)),
+            committer: Committer::Own(memory),
+            others: Vec::new(),
+        }
     }
 
     /// The verbs through a running node's kernel: the node stays the memory's one writer.
     pub fn through(doors: KernelDoors) -> Self {
-        Self { writer: Writer::Kernel(doors), others: Vec::new() }
+        Self {
+            intake: doors.intake,
+            readers: doors.readers,
+            committer: Committer::Brain { told: doors.told, commit_now: doors.commit_now },
+            others: Vec::new(),
+        }
     }
 
     /// Also believe from these memories (read-only, on the same ledger).
@@ -212,72 +229,49 @@ impl Rmp {
         self
     }
 
-    fn own(memory: &Mutex<Memory>) -> MutexGuard<'_, Memory> {
-        memory.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The memory's identity and committed head.
     pub fn opened(&self) -> Opened {
-        match &self.writer {
-            Writer::Own(m) => {
-                let memory = Self::own(m);
-                let c = memory.committed();
-                Opened {
-                    log: memory.log_id().0,
-                    writer: hex::encode(memory.writer().verifying_key().to_bytes()),
-                    ledger_key: hex::encode(memory.ledger().public_key().to_bytes()),
-                    size: memory.log().size(),
-                    committed: c.head.size,
-                    root: hex::encode(c.head.root),
-                    pulse: c.committed_at,
-                    sealed: memory.space().is_some(),
-                }
-            }
-            Writer::Kernel(k) => {
-                let (log, writer) = k.readers.identity();
-                let c = k.readers.committed();
-                Opened {
-                    log: log.0,
-                    writer: hex::encode(writer.to_bytes()),
-                    ledger_key: hex::encode(k.readers.ledger_key().to_bytes()),
-                    size: k.readers.log_size(),
-                    committed: c.head.size,
-                    root: hex::encode(c.head.root),
-                    pulse: c.committed_at,
-                    sealed: k.sensors.sealed(),
-                }
-            }
+        let (log, writer) = self.readers.identity();
+        let c = self.readers.committed();
+        Opened {
+            log: log.0,
+            writer: hex::encode(writer.to_bytes()),
+            ledger_key: hex::encode(self.readers.ledger_key().to_bytes()),
+            size: self.readers.log_size(),
+            committed: c.head.size,
+            root: hex::encode(c.head.root),
+            pulse: c.committed_at,
+            sealed: self.intake.sealed(),
         }
     }
 
-    fn append(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, RmpError> {
-        match &self.writer {
-            Writer::Own(m) => Ok(Self::own(m).remember(atoms)?),
-            Writer::Kernel(k) => {
-                let appended = k.sensors.take_in(atoms).map_err(MemoryError::from)?;
-                k.tell(&appended);
-                Ok(appended)
-            }
+    /// A running node's brain hears that the log grew to `appended` (its stimulus).
+    fn tell(&self, appended: impl IntoIterator<Item = u64>) {
+        if let Committer::Brain { told, .. } = &self.committer
+            && let Some(last) = appended.into_iter().max()
+        {
+            // The brain may be stopping; the atoms are durable either way.
+            let _ = told.send(last);
         }
+    }
+
+    fn append(&self, atoms: Vec<Atom>) -> Result<Vec<Appended>, ProtocolError> {
+        let appended = self.intake.remember(atoms)?;
+        self.tell(appended.iter().map(|a| a.position));
+        Ok(appended)
     }
 
     fn read(&self, position: u64) -> Result<Atom, sion_store::log::LogError> {
-        match &self.writer {
-            Writer::Own(m) => Self::own(m).log().read(position),
-            Writer::Kernel(k) => k.readers.read(position),
-        }
+        self.readers.read(position)
     }
 
     /// The key of the memory's ledger: the memory's word for it (a reader chooses its own).
     pub fn ledger_key(&self) -> ed25519_dalek::VerifyingKey {
-        match &self.writer {
-            Writer::Own(m) => Self::own(m).ledger().public_key(),
-            Writer::Kernel(k) => k.readers.ledger_key(),
-        }
+        self.readers.ledger_key()
     }
 
     /// remember: atoms in docs/ATOM.md's JSON form, durable when this returns.
-    pub fn remember(&self, atoms: &[serde_json::Value]) -> Result<Remembered, RmpError> {
+    pub fn remember(&self, atoms: &[serde_json::Value]) -> Result<Remembered, ProtocolError> {
         let parsed: Vec<Atom> = atoms
             .iter()
             .enumerate()
@@ -288,7 +282,7 @@ impl Rmp {
 
     /// remember atoms already parsed (a surface that reads them itself), durable when this
     /// returns.
-    pub fn remember_atoms(&self, atoms: Vec<Atom>) -> Result<Remembered, RmpError> {
+    pub fn remember_atoms(&self, atoms: Vec<Atom>) -> Result<Remembered, ProtocolError> {
         let appended = self.append(atoms)?;
         Ok(Remembered {
             new: appended.iter().filter(|a| a.new).count(),
@@ -297,19 +291,33 @@ impl Rmp {
     }
 
     /// commit: the log's durable head (at least everything durable when called) committed to
-    /// the ledger; through a node, its brain commits it and this waits (30 s at most).
-    pub fn commit(&self) -> Result<CommittedHead, RmpError> {
-        let (head, pulse) = match &self.writer {
-            Writer::Own(m) => {
-                let c = Self::own(m).commit(false)?;
-                (c.head, c.pulse.header.number)
+    /// the ledger; through a node, its brain commits it and this waits (30 s at most) for the
+    /// head it commits.
+    pub fn commit(&self) -> Result<CommittedHead, ProtocolError> {
+        let committed = match &self.committer {
+            Committer::Own(m) => {
+                m.lock().unwrap_or_else(PoisonError::into_inner).commit(false)?;
+                self.readers.committed()
             }
-            Writer::Kernel(k) => {
-                let c = k.commit()?;
-                (c.head, c.committed_at)
+            Committer::Brain { told, commit_now } => {
+                let target = self.readers.log_size();
+                commit_now.request();
+                let _ = told.send(target.saturating_sub(1));
+                self.readers.watch_head().wait_until(COMMIT_TIMEOUT, |h| h.head.size >= target).ok_or_else(
+                    || {
+                        ProtocolError::Refused(format!(
+                            "the brain has not committed within {} s (committed {} of {target} atoms; the \
+                             atoms are recorded, and the node's log says why its commits fail — a ledger \
+                             that cannot be reached?)",
+                            COMMIT_TIMEOUT.as_secs(),
+                            self.readers.committed().head.size
+                        ))
+                    },
+                )?
             }
         };
-        Ok(CommittedHead { size: head.size, root: hex::encode(head.root), pulse })
+        let head = committed.head;
+        Ok(CommittedHead { size: head.size, root: hex::encode(head.root), pulse: committed.committed_at })
     }
 
     /// recall: everything in a frame, box and interval, as of a committed head, with its proof.
@@ -321,25 +329,19 @@ impl Rmp {
         from_ns: i64,
         to_ns: i64,
         as_of: Option<u64>,
-    ) -> Result<Recalled, RmpError> {
+    ) -> Result<Recalled, ProtocolError> {
         let query = Query::new(frame, sion_verify::atom::BoxMm { min_mm, max_mm }, from_ns, to_ns)
             .map_err(|e| input("query", e))?;
-        let file = match &self.writer {
-            // The lock only while the head is chosen: a remember waits on no proof.
-            Writer::Own(m) => {
-                let prover = Self::own(m).prover(as_of)?;
-                prover.range(&query)?
-            }
-            Writer::Kernel(k) => k.readers.prove_range(&query, as_of)?,
-        };
+        // The lock only while the head is chosen: a remember waits on no proof.
+        let file = self.readers.snapshot(as_of)?.range(&query)?;
         let verified = file
             .verify(None)
-            .map_err(|e| RmpError::Refused(format!("the proof just made does not verify: {e}")))?;
+            .map_err(|e| ProtocolError::Refused(format!("the proof just made does not verify: {e}")))?;
         let atoms = match &verified.claim {
             // The proof is bounded (64 MiB); its atoms as JSON values would be several times
             // that, so an answer that large is refused here rather than spelled out.
             sion_verify::proof::Claim::Range { atoms, .. } if atoms.len() > RECALL_MAX_ATOMS => {
-                return Err(RmpError::Refused(format!(
+                return Err(ProtocolError::Refused(format!(
                     "the answer holds {} atoms, more than the {RECALL_MAX_ATOMS} recall gives at once: ask a \
                      smaller box or a shorter interval (`sion memory recall --proof FILE` writes the proof \
                      file of any answer up to 64 MiB)",
@@ -368,7 +370,7 @@ impl Rmp {
         proof: &str,
         ledger_key: &str,
         expect: Option<&serde_json::Value>,
-    ) -> Result<Checked, RmpError> {
+    ) -> Result<Checked, ProtocolError> {
         let bytes = B64.decode(proof.trim()).map_err(|e| input("proof", format!("not base64: {e}")))?;
         let mut key = [0u8; 32];
         hex::decode_to_slice(ledger_key, &mut key).map_err(|_| input("ledger_key", "is 64 hex digits"))?;
@@ -385,7 +387,7 @@ impl Rmp {
     }
 
     /// revise: a revision naming the atom at `position` with a state, committed.
-    pub fn revise(&self, position: u64, state: &str, why: &str) -> Result<Revised, RmpError> {
+    pub fn revise(&self, position: u64, state: &str, why: &str) -> Result<Revised, ProtocolError> {
         let rel = match LinkRel::from_name(state) {
             Some(r) if r.is_state() => r,
             _ => return Err(input("state", "one of supersedes, accepts, disputes, retracts, refutes")),
@@ -396,7 +398,7 @@ impl Rmp {
 
     /// revise an atom given whole (one of another memory, say): the revision is this memory's,
     /// committed.
-    pub fn revise_atom(&self, target: &Atom, rel: LinkRel, why: &str) -> Result<Revised, RmpError> {
+    pub fn revise_atom(&self, target: &Atom, rel: LinkRel, why: &str) -> Result<Revised, ProtocolError> {
         let revision = sion_verify::belief::revision_of(target, rel, why).map_err(|e| input("why", e))?;
         let appended = self.append(vec![revision.clone()])?;
         let c = self.commit()?;
@@ -411,7 +413,7 @@ impl Rmp {
 
     /// The atoms asked about: ids (64 hex digits), then atoms of this log by position; at most
     /// [`MAX_TARGETS`] (each costs a link proof per log a bundle draws on).
-    pub fn atom_ids(&self, targets: &[String], positions: &[u64]) -> Result<Vec<AtomId>, RmpError> {
+    pub fn atom_ids(&self, targets: &[String], positions: &[u64]) -> Result<Vec<AtomId>, ProtocolError> {
         if targets.len() + positions.len() > MAX_TARGETS {
             return Err(input(
                 "targets",
@@ -439,8 +441,8 @@ impl Rmp {
 
     /// A belief bundle (docs/BELIEF.md, "Bundles") about `ids` for `policy`'s revisers, from
     /// this memory and the others it was given, as of the ledger's latest Pulse: its bytes and
-    /// that Pulse. Not checked here: see [`Rmp::believe`].
-    pub fn bundle(&self, policy: &Policy, ids: &[AtomId]) -> Result<(Vec<u8>, u64), RmpError> {
+    /// that Pulse. Not checked here: see [`Protocol::believe`].
+    pub fn bundle(&self, policy: &Policy, ids: &[AtomId]) -> Result<(Vec<u8>, u64), ProtocolError> {
         let others = self
             .others
             .iter()
@@ -448,17 +450,8 @@ impl Rmp {
             .collect::<Result<Vec<_>, _>>()?;
         let others: Vec<&Memory> = others.iter().collect();
         let trusted: Vec<[u8; 32]> = policy.revisers.iter().map(|r| r.key).collect();
-        let (files, alone, pulse) = match &self.writer {
-            Writer::Own(m) => {
-                // Locked for each ledger read only: remembering goes on while lists are proved.
-                use sion_store::memory::belief::{Shared, Source};
-                let mine = Shared::new(m);
-                let mut sources: Vec<&dyn Source> = vec![&mine];
-                sources.extend(others.iter().map(|m| *m as &dyn Source));
-                sion_store::memory::belief::bundle_with_chains(&sources, ids, &trusted)?
-            }
-            Writer::Kernel(k) => k.readers.belief_bundle(&others, ids, &trusted)?,
-        };
+        // Locked for each ledger read only: remembering goes on while lists are proved.
+        let (files, alone, pulse) = self.readers.belief_bundle(&others, ids, &trusted)?;
         Ok((bundle::encode_with(&files, &alone), pulse))
     }
 
@@ -470,70 +463,54 @@ impl Rmp {
         policy: &serde_json::Value,
         targets: &[String],
         positions: &[u64],
-    ) -> Result<Believed, RmpError> {
+    ) -> Result<Believed, ProtocolError> {
         let policy: Policy = serde_json::from_value(policy.clone()).map_err(|e| input("policy", e))?;
         let ids = self.atom_ids(targets, positions)?;
         let (bytes, pulse) = self.bundle(&policy, &ids)?;
         let checked = bundle::check(&bytes, &self.ledger_key(), &ids, &policy, Some(pulse))
-            .map_err(|e| RmpError::Refused(e.to_string()))?;
+            .map_err(|e| ProtocolError::Refused(e.to_string()))?;
         Ok(Believed { pulse, beliefs: checked.beliefs, bundle: bytes })
     }
 
     /// forget: the payloads of sealed atoms (docs/SEAL.md), recorded and committed; the forget
     /// atoms' positions (recorded even if the commit then fails: see [`Changed`]).
-    pub fn forget(&self, positions: &[u64], who: &str, why: &str) -> Result<Changed<Vec<u64>>, RmpError> {
+    pub fn forget(
+        &self,
+        positions: &[u64],
+        who: &str,
+        why: &str,
+    ) -> Result<Changed<Vec<u64>>, ProtocolError> {
         if positions.is_empty() {
             return Err(input("positions", "name at least one atom"));
         }
-        let at = match &self.writer {
-            Writer::Own(m) => Self::own(m).forget(positions, who, why)?,
-            Writer::Kernel(k) => {
-                let at = k.sensors.forget(positions, who, why).map_err(MemoryError::from)?;
-                if let Some(&last) = at.iter().max() {
-                    let _ = k.told.send(last);
-                }
-                at
-            }
-        };
+        let at = self.intake.forget(positions, who, why)?;
+        self.tell(at.iter().copied());
         Ok(Changed::after(at, self.commit()))
     }
 
     /// share: add a member (an X-Wing public key, base64) to the space; the wrapped keys to
     /// give them, base64 (`sion memory space join` takes them), handed out even if the commit
     /// then fails (the member is recorded; see [`Changed`]).
-    pub fn share(&self, name: &str, member_public: &str) -> Result<Changed<String>, RmpError> {
+    pub fn share(&self, name: &str, member_public: &str) -> Result<Changed<String>, ProtocolError> {
         let public = B64
             .decode(member_public.trim())
             .map_err(|e| input("member_public", format!("not base64: {e}")))?;
         let not_sealed = || {
-            RmpError::Refused(
+            ProtocolError::Refused(
                 "this memory is not sealed: nothing to share (sion memory open --sealed)".into(),
             )
         };
-        let wrap = match &self.writer {
-            Writer::Own(m) => {
-                let memory = Self::own(m);
-                let space = memory.space().cloned().ok_or_else(not_sealed)?;
-                space.add_member(memory.log(), name, &public).map_err(MemoryError::from)?.1
-            }
-            Writer::Kernel(k) => {
-                if !k.sensors.sealed() {
-                    return Err(not_sealed());
-                }
-                let (appended, wrap) = k.sensors.add_member(name, &public).map_err(MemoryError::from)?;
-                k.tell(std::slice::from_ref(&appended));
-                wrap
-            }
-        };
+        if !self.intake.sealed() {
+            return Err(not_sealed());
+        }
+        let (appended, wrap) = self.intake.add_member(name, &public)?;
+        self.tell([appended.position]);
         Ok(Changed::after(B64.encode(wrap.encode()), self.commit()))
     }
 
     /// audit: every record re-read, every hash recomputed, the root compared with the head.
-    pub fn audit(&self) -> Result<Audited, RmpError> {
-        let (audit, committed) = match &self.writer {
-            Writer::Own(m) => Self::own(m).audit(|_| {})?,
-            Writer::Kernel(k) => k.readers.audit()?,
-        };
+    pub fn audit(&self) -> Result<Audited, ProtocolError> {
+        let (audit, committed) = self.readers.audit()?;
         let root_matches =
             audit.root_at_mark.is_some_and(|r| r == committed.head.root) || committed.head.size == 0;
         Ok(Audited {
@@ -542,40 +519,5 @@ impl Rmp {
             root_matches,
             first_bad: audit.first_bad,
         })
-    }
-}
-
-impl KernelDoors {
-    fn tell(&self, appended: &[Appended]) {
-        if let Some(last) = appended.iter().map(|a| a.position).max() {
-            // The brain may be stopping; the atoms are durable either way.
-            let _ = self.told.send(last);
-        }
-    }
-
-    /// Ask the brain to commit everything the log held at the call, and wait until it has.
-    pub fn commit(&self) -> Result<MemoryLog, RmpError> {
-        let target = self.readers.log_size();
-        let started = Instant::now();
-        loop {
-            let committed = self.readers.committed();
-            if committed.head.size >= target {
-                return Ok(committed);
-            }
-            if !self.commit_now.pending() {
-                self.commit_now.request();
-                let _ = self.told.send(target.saturating_sub(1));
-            }
-            if started.elapsed() > COMMIT_TIMEOUT {
-                return Err(RmpError::Refused(format!(
-                    "the brain has not committed within {} s (committed {} of {target} atoms; the atoms \
-                     are recorded, and the node's log says why its commits fail — a ledger that cannot \
-                     be reached?)",
-                    COMMIT_TIMEOUT.as_secs(),
-                    committed.head.size
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
     }
 }
