@@ -18,17 +18,16 @@ pub fn stdout_failed(e: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!("writing to standard output: {e}")
 }
 
-mod archive_cmd;
-mod bag_cmd;
-mod belief_cmd;
-mod brain_cmd;
+// One module per command (a group's commands in its folder); what they share in `common`.
+mod bag;
+mod brain;
+mod common;
 mod demo;
-mod ledger_cmd;
-mod mcp_cmd;
-mod memory_cmd;
-mod space_cmd;
+mod ledger;
+mod mcp;
+mod memory;
 mod ui;
-mod viz_cmd;
+mod viz;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,36 +47,36 @@ struct Cli {
 enum Command {
     /// Create, fill, commit, prove and audit a memory.
     #[command(subcommand)]
-    Memory(memory_cmd::MemoryCommand),
+    Memory(memory::MemoryCommand),
     /// Run the demo: a warehouse robot's atoms remembered, committed, proved and audited.
     Demo(DemoArgs),
     /// Run the memory brain on a memory: it folds the log into its index, derives
     /// trajectories, coverage and conflicts, and commits heads, in continuous mode.
-    Brain(brain_cmd::BrainArgs),
+    Brain(brain::BrainArgs),
     /// Print a simulated warehouse robot run as JSON lines of atoms (for `remember` or
     /// `brain --input -`).
     Sim(SimArgs),
     /// Replay a ROS 2 bag (MCAP) into a memory through the same ingest as the live node,
     /// then commit a head.
-    Replay(bag_cmd::ReplayArgs),
+    Replay(bag::ReplayArgs),
     /// Write a memory's atoms, heads and (optionally) answers with their proofs as MCAP
     /// with JSON messages and JSON Schemas, for Foxglove and other MCAP tools.
-    Export(bag_cmd::ExportArgs),
+    Export(bag::ExportArgs),
     /// Draw a memory, and an answer with its proof, for the Rerun viewer: the trajectory, atoms
     /// as boxes coloured by kind on their valid time, map tiles, camera frames, the query box,
     /// the proof's tree nodes (opened, passed over) and whether it verified (feature `viz`).
-    Viz(viz_cmd::VizArgs),
+    Viz(viz::VizArgs),
     /// Make ROS 2 bags.
     #[command(subcommand)]
-    Bag(bag_cmd::BagCommand),
+    Bag(bag::BagCommand),
     /// Run a fleet ledger: one ledger for many robots, its state in etcd, its key on the
     /// operator's machines only (docs/FLEET-LEDGER.md).
     #[command(subcommand)]
-    Ledger(ledger_cmd::LedgerCommand),
+    Ledger(ledger::LedgerCommand),
     /// Serve the memory's verbs as MCP tools (remember, commit, recall, verify, revise,
     /// believe, forget, share, audit; docs/BELIEF.md): on stdio for one client, or streamable
     /// HTTP on loopback (--listen) for many. This process is the memory's one writer.
-    Mcp(mcp_cmd::McpArgs),
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(clap::Args)]
@@ -134,16 +133,16 @@ fn main() -> ExitCode {
         )
         .init();
     let result = match cli.command {
-        Command::Memory(cmd) => memory_cmd::run(cmd),
+        Command::Memory(cmd) => memory::run(cmd),
         Command::Demo(args) => demo::run(&args.data, args.atoms, args.commit_every, args.fresh),
-        Command::Brain(args) => brain_cmd::run(args),
+        Command::Brain(args) => brain::run(args),
         Command::Sim(args) => sim(&args),
-        Command::Replay(args) => bag_cmd::replay_cmd(&args),
-        Command::Bag(cmd) => bag_cmd::run(cmd),
-        Command::Mcp(a) => mcp_cmd::run(a),
-        Command::Export(args) => bag_cmd::export_cmd(&args),
-        Command::Viz(args) => viz_cmd::run(&args),
-        Command::Ledger(cmd) => ledger_cmd::run(cmd),
+        Command::Replay(args) => bag::replay_cmd(&args),
+        Command::Bag(cmd) => bag::run(cmd),
+        Command::Mcp(a) => mcp::run(a),
+        Command::Export(args) => bag::export_cmd(&args),
+        Command::Viz(args) => viz::run(&args),
+        Command::Ledger(cmd) => ledger::run(cmd),
     };
     // What is still buffered must reach its file too, or the command failed.
     let flushed = std::io::Write::flush(&mut std::io::stdout()).map_err(stdout_failed);

@@ -14,14 +14,14 @@ use sion_memory::proof::ListKey;
 use sion_seal::record::{FORGET_SUBJECT, SPACE_SUBJECT, SpaceRecord, record_text};
 use sion_seal::{MEMBER_PUBLIC_BYTES, Sealed, member_key_hash};
 
-use crate::memory_cmd::{DataArg, open_memory, open_memory_read_only};
+use crate::common::{DataArg, open_memory, open_memory_read_only};
 
 #[derive(Subcommand)]
 pub enum SpaceCommand {
     /// Create a sealed memory: a memory whose log's policy commits to a new space of its own
     /// (epoch 0, no members yet). The same as `sion memory open --sealed`: a space belongs to
     /// one log from its start, so a memory in the clear cannot be given one later.
-    Create(crate::memory_cmd::OpenArgs),
+    Create(super::open::OpenArgs),
     /// The space of a sealed memory: its id, epochs, members, and how many leaves were sealed.
     Show {
         #[command(flatten)]
@@ -164,7 +164,7 @@ pub fn run(cmd: SpaceCommand) -> Result<ExitCode> {
     match cmd {
         SpaceCommand::Create(mut a) => {
             a.sealed = true;
-            crate::memory_cmd::open(a)
+            super::open::open(a)
         }
         SpaceCommand::Show { data, json } => show(&data.data, json),
         SpaceCommand::Keygen { keys } => {

@@ -10,7 +10,7 @@ use sion_memory::belief::{Policy, bundle};
 
 use sion_memory::protocol::Protocol;
 
-use crate::memory_cmd::{DataArg, ledger_key_arg, open_memory, open_memory_read_only};
+use crate::common::{DataArg, ledger_key_arg, open_memory, open_memory_read_only};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum StateArg {

@@ -59,7 +59,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     use sion_memory::proof::ProofFile;
     use sion_memory::viz;
 
-    use crate::memory_cmd::{open_memory_read_only, parse_box};
+    use crate::common::{open_memory_read_only, parse_box};
     use crate::ui;
 
     let memory = open_memory_read_only(&a.data)?;

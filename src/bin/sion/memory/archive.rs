@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 use sion_archive::Archive;
 
-use crate::memory_cmd::{DataArg, open_memory};
+use crate::common::{DataArg, open_memory};
 use crate::ui;
 
 #[derive(Args)]
@@ -88,7 +88,7 @@ pub fn restore(a: RestoreArgs) -> Result<ExitCode> {
     let key = sion_memory::ledger::read_key(&a.key)
         .with_context(|| format!("reading the writer's key {}", a.key.display()))?;
     let pinned = match &a.ledger_key {
-        Some(hex_key) => Some(crate::memory_cmd::ledger_key_arg(hex_key)?),
+        Some(hex_key) => Some(crate::common::ledger_key_arg(hex_key)?),
         None => {
             eprintln!(
                 "no --ledger-key: the restored memory is checked against the ledger it names (for an embedded one, the archive's own)"

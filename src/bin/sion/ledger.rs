@@ -267,7 +267,7 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
     let witnesses = match &a.witnesses {
         None => Vec::new(),
         Some(path) => {
-            let named = crate::memory_cmd::read_witnesses(path)?;
+            let named = crate::common::read_witnesses(path)?;
             eprintln!(
                 "keeping cosignatures from {} witness(es): {}",
                 named.len(),
@@ -461,7 +461,7 @@ fn witness(a: WitnessArgs) -> Result<ExitCode> {
     let (Some(url), Some(ledger_key), Some(state)) = (&a.ledger, &a.ledger_key, &a.state) else {
         anyhow::bail!("--ledger, --ledger-key and --state name what to witness");
     };
-    let ledger_key = crate::memory_cmd::ledger_key_arg(ledger_key)?;
+    let ledger_key = crate::common::ledger_key_arg(ledger_key)?;
     if !(a.interval.is_finite() && a.interval > 0.0) {
         anyhow::bail!("--interval {}: a positive number of seconds", a.interval);
     }

@@ -1,0 +1,70 @@
+//! `sion memory open`: make a memory.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use crate::common::DataArg;
+
+#[derive(Args)]
+pub(crate) struct OpenArgs {
+    #[command(flatten)]
+    pub(crate) data: DataArg,
+    /// Agent identity the log belongs to, as a path (`warehouse/robot-7`); agents that do
+    /// not exist yet are registered, controlled by this memory's writer key.
+    #[arg(long)]
+    pub(crate) agent: Option<String>,
+    /// The ledger to open the log on: a fleet ledger service's URL (`http://HOST:PORT`, run by
+    /// `sion ledger serve`; this machine then holds no ledger key), or an existing embedded
+    /// ledger's directory. Default: a new embedded ledger inside the memory directory.
+    #[arg(long, value_name = "URL|DIR")]
+    pub(crate) ledger: Option<String>,
+    /// A sealed memory: its log's policy commits to a new space, whose keys seal payloads and
+    /// blobs so that only the writer and the space's members open them, and which can forget
+    /// them (docs/SEAL.md; `sion memory space`, `seal`, `forget`).
+    #[arg(long)]
+    pub(crate) sealed: bool,
+}
+
+pub(crate) fn open(a: OpenArgs) -> Result<ExitCode> {
+    // An embedded ledger's directory is the user's path (relative to where they are, not to
+    // the memory), and one that exists: a typo must not make a second ledger.
+    let ledger = match a.ledger.as_deref() {
+        Some(dir) if !sion_memory::fleet::is_url(dir) => {
+            let path = std::path::absolute(dir).with_context(|| format!("--ledger {dir}"))?;
+            if !path.join("FORMAT").exists() && !path.join("journal").exists() {
+                anyhow::bail!(
+                    "--ledger {dir}: no embedded ledger at {} (a fleet ledger is http://HOST:PORT; without --ledger a new one is made inside the memory)",
+                    path.display()
+                );
+            }
+            Some(path.to_string_lossy().into_owned())
+        }
+        other => other.map(str::to_owned),
+    };
+    let memory = sion_memory::fleet::options_on(&a.data.data, ledger.as_deref())
+        .map_err(sion_memory::memory::MemoryError::from)
+        .and_then(|o| o.agent(a.agent.as_deref()).sealed(a.sealed).create())
+        .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
+    let log = memory.committed();
+    outln!("opened memory log {} at {}", log.id, a.data.data.display());
+    if let Some(space) = memory.space() {
+        outln!(
+            "  sealed  space {}, epoch {} (no members yet: `sion memory space add`)",
+            hex::encode(space.id()),
+            space.epoch()
+        );
+    }
+    outln!("  writer  {}", log.writer);
+    if let Some(agent) = &log.agent {
+        outln!("  agent   {agent}");
+    }
+    outln!(
+        "  ledger  {} (key {})",
+        memory.ledger().describe(),
+        hex::encode(memory.ledger().public_key().to_bytes())
+    );
+    outln!("  opened at Pulse {}", log.committed_at);
+    Ok(ExitCode::SUCCESS)
+}

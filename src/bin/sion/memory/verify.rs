@@ -1,0 +1,357 @@
+//! `sion memory verify`: a proof file checked against the key and the question a reader chose.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use sion_memory::index::geom::Query;
+use sion_memory::proof::{Expect, ProofFile, Question, Verified};
+use sion_memory::time::rfc3339;
+
+use super::recall::print_verified;
+use crate::common::{NamedWitnesses, ledger_key_arg, open_memory_read_only, parse_box, read_witnesses};
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("question").multiple(false)))]
+pub(crate) struct VerifyArgs {
+    /// The proof file.
+    pub(crate) file: PathBuf,
+    /// Accept only heads attested by this ledger key (64 hex digits).
+    #[arg(long, conflicts_with = "data")]
+    pub(crate) ledger_key: Option<String>,
+    /// Accept only heads attested by the ledger of this memory directory.
+    #[arg(long)]
+    pub(crate) data: Option<PathBuf>,
+    /// Also ask the fleet ledger service at this URL for the header of the Pulse the proof
+    /// names: it must be the very header the proof carries (a header the ledger never gave
+    /// out is refused). Without --ledger-key, the service's own key anchors the proof.
+    #[arg(long, value_name = "URL", conflicts_with = "data")]
+    pub(crate) ledger: Option<String>,
+    /// The witnesses you trust: a file of lines `name hex-key` (their ed25519 public keys;
+    /// `#` starts a comment). The proof's Pulse must be cosigned by --quorum of them; with
+    /// --ledger, cosignatures the file lacks are asked of the service (and checked here).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) witnesses: Option<PathBuf>,
+    /// How many of --witnesses must have cosigned (default: all of them).
+    #[arg(long, requires = "witnesses")]
+    pub(crate) quorum: Option<usize>,
+    /// The question you asked: a range proof must be for exactly this frame (with
+    /// --expect-box, --expect-from and --expect-to). A valid proof for a smaller box or a
+    /// shorter interval is complete only for that, so it is refused.
+    #[arg(
+        long,
+        group = "question",
+        requires_all = ["expect_box", "expect_from", "expect_to"],
+        help_heading = "The question asked"
+    )]
+    pub(crate) expect_frame: Option<String>,
+    /// ... exactly this box, X0,Y0,Z0,X1,Y1,Z1 in mm (corners included).
+    #[arg(
+        long,
+        requires = "expect_frame",
+        value_name = "X0,Y0,Z0,X1,Y1,Z1",
+        allow_hyphen_values = true,
+        help_heading = "The question asked"
+    )]
+    pub(crate) expect_box: Option<String>,
+    /// ... from this time [ns].
+    #[arg(
+        long,
+        requires = "expect_frame",
+        allow_negative_numbers = true,
+        help_heading = "The question asked"
+    )]
+    pub(crate) expect_from: Option<i64>,
+    /// ... to this time [ns] (exclusive; equal to --expect-from for an instant).
+    #[arg(long, requires = "expect_frame", help_heading = "The question asked")]
+    pub(crate) expect_to: Option<i64>,
+    /// A subject proof must be about exactly this subject.
+    #[arg(long, group = "question", help_heading = "The question asked")]
+    pub(crate) expect_subject: Option<String>,
+    /// A link proof must be about exactly the atoms linking to this atom id (64 hex digits).
+    #[arg(long, group = "question", help_heading = "The question asked")]
+    pub(crate) expect_links_to: Option<String>,
+    /// A transaction-time proof must say when exactly this position was recorded.
+    #[arg(long, group = "question", help_heading = "The question asked")]
+    pub(crate) expect_recorded: Option<u64>,
+    /// An inclusion proof must be for exactly the atom at this position.
+    #[arg(long, value_name = "POSITION", group = "question", help_heading = "The question asked")]
+    pub(crate) expect_position: Option<u64>,
+    /// An omission proof must convict the index of leaving out exactly this position.
+    #[arg(long, value_name = "POSITION", group = "question", help_heading = "The question asked")]
+    pub(crate) expect_omitted: Option<u64>,
+    /// A consistency proof must show the log extends exactly this earlier head: its size and
+    /// root (64 hex digits).
+    #[arg(long, value_name = "SIZE:ROOT", group = "question", help_heading = "The question asked")]
+    pub(crate) expect_extends: Option<String>,
+    /// The proof must be about this log (its id, a number).
+    #[arg(long, value_name = "ID", help_heading = "The question asked")]
+    pub(crate) expect_log: Option<u64>,
+    /// The proof's head must be exactly this one (a head you hold): its size and root (64 hex
+    /// digits).
+    #[arg(long, value_name = "SIZE:ROOT", help_heading = "The question asked")]
+    pub(crate) expect_head: Option<String>,
+    /// The proof's head must hold at least this many atoms (an older answer is refused).
+    #[arg(long, default_value_t = 0, help_heading = "The question asked")]
+    pub(crate) expect_at_least: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl VerifyArgs {
+    /// What the reader said it asked.
+    fn expect(&self, witnesses: Option<&(NamedWitnesses, usize)>) -> Result<Expect> {
+        let question = if let Some(frame) = &self.expect_frame {
+            let (Some(b), Some(from), Some(to)) = (&self.expect_box, self.expect_from, self.expect_to) else {
+                bail!("--expect-frame needs --expect-box, --expect-from and --expect-to");
+            };
+            let bounds = parse_box(b).context("--expect-box")?;
+            Some(Question::Range(Query::new(frame, bounds, from, to).context("the expected question")?))
+        } else if let Some(subject) = &self.expect_subject {
+            Some(Question::Subject(subject.clone()))
+        } else if let Some(target) = &self.expect_links_to {
+            Some(Question::LinksTo(
+                target.parse().map_err(|_| anyhow!("--expect-links-to: not 64 hex digits"))?,
+            ))
+        } else if let Some(position) = self.expect_recorded {
+            Some(Question::Recorded { position })
+        } else if let Some(position) = self.expect_position {
+            Some(Question::Included { position })
+        } else if let Some(position) = self.expect_omitted {
+            Some(Question::Omitted { position })
+        } else if let Some(head) = &self.expect_extends {
+            let (size, root) = size_and_root(head).context("--expect-extends")?;
+            Some(Question::Extends { size, root })
+        } else {
+            None
+        };
+        let head = self.expect_head.as_deref().map(size_and_root).transpose().context("--expect-head")?;
+        let mut expect = Expect {
+            question,
+            log: self.expect_log.map(sion_memory::ledger::LogId),
+            at_least: self.expect_at_least,
+            head,
+            ..Expect::default()
+        };
+        if let Some((named, quorum)) = witnesses {
+            expect = expect.cosigned_by(named.iter().map(|(_, k)| *k).collect(), *quorum);
+        }
+        Ok(expect)
+    }
+
+    /// The witnesses file, read, and the quorum.
+    fn witnesses(&self) -> Result<Option<(NamedWitnesses, usize)>> {
+        let Some(path) = &self.witnesses else { return Ok(None) };
+        let named = read_witnesses(path)?;
+        if named.is_empty() {
+            bail!("{}: names no witness", path.display());
+        }
+        let quorum = self.quorum.unwrap_or(named.len());
+        if quorum == 0 || quorum > named.len() {
+            bail!("--quorum {quorum}: between 1 and the {} witnesses {} names", named.len(), path.display());
+        }
+        Ok(Some((named, quorum)))
+    }
+}
+
+/// A head written `SIZE:ROOT` (the root in 64 hex digits), as `sion memory` prints one.
+pub(crate) fn size_and_root(text: &str) -> Result<(u64, [u8; 32])> {
+    let (size, root) = text.split_once(':').with_context(|| format!("{text:?}: SIZE:ROOT"))?;
+    let size = size.trim().parse().with_context(|| format!("{text:?}: the size is not a count of atoms"))?;
+    let mut r = [0u8; 32];
+    hex::decode_to_slice(root.trim(), &mut r)
+        .with_context(|| format!("{text:?}: the root is not 64 hex digits"))?;
+    Ok((size, r))
+}
+
+/// Exit status of `sion memory verify` when the proof was not checked at all (its --help).
+pub(crate) const NOT_CHECKED: u8 = 2;
+
+/// A refusal: its code (docs/PROOFS.md, "Refusals") and why.
+pub(crate) struct Refusal {
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+pub(crate) fn verify(a: VerifyArgs) -> Result<ExitCode> {
+    let (result, anchored, witnesses) = match checked(&a) {
+        Ok(checked) => checked,
+        // Not a verdict on the file: the reader's input, or a service that did not answer.
+        Err(e) => {
+            if a.json {
+                outln!(
+                    "{}",
+                    serde_json::json!({ "valid": false, "code": "input", "error": format!("{e:#}") })
+                );
+            } else {
+                eprintln!("error: {e:#}");
+            }
+            return Ok(ExitCode::from(NOT_CHECKED));
+        }
+    };
+    match result {
+        Ok(v) => {
+            if a.json {
+                let claim = v.claim.to_json();
+                let v = serde_json::json!({
+                    "valid": true,
+                    "anchored": anchored,
+                    "log": v.log.0,
+                    "head": { "size": v.head.size, "root": hex::encode(v.head.root) },
+                    "pulse": v.pulse.map(|(n, t, k)| serde_json::json!({"number": n, "time": rfc3339(t), "ledger_key": hex::encode(k)})),
+                    "cosigned_by": v.cosigned.iter().map(hex::encode).collect::<Vec<_>>(),
+                    "claim": claim,
+                });
+                outln!("{}", serde_json::to_string_pretty(&v)?);
+            } else if anchored {
+                outln!("VALID {}", a.file.display());
+                print_verified(&v, None)?;
+                if let Some((named, quorum)) = &witnesses {
+                    let names: Vec<&str> = named
+                        .iter()
+                        .filter(|(_, k)| v.cosigned.contains(k))
+                        .map(|(n, _)| n.as_str())
+                        .collect();
+                    outln!(
+                        "  cosigned by {} of the {} witnesses named (quorum {quorum}): {}",
+                        names.len(),
+                        named.len(),
+                        names.join(", ")
+                    );
+                }
+            } else {
+                outln!(
+                    "UNANCHORED {}: valid, but only against the ledger key the proof carries itself, \
+                     which whoever made the file chose; give --ledger-key or --data to anchor it",
+                    a.file.display()
+                );
+                print_verified(&v, None)?;
+            }
+            Ok(if anchored { ExitCode::SUCCESS } else { ExitCode::from(3) })
+        }
+        Err(Refusal { code, message }) => {
+            if a.json {
+                outln!("{}", serde_json::json!({ "valid": false, "code": code, "error": message }));
+            } else {
+                outln!("INVALID {} ({code}): {message}", a.file.display());
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// The verdict on the file (a refusal with its code), whether a key the reader brought
+/// anchors it, and the witnesses named; an error is one before any verdict (`input`).
+pub(crate) type Checked = (std::result::Result<Verified, Refusal>, bool, Option<(NamedWitnesses, usize)>);
+
+pub(crate) fn checked(a: &VerifyArgs) -> Result<Checked> {
+    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let expected = match (&a.ledger_key, &a.data) {
+        (Some(hex_key), _) => Some(ledger_key_arg(hex_key)?),
+        (None, Some(dir)) => Some(open_memory_read_only(dir)?.ledger().public_key()),
+        (None, None) => None,
+    };
+    // The fleet ledger the reader names: its key, unless the reader brought one (then the two
+    // must agree), and the headers it gave out.
+    let service = match &a.ledger {
+        Some(url) => {
+            let link = sion_memory::fleet::RemoteLedger::connect(url)
+                .with_context(|| format!("asking the fleet ledger at {url}"))?;
+            use sion_memory::ledger::link::LedgerLink as _;
+            if let Some(k) = &expected
+                && *k != link.public_key()
+            {
+                anyhow::bail!(
+                    "the fleet ledger at {url} signs with key {}, not the --ledger-key given ({}): not using it",
+                    hex::encode(link.public_key().to_bytes()),
+                    hex::encode(k.to_bytes())
+                );
+            }
+            Some(link)
+        }
+        None => None,
+    };
+    let expected = expected.or_else(|| {
+        use sion_memory::ledger::link::LedgerLink as _;
+        service.as_ref().map(|s| s.public_key())
+    });
+    let witnesses = a.witnesses()?;
+    let expect = a.expect(witnesses.as_ref())?;
+    let mut file = ProofFile::decode(&bytes);
+    // Cosignatures the file lacks, from the service: each is checked like those it carries.
+    if let (Ok(f), Some(service), Some(w)) = (&mut file, &service, &expect.witnesses) {
+        add_served_cosignatures(f, service, &w.keys)?;
+    }
+    let result: Result<Verified, Refusal> = file
+        .map_err(sion_memory::proof::VerifyError::from)
+        .and_then(|f| f.verify(expected.as_ref()))
+        .and_then(|v| expect.check(&v).map(|()| v))
+        .map_err(Refusal::from);
+    let result = match (result, &service) {
+        (Ok(v), Some(service)) => served_header_matches(service, &bytes, &v)?.map_or(Ok(v), Err),
+        (other, _) => other,
+    };
+    // Anchored only by a key the reader brought; the proof's own key anchors nothing.
+    Ok((result, expected.is_some(), witnesses))
+}
+
+/// Add to `file` the cosignatures by `witnesses` of its Pulse that the service holds and the
+/// file does not carry.
+pub(crate) fn add_served_cosignatures(
+    file: &mut ProofFile,
+    service: &sion_memory::fleet::RemoteLedger,
+    witnesses: &[[u8; 32]],
+) -> Result<()> {
+    use sion_memory::ledger::link::LedgerLink as _;
+    let Some(a) = file.attestation.as_mut() else { return Ok(()) };
+    let number = a.state.header.header.number;
+    let served = service
+        .cosignatures(number)
+        .with_context(|| format!("asking the fleet ledger for the cosignatures of Pulse {number}"))?;
+    for c in served {
+        if witnesses.contains(&c.witness) && !a.cosignatures.iter().any(|h| h.witness == c.witness) {
+            a.cosignatures.push(c);
+        }
+    }
+    a.cosignatures.sort_by_key(|c| c.witness);
+    Ok(())
+}
+
+/// Whether the fleet ledger gave out the header the proof carries for its Pulse: a refusal if
+/// not (`not_served`, the CLI's own code, docs/PROOFS.md), an error if it could not be asked.
+pub(crate) fn served_header_matches(
+    service: &sion_memory::fleet::RemoteLedger,
+    bytes: &[u8],
+    v: &Verified,
+) -> Result<Option<Refusal>> {
+    use sion_memory::ledger::link::LedgerLink as _;
+    let Some((number, _, _)) = v.pulse else {
+        // Unreachable while the service's key is required (then `unattested` comes first).
+        return Ok(Some(Refusal {
+            code: "unattested",
+            message: "the proof is not attested by a ledger, so the fleet ledger cannot vouch for it".into(),
+        }));
+    };
+    let file = ProofFile::decode(bytes).context("decoding the proof file again")?;
+    let carried = file.attestation.map(|a| a.state.header);
+    let served =
+        service.header(number).with_context(|| format!("asking the fleet ledger for Pulse {number}"))?;
+    if carried != Some(served) {
+        return Ok(Some(Refusal {
+            code: "not_served",
+            message: format!(
+                "the fleet ledger at {} gave out another header for Pulse {number}: this proof's header is not the ledger's",
+                service.describe()
+            ),
+        }));
+    }
+    Ok(None)
+}
+
+impl From<sion_memory::proof::VerifyError> for Refusal {
+    fn from(e: sion_memory::proof::VerifyError) -> Self {
+        Self { code: e.code(), message: e.to_string() }
+    }
+}
