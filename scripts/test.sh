@@ -19,6 +19,10 @@ phase "setup: toolchain, ROS 2, interfaces"
 . scripts/s3.sh # a real S3-compatible server (s3s-fs) for the archive tests
 phase "format"
 cargo fmt --all --check
+# Each storage crate's own tests, alone and first (each crate keeps its tests in its tests/):
+# a broken crate fails here within minutes, before the ROS package and all above it is built.
+phase "the storage crates' own tests (sion_verify, sion_disk, sion_log, sion_index, sion_ledger, sion_seal, sion_store)"
+cargo test --locked -p sion_verify -p sion_disk -p sion_log -p sion_index -p sion_ledger -p sion_seal -p sion_store
 # One build serves lints and tests: clippy-driver compiles this crate's own targets (every one:
 # lib, bins, tests, examples, benches) and lints them as it goes, warnings denied, so the
 # dependencies are compiled once instead of once to check and again to test. The variables

@@ -31,24 +31,6 @@ fn observation(i: i64, text: &str) -> AtomParts {
     p
 }
 
-/// Every node seed on the path from the epoch seed to leaf `leaf` (33 of them, the leaf key
-/// last), and the keys sealing derives from the leaf key: docs/SEAL.md, by hand.
-fn path_secrets(epoch_seed: [u8; 32], leaf: u32) -> Vec<[u8; 32]> {
-    let mut out = vec![epoch_seed];
-    let mut seed = epoch_seed;
-    for d in 0..32 {
-        let bit = ((leaf >> (31 - d)) & 1) as u8;
-        let mut h = blake3::Hasher::new_keyed(&seed);
-        h.update(b"sion-seal-ggm-v1");
-        h.update(&[bit]);
-        seed = *h.finalize().as_bytes();
-        out.push(seed);
-    }
-    out.push(blake3::derive_key("sion-seal-payload-v1", &seed));
-    out.push(blake3::derive_key("sion-seal-blob-v1", &seed));
-    out
-}
-
 /// Every file under `dir` (recursively) whose bytes contain `needle`.
 fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
@@ -175,7 +157,7 @@ fn sealed_payloads_open_for_members_only_and_forgetting_really_forgets() {
     for &p in &forgotten {
         let (epoch, leaf) = leaf_of(&memory, p);
         assert_eq!(epoch, 0);
-        doomed.extend(path_secrets(epoch_seed, leaf));
+        doomed.extend(sion_testkit::path_secrets(epoch_seed, leaf));
     }
     let forget_at =
         memory.forget(&forgotten, "operator ana", "a person asked to be forgotten").expect("forget");

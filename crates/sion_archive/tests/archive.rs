@@ -126,24 +126,6 @@ fn opened_objects(archive: &Path, keys: &ArchiveKeys) -> Vec<Vec<u8>> {
     out
 }
 
-/// Every node seed on the path from the epoch seed to `leaf`, and the keys sealing derives
-/// from the leaf key (docs/SEAL.md, by hand, as tests/seal.rs does).
-fn path_secrets(epoch_seed: [u8; 32], leaf: u32) -> Vec<[u8; 32]> {
-    let mut out = vec![epoch_seed];
-    let mut seed = epoch_seed;
-    for d in 0..32 {
-        let bit = ((leaf >> (31 - d)) & 1) as u8;
-        let mut h = blake3::Hasher::new_keyed(&seed);
-        h.update(b"sion-seal-ggm-v1");
-        h.update(&[bit]);
-        seed = *h.finalize().as_bytes();
-        out.push(seed);
-    }
-    out.push(blake3::derive_key("sion-seal-payload-v1", &seed));
-    out.push(blake3::derive_key("sion-seal-blob-v1", &seed));
-    out
-}
-
 /// The secrets that derive the payloads at `positions` (epoch 0).
 fn doomed(memory: &Memory, data: &Path, positions: &[u64]) -> Vec<[u8; 32]> {
     let keys = sion_seal::KeyStore::open(&sion_disk::Disk::os(), &data.join("space/keys")).expect("keys");
@@ -153,7 +135,7 @@ fn doomed(memory: &Memory, data: &Path, positions: &[u64]) -> Vec<[u8; 32]> {
         let (_, bytes, _) = memory.sealed_bytes(p).expect("read").expect("sealed");
         let s = sion_seal::Sealed::decode(&bytes).expect("sealed bytes");
         assert_eq!(s.epoch, 0);
-        out.extend(path_secrets(epoch_seed, s.leaf));
+        out.extend(sion_testkit::path_secrets(epoch_seed, s.leaf));
     }
     out
 }

@@ -85,8 +85,8 @@ pub struct ActionResult {
     pub pulse: SignedHeader,
 }
 
-/// The kernel of a memory: the only writer of its log. Sensors' atoms (stimuli, through
-/// [`Sensors`]), the brain's outputs and the outcomes of its actions all enter the log here,
+/// The kernel of a memory: the only writer of its log. Sensors' atoms (stimuli, through the
+/// memory's [`Intake`]), the brain's outputs and the outcomes of its actions all enter the log,
 /// and leave it through [`MemoryKernel::session_after`], read-only. The brain holds the kernel
 /// and nothing else of the memory, so it has no way to write the log itself.
 pub struct MemoryKernel {

@@ -23,22 +23,6 @@ fn frame_atom(n: i64) -> AtomParts {
     p
 }
 
-/// The seeds on the path from the root to `leaf`, as docs/SEAL.md defines them (written from
-/// the page, not with the crate's code): root, then depth 1 … 32 (the leaf key).
-fn path_seeds(seed: [u8; 32], leaf: u32) -> Vec<[u8; 32]> {
-    let mut out = vec![seed];
-    let mut s = seed;
-    for d in 0..32 {
-        let bit = ((leaf >> (31 - d)) & 1) as u8;
-        let mut h = blake3::Hasher::new_keyed(&s);
-        h.update(b"sion-seal-ggm-v1");
-        h.update(&[bit]);
-        s = *h.finalize().as_bytes();
-        out.push(s);
-    }
-    out
-}
-
 /// Every byte of every file under `dir`.
 fn every_byte(dir: &Path) -> Vec<u8> {
     let mut all = Vec::new();
@@ -81,7 +65,7 @@ fn after_a_forget_no_file_of_the_store_derives_the_leaf_and_the_rest_open() {
 
     let bytes = every_byte(tmp.path());
     for leaf in [7u32, 20, 25, 29] {
-        for (depth, s) in path_seeds(seeds[1], leaf).iter().enumerate() {
+        for (depth, s) in sion_testkit::ggm_path(seeds[1], leaf).iter().enumerate() {
             assert!(!contains(&bytes, s), "leaf {leaf}: the node at depth {depth} above it is kept");
         }
     }

@@ -1343,7 +1343,7 @@ impl Snapshot {
         )
     }
 
-    /// [`Snapshot::list`], its list walk refused past `max_steps` ([`prove_list_within`]).
+    /// [`Snapshot::list`], its list walk refused past `max_steps` (records read and positions: a test's small bound).
     pub fn list_within(&self, key: ListKey, max_steps: usize) -> Result<ProofFile, MemoryError> {
         prove_list_within(
             &self.reader,

@@ -2,12 +2,10 @@
 //! refused with a reason, state survives restarts, and Pulses prove transaction time.
 
 use ed25519_dalek::SigningKey;
-use sion_memory::ledger::{
+use sion_ledger::{
     Account, AgentStatus, Head, Ledger, LedgerBoot, LedgerError, LogId, SignedTx, Tx, account_of, empty_head,
 };
-use sion_memory::merkle::{Blake3, MemoryTree, consistency_path};
-
-mod common;
+use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
 
 fn key(n: u8) -> SigningKey {
     SigningKey::from_bytes(&[n; 32])
@@ -301,7 +299,7 @@ fn a_journal_cut_short_of_an_acknowledged_pulse_is_refused_not_signed_over() {
     // A journal rewritten under the same key: a copy of the ledger from before Pulse P goes on
     // with another Pulse P; given the original's mark, it is refused.
     let copy = tempfile::tempdir().expect("tmp");
-    common::copy_dir(dir.path(), copy.path());
+    sion_testkit::copy_dir(dir.path(), copy.path());
     let mut ledger = Ledger::open(dir.path()).expect("open");
     let p = w.commit(&mut ledger, log, 25, false).expect("commit");
     drop(ledger);
@@ -371,7 +369,7 @@ fn the_acknowledged_mark_survives_a_crash_between_journal_and_mark_and_a_torn_sl
 /// acknowledged Pulse.
 #[test]
 fn a_failed_mark_write_refuses_the_pulse_and_leaves_no_slot_naming_it() {
-    use sion_memory::disk::{Disk, Fault, Faults};
+    use sion_disk::{Disk, Fault, Faults};
     use std::sync::Arc;
     for fault in [Fault::Io, Fault::Short] {
         let dir = tempfile::tempdir().expect("tmp");

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde_json::Value;
 use sion_archive::{ArchiveKeys, Kind as ObjectKind};
-use sion_memory::atom::Atom;
 use sion_seal::{Cover, MemberKey, SealKind, Sealed, Wrapped};
+use sion_verify::atom::Atom;
 
 fn h(v: &Value) -> Vec<u8> {
     hex::decode(v.as_str().expect("hex string")).expect("hex")
@@ -17,28 +17,15 @@ fn h32(v: &Value) -> [u8; 32] {
     h(v).try_into().expect("32 bytes")
 }
 
-/// The leaf key by hand: 32 steps down the tree from the epoch seed (docs/SEAL.md).
-fn leaf_key(seed: [u8; 32], leaf: u32) -> [u8; 32] {
-    let mut s = seed;
-    for d in 0..32 {
-        let bit = ((leaf >> (31 - d)) & 1) as u8;
-        let mut hasher = blake3::Hasher::new_keyed(&s);
-        hasher.update(b"sion-seal-ggm-v1");
-        hasher.update(&[bit]);
-        s = *hasher.finalize().as_bytes();
-    }
-    s
-}
-
 #[test]
 fn every_sealing_vector_holds() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/seal.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance/seal.json");
     let v: Value = serde_json::from_slice(&std::fs::read(path).expect("seal.json")).expect("JSON");
 
     let seed = h32(&v["tree"]["seed"]);
     for l in v["tree"]["leaves"].as_array().expect("leaves") {
         let leaf = l["leaf"].as_u64().expect("leaf") as u32;
-        let key = leaf_key(seed, leaf);
+        let key = sion_testkit::leaf_key(seed, leaf);
         assert_eq!(key, h32(&l["leaf_key"]), "leaf {leaf}");
         assert_eq!(blake3::derive_key("sion-seal-payload-v1", &key), h32(&l["payload_key"]));
         assert_eq!(blake3::derive_key("sion-seal-blob-v1", &key), h32(&l["blob_key"]));
@@ -55,7 +42,7 @@ fn every_sealing_vector_holds() {
         let bytes = h(&s["sealed"]);
         let opened = Sealed::decode(&bytes)
             .expect("sealed bytes")
-            .open_with_key(kind, &leaf_key(seed, leaf), atom.parts())
+            .open_with_key(kind, &sion_testkit::leaf_key(seed, leaf), atom.parts())
             .expect("opens with the hand-made leaf key");
         assert_eq!(opened, h(&s["plaintext"]));
         let again =
@@ -67,7 +54,7 @@ fn every_sealing_vector_holds() {
         assert!(
             Sealed::decode(&bytes)
                 .expect("decode")
-                .open_with_key(kind, &leaf_key(seed, leaf), &other)
+                .open_with_key(kind, &sion_testkit::leaf_key(seed, leaf), &other)
                 .is_err()
         );
     }
@@ -77,7 +64,7 @@ fn every_sealing_vector_holds() {
     let cseed = h32(&c["seed"]);
     for l in c["opens"].as_array().expect("opens") {
         let leaf = l.as_u64().expect("leaf") as u32;
-        assert_eq!(cover.leaf_key(leaf).expect("held"), leaf_key(cseed, leaf), "leaf {leaf}");
+        assert_eq!(cover.leaf_key(leaf).expect("held"), sion_testkit::leaf_key(cseed, leaf), "leaf {leaf}");
     }
     for l in c["does_not_open"].as_array().expect("does_not_open") {
         assert!(cover.leaf_key(l.as_u64().expect("leaf") as u32).is_err(), "leaf {l} was forgotten");
@@ -119,10 +106,10 @@ fn every_sealing_vector_holds() {
 /// vector is for opening); the three `refused` plaintexts open from SIONSEAL but are refused.
 #[test]
 fn the_blob_layout_vectors_open() {
-    use sion_memory::memory::Opened;
-    use sion_memory::memory::space::opened;
+    use sion_store::memory::Opened;
+    use sion_store::memory::space::opened;
 
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/seal.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance/seal.json");
     let v: Value = serde_json::from_slice(&std::fs::read(path).expect("seal.json")).expect("JSON");
     let seed = h32(&v["tree"]["seed"]);
     let b = &v["blob_layout"];
@@ -132,7 +119,7 @@ fn the_blob_layout_vectors_open() {
         let leaf = c["leaf"].as_u64().expect("leaf") as u32;
         let plain = Sealed::decode(&h(&c["sealed"]))
             .expect("SIONSEAL")
-            .open_with_key(SealKind::Blob, &leaf_key(seed, leaf), atom.parts())
+            .open_with_key(SealKind::Blob, &sion_testkit::leaf_key(seed, leaf), atom.parts())
             .expect("opens with the hand-made leaf key");
         assert_eq!(plain, h(&c["plaintext"]), "leaf {leaf}");
         let again =

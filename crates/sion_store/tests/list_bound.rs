@@ -4,10 +4,10 @@
 //! verifies. The bound here is a test's small one (`*_within`); the shipped one is
 //! `MAX_LIST_STEPS`, what a 64 MiB proof file of the smallest atoms could carry.
 
-use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Link, LinkRel, Permille};
-use sion_memory::index::{IndexError, MAX_LIST_STEPS, MIN_LIST_ENTRY_BYTES};
-use sion_memory::memory::{Memory, MemoryError};
-use sion_memory::proof::{Claim, ListKey};
+use sion_store::index::{IndexError, MAX_LIST_STEPS, MIN_LIST_ENTRY_BYTES};
+use sion_store::memory::{Memory, MemoryError};
+use sion_verify::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Link, LinkRel, Permille};
+use sion_verify::proof::{Claim, ListKey};
 
 const LONG: &str = "pallet-17";
 const SHORT: &str = "pallet-18";
@@ -27,7 +27,7 @@ fn atom(n: i64, subject: &str, links: Vec<Link>) -> Atom {
 
 /// A memory with `long` atoms about [`LONG`] (each linking to one target) and 3 about
 /// [`SHORT`], committed; and the target's id.
-fn memory(dir: &std::path::Path, long: i64) -> (Memory, sion_memory::atom::AtomId) {
+fn memory(dir: &std::path::Path, long: i64) -> (Memory, sion_verify::atom::AtomId) {
     let mut memory = Memory::options(dir).create().expect("create");
     let target = atom(1_000_000, "target", Vec::new());
     let mut atoms = vec![target.clone()];
@@ -112,5 +112,5 @@ fn the_list_bound_matches_the_verifiers_limit() {
     };
     // A list proof's entry: a varint position (at least a byte), a u32 length, the atom.
     assert_eq!(MIN_LIST_ENTRY_BYTES, 1 + 4 + smallest.bytes().len());
-    assert_eq!(MAX_LIST_STEPS, sion_memory::proof::MAX_FILE_BYTES / MIN_LIST_ENTRY_BYTES);
+    assert_eq!(MAX_LIST_STEPS, sion_verify::proof::MAX_FILE_BYTES / MIN_LIST_ENTRY_BYTES);
 }

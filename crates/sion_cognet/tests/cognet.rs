@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sion_memory::cognet::{
+use sion_cognet::{
     BoxError, CognetConfig, Definition, HookFuture, LoadError, Loop, Mode, Plugin, Store, StoreKey,
     Telemetry, Tick, WakeError,
 };
@@ -60,13 +60,13 @@ fn body(script: Script) -> Body {
     Body { script, wakes_seen: 0, stimuli_seen: Vec::new() }
 }
 
-async fn loaded(script: Script) -> sion_memory::cognet::Cognet<Body> {
+async fn loaded(script: Script) -> sion_cognet::Cognet<Body> {
     let mut def = Definition::new(CognetConfig::default(), Telemetry::new().recording());
     def.declare_loop(body(script));
     def.load().await.expect("loads")
 }
 
-fn shorts(cognet: &sion_memory::cognet::Cognet<Body>) -> Vec<String> {
+fn shorts(cognet: &sion_cognet::Cognet<Body>) -> Vec<String> {
     cognet.telemetry().recorded().iter().map(|e| e.short()).collect()
 }
 

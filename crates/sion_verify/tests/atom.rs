@@ -1,7 +1,7 @@
 //! Atoms: canonical encoding, the JSON form, and validation that names the field at fault.
 
 use proptest::prelude::*;
-use sion_memory::atom::{
+use sion_verify::atom::{
     Atom, AtomError, AtomId, AtomParts, BlobRef, BoxMm, Evidence, Extractor, Interval, JsonError, Kind, Link,
     LinkRel, Payload, Permille, limits,
 };

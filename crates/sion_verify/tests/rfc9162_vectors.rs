@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use serde::Deserialize;
-use sion_memory::merkle::{Sha256, verify_consistency, verify_inclusion};
+use sion_verify::merkle::{Sha256, verify_consistency, verify_inclusion};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -36,7 +36,7 @@ fn b64(s: &str) -> Vec<u8> {
 }
 
 fn vector_files(kind: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/rfc9162").join(kind);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/rfc9162").join(kind);
     let mut files = Vec::new();
     let mut dirs = vec![root];
     while let Some(dir) = dirs.pop() {

@@ -3,13 +3,11 @@
 //! it rebuilds everything from scratch with no caching and shares no code with src/index
 //! (only the atom type and BLAKE3). On random logs it must give the incremental index's root.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Permille};
-use sion_memory::index::Index;
-use sion_memory::sim::SplitMix64;
+use sion_index::Index;
+use sion_sim::SplitMix64;
+use sion_verify::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Permille};
 
 type Digest = [u8; 32];
 const HOUR: i64 = 3_600_000_000_000;
@@ -285,7 +283,7 @@ fn crowded_random_logs() {
     let mut rng = SplitMix64::new(11);
     for _ in 0..6 {
         let n = 1 + (rng.next_u64() % 700) as usize;
-        let atoms = common::random_atoms(&mut rng, n);
+        let atoms = sion_testkit::random_atoms(&mut rng, n);
         incremental_roots_match(&atoms, &mut rng);
     }
 }
@@ -334,7 +332,7 @@ fn a_dense_bucket_spans_blocks() {
                 Interval { from_ns: from, to_ns: from + 1_000 },
                 Permille(990),
             );
-            p.payload = sion_memory::atom::Payload::Text(i.to_string());
+            p.payload = sion_verify::atom::Payload::Text(i.to_string());
             Atom::new(p).expect("valid")
         })
         .collect();
@@ -353,7 +351,7 @@ fn a_dense_bucket_spans_blocks() {
 #[test]
 fn a_long_log_folded_a_chunk_ahead() {
     let mut rng = SplitMix64::new(14);
-    let atoms: Vec<Atom> = common::random_atoms(&mut rng, 80_000)
+    let atoms: Vec<Atom> = sion_testkit::random_atoms(&mut rng, 80_000)
         .into_iter()
         .enumerate()
         .map(|(i, a)| {

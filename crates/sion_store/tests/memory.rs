@@ -1,9 +1,9 @@
 //! A memory end to end in one process: remember, commit, prove, verify from the file alone,
 //! and refuse to open a log that no longer extends its committed head.
 
-use sion_memory::memory::{Memory, MemoryError};
-use sion_memory::proof::{Claim, ProofFile, VerifyError};
-use sion_memory::sim::{Warehouse, WarehouseConfig};
+use sion_sim::{Warehouse, WarehouseConfig};
+use sion_store::memory::{Memory, MemoryError};
+use sion_verify::proof::{Claim, ProofFile, VerifyError};
 
 #[test]
 fn remember_commit_prove_verify() {
@@ -61,9 +61,9 @@ fn remember_commit_prove_verify() {
 fn a_query_before_the_first_commit_says_nothing_is_committed() {
     let tmp = tempfile::tempdir().expect("tmp");
     let mut memory = Memory::options(tmp.path().join("m")).create().expect("create");
-    let q = sion_memory::index::geom::Query::new(
+    let q = sion_store::index::geom::Query::new(
         "map",
-        sion_memory::atom::BoxMm { min_mm: [0; 3], max_mm: [1000; 3] },
+        sion_verify::atom::BoxMm { min_mm: [0; 3], max_mm: [1000; 3] },
         0,
         i64::MAX,
     )
@@ -96,22 +96,22 @@ fn a_log_that_lost_committed_atoms_is_refused() {
 
 #[test]
 fn answers_as_of_any_committed_head() {
-    use sion_memory::atom::BoxMm;
-    use sion_memory::index::geom::Query;
+    use sion_store::index::geom::Query;
+    use sion_verify::atom::BoxMm;
     let tmp = tempfile::tempdir().expect("tmp");
     let mut memory = Memory::options(tmp.path().join("m")).create().expect("create");
-    let atoms: Vec<_> = sion_memory::sim::MonthInAWarehouse::new(6000, 5).collect();
+    let atoms: Vec<_> = sion_sim::MonthInAWarehouse::new(6000, 5).collect();
     memory.remember(atoms[..2500].to_vec()).expect("remember");
     let first = memory.commit(false).expect("commit");
     memory.remember(atoms[2500..].to_vec()).expect("remember");
     memory.commit(false).expect("commit");
     let key = memory.ledger().public_key();
-    let start = sion_memory::sim::MonthInAWarehouse::new(1, 5).start_ns();
+    let start = sion_sim::MonthInAWarehouse::new(1, 5).start_ns();
     let q = Query::new(
         "map",
         BoxMm { min_mm: [0, 0, 0], max_mm: [600_000, 600_000, 30_000] },
         start,
-        start + sion_memory::sim::MONTH_NS,
+        start + sion_sim::MONTH_NS,
     )
     .expect("query");
     for (as_of, size) in [(None, 6000usize), (Some(2500), 2500)] {
@@ -136,10 +136,10 @@ fn answers_as_of_any_committed_head() {
 /// A writer whose committed index leaves an atom out is convicted from the head alone.
 #[test]
 fn an_index_that_leaves_an_atom_out_is_convicted() {
-    use sion_memory::index::Index;
-    use sion_memory::index::geom::Query;
-    use sion_memory::ledger::{Head, SignedTx, Tx, account_of};
-    use sion_memory::proof::{Attestation, Proof, RangeProof};
+    use sion_store::index::Index;
+    use sion_store::index::geom::Query;
+    use sion_store::ledger::{Head, SignedTx, Tx, account_of};
+    use sion_verify::proof::{Attestation, Proof, RangeProof};
     let tmp = tempfile::tempdir().expect("tmp");
     let mut memory = Memory::options(tmp.path().join("m")).create().expect("create");
     let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(400).collect();
@@ -148,7 +148,7 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
     let mut decoy = atoms[123].parts().clone();
     decoy.bounds.min_mm[0] += 50_000;
     decoy.bounds.max_mm[0] += 50_000;
-    let decoy = sion_memory::atom::Atom::new(decoy).expect("valid");
+    let decoy = sion_verify::atom::Atom::new(decoy).expect("valid");
     let mut bad = Index::new();
     for (i, a) in atoms.iter().enumerate() {
         bad.fold(if i == 123 { &decoy } else { a }).expect("fold");
@@ -217,9 +217,9 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
 /// to another ledger, refused, because memory.json pinned the first ledger's key.
 #[test]
 fn a_memory_on_a_linked_ledger_pins_its_key() {
-    use sion_memory::index::IndexConfig;
-    use sion_memory::ledger::link::LedgerLink;
-    use sion_memory::ledger::{Ledger, LedgerError};
+    use sion_store::index::IndexConfig;
+    use sion_store::ledger::link::LedgerLink;
+    use sion_store::ledger::{Ledger, LedgerError};
     let tmp = tempfile::tempdir().expect("tmp");
     let (dir, fleet, other) = (tmp.path().join("m"), tmp.path().join("fleet"), tmp.path().join("other"));
     Ledger::create(&other).expect("other ledger");
@@ -269,19 +269,19 @@ fn a_memory_on_a_linked_ledger_pins_its_key() {
 /// no lock on the memory.
 #[test]
 fn a_question_too_large_to_prove_is_refused_as_such() {
-    use sion_memory::atom::BoxMm;
-    use sion_memory::index::IndexError;
-    use sion_memory::index::geom::Query;
+    use sion_store::index::IndexError;
+    use sion_store::index::geom::Query;
+    use sion_verify::atom::BoxMm;
     let tmp = tempfile::tempdir().expect("tmp");
     let mut memory = Memory::options(tmp.path().join("m")).create().expect("create");
-    memory.remember(sion_memory::sim::MonthInAWarehouse::new(6000, 5).collect()).expect("remember");
+    memory.remember(sion_sim::MonthInAWarehouse::new(6000, 5).collect()).expect("remember");
     let head = memory.commit(false).expect("commit").head;
-    let start = sion_memory::sim::MonthInAWarehouse::new(1, 5).start_ns();
+    let start = sion_sim::MonthInAWarehouse::new(1, 5).start_ns();
     let everything = Query::new(
         "map",
         BoxMm { min_mm: [i64::MIN / 2; 3], max_mm: [i64::MAX / 2; 3] },
-        start - sion_memory::sim::MONTH_NS,
-        start + 2 * sion_memory::sim::MONTH_NS,
+        start - sion_sim::MONTH_NS,
+        start + 2 * sion_sim::MONTH_NS,
     )
     .expect("query");
     let snapshot = memory.index_reader().at(head.size).expect("the committed version");
@@ -291,9 +291,7 @@ fn a_question_too_large_to_prove_is_refused_as_such() {
     assert!(matches!(snapshot.range_within(&everything, 50), Err(IndexError::TooLarge(50))));
     let prover = memory.snapshot(None).expect("prover");
     // The prover is the memory's own word, taken without its lock: appending goes on.
-    memory
-        .remember(sion_memory::sim::MonthInAWarehouse::new(6100, 5).skip(6000).collect())
-        .expect("remember");
+    memory.remember(sion_sim::MonthInAWarehouse::new(6100, 5).skip(6000).collect()).expect("remember");
     let file = prover.range(&everything).expect("prove");
     let verified = file.verify(None).expect("valid");
     assert_eq!(verified.head.size, head.size, "as of the head the prover was taken at");

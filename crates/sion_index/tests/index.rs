@@ -2,15 +2,13 @@
 //! scan, every proof verifies, incremental sealing gives the root of a fresh build, and
 //! mutated proofs are refused.
 
-mod common;
-
-use common::{FRAMES, random_atoms};
-use sion_memory::atom::{Atom, BoxMm};
-use sion_memory::index::geom::Query;
-use sion_memory::index::tree::{GroupEntry, Step};
-use sion_memory::index::{HOUR_NS, Index};
-use sion_memory::proof::{ListKey, ListProof, RangeProof, VerifyError};
-use sion_memory::sim::SplitMix64;
+use sion_index::geom::Query;
+use sion_index::tree::{GroupEntry, Step};
+use sion_index::{HOUR_NS, Index};
+use sion_sim::SplitMix64;
+use sion_testkit::{FRAMES, random_atoms};
+use sion_verify::atom::{Atom, BoxMm};
+use sion_verify::proof::{ListKey, ListProof, RangeProof, VerifyError};
 
 fn random_query(rng: &mut SplitMix64) -> Query {
     let frame = if rng.chance(50) { "nowhere" } else { FRAMES[(rng.next_u64() % 3) as usize] };
@@ -44,7 +42,7 @@ fn encode(p: &RangeProof) -> Vec<u8> {
 }
 
 fn decode(bytes: &[u8]) -> Option<RangeProof> {
-    let mut r = sion_memory::wire::Reader::new(bytes);
+    let mut r = sion_verify::wire::Reader::new(bytes);
     let p = RangeProof::read(&mut r).ok()?;
     r.finish().ok()?;
     Some(p)

@@ -5,10 +5,10 @@ use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use sion_memory::atom::Atom;
-use sion_memory::log::{Log, LogError, LogHasher, LogOptions};
-use sion_memory::merkle::{MemoryTree, postorder_len, verify_consistency, verify_inclusion};
-use sion_memory::sim::{Warehouse, WarehouseConfig};
+use sion_log::{Log, LogError, LogHasher, LogOptions};
+use sion_sim::{Warehouse, WarehouseConfig};
+use sion_verify::atom::Atom;
+use sion_verify::merkle::{MemoryTree, postorder_len, verify_consistency, verify_inclusion};
 
 fn atoms(n: usize, seed: u64) -> Vec<Atom> {
     Warehouse::new(WarehouseConfig { seed, ..Default::default() }).take(n).collect()
@@ -52,7 +52,7 @@ fn appends_read_back_and_prove() {
         let root = log.root_at(size).expect("root");
         for position in [0, size / 2, size - 1] {
             let proof = log.inclusion_proof(position, size).expect("proof");
-            let leaf = sion_memory::log::leaf_hash(&all[position as usize]);
+            let leaf = sion_log::leaf_hash(&all[position as usize]);
             verify_inclusion::<LogHasher, _>(position, size, &leaf, &proof, &root).expect("verifies");
         }
         let proof = log.consistency_proof(size, 300).expect("consistency");

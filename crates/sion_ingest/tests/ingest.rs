@@ -2,10 +2,10 @@
 //! reason without disturbing what came before.
 
 use proptest::prelude::*;
-use sion_memory::atom::{Interval, Kind, LinkRel, Payload};
-use sion_memory::ingest::cdr::Message;
-use sion_memory::ingest::msgs::*;
-use sion_memory::ingest::{Ingest, IngestConfig, Reject, Stream, Taken};
+use sion_ingest::cdr::Message;
+use sion_ingest::msgs::*;
+use sion_ingest::{Ingest, IngestConfig, Reject, Stream, Taken};
+use sion_verify::atom::{Interval, Kind, LinkRel, Payload};
 
 fn header(sec: i32, frame: &str) -> Header {
     Header { stamp: Time { sec, nanosec: 500 }, frame_id: frame.into() }

@@ -6,11 +6,11 @@
 
 use std::path::Path;
 
-use sion_memory::atom::{Atom, AtomParts, BlobRef, BoxMm, Interval, Kind, Payload, Permille};
-use sion_memory::memory::{Memory, MemoryError, Retention, SpaceError, StreamRetention};
-use sion_memory::proof::{Claim, ListKey};
 use sion_seal::SealError;
 use sion_seal::record::{FORGET_SUBJECT, ForgetRecord, record_text};
+use sion_store::memory::{Memory, MemoryError, Retention, SpaceError, StreamRetention};
+use sion_verify::atom::{Atom, AtomParts, BlobRef, BoxMm, Interval, Kind, Payload, Permille};
+use sion_verify::proof::{Claim, ListKey};
 
 const IMAGE: &str = "application/cdr; type=sensor_msgs/msg/Image";
 const FRAME_BYTES: usize = 4096;
@@ -104,7 +104,7 @@ fn six_hours_of_a_camera_stay_within_the_budget_and_the_oldest_are_forgotten() {
     // The newest hour opens; the first frames were forgotten, and say so.
     let last = *positions.last().expect("frames");
     match memory.open_payload(last).expect("the newest frame opens") {
-        sion_memory::memory::Opened::Blob { content, .. } => assert_eq!(content, frame(frames - 1)),
+        sion_store::memory::Opened::Blob { content, .. } => assert_eq!(content, frame(frames - 1)),
         other => panic!("not a blob: {other:?}"),
     }
     match memory.open_payload(positions[0]) {
@@ -135,8 +135,7 @@ fn six_hours_of_a_camera_stay_within_the_budget_and_the_oldest_are_forgotten() {
     // A forgotten frame's atom is still in the log and proved.
     memory.prove_inclusion(positions[0]).expect("inclusion").verify(None).expect("verifies");
     // The key store holds one cut, not one per frame: a few nodes for six hours of forgetting.
-    let keys =
-        sion_seal::KeyStore::open(&sion_memory::disk::Disk::os(), &data.join("space/keys")).expect("keys");
+    let keys = sion_seal::KeyStore::open(&sion_disk::Disk::os(), &data.join("space/keys")).expect("keys");
     assert!(
         keys.cover(0).expect("epoch 0").nodes().len() < 64,
         "{} nodes",
@@ -183,7 +182,7 @@ fn retention_across_an_epoch_forgets_the_cameras_leaves_only() {
     let r = space.retain(memory.log(), &policy).expect("retain");
     assert!(r.segments >= 1, "{r:?}");
     match memory.open_payload(tile_at).expect("the map tile of the old epoch still opens") {
-        sion_memory::memory::Opened::Blob { content, .. } => assert_eq!(content, tile),
+        sion_store::memory::Opened::Blob { content, .. } => assert_eq!(content, tile),
         other => panic!("{other:?}"),
     }
     assert!(memory.open_payload(*later.last().expect("later")).is_ok(), "the newest frame opens");
