@@ -513,7 +513,11 @@ impl Ledger {
         if writable {
             let f = open_rw(disk, &dir.join(ACKED), false)?;
             if mark.is_none_or(|m| m.number < last) {
-                // Pulses durable in the journal but not yet marked (a crash between the two).
+                // Pulses in the journal but not yet marked: a crash between the two, or an
+                // append whose sync failed (its bytes read back, but may not survive a power
+                // cut). Made durable before they are marked, or the mark would name a Pulse a
+                // power cut can take away.
+                ledger.journal.sync_all().map_err(io_err("syncing the journal"))?;
                 write_acked(&f, &ledger.key, &ledger.latest)?;
             }
             ledger.acked = Some(f);
