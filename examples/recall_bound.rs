@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use sion_memory::atom::{Atom, BoxMm};
 use sion_memory::index::geom::Query;
-use sion_memory::memory::{Memory, MemoryError};
+use sion_memory::memory::{Memory, ProveError};
 use sion_memory::sim::{MONTH_NS, MonthInAWarehouse};
 
 const SEED: u64 = 2026;
@@ -121,7 +121,7 @@ fn phase(
                 time += t.elapsed();
                 asked += 1;
                 match answer {
-                    Err(MemoryError::TooLarge(_)) => refused += 1,
+                    Err(ProveError::TooLarge(_)) => refused += 1,
                     Err(e) => return Err(e.into()),
                     // Small enough to prove (a memory of a few hundred thousand atoms): proved.
                     Ok(_) => {}

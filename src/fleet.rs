@@ -7,7 +7,7 @@ use std::path::Path;
 use ed25519_dalek::VerifyingKey;
 use sion_store::ledger::LedgerError;
 use sion_store::ledger::link::LedgerLink;
-use sion_store::memory::{Memory, Options};
+use sion_store::memory::{Memory, OpenError, Options};
 
 pub use sion_fleet::client::RemoteLedger;
 pub use sion_fleet::service::DEFAULT_LISTEN;
@@ -34,7 +34,7 @@ pub fn options(dir: &Path) -> Options<'static> {
 /// The same, for a new memory whose log is opened on `ledger`: a fleet ledger service's URL,
 /// an embedded ledger's directory, or (None) a new embedded ledger inside it. A service is
 /// asked for its key now, to pin it.
-pub fn options_on(dir: &Path, ledger: Option<&str>) -> Result<Options<'static>, LedgerError> {
+pub fn options_on(dir: &Path, ledger: Option<&str>) -> Result<Options<'static>, OpenError> {
     let options = options(dir);
     Ok(match ledger {
         Some(url) if is_url(url) => options.ledger_link(Box::new(RemoteLedger::connect(url)?), url),

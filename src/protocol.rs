@@ -13,7 +13,9 @@ use base64::Engine as _;
 use serde::Serialize;
 use sion_brain::CommitNow;
 use sion_store::log::Appended;
-use sion_store::memory::{Intake, Memory, MemoryError, Readers, RememberError};
+use sion_store::memory::{
+    CommitError, Intake, Memory, MemoryError, OpenError, ProveError, Readers, RememberError,
+};
 use sion_verify::atom::{Atom, AtomId, LinkRel};
 use sion_verify::belief::{Belief, Policy, bundle};
 use sion_verify::index::geom::Query;
@@ -28,6 +30,14 @@ pub enum ProtocolError {
     Memory(#[from] MemoryError),
     #[error("{0}")]
     Remember(#[from] RememberError),
+    #[error("{0}")]
+    Open(#[from] OpenError),
+    #[error("{0}")]
+    Commit(#[from] CommitError),
+    #[error("{0}")]
+    Log(#[from] sion_store::log::LogError),
+    #[error("{0}")]
+    Prove(#[from] ProveError),
     #[error("{field}: {problem}")]
     Input { field: String, problem: String },
     #[error("{0}")]
@@ -178,17 +188,17 @@ pub struct Protocol {
     others: Vec<PathBuf>,
 }
 
-fn refused_second_writer(dir: &Path) -> impl Fn(MemoryError) -> ProtocolError + '_ {
+fn refused_second_writer(dir: &Path) -> impl Fn(OpenError) -> ProtocolError + '_ {
     move |e| match e {
-        MemoryError::Log(sion_store::log::LogError::Locked(_))
-        | MemoryError::Ledger(sion_store::ledger::LedgerError::Locked(_))
-        | MemoryError::Index(sion_store::index::IndexError::Locked(_)) => ProtocolError::Refused(format!(
+        OpenError::Log(sion_store::log::LogError::Locked(_))
+        | OpenError::Ledger(sion_store::ledger::LedgerError::Locked(_))
+        | OpenError::Index(sion_store::index::IndexError::Locked(_)) => ProtocolError::Refused(format!(
             "the memory at {} has a writer already (the node, or another `sion mcp`): a memory has one \
              writer process; connect to that one (the node serves MCP with its `mcp_listen` parameter, \
              `sion mcp --listen` serves many clients)",
             dir.display()
         )),
-        other => other.into(),
+        other => MemoryError::from(other).into(),
     }
 }
 

@@ -181,8 +181,18 @@ fn a_session_at_the_command_line() {
     let o = sion(&["memory", "commit", "--data", d, "--seal"], None);
     assert!(!o.status.success() && text(&o).contains("sealed"), "{}", text(&o));
 
-    let o = sion(&["memory", "show", "--data", tmp.path().join("nowhere").to_str().expect("utf8")], None);
+    // The library says what is wrong; the command line says what to run (a `hint:` line).
+    let nowhere = tmp.path().join("nowhere");
+    let o = sion(&["memory", "show", "--data", nowhere.to_str().expect("utf8")], None);
     assert!(!o.status.success() && text(&o).contains("no memory at"), "{}", text(&o));
+    let hint = format!("hint: create one with `sion memory open --data {}`", nowhere.display());
+    assert!(text(&o).contains(&hint), "{}", text(&o));
+    let o = sion(
+        &["memory", "prove", "inclusion", "--data", d, "--position", "999999", "--out", "/dev/null"],
+        None,
+    );
+    assert!(!o.status.success() && text(&o).contains("not committed yet"), "{}", text(&o));
+    assert!(text(&o).contains("hint: commit what the log holds with `sion memory commit`"), "{}", text(&o));
     let o = sion(&["memory", "--help"], None);
     assert!(o.status.success() && text(&o).contains("remember"));
 }

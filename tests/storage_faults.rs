@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use sion_memory::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Permille};
 use sion_memory::disk::{Disk, Fault, Faults};
 use sion_memory::log::{Log, LogError, LogOptions};
-use sion_memory::memory::{Memory, MemoryError};
+use sion_memory::memory::{Memory, OpenError};
 
 fn atom(i: u64) -> Atom {
     let x = (i % 97) as i64 * 1_000;
@@ -90,7 +90,7 @@ fn run_memory(dir: &Path, disk: &Disk, ops: &[Op]) -> Acked {
             drop(memory.take());
             // As `sion memory open` does: a memory whose making failed is made again.
             let opened = match Memory::options(dir).disk(disk).open() {
-                Err(MemoryError::Missing(_)) => Memory::options(dir).disk(disk).create(),
+                Err(OpenError::Missing(_)) => Memory::options(dir).disk(disk).create(),
                 other => other,
             };
             match opened {

@@ -67,7 +67,6 @@ pub async fn run() -> Result<()> {
     } else {
         let ledger = Some(p.ledger.as_str()).filter(|l| *l != "embedded" && !l.is_empty());
         crate::fleet::options_on(&dir, ledger)
-            .map_err(crate::memory::MemoryError::from)
             .and_then(|o| o.index(index).agent(p.agent.as_str()).sealed(p.sealed).create())
     }
     .with_context(|| format!("opening the memory at {}", dir.display()))?;

@@ -119,6 +119,23 @@ pub enum ArchiveError {
     Behind { archived: u64, committed: u64 },
 }
 
+/// A memory's errors of each operation, as any of its errors.
+macro_rules! from_memory_operation {
+    ($($op:ty),*) => {$(
+        impl From<$op> for ArchiveError {
+            fn from(e: $op) -> Self {
+                Self::Memory(e.into())
+            }
+        }
+    )*};
+}
+from_memory_operation!(
+    sion_store::memory::OpenError,
+    sion_store::memory::CommitError,
+    sion_store::memory::ProveError,
+    sion_store::memory::RememberError
+);
+
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ArchiveError {
     let path = path.to_owned();
     move |source| ArchiveError::Io { what, path, source }
@@ -677,10 +694,12 @@ impl Archive {
 
             // Open it as its writer would, then check it against what the ledger committed.
             let memory = match Memory::options(&staging).connect(connect).open() {
-                Err(MemoryError::Diverged { committed, .. }) if committed > manifest.head.size => {
+                Err(sion_store::memory::OpenError::Diverged { committed, .. })
+                    if committed > manifest.head.size =>
+                {
                     return Err(ArchiveError::Behind { archived: manifest.head.size, committed });
                 }
-                other => other?,
+                other => other.map_err(MemoryError::from)?,
             };
             if let Some(expected) = ledger_key
                 && memory.ledger().public_key() != *expected

@@ -100,6 +100,23 @@ pub enum ReplayError {
     Blobs(#[from] sion_store::log::blobs::BlobError),
 }
 
+/// A memory's errors of each operation, as any of its errors.
+macro_rules! from_memory_operation {
+    ($($op:ty),*) => {$(
+        impl From<$op> for ReplayError {
+            fn from(e: $op) -> Self {
+                Self::Memory(e.into())
+            }
+        }
+    )*};
+}
+from_memory_operation!(
+    sion_store::memory::OpenError,
+    sion_store::memory::CommitError,
+    sion_store::memory::ProveError,
+    sion_store::memory::RememberError
+);
+
 /// A replay that stopped, with what it had done: every atom it counts is durable.
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]

@@ -24,7 +24,7 @@ use crate::service::pb::ledger_client::LedgerClient;
 use crate::service::pb::{Blob, Cosigned, Empty, LogAt, Name, Number, VersionsQuery};
 
 /// What to look at when the service does not answer.
-const UNREACHABLE: &str = "is `sion ledger serve` running there, with a quorum of its etcd members up? \
+const UNREACHABLE: &str = "is the ledger service running there, with a quorum of its etcd members up? \
                            Atoms are still recorded here, and committed when it answers";
 
 /// How long one call may take before it fails (the service waits up to 5 s for etcd).

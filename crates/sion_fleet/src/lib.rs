@@ -47,7 +47,7 @@ pub enum FleetError {
     #[error("the fleet ledger's state in etcd is damaged at {key}: {problem}")]
     Damaged { key: String, problem: String },
     /// No ledger under the prefix: `init` makes one.
-    #[error("no fleet ledger under {0} in etcd (sion ledger init makes one)")]
+    #[error("no fleet ledger under {0} in etcd")]
     Missing(String),
     /// The ledger under the prefix signs with another key than this front-end's.
     #[error("the fleet ledger under {prefix} signs with key {found}, not this front-end's {ours}")]

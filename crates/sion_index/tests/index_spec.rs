@@ -1,6 +1,6 @@
 //! A second, deliberately plain implementation of the index, written from docs/INDEX.md alone
 //! (version 2):
-//! it rebuilds everything from scratch with no caching and shares no code with src/index
+//! it rebuilds everything from scratch with no caching and shares no code with crates/sion_index/src
 //! (only the atom type and BLAKE3). On random logs it must give the incremental index's root.
 
 use std::collections::BTreeMap;

@@ -42,7 +42,7 @@ const FORMAT: &str = "sion-log 2 blake3 id-leaves\n";
 pub enum LogError {
     #[error("{context}: {source}")]
     Io { context: String, source: Arc<io::Error> },
-    #[error("no log at {0} (create one with `sion memory open`)")]
+    #[error("no log at {0}")]
     Missing(PathBuf),
     #[error("a log already exists at {0}")]
     Exists(PathBuf),
@@ -54,8 +54,7 @@ pub enum LogError {
     Corrupt { position: u64, reason: String },
     #[error(
         "log is damaged at position {position} ({segment}, byte {offset}): {reason}; the log was \
-         left as it is; `sion memory audit` shows how far the damage goes, `sion memory repair` keeps what is \
-         before it"
+         left as it is"
     )]
     Damaged { position: u64, segment: PathBuf, offset: u64, reason: String },
     #[error("position {position} is not below the log size {size}")]

@@ -5,7 +5,7 @@
 //! `MAX_LIST_STEPS`, what a 64 MiB proof file of the smallest atoms could carry.
 
 use sion_store::index::{IndexError, MAX_LIST_STEPS, MIN_LIST_ENTRY_BYTES};
-use sion_store::memory::{Memory, MemoryError};
+use sion_store::memory::{Memory, ProveError};
 use sion_verify::atom::{Atom, AtomParts, BoxMm, Interval, Kind, Link, LinkRel, Permille};
 use sion_verify::proof::{Claim, ListKey};
 
@@ -69,11 +69,11 @@ fn a_list_over_the_bound_is_refused_and_one_within_proves() {
     let prover = memory.snapshot(None).expect("prover");
     let e = prover.list_within(ListKey::Subject(LONG.into()), 50).expect_err("refused");
     let text = e.to_string();
-    assert!(matches!(e, MemoryError::TooLarge(_)), "{e:?}");
+    assert!(matches!(e, ProveError::TooLarge(_)), "{e:?}");
     for said in [LONG, "300 entries", "at most 50", "box and interval", "earlier head"] {
         assert!(text.contains(said), "{said:?} not in: {text}");
     }
-    assert!(matches!(prover.list_within(ListKey::LinksTo(target), 50), Err(MemoryError::TooLarge(_))));
+    assert!(matches!(prover.list_within(ListKey::LinksTo(target), 50), Err(ProveError::TooLarge(_))));
 
     // Appending goes on while a prover is held; a list within its bound proves and verifies.
     memory.remember(vec![atom(10_000, LONG, Vec::new())]).expect("remember");

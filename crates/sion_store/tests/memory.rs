@@ -2,7 +2,7 @@
 //! and refuse to open a log that no longer extends its committed head.
 
 use sion_sim::{Warehouse, WarehouseConfig};
-use sion_store::memory::{Memory, MemoryError};
+use sion_store::memory::{Memory, OpenError, ProveError};
 use sion_verify::proof::{Claim, ProofFile, VerifyError};
 
 #[test]
@@ -47,7 +47,7 @@ fn remember_commit_prove_verify() {
             assert!(!ok, "a flip at byte {i} bit {bit} still verified");
         }
     }
-    assert!(matches!(memory.prove_inclusion(3000), Err(MemoryError::NotCommitted { .. })));
+    assert!(matches!(memory.prove_inclusion(3000), Err(ProveError::NotCommitted { .. })));
     drop(memory);
 
     let memory = Memory::options(&dir).open().expect("reopen");
@@ -69,7 +69,7 @@ fn a_query_before_the_first_commit_says_nothing_is_committed() {
     )
     .expect("query");
     let refused = memory.prove_range(&q, None).expect_err("nothing to prove against");
-    assert!(matches!(refused, MemoryError::NothingCommitted), "{refused}");
+    assert!(matches!(refused, ProveError::NothingCommitted), "{refused}");
     assert!(refused.to_string().contains("nothing is committed yet"));
     memory.remember(Warehouse::new(WarehouseConfig::default()).take(10).collect()).expect("remember");
     memory.commit(false).expect("commit");
@@ -91,7 +91,7 @@ fn a_log_that_lost_committed_atoms_is_refused() {
     std::fs::OpenOptions::new().write(true).open(&segment).expect("open").set_len(len / 2).expect("cut");
     std::fs::remove_file(dir.join("log/checkpoint")).expect("rm");
     let err = Memory::options(&dir).open().err().expect("refused");
-    assert!(matches!(err, MemoryError::Diverged { committed: 500, .. }), "{err}");
+    assert!(matches!(err, OpenError::Diverged { committed: 500, .. }), "{err}");
 }
 
 #[test]
@@ -128,9 +128,9 @@ fn answers_as_of_any_committed_head() {
         assert_eq!(verified.head.size, size as u64);
     }
     assert_eq!(memory.version(Some(2500)).expect("version").head, first.head);
-    assert!(matches!(memory.version(Some(2501)), Err(MemoryError::NoSuchHead { .. })));
+    assert!(matches!(memory.version(Some(2501)), Err(ProveError::NoSuchHead { .. })));
     // An honest index omits nothing.
-    assert!(matches!(memory.prove_omission(17), Err(MemoryError::NotOmitted(17))));
+    assert!(matches!(memory.prove_omission(17), Err(ProveError::NotOmitted(17))));
 }
 
 /// A writer whose committed index leaves an atom out is convicted from the head alone.
@@ -295,6 +295,6 @@ fn a_question_too_large_to_prove_is_refused_as_such() {
     let file = prover.range(&everything).expect("prove");
     let verified = file.verify(None).expect("valid");
     assert_eq!(verified.head.size, head.size, "as of the head the prover was taken at");
-    let e = MemoryError::from(IndexError::TooLarge(50));
+    let e = ProveError::from(IndexError::TooLarge(50));
     assert!(e.to_string().contains("50 steps"), "{e}");
 }

@@ -522,7 +522,7 @@ pub mod bundle {
         /// logs it has cannot be proved, so a writer could show two readers two sets.
         #[error(
             "reviser {reviser}'s log {log} is on a ledger from before log chains: the set of its logs cannot be \
-             proved (a reader that accepts the logs the bundle brings says so: `--trust-log-set`)"
+             proved (unless the reader accepts the logs the bundle brings)"
         )]
         Unchained {
             /// The reviser's key (hex).

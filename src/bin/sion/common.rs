@@ -68,3 +68,98 @@ pub(crate) fn open_memory_read_only(dir: &Path) -> Result<Memory> {
     }
     Ok(memory)
 }
+
+/// What to run next, for an error the libraries report without naming a command (they are
+/// libraries: advice about this command line is the command line's to give).
+pub(crate) fn hint(e: &anyhow::Error) -> Option<String> {
+    use sion_memory::ledger::LedgerError;
+    use sion_memory::log::LogError;
+    use sion_memory::memory::{MemoryError, OpenError, ProveError, RememberError, SpaceError};
+    // A transparent variant's source is its inner error's source, so wrapped errors are
+    // unwrapped here, not found further down the chain.
+    fn log_error<'a>(c: &'a (dyn std::error::Error + 'static)) -> Option<&'a LogError> {
+        match (c.downcast_ref::<LogError>(), c.downcast_ref::<OpenError>(), c.downcast_ref::<MemoryError>()) {
+            (Some(e), _, _) | (_, Some(OpenError::Log(e)), _) | (_, _, Some(MemoryError::Log(e))) => Some(e),
+            (_, _, Some(MemoryError::Open(OpenError::Log(e)))) => Some(e),
+            _ => None,
+        }
+    }
+    fn ledger_error<'a>(c: &'a (dyn std::error::Error + 'static)) -> Option<&'a LedgerError> {
+        use sion_memory::memory::CommitError;
+        if let Some(e) = c.downcast_ref::<LedgerError>() {
+            return Some(e);
+        }
+        match (
+            c.downcast_ref::<CommitError>(),
+            c.downcast_ref::<OpenError>(),
+            c.downcast_ref::<MemoryError>(),
+        ) {
+            (Some(CommitError::Ledger(e)), _, _) | (_, Some(OpenError::Ledger(e)), _) => Some(e),
+            (_, _, Some(MemoryError::Ledger(e) | MemoryError::Commit(CommitError::Ledger(e)))) => Some(e),
+            (_, _, Some(MemoryError::Open(OpenError::Ledger(e)))) => Some(e),
+            _ => None,
+        }
+    }
+    fn open_error<'a>(c: &'a (dyn std::error::Error + 'static)) -> Option<&'a OpenError> {
+        match (c.downcast_ref::<OpenError>(), c.downcast_ref::<MemoryError>()) {
+            (Some(e), _) | (_, Some(MemoryError::Open(e))) => Some(e),
+            _ => None,
+        }
+    }
+    for c in e.chain() {
+        match open_error(c) {
+            Some(OpenError::Missing(dir)) => {
+                return Some(format!("create one with `sion memory open --data {}`", dir.display()));
+            }
+            Some(OpenError::Diverged { .. }) => {
+                return Some("`sion memory audit` shows where the log and its committed head part".into());
+            }
+            _ => {}
+        }
+        match log_error(c) {
+            Some(LogError::Damaged { .. } | LogError::Corrupt { .. }) => {
+                return Some(
+                    "`sion memory audit` shows how far the damage goes; `sion memory repair` keeps what is \
+                     before it"
+                        .into(),
+                );
+            }
+            Some(LogError::Missing(_)) => return Some("create a memory with `sion memory open`".into()),
+            _ => {}
+        }
+        let prove = c.downcast_ref::<ProveError>().or(match c.downcast_ref::<MemoryError>() {
+            Some(MemoryError::Prove(e)) => Some(e),
+            _ => None,
+        });
+        if let Some(ProveError::NotCommitted { .. } | ProveError::NothingCommitted) = prove {
+            return Some("commit what the log holds with `sion memory commit`".into());
+        }
+        if let Some(MemoryError::CommittedDamage { .. }) = c.downcast_ref::<MemoryError>() {
+            return Some(
+                "`sion memory repair --new-log` keeps the atoms before the damage as a new log".into(),
+            );
+        }
+        let not_sealed = matches!(c.downcast_ref::<MemoryError>(), Some(MemoryError::NotSealed(_)))
+            || matches!(c.downcast_ref::<RememberError>(), Some(RememberError::NotSealed(_)));
+        if not_sealed {
+            return Some("a sealed memory is made with `sion memory open --sealed`".into());
+        }
+        if let Some(SpaceError::NoMember(_)) = c.downcast_ref::<SpaceError>() {
+            return Some("`sion memory space show` lists the members".into());
+        }
+        if let Some(sion_memory::belief::bundle::BundleError::Unchained { .. }) = c.downcast_ref() {
+            return Some("`--trust-log-set` accepts the logs the bundle brings".into());
+        }
+        if let Some(LedgerError::Remote { message, .. }) = ledger_error(c)
+            && (message.starts_with("cannot be reached") || message.starts_with("cannot connect"))
+        {
+            return Some(
+                "is `sion ledger serve` running there, with a quorum of its etcd members up?".into(),
+            );
+        }
+        if let Some(sion_fleet::FleetError::Missing(_)) = c.downcast_ref() {
+            return Some("`sion ledger init` makes one".into());
+        }
+    }
+    None
+}

@@ -150,6 +150,9 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
+            if let Some(hint) = common::hint(&e) {
+                eprintln!("hint: {hint}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -42,7 +42,7 @@ pub trait Source {
         target: AtomId,
     ) -> Result<ProofFile, MemoryError> {
         let (reader, log, id, v2_from) = self.lists();
-        super::prove_list(reader, log, id, version, attestation, ListKey::LinksTo(target), v2_from)
+        Ok(super::prove_list(reader, log, id, version, attestation, ListKey::LinksTo(target), v2_from)?)
     }
 }
 
@@ -60,13 +60,13 @@ impl Source for Memory {
         Ok(self.ledger().latest()?.header.number)
     }
     fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
-        Memory::attestation_at(self, pulse)
+        Ok(Memory::attestation_at(self, pulse)?)
     }
     fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, MemoryError> {
-        Memory::attestation_of(self, id, pulse)
+        Ok(Memory::attestation_of(self, id, pulse)?)
     }
     fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError> {
-        Memory::prove_recorded(self, position)
+        Ok(Memory::prove_recorded(self, position)?)
     }
     fn lists(&self) -> (&IndexReader, &Log, LogId, u64) {
         (self.index_reader(), self.log(), Memory::log_id(self), self.index_v2_from())
@@ -122,13 +122,13 @@ impl Source for Shared<'_> {
         Ok(self.locked().ledger().latest()?.header.number)
     }
     fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
-        self.locked().attestation_at(pulse)
+        Ok(self.locked().attestation_at(pulse)?)
     }
     fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, MemoryError> {
-        self.locked().attestation_of(id, pulse)
+        Ok(self.locked().attestation_of(id, pulse)?)
     }
     fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError> {
-        self.locked().prove_recorded(position)
+        Ok(self.locked().prove_recorded(position)?)
     }
     fn lists(&self) -> (&IndexReader, &Log, LogId, u64) {
         (&self.reader, &self.log, self.log_id, self.index_v2_from)

@@ -14,7 +14,7 @@ use sion_verify::ledger::{LogId, MemoryLog};
 use sion_verify::proof::{Attestation, ProofFile};
 
 use super::space::{self, Space, SpaceError};
-use super::{Memory, MemoryError, Snapshot};
+use super::{Memory, MemoryError, ProveError, Snapshot};
 use crate::log::blobs::{BlobError, BlobStore};
 use crate::log::{Appended, Audit, Log, LogError};
 
@@ -288,7 +288,7 @@ impl Readers {
 
     /// The committed version of the log with `size` atoms (the latest if `None`), and the
     /// time of the Pulse that committed it.
-    pub fn head_at(&self, size: Option<u64>) -> Result<(MemoryLog, i64), MemoryError> {
+    pub fn head_at(&self, size: Option<u64>) -> Result<(MemoryLog, i64), ProveError> {
         let memory = self.memory();
         let version = memory.version(size)?;
         let time = memory.ledger().header(version.committed_at).map_or(0, |h| h.header.time_ns);
@@ -312,13 +312,13 @@ impl Readers {
 
     /// A committed head (the latest if `None`) fixed for proving: the lock is held only while
     /// the ledger is asked for it.
-    pub fn snapshot(&self, as_of: Option<u64>) -> Result<Snapshot, MemoryError> {
+    pub fn snapshot(&self, as_of: Option<u64>) -> Result<Snapshot, ProveError> {
         self.memory().snapshot(as_of)
     }
 
     /// Every record re-read and hashed, the root compared with the committed head; no lock is
     /// held while the log is read.
-    pub fn audit(&self) -> Result<(Audit, MemoryLog), MemoryError> {
+    pub fn audit(&self) -> Result<(Audit, MemoryLog), LogError> {
         let committed = self.committed();
         Ok((self.log.audit(committed.head.size, |_| {})?, committed))
     }

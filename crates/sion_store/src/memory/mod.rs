@@ -33,9 +33,11 @@ use sion_verify::atom::{Atom, AtomId};
 use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
 pub use space::{MemberKeys, Opened, Retained, Retention, Space, SpaceError, StreamRetention};
 
+/// Why a memory could not be opened or created ([`Options::create`], [`Options::open`],
+/// [`Options::open_or_create`], [`Options::open_read_only`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum MemoryError {
+pub enum OpenError {
     #[error(transparent)]
     Log(#[from] LogError),
     #[error(transparent)]
@@ -44,26 +46,73 @@ pub enum MemoryError {
     Blob(#[from] BlobError),
     #[error(transparent)]
     Space(#[from] SpaceError),
-    #[error("the memory at {0} is not sealed: its log was opened without a space")]
-    NotSealed(PathBuf),
     #[error(transparent)]
-    Remember(RememberError),
-    #[error("no memory at {0}: create one with `sion memory open --data {0}`")]
+    Index(#[from] IndexError),
+    /// No memory.json in the directory.
+    #[error("no memory at {0}")]
     Missing(PathBuf),
+    /// Creating where a memory is already.
     #[error("a memory already exists at {0}")]
     Exists(PathBuf),
     #[error("{path}: {problem}")]
     Config { path: PathBuf, problem: String },
+    /// The log does not extend the head its ledger committed: atoms were lost or rewritten.
     #[error(
-        "position {position} is not committed yet (the committed head has {committed} atoms): run `sion memory commit`"
+        "the log no longer extends its committed head ({committed} atoms, root {root}): atoms were lost or rewritten"
     )]
+    Diverged { committed: u64, root: String },
+    /// Opened to read while the log's derived files end before the committed head.
+    #[error(
+        "the ledger committed {committed} atoms, but the log at {dir} can be read only up to \
+         {readable} (its derived files end there; a writer derives the rest when it next opens it)"
+    )]
+    Unreadable { dir: PathBuf, committed: u64, readable: u64 },
+    #[error("{0}: a scratch directory for reading: {1}")]
+    Scratch(PathBuf, String),
+}
+
+/// Why a commit failed ([`Memory::commit`], [`Memory::commit_at`], [`Memory::commit_manifest`],
+/// [`Memory::submit`]; and [`Memory::index`], the index a commit folds).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// A head of `size` atoms is not between the committed head and the log's end.
+    #[error(
+        "a head of {size} atoms cannot be committed: the committed head has {committed}, and a head is at least that and at most the log"
+    )]
+    BadSize { size: u64, committed: u64 },
+    #[error(
+        "the index rebuilt from the log's first {size} atoms does not match the index root committed for them"
+    )]
+    IndexMismatch { size: u64 },
+    /// A brain holds the index: it commits.
+    #[error("this memory's index is held by its brain: commit through the brain")]
+    IndexTaken,
+}
+
+/// Why a question could not be answered with its proof ([`Memory::snapshot`] and what a
+/// [`Snapshot`] proves, [`Memory::prove_inclusion`] and the other `prove_*`, [`Memory::version`],
+/// the ledger's attestations).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProveError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// Asked about an atom past the committed head.
+    #[error("position {position} is not committed yet (the committed head has {committed} atoms)")]
     NotCommitted { position: u64, committed: u64 },
     #[error("size {size} is not within the committed head (1..={committed})")]
     BadSize { size: u64, committed: u64 },
-    #[error(
-        "the log no longer extends its committed head ({committed} atoms, root {root}): atoms were lost or rewritten; run `sion memory audit`"
-    )]
-    Diverged { committed: u64, root: String },
     #[error("no committed head has {size} atoms (committed sizes: {sizes})")]
     NoSuchHead { size: u64, sizes: String },
     #[error(
@@ -76,8 +125,6 @@ pub enum MemoryError {
     NothingCommitted,
     #[error("position {0} is not omitted: the committed index answers it for its own box and interval")]
     NotOmitted(u64),
-    #[error(transparent)]
-    Index(#[from] IndexError),
     #[error(
         "the answer is too large to prove: {0}. A proof file holds at most 64 MiB (what a verifier \
          reads); ask a smaller box, a shorter interval, or a narrower subject"
@@ -88,23 +135,96 @@ pub enum MemoryError {
          re-indexed): its range and list proofs cannot be made any more; ask as of a later head"
     )]
     OldIndex { size: u64 },
-    #[error("this memory's index is held by its brain: ask through the brain's readers")]
-    IndexTaken,
-    #[error(
-        "the ledger committed {committed} atoms, but the log at {dir} can be read only up to \
-         {readable} (its derived files end there; a writer derives the rest when it next opens it)"
-    )]
-    Unreadable { dir: PathBuf, committed: u64, readable: u64 },
-    #[error("{0}: a scratch directory for reading: {1}")]
-    Scratch(PathBuf, String),
+    /// The question itself cannot be asked (an atom's own box, say).
+    #[error("the question: {0}")]
+    Query(String),
+}
+
+/// Why re-reading the log and its blobs failed ([`Memory::audit`], [`Memory::audit_blobs`]);
+/// what they find wrong is their answer, not an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuditError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+}
+
+/// Why folding the log into an index failed ([`fold_log`]): a record that could not be read,
+/// or the index.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FoldError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+impl From<FoldError> for OpenError {
+    fn from(e: FoldError) -> Self {
+        match e {
+            FoldError::Log(e) => Self::Log(e),
+            FoldError::Index(e) => Self::Index(e),
+        }
+    }
+}
+
+impl From<FoldError> for CommitError {
+    fn from(e: FoldError) -> Self {
+        match e {
+            FoldError::Log(e) => Self::Log(e),
+            FoldError::Index(e) => Self::Index(e),
+        }
+    }
+}
+
+/// Any error of a memory, for code that does several things with one: each operation's own
+/// error ([`OpenError`], [`RememberError`], [`CommitError`], [`ProveError`], [`AuditError`])
+/// converts into it, and what repairs, opens payloads and builds belief bundles fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Remember(RememberError),
+    #[error(transparent)]
+    Commit(#[from] CommitError),
+    #[error(transparent)]
+    Prove(#[from] ProveError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+    #[error("the memory at {0} is not sealed: its log was opened without a space")]
+    NotSealed(PathBuf),
+    #[error("{path}: {problem}")]
+    Config { path: PathBuf, problem: String },
+    /// A repair would lose atoms the ledger committed ([`Memory::repair`]).
     #[error(
         "the log's first damaged record is at position {whole}, inside its committed head ({committed} atoms): \
          repairing keeps the {whole} atoms before it and loses {lost} the ledger committed, and this log could \
-         never extend its head again. Nothing was changed. `--new-log` keeps them as a new log on the same \
-         ledger (the old one stays at its head; proofs made from it still verify); or restore the memory from a copy",
+         never extend its head again. Nothing was changed. A repair with a new log keeps them as a new log on \
+         the same ledger (the old one stays at its head; proofs made from it still verify); or restore the \
+         memory from a copy",
         lost = committed - whole
     )]
     CommittedDamage { committed: u64, whole: u64 },
+    /// The log does not extend its committed head, and a repair does not explain it.
+    #[error(
+        "the log no longer extends its committed head ({committed} atoms, root {root}): atoms were lost or rewritten"
+    )]
+    Diverged { committed: u64, root: String },
 }
 
 impl From<RememberError> for MemoryError {
@@ -190,7 +310,7 @@ pub struct Memory {
     /// afresh (removed when the memory is dropped); nothing in `dir` is written.
     _scratch: Option<tempfile::TempDir>,
     read_only: bool,
-    /// Someone else submitted through [`Memory::ledger_mut`], or a submission's outcome is
+    /// A transaction went through [`Memory::submit`], or a submission's outcome is
     /// unknown: `on_ledger` is read again before the next commit.
     stale_view: bool,
     /// A sealed memory's space.
@@ -200,7 +320,7 @@ pub struct Memory {
 }
 
 /// A sealed memory's space id, as memory.json names it.
-fn space_of(dir: &Path, config: &Config) -> Result<Option<[u8; 32]>, MemoryError> {
+fn space_of(dir: &Path, config: &Config) -> Result<Option<[u8; 32]>, OpenError> {
     let Some(hex_id) = &config.space else { return Ok(None) };
     let mut id = [0u8; 32];
     hex::decode_to_slice(hex_id, &mut id)
@@ -211,8 +331,8 @@ fn space_of(dir: &Path, config: &Config) -> Result<Option<[u8; 32]>, MemoryError
 /// Atoms decoded at a time while folding a long stretch of log.
 const FOLD_BATCH: usize = 1 << 14;
 
-fn config_err(path: &Path, problem: impl ToString) -> MemoryError {
-    MemoryError::Config { path: path.to_owned(), problem: problem.to_string() }
+fn config_err(path: &Path, problem: impl ToString) -> OpenError {
+    OpenError::Config { path: path.to_owned(), problem: problem.to_string() }
 }
 
 /// How to open or create a memory: [`Memory::options`]. Every program opens its memory through
@@ -220,7 +340,7 @@ fn config_err(path: &Path, problem: impl ToString) -> MemoryError {
 ///
 /// ```no_run
 /// # use sion_store::memory::Memory;
-/// # fn main() -> Result<(), sion_store::memory::MemoryError> {
+/// # fn main() -> Result<(), sion_store::memory::OpenError> {
 /// let made = Memory::options("robot-1").agent("warehouse/robot-1").sealed(true).create()?;
 /// drop(made);
 /// let again = Memory::options("robot-1").open()?;
@@ -318,11 +438,11 @@ impl<'a> Options<'a> {
     /// Create the memory: a writer key, an empty log, its ledger (see [`Options::ledger_dir`],
     /// [`Options::ledger_link`]), the agent name if asked for, and the log opened on the ledger.
     /// A directory that holds a memory already is refused.
-    pub fn create(self) -> Result<Memory, MemoryError> {
+    pub fn create(self) -> Result<Memory, OpenError> {
         let dir = self.dir.as_path();
         let disk = &self.index.disk;
         if dir.join("memory.json").exists() {
-            return Err(MemoryError::Exists(dir.to_owned()));
+            return Err(OpenError::Exists(dir.to_owned()));
         }
         disk.create_dir_all(dir).map_err(|e| config_err(dir, e))?;
         let agent = self.agent.as_deref();
@@ -344,12 +464,12 @@ impl<'a> Options<'a> {
 
     /// Open the memory as its one writer, recovering its log and checking that the log still
     /// extends the head the ledger holds.
-    pub fn open(self) -> Result<Memory, MemoryError> {
+    pub fn open(self) -> Result<Memory, OpenError> {
         Memory::open_inner(&self.index, &self.dir, self.connect)
     }
 
     /// Open the memory if `dir` holds one, create it (as [`Options::create`]) if not.
-    pub fn open_or_create(self) -> Result<Memory, MemoryError> {
+    pub fn open_or_create(self) -> Result<Memory, OpenError> {
         if self.dir.join("memory.json").exists() { self.open() } else { self.create() }
     }
 
@@ -359,7 +479,7 @@ impl<'a> Options<'a> {
     /// ledger committed; it takes no atoms and commits nothing. What it derives (the ledger's
     /// last Pulses, the index folded past its checkpoint) stays in this process; an index that
     /// cannot be used as it is, is folded afresh in a scratch directory of its own.
-    pub fn open_read_only(self) -> Result<Memory, MemoryError> {
+    pub fn open_read_only(self) -> Result<Memory, OpenError> {
         Memory::open_read_only_inner(&self.dir, self.connect)
     }
 }
@@ -373,7 +493,7 @@ impl Memory {
         ledger_rel: PathBuf,
         url: Option<&str>,
         sealed: bool,
-    ) -> Result<Self, MemoryError> {
+    ) -> Result<Self, OpenError> {
         let disk = &index_config.disk;
         let key_path = dir.join("writer.key");
         let log_dir = dir.join("log");
@@ -396,7 +516,7 @@ impl Memory {
             Err(e) => return Err(e.into()),
         };
         let me = account_of(&writer);
-        let opened = (|| -> Result<_, MemoryError> {
+        let opened = (|| -> Result<_, OpenError> {
             if let Some(name) = agent {
                 register_agent_path(ledger.as_mut(), &writer, name)?;
             }
@@ -471,7 +591,7 @@ impl Memory {
         })
     }
 
-    fn open_inner(index: &IndexConfig, dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
+    fn open_inner(index: &IndexConfig, dir: &Path, connect: Connect<'_>) -> Result<Self, OpenError> {
         let index_config = index;
         let disk = &index_config.disk;
         let config = read_config(dir)?;
@@ -499,10 +619,7 @@ impl Memory {
         let extends = committed.size <= log.size()
             && (committed.size == 0 || log.root_at(committed.size)? == committed.root);
         if !extends {
-            return Err(MemoryError::Diverged {
-                committed: committed.size,
-                root: hex::encode(committed.root),
-            });
+            return Err(OpenError::Diverged { committed: committed.size, root: hex::encode(committed.root) });
         }
         // A memory made before index version 2: its heads so far carry version 1 roots, and
         // from the next commit on, version 2 ones.
@@ -545,7 +662,7 @@ impl Memory {
         })
     }
 
-    fn open_read_only_inner(dir: &Path, connect: Connect<'_>) -> Result<Self, MemoryError> {
+    fn open_read_only_inner(dir: &Path, connect: Connect<'_>) -> Result<Self, OpenError> {
         let config = read_config(dir)?;
         sion_disk::private::keep_memory_private(dir, false);
         let writer = read_key(&dir.join("writer.key"))?;
@@ -560,17 +677,14 @@ impl Memory {
         let log = Log::open_read_only(&dir.join("log"))?;
         let committed = on_ledger.head;
         if committed.size > log.size() {
-            return Err(MemoryError::Unreadable {
+            return Err(OpenError::Unreadable {
                 dir: dir.join("log"),
                 committed: committed.size,
                 readable: log.size(),
             });
         }
         if committed.size > 0 && log.root_at(committed.size)? != committed.root {
-            return Err(MemoryError::Diverged {
-                committed: committed.size,
-                root: hex::encode(committed.root),
-            });
+            return Err(OpenError::Diverged { committed: committed.size, root: hex::encode(committed.root) });
         }
         let index_v2_from = match (config.index, config.index_v2_from) {
             (_, Some(from)) => from,
@@ -579,7 +693,7 @@ impl Memory {
         };
         let mut scratch = None;
         let resumed = opened
-            .map_err(MemoryError::from)
+            .map_err(OpenError::from)
             .and_then(|(index, _)| resume_index(index, &log, &on_ledger, ledger.as_ref(), index_v2_from));
         let (index, index_boot) = match resumed {
             Ok((index, folded)) => {
@@ -588,14 +702,14 @@ impl Memory {
             }
             Err(first) => {
                 let why = match &first {
-                    MemoryError::Index(IndexError::Missing(_)) => "no checkpoint".to_owned(),
+                    OpenError::Index(IndexError::Missing(_)) => "no checkpoint".to_owned(),
                     other => other.to_string(),
                 };
                 tracing::warn!("{}: {why}; folding the log afresh in a scratch directory", path.display());
                 let tmp = tempfile::Builder::new()
                     .prefix("sion-read-")
                     .tempdir()
-                    .map_err(|e| MemoryError::Scratch(std::env::temp_dir(), e.to_string()))?;
+                    .map_err(|e| OpenError::Scratch(std::env::temp_dir(), e.to_string()))?;
                 let mut index = Index::create(&tmp.path().join("index"), config_)?;
                 let folded = catch_up(&log, &mut index, &on_ledger, ledger.as_ref(), index_v2_from)?;
                 scratch = Some(tmp);
@@ -740,7 +854,7 @@ impl Memory {
 
     /// Submit a transaction of one's own to the memory's ledger (a test's forged commit, a
     /// demo's refused one), then read the log's entry from the ledger again.
-    pub fn submit(&mut self, tx: crate::ledger::SignedTx) -> Result<SignedHeader, MemoryError> {
+    pub fn submit(&mut self, tx: crate::ledger::SignedTx) -> Result<SignedHeader, CommitError> {
         let submitted = self.ledger.submit(tx);
         match self.ledger.log(self.log_id) {
             Ok(Some(log)) => {
@@ -781,15 +895,15 @@ impl Memory {
 
     /// The index's writer, at least at the committed head (folded forward when the head moved;
     /// checked against the index root the head commits to).
-    pub fn index(&mut self) -> Result<&mut Index, MemoryError> {
+    pub fn index(&mut self) -> Result<&mut Index, CommitError> {
         let head = self.committed().head;
         let checks = head.size >= self.index_v2_from;
         let log = self.log.clone();
-        let index = self.index.as_mut().ok_or(MemoryError::IndexTaken)?;
+        let index = self.index.as_mut().ok_or(CommitError::IndexTaken)?;
         if index.size() < head.size {
             fold_log(&log, index, head.size)?;
             if checks && index.root()? != head.index {
-                return Err(MemoryError::IndexMismatch { size: head.size });
+                return Err(CommitError::IndexMismatch { size: head.size });
             }
         }
         Ok(index)
@@ -797,9 +911,9 @@ impl Memory {
 
     /// The index's writer, for a brain to keep: from now on this memory proves through its
     /// readers only.
-    pub fn take_index(&mut self) -> Result<Index, MemoryError> {
+    pub fn take_index(&mut self) -> Result<Index, CommitError> {
         self.index()?;
-        self.index.take().ok_or(MemoryError::IndexTaken)
+        self.index.take().ok_or(CommitError::IndexTaken)
     }
 
     /// The readers' side of the index.
@@ -820,7 +934,7 @@ impl Memory {
     /// Commit the log's durable head and its index root to the ledger, with the consistency
     /// proof from the committed head; `seal` closes the log for good. The index is
     /// checkpointed after.
-    pub fn commit(&mut self, seal: bool) -> Result<Committed, MemoryError> {
+    pub fn commit(&mut self, seal: bool) -> Result<Committed, CommitError> {
         let size = self.log.size();
         let log = self.log.clone();
         let index = self.index()?;
@@ -841,14 +955,14 @@ impl Memory {
         size: u64,
         index_root: [u8; 32],
         seal: bool,
-    ) -> Result<Committed, MemoryError> {
+    ) -> Result<Committed, CommitError> {
         self.commit_head(size, index_root, None, seal)
     }
 
     /// Commit the committed head again, naming `manifest` as its archive's root (an archive of
     /// exactly this head: docs/SEAL.md, "Archives"). Later commits carry it forward until the
     /// next archive.
-    pub fn commit_manifest(&mut self, manifest: [u8; 32]) -> Result<Committed, MemoryError> {
+    pub fn commit_manifest(&mut self, manifest: [u8; 32]) -> Result<Committed, CommitError> {
         let head = self.committed().head;
         self.commit_head(head.size, head.index, Some(manifest), false)
     }
@@ -865,7 +979,7 @@ impl Memory {
         index_root: [u8; 32],
         manifest: Option<[u8; 32]>,
         seal: bool,
-    ) -> Result<Committed, MemoryError> {
+    ) -> Result<Committed, CommitError> {
         if self.stale_view {
             let log = self.ledger.log(self.log_id)?.ok_or(LedgerError::UnknownLog(self.log_id))?;
             self.set_on_ledger(log);
@@ -873,7 +987,7 @@ impl Memory {
         }
         let current = self.committed().clone();
         if size < current.head.size || size > self.log.size() {
-            return Err(MemoryError::BadSize { size, committed: current.head.size });
+            return Err(CommitError::BadSize { size, committed: current.head.size });
         }
         let proof = if current.head.size == 0 || current.head.size == size {
             Vec::new()
@@ -917,12 +1031,12 @@ impl Memory {
         Ok(Committed { pulse, head, previous: current.head })
     }
 
-    fn attestation(&self) -> Result<Attestation, MemoryError> {
+    fn attestation(&self) -> Result<Attestation, ProveError> {
         self.attestation_at(self.committed().committed_at)
     }
 
     /// The ledger's attestation of the head committed at `pulse`.
-    pub fn attestation_at(&self, pulse: u64) -> Result<Attestation, MemoryError> {
+    pub fn attestation_at(&self, pulse: u64) -> Result<Attestation, ProveError> {
         let state = self.ledger.state_proof(self.log_id, pulse)?;
         let cosignatures = self.ledger.cosignatures(pulse)?;
         Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state, cosignatures })
@@ -930,14 +1044,14 @@ impl Memory {
 
     /// The ledger's attestation of another log, `id`, at Pulse `pulse` (a reviser's other logs,
     /// for a belief bundle's chain).
-    pub fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, MemoryError> {
+    pub fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, ProveError> {
         let state = self.ledger.state_proof(id, pulse)?;
         let cosignatures = self.ledger.cosignatures(pulse)?;
         Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state, cosignatures })
     }
 
     /// The committed version of the log with `size` atoms (the latest commit if `None`).
-    pub fn version(&self, size: Option<u64>) -> Result<MemoryLog, MemoryError> {
+    pub fn version(&self, size: Option<u64>) -> Result<MemoryLog, ProveError> {
         let Some(size) = size else { return Ok(self.committed().clone()) };
         let found = self.ledger.last_commit_at_most(self.log_id, size)?;
         if let Some(v) = &found
@@ -954,22 +1068,22 @@ impl Memory {
             (None, Some(a)) => format!("the first is {a}"),
             (Some(b), Some(a)) => format!("the nearest are {b} and {a}"),
         };
-        Err(MemoryError::NoSuchHead { size, sizes })
+        Err(ProveError::NoSuchHead { size, sizes })
     }
 
     /// The index as of a committed version, checked against the root the head commits to.
-    fn snapshot_of(&self, version: &MemoryLog) -> Result<crate::index::Snapshot, MemoryError> {
+    fn snapshot_of(&self, version: &MemoryLog) -> Result<crate::index::Snapshot, ProveError> {
         snapshot_of(&self.reader, version, self.index_v2_from)
     }
 
-    fn answer_atoms(&self, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, MemoryError> {
+    fn answer_atoms(&self, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, ProveError> {
         answer_atoms(&self.log, positions)
     }
 
     /// A committed head (the latest if `None`) fixed for proving: what a proof as of it needs,
     /// taken from this memory in a moment. A caller that shares the memory behind a lock proves
     /// with it after letting go, so appends and commits never wait on a proof.
-    pub fn snapshot(&self, as_of: Option<u64>) -> Result<Snapshot, MemoryError> {
+    pub fn snapshot(&self, as_of: Option<u64>) -> Result<Snapshot, ProveError> {
         let version = self.version(as_of)?;
         let attestation = self.attestation_at(version.committed_at)?;
         Ok(Snapshot {
@@ -984,36 +1098,36 @@ impl Memory {
 
     /// Everything in a frame, box and interval, as of a committed head (the latest if `None`),
     /// with the proof that nothing is missing ([`Snapshot::range`]).
-    pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+    pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, ProveError> {
         self.snapshot(as_of)?.range(query)
     }
 
     /// Every atom about `subject` (or linking to an atom), as of a committed head
     /// ([`Snapshot::list`]).
-    pub fn prove_list(&self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+    pub fn prove_list(&self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, ProveError> {
         self.snapshot(as_of)?.list(key)
     }
 
     /// Every atom linking to `target`, as of a committed head.
-    pub fn prove_links(&self, target: AtomId, as_of: Option<u64>) -> Result<ProofFile, MemoryError> {
+    pub fn prove_links(&self, target: AtomId, as_of: Option<u64>) -> Result<ProofFile, ProveError> {
         self.prove_list(ListKey::LinksTo(target), as_of)
     }
 
     /// Prove that the committed index leaves out the atom at `position` (for an honest index
-    /// this fails with [`MemoryError::NotOmitted`]).
-    pub fn prove_omission(&self, position: u64) -> Result<ProofFile, MemoryError> {
+    /// this fails with [`ProveError::NotOmitted`]).
+    pub fn prove_omission(&self, position: u64) -> Result<ProofFile, ProveError> {
         let version = self.committed().clone();
         let head = version.head;
         if position >= head.size {
-            return Err(MemoryError::NotCommitted { position, committed: head.size });
+            return Err(ProveError::NotCommitted { position, committed: head.size });
         }
         let atom = self.log.read(position)?;
         let p = atom.parts();
         let query = Query::new(&p.frame, p.bounds, p.valid.from_ns, p.valid.to_ns)
-            .map_err(|e| MemoryError::Config { path: self.dir.clone(), problem: e.to_string() })?;
+            .map_err(|e| ProveError::Query(e.to_string()))?;
         let answer = self.snapshot_of(&version)?.range(&query)?;
         if answer.positions.contains(&position) {
-            return Err(MemoryError::NotOmitted(position));
+            return Err(ProveError::NotOmitted(position));
         }
         let range = RangeProof { query, atoms: self.answer_atoms(&answer.positions)?, answer };
         Ok(ProofFile {
@@ -1030,10 +1144,10 @@ impl Memory {
     }
 
     /// Prove that the atom at `position` is in the committed head.
-    pub fn prove_inclusion(&self, position: u64) -> Result<ProofFile, MemoryError> {
+    pub fn prove_inclusion(&self, position: u64) -> Result<ProofFile, ProveError> {
         let head = self.committed().head;
         if position >= head.size {
-            return Err(MemoryError::NotCommitted { position, committed: head.size });
+            return Err(ProveError::NotCommitted { position, committed: head.size });
         }
         let proof = Proof::Inclusion {
             log: self.log_id,
@@ -1046,10 +1160,10 @@ impl Memory {
     }
 
     /// Prove that the log's first `old_size` atoms are a prefix of the committed head.
-    pub fn prove_consistency(&self, old_size: u64) -> Result<ProofFile, MemoryError> {
+    pub fn prove_consistency(&self, old_size: u64) -> Result<ProofFile, ProveError> {
         let head = self.committed().head;
         if old_size == 0 || old_size > head.size {
-            return Err(MemoryError::BadSize { size: old_size, committed: head.size });
+            return Err(ProveError::BadSize { size: old_size, committed: head.size });
         }
         let proof = Proof::Consistency {
             log: self.log_id,
@@ -1062,13 +1176,13 @@ impl Memory {
     }
 
     /// When the atom at `position` was recorded, as the ledger attests.
-    pub fn prove_time(&self, position: u64) -> Result<TxTimeProof, MemoryError> {
+    pub fn prove_time(&self, position: u64) -> Result<TxTimeProof, ProveError> {
         Ok(self.ledger.tx_time_proof(self.log_id, position)?)
     }
 
     /// The same as a proof file (docs/PROOFS.md, kind 6): the atom, its inclusion in the head
     /// of the Pulse that first covered it, and the log's state at that Pulse and the one before.
-    pub fn prove_recorded(&self, position: u64) -> Result<ProofFile, MemoryError> {
+    pub fn prove_recorded(&self, position: u64) -> Result<ProofFile, ProveError> {
         let time = self.prove_time(position)?;
         let head = time.at.log.head;
         let proof = Proof::Recorded {
@@ -1090,14 +1204,14 @@ impl Memory {
     }
 
     /// Re-read the whole log and compare it with the committed head.
-    pub fn audit(&self, progress: impl FnMut(u64)) -> Result<(Audit, MemoryLog), MemoryError> {
+    pub fn audit(&self, progress: impl FnMut(u64)) -> Result<(Audit, MemoryLog), AuditError> {
         let committed = self.committed().clone();
         Ok((self.log.audit(committed.head.size, progress)?, committed))
     }
 
     /// Every blob an atom of the log commits to, read back and checked against its hash and
     /// size: what is missing (a pack lost or cut short) and what is damaged, by position.
-    pub fn audit_blobs(&self, mut progress: impl FnMut(u64)) -> Result<BlobAudit, MemoryError> {
+    pub fn audit_blobs(&self, mut progress: impl FnMut(u64)) -> Result<BlobAudit, AuditError> {
         let mut audit = BlobAudit { damage: self.blobs.damage(), ..BlobAudit::default() };
         for item in self.log.scan(0) {
             let (position, atom) = item?;
@@ -1183,7 +1297,7 @@ fn register_agent_path(
     ledger: &mut dyn LedgerLink,
     writer: &SigningKey,
     name: &str,
-) -> Result<(), MemoryError> {
+) -> Result<(), OpenError> {
     let mut prefix = String::new();
     for segment in name.split('/') {
         if !prefix.is_empty() {
@@ -1202,14 +1316,14 @@ fn register_agent_path(
 /// Fold a log into an index, from the index's size up to `size`: while one batch of records
 /// is folded, the next is read and decoded on the other core; sealing is left to the caller,
 /// once. A cold boot is `fold_log(log, &mut Index::new(), log.size())`.
-pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryError> {
+pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), FoldError> {
     use rayon::prelude::*;
     let todo = size.saturating_sub(index.size()) as usize;
     let mut records = log.scan_bytes(index.size()).take(todo);
     // Reading and decoding the next batch overlaps placing this one, so even a commit's few
     // thousand atoms go in four batches or more.
     let per_batch = (todo / 4).clamp(128, FOLD_BATCH);
-    let mut next_batch = || -> Result<Vec<Atom>, MemoryError> {
+    let mut next_batch = || -> Result<Vec<Atom>, FoldError> {
         let batch: Vec<(u64, Vec<u8>)> = records.by_ref().take(per_batch).collect::<Result<_, _>>()?;
         // Decoded into place (an indexed collect), then checked: atoms are moved once.
         let mut decoded = Vec::with_capacity(batch.len());
@@ -1232,14 +1346,14 @@ pub fn fold_log(log: &Log, index: &mut Index, size: u64) -> Result<(), MemoryErr
 
 /// The answer's atoms, refused as soon as their bytes alone pass what a proof file may hold:
 /// what is read stays bounded however many atoms the answer names.
-fn answer_atoms(log: &Log, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, MemoryError> {
+fn answer_atoms(log: &Log, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, ProveError> {
     let mut total = 0usize;
     let mut out = Vec::with_capacity(positions.len().min(1 << 16));
     for &p in positions {
         let bytes = log.read_bytes(p)?;
         total += bytes.len() + 12;
         if total > sion_verify::proof::MAX_FILE_BYTES {
-            return Err(MemoryError::TooLarge(format!(
+            return Err(ProveError::TooLarge(format!(
                 "its {} atoms pass 64 MiB before the {}th",
                 positions.len(),
                 out.len() + 1
@@ -1251,10 +1365,10 @@ fn answer_atoms(log: &Log, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, Mem
 }
 
 /// An index walk refused as too large, said as the memory says it.
-fn walk_too_large(e: IndexError) -> MemoryError {
+fn walk_too_large(e: IndexError) -> ProveError {
     match e {
         IndexError::TooLarge(steps) => {
-            MemoryError::TooLarge(format!("the walk that proves it complete passes {steps} steps"))
+            ProveError::TooLarge(format!("the walk that proves it complete passes {steps} steps"))
         }
         other => other.into(),
     }
@@ -1262,9 +1376,9 @@ fn walk_too_large(e: IndexError) -> MemoryError {
 
 /// A list walk refused as too large, said as the memory says it, with what can be asked
 /// instead (a list proof has no pages: it is the whole list or nothing).
-fn list_too_large(e: IndexError) -> MemoryError {
+fn list_too_large(e: IndexError) -> ProveError {
     match e {
-        IndexError::ListTooLarge { list, entries, max } => MemoryError::TooLarge(format!(
+        IndexError::ListTooLarge { list, entries, max } => ProveError::TooLarge(format!(
             "the list of {list} holds {entries} entries, and a list proof walks at most {max} \
              steps and entries (every entry carries its atom). Ask for a box and interval instead \
              (a range proof) and keep the atoms of that list in it, or ask as of an earlier head, \
@@ -1279,22 +1393,22 @@ pub fn snapshot_of(
     reader: &IndexReader,
     version: &MemoryLog,
     index_v2_from: u64,
-) -> Result<crate::index::Snapshot, MemoryError> {
+) -> Result<crate::index::Snapshot, ProveError> {
     let size = version.head.size;
     // A new memory's head commits no index (docs/LEDGER.md: its index root is zeros).
     if size == 0 {
-        return Err(MemoryError::NothingCommitted);
+        return Err(ProveError::NothingCommitted);
     }
     if size < index_v2_from {
-        return Err(MemoryError::OldIndex { size });
+        return Err(ProveError::OldIndex { size });
     }
     let snapshot = match reader.at(size) {
         Ok(s) => s,
-        Err(IndexError::NoVersion(_)) => return Err(MemoryError::IndexMismatch { size }),
+        Err(IndexError::NoVersion(_)) => return Err(ProveError::IndexMismatch { size }),
         Err(e) => return Err(e.into()),
     };
     if snapshot.root() != version.head.index {
-        return Err(MemoryError::IndexMismatch { size });
+        return Err(ProveError::IndexMismatch { size });
     }
     Ok(snapshot)
 }
@@ -1317,7 +1431,7 @@ impl Snapshot {
     }
 
     /// Everything in a frame, box and interval, with the proof that nothing is missing.
-    pub fn range(&self, query: &Query) -> Result<ProofFile, MemoryError> {
+    pub fn range(&self, query: &Query) -> Result<ProofFile, ProveError> {
         prove_range(
             &self.reader,
             &self.log,
@@ -1331,7 +1445,7 @@ impl Snapshot {
 
     /// Every atom about a subject (or linking to an atom), with the proof that the list is
     /// complete.
-    pub fn list(&self, key: ListKey) -> Result<ProofFile, MemoryError> {
+    pub fn list(&self, key: ListKey) -> Result<ProofFile, ProveError> {
         prove_list(
             &self.reader,
             &self.log,
@@ -1344,7 +1458,7 @@ impl Snapshot {
     }
 
     /// [`Snapshot::list`], its list walk refused past `max_steps` (records read and positions: a test's small bound).
-    pub fn list_within(&self, key: ListKey, max_steps: usize) -> Result<ProofFile, MemoryError> {
+    pub fn list_within(&self, key: ListKey, max_steps: usize) -> Result<ProofFile, ProveError> {
         prove_list_within(
             &self.reader,
             &self.log,
@@ -1368,7 +1482,7 @@ pub(crate) fn prove_range(
     attestation: Attestation,
     query: &Query,
     index_v2_from: u64,
-) -> Result<ProofFile, MemoryError> {
+) -> Result<ProofFile, ProveError> {
     let answer = snapshot_of(reader, version, index_v2_from)?.range(query).map_err(walk_too_large)?;
     let range = RangeProof { query: query.clone(), atoms: answer_atoms(log, &answer.positions)?, answer };
     Ok(ProofFile {
@@ -1378,7 +1492,7 @@ pub(crate) fn prove_range(
 }
 
 /// A subject or link proof as of a committed version (as [`prove_range`]). A list longer than
-/// a proof file can carry is refused ([`MemoryError::TooLarge`]) before its positions are
+/// a proof file can carry is refused ([`ProveError::TooLarge`]) before its positions are
 /// read, and its atoms are read only while they fit the 64 MiB a verifier reads.
 pub(crate) fn prove_list(
     reader: &IndexReader,
@@ -1388,7 +1502,7 @@ pub(crate) fn prove_list(
     attestation: Attestation,
     key: ListKey,
     index_v2_from: u64,
-) -> Result<ProofFile, MemoryError> {
+) -> Result<ProofFile, ProveError> {
     prove_list_within(
         reader,
         log,
@@ -1413,7 +1527,7 @@ pub(crate) fn prove_list_within(
     key: ListKey,
     index_v2_from: u64,
     max_steps: usize,
-) -> Result<ProofFile, MemoryError> {
+) -> Result<ProofFile, ProveError> {
     let snapshot = snapshot_of(reader, version, index_v2_from)?;
     let answer = match &key {
         ListKey::Subject(s) => snapshot.subject_within(s, max_steps),
@@ -1427,7 +1541,7 @@ pub(crate) fn prove_list_within(
     })
 }
 
-fn write_config(disk: &Disk, dir: &Path, config: &Config) -> Result<(), MemoryError> {
+fn write_config(disk: &Disk, dir: &Path, config: &Config) -> Result<(), OpenError> {
     let path = dir.join("memory.json");
     let text = serde_json::to_string_pretty(config).map_err(|e| config_err(&path, e))?;
     disk.replace_file(&path, (text + "\n").as_bytes()).map_err(|e| config_err(&path, e))
@@ -1437,12 +1551,12 @@ fn write_config(disk: &Disk, dir: &Path, config: &Config) -> Result<(), MemoryEr
 /// sealing at every committed size on the way, so every head has its version; or, if the
 /// checkpoint is missing, stale, torn or damaged, rebuild it from the whole log the same way.
 /// A memory's configuration, `memory.json`.
-fn read_config(dir: &Path) -> Result<Config, MemoryError> {
+fn read_config(dir: &Path) -> Result<Config, OpenError> {
     let config_path = dir.join("memory.json");
     let text = match fs::read_to_string(&config_path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(MemoryError::Missing(dir.to_owned()));
+            return Err(OpenError::Missing(dir.to_owned()));
         }
         Err(e) => return Err(config_err(&config_path, e)),
     };
@@ -1463,7 +1577,7 @@ fn resume_index(
     on_ledger: &MemoryLog,
     ledger: &dyn LedgerLink,
     index_v2_from: u64,
-) -> Result<(Index, u64), MemoryError> {
+) -> Result<(Index, u64), OpenError> {
     let log_id = on_ledger.id;
     let version = index.size();
     if version > log.size() {
@@ -1496,10 +1610,10 @@ fn open_index(
     on_ledger: &MemoryLog,
     ledger: &dyn LedgerLink,
     index_v2_from: u64,
-) -> Result<(Index, IndexBoot), MemoryError> {
+) -> Result<(Index, IndexBoot), OpenError> {
     let path = dir.join("index");
     let disk = &config.disk;
-    let attempt = || -> Result<(Index, u64), MemoryError> {
+    let attempt = || -> Result<(Index, u64), OpenError> {
         let (index, _) = Index::open(&path, config.clone())?;
         resume_index(index, log, on_ledger, ledger, index_v2_from)
     };
@@ -1510,10 +1624,10 @@ fn open_index(
         }
         Err(first) => {
             let why = match &first {
-                MemoryError::Index(IndexError::Missing(_)) => "no checkpoint".to_owned(),
+                OpenError::Index(IndexError::Missing(_)) => "no checkpoint".to_owned(),
                 other => other.to_string(),
             };
-            if matches!(first, MemoryError::Index(IndexError::Locked(_))) {
+            if matches!(first, OpenError::Index(IndexError::Locked(_))) {
                 return Err(first);
             }
             // The index is a cache of the log: set the damaged one aside and fold the log again.
@@ -1525,7 +1639,7 @@ fn open_index(
             let mut index = Index::create(&path, config.clone())?;
             let folded = catch_up(log, &mut index, on_ledger, ledger, index_v2_from)?;
             index.checkpoint()?;
-            if matches!(first, MemoryError::Index(IndexError::Missing(_))) && log.size() == 0 {
+            if matches!(first, OpenError::Index(IndexError::Missing(_))) && log.size() == 0 {
                 // A new memory: its index is made, not rebuilt.
                 return Ok((index, IndexBoot::Checkpoint { version: 0, folded: 0 }));
             }
@@ -1546,7 +1660,7 @@ fn catch_up(
     on_ledger: &MemoryLog,
     ledger: &dyn LedgerLink,
     index_v2_from: u64,
-) -> Result<u64, MemoryError> {
+) -> Result<u64, OpenError> {
     let start = index.size();
     let log_id = on_ledger.id;
     if start >= on_ledger.head.size {
@@ -1581,7 +1695,7 @@ fn catch_up(
 /// be reached.
 const VIEW: &str = "ledger-view";
 
-fn write_view(disk: &Disk, dir: &Path, log: &MemoryLog) -> Result<(), MemoryError> {
+fn write_view(disk: &Disk, dir: &Path, log: &MemoryLog) -> Result<(), OpenError> {
     let mut bytes = log.encode();
     let crc = crc32c::crc32c(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
@@ -1606,7 +1720,7 @@ fn log_on_ledger(
     config: &Config,
     ledger: &dyn LedgerLink,
     id: LogId,
-) -> Result<(MemoryLog, bool), MemoryError> {
+) -> Result<(MemoryLog, bool), OpenError> {
     match ledger.log(id) {
         Ok(Some(log)) => Ok((log, false)),
         Ok(None) => Err(LedgerError::UnknownLog(id).into()),
@@ -1636,7 +1750,7 @@ fn link_of<L: LedgerLink + 'static>(
     config: &Config,
     connect: Connect<'_>,
     embedded: impl FnOnce(&Path) -> Result<L, LedgerError>,
-) -> Result<Box<dyn LedgerLink>, MemoryError> {
+) -> Result<Box<dyn LedgerLink>, OpenError> {
     let Some(url) = &config.ledger_url else { return Ok(Box::new(embedded(&dir.join(&config.ledger))?)) };
     let json = dir.join("memory.json");
     let pinned =

@@ -56,7 +56,7 @@ pub enum SpaceError {
     OtherSpace { position: u64, found: String, expected: String },
     #[error("atom {position}'s blob {hash} is not in the blob store")]
     MissingBlob { position: u64, hash: String },
-    #[error("no member {0} in the current epoch (`sion memory space show` lists them)")]
+    #[error("no member {0} in the current epoch")]
     NoMember(String),
     #[error("member {0} is already in the current epoch")]
     AlreadyMember(String),

@@ -26,13 +26,13 @@ pub(crate) struct RepairArgs {
 /// a lock): then the segments alone can still say how far the log is whole.
 pub(crate) fn damaged_log(e: &anyhow::Error) -> bool {
     use sion_memory::log::LogError;
-    use sion_memory::memory::MemoryError;
+    use sion_memory::memory::OpenError;
     e.chain().any(|c| {
         matches!(
-            c.downcast_ref::<MemoryError>(),
+            c.downcast_ref::<OpenError>(),
             Some(
-                MemoryError::Log(LogError::Damaged { .. } | LogError::Corrupt { .. })
-                    | MemoryError::Unreadable { .. }
+                OpenError::Log(LogError::Damaged { .. } | LogError::Corrupt { .. })
+                    | OpenError::Unreadable { .. }
             )
         ) || matches!(c.downcast_ref::<LogError>(), Some(LogError::Damaged { .. } | LogError::Corrupt { .. }))
     })

@@ -44,7 +44,6 @@ pub(crate) fn open(a: OpenArgs) -> Result<ExitCode> {
         other => other.map(str::to_owned),
     };
     let memory = sion_memory::fleet::options_on(&a.data.data, ledger.as_deref())
-        .map_err(sion_memory::memory::MemoryError::from)
         .and_then(|o| o.agent(a.agent.as_deref()).sealed(a.sealed).create())
         .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
     let log = memory.committed();
