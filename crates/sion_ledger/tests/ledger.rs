@@ -401,6 +401,37 @@ fn a_failed_mark_write_refuses_the_pulse_and_leaves_no_slot_naming_it() {
     }
 }
 
+/// A journal append whose sync fails leaves a frame that reads back but is not durable. The
+/// next open must not mark it acknowledged before making it durable: a power cut would then
+/// leave a mark past the journal, and a ledger that refuses to open. (tests/storage_faults.rs
+/// found it.)
+#[test]
+fn an_append_whose_sync_failed_is_made_durable_before_an_open_marks_it() {
+    use sion_disk::{Disk, Fault, Faults};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tmp");
+    let faults = Arc::new(Faults::new());
+    let disk = Disk::new(faults.clone());
+    let w = Writer { key: key(1) };
+    let mut ledger = Ledger::create_on(&disk, dir.path()).expect("create");
+    let log = open_log(&mut ledger, &w, None);
+    w.commit(&mut ledger, log, 4, false).expect("commit");
+    // A commit's changes, in order: the journal's write and sync, then the mark's.
+    let before = faults.changes();
+    faults.fail_at(before + 1, Fault::Io, false);
+    let e = w.commit(&mut ledger, log, 9, false).expect_err("the journal's sync failed");
+    assert!(e.to_string().contains("syncing the journal"), "{e}");
+    drop(ledger);
+    // Opened again (the disk healthy now): the frame is there to read, and is marked only
+    // once it is durable.
+    let reopened = Ledger::open_on(&disk, dir.path()).expect("reopen");
+    let latest = reopened.latest().header.number;
+    drop(reopened);
+    faults.crash().expect("power cut");
+    let after = Ledger::open(dir.path()).expect("opens after the cut");
+    assert_eq!(after.latest().header.number, latest, "every Pulse the mark names survived the cut");
+}
+
 /// A ledger made before the mark (FORMAT 1, no `acked`) opens, is given its mark from its
 /// journal, and is then held to it.
 #[test]
