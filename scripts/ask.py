@@ -23,8 +23,14 @@ from sion_memory_msgs.srv import Commit, QueryRange, QuerySubject, Verify
 
 try:
     import sion_verify
-except ImportError:  # pragma: no cover - says how to get it
+    MISSING = None
+except ImportError as e:  # pragma: no cover - says how to get it
     sion_verify = None
+    MISSING = e
+
+# What a refused proof raises; nothing is caught as one without the package (main() says so
+# before asking anything).
+ProofError = sion_verify.ProofError if sion_verify is not None else ()
 
 TIMEOUT_S = 30.0
 # The node's full name: its services are NODE/query_range, … (/NS/sion_memory under a namespace).
@@ -72,7 +78,7 @@ def verify(answer, ledger_key, at_least=0, **question):
     arguments of sion_verify.verify); returns what it proves or raises sion_verify.ProofError.
     at_least: the smallest head the reader accepts an answer as of."""
     if sion_verify is None:
-        raise SystemExit('ask: the sion_verify package is missing: pip install ./python (from the repository)')
+        raise SystemExit(missing_package())
     return sion_verify.verify(bytes(answer.proof), ledger_key, at_least=at_least, **question)
 
 
@@ -102,7 +108,7 @@ def show_answer(answer, proof_path, ledger_key, question):
               'that trusts the node\'s word; pass --ledger-key)')
     try:
         checked = verify(answer, ledger_key, **question)
-    except sion_verify.ProofError as refused:
+    except ProofError as refused:
         print(f'INVALID proof ({refused.code}): {refused}')
         return 1
     print(f'VALID {checked["kind"]} proof, checked here: {checked["statement"]}')
@@ -111,6 +117,12 @@ def show_answer(answer, proof_path, ledger_key, question):
             f.write(bytes(answer.proof))
         print(f'proof written to {proof_path} (check it offline: sion memory verify --ledger-key {ledger_key} {proof_path})')
     return 0
+
+
+def missing_package():
+    """Why the answer cannot be checked here, and how to make it so."""
+    return (f'ask: the sion_verify package is not installed for {sys.executable} ({MISSING}): install it '
+            f'with `{sys.executable} -m pip install ./python` from the repository (scripts/test.sh installs it there)')
 
 
 def main():
@@ -133,6 +145,9 @@ def main():
     s.add_argument('--out', '--proof', dest='proof', help='write the proof to this file')
     sub.add_parser('commit', help='commit the head now')
     args = parser.parse_args()
+    # Checked before anything is asked: an answer that cannot be checked here is not shown.
+    if args.command in ('range', 'subject') and sion_verify is None:
+        raise SystemExit(missing_package())
 
     rclpy.init()
     node = rclpy.create_node('sion_ask')
