@@ -119,22 +119,8 @@ pub enum ArchiveError {
     Behind { archived: u64, committed: u64 },
 }
 
-/// A memory's errors of each operation, as any of its errors.
-macro_rules! from_memory_operation {
-    ($($op:ty),*) => {$(
-        impl From<$op> for ArchiveError {
-            fn from(e: $op) -> Self {
-                Self::Memory(e.into())
-            }
-        }
-    )*};
-}
-from_memory_operation!(
-    sion_store::memory::OpenError,
-    sion_store::memory::CommitError,
-    sion_store::memory::ProveError,
-    sion_store::memory::RememberError
-);
+// Each operation's error of a memory, as a `ArchiveError::Memory`.
+sion_store::from_memory_errors!(ArchiveError);
 
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ArchiveError {
     let path = path.to_owned();

@@ -100,22 +100,8 @@ pub enum ReplayError {
     Blobs(#[from] sion_store::log::blobs::BlobError),
 }
 
-/// A memory's errors of each operation, as any of its errors.
-macro_rules! from_memory_operation {
-    ($($op:ty),*) => {$(
-        impl From<$op> for ReplayError {
-            fn from(e: $op) -> Self {
-                Self::Memory(e.into())
-            }
-        }
-    )*};
-}
-from_memory_operation!(
-    sion_store::memory::OpenError,
-    sion_store::memory::CommitError,
-    sion_store::memory::ProveError,
-    sion_store::memory::RememberError
-);
+// Each operation's error of a memory, as a `ReplayError::Memory`.
+sion_store::from_memory_errors!(ReplayError);
 
 /// A replay that stopped, with what it had done: every atom it counts is durable.
 #[derive(Debug, thiserror::Error)]

@@ -14,3 +14,22 @@ pub use sion_index as index;
 pub use sion_ledger as ledger;
 pub use sion_log as log;
 pub mod memory;
+
+/// `From` each operation's error of a memory ([`memory::OpenError`], [`memory::CommitError`],
+/// [`memory::ProveError`], [`memory::RememberError`]) for an error type whose `Memory` variant
+/// holds a [`memory::MemoryError`], so `?` works on any of them.
+#[macro_export]
+macro_rules! from_memory_errors {
+    ($target:ty) => {
+        $crate::from_memory_errors!(@each $target,
+            $crate::memory::OpenError, $crate::memory::CommitError,
+            $crate::memory::ProveError, $crate::memory::RememberError);
+    };
+    (@each $target:ty, $($op:ty),*) => {$(
+        impl From<$op> for $target {
+            fn from(e: $op) -> Self {
+                Self::Memory(e.into())
+            }
+        }
+    )*};
+}
