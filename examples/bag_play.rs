@@ -3,7 +3,7 @@
 //! holds, at their recorded pace (scaled by `--rate`), latched topics transient local.
 //!
 //! ```sh
-//! . scripts/ros.sh && sion_install_node
+//! . scripts/setup.sh && sion_install_node --bag-play
 //! bag_play bags/demo.mcap [--rate 2] [--topics /pose,/tf]
 //! ```
 

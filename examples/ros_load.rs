@@ -4,7 +4,7 @@
 //! latency from receipt to durable, and the node's CPU and resident memory at start and end.
 //!
 //! ```sh
-//! . scripts/ros.sh && sion_install_node --release
+//! . scripts/setup.sh && sion_install_node --release
 //! cargo run --release --features ros --example ros_load -- [--seconds 60] [--camera-hz 30]
 //! ```
 //!

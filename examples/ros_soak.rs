@@ -16,7 +16,7 @@
 //! - the ledger holds: committed sizes never go back, and `sion memory audit` passes at the end.
 //!
 //! ```sh
-//! . scripts/ros.sh && sion_install_node --release
+//! . scripts/setup.sh && sion_install_node --release
 //! cargo build --release --bin sion --features ros --example ros_soak
 //! ./target/release/examples/ros_soak --seconds 1800 --kills 100
 //! ```

@@ -40,7 +40,6 @@ say() { echo "colcon_build: [$((SECONDS - started)) s] $*" >&2; }
 fail() { echo "colcon_build: FAILED: $*" >&2; exit 1; }
 
 . scripts/setup.sh
-. scripts/ros.sh
 
 # colcon-cargo and colcon-ros-cargo, into the Python colcon runs in. colcon-ros-cargo requires
 # the Python package cargo-ament-build (a prebuilt copy of the same binary): it is installed

@@ -16,8 +16,8 @@
 # `sion demo` is the same story without ROS: the core (log, ledger, index, proofs) at scale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. scripts/setup.sh
-SION_ROS_QUIET=1 . scripts/ros.sh
+echo "== setting up (scripts/setup.sh demo: what is missing is named, then installed, once)"
+SION_ROS_QUIET=1 . scripts/setup.sh demo
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 echo "== building the sion_memory node (release)"
 sion_install_node --release

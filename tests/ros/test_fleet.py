@@ -63,7 +63,7 @@ class Fleet(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if shutil.which('etcd') is None:
-            raise RuntimeError('etcd is not installed (Debian: apt install etcd-server; scripts/etcd.sh)')
+            raise RuntimeError('etcd is not installed (Debian: apt install etcd-server; scripts/setup.sh test)')
         if not os.access(PEER, os.X_OK):
             raise RuntimeError(f'{PEER} is missing: cargo build --features ros --example fleet_peer')
         cls.work = tempfile.mkdtemp(prefix='sion-fleet-test-')
