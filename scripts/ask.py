@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """Ask the sion_memory node what it remembers, with proof (rclpy).
 
-    python3 scripts/ask.py range --frame map --box X0,Y0,Z0,X1,Y1,Z1 --from NS --to NS [--as-of SIZE] [--out FILE]
+    python3 scripts/ask.py range --frame map --box 0m,0m,-1m,5m,5m,3m --from TIME --to TIME [--as-of SIZE] [--out FILE]
+    python3 scripts/ask.py range --frame map --box 0m,0m,-1m,5m,5m,3m --last 10min
     python3 scripts/ask.py subject SUBJECT [--out FILE]
     python3 scripts/ask.py commit
 
-Boxes are millimetres, times nanoseconds since the epoch. Every answer's proof is checked here,
+A box's values carry their unit (0m,0m,-1m,5m,5m,3m; bare integers are millimetres); times are
+RFC 3339 (2026-01-01T14:00:00Z), seconds with their unit (1767225600.5s) or bare nanoseconds
+(docs/UNITS.md). The node is asked through its ~/recall service, in metres and ROS Time; what it
+says about a question that cannot match (an unknown frame, an interval outside what it holds) is
+printed as a warning. Every answer's proof is checked here,
 in this process, by the sion_verify package (`pip install ./python`): against the ledger key you
 name with --ledger-key (or SION_LEDGER_KEY), and against the question asked, so a valid proof
 for a smaller box or an older head is refused. Without a key, the key the node publishes on its
@@ -16,10 +21,12 @@ head is used, and ask.py says that this trusts the node's word. --out FILE keeps
 import argparse
 import os
 import sys
+import time
 
 import rclpy
 from builtin_interfaces.msg import Time
-from sion_memory_msgs.srv import Commit, QueryRange, QuerySubject, Verify
+from geometry_msgs.msg import Point
+from sion_memory_msgs.srv import Commit, QueryRange, QuerySubject, Recall, Verify
 
 try:
     import sion_verify
@@ -59,6 +66,16 @@ def query_range(node, frame, box, from_ns, to_ns, as_of=0, peer=NODE):
     return call(node, QueryRange, f'{peer}/query_range', request)
 
 
+def recall(node, frame, box_mm, from_ns, to_ns, as_of=0, peer=NODE):
+    """~/recall: the box asked in metres (millimetres / 1000 print and read back exactly)."""
+    request = Recall.Request()
+    request.frame_id = frame
+    request.min = Point(x=box_mm[0] / 1000, y=box_mm[1] / 1000, z=box_mm[2] / 1000)
+    request.max = Point(x=box_mm[3] / 1000, y=box_mm[4] / 1000, z=box_mm[5] / 1000)
+    request.from_time, request.to_time, request.as_of_size = stamp(from_ns), stamp(to_ns), as_of
+    return call(node, Recall, f'{peer}/recall', request)
+
+
 def query_subject(node, subject, as_of=0, peer=NODE):
     request = QuerySubject.Request()
     request.subject, request.as_of_size = subject, as_of
@@ -90,6 +107,8 @@ def show_answer(answer, proof_path, ledger_key, question):
     if not answer.ok:
         print(f'refused: {answer.error}')
         return 1
+    for warning in getattr(answer, 'warnings', []):
+        print(f'warning: {warning}')
     head = answer.head
     print(f'as of head {head.size} atoms (root {bytes(head.root).hex()[:16]}…, Pulse {head.pulse}): '
           f'{len(answer.atoms)} atoms, proof {len(answer.proof)} bytes')
@@ -125,6 +144,29 @@ def missing_package():
             f'with `{sys.executable} -m pip install ./python` from the repository (scripts/test.sh installs it there)')
 
 
+def range_question(args):
+    """The box (mm) and interval (ns) asked, read by sion_verify's parser (docs/UNITS.md); a
+    value it cannot read stops here, naming the argument."""
+    try:
+        box = list(sion_verify.parse_box(args.box))
+    except ValueError as e:
+        raise SystemExit(f'ask: --box: {e}') from None
+    try:
+        to_ns = sion_verify.parse_time(args.to_text, True) if args.to_text else None
+        from_ns = sion_verify.parse_time(args.from_text) if args.from_text else None
+        if args.last:
+            if from_ns is not None:
+                raise SystemExit('ask: give --from or --last, not both')
+            if to_ns is None:
+                to_ns = time.time_ns()
+            from_ns = to_ns - sion_verify.parse_duration(args.last)
+    except ValueError as e:
+        raise SystemExit(f'ask: {e}') from None
+    if from_ns is None or to_ns is None:
+        raise SystemExit('ask: give --from and --to, or --last')
+    return box, from_ns, to_ns
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--ledger-key', default=os.environ.get('SION_LEDGER_KEY'),
@@ -133,10 +175,11 @@ def main():
                         help=f'the node asked, by its full name (default {NODE}; /NS/sion_memory under a namespace)')
     sub = parser.add_subparsers(dest='command', required=True)
     r = sub.add_parser('range', help='what was seen in this box, during this interval')
-    r.add_argument('--frame', default='map')
-    r.add_argument('--box', required=True, help='X0,Y0,Z0,X1,Y1,Z1 in millimetres')
-    r.add_argument('--from', dest='from_ns', type=int, required=True)
-    r.add_argument('--to', dest='to_ns', type=int, required=True)
+    r.add_argument('--frame', default='map', help='the frame the box is in (/map is map, as in tf2)')
+    r.add_argument('--box', required=True, help='X0,Y0,Z0,X1,Y1,Z1, each with its unit (0m,0m,-1m,5m,5m,3m); bare integers are mm')
+    r.add_argument('--from', dest='from_text', help='RFC 3339, seconds with their unit (1767225600.5s) or nanoseconds')
+    r.add_argument('--to', dest='to_text', help='as --from (excluded) [default with --last: now]')
+    r.add_argument('--last', help='the last DURATION up to --to or now: 10min, 1.5s, 2h')
     r.add_argument('--as-of', type=int, default=0, help='a committed head size (default: the latest)')
     r.add_argument('--out', '--proof', dest='proof', help='write the proof to this file (--proof: the old name)')
     s = sub.add_parser('subject', help='every claim about a subject')
@@ -153,11 +196,10 @@ def main():
     node = rclpy.create_node('sion_ask')
     try:
         if args.command == 'range':
-            box = [int(v) for v in args.box.split(',')]
-            if len(box) != 6:
-                raise SystemExit('ask: --box needs six numbers')
-            answer = query_range(node, args.frame, box, args.from_ns, args.to_ns, args.as_of, peer=args.peer)
-            question = dict(frame=args.frame, box=box, from_ns=args.from_ns, to_ns=args.to_ns, at_least=args.as_of)
+            box, from_ns, to_ns = range_question(args)
+            frame = sion_verify.frame_name(args.frame)
+            answer = recall(node, frame, box, from_ns, to_ns, args.as_of, peer=args.peer)
+            question = dict(frame=frame, box=box, from_ns=from_ns, to_ns=to_ns, at_least=args.as_of)
             return show_answer(answer, args.proof, args.ledger_key, question)
         if args.command == 'subject':
             answer = query_subject(node, args.subject, args.as_of, peer=args.peer)

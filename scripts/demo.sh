@@ -42,10 +42,10 @@ echo "   the run covered [$first, $last) ns"
 
 echo "== a second process asks: what was seen in x, y ∈ [0, 5] m, z ∈ [-1, 3] m during the run?"
 python3 scripts/ask.py commit
-python3 scripts/ask.py range --frame map --box 0,0,-1000,5000,5000,3000 --from "$first" --to "$last" \
+python3 scripts/ask.py range --frame map --box 0m,0m,-1m,5m,5m,3m --from "$first" --to "$last" \
     --out "$data/answer.sionproof"
 echo "== ... and in a box nobody went near?"
-python3 scripts/ask.py range --frame map --box 50000,50000,0,60000,60000,1000 --from "$first" --to "$last" \
+python3 scripts/ask.py range --frame map --box 50m,50m,0m,60m,60m,1m --from "$first" --to "$last" \
     --out "$data/nothing.sionproof"
 
 echo "== what the node refused (from its log):"
@@ -61,9 +61,9 @@ sion memory verify --data "$data/memory" "$data/nothing.sionproof"
 
 echo "== replaying the demo bag, 90 s of a warehouse robot, into a second memory (no ROS needed)"
 sion replay bags/demo.mcap --data "$data/replayed"
-t0=1767225600000000000 t1=1767225630000000000
 echo "== what was seen in x ∈ [0, 10] m, y ∈ [0, 8] m, z ∈ [-1, 3] m in its first 30 s?"
-sion memory recall --data "$data/replayed" --frame map --box 0,0,-1000,10000,8000,3000 --from $t0 --to $t1 \
+sion memory recall --data "$data/replayed" --frame map --box 0m,0m,-1m,10m,8m,3m \
+    --from 2026-01-01T00:00:00Z --to 2026-01-01T00:00:30Z \
     --out "$data/bag-answer.sionproof" | sed -n 1,6p
 sion memory verify --data "$data/replayed" "$data/bag-answer.sionproof" | sed -n 1,2p
 echo "== drawing the run, the answer and its proof for the Rerun viewer"

@@ -153,19 +153,48 @@ pub struct RememberArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct RecallArgs {
-    /// The frame asked about (`map`).
+    /// The frame asked about (`map`; `/map` is the same, as in tf2).
     pub frame: String,
-    /// The box's minimum corner, x, y, z in millimetres.
-    pub min: [i64; 3],
-    /// The box's maximum corner, x, y, z in millimetres (corners included).
-    pub max: [i64; 3],
-    /// Start of the interval, ns since the Unix epoch (included).
-    pub from: i64,
-    /// End of the interval, ns (excluded; equal to `from` asks about that instant).
-    pub to: i64,
+    /// The box's minimum corner, x, y, z: each a string with its unit ("1.5m", "-2m",
+    /// "250mm") or a whole number of millimetres.
+    #[schemars(schema_with = "lengths_schema")]
+    pub min: [serde_json::Value; 3],
+    /// The box's maximum corner, as `min` (corners included).
+    #[schemars(schema_with = "lengths_schema")]
+    pub max: [serde_json::Value; 3],
+    /// Start of the interval (included): RFC 3339 ("2026-01-01T14:00:00Z"), seconds since the
+    /// Unix epoch with their unit ("1767225600.5s"), or whole nanoseconds (ROS Time's).
+    #[schemars(schema_with = "time_schema")]
+    pub from: serde_json::Value,
+    /// End of the interval (excluded; equal to `from` asks about that instant), as `from`.
+    #[schemars(schema_with = "time_schema")]
+    pub to: serde_json::Value,
     /// The committed head to answer as of (its size); the latest if absent.
     #[serde(default)]
     pub as_of: Option<u64>,
+}
+
+fn lengths_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "minItems": 3,
+        "maxItems": 3,
+        "items": {
+            "oneOf": [
+                {"type": "string", "description": "a length with its unit: \"1.5m\", \"12cm\", \"250mm\""},
+                {"type": "integer", "description": "whole millimetres"}
+            ]
+        }
+    })
+}
+
+fn time_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "oneOf": [
+            {"type": "string", "description": "RFC 3339 (\"2026-01-01T14:00:00Z\") or seconds with their unit (\"1767225600.5s\")"},
+            {"type": "integer", "description": "whole nanoseconds since the Unix epoch"}
+        ]
+    })
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -277,7 +306,11 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<RecallArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.call(Work::Prove, move |r| r.recall(&a.frame, a.min, a.max, a.from, a.to, a.as_of)).await
+        self.call(Work::Prove, move |r| {
+            let query = crate::protocol::question(&a.frame, &a.min, &a.max, &a.from, &a.to)?;
+            r.recall(&query, a.as_of)
+        })
+        .await
     }
 
     #[tool(

@@ -48,6 +48,61 @@ fn input(field: &str, problem: impl std::fmt::Display) -> ProtocolError {
     ProtocolError::Input { field: field.to_owned(), problem: problem.to_string() }
 }
 
+/// A range question from JSON as callers write it (docs/UNITS.md): the frame as tf2 names it
+/// (`/map` is `map`); each corner's coordinates as numbers (millimetres) or strings with their
+/// unit (`"1.5m"`); times as integers (nanoseconds) or strings (RFC 3339, `"1767225600.5s"`).
+pub fn question(
+    frame: &str,
+    min: &[serde_json::Value; 3],
+    max: &[serde_json::Value; 3],
+    from: &serde_json::Value,
+    to: &serde_json::Value,
+) -> Result<Query, ProtocolError> {
+    use sion_verify::units::{self, Edge};
+    let length = |field: &str, v: &serde_json::Value, edge: Edge| -> Result<i64, ProtocolError> {
+        match v {
+            serde_json::Value::Number(n) => n.as_i64().ok_or_else(|| {
+                input(
+                    field,
+                    format!("{n}: a number is whole millimetres; write metres as a string, \"{n}m\""),
+                )
+            }),
+            serde_json::Value::String(t) => units::length_mm(t, edge).map_err(|e| input(field, e)),
+            other => Err(input(
+                field,
+                format!("{other}: a number (millimetres) or a string with its unit (\"1.5m\")"),
+            )),
+        }
+    };
+    let time = |field: &str, v: &serde_json::Value, edge: Edge| -> Result<i64, ProtocolError> {
+        match v {
+            serde_json::Value::Number(n) => n.as_i64().ok_or_else(|| {
+                input(
+                    field,
+                    format!(
+                        "{n}: a number is whole nanoseconds; write seconds as a string, \"{n}s\", or RFC 3339"
+                    ),
+                )
+            }),
+            serde_json::Value::String(t) => units::time_ns(t, edge).map_err(|e| input(field, e)),
+            other => Err(input(
+                field,
+                format!(
+                    "{other}: RFC 3339 (\"2026-01-01T00:00:00Z\"), seconds (\"1767225600.5s\") or integer nanoseconds"
+                ),
+            )),
+        }
+    };
+    let mut bounds = sion_verify::atom::BoxMm { min_mm: [0; 3], max_mm: [0; 3] };
+    for (axis, name) in ["x", "y", "z"].iter().enumerate() {
+        bounds.min_mm[axis] = length(&format!("min.{name}"), &min[axis], Edge::Low)?;
+        bounds.max_mm[axis] = length(&format!("max.{name}"), &max[axis], Edge::High)?;
+    }
+    let from = time("from", from, Edge::Low)?;
+    let to = time("to", to, Edge::High)?;
+    Query::new(units::frame_name(frame), bounds, from, to).map_err(|e| input("query", e))
+}
+
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 /// The memory's identity and committed head.
@@ -87,6 +142,9 @@ pub struct Recalled {
     /// The proof file (docs/PROOFS.md), base64: check it with `verify`, or offline.
     pub proof: String,
     pub head_size: u64,
+    /// Why the question cannot match anything the memory holds, naming what it holds (an
+    /// unknown frame; an interval or a box outside the frame's); empty when it can match.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -330,20 +388,13 @@ impl Protocol {
         Ok(CommittedHead { size: head.size, root: hex::encode(head.root), pulse: committed.committed_at })
     }
 
-    /// recall: everything in a frame, box and interval, as of a committed head, with its proof.
-    pub fn recall(
-        &self,
-        frame: &str,
-        min_mm: [i64; 3],
-        max_mm: [i64; 3],
-        from_ns: i64,
-        to_ns: i64,
-        as_of: Option<u64>,
-    ) -> Result<Recalled, ProtocolError> {
-        let query = Query::new(frame, sion_verify::atom::BoxMm { min_mm, max_mm }, from_ns, to_ns)
-            .map_err(|e| input("query", e))?;
+    /// recall: everything in a frame, box and interval, as of a committed head, with its proof
+    /// (the question from [`question`], in any unit people write).
+    pub fn recall(&self, query: &Query, as_of: Option<u64>) -> Result<Recalled, ProtocolError> {
         // The lock only while the head is chosen: a remember waits on no proof.
-        let file = self.readers.snapshot(as_of)?.range(&query)?;
+        let snapshot = self.readers.snapshot(as_of)?;
+        let file = snapshot.range(query)?;
+        let warnings = snapshot.mismatches(query)?.iter().map(ToString::to_string).collect();
         let verified = file
             .verify(None)
             .map_err(|e| ProtocolError::Refused(format!("the proof just made does not verify: {e}")))?;
@@ -371,6 +422,7 @@ impl Protocol {
             atoms,
             proof: B64.encode(file.encode()),
             head_size: verified.head.size,
+            warnings,
         })
     }
 

@@ -162,7 +162,7 @@ fn a_session_at_the_command_line() {
         &["memory", "recall", "--data", d, "--frame", "map", "--box", "1,2,3", "--from", "0", "--to", "9"],
         None,
     );
-    assert!(!o.status.success() && text(&o).contains("six integers"), "{}", text(&o));
+    assert!(!o.status.success() && text(&o).contains("six lengths"), "{}", text(&o));
     let o = sion(&["memory", "subject", "robot-1", "--data", d], None);
     assert!(o.status.success() && text(&o).contains("these 1 atoms are every atom"), "{}", text(&o));
     let o = sion(&["memory", "links", &"ab".repeat(32), "--data", d, "--json"], None);
@@ -195,6 +195,116 @@ fn a_session_at_the_command_line() {
     assert!(text(&o).contains("hint: commit what the log holds with `sion memory commit`"), "{}", text(&o));
     let o = sion(&["memory", "--help"], None);
     assert!(o.status.success() && text(&o).contains("remember"));
+}
+
+/// One vocabulary (docs/UNITS.md): metres and millimetres, RFC 3339, seconds and nanoseconds
+/// ask the same question; tf2's `/map` is `map`; a question that cannot match anything the
+/// memory holds is answered and proved, with a warning that names what the memory holds.
+#[test]
+fn a_question_in_metres_and_ros_time() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path().join("mem");
+    let d = d.to_str().expect("utf8");
+    // 2026-01-01T00:00:00Z and one second later.
+    let atom = r#"{"kind":"observation","frame":"map","min":[0,0,0],"max":[1200,1000,1500],"from":1767225600000000000,"to":1767225601000000000,"confidence":900,"subject":"pallet-17"}"#;
+    assert!(sion(&["memory", "open", "--data", d], None).status.success());
+    assert!(sion(&["memory", "remember", "--data", d], Some(&format!("{atom}\n"))).status.success());
+    assert!(sion(&["memory", "commit", "--data", d], None).status.success());
+    let recall = |frame: &str, bounds: &str, from: &str, to: &str| {
+        sion(
+            &[
+                "memory", "recall", "--data", d, "--frame", frame, "--box", bounds, "--from", from, "--to",
+                to, "--json",
+            ],
+            None,
+        )
+    };
+    let claim = |o: &Output| -> serde_json::Value {
+        assert!(o.status.success(), "{}", text(o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("json")["claim"].clone()
+    };
+    let in_mm = claim(&recall("map", "1200,0,0,2000,10,10", "1767225600500000000", "1767225600600000000"));
+    assert_eq!(in_mm["range"]["atoms"].as_array().map(Vec::len), Some(1), "{in_mm}");
+    for (frame, bounds, from, to) in [
+        ("map", "1.2m,0m,0m,2m,0.01m,1cm", "2026-01-01T00:00:00.5Z", "2026-01-01T01:00:00.6+01:00"),
+        ("/map", "1200mm,0,0,2m,10mm,10", "1767225600.5s", "1767225600600ms"),
+    ] {
+        let o = recall(frame, bounds, from, to);
+        assert_eq!(claim(&o), in_mm, "{frame} {bounds} {from} {to}");
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "{}", text(&o));
+    }
+    // Seconds without their unit, a decimal length without its unit: the field and the fix.
+    let o = recall("map", "0,0,0,1,1,1", "1767225600.5", "1767225601s");
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("--from") && text(&o).contains("1767225600.5s"), "{}", text(&o));
+    assert!(!text(&o).contains("invalid digit"), "{}", text(&o));
+    let o = recall("map", "0,0,0,1.5,1,1", "0", "1");
+    assert!(!o.status.success() && text(&o).contains("X1") && text(&o).contains("1.5m"), "{}", text(&o));
+    // A frame never recorded: proved empty, and a warning naming the frames held.
+    let o = recall("base_footprint", "0m,0m,0m,1m,1m,1m", "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z");
+    let v = claim(&o);
+    assert_eq!(v["range"]["atoms"].as_array().map(Vec::len), Some(0));
+    assert!(
+        text(&o).contains(r#"warning: the memory holds no frame "base_footprint"; it holds "map""#),
+        "{}",
+        text(&o)
+    );
+    // Seconds given as nanoseconds land in 1970: the warning gives the span the frame holds.
+    let o = recall("map", "0m,0m,0m,1m,1m,1m", "1767225600", "1767225601");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("2026-01-01T00:00:00.000Z .. 2026-01-01T00:00:01.000Z"), "{}", text(&o));
+    assert!(text(&o).contains("1970"), "{}", text(&o));
+    // A box that misses every atom (metres meant, millimetres written): the extent held.
+    let o = recall("map", "2000,2000,2000,3000,3000,3000", "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z");
+    assert!(text(&o).contains("warning: the box [2, 2, 2]..[3, 3, 3] m misses"), "{}", text(&o));
+    // --last: the last ten minutes up to now (nothing there, and it says so).
+    let o = sion(
+        &["memory", "recall", "--data", d, "--frame", "map", "--box", "0m,0m,0m,1m,1m,1m", "--last", "10min"],
+        None,
+    );
+    assert!(o.status.success() && text(&o).contains("misses every atom"), "{}", text(&o));
+    // verify's expected question speaks the same vocabulary.
+    let proof = tmp.path().join("q.sionproof");
+    let p = proof.to_str().expect("utf8");
+    let o = sion(
+        &[
+            "memory",
+            "recall",
+            "--data",
+            d,
+            "--frame",
+            "map",
+            "--box",
+            "0m,0m,0m,1m,1m,1m",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--to",
+            "2026-01-01T00:00:01Z",
+            "--out",
+            p,
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(
+        &[
+            "memory",
+            "verify",
+            p,
+            "--data",
+            d,
+            "--expect-frame",
+            "/map",
+            "--expect-box",
+            "0,0,0,1000,1000,1000",
+            "--expect-from",
+            "1767225600s",
+            "--expect-to",
+            "1767225601000000000",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 /// `sion memory verify --expect-…`: a valid proof is refused for a question it does not answer.

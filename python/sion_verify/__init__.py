@@ -6,8 +6,8 @@ a ledger key you chose, and checks that it answers the question you asked::
 
     import sion_verify
     answer = sion_verify.verify(bytes(response.proof), ledger_key,
-                                frame="map", box=(0, 0, -1000, 5000, 5000, 3000),
-                                from_ns=t0, to_ns=t1)
+                                frame="map", box_m=(0, 0, -1, 5, 5, 3),
+                                from_time=request.from_time, to_time=request.to_time)
     for atom in answer["atoms"]:
         print(atom["position"], atom["kind"], atom["min"], atom["max"])
 
@@ -21,11 +21,45 @@ your own policy, and recomputes the fold here::
     beliefs = sion_verify.believe(bytes(response.bundle), ledger_key, [atom_id], my_policy)
 """
 
+import datetime
 import json
 
-from ._sion_verify import check_bundle_json, verify_json
+from ._sion_verify import (box_from_metres, check_bundle_json, frame_name, parse_box, parse_duration,
+                           parse_time, seconds_to_ns, verify_json)
 
-__all__ = ["BundleError", "ProofError", "believe", "verify"]
+__all__ = ["BundleError", "ProofError", "believe", "box_from_metres", "frame_name", "parse_box",
+           "parse_duration", "parse_time", "seconds_to_ns", "time_ns", "verify"]
+
+
+def time_ns(value, *, end=False, name="time"):
+    """A point in time in nanoseconds since the Unix epoch (docs/UNITS.md), from any of:
+    a ROS Time (builtin_interfaces.msg.Time: sec, nanosec; or rclpy.time.Time), a timezone-aware
+    datetime, text (RFC 3339 "2026-01-01T14:00:00Z", seconds with their unit "1767225600.5s",
+    or bare nanoseconds), or an int (nanoseconds). A float is refused: seconds or nanoseconds?
+    Write seconds as text ("1767225600.5s") or use seconds_to_ns. `end`: an interval's end,
+    rounded up below a nanosecond (a start rounds down)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: {value!r} is not a time")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        return parse_time(value, end)
+    if isinstance(value, float):
+        raise ValueError(f"{name}: {value!r} is a float: seconds or nanoseconds? write seconds as "
+                         f"\"{value!r}s\" (or seconds_to_ns({value!r}))")
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{name}: {value!r} has no time zone: which instant? (datetime.timezone.utc)")
+        return parse_time(value.isoformat(), end)
+    nanoseconds = getattr(value, "nanoseconds", None)  # rclpy.time.Time
+    if isinstance(nanoseconds, int):
+        return nanoseconds
+    sec, nanosec = getattr(value, "sec", None), getattr(value, "nanosec", None)  # builtin_interfaces Time
+    if isinstance(sec, int) and isinstance(nanosec, int):
+        if not 0 <= nanosec < 1_000_000_000:
+            raise ValueError(f"{name}: nanosec {nanosec} is not below 1,000,000,000")
+        return sec * 1_000_000_000 + nanosec
+    raise ValueError(f"{name}: {value!r} is not a time (a ROS Time, a datetime, text or int nanoseconds)")
 
 
 class BundleError(ValueError):
@@ -64,7 +98,7 @@ def _key_bytes(ledger_key, name="ledger_key"):
 
 
 def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
-           subject=None, links_to=None, position=None, omitted=None, extends=None,
+           box_m=None, from_time=None, to_time=None, subject=None, links_to=None, position=None, omitted=None, extends=None,
            recorded=None, at_least=0, head=None, log=None, witnesses=None, quorum=None):
     """Verify a proof file's bytes; return what it proves, or raise ProofError.
 
@@ -72,8 +106,12 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         must carry that ledger's attestation of its head. It is never taken from the proof.
     The question you asked, which the proof must answer exactly (a valid proof for a smaller box,
     a shorter interval or another subject is refused):
-        frame, box, from_ns, to_ns: a range query: a frame, (x0, y0, z0, x1, y1, z1) in mm with
-            both corners included, and [from_ns, to_ns) in ns (from_ns == to_ns: that instant);
+        frame, box, from_ns, to_ns: a range query: a frame ("/map" is "map", as in tf2),
+            (x0, y0, z0, x1, y1, z1) in mm with both corners included (or the command line's text,
+            "0m,0m,-1m,5m,5m,3m"), and [from_ns, to_ns) in ns (from_ns == to_ns: that instant);
+        box_m: the box's corners in metres instead (floats, rounded outward to millimetres);
+        from_time, to_time: the interval's ends in any form time_ns takes (a ROS Time, a datetime,
+            RFC 3339 or "1767225600.5s" text) instead of from_ns, to_ns;
         subject: every atom about a subject;
         links_to: every atom linking to an atom id (64 hex digits);
         position: the atom at a position (an inclusion proof);
@@ -93,8 +131,23 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
     hex), pulse (number, time_ns, ledger_key), cosigned_by (witness keys, hex), claim (as `sion memory verify --json` prints it)
     and atoms: the answer's atoms in their JSON form (docs/ATOM.md) with their positions.
     """
-    if frame is None and any(v is not None for v in (box, from_ns, to_ns)):
+    if frame is None and any(v is not None for v in (box, box_m, from_ns, to_ns, from_time, to_time)):
         raise ValueError("box, from_ns and to_ns belong to a range question: name its frame too")
+    if box is not None and box_m is not None:
+        raise ValueError("give the box once: box (millimetres, or text with units) or box_m (metres)")
+    if box_m is not None:
+        box = box_from_metres([float(v) for v in box_m])
+    elif isinstance(box, str):
+        box = parse_box(box)
+    for given, ns, name in ((from_time, from_ns, "from"), (to_time, to_ns, "to")):
+        if given is not None and ns is not None:
+            raise ValueError(f"give {name} once: {name}_time or {name}_ns")
+    if from_time is not None:
+        from_ns = time_ns(from_time, name="from_time")
+    if to_time is not None:
+        to_ns = time_ns(to_time, end=True, name="to_time")
+    if frame is not None:
+        frame = frame_name(frame)
     asked = sum(v is not None for v in (frame, subject, links_to, position, omitted, extends, recorded))
     if asked > 1:
         raise ValueError("ask one question: a range (frame, box, interval), a subject, links_to, "

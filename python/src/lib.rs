@@ -6,6 +6,7 @@ use ed25519_dalek::VerifyingKey;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use sion_verify::proof::Expect;
+use sion_verify::units;
 
 /// Verify `proof` (the bytes of a proof file) against `ledger_key` (32 bytes) and the
 /// expectation (JSON, `Expect::from_json`): `{"ok": <the verified answer>}` or
@@ -77,6 +78,50 @@ fn check_bundle_json(
     Ok(out.to_string())
 }
 
+/// A box as the command line writes it (`"0m,0m,-1m,5m,5m,3m"`; bare integers millimetres), in
+/// millimetres: `(x0, y0, z0, x1, y1, z1)`, rounded outward (docs/UNITS.md).
+#[pyfunction]
+fn parse_box(text: &str) -> PyResult<(i64, i64, i64, i64, i64, i64)> {
+    let b = units::parse_box(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((b.min_mm[0], b.min_mm[1], b.min_mm[2], b.max_mm[0], b.max_mm[1], b.max_mm[2]))
+}
+
+/// A box's corners in metres (six floats) in millimetres, rounded outward.
+#[pyfunction]
+fn box_from_metres(m: [f64; 6]) -> PyResult<(i64, i64, i64, i64, i64, i64)> {
+    let b = units::box_from_metres(m).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((b.min_mm[0], b.min_mm[1], b.min_mm[2], b.max_mm[0], b.max_mm[1], b.max_mm[2]))
+}
+
+/// A time as text (RFC 3339, seconds with their unit, bare nanoseconds) in nanoseconds; `end`:
+/// an interval's end, rounded up below a nanosecond (a start rounds down).
+#[pyfunction]
+#[pyo3(signature = (text, end=false))]
+fn parse_time(text: &str, end: bool) -> PyResult<i64> {
+    let edge = if end { units::Edge::High } else { units::Edge::Low };
+    units::time_ns(text, edge).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Seconds (a float) in nanoseconds, rounded as [`parse_time`].
+#[pyfunction]
+#[pyo3(signature = (seconds, end=false))]
+fn seconds_to_ns(seconds: f64, end: bool) -> PyResult<i64> {
+    let edge = if end { units::Edge::High } else { units::Edge::Low };
+    units::seconds_ns(seconds, edge).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// A duration with its unit (`"10min"`, `"1.5s"`) in nanoseconds.
+#[pyfunction]
+fn parse_duration(text: &str) -> PyResult<i64> {
+    units::duration_ns(text).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// A frame name as tf2 compares them (`"/map"` is `"map"`).
+#[pyfunction]
+fn frame_name(text: &str) -> String {
+    units::frame_name(text).to_owned()
+}
+
 fn key_of(ledger_key: &[u8]) -> PyResult<VerifyingKey> {
     let key: [u8; 32] = ledger_key
         .try_into()
@@ -88,5 +133,11 @@ fn key_of(ledger_key: &[u8]) -> PyResult<VerifyingKey> {
 fn _sion_verify(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_bundle_json, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_box, m)?)?;
+    m.add_function(wrap_pyfunction!(box_from_metres, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_time, m)?)?;
+    m.add_function(wrap_pyfunction!(seconds_to_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(frame_name, m)?)?;
     Ok(())
 }

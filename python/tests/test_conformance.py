@@ -1,6 +1,7 @@
 """The conformance suite (tests/conformance/manifest.json) through the Python package: every
 proof file gets the verdict the manifest states."""
 
+import datetime
 import json
 import pathlib
 import unittest
@@ -114,3 +115,54 @@ class BeliefConformance(unittest.TestCase):
             sion_verify.believe(b"", key, [], {"prefer": "latest"})
         with self.assertRaisesRegex(ValueError, "ledger_key"):
             sion_verify.believe(b"", "00" * 31, [], {"revisers": [], "prefer": "latest"})
+
+
+class Vocabulary(unittest.TestCase):
+    """docs/UNITS.md through Python: the same parser as Rust (tests/conformance/units.json), and
+    a range question asked in metres, ROS Time or RFC 3339 checks the same proof."""
+
+    def test_every_unit_vector_reads_as_the_file_says(self):
+        suite = json.loads((SUITE / "units.json").read_text())
+        for case in suite["cases"]:
+            with self.subTest(case=case):
+                end = case.get("edge") == "high"
+                read = {
+                    "length": lambda t: sion_verify.parse_box(f"{t},0,0,{t},0,0")[3 if end else 0],
+                    "box": lambda t: list(sion_verify.parse_box(t)),
+                    "time": lambda t: sion_verify.parse_time(t, end),
+                    "duration": sion_verify.parse_duration,
+                    "frame": sion_verify.frame_name,
+                }[case["value"]]
+                if "error" in case:
+                    with self.assertRaises(ValueError):
+                        read(case["text"])
+                else:
+                    want = case.get("mm", case.get("ns", case.get("frame")))
+                    self.assertEqual(read(case["text"]), want)
+
+    def test_a_question_in_any_unit_checks_the_same_proof(self):
+        manifest = json.loads((SUITE / "manifest.json").read_text())
+        case = next(c for c in manifest["cases"] if c["file"] == "range.sionproof")
+        proof = (SUITE / "range.sionproof").read_bytes()
+        e = case["expect"]
+        box_m = [v / 1000 for v in e["box"]]
+
+        class RosTime:  # builtin_interfaces.msg.Time's shape
+            def __init__(self, ns):
+                self.sec, self.nanosec = divmod(ns, 1_000_000_000)
+
+        as_asked = sion_verify.verify(proof, case["ledger_key"], **expectation(e))
+        for kwargs in (
+            {"frame": "/" + e["frame"], "box_m": box_m, "from_time": RosTime(e["from_ns"]), "to_time": RosTime(e["to_ns"])},
+            {"frame": e["frame"], "box": ",".join(f"{v}mm" for v in e["box"]),
+             "from_time": f"{e['from_ns']}ns", "to_time": f"{e['to_ns']}ns"},
+        ):
+            with self.subTest(kwargs=kwargs):
+                answer = sion_verify.verify(proof, case["ledger_key"], **kwargs)
+                self.assertEqual(answer["statement"], as_asked["statement"])
+        with self.assertRaisesRegex(ValueError, "seconds or nanoseconds"):
+            sion_verify.verify(proof, case["ledger_key"], frame="map", box=e["box"], from_time=1.5, to_ns=e["to_ns"])
+        with self.assertRaisesRegex(ValueError, "1767225600.5s"):
+            sion_verify.parse_time("1767225600.5")
+        self.assertEqual(sion_verify.time_ns(datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)),
+                         1_767_225_600_000_000_000)

@@ -223,8 +223,11 @@ pub async fn run() -> Result<()> {
         })?
     };
 
+    // The publishers stop after the last commit, before the node is dropped: a publish on a
+    // dropped node's publisher fails (RCL_RET_PUBLISHER_INVALID).
+    let publishers_stop = CancellationToken::new();
     let head_publisher = {
-        let (readers, shutdown) = (readers.clone(), shutdown.clone());
+        let (readers, shutdown) = (readers.clone(), publishers_stop.clone());
         std::thread::Builder::new()
             .name("head-publisher".into())
             .spawn(move || publish_heads(readers, head_pub, shutdown))?
@@ -235,7 +238,7 @@ pub async fn run() -> Result<()> {
         p.clone(),
         stats_pub,
         Duration::from_secs_f64(p.stats_period_s.max(0.01)),
-        shutdown.clone(),
+        publishers_stop.clone(),
     ));
 
     // The executor: spin until asked to stop, and after each spin hand every message taken to
@@ -268,6 +271,11 @@ pub async fn run() -> Result<()> {
                     }
                 }
             }
+            // The subscriptions and the intake's sender end here, so the intake drains; the
+            // node itself is handed back and kept until its publishers have stopped.
+            drop(subscriptions);
+            drop(arrivals_tx);
+            node
         })?
     };
     tracing::info!(
@@ -290,19 +298,17 @@ pub async fn run() -> Result<()> {
         serving.cancel();
         stop.store(true, Ordering::SeqCst);
         let drained = tokio::task::spawn_blocking(move || {
-            spinner.join().map_err(|_| anyhow!("the ROS executor thread panicked"))?;
-            // With the node gone its subscriptions end; the intake drains what it holds.
-            intake_thread.join().map_err(|_| anyhow!("the intake panicked"))
+            let node = spinner.join().map_err(|_| anyhow!("the ROS executor thread panicked"))?;
+            // With its subscriptions gone the intake drains what it holds.
+            intake_thread.join().map_err(|_| anyhow!("the intake panicked"))?;
+            Ok::<_, anyhow::Error>(node)
         })
         .await;
         shutdown.cancel();
         drained
     };
     let (brain, drained) = tokio::join!(brain, stopper);
-    drained??;
-    if tokio::task::spawn_blocking(move || head_publisher.join().is_err()).await.unwrap_or(true) {
-        tracing::error!("the head publisher panicked");
-    }
+    let node = drained??;
     let mut brain = brain.map_err(|e| anyhow!("{e}"))?;
     // One last wake so nothing durable is left uncommitted.
     brain.commit_now().request();
@@ -310,6 +316,12 @@ pub async fn run() -> Result<()> {
     brain.sync(&signal).map_err(|e| anyhow!("{e}"))?;
     brain.think();
     brain.act().await.map_err(|e| anyhow!("{e}"))?;
+    // The last head published, then the publishers stopped, then the node dropped.
+    publishers_stop.cancel();
+    if tokio::task::spawn_blocking(move || head_publisher.join().is_err()).await.unwrap_or(true) {
+        tracing::error!("the head publisher panicked");
+    }
+    drop(node);
     let head = readers.committed().head;
     tracing::info!("stopped with {} atoms committed, root {}", head.size, hex::encode(head.root));
     Ok(())
@@ -354,6 +366,12 @@ fn publish_heads(readers: Readers, publisher: r2r::Publisher<msg::Head>, shutdow
         if let Err(e) = publisher.publish(&head_message(&readers)) {
             tracing::warn!("could not publish the head: {e}");
         }
+    }
+    // The last commit (the one a stop makes) is published too, while the node still exists.
+    if last != Some(heads.latest().commits)
+        && let Err(e) = publisher.publish(&head_message(&readers))
+    {
+        tracing::warn!("could not publish the head: {e}");
     }
 }
 

@@ -7,18 +7,21 @@ use r2r::RosParams;
 
 use crate::ingest::{IngestConfig, Stream};
 
+// A description longer than a line is one `#[doc = "…"]` string: r2r's derive takes a field's
+// first doc attribute as the parameter's description (`ros2 param describe`, `--help`), and
+// `///` lines are one attribute each.
 #[derive(RosParams, Debug, Clone, PartialEq)]
 pub struct Params {
     /// Memory directory (created on first start)
     pub data_dir: String,
     /// Agent identity of the robot's memory log
     pub agent: String,
-    /// Ledger a new memory's log is opened on: "embedded" (a ledger inside data_dir), a fleet
-    /// ledger service's URL (http://HOST:PORT), or an embedded ledger's directory
+    #[doc = "Ledger a new memory's log is opened on: \"embedded\" (a ledger inside data_dir), a fleet \
+        ledger service's URL (http://HOST:PORT), or an embedded ledger's directory"]
     pub ledger: String,
-    /// A new memory is sealed (docs/SEAL.md): camera frames and map tiles are sealed in its
-    /// space, so only the writer and the space's members open them, and they can be forgotten
-    /// (~/forget). An existing memory keeps what its memory.json says
+    #[doc = "A new memory is sealed (docs/SEAL.md): camera frames and map tiles are sealed in its \
+        space, so only the writer and the space's members open them, and they can be forgotten \
+        (~/forget). An existing memory keeps what its memory.json says"]
     pub sealed: bool,
     /// The robot's name: the subject of its pose atoms
     pub robot: String,
@@ -48,25 +51,25 @@ pub struct Params {
     pub index_hot_mb: i64,
     /// The index's decoded records kept for readers and the writer, at most [MiB]
     pub index_cache_mb: i64,
-    /// Serve the memory's verbs as MCP tools (streamable HTTP at /mcp) from this node, on this
-    /// loopback address (127.0.0.1:8765), every client presenting a token of mcp_tokens, or on
-    /// this Unix socket (unix:/run/sion/mcp.sock, made 0600 in a directory made 0700), every
-    /// client known by its user id (mcp_unix_role, mcp_unix_allow); empty: not served. The node
-    /// stays the memory's one writer while MCP and ROS clients use it at once
+    #[doc = "Serve the memory's verbs as MCP tools (streamable HTTP at /mcp) from this node, on this \
+        loopback address (127.0.0.1:8765), every client presenting a token of mcp_tokens, or on \
+        this Unix socket (unix:/run/sion/mcp.sock, made 0600 in a directory made 0700), every \
+        client known by its user id (mcp_unix_role, mcp_unix_allow); empty: not served. The node \
+        stays the memory's one writer while MCP and ROS clients use it at once"]
     pub mcp_listen: String,
-    /// The MCP clients' token file (lines `ROLES TOKEN`, roles read, remember, forget, share,
-    /// admin; mode 0600, docs/ROS.md); empty: DATA_DIR/mcp/tokens, written with a read, a
-    /// remember and an admin token when absent. Not read for a unix: mcp_listen
+    #[doc = "The MCP clients' token file (lines `ROLES TOKEN`, roles read, remember, forget, share, \
+        admin; mode 0600, docs/ROS.md); empty: DATA_DIR/mcp/tokens, written with a read, a \
+        remember and an admin token when absent. Not read for a unix: mcp_listen"]
     pub mcp_tokens: String,
-    /// With a unix: mcp_listen, the roles of a client running as the node's own user (read,
-    /// remember, forget, share, admin, or several joined by commas)
+    #[doc = "With a unix: mcp_listen, the roles of a client running as the node's own user (read, \
+        remember, forget, share, admin, or several joined by commas)"]
     pub mcp_unix_role: String,
-    /// With a unix: mcp_listen, other users admitted, `UID` (role read) or `UID=ROLES`,
-    /// separated by spaces or semicolons (`1001=remember;1002`); the socket is then 0666 in a
-    /// 0711 directory, the peer's uid alone keeping other users out
+    #[doc = "With a unix: mcp_listen, other users admitted, `UID` (role read) or `UID=ROLES`, \
+        separated by spaces or semicolons (`1001=remember;1002`); the socket is then 0666 in a \
+        0711 directory, the peer's uid alone keeping other users out"]
     pub mcp_unix_allow: String,
-    /// Other revisers' memory directories (read-only, on this memory's ledger), comma-separated,
-    /// that ~/believe and the MCP tool draw belief bundles from too
+    #[doc = "Other revisers' memory directories (read-only, on this memory's ledger), comma-separated, \
+        that ~/believe and the MCP tool draw belief bundles from too"]
     pub believe_from: String,
     pub topics: Topics,
     /// A sealed memory's retention: what it keeps of each stream's payloads (docs/SEAL.md)
@@ -83,14 +86,14 @@ pub struct RetentionParams {
 
 #[derive(RosParams, Debug, Clone, PartialEq)]
 pub struct StreamRetentionParams {
-    /// Forget payloads older than this (by their stamps, against the stream's newest) [s];
-    /// 0 keeps them however old
+    #[doc = "Forget payloads older than this (by their stamps, against the stream's newest) [s]; \
+        0 keeps them however old"]
     pub keep_s: f64,
-    /// Forget the oldest while the stream's payloads take more than this on disk [MB]; 0: no
-    /// budget
+    #[doc = "Forget the oldest while the stream's payloads take more than this on disk [MB]; 0: no \
+        budget"]
     pub keep_mb: i64,
-    /// Keep at most one payload per this many seconds per camera (the other frames are
-    /// remembered without their image) [s]; 0 keeps every one (camera only)
+    #[doc = "Keep at most one payload per this many seconds per camera (the other frames are \
+        remembered without their image) [s]; 0 keeps every one (camera only)"]
     pub every_s: f64,
 }
 

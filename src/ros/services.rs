@@ -96,7 +96,8 @@ impl Services {
                     };
                     let from = convert::time_ns(&req.from_time)?;
                     let to = convert::time_ns(&req.to_time)?;
-                    let query = Query::new(&req.frame_id, bounds, from, to).map_err(|e| e.to_string())?;
+                    let frame = crate::units::frame_name(&req.frame_id);
+                    let query = Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?;
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
                     let file =
                         readers.snapshot(as_of).and_then(|s| s.range(&query)).map_err(|e| e.to_string())?;
@@ -108,6 +109,42 @@ impl Services {
                         srv::QueryRange::Response { ok: true, error: String::new(), head, atoms, proof }
                     }
                     Err(error) => srv::QueryRange::Response { ok: false, error, ..Default::default() },
+                }
+            }
+        });
+
+        // The same question in ROS units (metres, ROS Time), with warnings beside the answer.
+        let readers = self.readers.clone();
+        let requests =
+            node.create_service::<srv::Recall::Service>("~/recall", qos()).context("creating ~/recall")?;
+        serve(requests, move |req: srv::Recall::Request| {
+            let readers = readers.clone();
+            async move {
+                let result = blocking(move || {
+                    let (lo, hi) = (&req.min, &req.max);
+                    let bounds = crate::units::box_from_metres([lo.x, lo.y, lo.z, hi.x, hi.y, hi.z])
+                        .map_err(|e| format!("min, max: {e}"))?;
+                    let from = convert::time_ns(&req.from_time).map_err(|e| format!("from_time: {e}"))?;
+                    let to = convert::time_ns(&req.to_time).map_err(|e| format!("to_time: {e}"))?;
+                    let frame = crate::units::frame_name(&req.frame_id);
+                    let query = Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?;
+                    let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
+                    let snapshot = readers.snapshot(as_of).map_err(|e| e.to_string())?;
+                    let file = snapshot.range(&query).map_err(|e| e.to_string())?;
+                    let warnings: Vec<String> = snapshot
+                        .mismatches(&query)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect();
+                    answer_of(&readers, &file).map(|answer| (answer, warnings))
+                })
+                .await;
+                match result {
+                    Ok(((head, atoms, proof), warnings)) => {
+                        srv::Recall::Response { ok: true, error: String::new(), head, atoms, proof, warnings }
+                    }
+                    Err(error) => srv::Recall::Response { ok: false, error, ..Default::default() },
                 }
             }
         });

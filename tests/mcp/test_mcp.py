@@ -71,6 +71,31 @@ class Stdio(unittest.TestCase):
                                                                     "max": [5000, 5000, 5000], "from": T0, "to": T0 + 10})
                     self.assertFalse(err, rec)
                     self.assertEqual([a["position"] for a in rec["atoms"]], [0])
+                    self.assertEqual(rec["warnings"], [])
+                    # The same question in metres and seconds (docs/UNITS.md), the frame as tf2
+                    # writes it: the same answer.
+                    err, in_m = await call(s, "sion_memory_recall", {"frame": "/map", "min": ["0m", "0m", "0m"],
+                                                                     "max": ["5m", "5m", "5000mm"], "from": f"{T0}ns",
+                                                                     "to": f"{T0 + 10}ns"})
+                    self.assertFalse(err, in_m)
+                    self.assertEqual(in_m["statement"], rec["statement"])
+                    # A fraction given as a number: which field, and how to write it.
+                    err, msg = await call(s, "sion_memory_recall", {"frame": "map", "min": [0.5, 0, 0],
+                                                                    "max": [5000, 5000, 5000], "from": T0, "to": T0 + 10})
+                    self.assertTrue(err, msg)
+                    self.assertIn("min.x", msg)
+                    self.assertIn('"0.5m"', msg)
+                    err, msg = await call(s, "sion_memory_recall", {"frame": "map", "min": [0, 0, 0],
+                                                                    "max": [5000, 5000, 5000], "from": "1767225600.5", "to": T0})
+                    self.assertTrue(err, msg)
+                    self.assertIn("1767225600.5s", msg)
+                    # A frame never recorded: proved empty, with a warning naming the frames held.
+                    err, none = await call(s, "sion_memory_recall", {"frame": "base_footprint", "min": ["0m", "0m", "0m"],
+                                                                     "max": ["5m", "5m", "5m"], "from": T0, "to": T0 + 10})
+                    self.assertFalse(err, none)
+                    self.assertEqual(none["atoms"], [])
+                    self.assertEqual(len(none["warnings"]), 1, none)
+                    self.assertIn('no frame "base_footprint"; it holds "map"', none["warnings"][0])
                     err, me = await call(s, "sion_memory_open")
                     # The reader checks the proof against the ledger key it chose, and what it asked.
                     expect = {"box": [0, 0, 0, 5000, 5000, 5000], "frame": "map", "from_ns": T0, "to_ns": T0 + 10}

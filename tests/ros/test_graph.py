@@ -97,6 +97,47 @@ class Graph(unittest.TestCase):
         self.assertTrue(self.spin_until(lambda: any(h.size >= self.committed.head.size for h in self.heads)),
                         'the committed head was not published on /sion_memory/head')
 
+    def test_a_question_in_metres_and_ros_time(self):
+        """~/recall: the box in metres (geometry_msgs/Point), the interval as ROS Time, the frame
+        as tf2 writes it; the same atoms as ~/query_range in millimetres, and a proof that checks
+        here against the question asked in metres. A question that cannot match is answered,
+        proved, and warned about, naming what the memory holds."""
+        box_mm = [0, 0, -1000, 5000, 5000, 3000]
+        in_mm = ask.query_range(self.client, 'map', box_mm, self.first, self.last + 1)
+        from_time, to_time = ask.stamp(self.first), ask.stamp(self.last + 1)
+        request = ask.Recall.Request()
+        request.frame_id = '/map'
+        request.min = ask.Point(x=0.0, y=0.0, z=-1.0)
+        request.max = ask.Point(x=5.0, y=5.0, z=3.0)
+        request.from_time, request.to_time = from_time, to_time
+        answer = ask.call(self.client, ask.Recall, '/sion_memory/recall', request)
+        self.assertTrue(answer.ok, answer.error)
+        self.assertEqual(list(answer.warnings), [])
+        self.assertEqual([a.position for a in answer.atoms], [a.position for a in in_mm.atoms])
+        checked = self.verify(answer, frame='/map', box_m=(0, 0, -1, 5, 5, 3), from_time=from_time, to_time=to_time)
+        self.assertIn(f'these {len(answer.atoms)} atoms are everything', checked['statement'])
+        # A frame the memory never recorded: an empty answer, proved, and a warning.
+        request.frame_id = 'base_footprint'
+        unknown = ask.call(self.client, ask.Recall, '/sion_memory/recall', request)
+        self.assertTrue(unknown.ok, unknown.error)
+        self.assertEqual(len(unknown.atoms), 0)
+        self.assertEqual(len(unknown.warnings), 1, list(unknown.warnings))
+        self.assertIn('holds no frame "base_footprint"; it holds', unknown.warnings[0])
+        self.assertIn('"map"', unknown.warnings[0])
+        self.verify(unknown, frame='base_footprint', box_m=(0, 0, -1, 5, 5, 3), from_time=from_time, to_time=to_time)
+        # Seconds given as nanoseconds: 1970, and the span the frame holds.
+        request.frame_id = 'map'
+        request.from_time, request.to_time = ask.stamp(self.first // 10**9), ask.stamp(self.last // 10**9)
+        early = ask.call(self.client, ask.Recall, '/sion_memory/recall', request)
+        self.assertTrue(early.ok, early.error)
+        self.assertTrue(any('1970' in w and 'misses every atom' in w for w in early.warnings), list(early.warnings))
+        # A bad value names its field.
+        request.from_time, request.to_time = from_time, to_time
+        request.max = ask.Point(x=float('nan'), y=5.0, z=3.0)
+        bad = ask.call(self.client, ask.Recall, '/sion_memory/recall', request)
+        self.assertFalse(bad.ok)
+        self.assertIn('min, max', bad.error)
+
     def test_a_box_on_the_path_gets_its_poses_with_a_proof(self):
         # The first quarter circle: x in [0, 5] m, y in [0, 5] m.
         box = [0, 0, -1000, 5000, 5000, 3000]
@@ -218,6 +259,14 @@ class BagBothWays(unittest.TestCase):
             finally:
                 node.send_signal(signal.SIGINT)
                 node.wait(timeout=60)
+        # Stopped under load, cleanly: the last commit published, no publisher used after the
+        # node is gone (it logged `could not publish the head: RCL_RET_PUBLISHER_INVALID`).
+        with open(os.path.join(work, 'node.log')) as log:
+            stopping = log.read().split('stopping:', 1)
+        self.assertEqual(len(stopping), 2, 'the node did not say it was stopping')
+        self.assertIn('stopped with', stopping[1])
+        for bad in ('RCL_RET', 'could not publish', 'WARN', 'ERROR'):
+            self.assertNotIn(bad, stopping[1])
         replayed = subprocess.run(['sion', 'replay', bag, '--data', f'{work}/replayed'], capture_output=True, text=True)
         self.assertEqual(replayed.returncode, 0, replayed.stdout + replayed.stderr)
 
@@ -248,6 +297,12 @@ class Launch(unittest.TestCase):
         declared = set(subprocess.run([command[0], '--list-parameters'], capture_output=True, text=True,
                                       check=True).stdout.split())
         self.assertIn('topics.pose', declared)
+        # Every description whole in --help (each ended mid-sentence where its comment wrapped).
+        help_text = ' '.join(subprocess.run([command[0], '--help'], capture_output=True, text=True,
+                                            check=True).stdout.split())
+        for whole in ("or an embedded ledger's directory (default", "An existing memory keeps what its memory.json says",
+                      "the node's own user (read, remember, forget, share, admin, or several joined by commas)"):
+            self.assertIn(whole, help_text)
 
         import yaml
         files = [command[i + 1] for i, a in enumerate(command) if a == '--params-file']

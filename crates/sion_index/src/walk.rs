@@ -191,6 +191,23 @@ impl Snapshot {
         sion_verify::merkle::inclusion_path::<Blake3, _>(tree, index, tree.size()).unwrap_or_default()
     }
 
+    /// What the snapshot holds in each frame (sorted by name): the union of its atoms' boxes
+    /// and valid times, from the summaries the root commits to. Reads nothing from disk.
+    pub fn held(&self) -> Vec<sion_verify::index::geom::FrameExtent> {
+        self.root
+            .frames
+            .iter()
+            .filter_map(|f| {
+                let extent = match (f.short, f.long) {
+                    (Some(a), Some(b)) => a.bbox.union(&b.bbox),
+                    (Some(a), None) | (None, Some(a)) => a.bbox,
+                    (None, None) => return None,
+                };
+                Some(sion_verify::index::geom::FrameExtent { frame: f.name.clone(), extent })
+            })
+            .collect()
+    }
+
     /// Every atom in the query's frame, box and interval, with the walks that prove it complete.
     pub fn range(&self, q: &Query) -> Result<RangeAnswer, IndexError> {
         self.range_within(q, MAX_WALK_STEPS)

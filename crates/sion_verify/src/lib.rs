@@ -20,4 +20,5 @@ pub mod ledger;
 pub mod merkle;
 pub mod proof;
 pub mod time;
+pub mod units;
 pub mod wire;

@@ -6,7 +6,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use ed25519_dalek::VerifyingKey;
 use sion_memory::atom::BoxMm;
+use sion_memory::index::geom::Query;
 use sion_memory::memory::Memory;
+use sion_memory::units::{self, Edge};
 
 #[derive(Args)]
 pub(crate) struct DataArg {
@@ -24,16 +26,94 @@ pub(crate) fn read_witnesses(path: &Path) -> Result<NamedWitnesses> {
     sion_memory::ledger::Witnesses::parse_file(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
-pub(crate) fn parse_box(text: &str) -> Result<BoxMm> {
-    let v: Vec<i64> = text
-        .split(',')
-        .map(|s| s.trim().parse::<i64>())
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("--box {text:?}: six integers in millimetres, X0,Y0,Z0,X1,Y1,Z1"))?;
-    let [x0, y0, z0, x1, y1, z1] = v[..] else {
-        bail!("--box {text:?}: six integers in millimetres, X0,Y0,Z0,X1,Y1,Z1");
-    };
-    Ok(BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] })
+/// A box as people write it (sion_verify's units: each value with its unit, bare integers in
+/// millimetres), for clap.
+pub(crate) fn box_value(text: &str) -> Result<BoxMm, String> {
+    units::parse_box(text).map_err(|e| e.problem)
+}
+
+/// The start of an interval (RFC 3339, seconds with their unit, bare nanoseconds, or `now`):
+/// rounded down below a nanosecond, for clap.
+pub(crate) fn time_from(text: &str) -> Result<i64, String> {
+    time_value(text, Edge::Low)
+}
+
+/// The end of an interval, as [`time_from`]: rounded up below a nanosecond.
+pub(crate) fn time_to(text: &str) -> Result<i64, String> {
+    time_value(text, Edge::High)
+}
+
+fn time_value(text: &str, edge: Edge) -> Result<i64, String> {
+    if text.trim() == "now" {
+        return Ok(now_ns());
+    }
+    units::time_ns(text, edge).map_err(|e| e.problem)
+}
+
+/// A duration with its unit (`10min`, `1.5s`, `2h`), for clap.
+pub(crate) fn duration_value(text: &str) -> Result<i64, String> {
+    units::duration_ns(text).map_err(|e| e.problem)
+}
+
+/// A frame as tf2 names it: `/map` is `map`.
+pub(crate) fn frame_value(text: &str) -> Result<String, String> {
+    Ok(units::frame_name(text).to_owned())
+}
+
+pub(crate) fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// "What was seen in this box, during this interval", as the commands ask it: in metres or
+/// millimetres, and in RFC 3339, seconds, nanoseconds or the last few minutes (docs/UNITS.md).
+#[derive(Args)]
+pub(crate) struct QuestionArgs {
+    /// The frame the box is in (`/map` is `map`, as in tf2).
+    #[arg(long, value_parser = frame_value)]
+    pub(crate) frame: String,
+    /// The box: X0,Y0,Z0,X1,Y1,Z1 (minimum corner, then maximum, corners included), each with
+    /// its unit (0m,0m,-1m,10m,8m,3m; also cm and mm); bare integers are millimetres.
+    #[arg(long = "box", value_name = "X0,Y0,Z0,X1,Y1,Z1", allow_hyphen_values = true, value_parser = box_value)]
+    pub(crate) bounds: BoxMm,
+    /// Start of the interval: RFC 3339 (2026-01-01T14:00:00Z), seconds with their unit
+    /// (1767225600.5s), bare nanoseconds (ROS Time's), or `now`.
+    #[arg(long, allow_hyphen_values = true, value_parser = time_from, required_unless_present = "last")]
+    pub(crate) from: Option<i64>,
+    /// End of the interval (excluded), written as --from is [default with --last: now]. Equal
+    /// to --from: that instant.
+    #[arg(long, allow_hyphen_values = true, value_parser = time_to, required_unless_present = "last")]
+    pub(crate) to: Option<i64>,
+    /// The last DURATION up to --to (or now): 10min, 1.5s, 2h, 1d.
+    #[arg(long, value_name = "DURATION", value_parser = duration_value, conflicts_with = "from")]
+    pub(crate) last: Option<i64>,
+}
+
+impl QuestionArgs {
+    /// The question, checked (docs/INDEX.md, "Queries").
+    pub(crate) fn query(&self) -> Result<Query> {
+        let to = self.to.unwrap_or_else(now_ns);
+        let from = match (self.from, self.last) {
+            (Some(from), _) => from,
+            (None, Some(last)) => to.saturating_sub(last),
+            (None, None) => bail!("give --from and --to, or --last"),
+        };
+        Query::new(&self.frame, self.bounds, from, to).context("the question")
+    }
+}
+
+/// Warn, beside an answer, when its question cannot match anything the memory holds: the
+/// frames it holds, or the span and extent of the frame asked about (the proof stands).
+pub(crate) fn warn_mismatches(memory: &Memory, query: &Query, as_of: Option<u64>) -> Vec<String> {
+    let Ok(snapshot) = memory.snapshot(as_of) else { return Vec::new() };
+    let warnings: Vec<String> =
+        snapshot.mismatches(query).unwrap_or_default().iter().map(ToString::to_string).collect();
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    warnings
 }
 
 pub(crate) fn open_memory(dir: &Path) -> Result<Memory> {

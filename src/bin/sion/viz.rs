@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+use sion_memory::atom::BoxMm;
 
 #[derive(Args)]
 #[cfg_attr(not(feature = "viz"), allow(dead_code))]
@@ -13,18 +14,20 @@ pub struct VizArgs {
     /// The memory directory.
     #[arg(long, env = "SION_DATA")]
     data: PathBuf,
-    /// Draw atoms in this frame (atoms in other frames are counted, not drawn).
-    #[arg(long, default_value = "map")]
+    /// Draw atoms in this frame (atoms in other frames are counted, not drawn; `/map` is `map`).
+    #[arg(long, default_value = "map", value_parser = crate::common::frame_value)]
     frame: String,
-    /// Ask what was seen in this box, millimetres X0,Y0,Z0,X1,Y1,Z1 (in --frame), and draw the
-    /// answer and its proof. Edges count: boxes that touch answer.
-    #[arg(long = "box", value_name = "X0,Y0,Z0,X1,Y1,Z1", allow_hyphen_values = true)]
-    query_box: Option<String>,
-    /// Start of the query's interval, nanoseconds [default: the beginning of time].
-    #[arg(long, allow_hyphen_values = true, requires = "query_box")]
+    /// Ask what was seen in this box, X0,Y0,Z0,X1,Y1,Z1 (in --frame), each value with its unit
+    /// (0m,0m,-1m,10m,8m,3m) or bare millimetres, and draw the answer and its proof. Edges
+    /// count: boxes that touch answer.
+    #[arg(long = "box", value_name = "X0,Y0,Z0,X1,Y1,Z1", allow_hyphen_values = true, value_parser = crate::common::box_value)]
+    query_box: Option<BoxMm>,
+    /// Start of the query's interval: RFC 3339, seconds with their unit (1767225600.5s) or bare
+    /// nanoseconds [default: the beginning of time].
+    #[arg(long, allow_hyphen_values = true, requires = "query_box", value_parser = crate::common::time_from)]
     from: Option<i64>,
-    /// End of the query's interval (excluded), nanoseconds [default: the end of time].
-    #[arg(long, allow_hyphen_values = true, requires = "query_box")]
+    /// End of the query's interval (excluded), as --from [default: the end of time].
+    #[arg(long, allow_hyphen_values = true, requires = "query_box", value_parser = crate::common::time_to)]
     to: Option<i64>,
     /// Answer as of the committed head with this many atoms [default: the latest].
     #[arg(long, requires = "query_box")]
@@ -59,7 +62,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     use sion_memory::proof::ProofFile;
     use sion_memory::viz;
 
-    use crate::common::{open_memory_read_only, parse_box};
+    use crate::common::open_memory_read_only;
     use crate::ui;
 
     let memory = open_memory_read_only(&a.data)?;
@@ -97,11 +100,12 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     }
 
     let file = match (&a.query_box, &a.proof) {
-        (Some(text), _) => {
-            let query =
-                Query::new(&a.frame, parse_box(text)?, a.from.unwrap_or(i64::MIN), a.to.unwrap_or(i64::MAX))
-                    .context("the query")?;
-            Some(memory.prove_range(&query, a.as_of).context("answering the query")?)
+        (Some(bounds), _) => {
+            let query = Query::new(&a.frame, *bounds, a.from.unwrap_or(i64::MIN), a.to.unwrap_or(i64::MAX))
+                .context("the query")?;
+            let file = memory.prove_range(&query, a.as_of).context("answering the query")?;
+            crate::common::warn_mismatches(&memory, &query, a.as_of);
+            Some(file)
         }
         (None, Some(path)) => {
             let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;

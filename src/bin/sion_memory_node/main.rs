@@ -19,8 +19,22 @@ fn help() -> String {
          Usage: sion_memory_node [--ros-args --params-file config/robot.yaml -p NAME:=VALUE ...]\n\
          \x20      sion_memory_node --list-parameters\n\nParameters:\n",
     );
+    // Each description whole, wrapped at 100 columns beside its name.
     for (name, description, default) in Params::declared() {
-        out.push_str(&format!("  {name:<24} {description} (default {default})\n"));
+        let text = format!("{description} (default {default})");
+        let mut line = format!("  {name:<24}");
+        for word in text.split_whitespace() {
+            // A line holds at least one word beside its name, however long the word.
+            if line.len() > 26 && line.len() + 1 + word.len() > 100 {
+                out.push_str(&line);
+                out.push('\n');
+                line = " ".repeat(26);
+            }
+            line.push(' ');
+            line.push_str(word);
+        }
+        out.push_str(&line);
+        out.push('\n');
     }
     out
 }

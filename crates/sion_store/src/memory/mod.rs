@@ -30,6 +30,7 @@ pub mod space;
 pub use doors::{HeadWatch, Intake, Readers, RememberError};
 pub use repair::{RepairRecord, Repaired};
 use sion_verify::atom::{Atom, AtomId};
+use sion_verify::index::geom::{FrameExtent, Mismatch};
 use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
 pub use space::{MemberKeys, Opened, Retained, Retention, Space, SpaceError, StreamRetention};
 
@@ -1441,6 +1442,19 @@ impl Snapshot {
             query,
             self.index_v2_from,
         )
+    }
+
+    /// What this head holds in each frame: the union of its atoms' boxes and valid times (what
+    /// a warning about a question that cannot match names).
+    pub fn held(&self) -> Result<Vec<FrameExtent>, ProveError> {
+        Ok(snapshot_of(&self.reader, &self.version, self.index_v2_from)?.held())
+    }
+
+    /// Why `query` cannot match anything this head holds: an unknown frame, or an interval or a
+    /// box outside the frame's extent (empty when it can match). Shown beside the answer, whose
+    /// proof is given all the same.
+    pub fn mismatches(&self, query: &Query) -> Result<Vec<Mismatch>, ProveError> {
+        Ok(sion_verify::index::geom::mismatches(query, &self.held()?))
     }
 
     /// Every atom about a subject (or linking to an atom), with the proof that the list is

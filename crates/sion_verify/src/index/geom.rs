@@ -152,3 +152,107 @@ impl Query {
         atom.frame == self.frame && SpaceTime::of_atom(atom).meets(self)
     }
 }
+
+/// What a memory holds in one frame: the union of its atoms' boxes and valid times (the
+/// summaries an index root commits to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameExtent {
+    /// The frame's name.
+    pub frame: String,
+    /// The union of its atoms' boxes (mm) and valid times (ns).
+    pub extent: SpaceTime,
+}
+
+/// Why a well-formed question cannot match anything a memory holds. The answer and its proof
+/// are given all the same (an empty answer is proved too); this is the warning shown beside
+/// them, naming what the memory does hold, so a mistaken frame, unit or epoch is seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// The memory holds no atom in the frame asked about.
+    UnknownFrame {
+        /// The frame asked about.
+        frame: String,
+        /// The frames the memory holds.
+        held: Vec<String>,
+    },
+    /// The interval asked about misses every valid time of the frame's atoms.
+    OutsideTime {
+        /// The frame.
+        frame: String,
+        /// The frame's atoms' valid times, `[from, to)` ns.
+        held: (i64, i64),
+        /// The interval asked about, `[from, to)` ns.
+        asked: (i64, i64),
+    },
+    /// The box asked about misses every atom's box in the frame.
+    OutsideSpace {
+        /// The frame.
+        frame: String,
+        /// The union of the frame's atoms' boxes.
+        held: BoxMm,
+        /// The box asked about.
+        asked: BoxMm,
+    },
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::time::rfc3339;
+        use crate::units::show_box;
+        let span = |(from, to): (i64, i64)| format!("{} .. {}", rfc3339(from), rfc3339(to));
+        match self {
+            Mismatch::UnknownFrame { frame, held } if held.is_empty() => {
+                write!(f, "the memory holds no frame {frame:?}: it holds no atoms yet")
+            }
+            Mismatch::UnknownFrame { frame, held } => {
+                let names: Vec<String> = held.iter().take(20).map(|h| format!("{h:?}")).collect();
+                let more =
+                    if held.len() > 20 { format!(" and {} more", held.len() - 20) } else { String::new() };
+                write!(f, "the memory holds no frame {frame:?}; it holds {}{more}", names.join(", "))
+            }
+            Mismatch::OutsideTime { frame, held, asked } => write!(
+                f,
+                "the interval {} misses every atom in frame {frame:?}, whose valid times span {} \
+                 (a time in seconds given as bare nanoseconds lands in 1970: write 1767225600s or RFC 3339)",
+                span(*asked),
+                span(*held)
+            ),
+            Mismatch::OutsideSpace { frame, held, asked } => write!(
+                f,
+                "the box {} misses every atom in frame {frame:?}, which all lie in {} \
+                 (bare integers are millimetres: write metres as 10m)",
+                show_box(asked),
+                show_box(held)
+            ),
+        }
+    }
+}
+
+/// What makes `query` unable to match anything in a memory holding `held` (sorted by frame or
+/// not): an unknown frame, or an interval or a box that misses the frame's extent.
+pub fn mismatches(query: &Query, held: &[FrameExtent]) -> Vec<Mismatch> {
+    let Some(frame) = held.iter().find(|h| h.frame == query.frame) else {
+        return vec![Mismatch::UnknownFrame {
+            frame: query.frame.clone(),
+            held: held.iter().map(|h| h.frame.clone()).collect(),
+        }];
+    };
+    let e = &frame.extent;
+    let mut out = Vec::new();
+    if !(e.from_ns < query.to_ns && e.to_ns > query.from_ns) {
+        out.push(Mismatch::OutsideTime {
+            frame: query.frame.clone(),
+            held: (e.from_ns, e.to_ns),
+            asked: (query.from_ns, query.to_ns),
+        });
+    }
+    if !(0..3).all(|a| e.min_mm[a] <= query.bounds.max_mm[a] && e.max_mm[a] >= query.bounds.min_mm[a]) {
+        out.push(Mismatch::OutsideSpace {
+            frame: query.frame.clone(),
+            held: BoxMm { min_mm: e.min_mm, max_mm: e.max_mm },
+            asked: query.bounds,
+        });
+    }
+    out
+}

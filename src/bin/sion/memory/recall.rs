@@ -7,12 +7,11 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use sion_memory::atom::Atom;
-use sion_memory::index::geom::Query;
 use sion_memory::memory::Memory;
 use sion_memory::proof::{Claim, ListKey, ProofFile, Verified};
 use sion_memory::time::rfc3339;
 
-use crate::common::{DataArg, open_memory_read_only, parse_box};
+use crate::common::{DataArg, QuestionArgs, open_memory_read_only, warn_mismatches};
 use crate::ui;
 
 #[derive(Args)]
@@ -33,18 +32,8 @@ pub(crate) struct AnswerArgs {
 
 #[derive(Args)]
 pub(crate) struct RecallArgs {
-    /// The frame the box is in.
-    #[arg(long)]
-    pub(crate) frame: String,
-    /// The box, millimetres: X0,Y0,Z0,X1,Y1,Z1 (min corner, then max corner).
-    #[arg(long, value_name = "X0,Y0,Z0,X1,Y1,Z1", allow_hyphen_values = true)]
-    r#box: String,
-    /// Start of the interval, nanoseconds.
-    #[arg(long, allow_hyphen_values = true)]
-    pub(crate) from: i64,
-    /// End of the interval (excluded), nanoseconds.
-    #[arg(long, allow_hyphen_values = true)]
-    pub(crate) to: i64,
+    #[command(flatten)]
+    pub(crate) question: QuestionArgs,
     #[command(flatten)]
     pub(crate) answer: AnswerArgs,
 }
@@ -105,11 +94,12 @@ pub(crate) enum ProveCommand {
 }
 
 pub(crate) fn recall(a: RecallArgs) -> Result<ExitCode> {
-    let query = Query::new(&a.frame, parse_box(&a.r#box)?, a.from, a.to).context("the query")?;
+    let query = a.question.query()?;
     let memory = open_memory_read_only(&a.answer.data.data)?;
     let started = Instant::now();
     let file = memory.prove_range(&query, a.answer.as_of).context("answering the query")?;
-    answer(file, &a.answer, started, Some(&memory))
+    let warnings = warn_mismatches(&memory, &query, a.answer.as_of);
+    answer_warned(file, &a.answer, started, Some(&memory), &warnings)
 }
 
 pub(crate) fn list(key: ListKey, a: AnswerArgs) -> Result<ExitCode> {
@@ -125,6 +115,17 @@ pub(crate) fn answer(
     a: &AnswerArgs,
     started: Instant,
     memory: Option<&Memory>,
+) -> Result<ExitCode> {
+    answer_warned(file, a, started, memory, &[])
+}
+
+/// [`answer`], with the warnings about its question (in the JSON too; printed already).
+pub(crate) fn answer_warned(
+    file: ProofFile,
+    a: &AnswerArgs,
+    started: Instant,
+    memory: Option<&Memory>,
+    warnings: &[String],
 ) -> Result<ExitCode> {
     let bytes = file.encode();
     if bytes.len() > sion_memory::proof::MAX_FILE_BYTES {
@@ -150,6 +151,7 @@ pub(crate) fn answer(
             "claim": verified.claim.to_json(),
             "proof_bytes": bytes.len(),
             "sealed": sealed_states(&verified, memory),
+            "warnings": warnings,
         });
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {

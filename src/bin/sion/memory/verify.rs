@@ -5,12 +5,15 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
+use sion_memory::atom::BoxMm;
 use sion_memory::index::geom::Query;
 use sion_memory::proof::{Expect, ProofFile, Question, Verified};
 use sion_memory::time::rfc3339;
 
 use super::recall::print_verified;
-use crate::common::{NamedWitnesses, ledger_key_arg, open_memory_read_only, parse_box, read_witnesses};
+use crate::common::{
+    NamedWitnesses, box_value, ledger_key_arg, open_memory_read_only, read_witnesses, time_from, time_to,
+};
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("question").multiple(false)))]
@@ -46,25 +49,29 @@ pub(crate) struct VerifyArgs {
         help_heading = "The question asked"
     )]
     pub(crate) expect_frame: Option<String>,
-    /// ... exactly this box, X0,Y0,Z0,X1,Y1,Z1 in mm (corners included).
+    /// ... exactly this box, X0,Y0,Z0,X1,Y1,Z1 (corners included), each value with its unit
+    /// (0m,0m,-1m,5m,5m,3m) or bare millimetres, as `recall --box` takes it.
     #[arg(
         long,
         requires = "expect_frame",
         value_name = "X0,Y0,Z0,X1,Y1,Z1",
         allow_hyphen_values = true,
+        value_parser = box_value,
         help_heading = "The question asked"
     )]
-    pub(crate) expect_box: Option<String>,
-    /// ... from this time [ns].
+    pub(crate) expect_box: Option<BoxMm>,
+    /// ... from this time (RFC 3339, seconds with their unit, or bare nanoseconds, as `recall
+    /// --from` takes it).
     #[arg(
         long,
         requires = "expect_frame",
-        allow_negative_numbers = true,
+        allow_hyphen_values = true,
+        value_parser = time_from,
         help_heading = "The question asked"
     )]
     pub(crate) expect_from: Option<i64>,
-    /// ... to this time [ns] (exclusive; equal to --expect-from for an instant).
-    #[arg(long, requires = "expect_frame", help_heading = "The question asked")]
+    /// ... to this time (exclusive; equal to --expect-from for an instant).
+    #[arg(long, requires = "expect_frame", allow_hyphen_values = true, value_parser = time_to, help_heading = "The question asked")]
     pub(crate) expect_to: Option<i64>,
     /// A subject proof must be about exactly this subject.
     #[arg(long, group = "question", help_heading = "The question asked")]
@@ -104,10 +111,11 @@ impl VerifyArgs {
     /// What the reader said it asked.
     fn expect(&self, witnesses: Option<&(NamedWitnesses, usize)>) -> Result<Expect> {
         let question = if let Some(frame) = &self.expect_frame {
-            let (Some(b), Some(from), Some(to)) = (&self.expect_box, self.expect_from, self.expect_to) else {
+            let (Some(bounds), Some(from), Some(to)) = (self.expect_box, self.expect_from, self.expect_to)
+            else {
                 bail!("--expect-frame needs --expect-box, --expect-from and --expect-to");
             };
-            let bounds = parse_box(b).context("--expect-box")?;
+            let frame = sion_memory::units::frame_name(frame);
             Some(Question::Range(Query::new(frame, bounds, from, to).context("the expected question")?))
         } else if let Some(subject) = &self.expect_subject {
             Some(Question::Subject(subject.clone()))
