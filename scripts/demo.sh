@@ -49,12 +49,13 @@ python3 scripts/ask.py range --frame map --box 50m,50m,0m,60m,60m,1m --from "$fi
     --out "$data/nothing.sionproof"
 
 echo "== what the node refused (from its log):"
-grep -E "refused" "$data/node.log" | sed -e 's/^[^ ]* *WARN [^ ]* /   /' || true
+# The node logs as ROS nodes do (through rcl, also on /rosout): [LEVEL] [STAMP] [NODE]: MESSAGE.
+grep -E "refused" "$data/node.log" | sed -e 's/^\[[A-Z]*\] \[[^]]*\] \[[^]]*\]: /   /' || true
 
 echo "== stopping the node (SIGINT: it takes in what arrived, commits, and exits)"
 stop_node
 trap - EXIT
-tail -n 1 "$data/node.log" | sed -e 's/^[^ ]* *INFO [^ ]* /   /'
+grep -E "stopped with" "$data/node.log" | sed -e 's/^\[[A-Z]*\] \[[^]]*\] \[[^]]*\]: /   /'
 echo "== the answer's proof, checked offline against the ledger on disk:"
 sion memory verify --data "$data/memory" "$data/answer.sionproof"
 sion memory verify --data "$data/memory" "$data/nothing.sionproof"

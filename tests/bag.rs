@@ -269,3 +269,85 @@ fn export_writes_atoms_heads_and_verified_answers_as_json() {
     assert!(!answer["positions"].as_array().expect("positions").is_empty());
     drop(dir);
 }
+
+/// What `ros2 bag record` leaves: a directory with metadata.yaml and the run split in two
+/// files, the second declaring its channels anew in another order (other channel ids).
+/// `sion replay DIR` remembers exactly what the one file gives (the same log root); what is not
+/// a bag is refused before a memory is made for it.
+#[test]
+fn a_rosbag2_directory_of_split_files_replays_as_the_one_bag() {
+    let sion = env!("CARGO_BIN_EXE_sion");
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(sion).args(args).output().expect("sion");
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        (o.status.success(), text, o.stdout)
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let one = bag(6.0, 3);
+    let single = tmp.path().join("run.mcap");
+    std::fs::write(&single, &one).expect("write");
+    let mut messages = Vec::new();
+    for event in BagReader::new(&one).expect("a bag") {
+        if let Event::Message(m) = event.expect("readable") {
+            messages.push((m.topic.name.clone(), m.topic.message_type.clone(), m.log_time, m.data.to_vec()));
+        }
+    }
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let half = messages.len() / 2;
+    for (i, part) in [&messages[..half], &messages[half..]].into_iter().enumerate() {
+        let mut w = BagWriter::new(Cursor::new(Vec::new())).expect("writer");
+        let mut names: Vec<(&String, &String)> = part.iter().map(|(t, ty, ..)| (t, ty)).collect();
+        names.sort();
+        names.dedup();
+        if i == 1 {
+            names.reverse();
+        }
+        let mut ids = BTreeMap::new();
+        for (topic, ty) in names {
+            let latched = topic == "/tf_static" || topic == "/map";
+            ids.insert(topic.clone(), w.topic(topic, ty, latched).expect("topic"));
+        }
+        for (topic, _, t, data) in part {
+            w.write(ids[topic], *t, data).expect("write");
+        }
+        std::fs::write(dir.join(format!("run_{i}.mcap")), w.finish().expect("finish").into_inner())
+            .expect("write");
+    }
+    std::fs::write(
+        dir.join("metadata.yaml"),
+        "rosbag2_bagfile_information:\n  version: 9\n  storage_identifier: mcap\n  compression_format: \"\"\n  \
+         compression_mode: \"\"\n  relative_file_paths:\n    - run_0.mcap\n    - run_1.mcap\n  files:\n    - path: run_0.mcap\n",
+    )
+    .expect("metadata");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let (ok, text, _) = run(&["replay", single.to_str().expect("utf8"), "--data", a.to_str().expect("utf8")]);
+    assert!(ok, "{text}");
+    let (ok, text, _) = run(&["replay", dir.to_str().expect("utf8"), "--data", b.to_str().expect("utf8")]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("2 files, replayed as one bag in the order its metadata.yaml lists them"),
+        "{text}"
+    );
+    let root = |m: &std::path::Path| {
+        let (ok, text, out) = run(&["memory", "show", "--data", m.to_str().expect("utf8"), "--json"]);
+        assert!(ok, "{text}");
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
+        (v["committed"]["size"].clone(), v["committed"]["root"].clone())
+    };
+    assert_eq!(root(&a), root(&b));
+    // Not a bag: refused, and no memory made for it.
+    let notes = tmp.path().join("notes.txt");
+    std::fs::write(&notes, "not a bag").expect("write");
+    let c = tmp.path().join("c");
+    let (ok, text, _) = run(&["replay", notes.to_str().expect("utf8"), "--data", c.to_str().expect("utf8")]);
+    assert!(!ok && text.contains("is not a bag") && text.contains("MCAP magic"), "{text}");
+    assert!(!c.exists(), "a memory was made for something that is not a bag");
+    let (ok, text, _) = run(&[
+        "replay",
+        tmp.path().join("nothing").to_str().expect("utf8"),
+        "--data",
+        c.to_str().expect("utf8"),
+    ]);
+    assert!(!ok && !c.exists(), "{text}");
+}

@@ -9,6 +9,7 @@
 
 mod convert;
 mod intake;
+pub mod log;
 mod params;
 mod services;
 
@@ -49,16 +50,23 @@ fn qos(stream: Stream) -> QosProfile {
 pub async fn run() -> Result<()> {
     let ctx = r2r::Context::create().context("initialising ROS 2 (rcl)")?;
     let mut node = r2r::Node::create(ctx, NODE, "").context("creating the node")?;
+    // From here the log goes through rcl: the console as ROS prints it, and /rosout.
+    log::through_rcl(node.logger());
+    log::publish_rosout(
+        node.create_publisher::<r2r::rcl_interfaces::msg::Log>("/rosout", log::rosout_qos())
+            .context("creating the /rosout publisher")?,
+    );
     let params = Arc::new(Mutex::new(Params::default()));
-    let (parameter_handler, _events) =
+    let (parameter_handler, parameter_events) =
         node.make_derived_parameter_handler(params.clone()).context("declaring the parameters")?;
     tokio::spawn(parameter_handler);
     let p = params.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let mut ingest_config = p.ingest().map_err(|e| anyhow!(e))?;
     let mcp_listen = p.mcp_listen().map_err(|e| anyhow!(e))?;
-    let (retention, keep_frame_every_ns) = p.retention().map_err(|e| anyhow!(e))?;
-
     let dir = PathBuf::from(&p.data_dir);
+    let free = free_bytes(&dir);
+    let (retention, keep_frame_every_ns) = p.retention(free).map_err(|e| anyhow!(e))?;
+
     // The index's budgets are the node's parameters (SION_INDEX_*_MIB are for other processes).
     let index = p.index().map_err(|e| anyhow!(e))?;
     // An existing memory keeps the ledger its memory.json names; `ledger` is for a new one.
@@ -96,6 +104,13 @@ pub async fn run() -> Result<()> {
     );
     // Retention is a sealed memory's: a memory in the clear keeps everything it remembers.
     let sealed = memory.space().is_some();
+    if !sealed {
+        tracing::warn!(
+            "this memory keeps camera frames and map tiles in the clear, and keeps them all for as long as it \
+             exists: the images of whoever walked by included. A new memory made with sealed: true seals them \
+             and keeps one frame a second for a week (docs/SEAL.md, \"Defaults\")"
+        );
+    }
     if sealed {
         ingest_config.keep_frame_every_ns = keep_frame_every_ns;
         tracing::info!(
@@ -142,6 +157,7 @@ pub async fn run() -> Result<()> {
     }
     let brain = MemoryBrain::new(kernel, brain_config.clone());
     let commit_now = brain.commit_now();
+    tokio::spawn(apply_parameters(parameter_events, params.clone(), brain.live(), free, sealed));
     let mut definition = Definition::new(brain_config.cognet.clone(), Telemetry::new());
     definition.declare_loop(brain);
     let mut cognet = definition.load().await.map_err(|e| anyhow!("{e}"))?;
@@ -321,6 +337,7 @@ pub async fn run() -> Result<()> {
     if tokio::task::spawn_blocking(move || head_publisher.join().is_err()).await.unwrap_or(true) {
         tracing::error!("the head publisher panicked");
     }
+    log::stop_rosout();
     drop(node);
     let head = readers.committed().head;
     tracing::info!("stopped with {} atoms committed, root {}", head.size, hex::encode(head.root));
@@ -340,6 +357,76 @@ async fn wait_for_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// Parameters set while the node runs (`ros2 param set`): the brain's commit period and a
+/// sealed memory's retention take effect at its next wake; a value out of range is refused
+/// with a warning and the one in force kept; every other parameter is read only at start, and
+/// setting it says so. (r2r's parameter services accept every set of a declared parameter: the
+/// node cannot refuse one, so it says what it did with it.)
+async fn apply_parameters(
+    mut events: impl futures::Stream<Item = (String, r2r::ParameterValue)> + Unpin,
+    params: Arc<Mutex<Params>>,
+    live: crate::brain::LiveSettings,
+    free: u64,
+    sealed: bool,
+) {
+    while let Some((name, value)) = events.next().await {
+        let p = params.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let live_now = name == "commit_period_s"
+            || name == "commit_every_atoms"
+            || (name.starts_with("retention.") && name != "retention.camera.every_s");
+        if !live_now {
+            tracing::warn!(
+                "parameter {name} set to {value:?}: it is read when the node starts, so the value in force is \
+                 unchanged until the next start"
+            );
+            continue;
+        }
+        if name.starts_with("retention.") && !sealed {
+            tracing::warn!(
+                "parameter {name} set to {value:?}: this memory is in the clear, and retention is a sealed memory's"
+            );
+            continue;
+        }
+        let period = p.commit_period_s;
+        let applied = p.retention(free).and_then(|(retention, _)| {
+            let check = p.retention_check_ms()?;
+            if !(period.is_finite() && period > 0.0 && period <= 86_400.0) {
+                return Err(format!("parameter commit_period_s must be from 0 to 86400 s, not {period}"));
+            }
+            let every = u64::try_from(p.commit_every_atoms).ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!("parameter commit_every_atoms must be positive, not {}", p.commit_every_atoms)
+            })?;
+            live.update(|l| {
+                l.commit_period_ms = (period * 1000.0).round() as u64;
+                l.commit_every = every;
+                if sealed {
+                    l.retention = retention;
+                    l.retention_check_ms = check;
+                }
+            });
+            Ok(())
+        });
+        match applied {
+            Ok(()) => tracing::info!(
+                "parameter {name} set to {value:?}: in force from the memory brain's next wake"
+            ),
+            Err(e) => tracing::warn!(
+                "{e}: refused, the value in force is kept (`ros2 param get` shows the one asked)"
+            ),
+        }
+    }
+}
+
+/// The space free (to an unprivileged writer) on the filesystem that holds `dir`, or its
+/// nearest existing ancestor; 0 when none can be asked.
+fn free_bytes(dir: &std::path::Path) -> u64 {
+    dir.ancestors()
+        .find_map(|d| {
+            rustix::fs::statvfs(if d.as_os_str().is_empty() { std::path::Path::new(".") } else { d }).ok()
+        })
+        .map_or(0, |s| s.f_bavail.saturating_mul(s.f_frsize))
 }
 
 /// The committed head as a message.

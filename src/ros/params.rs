@@ -90,7 +90,7 @@ pub struct StreamRetentionParams {
         0 keeps them however old"]
     pub keep_s: f64,
     #[doc = "Forget the oldest while the stream's payloads take more than this on disk [MB]; 0: no \
-        budget"]
+        budget; -1: a fifth of the space free where data_dir is when the node starts"]
     pub keep_mb: i64,
     #[doc = "Keep at most one payload per this many seconds per camera (the other frames are \
         remembered without their image) [s]; 0 keeps every one (camera only)"]
@@ -125,7 +125,9 @@ impl Default for Params {
             data_dir: "sion-data".into(),
             agent: "robot".into(),
             ledger: "embedded".into(),
-            sealed: false,
+            // Private by default: frames and tiles sealed, camera frames kept one a second for a
+            // week within a fifth of the free disk (docs/SEAL.md, "Defaults").
+            sealed: true,
             robot: ingest.robot,
             fixed_frame: ingest.fixed_frame,
             commit_period_s: 5.0,
@@ -157,7 +159,7 @@ impl Default for Params {
             },
             // A week of frames, one a second, within 20 GB; map tiles kept.
             retention: RetentionParams {
-                camera: StreamRetentionParams { keep_s: 604_800.0, keep_mb: 20_000, every_s: 1.0 },
+                camera: StreamRetentionParams { keep_s: 604_800.0, keep_mb: -1, every_s: 1.0 },
                 map: StreamRetentionParams { keep_s: 0.0, keep_mb: 0, every_s: 0.0 },
                 check_s: 10.0,
             },
@@ -237,8 +239,9 @@ impl Params {
     }
 
     /// A sealed memory's retention, checked: (the policy, frames' payloads kept at most every
-    /// this many ns). A value out of range is an error naming it.
-    pub fn retention(&self) -> Result<(crate::memory::Retention, i64), String> {
+    /// this many ns). A value out of range is an error naming it. `free_bytes`: the space free
+    /// where the memory is, which a `keep_mb` of -1 takes a fifth of.
+    pub fn retention(&self, free_bytes: u64) -> Result<(crate::memory::Retention, i64), String> {
         let stream =
             |name: &str, p: &StreamRetentionParams| -> Result<crate::memory::StreamRetention, String> {
                 // Up to about a hundred years, so the conversion to nanoseconds cannot overflow.
@@ -248,10 +251,12 @@ impl Params {
                         p.keep_s
                     ));
                 }
-                let keep_bytes =
-                    u64::try_from(p.keep_mb).ok().and_then(|m| m.checked_mul(1_000_000)).ok_or_else(
-                        || format!("parameter retention.{name}.keep_mb must not be negative: {}", p.keep_mb),
-                    )?;
+                let keep_bytes = match p.keep_mb {
+                    -1 => free_bytes / 5,
+                    mb => u64::try_from(mb).ok().and_then(|m| m.checked_mul(1_000_000)).ok_or_else(|| {
+                        format!("parameter retention.{name}.keep_mb must be a size in MB, 0 or -1, not {mb}")
+                    })?,
+                };
                 Ok(crate::memory::StreamRetention { keep_ns: (p.keep_s * 1e9).round() as i64, keep_bytes })
             };
         let every = self.retention.camera.every_s;

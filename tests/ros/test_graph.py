@@ -19,6 +19,7 @@ import time
 import unittest
 
 import rclpy
+from rcl_interfaces.msg import Log
 from sion_memory_msgs.msg import Head, Stats
 from sion_memory_msgs.srv import Remember
 
@@ -47,6 +48,11 @@ class Graph(unittest.TestCase):
         cls.client.create_subscription(Stats, '/sion_memory/stats', cls.stats.append, 10)
         latched = rclpy.qos.QoSProfile(depth=1, durability=rclpy.qos.DurabilityPolicy.TRANSIENT_LOCAL)
         cls.client.create_subscription(Head, '/sion_memory/head', cls.heads.append, latched)
+        # The node logs through rcl: its lines are on /rosout (kept for late joiners, as rcl's
+        # rosout publisher is transient local).
+        cls.rosout = []
+        rosout_qos = rclpy.qos.QoSProfile(depth=1000, durability=rclpy.qos.DurabilityPolicy.TRANSIENT_LOCAL)
+        cls.client.create_subscription(Log, '/rosout', cls.rosout.append, rosout_qos)
         cls.publisher = rclpy.create_node('robot_run')
         cls.first, cls.last = robot_run.play(cls.publisher, RUN_SECONDS, bad=True)
         cls.committed = ask.commit(cls.client)
@@ -88,6 +94,47 @@ class Graph(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertIn('VALID', out.stdout)
+
+    def test_the_log_is_on_rosout(self):
+        def seen(level, text):
+            return any(m.name == 'sion_memory' and m.level == level and text in m.msg for m in self.rosout)
+        self.assertTrue(self.spin_until(lambda: seen(Log.INFO, 'sion_memory is up')),
+                        [(m.name, m.level, m.msg[:80]) for m in self.rosout][:20])
+        # A refusal is a warning, at the ROS level of one.
+        self.assertTrue(self.spin_until(lambda: seen(Log.WARN, 'refused'), seconds=15),
+                        [(m.name, m.level, m.msg[:80]) for m in self.rosout][:20])
+
+    def test_parameters_are_ros_parameters(self):
+        """ros2 param get/set/describe through the node's parameter services: a live parameter
+        takes effect (and says so on /rosout); one read at start says that it waits for the next."""
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import DescribeParameters, GetParameters, SetParameters
+
+        def set_one(name, value):
+            v = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value) if isinstance(value, float) \
+                else ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+            return ask.call(self.client, SetParameters, '/sion_memory/set_parameters',
+                            SetParameters.Request(parameters=[Parameter(name=name, value=v)]))
+
+        def said(text):
+            return lambda: any(m.name == 'sion_memory' and text in m.msg for m in self.rosout)
+        got = ask.call(self.client, GetParameters, '/sion_memory/get_parameters',
+                       GetParameters.Request(names=['commit_period_s', 'fixed_frame']))
+        self.assertEqual(got.values[1].string_value, 'map')
+        described = ask.call(self.client, DescribeParameters, '/sion_memory/describe_parameters',
+                             DescribeParameters.Request(names=['ledger']))
+        self.assertIn("or an embedded ledger's directory", described.descriptors[0].description)
+        self.assertTrue(set_one('commit_period_s', 2.5).results[0].successful)
+        self.assertTrue(self.spin_until(said('parameter commit_period_s set to Double(2.5): in force')),
+                        [m.msg for m in self.rosout if 'parameter' in m.msg])
+        got = ask.call(self.client, GetParameters, '/sion_memory/get_parameters',
+                       GetParameters.Request(names=['commit_period_s']))
+        self.assertEqual(got.values[0].double_value, 2.5)
+        set_one('robot', 'another')
+        self.assertTrue(self.spin_until(said('parameter robot set to String("another"): it is read when the node starts')))
+        set_one('commit_period_s', -1.0)
+        self.assertTrue(self.spin_until(said('commit_period_s must be from 0 to 86400 s, not -1: refused')))
+        set_one('commit_period_s', 5.0)
 
     def test_commit_answers_with_the_head(self):
         self.assertTrue(self.committed.ok, self.committed.error)
@@ -248,10 +295,17 @@ class BagBothWays(unittest.TestCase):
         work = tempfile.mkdtemp(prefix='sion-bag-test-')
         bag = os.path.join(work, 'run.mcap')
         subprocess.run(['sion', 'bag', 'synth', '--out', bag, '--seconds', '12'], check=True, capture_output=True)
+        # `sion replay` makes a memory in the clear; so does the node here (it seals by default).
+        with open(os.path.join(ROOT, 'config', 'robot.yaml')) as f:
+            config = f.read().replace('sealed: true ', 'sealed: false', 1)
+        self.assertIn('sealed: false', config)
+        with open(os.path.join(work, 'robot.yaml'), 'w') as f:
+            f.write(config)
         with open(os.path.join(work, 'node.log'), 'w') as log:
             node = subprocess.Popen(
                 [sys.executable, os.path.join(ROOT, 'scripts', 'launch.py'),
-                 os.path.join(ROOT, 'launch', 'robot.launch.py'), f'data_dir:={work}/live'],
+                 os.path.join(ROOT, 'launch', 'robot.launch.py'), f'data_dir:={work}/live',
+                 f'config:={work}/robot.yaml'],
                 stdout=log, stderr=subprocess.STDOUT)
             try:
                 played = subprocess.run(['bag_play', bag, '--rate', '2'], capture_output=True, text=True, timeout=120)

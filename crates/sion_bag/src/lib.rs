@@ -6,6 +6,7 @@
 //! - [`BagWriter`]: a bag as rosbag2 writes one (used by [`synth`] and the tests);
 //! - [`synth`]: a deterministic warehouse robot run;
 //! - [`replay`]: a bag into a memory through the live node's ingest;
+//! - [`rosbag2`]: what `ros2 bag record` leaves (a directory, split files) as the parts to replay;
 //! - [`export`]: a memory out as MCAP with JSON messages (atoms, heads, answers).
 
 #![forbid(unsafe_code)]
@@ -13,6 +14,7 @@
 pub mod chunk;
 pub mod export;
 pub mod replay;
+pub mod rosbag2;
 pub mod synth;
 mod write;
 

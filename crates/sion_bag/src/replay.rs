@@ -184,6 +184,18 @@ impl Replay<'_> {
         if let Some(&known) = self.topics.get(&topic.id) {
             return Ok(known);
         }
+        // A topic an earlier part of a split bag declared (under its own channel id there) is
+        // the same topic: counted in one row, fed to the same stream.
+        if let Some(index) = self
+            .report
+            .topics
+            .iter()
+            .position(|t| t.topic == topic.name && t.message_type == topic.message_type)
+        {
+            let entry = (index, self.report.topics[index].taken_as.as_ref().ok().copied());
+            self.topics.insert(topic.id, entry);
+            return Ok(entry);
+        }
         let mut taken_as = classify(topic);
         if let Ok(stream) = taken_as {
             if !topic.schema.is_empty() && topic.schema_encoding == "ros2msg" {
@@ -274,6 +286,20 @@ pub fn replay_from(
     reader: Result<BagReader<'_>, BagError>,
     memory: &Memory,
     options: ReplayOptions,
+    progress: impl FnMut(Progress),
+) -> Result<ReplayReport, ReplayFailed> {
+    replay_parts(std::iter::once(reader), memory, options, progress)
+}
+
+/// Replay the parts of a split bag (rosbag2's `NAME_0.mcap`, `NAME_1.mcap`, … in the order its
+/// metadata.yaml lists them) as one: one ingest, so a transform or a camera's calibration from
+/// one part serves the frames of the next, and one report. A part that cannot be read stops
+/// the replay as a damaged bag does (`--skip-bad` goes on to the next part). Progress counts
+/// bytes across the parts.
+pub fn replay_parts<'b>(
+    parts: impl IntoIterator<Item = Result<BagReader<'b>, BagError>>,
+    memory: &Memory,
+    options: ReplayOptions,
     mut progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayFailed> {
     let ingest = Ingest::new(options.ingest.clone());
@@ -288,13 +314,61 @@ pub fn replay_from(
         blobs: Vec::new(),
         blob_bytes: 0,
     };
-    let mut reader = match reader {
-        Ok(reader) => reader,
-        Err(e) => return Err(r.fail(e.into())),
-    };
+    let mut done_bytes = 0u64;
     let mut undeclared: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
+    for part in parts {
+        let mut reader = match part {
+            Ok(reader) => reader,
+            Err(e) if r.options.skip_bad && r.report.messages > 0 => {
+                r.report.skipped_bad.push(format!("a part of the bag: {e}"));
+                continue;
+            }
+            Err(e) => return Err(r.fail(e.into())),
+        };
+        // Channel ids are a part's own.
+        r.topics.clear();
+        let cut = replay_part(&mut r, &mut reader, done_bytes, &mut undeclared, &mut progress)?;
+        // (BagReader is an Iterator too: its own position and len, not the iterator's.)
+        done_bytes += if cut { BagReader::position(&reader) } else { BagReader::len(&reader) };
+        if cut {
+            break;
+        }
+    }
+    r.report.bytes = done_bytes;
+    for (channel, (count, first)) in undeclared {
+        r.report.skipped_bad.push(format!(
+            "{count} message(s) on channel {channel}, which the bag never declared (first at log time {first}; \
+             its declaration may have been in a damaged chunk)"
+        ));
+    }
+    // Frames still waiting for a transform will not get one.
+    let flushed = r.ingest.flush();
+    r.absorb(flushed);
+    if let Err(e) = r.flush() {
+        return Err(r.fail(e));
+    }
+    r.report.topics.sort_by(|a, b| a.topic.cmp(&b.topic));
+    r.report.log_size = memory.log().size();
+    progress(Progress {
+        position: done_bytes,
+        len: done_bytes,
+        messages: r.report.messages,
+        atoms: r.report.atoms,
+    });
+    Ok(r.report)
+}
+
+/// One part's messages into the replay; `Ok(true)` when the rest of the bag is to be skipped
+/// (a part cut short, with `--skip-bad`).
+fn replay_part(
+    r: &mut Replay<'_>,
+    reader: &mut BagReader<'_>,
+    offset: u64,
+    undeclared: &mut BTreeMap<u16, (u64, u64)>,
+    progress: &mut impl FnMut(Progress),
+) -> Result<bool, ReplayFailed> {
     while let Some(event) = reader.next() {
-        r.report.bytes = reader.position();
+        r.report.bytes = offset + BagReader::position(reader);
         let message = match event {
             Ok(Event::Message(m)) => m,
             Ok(Event::DamagedChunk { offset, error }) => {
@@ -307,7 +381,7 @@ pub fn replay_from(
             // With --skip-bad, a bag cut short (a recorder that died) gives what precedes the cut.
             Err(e @ BagError::Damaged { .. }) if r.options.skip_bad => {
                 r.report.skipped_bad.push(format!("the rest of the bag: {e}"));
-                break;
+                return Ok(true);
             }
             // Its channel was declared in a damaged chunk (and the bag has no summary to say
             // it again): counted per channel, and the replay goes on.
@@ -335,33 +409,12 @@ pub fn replay_from(
         if r.report.messages.is_multiple_of(1024) {
             let atoms = r.report.atoms + r.atoms.len() as u64;
             progress(Progress {
-                position: reader.position(),
-                len: reader.len(),
+                position: offset + BagReader::position(reader),
+                len: offset + BagReader::len(reader),
                 messages: r.report.messages,
                 atoms,
             });
         }
     }
-    r.report.bytes = reader.position();
-    for (channel, (count, first)) in undeclared {
-        r.report.skipped_bad.push(format!(
-            "{count} message(s) on channel {channel}, which the bag never declared (first at log time {first}; \
-             its declaration may have been in a damaged chunk)"
-        ));
-    }
-    // Frames still waiting for a transform will not get one.
-    let flushed = r.ingest.flush();
-    r.absorb(flushed);
-    if let Err(e) = r.flush() {
-        return Err(r.fail(e));
-    }
-    r.report.topics.sort_by(|a, b| a.topic.cmp(&b.topic));
-    r.report.log_size = memory.log().size();
-    progress(Progress {
-        position: reader.len(),
-        len: reader.len(),
-        messages: r.report.messages,
-        atoms: r.report.atoms,
-    });
-    Ok(r.report)
+    Ok(false)
 }

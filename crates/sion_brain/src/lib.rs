@@ -270,12 +270,39 @@ pub struct MemoryBrain {
     /// Set by whoever wants a commit now (a service call); cleared when the brain has committed
     /// everything it had folded at that time.
     commit_now: Arc<AtomicBool>,
+    live: LiveSettings,
     stats: BrainStats,
     /// Commits failed in a row, and when to try again: a ledger that cannot be reached (a fleet
     /// ledger's service down) must not stop the brain; the atoms stay recorded, and the first
     /// commit that succeeds takes the whole backlog.
     failing: u32,
     retry_at: Option<Instant>,
+}
+
+/// What may change while the brain runs (a node's parameters set with `ros2 param set`): how
+/// often it commits and what a sealed memory keeps. Read at every wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Live {
+    pub commit_period_ms: u64,
+    pub commit_every: u64,
+    pub retention: sion_store::memory::Retention,
+    pub retention_check_ms: u64,
+}
+
+/// A handle that changes the brain's [`Live`] settings, taken at its next wake.
+#[derive(Clone)]
+pub struct LiveSettings(Arc<Mutex<Live>>);
+
+impl LiveSettings {
+    /// The settings in force (or about to be, at the next wake).
+    pub fn get(&self) -> Live {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Change them: `change` gets the settings in force and edits them.
+    pub fn update(&self, change: impl FnOnce(&mut Live)) {
+        change(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner));
+    }
 }
 
 /// A handle that asks the brain to commit at its next wake rather than when its period says.
@@ -312,6 +339,12 @@ impl MemoryBrain {
             None => (Deriver::new(config.derive), 0),
         };
         let resume = seen.min(index.size());
+        let live = LiveSettings(Arc::new(Mutex::new(Live {
+            commit_period_ms: config.commit_period_ms,
+            commit_every: config.commit_every,
+            retention: config.retention,
+            retention_check_ms: config.retention_check_ms,
+        })));
         Self {
             deriver,
             kernel,
@@ -330,6 +363,7 @@ impl MemoryBrain {
             news: 0,
             last_commit: Instant::now(),
             commit_now: Arc::default(),
+            live,
             stats: BrainStats::default(),
             failing: 0,
             retry_at: None,
@@ -358,6 +392,20 @@ impl MemoryBrain {
         &self.stats
     }
 
+    /// A handle to change how often the brain commits and what it retains, at its next wake.
+    pub fn live(&self) -> LiveSettings {
+        self.live.clone()
+    }
+
+    /// The live settings into the configuration the wake uses.
+    fn take_live(&mut self) {
+        let live = self.live.get();
+        self.config.commit_period_ms = live.commit_period_ms;
+        self.config.commit_every = live.commit_every;
+        self.config.retention = live.retention;
+        self.config.retention_check_ms = live.retention_check_ms;
+    }
+
     /// A handle to ask for a commit at the next wake.
     pub fn commit_now(&self) -> CommitNow {
         CommitNow(Arc::clone(&self.commit_now))
@@ -377,6 +425,7 @@ impl MemoryBrain {
     /// Fold the log tail into the resident index: the same call on a cold boot (cursor at
     /// the start) and on every tick; calling it again folds nothing. Returns how many atoms.
     pub fn sync(&mut self, signal: &tokio_util::sync::CancellationToken) -> Result<u64, BoxError> {
+        self.take_live();
         let mut folded = 0;
         loop {
             let batch = self.kernel.session_after(self.cursor, self.config.sync_chunk)?;

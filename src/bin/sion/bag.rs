@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use sion_memory::bag::BagReader;
-use sion_memory::bag::replay::{ReplayOptions, ReplayReport, replay_from};
+use sion_memory::bag::replay::{ReplayOptions, ReplayReport, replay_parts};
 use sion_memory::bag::synth::{SynthConfig, synth};
 use sion_memory::ingest::IngestConfig;
 use sion_memory::memory::Memory;
@@ -49,9 +49,10 @@ pub struct SynthArgs {
 
 #[derive(Args)]
 pub struct ReplayArgs {
-    /// The bag (MCAP with CDR messages, as rosbag2 records them).
+    /// The bag: a rosbag2 directory (metadata.yaml and its MCAP files, split ones replayed as
+    /// one, in order) or one .mcap file; CDR messages, as `ros2 bag record` writes them.
     bag: PathBuf,
-    /// The memory directory (created if it holds no memory yet).
+    /// The memory directory (created if it holds no memory yet; not made for what is not a bag).
     #[arg(long, env = "SION_DATA")]
     data: PathBuf,
     /// Count messages that do not decode, topics whose schema differs and damaged chunks,
@@ -170,15 +171,33 @@ fn synth_cmd(a: &SynthArgs) -> Result<ExitCode> {
 }
 
 pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
-    // The bag is streamed, a record at a time: a bag larger than memory replays.
-    let mut file = File::open(&a.bag).with_context(|| format!("reading {}", a.bag.display()))?;
-    let len = file.metadata().with_context(|| format!("reading {}", a.bag.display()))?.len();
-    // The summary's schemas and channels first: a message whose channel was declared inside a
-    // chunk that turns out damaged is still read.
-    let declared = sion_memory::bag::declarations(&mut file, len);
-    file.seek(std::io::SeekFrom::Start(0)).with_context(|| format!("reading {}", a.bag.display()))?;
-    let reader = BagReader::from_reader(std::io::BufReader::with_capacity(1 << 20, file), len)
-        .map(|r| r.with_declarations(declared));
+    // What is not a bag is refused here, before a memory is made for it.
+    let parts = sion_memory::bag::rosbag2::parts(&a.bag)?;
+    if parts.files.len() > 1 {
+        let how = match parts.source {
+            sion_memory::bag::rosbag2::PartsSource::Metadata => "in the order its metadata.yaml lists them",
+            _ => "by the number their names end in (the directory has no metadata.yaml)",
+        };
+        eprintln!("{}: {} files, replayed as one bag {how}", a.bag.display(), parts.files.len());
+    }
+    let mut len = 0u64;
+    let mut files = Vec::with_capacity(parts.files.len());
+    for path in &parts.files {
+        let file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
+        let size = file.metadata().with_context(|| format!("reading {}", path.display()))?.len();
+        len += size;
+        files.push((path.clone(), file, size));
+    }
+    // Each part is streamed, a record at a time: a bag larger than memory replays. Its
+    // summary's schemas and channels are read first: a message whose channel was declared
+    // inside a chunk that turns out damaged is still read.
+    let readers = files.into_iter().map(|(path, mut file, size)| {
+        let declared = sion_memory::bag::declarations(&mut file, size);
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| sion_memory::bag::BagError::NotMcap(format!("{}: {e}", path.display())))?;
+        BagReader::from_reader(std::io::BufReader::with_capacity(1 << 20, file), size)
+            .map(|r| r.with_declarations(declared))
+    });
     let mut memory = Memory::options(&a.data)
         .agent(a.robot.as_str())
         .sealed(a.sealed)
@@ -211,7 +230,7 @@ pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
     };
     let bar = ui::byte_bar(len);
     let started = Instant::now();
-    let outcome = replay_from(reader, &memory, options, |p| {
+    let outcome = replay_parts(readers, &memory, options, |p| {
         bar.set_position(p.position);
         bar.set_message(format!("{} messages, {} atoms", ui::count(p.messages), ui::count(p.atoms)));
     });

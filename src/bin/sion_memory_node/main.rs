@@ -121,14 +121,24 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+    // Once the node exists its log goes through rcl and on /rosout, at the level `--ros-args
+    // --log-level` sets (RUST_LOG, if set, decides instead); before, to stderr.
+    use tracing_subscriber::prelude::*;
+    let level = sion_memory::ros::log::ros_log_level(&args, "sion_memory").unwrap_or(tracing::Level::INFO);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if level == tracing::Level::DEBUG {
+            "info,sion_memory=debug,sion_brain=debug,sion_store=debug,sion_ingest=debug".to_owned()
+        } else {
+            level.as_str().to_ascii_lowercase()
+        })
+    });
+    let console = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+            !sion_memory::ros::log::through_rcl_now() && *meta.level() <= tracing::Level::INFO
+        }));
+    tracing_subscriber::registry().with(filter).with(console).with(sion_memory::ros::log::RclLayer).init();
     log_process_memory();
     let outcome = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
