@@ -189,8 +189,9 @@ _sion_ros_main() {
     _sion_build_interfaces || return 1
     _sion_node_prefix
     # r2r generates Rust for these packages only (the full set costs a minute more per build).
-    # The node subscribes (raw) to these types and serves sion_memory_msgs.
-    export IDL_PACKAGE_FILTER="builtin_interfaces;std_msgs;geometry_msgs;nav_msgs;sensor_msgs;tf2_msgs;sion_memory_msgs"
+    # The node subscribes (raw) to these types, serves sion_memory_msgs, publishes
+    # diagnostic_msgs and follows rosgraph_msgs/Clock with use_sim_time.
+    export IDL_PACKAGE_FILTER="builtin_interfaces;std_msgs;geometry_msgs;nav_msgs;sensor_msgs;tf2_msgs;diagnostic_msgs;rosgraph_msgs;sion_memory_msgs"
 }
 
 _sion_ros_main || { echo "ros: no ROS 2 could be set up" >&2; return 1 2>/dev/null || exit 1; }

@@ -15,11 +15,13 @@ use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 
 static LOGGER: OnceLock<String> = OnceLock::new();
-static ROSOUT: Mutex<Option<r2r::Publisher<r2r::rcl_interfaces::msg::Log>>> = Mutex::new(None);
+type Rosout = (r2r::Publisher<r2r::rcl_interfaces::msg::Log>, super::RosClock);
+static ROSOUT: Mutex<Option<Rosout>> = Mutex::new(None);
 
-/// Publish the log on `/rosout` through this publisher (until [`stop_rosout`]).
-pub fn publish_rosout(publisher: r2r::Publisher<r2r::rcl_interfaces::msg::Log>) {
-    *ROSOUT.lock().unwrap_or_else(PoisonError::into_inner) = Some(publisher);
+/// Publish the log on `/rosout` through this publisher, stamped by the node's clock (ROS time:
+/// /clock's with use_sim_time), until [`stop_rosout`].
+pub fn publish_rosout(publisher: r2r::Publisher<r2r::rcl_interfaces::msg::Log>, clock: super::RosClock) {
+    *ROSOUT.lock().unwrap_or_else(PoisonError::into_inner) = Some((publisher, clock));
 }
 
 /// Stop publishing on `/rosout` (before the node that owns the publisher is dropped).
@@ -88,8 +90,8 @@ impl<S: Subscriber> Layer<S> for RclLayer {
         let file = meta.file().unwrap_or("").replace('\0', "");
         let line = meta.line().unwrap_or(0);
         r2r::log(&message, logger, &file, line, severity);
-        if let Some(rosout) = ROSOUT.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        if let Some((rosout, clock)) = ROSOUT.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            let now = super::now(clock);
             // rcl_interfaces/msg/Log's levels.
             let level: u8 = match *meta.level() {
                 Level::ERROR => 40,
@@ -98,10 +100,7 @@ impl<S: Subscriber> Layer<S> for RclLayer {
                 _ => 10,
             };
             let log = r2r::rcl_interfaces::msg::Log {
-                stamp: r2r::builtin_interfaces::msg::Time {
-                    sec: i32::try_from(now.as_secs()).unwrap_or(i32::MAX),
-                    nanosec: now.subsec_nanos(),
-                },
+                stamp: super::convert::time(now),
                 level,
                 name: logger.clone(),
                 msg: message,

@@ -21,6 +21,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, anyhow};
 use futures::{FutureExt as _, StreamExt as _};
 use r2r::QosProfile;
+use r2r::diagnostic_msgs::msg::{DiagnosticArray, DiagnosticStatus, KeyValue};
 use r2r::sion_memory_msgs::msg;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -52,9 +53,11 @@ pub async fn run() -> Result<()> {
     let mut node = r2r::Node::create(ctx, NODE, "").context("creating the node")?;
     // From here the log goes through rcl: the console as ROS prints it, and /rosout.
     log::through_rcl(node.logger());
+    let clock: RosClock = node.get_ros_clock();
     log::publish_rosout(
         node.create_publisher::<r2r::rcl_interfaces::msg::Log>("/rosout", log::rosout_qos())
             .context("creating the /rosout publisher")?,
+        clock.clone(),
     );
     let params = Arc::new(Mutex::new(Params::default()));
     let (parameter_handler, parameter_events) =
@@ -144,6 +147,7 @@ pub async fn run() -> Result<()> {
     let head_pub =
         node.create_publisher::<msg::Head>("~/head", QosProfile::default().keep_last(1).transient_local())?;
     let stats_pub = node.create_publisher::<msg::Stats>("~/stats", QosProfile::default())?;
+    let diagnostics_pub = node.create_publisher::<DiagnosticArray>("/diagnostics", QosProfile::default())?;
 
     // The brain, in continuous mode; its stimuli are the log sizes the intake reaches.
     let mut brain_config = BrainConfig::default();
@@ -249,10 +253,15 @@ pub async fn run() -> Result<()> {
             .spawn(move || publish_heads(readers, head_pub, shutdown))?
     };
     tokio::spawn(publish_stats(
-        readers.clone(),
-        counters.clone(),
-        p.clone(),
+        Health {
+            readers: readers.clone(),
+            counters: counters.clone(),
+            params: p.clone(),
+            dir: dir.clone(),
+            clock,
+        },
         stats_pub,
+        diagnostics_pub,
         Duration::from_secs_f64(p.stats_period_s.max(0.01)),
         publishers_stop.clone(),
     ));
@@ -462,18 +471,43 @@ fn publish_heads(readers: Readers, publisher: r2r::Publisher<msg::Head>, shutdow
     }
 }
 
-async fn publish_stats(
+/// The node's ROS clock: the wall clock, or /clock's time with use_sim_time.
+pub type RosClock = Arc<Mutex<r2r::Clock>>;
+
+/// Now on the node's ROS clock, in ns (0 until a simulation's /clock has said anything).
+fn now(clock: &RosClock) -> i64 {
+    clock
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_now()
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// What the stats and the diagnostics are made of.
+struct Health {
     readers: Readers,
     counters: intake::Counters,
     params: Params,
+    dir: PathBuf,
+    clock: RosClock,
+}
+
+/// `/sion_memory/stats` and `/diagnostics` (diagnostic_msgs/DiagnosticArray: the intake, the
+/// disk, the log and the ledger's commits, each OK, WARN or ERROR with its figures), every
+/// `stats_period_s`, stamped by the node's clock.
+async fn publish_stats(
+    health: Health,
     publisher: r2r::Publisher<msg::Stats>,
+    diagnostics: r2r::Publisher<DiagnosticArray>,
     period: Duration,
     shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(period);
+    let mut before = (0u64, 0u64);
     while !shutdown.is_cancelled() {
         tick.tick().await;
-        let streams = {
+        let Health { readers, counters, params, .. } = &health;
+        let streams: Vec<msg::StreamStats> = {
             let counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
             Stream::ALL
                 .iter()
@@ -494,17 +528,126 @@ async fn publish_stats(
                 })
                 .collect()
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let stamp = convert::time(now(&health.clock));
         let stats = msg::Stats {
-            stamp: convert::time(now),
+            stamp: stamp.clone(),
             log_size: readers.log_size(),
             committed_size: readers.committed().head.size,
             streams,
         };
+        let status = diagnose(&health, &stats, &mut before);
         if let Err(e) = publisher.publish(&stats) {
             tracing::warn!("could not publish stats: {e}");
         }
+        let array =
+            DiagnosticArray { header: r2r::std_msgs::msg::Header { stamp, frame_id: String::new() }, status };
+        if let Err(e) = diagnostics.publish(&array) {
+            tracing::warn!("could not publish diagnostics: {e}");
+        }
     }
+}
+
+/// The node's health as diagnostic statuses. `before`: the dropped and refused counts at the
+/// last report (what grew since is a warning).
+fn diagnose(health: &Health, stats: &msg::Stats, before: &mut (u64, u64)) -> Vec<DiagnosticStatus> {
+    const OK: u8 = 0;
+    const WARN: u8 = 1;
+    const ERROR: u8 = 2;
+    let kv = |key: &str, value: String| KeyValue { key: key.to_owned(), value };
+    let status = |name: &str, level: u8, message: String, values: Vec<KeyValue>| DiagnosticStatus {
+        level,
+        name: format!("sion_memory: {name}"),
+        message,
+        hardware_id: health.params.agent.clone(),
+        values,
+    };
+    let received: u64 = stats.streams.iter().map(|s| s.messages).sum();
+    let remembered: u64 = stats.streams.iter().map(|s| s.remembered).sum();
+    let dropped: u64 = stats.streams.iter().map(|s| s.dropped).sum();
+    let refused: u64 = stats.streams.iter().flat_map(|s| s.reject_counts.iter()).sum();
+    let (new_dropped, new_refused) = (dropped - before.0.min(dropped), refused - before.1.min(refused));
+    *before = (dropped, refused);
+    let intake = if new_dropped > 0 {
+        status(
+            "intake",
+            WARN,
+            format!("{new_dropped} message(s) dropped since the last report: the intake's queue was full"),
+            vec![],
+        )
+    } else if new_refused > 0 {
+        status(
+            "intake",
+            WARN,
+            format!("{new_refused} message(s) refused since the last report (the log says why)"),
+            vec![],
+        )
+    } else {
+        status("intake", OK, format!("{received} messages received, {remembered} remembered"), vec![])
+    };
+    let intake = DiagnosticStatus {
+        values: vec![
+            kv("received", received.to_string()),
+            kv("remembered", remembered.to_string()),
+            kv("dropped", dropped.to_string()),
+            kv("refused", refused.to_string()),
+        ],
+        ..intake
+    };
+    let free = free_bytes(&health.dir);
+    let gb = free as f64 / 1e9;
+    let (level, message) = if free < 100_000_000 {
+        (ERROR, format!("{gb:.2} GB free where the memory is: appends will fail"))
+    } else if free < 1_000_000_000 {
+        (WARN, format!("{gb:.2} GB free where the memory is"))
+    } else {
+        (OK, format!("{gb:.1} GB free where the memory is"))
+    };
+    let disk = status(
+        "disk",
+        level,
+        message,
+        vec![kv("free_bytes", free.to_string()), kv("path", health.dir.display().to_string())],
+    );
+    let waiting = stats.log_size.saturating_sub(stats.committed_size);
+    let log = status(
+        "log",
+        OK,
+        format!("{} atoms, {} committed", stats.log_size, stats.committed_size),
+        vec![kv("atoms", stats.log_size.to_string()), kv("committed", stats.committed_size.to_string())],
+    );
+    // The ledger's time (wall clock) of the last commit, against the wall clock: commits are
+    // due every commit_period_s while atoms wait.
+    let (committed, pulse_ns) =
+        health.readers.head_at(None).unwrap_or_else(|_| (health.readers.committed(), 0));
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let age_s = if pulse_ns > 0 { (wall - pulse_ns) as f64 / 1e9 } else { f64::INFINITY };
+    let due_s = (health.params.commit_period_s * 3.0).max(30.0);
+    let ledger = if waiting > 0 && age_s > due_s {
+        status(
+            "ledger",
+            WARN,
+            format!(
+                "{waiting} atoms wait for a commit, the last one {age_s:.0} s ago: is the ledger reachable?"
+            ),
+            vec![],
+        )
+    } else {
+        status(
+            "ledger",
+            OK,
+            format!("head of {} atoms committed at Pulse {}", committed.head.size, committed.committed_at),
+            vec![],
+        )
+    };
+    let ledger = DiagnosticStatus {
+        values: vec![
+            kv("pulse", committed.committed_at.to_string()),
+            kv("last_commit_age_s", if age_s.is_finite() { format!("{age_s:.1}") } else { "never".into() }),
+            kv("waiting", waiting.to_string()),
+        ],
+        ..ledger
+    };
+    vec![intake, disk, log, ledger]
 }

@@ -71,6 +71,10 @@ pub struct Params {
     #[doc = "Other revisers' memory directories (read-only, on this memory's ledger), comma-separated, \
         that ~/believe and the MCP tool draw belief bundles from too"]
     pub believe_from: String,
+    #[doc = "Take the time the node stamps (/sion_memory/stats, /diagnostics, /rosout) from /clock \
+        (rosgraph_msgs/Clock), as a simulation or `ros2 bag play --clock` publishes it. Atoms keep \
+        their messages' own stamps either way; the ledger keeps its own time. Read at start"]
+    pub use_sim_time: bool,
     pub topics: Topics,
     /// A sealed memory's retention: what it keeps of each stream's payloads (docs/SEAL.md)
     pub retention: RetentionParams,
@@ -147,6 +151,7 @@ impl Default for Params {
             mcp_unix_role: "read".into(),
             mcp_unix_allow: String::new(),
             believe_from: String::new(),
+            use_sim_time: false,
             topics: Topics {
                 pose: topic(Stream::Pose),
                 odom: topic(Stream::Odometry),

@@ -19,6 +19,7 @@ import time
 import unittest
 
 import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rcl_interfaces.msg import Log
 from sion_memory_msgs.msg import Head, Stats
 from sion_memory_msgs.srv import Remember
@@ -53,6 +54,8 @@ class Graph(unittest.TestCase):
         cls.rosout = []
         rosout_qos = rclpy.qos.QoSProfile(depth=1000, durability=rclpy.qos.DurabilityPolicy.TRANSIENT_LOCAL)
         cls.client.create_subscription(Log, '/rosout', cls.rosout.append, rosout_qos)
+        cls.diagnostics = []
+        cls.client.create_subscription(DiagnosticArray, '/diagnostics', cls.diagnostics.append, 10)
         cls.publisher = rclpy.create_node('robot_run')
         cls.first, cls.last = robot_run.play(cls.publisher, RUN_SECONDS, bad=True)
         cls.committed = ask.commit(cls.client)
@@ -103,6 +106,21 @@ class Graph(unittest.TestCase):
         # A refusal is a warning, at the ROS level of one.
         self.assertTrue(self.spin_until(lambda: seen(Log.WARN, 'refused'), seconds=15),
                         [(m.name, m.level, m.msg[:80]) for m in self.rosout][:20])
+
+    def test_health_is_on_diagnostics(self):
+        """/diagnostics: the intake, the disk, the log and the ledger's commits, each with its
+        level; the bad messages of the run show as a warning of the intake."""
+        names = {'sion_memory: intake', 'sion_memory: disk', 'sion_memory: log', 'sion_memory: ledger'}
+        self.assertTrue(self.spin_until(lambda: any({st.name for st in a.status} == names for a in self.diagnostics)),
+                        [[st.name for st in a.status] for a in self.diagnostics][:3])
+        self.assertTrue(self.spin_until(lambda: any(st.name == 'sion_memory: intake' and st.level == DiagnosticStatus.WARN
+                                                    and 'refused' in st.message
+                                                    for a in self.diagnostics for st in a.status), seconds=15))
+        last = {st.name: st for st in self.diagnostics[-1].status}
+        self.assertEqual(last['sion_memory: disk'].level, DiagnosticStatus.OK, last['sion_memory: disk'].message)
+        values = {kv.key: kv.value for kv in last['sion_memory: log'].values}
+        self.assertGreater(int(values['atoms']), 0)
+        self.assertEqual(last['sion_memory: ledger'].hardware_id, 'robot')
 
     def test_parameters_are_ros_parameters(self):
         """ros2 param get/set/describe through the node's parameter services: a live parameter
@@ -285,6 +303,45 @@ class Graph(unittest.TestCase):
         refused = ask.call(self.client, Remember, '/sion_memory/remember', bad)
         self.assertFalse(refused.ok)
         self.assertIn('atom 0', refused.error)
+
+
+class SimTime(unittest.TestCase):
+    """use_sim_time: the node stamps what it publishes with /clock, as a simulation or a bag
+    played with --clock sets it, not with the wall clock."""
+
+    def test_the_node_follows_clock(self):
+        from rosgraph_msgs.msg import Clock
+        from builtin_interfaces.msg import Time
+        work = tempfile.mkdtemp(prefix='sion-simtime-test-')
+        with open(os.path.join(ROOT, 'config', 'robot.yaml')) as f:
+            config = f.read().replace('use_sim_time: false', 'use_sim_time: true ', 1)
+        self.assertIn('use_sim_time: true', config)
+        with open(os.path.join(work, 'robot.yaml'), 'w') as f:
+            f.write(config)
+        with open(os.path.join(work, 'node.log'), 'w') as log:
+            node = subprocess.Popen(
+                [sys.executable, os.path.join(ROOT, 'scripts', 'launch.py'), os.path.join(ROOT, 'launch', 'robot.launch.py'),
+                 f'data_dir:={work}/memory', f'config:={work}/robot.yaml'],
+                stdout=log, stderr=subprocess.STDOUT)
+        rclpy.init()
+        client = rclpy.create_node('sim_clock')
+        try:
+            stats = []
+            client.create_subscription(Stats, '/sion_memory/stats', stats.append, 10)
+            clock = client.create_publisher(Clock, '/clock', 10)
+            deadline = time.time() + 30
+            # Simulated time: 42 s after its zero, a tenth of a second a tick.
+            t = 42.0
+            while time.time() < deadline and not any(42 <= s.stamp.sec < 1000 for s in stats):
+                clock.publish(Clock(clock=Time(sec=int(t), nanosec=int((t % 1) * 1e9))))
+                t += 0.1
+                rclpy.spin_once(client, timeout_sec=0.1)
+            self.assertTrue(any(42 <= s.stamp.sec < 1000 for s in stats), [s.stamp.sec for s in stats][:10])
+        finally:
+            client.destroy_node()
+            rclpy.shutdown()
+            node.send_signal(signal.SIGINT)
+            node.wait(timeout=60)
 
 
 class BagBothWays(unittest.TestCase):
