@@ -19,6 +19,7 @@ head is used, and ask.py says that this trusts the node's word. --out FILE keeps
 """
 
 import argparse
+import datetime
 import os
 import sys
 import time
@@ -131,11 +132,28 @@ def show_answer(answer, proof_path, ledger_key, question):
         print(f'INVALID proof ({refused.code}): {refused}')
         return 1
     print(f'VALID {checked["kind"]} proof, checked here: {checked["statement"]}')
+    asked = checked['claim'].get('range')
+    if asked:
+        print(f'  asked   {in_metres_and_utc(asked)}')
     if proof_path:
         with open(proof_path, 'wb') as f:
             f.write(bytes(answer.proof))
         print(f'proof written to {proof_path} (check it offline: sion memory verify --ledger-key {ledger_key} {proof_path})')
     return 0
+
+
+def in_metres_and_utc(q):
+    """A range question as people say it: the box in metres, the interval in UTC."""
+    def metres(mm):  # exact: whole millimetres, as metres
+        sign, mm = ('-' if mm < 0 else ''), abs(mm)
+        return f'{sign}{mm // 1000}' + (f'.{mm % 1000:03d}'.rstrip('0') if mm % 1000 else '')
+
+    def utc(ns):
+        return datetime.datetime.fromtimestamp(ns // 10**9, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S') + \
+            f'.{ns % 10**9 // 10**6:03d}Z'
+    corner = ', '.join
+    return (f'frame "{q["frame"]}", [{corner(map(metres, q["min"]))}]..[{corner(map(metres, q["max"]))}] m, '
+            f'{utc(q["from"])} .. {utc(q["to"])} (UTC)')
 
 
 def missing_package():

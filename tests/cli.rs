@@ -574,3 +574,45 @@ fn verify_gives_the_refusal_code_and_asks_every_expectation() {
     refused(&verify(&[&["--expect-log", "1"][..], &wrong].concat(), &inclusion), "other_log");
     refused(&verify(&wrong, &inclusion), "other_head");
 }
+
+/// A frame gets out of a memory in the clear too (`open-payload`), as it was given, checked
+/// against the hash its atom commits to.
+#[test]
+fn open_payload_gets_a_frame_out_of_a_memory_in_the_clear() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path().join("m");
+    let d = d.to_str().expect("utf8");
+    let bag = concat!(env!("CARGO_MANIFEST_DIR"), "/bags/demo.mcap");
+    let o = sion(&["replay", bag, "--data", d], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "dump", "--data", d], None);
+    let frame = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+        .find(|a| {
+            a["payload"]["blob"]["media_type"].as_str().is_some_and(|m| m.contains("sensor_msgs/msg/Image"))
+        })
+        .expect("a camera frame with its image");
+    let out = tmp.path().join("frame.cdr");
+    let position = frame["position"].to_string();
+    let o = sion(
+        &[
+            "memory",
+            "open-payload",
+            "--data",
+            d,
+            "--position",
+            &position,
+            "--out",
+            out.to_str().expect("utf8"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let bytes = std::fs::read(&out).expect("frame");
+    assert_eq!(bytes.len() as u64, frame["payload"]["blob"]["size"].as_u64().expect("size"));
+    assert_eq!(
+        blake3::hash(&bytes).to_hex().to_string(),
+        frame["payload"]["blob"]["hash"].as_str().expect("hash")
+    );
+}

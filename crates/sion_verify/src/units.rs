@@ -330,6 +330,22 @@ pub fn show_box(b: &BoxMm) -> String {
     format!("[{}]..[{}] m", corner(&b.min_mm), corner(&b.max_mm))
 }
 
+/// An interval for people: `2026-01-01T00:00:00.000Z .. 2026-01-01T00:00:30.000Z` (UTC), the
+/// ends of i64 said in words.
+pub fn show_interval(from_ns: i64, to_ns: i64) -> String {
+    let end = |ns: i64, word: &str| match ns {
+        i64::MIN | i64::MAX => word.to_owned(),
+        ns => crate::time::rfc3339(ns),
+    };
+    format!("{} .. {}", end(from_ns, "the beginning of time"), end(to_ns, "the end of time"))
+}
+
+/// A range question for people, in metres and UTC: `frame "map", [0, 0, -1]..[5, 5, 3] m,
+/// 2026-01-01T00:00:00.000Z .. 2026-01-01T00:00:30.000Z`.
+pub fn show_query(q: &crate::index::geom::Query) -> String {
+    format!("frame {:?}, {}, {}", q.frame, show_box(&q.bounds), show_interval(q.from_ns, q.to_ns))
+}
+
 /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (RFC 3339; `t`, `z` and a space for `T` too).
 fn rfc3339_ns(t: &str, edge: Edge) -> Result<i64, String> {
     const FORM: &str = "RFC 3339 is YYYY-MM-DDTHH:MM:SS[.fraction] then Z or an offset ±HH:MM";

@@ -811,8 +811,20 @@ impl Memory {
         self.intake().sealed_bytes(position)
     }
 
-    /// Open the sealed payload of the atom at `position` with the writer's keys.
+    /// The payload of the atom at `position`: in a sealed memory, opened with the writer's
+    /// keys; in a memory in the clear, as it was given.
     pub fn open_payload(&self, position: u64) -> Result<Opened, MemoryError> {
+        if self.space.is_none() {
+            // A memory in the clear: each payload is what it was given (a blob, from the blob
+            // store, checked against its hash).
+            let atom = self.log.read(position)?;
+            return Ok(match &atom.parts().payload {
+                sion_verify::atom::Payload::Blob(r) => {
+                    Opened::Blob { media_type: r.media_type.clone(), content: self.blobs.get(&r.hash)? }
+                }
+                other => Opened::Inline(other.clone()),
+            });
+        }
         let space = self.sealed_space()?;
         let Some((atom, bytes, kind)) = self.sealed_bytes(position)? else {
             return Err(SpaceError::NotSealed {

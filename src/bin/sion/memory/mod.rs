@@ -91,8 +91,9 @@ pub(crate) enum MemoryCommand {
     /// memory's space: only the writer and the space's members can open them; proofs and
     /// audits work on them without any key. Prints the durable positions.
     Seal(space::SealArgs),
-    /// Print (or write to --out) the payload of a sealed atom, opened with the writer's keys or
-    /// a member's (--keys). Refused, saying so, if it was forgotten.
+    /// Print (or write to --out) the payload of an atom — a camera frame, a map tile, a note:
+    /// from a sealed memory opened with the writer's keys or a member's (--keys), refused,
+    /// saying so, if it was forgotten; from a memory in the clear as it was given.
     OpenPayload(space::OpenPayloadArgs),
     /// Forget the payloads of sealed atoms: a forget atom (who, when, why, which) is recorded,
     /// then the keys that open them are destroyed, so nothing left derives them — every other

@@ -201,6 +201,9 @@ pub(crate) fn sealed_states(v: &Verified, memory: Option<&Memory>) -> serde_json
 
 pub(crate) fn print_verified(v: &Verified, memory: Option<&Memory>) -> Result<()> {
     outln!("proves: {}", v.statement());
+    if let Claim::Range { query, .. } = &v.claim {
+        outln!("  asked   {} (UTC)", sion_memory::units::show_query(query));
+    }
     if let Claim::Range { atoms, .. } | Claim::List { atoms, .. } = &v.claim {
         print_atoms(atoms, memory)?;
     }
