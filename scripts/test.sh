@@ -100,8 +100,9 @@ unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS # the fuzz build is its own, instrumen
 phase "fuzzing"
 # Every input from outside: proof files, atoms (binary, JSON lines), bags and their chunks, ROS
 # messages through each conversion, memory directories whose files were damaged, and sealed
-# payloads, wrapped keys and key covers, and belief bundles.
-for target in proof_file atom atom_json bag chunk ingest store_open sealed belief_bundle; do
+# payloads, wrapped keys and key covers, belief bundles, the units people write questions in
+# and rosbag2 metadata.yaml files.
+for target in proof_file atom atom_json bag chunk ingest store_open sealed belief_bundle units rosbag2_metadata; do
     corpus=$(mktemp -d)
     cp fuzz/seeds/"$target"/* "$corpus"/
     # Inputs that once crashed a target stay in its corpus (fuzz/regressions/TARGET).

@@ -46,7 +46,10 @@ fuzz_target!(|data: &[u8]| {
             let i = at as usize % changed.len();
             changed[i] ^= 1 | at;
             if let Ok(s) = Sealed::decode(&changed) {
-                assert!(s.open(SealKind::Payload, &space, &cover, &atom).is_err(), "a changed byte {i} opened");
+                assert!(
+                    s.open(SealKind::Payload, &space, &cover, &atom).is_err(),
+                    "a changed byte {i} opened"
+                );
             }
         }
         _ => {

@@ -134,17 +134,35 @@ fn from_metadata(dir: &Path, metadata: &Path) -> Result<Vec<PathBuf>, BagPathErr
         .map(|(line, name)| {
             // A file of the bag is inside its directory: a hostile metadata.yaml does not send the
             // replay elsewhere.
-            let p = Path::new(&name);
-            let inside = p.components().all(|c| matches!(c, std::path::Component::Normal(_)));
-            if !inside || name.is_empty() {
+            if !inside(&name) {
                 return Err(BagPathError::Metadata {
                     path: metadata.to_owned(),
                     line,
                     why: format!("{name:?} is not a file name inside the bag's directory"),
                 });
             }
-            Ok(dir.join(p))
+            Ok(dir.join(&name))
         })
+        .collect()
+}
+
+/// Whether a name from metadata.yaml is a file inside the bag's directory: no `..`, no root,
+/// not empty.
+fn inside(name: &str) -> bool {
+    !name.is_empty() && Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+/// The files a metadata.yaml's text lists, each checked to be inside the bag's directory, or
+/// why not (`line N: …`): what `sion replay DIR` reads of it (the fuzz target's entry).
+pub fn metadata_files(text: &str) -> Result<Vec<String>, String> {
+    let read = Metadata::read(text).map_err(|(line, why)| format!("line {line}: {why}"))?;
+    read.files
+        .into_iter()
+        .map(
+            |(line, name)| {
+                if inside(&name) { Ok(name) } else { Err(format!("line {line}: {name:?} is outside")) }
+            },
+        )
         .collect()
 }
 
