@@ -163,7 +163,8 @@ pub struct RecallArgs {
     #[schemars(schema_with = "lengths_schema")]
     pub max: [serde_json::Value; 3],
     /// Start of the interval (included): RFC 3339 ("2026-01-01T14:00:00Z"), seconds since the
-    /// Unix epoch with their unit ("1767225600.5s"), or whole nanoseconds (ROS Time's).
+    /// Unix epoch with their unit ("1767225600.5s"), whole nanoseconds, or ROS Time ({"sec",
+    /// "nanosec"}).
     #[schemars(schema_with = "time_schema")]
     pub from: serde_json::Value,
     /// End of the interval (excluded; equal to `from` asks about that instant), as `from`.
@@ -192,7 +193,13 @@ fn time_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "oneOf": [
             {"type": "string", "description": "RFC 3339 (\"2026-01-01T14:00:00Z\") or seconds with their unit (\"1767225600.5s\")"},
-            {"type": "integer", "description": "whole nanoseconds since the Unix epoch"}
+            {"type": "integer", "description": "whole nanoseconds since the Unix epoch"},
+            {
+                "type": "object",
+                "description": "ROS Time (builtin_interfaces/Time)",
+                "properties": {"sec": {"type": "integer"}, "nanosec": {"type": "integer", "minimum": 0, "maximum": 999999999}},
+                "required": ["sec"]
+            }
         ]
     })
 }

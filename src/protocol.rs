@@ -50,7 +50,8 @@ fn input(field: &str, problem: impl std::fmt::Display) -> ProtocolError {
 
 /// A range question from JSON as callers write it (docs/UNITS.md): the frame as tf2 names it
 /// (`/map` is `map`); each corner's coordinates as numbers (millimetres) or strings with their
-/// unit (`"1.5m"`); times as integers (nanoseconds) or strings (RFC 3339, `"1767225600.5s"`).
+/// unit (`"1.5m"`); times as integers (nanoseconds), strings (RFC 3339, `"1767225600.5s"`) or
+/// ROS Time objects (`{"sec": 1767225600, "nanosec": 500000000}`).
 pub fn question(
     frame: &str,
     min: &[serde_json::Value; 3],
@@ -85,10 +86,21 @@ pub fn question(
                 )
             }),
             serde_json::Value::String(t) => units::time_ns(t, edge).map_err(|e| input(field, e)),
+            // ROS Time, as builtin_interfaces/Time is written in JSON: {"sec": S, "nanosec": N}.
+            serde_json::Value::Object(o) if o.contains_key("sec") => {
+                let sec = o.get("sec").and_then(serde_json::Value::as_i64);
+                let nanosec = o.get("nanosec").map_or(Some(0), serde_json::Value::as_u64);
+                match (sec, nanosec.and_then(|n| u32::try_from(n).ok())) {
+                    (Some(sec), Some(nanosec)) => {
+                        units::ros_time_ns(sec, nanosec).map_err(|e| input(field, e))
+                    }
+                    _ => Err(input(field, "a ROS Time is {\"sec\": integer, \"nanosec\": 0 to 999999999}")),
+                }
+            }
             other => Err(input(
                 field,
                 format!(
-                    "{other}: RFC 3339 (\"2026-01-01T00:00:00Z\"), seconds (\"1767225600.5s\") or integer nanoseconds"
+                    "{other}: RFC 3339 (\"2026-01-01T00:00:00Z\"), seconds (\"1767225600.5s\"), ROS Time ({{\"sec\", \"nanosec\"}}) or integer nanoseconds"
                 ),
             )),
         }

@@ -79,6 +79,11 @@ class Stdio(unittest.TestCase):
                                                                      "to": f"{T0 + 10}ns"})
                     self.assertFalse(err, in_m)
                     self.assertEqual(in_m["statement"], rec["statement"])
+                    err, in_ros = await call(s, "sion_memory_recall", {"frame": "map", "min": ["0m", "0m", "0m"],
+                                                                       "max": ["5m", "5m", "5m"], "from": {"sec": T0 // 10**9},
+                                                                       "to": {"sec": T0 // 10**9, "nanosec": 10}})
+                    self.assertFalse(err, in_ros)
+                    self.assertEqual(in_ros["statement"], rec["statement"])
                     # A fraction given as a number: which field, and how to write it.
                     err, msg = await call(s, "sion_memory_recall", {"frame": "map", "min": [0.5, 0, 0],
                                                                     "max": [5000, 5000, 5000], "from": T0, "to": T0 + 10})
