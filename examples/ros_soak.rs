@@ -511,21 +511,28 @@ fn check(lives: &[Life], data: &Path, sion: &Path) -> Result<()> {
     let log = memory.log();
     let size = log.size();
     // Stamps of what the robot's topics became: poses, the odometry transform, camera frames
-    // (with whether the frame's blob is there).
+    // (with whether the frame's blob is there: in the blob store, or in a sealed memory — the
+    // node's default — its sealed bytes in the camera's lane).
+    let sealed = memory.space().is_some();
     let (mut poses, mut tfs, mut frames) = (Vec::new(), Vec::new(), Vec::new());
     let mut missing_blobs = 0u64;
     for item in log.scan(0) {
-        let (_, atom) = item.context("reading the log")?;
+        let (position, atom) = item.context("reading the log")?;
         let p = atom.parts();
         match p.kind {
             Kind::Pose => poses.push(p.valid.from_ns),
             Kind::Transform if p.subject == "base_link" => tfs.push(p.valid.from_ns),
             Kind::Observation => {
                 frames.push(p.valid.from_ns);
-                if let Payload::Blob(b) = &p.payload
-                    && !memory.blobs().contains(&b.hash)
-                {
-                    missing_blobs += 1;
+                if let Payload::Blob(b) = &p.payload {
+                    let present = if sealed {
+                        matches!(memory.sealed_bytes(position), Ok(Some(_)))
+                    } else {
+                        memory.blobs().contains(&b.hash)
+                    };
+                    if !present {
+                        missing_blobs += 1;
+                    }
                 }
             }
             _ => {}
@@ -621,7 +628,14 @@ fn check(lives: &[Life], data: &Path, sion: &Path) -> Result<()> {
     println!(
         "| ledger: committed head at the end / most committed by a life | {committed} / {last_committed} |"
     );
-    println!("| frames whose blob is missing | {missing_blobs} |");
+    println!(
+        "| frames whose blob is missing ({}) | {missing_blobs} |",
+        if sealed {
+            "sealed: one image a second kept, in the camera's lane"
+        } else {
+            "in the clear: every image, in the blob store"
+        }
+    );
     println!(
         "| `sion memory audit` at the end | {} |",
         if audit.status.success() { "passed" } else { "FAILED" }
