@@ -69,6 +69,8 @@ class Fleet(unittest.TestCase):
         cls.work = tempfile.mkdtemp(prefix='sion-fleet-test-')
         cls.processes = []
         cls.logs = []
+        # Run even when setUpClass fails half-way: no etcd or node outlives the test.
+        cls.addClassCleanup(cls.stop_processes)
 
         def start(name, command):
             log = open(os.path.join(cls.work, f'{name}.log'), 'w')
@@ -166,6 +168,9 @@ class Fleet(unittest.TestCase):
         cls.client.destroy_node()
         cls.publisher.destroy_node()
         rclpy.shutdown()
+
+    @classmethod
+    def stop_processes(cls):
         for p in reversed(cls.processes):
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
