@@ -196,6 +196,7 @@ pub fn run(
     told: mpsc::UnboundedSender<u64>,
     log_interval: Duration,
     max_frame_bytes: usize,
+    keep_frame_every_ns: Arc<std::sync::atomic::AtomicI64>,
 ) {
     let mut rejects = RejectLog { interval: log_interval, last: BTreeMap::new() };
     let writer = FrameWriter::start(intake.clone(), counters.clone(), told.clone(), max_frame_bytes);
@@ -215,6 +216,8 @@ pub fn run(
                 Err(_) => break,
             }
         }
+        // `retention.camera.every_s`, as set now (`ros2 param set` while the node runs).
+        ingest.set_keep_frame_every_ns(keep_frame_every_ns.load(std::sync::atomic::Ordering::Relaxed));
         let taken_bytes: usize = batch.iter().map(|a| a.bytes.len()).sum();
         queued.fetch_sub(taken_bytes, std::sync::atomic::Ordering::Relaxed);
         let mut atoms = Vec::new();

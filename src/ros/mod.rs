@@ -123,6 +123,8 @@ pub async fn run() -> Result<()> {
             retention.camera.keep_bytes / 1_000_000
         );
     }
+    // Frames kept per camera per second, changed live by `ros2 param set`.
+    let keep_every = Arc::new(std::sync::atomic::AtomicI64::new(ingest_config.keep_frame_every_ns));
     let (kernel, intake) = MemoryKernel::new(memory).map_err(|e| anyhow!("{e}"))?;
     let readers = kernel.readers();
 
@@ -161,7 +163,8 @@ pub async fn run() -> Result<()> {
     }
     let brain = MemoryBrain::new(kernel, brain_config.clone());
     let commit_now = brain.commit_now();
-    tokio::spawn(apply_parameters(parameter_events, params.clone(), brain.live(), free, sealed));
+    let live = LiveParameters { brain: brain.live(), keep_frame_every_ns: keep_every.clone(), free, sealed };
+    tokio::spawn(apply_parameters(parameter_events, params.clone(), live));
     let mut definition = Definition::new(brain_config.cognet.clone(), Telemetry::new());
     definition.declare_loop(brain);
     let mut cognet = definition.load().await.map_err(|e| anyhow!("{e}"))?;
@@ -233,13 +236,24 @@ pub async fn run() -> Result<()> {
 
     let counters: intake::Counters = Arc::default();
     let intake_thread = {
+        let keep_every = keep_every.clone();
         let ingest = Ingest::new(ingest_config);
         let counters = counters.clone();
         let interval = Duration::from_secs_f64(p.stats_period_s.max(0.1));
         // Frames waiting for the frame writer are bounded as the intake's queue is.
         let frame_bytes = (p.intake_queue_mb.clamp(1, 1 << 16) as usize) << 20;
         std::thread::Builder::new().name("intake".into()).spawn(move || {
-            intake::run(ingest, intake, arrivals, queued, counters, told_tx, interval, frame_bytes)
+            intake::run(
+                ingest,
+                intake,
+                arrivals,
+                queued,
+                counters,
+                told_tx,
+                interval,
+                frame_bytes,
+                keep_every,
+            )
         })?
     };
 
@@ -369,22 +383,30 @@ async fn wait_for_signal() {
 }
 
 /// Parameters set while the node runs (`ros2 param set`): the brain's commit period and a
-/// sealed memory's retention take effect at its next wake; a value out of range is refused
+/// sealed memory's retention take effect at its next wake (the frames kept per second at the
+/// intake's next batch); a value out of range is refused
 /// with a warning and the one in force kept; every other parameter is read only at start, and
 /// setting it says so. (r2r's parameter services accept every set of a declared parameter: the
 /// node cannot refuse one, so it says what it did with it.)
+/// What a parameter set while the node runs can change: the brain's live settings and the
+/// intake's frame thinning.
+struct LiveParameters {
+    brain: crate::brain::LiveSettings,
+    keep_frame_every_ns: Arc<std::sync::atomic::AtomicI64>,
+    free: u64,
+    sealed: bool,
+}
+
 async fn apply_parameters(
     mut events: impl futures::Stream<Item = (String, r2r::ParameterValue)> + Unpin,
     params: Arc<Mutex<Params>>,
-    live: crate::brain::LiveSettings,
-    free: u64,
-    sealed: bool,
+    live: LiveParameters,
 ) {
+    let LiveParameters { brain: settings, keep_frame_every_ns, free, sealed } = live;
     while let Some((name, value)) = events.next().await {
         let p = params.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let live_now = name == "commit_period_s"
-            || name == "commit_every_atoms"
-            || (name.starts_with("retention.") && name != "retention.camera.every_s");
+        let live_now =
+            name == "commit_period_s" || name == "commit_every_atoms" || name.starts_with("retention.");
         if !live_now {
             tracing::warn!(
                 "parameter {name} set to {value:?}: it is read when the node starts, so the value in force is \
@@ -399,7 +421,7 @@ async fn apply_parameters(
             continue;
         }
         let period = p.commit_period_s;
-        let applied = p.retention(free).and_then(|(retention, _)| {
+        let applied = p.retention(free).and_then(|(retention, every_ns)| {
             let check = p.retention_check_ms()?;
             if !(period.is_finite() && period > 0.0 && period <= 86_400.0) {
                 return Err(format!("parameter commit_period_s must be from 0 to 86400 s, not {period}"));
@@ -407,7 +429,7 @@ async fn apply_parameters(
             let every = u64::try_from(p.commit_every_atoms).ok().filter(|n| *n > 0).ok_or_else(|| {
                 format!("parameter commit_every_atoms must be positive, not {}", p.commit_every_atoms)
             })?;
-            live.update(|l| {
+            settings.update(|l| {
                 l.commit_period_ms = (period * 1000.0).round() as u64;
                 l.commit_every = every;
                 if sealed {
@@ -415,6 +437,9 @@ async fn apply_parameters(
                     l.retention_check_ms = check;
                 }
             });
+            if sealed {
+                keep_frame_every_ns.store(every_ns, Ordering::Relaxed);
+            }
             Ok(())
         });
         match applied {

@@ -148,6 +148,11 @@ class Graph(unittest.TestCase):
         got = ask.call(self.client, GetParameters, '/sion_memory/get_parameters',
                        GetParameters.Request(names=['commit_period_s']))
         self.assertEqual(got.values[0].double_value, 2.5)
+        # The node's memory is sealed (the default): how many frames a second keep their image
+        # changes live too.
+        self.assertTrue(set_one('retention.camera.every_s', 0.5).results[0].successful)
+        self.assertTrue(self.spin_until(said('parameter retention.camera.every_s set to Double(0.5): in force')))
+        set_one('retention.camera.every_s', 1.0)
         set_one('robot', 'another')
         self.assertTrue(self.spin_until(said('parameter robot set to String("another"): it is read when the node starts')))
         set_one('commit_period_s', -1.0)

@@ -344,6 +344,12 @@ impl Ingest {
     }
 
     /// Take in one message of `stream`, as CDR bytes.
+    /// Keep one camera frame's payload per this many ns of a camera's stamps from now on (a
+    /// node's `retention.camera.every_s`, set while it runs); 0 keeps every one.
+    pub fn set_keep_frame_every_ns(&mut self, ns: i64) {
+        self.config.keep_frame_every_ns = ns.max(0);
+    }
+
     pub fn take(&mut self, stream: Stream, message: &[u8]) -> Taken {
         let number = self.next_message;
         self.next_message += 1;
