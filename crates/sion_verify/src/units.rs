@@ -130,24 +130,30 @@ fn float_text(value: f64) -> Option<String> {
     value.is_finite().then(|| format!("{value}"))
 }
 
+/// Length units and the power of ten each scales millimetres by (`mm` before `m`: the first
+/// suffix the text ends in is its unit).
+const LENGTH_UNITS: [(&str, u32); 3] = [("mm", 0), ("cm", 1), ("m", 3)];
+/// Time units and the power of ten each scales nanoseconds by (`ns`, `us`, `ms` before `s`).
+const TIME_UNITS: [(&str, u32); 5] = [("ns", 0), ("us", 3), ("µs", 3), ("ms", 6), ("s", 9)];
+
+/// The number before the first of `units` the text ends in, and that unit's power of ten.
+fn split_unit<'t>(t: &'t str, units: &[(&str, u32)]) -> Option<(&'t str, u32)> {
+    units.iter().find_map(|(unit, scale)| t.strip_suffix(unit).map(|n| (n, *scale)))
+}
+
 /// A length as text, in millimetres: `1.5m`, `12cm`, `250mm`, or a bare integer (millimetres).
 /// A decimal needs its unit (`1.5` alone is refused: metres or millimetres?).
 pub fn length_mm(text: &str, edge: Edge) -> Result<i64, UnitError> {
     let t = text.trim();
-    let (number, scale) = if let Some(n) = t.strip_suffix("mm") {
-        (n, 0)
-    } else if let Some(n) = t.strip_suffix("cm") {
-        (n, 1)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 3)
-    } else {
-        if t.contains('.') {
+    let (number, scale) = match split_unit(t, &LENGTH_UNITS) {
+        Some(found) => found,
+        None if t.contains('.') => {
             return Err(length_error(
                 text,
                 "a decimal needs its unit: metres (1.5m) or millimetres (1.5mm); a bare integer is millimetres",
             ));
         }
-        (t, 0)
+        None => (t, 0),
     };
     match decimal(number.trim_end(), scale, edge) {
         Some(Ok(mm)) => Ok(mm),
@@ -226,22 +232,15 @@ pub fn time_ns(text: &str, edge: Edge) -> Result<i64, UnitError> {
     if t.len() > 10 && t.as_bytes()[4] == b'-' {
         return rfc3339_ns(t, edge).map_err(|problem| time_error(text, problem));
     }
-    let (number, scale) = if let Some(n) = t.strip_suffix("ns") {
-        (n, 0)
-    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
-        (n, 3)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 6)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 9)
-    } else {
-        if t.contains('.') {
+    let (number, scale) = match split_unit(t, &TIME_UNITS) {
+        Some(found) => found,
+        None if t.contains('.') => {
             return Err(time_error(
                 text,
                 "a decimal needs its unit: seconds (1767225600.5s); a bare integer is nanoseconds; or RFC 3339 (2026-01-01T00:00:00Z)",
             ));
         }
-        (t, 0)
+        None => (t, 0),
     };
     match decimal(number.trim_end(), scale, edge) {
         Some(Ok(ns)) => Ok(ns),

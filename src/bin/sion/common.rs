@@ -104,16 +104,22 @@ impl QuestionArgs {
     }
 }
 
-/// Warn, beside an answer, when its question cannot match anything the memory holds: the
-/// frames it holds, or the span and extent of the frame asked about (the proof stands).
-pub(crate) fn warn_mismatches(memory: &Memory, query: &Query, as_of: Option<u64>) -> Vec<String> {
-    let Ok(snapshot) = memory.snapshot(as_of) else { return Vec::new() };
+/// Answer a range question as of one committed head, and warn beside the answer (stderr) when
+/// the question cannot match anything that head holds: the frames it holds, or the span and
+/// extent of the frame asked about (the proof stands). Returns the proof and the warnings.
+pub(crate) fn prove_range_warned(
+    memory: &Memory,
+    query: &Query,
+    as_of: Option<u64>,
+) -> Result<(sion_memory::proof::ProofFile, Vec<String>)> {
+    let snapshot = memory.snapshot(as_of).context("answering the query")?;
+    let file = snapshot.range(query).context("answering the query")?;
     let warnings: Vec<String> =
         snapshot.mismatches(query).unwrap_or_default().iter().map(ToString::to_string).collect();
     for w in &warnings {
         eprintln!("warning: {w}");
     }
-    warnings
+    Ok((file, warnings))
 }
 
 pub(crate) fn open_memory(dir: &Path) -> Result<Memory> {

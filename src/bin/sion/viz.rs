@@ -103,9 +103,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
         (Some(bounds), _) => {
             let query = Query::new(&a.frame, *bounds, a.from.unwrap_or(i64::MIN), a.to.unwrap_or(i64::MAX))
                 .context("the query")?;
-            let file = memory.prove_range(&query, a.as_of).context("answering the query")?;
-            crate::common::warn_mismatches(&memory, &query, a.as_of);
-            Some(file)
+            Some(crate::common::prove_range_warned(&memory, &query, a.as_of)?.0)
         }
         (None, Some(path)) => {
             let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;

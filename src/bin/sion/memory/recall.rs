@@ -11,7 +11,7 @@ use sion_memory::memory::Memory;
 use sion_memory::proof::{Claim, ListKey, ProofFile, Verified};
 use sion_memory::time::rfc3339;
 
-use crate::common::{DataArg, QuestionArgs, open_memory_read_only, warn_mismatches};
+use crate::common::{DataArg, QuestionArgs, open_memory_read_only, prove_range_warned};
 use crate::ui;
 
 #[derive(Args)]
@@ -97,8 +97,7 @@ pub(crate) fn recall(a: RecallArgs) -> Result<ExitCode> {
     let query = a.question.query()?;
     let memory = open_memory_read_only(&a.answer.data.data)?;
     let started = Instant::now();
-    let file = memory.prove_range(&query, a.answer.as_of).context("answering the query")?;
-    let warnings = warn_mismatches(&memory, &query, a.answer.as_of);
+    let (file, warnings) = prove_range_warned(&memory, &query, a.answer.as_of)?;
     answer_warned(file, &a.answer, started, Some(&memory), &warnings)
 }
 
