@@ -351,3 +351,115 @@ fn a_rosbag2_directory_of_split_files_replays_as_the_one_bag() {
     ]);
     assert!(!ok && !c.exists(), "{text}");
 }
+
+#[test]
+fn a_bag_of_many_sensors_replays_each_topic_under_its_own_name() {
+    use sion_memory::ingest::Source;
+    use sion_memory::ingest::msgs::*;
+    let header = |sec: i32, frame: &str| Header { stamp: Time { sec, nanosec: 0 }, frame_id: frame.into() };
+    let tf = |child: &str, xyz: [f64; 3], rotation: Quaternion| TransformStamped {
+        header: header(1, "base_link"),
+        child_frame_id: child.into(),
+        transform: Transform { translation: Vector3 { x: xyz[0], y: xyz[1], z: xyz[2] }, rotation },
+    };
+    let optical = Quaternion { x: -0.5, y: 0.5, z: -0.5, w: 0.5 };
+    let mut statics = TfMessage {
+        transforms: vec![
+            tf("front", [0.0, 0.0, 1.0], optical),
+            tf("rear", [0.0, 0.0, 1.0], Quaternion { x: -0.5, y: -0.5, z: 0.5, w: 0.5 }),
+            tf("laser", [0.0, 0.0, 0.2], Quaternion::default()),
+        ],
+    };
+    statics.transforms.push(TransformStamped {
+        header: header(1, "map"),
+        ..tf("base_link", [0.0; 3], Quaternion::default())
+    });
+    let info = |frame: &str| CameraInfo {
+        header: header(2, frame),
+        width: 640,
+        height: 480,
+        k: [500.0, 0.0, 320.0, 0.0, 500.0, 240.0, 0.0, 0.0, 1.0],
+        ..Default::default()
+    };
+    let image = |frame: &str| Image {
+        header: header(3, frame),
+        width: 2,
+        height: 1,
+        encoding: "mono8".into(),
+        is_bigendian: 0,
+        step: 2,
+        data: vec![1, 2],
+    };
+    let scan = LaserScan {
+        header: header(3, "laser"),
+        angle_increment: 0.1,
+        range_min: 0.1,
+        range_max: 8.0,
+        ranges: vec![2.0, f32::INFINITY],
+        ..Default::default()
+    };
+    let person = Detection3D {
+        results: vec![ObjectHypothesisWithPose {
+            hypothesis: ObjectHypothesis { class_id: "person".into(), score: 0.8 },
+            ..Default::default()
+        }],
+        bbox: BoundingBox3D {
+            center: Pose { position: Vector3 { x: 3.0, y: 0.0, z: 0.9 }, ..Default::default() },
+            size: Vector3 { x: 0.5, y: 0.5, z: 1.8 },
+        },
+        ..Default::default()
+    };
+    let detections = Detection3DArray { header: header(3, "base_link"), detections: vec![person] };
+    // geometry_msgs/Vector3 is no message the ingest reads: kept whole when named.
+    let wind = {
+        let mut w = sion_memory::ingest::cdr::Writer::new();
+        [1.0, 2.0, 0.0].into_iter().for_each(|x| w.f64(x));
+        w.finish()
+    };
+
+    let mut w = BagWriter::new(Cursor::new(Vec::new())).expect("writer");
+    let put = |w: &mut BagWriter<Cursor<Vec<u8>>>, topic: &str, ty: &str, sec: u64, cdr: Vec<u8>| {
+        let channel = w.topic(topic, ty, topic == "/tf_static").expect("topic");
+        w.write(channel, sec * 1_000_000_000, &cdr).expect("write");
+    };
+    put(&mut w, "/tf_static", TfMessage::TYPE, 1, statics.to_cdr());
+    for camera in ["front", "rear"] {
+        put(&mut w, &format!("/{camera}/camera_info"), CameraInfo::TYPE, 2, info(camera).to_cdr());
+        put(&mut w, &format!("/{camera}/image_raw"), Image::TYPE, 3, image(camera).to_cdr());
+    }
+    put(&mut w, "/scan", LaserScan::TYPE, 3, scan.to_cdr());
+    put(&mut w, "/people", Detection3DArray::TYPE, 3, detections.to_cdr());
+    put(&mut w, "/wind", "geometry_msgs/msg/Vector3", 3, wind.clone());
+    put(&mut w, "/not_kept", "geometry_msgs/msg/Vector3", 3, wind);
+    let bytes = w.finish().expect("finish").into_inner();
+
+    let (_dir, memory) = fresh();
+    let mut options = ReplayOptions::default();
+    options.ingest.sources = vec![Source::other("/wind", "")];
+    let report = replay(&bytes, &memory, options, |_| {}).expect("replay");
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    let not_kept = report.topics.iter().find(|t| t.topic == "/not_kept").expect("listed");
+    assert!(not_kept.taken_as.as_ref().is_err_and(|e| e.contains("--keep")), "{not_kept:?}");
+    assert!(report.topics.iter().filter(|t| t.topic != "/not_kept").all(|t| t.taken_as.is_ok()));
+    // Four transforms, two frames, a scan, a person, the wind.
+    assert_eq!(report.atoms, 4 + 2 + 1 + 1 + 1);
+    let atoms: Vec<_> = memory.log().scan(0).map(|r| r.expect("readable").1).collect();
+    let by_model = |model: &str| {
+        atoms
+            .iter()
+            .find(|a| a.parts().extractor.as_ref().is_some_and(|e| e.model == model))
+            .unwrap_or_else(|| panic!("an atom from {model}"))
+    };
+    let front = by_model("sensor_msgs/msg/Image@/front/image_raw").parts();
+    let rear = by_model("sensor_msgs/msg/Image@/rear/image_raw").parts();
+    assert!(front.bounds.max_mm[0] > 0 && rear.bounds.min_mm[0] < 0, "one looks ahead, one behind");
+    assert_eq!(by_model("sensor_msgs/msg/LaserScan@/scan").parts().kind, sion_memory::atom::Kind::Coverage);
+    let seen = by_model("vision_msgs/msg/Detection3DArray@/people").parts();
+    assert_eq!(
+        (seen.subject.as_str(), seen.bounds.min_mm, seen.bounds.max_mm),
+        ("person", [2_750, -250, 0], [3_250, 250, 1_800])
+    );
+    let kept = by_model("geometry_msgs/msg/Vector3@/wind").parts();
+    assert_eq!((kept.subject.as_str(), kept.bounds.min_mm), ("/wind", [0, 0, 0]));
+    assert!(matches!(kept.payload, sion_memory::atom::Payload::Blob(_)));
+}

@@ -1,6 +1,7 @@
 //! A message of any bytes on any stream (the first byte picks it): the CDR decoder and each
-//! conversion (pose, odometry, TF, maps, images, camera info) must refuse it with a reason or
-//! make atoms that are valid, never panic.
+//! conversion (pose, odometry, TF, maps, images, camera info, scans, point clouds, IMU, GNSS,
+//! 3D and 2D detections, other topics kept whole) must refuse it with a reason or make atoms
+//! that are valid, never panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

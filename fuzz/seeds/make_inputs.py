@@ -65,6 +65,57 @@ with tempfile.TemporaryDirectory() as tmp:
     atoms = subprocess.run([sion, 'sim', '--atoms', '40'], check=True, capture_output=True).stdout.splitlines()
     for i in (0, 1, 7, 20, 39):
         write('atom_json', f'sim-{i}.json', atoms[i] + b'\n')
+
+
+class Cdr:
+    """A little-endian CDR message, aligned from the end of its 4-byte header."""
+
+    def __init__(self):
+        self.b = bytearray(b'\x00\x01\x00\x00')
+
+    def put(self, fmt, *v):
+        n = struct.calcsize('<' + fmt.lstrip('0123456789')[0])
+        self.b += bytes((-(len(self.b) - 4)) % n)
+        self.b += struct.pack('<' + fmt, *v)
+        return self
+
+    def string(self, s):
+        return self.put('I', len(s) + 1).raw(s.encode() + b'\0')
+
+    def raw(self, data):
+        self.b += data
+        return self
+
+    def header(self, sec, frame):
+        return self.put('i', sec).put('I', 0).string(frame)
+
+
+# The sensors the bag above lacks, picked by their place in Stream::ALL (after the eight above).
+scan = Cdr().header(5, 'laser').put('7f', -1.5, 1.5, 1.5, 0, 0, 0.1, 8).put('I', 3).put('3f', 1, float('inf'), 2)
+scan.put('I', 0)
+write('ingest', 'scan.bin', bytes([8]) + scan.b)
+cloud = Cdr().header(5, 'laser').put('I', 1).put('I', 2).put('I', 3)
+for i, name in enumerate('xyz'):
+    cloud.string(name).put('I', 4 * i).put('B', 7).put('I', 1)
+cloud.put('B', 0).put('I', 12).put('I', 24).put('I', 24).put('6f', 1, 0, 0, 2, 1, -0.5).put('B', 1)
+write('ingest', 'cloud.bin', bytes([9]) + cloud.b)
+imu = Cdr().header(5, 'imu').put('4d', 0, 0, 0, 1).put('9d', *[0] * 9).put('3d', 0, 0, 0.2).put('9d', *[0] * 9)
+imu.put('3d', 0, 0, 9.8).put('9d', *[0] * 9)
+write('ingest', 'imu.bin', bytes([10]) + imu.b)
+fix = Cdr().header(5, 'gps').put('b', 0).put('H', 1).put('3d', 48.1, 11.5, 520).put('9d', *[4, 0, 0, 0, 4, 0, 0, 0, 9])
+fix.put('B', 2)
+write('ingest', 'gnss.bin', bytes([11]) + fix.b)
+hypotheses = lambda c: c.put('I', 1).string('person').put('d', 0.9).put('7d', 1, 0, 0.5, 0, 0, 0, 1).put('36d', *[0] * 36)
+d3 = Cdr().header(5, 'base_link').put('I', 1).header(5, '')
+hypotheses(d3).put('7d', 2, 0, 0.9, 0, 0, 0, 1).put('3d', 0.5, 0.5, 1.8).string('17')
+write('ingest', 'detections_3d.bin', bytes([12]) + d3.b)
+d2 = Cdr().header(5, 'camera').put('I', 1).header(5, '')
+hypotheses(d2).put('3d', 320, 240, 0).put('2d', 40, 80).string('')
+write('ingest', 'detections_2d.bin', bytes([13]) + d2.b)
+write('ingest', 'other.bin', bytes([14]) + Cdr().put('d', 1.5).b)
+jpeg = Cdr().header(5, 'camera').string('jpeg').put('I', 6).raw(b'\xff\xd8\xff\xe0\x00\x10')
+write('ingest', 'camera-image_raw-compressed.bin', bytes([6]) + jpeg.b)
+
 # store_open: no damage; a byte of the first segment flipped; the ledger journal cut short; the
 # offsets deleted (file numbers index the sorted file list of the target's template memory).
 write('store_open', 'none.bin', b'')

@@ -10,13 +10,17 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use crate::brain::Intake;
-use crate::ingest::{Ingest, Stream};
+use crate::ingest::{Ingest, SourceId, Stream};
 
-/// A message as it arrived: which stream, its CDR bytes, when.
+/// A message as it arrived: from which of the ingest's sources (of which stream), its CDR
+/// bytes, when (for the latency figures), and the ROS time then (which places messages of
+/// topics without stamps of their own).
 pub struct Arrival {
+    pub source: SourceId,
     pub stream: Stream,
     pub bytes: Vec<u8>,
     pub at: Instant,
+    pub received_ns: i64,
 }
 
 /// Latencies on a log scale: buckets 1 % wide from 1 µs to ~100 s, so quantiles are within
@@ -62,7 +66,7 @@ impl Latencies {
     }
 }
 
-/// What the intake has done, per stream: shared with the stats publisher.
+/// What the intake has done, per source (topic): shared with the stats publisher.
 #[derive(Debug, Clone, Default)]
 pub struct StreamCounters {
     pub received: u64,
@@ -76,18 +80,18 @@ pub struct StreamCounters {
     pub latency: Latencies,
 }
 
-pub type Counters = Arc<Mutex<BTreeMap<Stream, StreamCounters>>>;
+pub type Counters = Arc<Mutex<BTreeMap<SourceId, StreamCounters>>>;
 
 /// Logs a rejection reason at most once per interval, with how many were refused meanwhile.
 struct RejectLog {
     interval: Duration,
-    last: BTreeMap<(Stream, &'static str), (Option<Instant>, u64)>,
+    last: BTreeMap<(SourceId, &'static str), (Option<Instant>, u64)>,
 }
 
 impl RejectLog {
-    fn note(&mut self, stream: Stream, topic: &str, reason: &'static str, detail: &dyn std::fmt::Display) {
+    fn note(&mut self, source: SourceId, topic: &str, reason: &'static str, detail: &dyn std::fmt::Display) {
         let now = Instant::now();
-        let entry = self.last.entry((stream, reason)).or_insert((None, 0));
+        let entry = self.last.entry((source, reason)).or_insert((None, 0));
         entry.1 += 1;
         if entry.0.is_none_or(|last| now.duration_since(last) >= self.interval) {
             tracing::warn!("{topic}: refused {} message(s) for {reason}, e.g. {detail}", entry.1);
@@ -200,7 +204,7 @@ pub fn run(
 ) {
     let mut rejects = RejectLog { interval: log_interval, last: BTreeMap::new() };
     let writer = FrameWriter::start(intake.clone(), counters.clone(), told.clone(), max_frame_bytes);
-    let mut gaps: BTreeMap<Stream, FrameGaps> = BTreeMap::new();
+    let mut gaps: BTreeMap<SourceId, FrameGaps> = BTreeMap::new();
     // When each message still in hand (held by the ingest, or in this batch) arrived.
     let mut arrived: HashMap<u64, Instant> = HashMap::new();
     let mut batch = Vec::new();
@@ -223,7 +227,7 @@ pub fn run(
         let mut atoms = Vec::new();
         let mut blobs = Vec::new();
         let mut finished = Vec::new();
-        let mut received: BTreeMap<Stream, u64> = BTreeMap::new();
+        let mut received: BTreeMap<SourceId, u64> = BTreeMap::new();
         let mut take =
             |taken: crate::ingest::Taken, at: Option<Instant>, arrived: &mut HashMap<u64, Instant>| {
                 if let Some(at) = at {
@@ -238,11 +242,11 @@ pub fn run(
         // In the order they arrived: the ingest's atoms are then the ones a replay of the same
         // messages makes (a frame sees the transforms and calibrations that came before it).
         for arrival in batch.drain(..) {
-            *received.entry(arrival.stream).or_default() += 1;
-            if matches!(arrival.stream, Stream::Image | Stream::CompressedImage)
+            *received.entry(arrival.source).or_default() += 1;
+            if is_frame(arrival.stream)
                 && let Some(ns) = stamp_ns(&arrival.bytes)
             {
-                let g = gaps.entry(arrival.stream).or_default();
+                let g = gaps.entry(arrival.source).or_default();
                 if g.note(ns) {
                     tracing::warn!(
                         "{}: camera frames are being lost before they reach the node ({} of about {} so far, \
@@ -252,13 +256,13 @@ pub fn run(
                          FASTDDS_DEFAULT_PROFILES_FILE set to this package's config/fastdds.xml (installed as \
                          share/sion_memory/config/fastdds.xml; the launch file gives it to this node), so frames \
                          travel by shared memory whole",
-                        ingest.config().topic(arrival.stream),
+                        topic(&ingest, arrival.source),
                         g.missing,
                         g.frames + g.missing
                     );
                 }
             }
-            let taken = ingest.take(arrival.stream, &arrival.bytes);
+            let taken = ingest.take_from(arrival.source, &arrival.bytes, arrival.received_ns);
             take(taken, Some(arrival.at), &mut arrived);
         }
         if !open {
@@ -282,16 +286,15 @@ pub fn run(
         }
         frames.bytes = frames.blobs.iter().map(Vec::len).sum();
         let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
-        for (stream, n) in received {
-            counters.entry(stream).or_default().received += n;
+        for (source, n) in received {
+            counters.entry(source).or_default().received += n;
         }
         for f in done {
-            let topic = ingest.config().topic(f.stream).to_owned();
             for r in &f.rejected {
-                rejects.note(f.stream, &topic, r.reason(), r);
+                rejects.note(f.source, topic(&ingest, f.source), r.reason(), r);
             }
             let at = arrived.remove(&f.message);
-            let c = counters.entry(f.stream).or_default();
+            let c = counters.entry(f.source).or_default();
             for r in &f.rejected {
                 *c.rejected.entry(r.reason()).or_default() += 1;
             }
@@ -328,10 +331,9 @@ pub fn run(
             match refused {
                 Some(reason) => {
                     for (f, _) in &frames.finished {
-                        let topic = ingest.config().topic(f.stream).to_owned();
                         let why = "the disk is not taking camera frames as fast as they come";
-                        rejects.note(f.stream, &topic, reason, &why);
-                        *counters.entry(f.stream).or_default().rejected.entry(reason).or_default() += 1;
+                        rejects.note(f.source, topic(&ingest, f.source), reason, &why);
+                        *counters.entry(f.source).or_default().rejected.entry(reason).or_default() += 1;
                     }
                 }
                 None => match &writer.jobs {
@@ -344,7 +346,7 @@ pub fn run(
                     None => {
                         for (f, _) in &frames.finished {
                             *counters
-                                .entry(f.stream)
+                                .entry(f.source)
                                 .or_default()
                                 .rejected
                                 .entry("not_durable")
@@ -374,7 +376,12 @@ fn is_frame(stream: Stream) -> bool {
 
 /// Streams whose atoms commit to blobs: made durable by the frame writer, after their blobs.
 fn carries_blobs(stream: Stream) -> bool {
-    is_frame(stream) || stream == Stream::Map
+    is_frame(stream)
+        || matches!(stream, Stream::Map | Stream::LaserScan | Stream::PointCloud2 | Stream::Other)
+}
+
+fn topic(ingest: &Ingest, source: SourceId) -> &str {
+    ingest.sources().get(source).map_or("?", |s| s.topic.as_str())
 }
 
 /// Append atoms; after a failed write or fsync the log takes no more, so the node exits for
@@ -447,7 +454,7 @@ impl FrameWriter {
                     }
                     let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
                     for (f, at) in job.finished {
-                        let c = counters.entry(f.stream).or_default();
+                        let c = counters.entry(f.source).or_default();
                         if written.is_err() {
                             *c.rejected.entry("not_durable").or_default() += 1;
                             continue;

@@ -28,21 +28,47 @@ use tokio_util::sync::CancellationToken;
 
 use crate::brain::{BrainConfig, MemoryBrain, MemoryKernel, Readers};
 use crate::cognet::{Definition, Mode, Telemetry};
-use crate::ingest::{Ingest, Stream};
+use crate::ingest::{Ingest, Source, Stream};
 pub use intake::Latencies;
 pub use params::Params;
 
 const NODE: &str = "sion_memory";
 
-/// The quality of service a robotics engineer expects on each stream: camera frames are
-/// sensor data (best effort, shallow), static transforms and maps are latched (transient
-/// local), poses and transforms are reliable with room for a burst.
+/// The quality of service a robotics engineer expects on each stream: camera frames and
+/// scans are sensor data (best effort, shallow), static transforms and maps are latched
+/// (transient local), poses and transforms are reliable with room for a burst; fast sensors,
+/// detections and other topics best effort (which matches reliable publishers too) with room
+/// for a burst.
 fn qos(stream: Stream) -> QosProfile {
     match stream {
         Stream::Image | Stream::CompressedImage | Stream::CameraInfo => QosProfile::sensor_data(),
+        Stream::LaserScan | Stream::PointCloud2 => QosProfile::sensor_data(),
+        Stream::Imu | Stream::NavSatFix | Stream::Detections3D | Stream::Detections2D | Stream::Other => {
+            QosProfile::sensor_data().keep_last(100)
+        }
         Stream::TfStatic => QosProfile::default().keep_last(100).transient_local(),
         Stream::Map => QosProfile::default().keep_last(1).transient_local(),
         Stream::Pose | Stream::Odometry | Stream::Tf => QosProfile::default().keep_last(1000),
+    }
+}
+
+/// Say which parameters given (a parameters file, `-p`) this node does not read: a name
+/// mistyped, or one of an older version, would otherwise be ignored in silence.
+fn warn_unread_parameters(node: &r2r::Node) {
+    let declared: std::collections::BTreeSet<String> =
+        Params::declared().into_iter().map(|(n, ..)| n).collect();
+    let given: Vec<String> =
+        node.params.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+    for name in given.iter().filter(|n| !declared.contains(*n) && *n != "use_sim_time") {
+        let hint = match name.as_str() {
+            "topics.image" | "topics.compressed_image" | "topics.camera_info" => {
+                ": cameras are listed in topics.cameras (each by its image topic, its camera_info beside it)"
+            }
+            _ => "",
+        };
+        tracing::warn!(
+            "parameter {name} is not one this node reads, and is ignored{hint} (`sion_memory_node --help` lists them)"
+        );
     }
 }
 
@@ -54,6 +80,7 @@ pub async fn run() -> Result<()> {
     // From here the log goes through rcl: the console as ROS prints it, and /rosout.
     log::through_rcl(node.logger());
     let clock: RosClock = node.get_ros_clock();
+    let node_clock = clock.clone();
     log::publish_rosout(
         node.create_publisher::<r2r::rcl_interfaces::msg::Log>("/rosout", log::rosout_qos())
             .context("creating the /rosout publisher")?,
@@ -63,6 +90,7 @@ pub async fn run() -> Result<()> {
     let (parameter_handler, parameter_events) =
         node.make_derived_parameter_handler(params.clone()).context("declaring the parameters")?;
     tokio::spawn(parameter_handler);
+    warn_unread_parameters(&node);
     let p = params.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let mut ingest_config = p.ingest().map_err(|e| anyhow!(e))?;
     let mcp_listen = p.mcp_listen().map_err(|e| anyhow!(e))?;
@@ -137,13 +165,22 @@ pub async fn run() -> Result<()> {
         queued: Arc::default(),
     };
     let queued = Arc::clone(&queue.queued);
+    // One subscription per source, numbered as the ingest numbers them.
+    let sources: Vec<Source> = ingest_config.sources.clone();
     let mut subscriptions = Vec::new();
-    for stream in Stream::ALL {
-        let topic = p.topic(stream).to_owned();
-        let sub = node
-            .subscribe_raw(&topic, stream.message_type(), qos(stream))
-            .with_context(|| format!("subscribing to {topic} ({})", stream.message_type()))?;
-        subscriptions.push((stream, sub));
+    for (id, source) in sources.iter().enumerate() {
+        let (topic, ty) = (&source.topic, &source.message_type);
+        let sub = node.subscribe_raw(topic, ty, qos(source.stream)).with_context(|| {
+            format!(
+                "subscribing to {topic} ({ty}){}",
+                if source.stream == Stream::Other {
+                    " (topics.other: a type of a package this node was built with, docs/ROS.md)"
+                } else {
+                    ""
+                }
+            )
+        })?;
+        subscriptions.push((id, source.stream, sub));
     }
 
     let head_pub =
@@ -270,6 +307,7 @@ pub async fn run() -> Result<()> {
         Health {
             readers: readers.clone(),
             counters: counters.clone(),
+            sources: sources.clone(),
             params: p.clone(),
             dir: dir.clone(),
             clock,
@@ -286,25 +324,30 @@ pub async fn run() -> Result<()> {
     let spinner = {
         let stop = stop.clone();
         let counters = counters.clone();
+        let clock = node_clock.clone();
         std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
-            let mut dropped: Vec<(Stream, u64)> = Vec::new();
+            let mut dropped: Vec<(usize, u64)> = Vec::new();
             while !stop.load(Ordering::SeqCst) {
                 node.spin_once(Duration::from_millis(5));
                 let at = std::time::Instant::now();
-                for (stream, sub) in &mut subscriptions {
+                // ROS time (/clock's with use_sim_time): it places messages without stamps.
+                let received_ns = now(&clock);
+                for (source, stream, sub) in &mut subscriptions {
                     while let Some(Some(bytes)) = sub.next().now_or_never() {
-                        if !queue.offer(&arrivals_tx, intake::Arrival { stream: *stream, bytes, at }) {
-                            match dropped.iter_mut().find(|(s, _)| s == stream) {
+                        let arrival =
+                            intake::Arrival { source: *source, stream: *stream, bytes, at, received_ns };
+                        if !queue.offer(&arrivals_tx, arrival) {
+                            match dropped.iter_mut().find(|(s, _)| s == source) {
                                 Some((_, n)) => *n += 1,
-                                None => dropped.push((*stream, 1)),
+                                None => dropped.push((*source, 1)),
                             }
                         }
                     }
                 }
                 if !dropped.is_empty() {
                     let mut counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
-                    for (stream, n) in dropped.drain(..) {
-                        let c = counters.entry(stream).or_default();
+                    for (source, n) in dropped.drain(..) {
+                        let c = counters.entry(source).or_default();
                         c.received += n;
                         c.dropped += n;
                     }
@@ -319,7 +362,7 @@ pub async fn run() -> Result<()> {
     };
     tracing::info!(
         "sion_memory is up: remembering {}",
-        Stream::ALL.map(|s| p.topic(s).to_owned()).join(", ")
+        sources.iter().map(|s| s.topic.as_str()).collect::<Vec<_>>().join(", ")
     );
 
     // The brain runs here (its futures stay on this thread) while the stopper waits for a
@@ -512,6 +555,8 @@ fn now(clock: &RosClock) -> i64 {
 struct Health {
     readers: Readers,
     counters: intake::Counters,
+    /// The ingest's sources, by number.
+    sources: Vec<Source>,
     params: Params,
     dir: PathBuf,
     clock: RosClock,
@@ -531,16 +576,17 @@ async fn publish_stats(
     let mut before = (0u64, 0u64);
     while !shutdown.is_cancelled() {
         tick.tick().await;
-        let Health { readers, counters, params, .. } = &health;
+        let Health { readers, counters, sources, .. } = &health;
         let streams: Vec<msg::StreamStats> = {
             let counters = counters.lock().unwrap_or_else(PoisonError::into_inner);
-            Stream::ALL
+            sources
                 .iter()
-                .map(|&s| {
-                    let c = counters.get(&s).cloned().unwrap_or_default();
+                .enumerate()
+                .map(|(id, s)| {
+                    let c = counters.get(&id).cloned().unwrap_or_default();
                     msg::StreamStats {
-                        stream: s.name().to_owned(),
-                        topic: params.topic(s).to_owned(),
+                        stream: s.stream.name().to_owned(),
+                        topic: s.topic.clone(),
                         messages: c.received,
                         dropped: c.dropped,
                         remembered: c.remembered,

@@ -1,11 +1,9 @@
 //! The node's parameters: declared to ROS (so `ros2 param` sees them), set from
 //! `config/robot.yaml` through `--params-file` or one by one with `-p name:=value`.
 
-use std::collections::BTreeMap;
-
 use r2r::RosParams;
 
-use crate::ingest::{IngestConfig, Stream};
+use crate::ingest::{IngestConfig, Source, Stream};
 
 // A description longer than a line is one `#[doc = "…"]` string: r2r's derive takes a field's
 // first doc attribute as the parameter's description (`ros2 param describe`, `--help`), and
@@ -25,8 +23,10 @@ pub struct Params {
     pub sealed: bool,
     /// The robot's name: the subject of its pose atoms
     pub robot: String,
-    /// Frame camera observations are placed in
+    /// Frame camera, scan and detection observations are placed in
     pub fixed_frame: String,
+    /// The robot's own frame (REP 105's base_link): where messages of topics.other are placed
+    pub robot_frame: String,
     /// Commit the head to the ledger at least this often while there is news [s]
     pub commit_period_s: f64,
     /// ... or as soon as this many new atoms wait
@@ -35,11 +35,12 @@ pub struct Params {
     pub brain_period_ms: i64,
     /// How far a camera's box reaches along its optical axis [m]
     pub camera_range_m: f64,
-    /// Largest image message taken in [bytes]
+    /// Largest image, scan, point cloud or topics.other message taken in [bytes]
     pub max_image_bytes: i64,
     /// How far from its nearest sample a transform may be used [s]
     pub tf_tolerance_s: f64,
-    /// How long a camera frame waits for its transform or camera info [s of message time]
+    #[doc = "How long a camera frame, scan or detection waits for its transform or camera info [s of \
+        message time]"]
     pub frame_hold_s: f64,
     /// Period of /sion_memory/stats and of repeated rejection logs [s]
     pub stats_period_s: f64,
@@ -101,6 +102,7 @@ pub struct StreamRetentionParams {
     pub every_s: f64,
 }
 
+/// The topics taken in; an empty name (or list) takes none of that kind.
 #[derive(RosParams, Debug, Clone, PartialEq)]
 pub struct Topics {
     /// geometry_msgs/PoseStamped
@@ -113,18 +115,124 @@ pub struct Topics {
     pub tf_static: String,
     /// nav_msgs/OccupancyGrid
     pub map: String,
-    /// sensor_msgs/Image
-    pub image: String,
-    /// sensor_msgs/CompressedImage
-    pub compressed_image: String,
-    /// sensor_msgs/CameraInfo
-    pub camera_info: String,
+    #[doc = "Cameras, each by its image topic: sensor_msgs/Image, or sensor_msgs/CompressedImage when \
+        the name ends in /compressed. Its sensor_msgs/CameraInfo is read from camera_info beside \
+        the image (image_transport's rule: /front/image_raw and /front/image_raw/compressed take \
+        /front/camera_info), or from the topic after a `=` (/front/image_raw=/front/info)"]
+    pub cameras: TopicList,
+    /// sensor_msgs/LaserScan topics
+    pub scans: TopicList,
+    /// sensor_msgs/PointCloud2 topics
+    pub clouds: TopicList,
+    /// sensor_msgs/Imu topics
+    pub imu: TopicList,
+    /// sensor_msgs/NavSatFix topics
+    pub gnss: TopicList,
+    /// vision_msgs/Detection3DArray topics
+    pub detections_3d: TopicList,
+    #[doc = "vision_msgs/Detection2DArray topics (their header names the camera whose camera_info \
+        places them)"]
+    pub detections_2d: TopicList,
+    #[doc = "Other topics kept whole at the robot's place, each `TOPIC=TYPE` (/battery=sensor_msgs/msg/\
+        BatteryState); TYPE from a package the node was built with (docs/ROS.md)"]
+    pub other: TopicList,
+}
+
+/// A list of topics: a string-array parameter (`[/front/image_raw, /rear/image_raw]` in a
+/// parameters file or `-p 'topics.scans:=[/scan, /scan_rear]'`); a string is taken as one
+/// list separated by commas, as `-p topics.scans:=/scan` gives it. (r2r's derive has no
+/// array parameters of its own.)
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TopicList(pub Vec<String>);
+
+impl TopicList {
+    fn from_value(value: &r2r::ParameterValue) -> Option<Self> {
+        match value {
+            r2r::ParameterValue::StringArray(list) => Some(Self(list.clone())),
+            r2r::ParameterValue::String(text) => {
+                Some(Self(text.split(',').map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect()))
+            }
+            // rcl reads `[]` in a parameters file as an array of no type in particular.
+            r2r::ParameterValue::NotSet => Some(Self::default()),
+            r2r::ParameterValue::BoolArray(v) if v.is_empty() => Some(Self::default()),
+            r2r::ParameterValue::IntegerArray(v) if v.is_empty() => Some(Self::default()),
+            r2r::ParameterValue::DoubleArray(v) if v.is_empty() => Some(Self::default()),
+            r2r::ParameterValue::ByteArray(v) if v.is_empty() => Some(Self::default()),
+            _ => None,
+        }
+    }
+
+    fn wrong_type(name: &str) -> r2r::Error {
+        r2r::Error::InvalidParameterType { name: name.to_owned(), ty: "string array" }
+    }
+}
+
+impl std::ops::Deref for TopicList {
+    type Target = Vec<String>;
+    fn deref(&self) -> &Vec<String> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for TopicList {
+    fn deref_mut(&mut self) -> &mut Vec<String> {
+        &mut self.0
+    }
+}
+
+impl RosParams for TopicList {
+    fn register_parameters(
+        &mut self,
+        prefix: &str,
+        param: Option<r2r::Parameter>,
+        params: &mut indexmap::IndexMap<String, r2r::Parameter>,
+    ) -> r2r::Result<()> {
+        // A value from the command line or a parameters file replaces the default.
+        if let Some(given) = params.shift_remove(prefix) {
+            *self = Self::from_value(&given.value).ok_or_else(|| Self::wrong_type(prefix))?;
+        }
+        let mut param = param.unwrap_or_else(|| r2r::Parameter::new(r2r::ParameterValue::NotSet));
+        param.value = r2r::ParameterValue::StringArray(self.0.clone());
+        params.insert(prefix.to_owned(), param);
+        Ok(())
+    }
+
+    fn get_parameter(&mut self, name: &str) -> r2r::Result<r2r::ParameterValue> {
+        match name {
+            "" => Ok(r2r::ParameterValue::StringArray(self.0.clone())),
+            _ => Err(r2r::Error::InvalidParameterName { name: name.to_owned() }),
+        }
+    }
+
+    fn set_parameter(&mut self, name: &str, value: &r2r::ParameterValue) -> r2r::Result<()> {
+        self.check_parameter(name, value)?;
+        *self = Self::from_value(value).ok_or_else(|| Self::wrong_type(name))?;
+        Ok(())
+    }
+
+    fn check_parameter(&self, name: &str, value: &r2r::ParameterValue) -> r2r::Result<()> {
+        if !name.is_empty() {
+            return Err(r2r::Error::InvalidParameterName { name: name.to_owned() });
+        }
+        Self::from_value(value).map(|_| ()).ok_or_else(|| Self::wrong_type(name))
+    }
+}
+
+/// image_transport's rule: a camera's calibration is `camera_info` in its image topic's
+/// namespace (`/front/image_raw/compressed` → `/front/camera_info`).
+fn camera_info_beside(image: &str) -> String {
+    let base = image.strip_suffix("/compressed").unwrap_or(image);
+    match base.rfind('/') {
+        Some(i) => format!("{}/camera_info", &base[..i]),
+        None => "camera_info".into(),
+    }
 }
 
 impl Default for Params {
     fn default() -> Self {
         let ingest = IngestConfig::default();
         let topic = |s: Stream| s.default_topic().to_owned();
+        let list = |s: Stream| TopicList(vec![s.default_topic().to_owned()]);
         Self {
             data_dir: "sion-data".into(),
             agent: "robot".into(),
@@ -134,6 +242,7 @@ impl Default for Params {
             sealed: true,
             robot: ingest.robot,
             fixed_frame: ingest.fixed_frame,
+            robot_frame: ingest.robot_frame,
             commit_period_s: 5.0,
             commit_every_atoms: 10_000,
             brain_period_ms: 100,
@@ -158,9 +267,14 @@ impl Default for Params {
                 tf: topic(Stream::Tf),
                 tf_static: topic(Stream::TfStatic),
                 map: topic(Stream::Map),
-                image: topic(Stream::Image),
-                compressed_image: topic(Stream::CompressedImage),
-                camera_info: topic(Stream::CameraInfo),
+                cameras: TopicList(vec![topic(Stream::Image), topic(Stream::CompressedImage)]),
+                scans: list(Stream::LaserScan),
+                clouds: list(Stream::PointCloud2),
+                imu: list(Stream::Imu),
+                gnss: list(Stream::NavSatFix),
+                detections_3d: list(Stream::Detections3D),
+                detections_2d: list(Stream::Detections2D),
+                other: TopicList::default(),
             },
             // A week of frames, one a second, within 20 GB; map tiles kept.
             retention: RetentionParams {
@@ -183,18 +297,60 @@ impl Params {
         declared.into_iter().map(|(name, p)| (name, p.description.to_owned(), show(&p.value))).collect()
     }
 
-    pub fn topic(&self, stream: Stream) -> &str {
+    /// Every topic to take in, in the order of the parameters, or an error naming the
+    /// parameter of one that is malformed.
+    pub fn sources(&self) -> Result<Vec<Source>, String> {
         let t = &self.topics;
-        match stream {
-            Stream::Pose => &t.pose,
-            Stream::Odometry => &t.odom,
-            Stream::Tf => &t.tf,
-            Stream::TfStatic => &t.tf_static,
-            Stream::Map => &t.map,
-            Stream::Image => &t.image,
-            Stream::CompressedImage => &t.compressed_image,
-            Stream::CameraInfo => &t.camera_info,
+        let mut sources = Vec::new();
+        let mut add = |source: Source| {
+            if !source.topic.is_empty() && !sources.contains(&source) {
+                sources.push(source);
+            }
+        };
+        for (stream, topic) in [
+            (Stream::Pose, &t.pose),
+            (Stream::Odometry, &t.odom),
+            (Stream::Tf, &t.tf),
+            (Stream::TfStatic, &t.tf_static),
+            (Stream::Map, &t.map),
+        ] {
+            add(Source::new(stream, topic.trim()));
         }
+        for camera in t.cameras.iter().map(|c| c.trim()).filter(|c| !c.is_empty()) {
+            let (image, info) = match camera.split_once('=') {
+                Some((image, info)) => (image.trim(), info.trim().to_owned()),
+                None => (camera, camera_info_beside(camera)),
+            };
+            if image.is_empty() || info.is_empty() {
+                return Err(format!(
+                    "parameter topics.cameras: {camera:?} is not IMAGE_TOPIC or IMAGE_TOPIC=INFO_TOPIC"
+                ));
+            }
+            let stream = if image.ends_with("/compressed") { Stream::CompressedImage } else { Stream::Image };
+            add(Source::new(stream, image));
+            add(Source::new(Stream::CameraInfo, &info));
+        }
+        for (stream, topics) in [
+            (Stream::LaserScan, &t.scans),
+            (Stream::PointCloud2, &t.clouds),
+            (Stream::Imu, &t.imu),
+            (Stream::NavSatFix, &t.gnss),
+            (Stream::Detections3D, &t.detections_3d),
+            (Stream::Detections2D, &t.detections_2d),
+        ] {
+            for topic in topics.iter() {
+                add(Source::new(stream, topic.trim()));
+            }
+        }
+        for other in t.other.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
+            let (topic, ty) = other
+                .split_once('=')
+                .map(|(a, b)| (a.trim(), b.trim()))
+                .filter(|(a, b)| !a.is_empty() && b.split('/').count() == 3)
+                .ok_or_else(|| format!("parameter topics.other: {other:?} is not TOPIC=package/msg/Type"))?;
+            add(Source::other(topic, ty));
+        }
+        Ok(sources)
     }
 
     /// The ingest's configuration, checked: a parameter out of range is an error naming it.
@@ -214,12 +370,11 @@ impl Params {
             }
             Ok((v * 1e9).round() as i64)
         };
-        let topics: BTreeMap<Stream, String> =
-            Stream::ALL.into_iter().map(|s| (s, self.topic(s).to_owned())).collect();
         Ok(IngestConfig {
             fixed_frame: self.fixed_frame.clone(),
             robot: self.robot.clone(),
-            topics,
+            robot_frame: self.robot_frame.clone(),
+            sources: self.sources()?,
             camera_range_m: positive("camera_range_m", self.camera_range_m)?,
             max_image_bytes: usize::try_from(self.max_image_bytes).map_err(|_| {
                 format!("parameter max_image_bytes must not be negative: {}", self.max_image_bytes)
@@ -392,5 +547,38 @@ mod tests {
         }
         let p = Params { believe_from: " /a, ,/b ".into(), ..Params::default() };
         assert_eq!(p.believe_from(), vec![std::path::PathBuf::from("/a"), "/b".into()]);
+    }
+
+    #[test]
+    fn cameras_bring_their_calibration_and_other_topics_their_type() {
+        use super::TopicList;
+        use crate::ingest::{Source, Stream};
+        let mut p = Params::default();
+        p.topics.cameras = TopicList(vec![
+            "/front/image_raw".into(),
+            "/front/image_raw/compressed".into(),
+            "/rear/image_color/compressed".into(),
+            "/top/image=/top/calibration".into(),
+        ]);
+        p.topics.other = TopicList(vec!["/battery = sensor_msgs/msg/BatteryState".into()]);
+        p.topics.clouds.clear();
+        let sources = p.sources().expect("well formed");
+        let of = |stream: Stream| -> Vec<&str> {
+            sources.iter().filter(|s| s.stream == stream).map(|s| s.topic.as_str()).collect()
+        };
+        assert_eq!(of(Stream::Image), ["/front/image_raw", "/top/image"]);
+        assert_eq!(
+            of(Stream::CompressedImage),
+            ["/front/image_raw/compressed", "/rear/image_color/compressed"]
+        );
+        assert_eq!(of(Stream::CameraInfo), ["/front/camera_info", "/rear/camera_info", "/top/calibration"]);
+        assert_eq!(of(Stream::PointCloud2), Vec::<&str>::new());
+        assert!(sources.contains(&Source::other("/battery", "sensor_msgs/msg/BatteryState")));
+        p.topics.other = TopicList(vec!["/battery".into()]);
+        let e = p.sources().expect_err("no type");
+        assert!(e.contains("topics.other") && e.contains("/battery"), "{e}");
+        p.topics.other.clear();
+        p.topics.cameras = TopicList(vec!["=/info".into()]);
+        assert!(p.sources().expect_err("no image").contains("topics.cameras"));
     }
 }

@@ -128,9 +128,8 @@ class Fleet(unittest.TestCase):
                         '    topics:\n' + ''.join(
                             f'      {k}: "{topics}/{v}"\n' for k, v in (
                                 ('pose', 'pose'), ('odom', 'odom'), ('tf', 'tf'), ('tf_static', 'tf_static'),
-                                ('map', 'map'), ('image', 'camera/image_raw'),
-                                ('compressed_image', 'camera/image_raw/compressed'),
-                                ('camera_info', 'camera/camera_info'))))
+                                ('map', 'map'))) +
+                        f'      cameras: ["{topics}/camera/image_raw", "{topics}/camera/image_raw/compressed"]\n')
             start(robot, [node, '--ros-args', '-r', f'__ns:=/{robot}', '--params-file', params])
 
         rclpy.init()

@@ -9,14 +9,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::{BagError, BagReader, Event, Topic};
-use sion_ingest::{Ingest, IngestConfig, Stream, Taken, schema};
+use sion_ingest::{Ingest, IngestConfig, Source, SourceId, Stream, Taken, schema};
 use sion_store::memory::{Memory, MemoryError};
 use sion_verify::atom::Atom;
 
 /// How to replay.
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
-    /// The ingest's configuration; its topic names are replaced by the bag's.
+    /// The ingest's configuration. Every topic of a type the ingest reads is taken in under
+    /// its own name (several cameras, several scanners); a topic of another type is taken in
+    /// whole (as the node does) when `ingest.sources` names it as a [`Stream::Other`].
     pub ingest: IngestConfig,
     /// Count messages that do not decode, and damaged chunks, and go on.
     pub skip_bad: bool,
@@ -111,23 +113,29 @@ pub struct ReplayFailed {
     pub report: Box<ReplayReport>,
 }
 
+/// `pkg/Type` as `pkg/msg/Type`, the ingest's own spelling.
+fn full_type(message_type: &str) -> String {
+    match message_type.split('/').collect::<Vec<_>>()[..] {
+        [package, ty] => format!("{package}/msg/{ty}"),
+        _ => message_type.to_owned(),
+    }
+}
+
 /// What the ingest takes a topic as, or why not.
-fn classify(topic: &Topic) -> Result<Stream, String> {
+fn classify(topic: &Topic, config: &IngestConfig) -> Result<Stream, String> {
     if topic.message_encoding != "cdr" {
         return Err(format!("message encoding {:?}, not cdr", topic.message_encoding));
     }
     if topic.message_type.is_empty() {
         return Err("no schema".into());
     }
-    // The ingest's own type names (`pkg/msg/Type`) decide; `pkg/Type` is the same type.
-    let full = match topic.message_type.split('/').collect::<Vec<_>>()[..] {
-        [package, ty] => format!("{package}/msg/{ty}"),
-        _ => topic.message_type.clone(),
-    };
-    let stream = Stream::ALL
-        .into_iter()
-        .find(|s| s.message_type() == full)
-        .ok_or_else(|| "not a type the memory takes in".to_owned())?;
+    let full = full_type(&topic.message_type);
+    if config.sources.iter().any(|s| s.stream == Stream::Other && s.topic == topic.name) {
+        return Ok(Stream::Other);
+    }
+    let stream = Stream::of_type(&full).ok_or_else(|| {
+        "not a type the memory takes in (name it to keep it whole: --keep TOPIC)".to_owned()
+    })?;
     // /tf and /tf_static share a type; the topic tells them apart.
     let stream = match stream {
         Stream::Tf | Stream::TfStatic if topic.name.ends_with("tf_static") => Stream::TfStatic,
@@ -142,9 +150,8 @@ struct Replay<'m> {
     options: ReplayOptions,
     ingest: Ingest,
     report: ReplayReport,
-    /// Per channel: the topic's index in the report and the stream it feeds, if any.
-    topics: HashMap<u16, (usize, Option<Stream>)>,
-    streams: BTreeMap<Stream, String>,
+    /// Per channel: the topic's index in the report and the source it feeds, if any.
+    topics: HashMap<u16, (usize, Option<SourceId>)>,
     atoms: Vec<Atom>,
     blobs: Vec<Vec<u8>>,
     blob_bytes: usize,
@@ -180,7 +187,7 @@ impl Replay<'_> {
     }
 
     /// The report's entry and stream of a channel, deciding on first sight.
-    fn topic(&mut self, topic: &Arc<Topic>, log_time: u64) -> Result<(usize, Option<Stream>), ReplayError> {
+    fn topic(&mut self, topic: &Arc<Topic>, log_time: u64) -> Result<(usize, Option<SourceId>), ReplayError> {
         if let Some(&known) = self.topics.get(&topic.id) {
             return Ok(known);
         }
@@ -192,44 +199,50 @@ impl Replay<'_> {
             .iter()
             .position(|t| t.topic == topic.name && t.message_type == topic.message_type)
         {
-            let entry = (index, self.report.topics[index].taken_as.as_ref().ok().copied());
+            let stream = self.report.topics[index].taken_as.as_ref().ok().copied();
+            let source = stream.map(|stream| self.source(stream, topic));
+            let entry = (index, source);
             self.topics.insert(topic.id, entry);
             return Ok(entry);
         }
-        let mut taken_as = classify(topic);
-        if let Ok(stream) = taken_as {
-            if !topic.schema.is_empty() && topic.schema_encoding == "ros2msg" {
-                let text = String::from_utf8_lossy(&topic.schema);
-                if let Err(e) = schema::check(&topic.message_type, &text) {
-                    if !self.options.skip_bad {
-                        return Err(ReplayError::BadTopic {
-                            topic: topic.name.clone(),
-                            log_time,
-                            reason: e.to_string(),
-                        });
-                    }
-                    self.report.skipped_bad.push(format!("topic {}: {e}", topic.name));
-                    taken_as = Err(format!("its schema differs: {e}"));
-                }
+        let mut taken_as = classify(topic, &self.options.ingest);
+        // A topic kept whole is not decoded: its schema is the bag's business.
+        if let Ok(stream) = taken_as
+            && stream != Stream::Other
+            && !topic.schema.is_empty()
+            && topic.schema_encoding == "ros2msg"
+            && let Err(e) = schema::check(&topic.message_type, &String::from_utf8_lossy(&topic.schema))
+        {
+            if !self.options.skip_bad {
+                return Err(ReplayError::BadTopic {
+                    topic: topic.name.clone(),
+                    log_time,
+                    reason: e.to_string(),
+                });
             }
-            if let Some(other) = self.streams.get(&stream) {
-                taken_as = Err(format!("{other} is already taken in as the {} stream", stream.name()));
-            }
+            self.report.skipped_bad.push(format!("topic {}: {e}", topic.name));
+            taken_as = Err(format!("its schema differs: {e}"));
         }
-        let stream = taken_as.as_ref().ok().copied();
-        if let Some(stream) = stream {
-            self.streams.insert(stream, topic.name.clone());
-            self.ingest.use_topic(stream, &topic.name);
-        }
+        let source = taken_as.as_ref().ok().map(|&stream| self.source(stream, topic));
         self.report.topics.push(TopicReport {
             topic: topic.name.clone(),
             message_type: topic.message_type.clone(),
             taken_as,
             messages: 0,
         });
-        let entry = (self.report.topics.len() - 1, stream);
+        let entry = (self.report.topics.len() - 1, source);
         self.topics.insert(topic.id, entry);
         Ok(entry)
+    }
+
+    /// The ingest's source for a topic taken in as `stream`.
+    fn source(&mut self, stream: Stream, topic: &Topic) -> SourceId {
+        let source = match stream {
+            Stream::Other => Source::other(&topic.name, &full_type(&topic.message_type)),
+            // /tf and /tf_static share a type; the topic's name told them apart.
+            stream => Source::new(stream, &topic.name),
+        };
+        self.ingest.source(source)
     }
 
     /// Count what the ingest refused and keep what it gave; returns why a message did not
@@ -309,7 +322,6 @@ pub fn replay_parts<'b>(
         ingest,
         report: ReplayReport::default(),
         topics: HashMap::new(),
-        streams: BTreeMap::new(),
         atoms: Vec::new(),
         blobs: Vec::new(),
         blob_bytes: 0,
@@ -395,13 +407,14 @@ fn replay_part(
         r.report.messages += 1;
         let t = message.log_time;
         r.report.log_times = Some(r.report.log_times.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
-        let (index, stream) = match r.topic(&message.topic, t) {
+        let (index, source) = match r.topic(&message.topic, t) {
             Ok(found) => found,
             Err(e) => return Err(r.fail(e)),
         };
         r.report.topics[index].messages += 1;
-        if let Some(stream) = stream {
-            let taken = r.ingest.take(stream, &message.data);
+        if let Some(source) = source {
+            // Log time places the messages of topics without stamps of their own.
+            let taken = r.ingest.take_from(source, &message.data, i64::try_from(t).unwrap_or(i64::MAX));
             if let Err(e) = r.taken(taken, &message.topic, t) {
                 return Err(r.fail(e));
             }

@@ -72,6 +72,7 @@ impl<'a> Reader<'a> {
 
     read_primitive!(u8, u8);
     read_primitive!(i8, i8);
+    read_primitive!(u16, u16);
     read_primitive!(u32, u32);
     read_primitive!(i32, i32);
     read_primitive!(f32, f32);
@@ -112,6 +113,15 @@ impl<'a> Reader<'a> {
             return Err(self.truncated(len.saturating_mul(8)));
         }
         (0..len).map(|_| self.f64()).collect()
+    }
+
+    /// A sequence of `f32` (a laser scan's ranges).
+    pub fn f32_seq(&mut self) -> Result<Vec<f32>, CdrError> {
+        let len = self.u32()? as usize;
+        if len.saturating_mul(4) > self.body.len().saturating_sub(self.at) {
+            return Err(self.truncated(len.saturating_mul(4)));
+        }
+        (0..len).map(|_| self.f32()).collect()
     }
 
     pub fn f64_array<const N: usize>(&mut self) -> Result<[f64; N], CdrError> {
@@ -164,6 +174,8 @@ impl Writer {
     }
 
     write_primitive!(u8, u8);
+    write_primitive!(i8, i8);
+    write_primitive!(u16, u16);
     write_primitive!(u32, u32);
     write_primitive!(i32, i32);
     write_primitive!(f32, f32);
@@ -187,6 +199,13 @@ impl Writer {
     pub fn f64_seq(&mut self, xs: &[f64]) {
         self.u32(len32(xs.len()));
         self.f64_array(xs);
+    }
+
+    pub fn f32_seq(&mut self, xs: &[f32]) {
+        self.u32(len32(xs.len()));
+        for &x in xs {
+            self.f32(x);
+        }
     }
 
     pub fn f64_array(&mut self, xs: &[f64]) {
@@ -244,7 +263,7 @@ macro_rules! cdr_primitive {
         }
     )*};
 }
-cdr_primitive!(u8, u32, i32, f32, f64, bool);
+cdr_primitive!(u8, i8, u16, u32, i32, f32, f64, bool);
 
 impl Cdr for String {
     fn read(r: &mut Reader<'_>) -> Result<Self, CdrError> {
@@ -283,6 +302,15 @@ impl Cdr for Vec<f64> {
     }
 }
 
+impl Cdr for Vec<f32> {
+    fn read(r: &mut Reader<'_>) -> Result<Self, CdrError> {
+        r.f32_seq()
+    }
+    fn write(&self, w: &mut Writer) {
+        w.f32_seq(self)
+    }
+}
+
 impl<const N: usize> Cdr for [f64; N] {
     fn read(r: &mut Reader<'_>) -> Result<Self, CdrError> {
         r.f64_array()
@@ -310,6 +338,24 @@ macro_rules! cdr_struct {
     };
 }
 pub(crate) use cdr_struct;
+
+/// A sequence of structures: its count (refused when the rest of the message cannot hold it),
+/// then each.
+macro_rules! cdr_seq {
+    ($($t:ty),*) => {$(
+        impl $crate::cdr::Cdr for Vec<$t> {
+            fn read(r: &mut $crate::cdr::Reader<'_>) -> Result<Self, $crate::cdr::CdrError> {
+                let n = r.seq_len()?;
+                (0..n).map(|_| <$t as $crate::cdr::Cdr>::read(r)).collect()
+            }
+            fn write(&self, w: &mut $crate::cdr::Writer) {
+                w.seq_len(self.len());
+                self.iter().for_each(|t| $crate::cdr::Cdr::write(t, w));
+            }
+        }
+    )*};
+}
+pub(crate) use cdr_seq;
 
 #[cfg(test)]
 mod tests {

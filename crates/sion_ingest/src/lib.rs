@@ -10,14 +10,26 @@
 //! - `/tf` and `/tf_static`: a transform atom per transform (a point at the child's origin in the
 //!   parent frame; static ones valid until further notice), and the transform buffer;
 //! - map (`OccupancyGrid`): a map_tile atom bounding the grid, committing to the message;
-//! - camera (`Image`, `CompressedImage`, with `CameraInfo`): an observation atom in the fixed
-//!   frame bounding what the camera could see (its frustum out to a range), committing to the frame.
+//! - camera (`Image`, `CompressedImage`, with `CameraInfo`), any number of them: an observation
+//!   atom in the fixed frame bounding what the camera could see (its frustum out to a range),
+//!   committing to the frame;
+//! - lidar (`LaserScan`, `PointCloud2`): a coverage atom in the fixed frame bounding the scan's
+//!   points and the sensor, committing to the scan;
+//! - `Imu` and GNSS (`NavSatFix`): an observation atom at the sensor (the IMU's place in the
+//!   fixed frame; the fix in the `earth` frame, Earth-centred, Earth-fixed), its reading as
+//!   integers in the payload;
+//! - detections (`vision_msgs` `Detection3DArray`, `Detection2DArray` with the camera's model):
+//!   an observation atom per detection, its subject the class (and the tracker's id), its box
+//!   the object's (or, from an image, the part of the camera's frustum it lies in);
+//! - any other topic named in the configuration: an observation atom at the robot's place in
+//!   the fixed frame, committing to the message.
 
 #![forbid(unsafe_code)]
 
 pub mod cdr;
 pub mod msgs;
 pub mod schema;
+mod sensors;
 pub mod tf;
 pub mod units;
 
@@ -55,10 +67,18 @@ pub enum Stream {
     Image,
     CompressedImage,
     CameraInfo,
+    LaserScan,
+    PointCloud2,
+    Imu,
+    NavSatFix,
+    Detections3D,
+    Detections2D,
+    /// Any other topic named in the configuration, of any type: kept whole at the robot's place.
+    Other,
 }
 
 impl Stream {
-    pub const ALL: [Stream; 8] = [
+    pub const ALL: [Stream; 15] = [
         Stream::Pose,
         Stream::Odometry,
         Stream::Tf,
@@ -67,6 +87,13 @@ impl Stream {
         Stream::Image,
         Stream::CompressedImage,
         Stream::CameraInfo,
+        Stream::LaserScan,
+        Stream::PointCloud2,
+        Stream::Imu,
+        Stream::NavSatFix,
+        Stream::Detections3D,
+        Stream::Detections2D,
+        Stream::Other,
     ];
 
     /// The stream's key in the configuration (`topics.<name>`) and in statistics.
@@ -80,6 +107,13 @@ impl Stream {
             Stream::Image => "image",
             Stream::CompressedImage => "compressed_image",
             Stream::CameraInfo => "camera_info",
+            Stream::LaserScan => "scan",
+            Stream::PointCloud2 => "cloud",
+            Stream::Imu => "imu",
+            Stream::NavSatFix => "gnss",
+            Stream::Detections3D => "detections_3d",
+            Stream::Detections2D => "detections_2d",
+            Stream::Other => "other",
         }
     }
 
@@ -87,7 +121,7 @@ impl Stream {
         Self::ALL.into_iter().find(|s| s.name() == name)
     }
 
-    /// The ROS 2 type of the stream's messages.
+    /// The ROS 2 type of the stream's messages (empty for [`Stream::Other`]: a source names it).
     pub fn message_type(self) -> &'static str {
         match self {
             Stream::Pose => PoseStamped::TYPE,
@@ -97,10 +131,24 @@ impl Stream {
             Stream::Image => Image::TYPE,
             Stream::CompressedImage => CompressedImage::TYPE,
             Stream::CameraInfo => CameraInfo::TYPE,
+            Stream::LaserScan => msgs::LaserScan::TYPE,
+            Stream::PointCloud2 => msgs::PointCloud2::TYPE,
+            Stream::Imu => msgs::Imu::TYPE,
+            Stream::NavSatFix => msgs::NavSatFix::TYPE,
+            Stream::Detections3D => msgs::Detection3DArray::TYPE,
+            Stream::Detections2D => msgs::Detection2DArray::TYPE,
+            Stream::Other => "",
         }
     }
 
-    /// The topic a ROS 2 robot publishes the stream on by default.
+    /// The stream whose messages are of this ROS 2 type (`pkg/msg/Type`), if one is; a
+    /// `TFMessage` is [`Stream::Tf`] (a topic's name tells `/tf_static`).
+    pub fn of_type(message_type: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| *s != Stream::Other && s.message_type() == message_type)
+    }
+
+    /// The topic a ROS 2 robot publishes the stream on by default ("" where there is no
+    /// convention).
     pub fn default_topic(self) -> &'static str {
         match self {
             Stream::Pose => "/pose",
@@ -111,9 +159,40 @@ impl Stream {
             Stream::Image => "/camera/image_raw",
             Stream::CompressedImage => "/camera/image_raw/compressed",
             Stream::CameraInfo => "/camera/camera_info",
+            Stream::LaserScan => "/scan",
+            Stream::PointCloud2 => "/points",
+            Stream::Imu => "/imu/data",
+            Stream::NavSatFix => "/fix",
+            Stream::Detections3D => "/detections_3d",
+            Stream::Detections2D => "/detections_2d",
+            Stream::Other => "",
         }
     }
 }
+
+/// One topic the ingest takes in: its stream (what its messages become) and its name, recorded
+/// in each atom's extractor (`TYPE@TOPIC`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Source {
+    pub stream: Stream,
+    pub topic: String,
+    /// The ROS 2 type of its messages: the stream's, or for [`Stream::Other`] the one named.
+    pub message_type: String,
+}
+
+impl Source {
+    pub fn new(stream: Stream, topic: &str) -> Self {
+        Self { stream, topic: topic.to_owned(), message_type: stream.message_type().to_owned() }
+    }
+
+    /// A topic of another type, kept whole as a blob at the robot's place.
+    pub fn other(topic: &str, message_type: &str) -> Self {
+        Self { stream: Stream::Other, topic: topic.to_owned(), message_type: message_type.to_owned() }
+    }
+}
+
+/// A source's number in an [`Ingest`] (the order sources were added in).
+pub type SourceId = usize;
 
 /// How messages become atoms.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,11 +201,13 @@ pub struct IngestConfig {
     pub fixed_frame: String,
     /// The subject of pose atoms: the robot's name.
     pub robot: String,
-    /// Topic of each stream.
-    pub topics: BTreeMap<Stream, String>,
+    /// The robot's own frame, where other topics' messages are placed.
+    pub robot_frame: String,
+    /// The topics taken in (more are added by [`Ingest::source`]).
+    pub sources: Vec<Source>,
     /// How far a camera's box reaches along its optical axis, metres.
     pub camera_range_m: f64,
-    /// The largest image message taken in, bytes.
+    /// The largest image, scan, cloud or other message taken in, bytes.
     pub max_image_bytes: usize,
     /// The largest occupancy grid taken in, cells.
     pub max_map_cells: u64,
@@ -147,7 +228,12 @@ impl Default for IngestConfig {
         Self {
             fixed_frame: "map".into(),
             robot: "robot".into(),
-            topics: Stream::ALL.into_iter().map(|s| (s, s.default_topic().to_owned())).collect(),
+            robot_frame: "base_link".into(),
+            sources: Stream::ALL
+                .into_iter()
+                .filter(|s| *s != Stream::Other)
+                .map(|s| Source::new(s, s.default_topic()))
+                .collect(),
             camera_range_m: 10.0,
             max_image_bytes: 32 << 20,
             max_map_cells: 64 << 20,
@@ -159,8 +245,9 @@ impl Default for IngestConfig {
 }
 
 impl IngestConfig {
+    /// The first topic of `stream` (its default topic if none is configured).
     pub fn topic(&self, stream: Stream) -> &str {
-        self.topics.get(&stream).map_or(stream.default_topic(), String::as_str)
+        self.sources.iter().find(|s| s.stream == stream).map_or(stream.default_topic(), |s| &s.topic)
     }
 }
 
@@ -193,6 +280,14 @@ pub enum Reject {
     UnknownEncoding(String),
     #[error("bad occupancy grid: {0}")]
     BadMap(&'static str),
+    #[error("bad laser scan: {0}")]
+    BadScan(&'static str),
+    #[error("bad point cloud: {0}")]
+    BadCloud(&'static str),
+    #[error("bad detection: {0}")]
+    BadDetection(&'static str),
+    #[error("the receiver has no fix (status {0})")]
+    NoFix(i8),
     #[error("the atom would be invalid: {0}")]
     InvalidAtom(#[from] AtomError),
 }
@@ -214,6 +309,10 @@ impl Reject {
             Reject::MalformedImage(_) => "malformed_image",
             Reject::UnknownEncoding(_) => "unknown_encoding",
             Reject::BadMap(_) => "bad_map",
+            Reject::BadScan(_) => "bad_scan",
+            Reject::BadCloud(_) => "bad_cloud",
+            Reject::BadDetection(_) => "bad_detection",
+            Reject::NoFix(_) => "no_fix",
             Reject::InvalidAtom(_) => "invalid_atom",
         }
     }
@@ -240,6 +339,7 @@ pub struct Ingested {
 pub struct Finished {
     /// The number [`Ingest::take`] gave the message.
     pub message: u64,
+    pub source: SourceId,
     pub stream: Stream,
     pub atoms: usize,
     pub rejected: Vec<Reject>,
@@ -274,14 +374,18 @@ pub struct StreamStats {
     pub held: u64,
 }
 
-/// A camera frame waiting for what it needs.
+/// A message waiting for what it needs (a transform, a camera's calibration).
 #[derive(Debug, Clone)]
 struct Held {
     message: u64,
+    source: SourceId,
     stream: Stream,
     stamp_ns: i64,
-    /// Its camera frame, checked: a retry goes straight to the lookups it waits for.
-    camera: String,
+    /// A camera frame's frame, checked: its retry goes straight to the lookups it waits for.
+    /// Other messages are converted again.
+    camera: Option<String>,
+    /// When it was received (where a message has no stamp of its own).
+    received_ns: i64,
     bytes: Vec<u8>,
     reason: Reject,
 }
@@ -296,6 +400,7 @@ const MAX_HELD: usize = 64;
 #[derive(Debug, Clone)]
 pub struct Ingest {
     config: IngestConfig,
+    sources: Vec<Source>,
     tf: TfBuffer,
     cameras: HashMap<String, CameraInfo>,
     /// Per camera, the stamp of the last frame whose payload was kept.
@@ -311,7 +416,14 @@ pub struct Ingest {
 impl Ingest {
     pub fn new(config: IngestConfig) -> Self {
         let tf = TfBuffer::new(10_000_000_000, config.tf_tolerance_ns);
+        let mut sources: Vec<Source> = Vec::new();
+        for s in &config.sources {
+            if !sources.contains(s) {
+                sources.push(s.clone());
+            }
+        }
         Self {
+            sources,
             config,
             tf,
             cameras: HashMap::new(),
@@ -328,10 +440,19 @@ impl Ingest {
         &self.config
     }
 
-    /// Take `stream` from `topic` from now on (a bag names its own topics): the topic is
-    /// recorded in the atoms' extractor.
-    pub fn use_topic(&mut self, stream: Stream, topic: &str) {
-        self.config.topics.insert(stream, topic.to_owned());
+    /// The source's number, added if it is new (a bag names its own topics): its topic is
+    /// recorded in the extractor of the atoms its messages become.
+    pub fn source(&mut self, source: Source) -> SourceId {
+        if let Some(id) = self.sources.iter().position(|s| *s == source) {
+            return id;
+        }
+        self.sources.push(source);
+        self.sources.len() - 1
+    }
+
+    /// Every source, by number.
+    pub fn sources(&self) -> &[Source] {
+        &self.sources
     }
 
     pub fn tf(&self) -> &TfBuffer {
@@ -343,64 +464,99 @@ impl Ingest {
         &self.stats
     }
 
-    /// Take in one message of `stream`, as CDR bytes.
     /// Keep one camera frame's payload per this many ns of a camera's stamps from now on (a
     /// node's `retention.camera.every_s`, set while it runs); 0 keeps every one.
     pub fn set_keep_frame_every_ns(&mut self, ns: i64) {
         self.config.keep_frame_every_ns = ns.max(0);
     }
 
+    /// Take in one message of `stream`, as CDR bytes, from the stream's first source (its
+    /// default topic if it has none).
     pub fn take(&mut self, stream: Stream, message: &[u8]) -> Taken {
+        let id = match self.sources.iter().position(|s| s.stream == stream) {
+            Some(id) => id,
+            None => self.source(Source::new(stream, stream.default_topic())),
+        };
+        self.take_from(id, message, self.latest_ns.max(0))
+    }
+
+    /// Take in one message from a source, as CDR bytes, received at `received_ns` (the
+    /// receiving clock's time: the node's ROS time, a bag's log time), which places the
+    /// messages of other topics in time; the others carry their own stamps.
+    pub fn take_from(&mut self, source: SourceId, message: &[u8], received_ns: i64) -> Taken {
         let number = self.next_message;
         self.next_message += 1;
-        self.stats.entry(stream).or_default().messages += 1;
         let mut taken = Taken { message: number, ..Taken::default() };
-        let mut rejected = Vec::new();
-        let mut atoms = Vec::new();
-        let outcome = match stream {
-            Stream::Pose => PoseStamped::from_cdr(message)
-                .map_err(Reject::from)
-                .and_then(|m| self.pose(stream, &m.header, &m.pose))
-                .map(|atom| atoms.push(Ingested { atom, blob: None })),
-            Stream::Odometry => Odometry::from_cdr(message)
-                .map_err(Reject::from)
-                .and_then(|m| self.pose(stream, &m.header, &m.pose.pose))
-                .map(|atom| atoms.push(Ingested { atom, blob: None })),
-            Stream::Tf | Stream::TfStatic => TfMessage::from_cdr(message).map_err(Reject::from).map(|m| {
+        let Some(stream) = self.sources.get(source).map(|s| s.stream) else {
+            // Not a source of this ingest: nothing to convert it as.
+            return taken;
+        };
+        self.stats.entry(stream).or_default().messages += 1;
+        match self.convert(source, stream, message, received_ns) {
+            Ok((atoms, rejected)) => self.finish(&mut taken, number, source, stream, atoms, rejected),
+            Err((reason, Some((stamp_ns, camera)))) if waits(&reason) => {
+                let bytes = message.to_vec();
+                let held =
+                    Held { message: number, source, stream, stamp_ns, camera, received_ns, bytes, reason };
+                self.hold(held, &mut taken);
+            }
+            Err((reason, _)) => self.finish(&mut taken, number, source, stream, Vec::new(), vec![reason]),
+        }
+        self.release(stream, taken)
+    }
+
+    /// A message's atoms and the refusals of its parts (a `TFMessage`'s transforms, an array's
+    /// detections); or why it was refused whole, with, once it was decoded and checked, the
+    /// stamp and camera frame that holding it for a transform or calibration needs.
+    fn convert(
+        &mut self,
+        source: SourceId,
+        stream: Stream,
+        message: &[u8],
+        received_ns: i64,
+    ) -> sensors::Converted {
+        let whole = |r: Reject| (r, None);
+        let one = |atom: Atom| (vec![Ingested { atom, blob: None }], Vec::new());
+        match stream {
+            Stream::Pose => {
+                let m = PoseStamped::from_cdr(message).map_err(|e| whole(e.into()))?;
+                self.pose(source, &m.header, &m.pose).map(one).map_err(whole)
+            }
+            Stream::Odometry => {
+                let m = Odometry::from_cdr(message).map_err(|e| whole(e.into()))?;
+                self.pose(source, &m.header, &m.pose.pose).map(one).map_err(whole)
+            }
+            Stream::Tf | Stream::TfStatic => {
+                let m = TfMessage::from_cdr(message).map_err(|e| whole(e.into()))?;
+                let (mut atoms, mut rejected) = (Vec::new(), Vec::new());
                 for t in &m.transforms {
-                    match self.transform(stream, t) {
+                    match self.transform(source, stream, t) {
                         Ok(atom) => atoms.push(Ingested { atom, blob: None }),
                         Err(e) => rejected.push(e),
                     }
                 }
-            }),
-            Stream::Map => OccupancyGrid::from_cdr(message)
-                .map_err(Reject::from)
-                .and_then(|m| self.map(&m, message))
-                .map(|i| atoms.push(i)),
-            Stream::Image | Stream::CompressedImage => match self.frame(stream, message) {
-                Ok(i) => {
-                    atoms.push(i);
-                    Ok(())
-                }
-                Err((reason, Some((stamp_ns, camera)))) if waits(&reason) => {
-                    self.hold(
-                        Held { message: number, stream, stamp_ns, camera, bytes: message.to_vec(), reason },
-                        &mut taken,
-                    );
-                    return self.release(stream, taken);
-                }
-                Err((reason, _)) => Err(reason),
-            },
-            Stream::CameraInfo => {
-                CameraInfo::from_cdr(message).map_err(Reject::from).and_then(|m| self.camera_info(m))
+                Ok((atoms, rejected))
             }
-        };
-        if let Err(e) = outcome {
-            rejected.push(e);
+            Stream::Map => {
+                let m = OccupancyGrid::from_cdr(message).map_err(|e| whole(e.into()))?;
+                self.map(source, &m, message).map(|i| (vec![i], Vec::new())).map_err(whole)
+            }
+            Stream::Image | Stream::CompressedImage => self
+                .frame(source, stream, message)
+                .map(|i| (vec![i], Vec::new()))
+                .map_err(|(r, held)| (r, held.map(|(t, camera)| (t, Some(camera))))),
+            Stream::CameraInfo => {
+                let m = CameraInfo::from_cdr(message).map_err(|e| whole(e.into()))?;
+                self.camera_info(m).map(|()| (Vec::new(), Vec::new())).map_err(whole)
+            }
+            Stream::LaserScan => self.scan(source, message),
+            Stream::PointCloud2 => self.cloud(source, message),
+            Stream::Imu => self.imu(source, message),
+            Stream::NavSatFix => self.gnss(source, message),
+            Stream::Detections3D => self.detections_3d(source, message),
+            Stream::Detections2D => self.detections_2d(source, message),
+            Stream::Other => self.other(source, message, received_ns),
         }
-        self.finish(&mut taken, number, stream, atoms, rejected);
-        self.release(stream, taken)
     }
 
     /// Refuse every frame still waiting (at the end of a stream or a bag).
@@ -416,6 +572,7 @@ impl Ingest {
         &mut self,
         taken: &mut Taken,
         message: u64,
+        source: SourceId,
         stream: Stream,
         atoms: Vec<Ingested>,
         rejected: Vec<Reject>,
@@ -425,7 +582,7 @@ impl Ingest {
         for r in &rejected {
             *stats.rejected.entry(r.reason()).or_default() += 1;
         }
-        taken.finished.push(Finished { message, stream, atoms: atoms.len(), rejected });
+        taken.finished.push(Finished { message, source, stream, atoms: atoms.len(), rejected });
         taken.ingested.extend(atoms);
     }
 
@@ -441,7 +598,7 @@ impl Ingest {
 
     fn give_up(&mut self, held: Held, taken: &mut Taken) {
         self.stats.entry(held.stream).or_default().held -= 1;
-        self.finish(taken, held.message, held.stream, Vec::new(), vec![held.reason]);
+        self.finish(taken, held.message, held.source, held.stream, Vec::new(), vec![held.reason]);
     }
 
     /// After a message: retry held frames if it could help them, and give up on those that
@@ -451,16 +608,36 @@ impl Ingest {
             return taken;
         }
         if matches!(stream, Stream::Tf | Stream::TfStatic | Stream::CameraInfo) {
-            // Only the lookups are tried again: the frame was decoded and checked when it came
-            // (decoding each held frame anew on every transform made the intake fall behind
-            // when a flood of frames waited: measured, transforms 0.9 s late at the median).
+            // A camera frame tries only its lookups again: it was decoded and checked when it
+            // came (decoding each held frame anew on every transform made the intake fall
+            // behind when a flood of frames waited: measured, transforms 0.9 s late at the
+            // median). Scans, detections and the rest are few a second: converted again.
             for held in std::mem::take(&mut self.held) {
-                match self.observation(held.stream, &held.camera, held.stamp_ns, &held.bytes) {
-                    Ok(i) => {
+                let outcome = match &held.camera {
+                    Some(camera) => self
+                        .observation(held.source, held.stream, camera, held.stamp_ns, &held.bytes)
+                        .map(|i| (vec![i], Vec::new())),
+                    None => self
+                        .convert(held.source, held.stream, &held.bytes, held.received_ns)
+                        .map_err(|(reason, _)| reason),
+                };
+                match outcome {
+                    Ok((atoms, rejected)) => {
                         self.stats.entry(held.stream).or_default().held -= 1;
-                        self.finish(&mut taken, held.message, held.stream, vec![i], Vec::new());
+                        self.finish(&mut taken, held.message, held.source, held.stream, atoms, rejected);
                     }
-                    Err(reason) => self.held.push_back(Held { reason, ..held }),
+                    Err(reason) if waits(&reason) => self.held.push_back(Held { reason, ..held }),
+                    Err(reason) => {
+                        self.stats.entry(held.stream).or_default().held -= 1;
+                        self.finish(
+                            &mut taken,
+                            held.message,
+                            held.source,
+                            held.stream,
+                            Vec::new(),
+                            vec![reason],
+                        );
+                    }
                 }
             }
         }
@@ -479,7 +656,12 @@ impl Ingest {
 
     /// A camera frame's observation; on failure, the reason, and once the frame was decoded and
     /// checked, its stamp and camera frame (what holding it needs).
-    fn frame(&mut self, stream: Stream, message: &[u8]) -> Result<Ingested, (Reject, Option<(i64, String)>)> {
+    fn frame(
+        &mut self,
+        source: SourceId,
+        stream: Stream,
+        message: &[u8],
+    ) -> Result<Ingested, (Reject, Option<(i64, String)>)> {
         let (camera, t) = match stream {
             Stream::CompressedImage => {
                 let image = CompressedImage::from_cdr(message).map_err(|e| (e.into(), None))?;
@@ -497,17 +679,23 @@ impl Ingest {
             }
         };
         let checked = frame(&camera, "header.frame_id").map_err(|e| (e, None))?;
-        self.observation(stream, checked, t, message).map_err(|e| (e, Some((t, checked.to_owned()))))
+        self.observation(source, stream, checked, t, message).map_err(|e| (e, Some((t, checked.to_owned()))))
     }
 
-    fn extractor(&self, stream: Stream) -> Extractor {
+    fn extractor(&self, source: SourceId) -> Extractor {
+        let (ty, topic) =
+            self.sources.get(source).map_or(("", ""), |s| (s.message_type.as_str(), s.topic.as_str()));
         Extractor {
-            model: format!("{}@{}", stream.message_type(), self.config.topic(stream)),
+            model: format!("{ty}@{topic}"),
             code: concat!("sion_memory ", env!("CARGO_PKG_VERSION")).into(),
         }
     }
 
-    fn pose(&mut self, stream: Stream, header: &Header, pose: &Pose) -> Result<Atom, Reject> {
+    fn topic_of(&self, source: SourceId) -> &str {
+        self.sources.get(source).map_or("", |s| s.topic.as_str())
+    }
+
+    fn pose(&mut self, source: SourceId, header: &Header, pose: &Pose) -> Result<Atom, Reject> {
         let t = stamp(header)?;
         self.saw(t);
         let frame = frame(&header.frame_id, "header.frame_id")?;
@@ -518,11 +706,16 @@ impl Ingest {
         if let Some(q) = rotation_nano(&pose.orientation, "pose.orientation")? {
             parts.payload = Payload::Public(rotation_bytes(q));
         }
-        parts.extractor = Some(self.extractor(stream));
+        parts.extractor = Some(self.extractor(source));
         Ok(Atom::new(parts)?)
     }
 
-    fn transform(&mut self, stream: Stream, t: &msgs::TransformStamped) -> Result<Atom, Reject> {
+    fn transform(
+        &mut self,
+        source: SourceId,
+        stream: Stream,
+        t: &msgs::TransformStamped,
+    ) -> Result<Atom, Reject> {
         let time = stamp(&t.header)?;
         if stream == Stream::Tf {
             self.saw(time); // static transforms are often stamped 0 or long ago
@@ -541,11 +734,11 @@ impl Ingest {
         let mut parts = AtomParts::new(Kind::Transform, parent, BoxMm::point(at), valid, Permille(1000));
         parts.subject = child.to_owned();
         parts.payload = Payload::Public(rotation_bytes(q));
-        parts.extractor = Some(self.extractor(stream));
+        parts.extractor = Some(self.extractor(source));
         Ok(Atom::new(parts)?)
     }
 
-    fn map(&mut self, grid: &OccupancyGrid, message: &[u8]) -> Result<Ingested, Reject> {
+    fn map(&mut self, source: SourceId, grid: &OccupancyGrid, message: &[u8]) -> Result<Ingested, Reject> {
         let t = stamp(&grid.header)?;
         self.saw(t);
         let frame = frame(&grid.header.frame_id, "header.frame_id")?;
@@ -579,9 +772,9 @@ impl Ingest {
         let bounds = bounding_box(&corners, "info")?;
         let valid = Interval { from_ns: t, to_ns: Interval::OPEN_END_NS };
         let mut parts = AtomParts::new(Kind::MapTile, frame, bounds, valid, Permille(1000));
-        parts.subject = self.config.topic(Stream::Map).to_owned();
+        parts.subject = self.topic_of(source).to_owned();
         parts.payload = Payload::Blob(blob_ref(message, OccupancyGrid::TYPE));
-        parts.extractor = Some(self.extractor(Stream::Map));
+        parts.extractor = Some(self.extractor(source));
         // Each tile of the map topic supersedes the one before: its revisions form a chain.
         if let Some(previous) = self.last_tile {
             parts.links.push(Link { rel: LinkRel::Supersedes, target: previous });
@@ -647,26 +840,18 @@ impl Ingest {
     /// camera's frustum from its centre out to `camera_range_m`.
     fn observation(
         &mut self,
+        source: SourceId,
         stream: Stream,
         camera: &str,
         t: i64,
         message: &[u8],
     ) -> Result<Ingested, Reject> {
         let info = self.cameras.get(camera).ok_or_else(|| Reject::NoCameraInfo(camera.to_owned()))?;
-        let fixed = self.config.fixed_frame.as_str();
-        let fixed_from_camera = self.lookup(fixed, camera, t)?;
-        let (fx, cx, fy, cy) = (info.k[0], info.k[2], info.k[4], info.k[5]);
         let (w, h) = (f64::from(info.width), f64::from(info.height));
-        let range = self.config.camera_range_m;
-        // Optical frame: z forward, x right, y down; a pixel (u, v) at depth d is
-        // ((u - cx) d / fx, (v - cy) d / fy, d).
-        let far = [(0.0, 0.0), (w, 0.0), (0.0, h), (w, h)].map(|(u, v)| {
-            fixed_from_camera * Point3::new((u - cx) * range / fx, (v - cy) * range / fy, range)
-        });
-        let centre = fixed_from_camera * Point3::origin();
-        let bounds = bounding_box(&[centre, far[0], far[1], far[2], far[3]], "camera frustum")?;
+        let bounds = self.frustum(camera, t, [(0.0, 0.0), (w, 0.0), (0.0, h), (w, h)])?;
+        let fixed = self.config.fixed_frame.as_str();
         let mut parts = AtomParts::new(Kind::Observation, fixed, bounds, sample(t), Permille(1000));
-        parts.extractor = Some(self.extractor(stream));
+        parts.extractor = Some(self.extractor(source));
         // One frame's payload per `keep_frame_every_ns` of a camera's stamps (a clock that went
         // back starts again); the others are what was seen, without the image.
         let every = self.config.keep_frame_every_ns;
@@ -681,6 +866,22 @@ impl Ingest {
         self.kept_at.insert(camera.to_owned(), t);
         parts.payload = Payload::Blob(blob_ref(message, stream.message_type()));
         Ok(Ingested { atom: Atom::new(parts)?, blob: Some(message.to_vec()) })
+    }
+
+    /// The box in the fixed frame that holds the part of `camera`'s frustum through the four
+    /// pixels `corners`, from its centre out to `camera_range_m`.
+    fn frustum(&self, camera: &str, t: i64, corners: [(f64, f64); 4]) -> Result<BoxMm, Reject> {
+        let info = self.cameras.get(camera).ok_or_else(|| Reject::NoCameraInfo(camera.to_owned()))?;
+        let fixed_from_camera = self.lookup(&self.config.fixed_frame, camera, t)?;
+        let (fx, cx, fy, cy) = (info.k[0], info.k[2], info.k[4], info.k[5]);
+        let range = self.config.camera_range_m;
+        // Optical frame: z forward, x right, y down; a pixel (u, v) at depth d is
+        // ((u - cx) d / fx, (v - cy) d / fy, d).
+        let far = corners.map(|(u, v)| {
+            fixed_from_camera * Point3::new((u - cx) * range / fx, (v - cy) * range / fy, range)
+        });
+        let centre = fixed_from_camera * Point3::origin();
+        bounding_box(&[centre, far[0], far[1], far[2], far[3]], "camera frustum")
     }
 
     fn camera_info(&mut self, info: CameraInfo) -> Result<(), Reject> {
@@ -793,7 +994,7 @@ fn pose_isometry(pose: &Pose, field: &'static str) -> Result<Isometry3<f64>, Rej
     tf::isometry(&t).ok_or(Reject::OutOfRange { field })
 }
 
-fn blob_ref(bytes: &[u8], message_type: &str) -> BlobRef {
+pub(crate) fn blob_ref(bytes: &[u8], message_type: &str) -> BlobRef {
     BlobRef {
         hash: *blake3::hash(bytes).as_bytes(),
         size: bytes.len() as u64,

@@ -2,7 +2,7 @@
 //! order) of their definitions, so that the live node and bag replay hand the same values to the
 //! same conversion code. Each reads and writes its CDR form.
 
-use super::cdr::{Cdr, CdrError, Message, Reader, Writer, cdr_struct};
+use super::cdr::{Message, cdr_seq, cdr_struct};
 
 cdr_struct! {
     /// `builtin_interfaces/Time`.
@@ -138,16 +138,7 @@ cdr_struct! {
     }
 }
 
-impl Cdr for Vec<TransformStamped> {
-    fn read(r: &mut Reader<'_>) -> Result<Self, CdrError> {
-        let n = r.seq_len()?;
-        (0..n).map(|_| TransformStamped::read(r)).collect()
-    }
-    fn write(&self, w: &mut Writer) {
-        w.seq_len(self.len());
-        self.iter().for_each(|t| t.write(w));
-    }
-}
+cdr_seq!(TransformStamped);
 
 cdr_struct! {
     /// `tf2_msgs/TFMessage`.
@@ -237,6 +228,228 @@ cdr_struct! {
     }
 }
 
+cdr_struct! {
+    /// `sensor_msgs/LaserScan`: ranges in metres from `angle_min` by `angle_increment` (radians,
+    /// counter-clockwise about z from x) in the scanner's frame.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct LaserScan {
+        pub header: Header,
+        pub angle_min: f32,
+        pub angle_max: f32,
+        pub angle_increment: f32,
+        pub time_increment: f32,
+        pub scan_time: f32,
+        pub range_min: f32,
+        pub range_max: f32,
+        pub ranges: Vec<f32>,
+        pub intensities: Vec<f32>,
+    }
+}
+
+cdr_struct! {
+    /// `sensor_msgs/PointField`: one field of each point of a `PointCloud2`.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct PointField {
+        pub name: String,
+        pub offset: u32,
+        /// 1 INT8, 2 UINT8, 3 INT16, 4 UINT16, 5 INT32, 6 UINT32, 7 FLOAT32, 8 FLOAT64.
+        pub datatype: u8,
+        pub count: u32,
+    }
+}
+
+cdr_seq!(PointField);
+
+impl PointField {
+    pub const FLOAT32: u8 = 7;
+    pub const FLOAT64: u8 = 8;
+}
+
+cdr_struct! {
+    /// `sensor_msgs/PointCloud2`: `height` rows of `width` points, `point_step` bytes each.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct PointCloud2 {
+        pub header: Header,
+        pub height: u32,
+        pub width: u32,
+        pub fields: Vec<PointField>,
+        pub is_bigendian: bool,
+        pub point_step: u32,
+        pub row_step: u32,
+        pub data: Vec<u8>,
+        pub is_dense: bool,
+    }
+}
+
+cdr_struct! {
+    /// `sensor_msgs/Imu`. A covariance whose first element is -1 says the quantity is not given.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Imu {
+        pub header: Header,
+        pub orientation: Quaternion,
+        pub orientation_covariance: [f64; 9],
+        pub angular_velocity: Vector3,
+        pub angular_velocity_covariance: [f64; 9],
+        pub linear_acceleration: Vector3,
+        pub linear_acceleration_covariance: [f64; 9],
+    }
+}
+
+impl Default for Imu {
+    fn default() -> Self {
+        Self {
+            header: Header::default(),
+            orientation: Quaternion::default(),
+            orientation_covariance: [0.0; 9],
+            angular_velocity: Vector3::default(),
+            angular_velocity_covariance: [0.0; 9],
+            linear_acceleration: Vector3::default(),
+            linear_acceleration_covariance: [0.0; 9],
+        }
+    }
+}
+
+cdr_struct! {
+    /// `sensor_msgs/NavSatStatus`: `status` -2 unknown, -1 no fix, 0 fix, 1 SBAS, 2 GBAS.
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    pub struct NavSatStatus {
+        pub status: i8,
+        pub service: u16,
+    }
+}
+
+cdr_struct! {
+    /// `sensor_msgs/NavSatFix`: WGS 84 latitude and longitude in degrees, altitude in metres
+    /// above the ellipsoid; the covariance in m² in east, north, up.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct NavSatFix {
+        pub header: Header,
+        pub status: NavSatStatus,
+        pub latitude: f64,
+        pub longitude: f64,
+        pub altitude: f64,
+        pub position_covariance: [f64; 9],
+        /// 0 unknown, 1 approximated, 2 diagonal known, 3 known.
+        pub position_covariance_type: u8,
+    }
+}
+
+impl Default for NavSatFix {
+    fn default() -> Self {
+        Self {
+            header: Header::default(),
+            status: NavSatStatus::default(),
+            latitude: 0.0,
+            longitude: 0.0,
+            altitude: 0.0,
+            position_covariance: [0.0; 9],
+            position_covariance_type: 0,
+        }
+    }
+}
+
+cdr_struct! {
+    /// `vision_msgs/ObjectHypothesis`.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct ObjectHypothesis {
+        pub class_id: String,
+        pub score: f64,
+    }
+}
+
+cdr_struct! {
+    /// `vision_msgs/ObjectHypothesisWithPose`.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct ObjectHypothesisWithPose {
+        pub hypothesis: ObjectHypothesis,
+        pub pose: PoseWithCovariance,
+    }
+}
+
+cdr_seq!(ObjectHypothesisWithPose);
+
+cdr_struct! {
+    /// `vision_msgs/BoundingBox3D`: a box of `size` (metres) centred on, and turned as, `center`.
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    pub struct BoundingBox3D {
+        pub center: Pose,
+        pub size: Vector3,
+    }
+}
+
+cdr_struct! {
+    /// `vision_msgs/Detection3D`.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct Detection3D {
+        pub header: Header,
+        pub results: Vec<ObjectHypothesisWithPose>,
+        pub bbox: BoundingBox3D,
+        /// A tracker's id of the object, or empty.
+        pub id: String,
+    }
+}
+
+cdr_seq!(Detection3D);
+
+cdr_struct! {
+    /// `vision_msgs/Detection3DArray`.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct Detection3DArray {
+        pub header: Header,
+        pub detections: Vec<Detection3D>,
+    }
+}
+
+cdr_struct! {
+    /// `vision_msgs/Point2D`.
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    pub struct Point2D {
+        pub x: f64,
+        pub y: f64,
+    }
+}
+
+cdr_struct! {
+    /// `vision_msgs/Pose2D`.
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    pub struct Pose2D {
+        pub position: Point2D,
+        pub theta: f64,
+    }
+}
+
+cdr_struct! {
+    /// `vision_msgs/BoundingBox2D`: in pixels, centred on `center`.
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    pub struct BoundingBox2D {
+        pub center: Pose2D,
+        pub size_x: f64,
+        pub size_y: f64,
+    }
+}
+
+cdr_struct! {
+    /// `vision_msgs/Detection2D`.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct Detection2D {
+        pub header: Header,
+        pub results: Vec<ObjectHypothesisWithPose>,
+        pub bbox: BoundingBox2D,
+        pub id: String,
+    }
+}
+
+cdr_seq!(Detection2D);
+
+cdr_struct! {
+    /// `vision_msgs/Detection2DArray`.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct Detection2DArray {
+        pub header: Header,
+        pub detections: Vec<Detection2D>,
+    }
+}
+
 macro_rules! messages {
     ($($t:ty => $name:literal,)*) => {$(
         impl Message for $t {
@@ -253,6 +466,12 @@ messages! {
     Image => "sensor_msgs/msg/Image",
     CompressedImage => "sensor_msgs/msg/CompressedImage",
     CameraInfo => "sensor_msgs/msg/CameraInfo",
+    LaserScan => "sensor_msgs/msg/LaserScan",
+    PointCloud2 => "sensor_msgs/msg/PointCloud2",
+    Imu => "sensor_msgs/msg/Imu",
+    NavSatFix => "sensor_msgs/msg/NavSatFix",
+    Detection3DArray => "vision_msgs/msg/Detection3DArray",
+    Detection2DArray => "vision_msgs/msg/Detection2DArray",
 }
 
 #[cfg(test)]

@@ -48,6 +48,49 @@ const DEFINITIONS: &[(&str, &str)] = &[
          float64[9] k\nfloat64[9] r\nfloat64[12] p\nuint32 binning_x\nuint32 binning_y\n\
          RegionOfInterest roi",
     ),
+    (
+        "sensor_msgs/LaserScan",
+        "std_msgs/Header header\nfloat32 angle_min\nfloat32 angle_max\nfloat32 angle_increment\n\
+         float32 time_increment\nfloat32 scan_time\nfloat32 range_min\nfloat32 range_max\n\
+         float32[] ranges\nfloat32[] intensities",
+    ),
+    ("sensor_msgs/PointField", "string name\nuint32 offset\nuint8 datatype\nuint32 count"),
+    (
+        "sensor_msgs/PointCloud2",
+        "std_msgs/Header header\nuint32 height\nuint32 width\nPointField[] fields\nbool is_bigendian\n\
+         uint32 point_step\nuint32 row_step\nuint8[] data\nbool is_dense",
+    ),
+    (
+        "sensor_msgs/Imu",
+        "std_msgs/Header header\ngeometry_msgs/Quaternion orientation\nfloat64[9] orientation_covariance\n\
+         geometry_msgs/Vector3 angular_velocity\nfloat64[9] angular_velocity_covariance\n\
+         geometry_msgs/Vector3 linear_acceleration\nfloat64[9] linear_acceleration_covariance",
+    ),
+    ("sensor_msgs/NavSatStatus", "int8 status\nuint16 service"),
+    (
+        "sensor_msgs/NavSatFix",
+        "std_msgs/Header header\nNavSatStatus status\nfloat64 latitude\nfloat64 longitude\nfloat64 altitude\n\
+         float64[9] position_covariance\nuint8 position_covariance_type",
+    ),
+    ("vision_msgs/ObjectHypothesis", "string class_id\nfloat64 score"),
+    (
+        "vision_msgs/ObjectHypothesisWithPose",
+        "ObjectHypothesis hypothesis\ngeometry_msgs/PoseWithCovariance pose",
+    ),
+    ("vision_msgs/BoundingBox3D", "geometry_msgs/Pose center\ngeometry_msgs/Vector3 size"),
+    (
+        "vision_msgs/Detection3D",
+        "std_msgs/Header header\nObjectHypothesisWithPose[] results\nBoundingBox3D bbox\nstring id",
+    ),
+    ("vision_msgs/Detection3DArray", "std_msgs/Header header\nDetection3D[] detections"),
+    ("vision_msgs/Point2D", "float64 x\nfloat64 y"),
+    ("vision_msgs/Pose2D", "Point2D position\nfloat64 theta"),
+    ("vision_msgs/BoundingBox2D", "Pose2D center\nfloat64 size_x\nfloat64 size_y"),
+    (
+        "vision_msgs/Detection2D",
+        "std_msgs/Header header\nObjectHypothesisWithPose[] results\nBoundingBox2D bbox\nstring id",
+    ),
+    ("vision_msgs/Detection2DArray", "std_msgs/Header header\nDetection2D[] detections"),
 ];
 
 const PRIMITIVES: &[&str] = &[
@@ -186,7 +229,17 @@ mod tests {
             ]
         );
         assert!(text.starts_with("std_msgs/Header header\nPose pose\n====="));
-        for ty in ["nav_msgs/msg/Odometry", "tf2_msgs/msg/TFMessage", "sensor_msgs/msg/CameraInfo"] {
+        for ty in [
+            "nav_msgs/msg/Odometry",
+            "tf2_msgs/msg/TFMessage",
+            "sensor_msgs/msg/CameraInfo",
+            "sensor_msgs/msg/LaserScan",
+            "sensor_msgs/msg/PointCloud2",
+            "sensor_msgs/msg/Imu",
+            "sensor_msgs/msg/NavSatFix",
+            "vision_msgs/msg/Detection3DArray",
+            "vision_msgs/msg/Detection2DArray",
+        ] {
             check(ty, &definition(ty).expect("known")).expect("a definition checks against itself");
         }
     }

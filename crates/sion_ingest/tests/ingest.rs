@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use sion_ingest::cdr::Message;
 use sion_ingest::msgs::*;
-use sion_ingest::{Ingest, IngestConfig, Reject, Stream, Taken};
+use sion_ingest::{Ingest, IngestConfig, Reject, Source, Stream, Taken};
 use sion_verify::atom::{Interval, Kind, LinkRel, Payload};
 
 fn header(sec: i32, frame: &str) -> Header {
@@ -331,7 +331,7 @@ proptest! {
 
     /// Whatever arrives on a topic, the ingest answers with atoms or reasons, never a panic.
     #[test]
-    fn arbitrary_bytes_never_panic(stream in 0usize..8, bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+    fn arbitrary_bytes_never_panic(stream in 0usize..Stream::ALL.len(), bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
         let mut ingest = robot_with_camera();
         let mut message = vec![0, 1, 0, 0];
         message.extend(bytes);
@@ -341,9 +341,15 @@ proptest! {
 
     /// Mutating one byte of a good message gives atoms or reasons, never a panic.
     #[test]
-    fn mutated_messages_never_panic(at in any::<prop::sample::Index>(), byte in any::<u8>(), which in 0usize..4) {
+    fn mutated_messages_never_panic(at in any::<prop::sample::Index>(), byte in any::<u8>(), which in 0usize..10) {
         let mut ingest = robot_with_camera();
         let (stream, mut message) = match which {
+            4 => (Stream::LaserScan, scan(100, vec![1.0, f32::INFINITY]).to_cdr()),
+            5 => (Stream::PointCloud2, cloud(100, &[[1.0, 0.0, 0.0]]).to_cdr()),
+            6 => (Stream::Imu, Imu { header: header(100, "base_link"), ..Default::default() }.to_cdr()),
+            7 => (Stream::NavSatFix, NavSatFix { header: header(100, "gps"), ..Default::default() }.to_cdr()),
+            8 => (Stream::Detections3D, detections_3d(100).to_cdr()),
+            9 => (Stream::Detections2D, detections_2d(100).to_cdr()),
             0 => (Stream::Image, image(100, "camera").to_cdr()),
             1 => (Stream::CameraInfo, camera_info("camera").to_cdr()),
             2 => (Stream::Tf, TfMessage { transforms: vec![tf("odom", "base_link", 100, [1.0, 2.0, 3.0], yaw(1.0))] }.to_cdr()),
@@ -353,4 +359,341 @@ proptest! {
         message[i] = byte;
         let _ = ingest.take(stream, &message);
     }
+}
+
+/// A robot with a camera (as above), a scanner 0.2 m above its base, and an IMU at its base.
+fn robot_with_sensors() -> Ingest {
+    let mut ingest = robot_with_camera();
+    let statics = TfMessage {
+        transforms: vec![
+            tf("base_link", "laser", 0, [0.0, 0.0, 0.2], Quaternion::default()),
+            tf("base_link", "imu", 0, [0.0, 0.0, 0.0], Quaternion::default()),
+        ],
+    };
+    assert!(ingest.take(Stream::TfStatic, &statics.to_cdr()).rejected().next().is_none());
+    ingest
+}
+
+/// Rays at -90°, 0° and 90° in the scanner's frame, out to 5 m.
+fn scan(sec: i32, ranges: Vec<f32>) -> LaserScan {
+    LaserScan {
+        header: header(sec, "laser"),
+        angle_min: -std::f32::consts::FRAC_PI_2,
+        angle_max: std::f32::consts::FRAC_PI_2,
+        angle_increment: std::f32::consts::FRAC_PI_2,
+        range_min: 0.1,
+        range_max: 5.0,
+        ranges,
+        ..Default::default()
+    }
+}
+
+/// A cloud of float32 x, y, z and an intensity, in the scanner's frame.
+fn cloud(sec: i32, points: &[[f32; 3]]) -> PointCloud2 {
+    let field = |name: &str, offset| PointField {
+        name: name.into(),
+        offset,
+        datatype: PointField::FLOAT32,
+        count: 1,
+    };
+    let mut data = Vec::new();
+    for p in points {
+        for x in p.iter().chain(&[0.5f32]) {
+            data.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    PointCloud2 {
+        header: header(sec, "laser"),
+        height: 1,
+        width: points.len() as u32,
+        fields: vec![field("x", 0), field("y", 4), field("z", 8), field("intensity", 12)],
+        is_bigendian: false,
+        point_step: 16,
+        row_step: 16 * points.len() as u32,
+        data,
+        is_dense: false,
+    }
+}
+
+fn hypothesis(class: &str, score: f64) -> ObjectHypothesisWithPose {
+    ObjectHypothesisWithPose {
+        hypothesis: ObjectHypothesis { class_id: class.into(), score },
+        ..Default::default()
+    }
+}
+
+/// A person 2 m ahead of the robot, 1 × 1 × 2 m, tracked as 17.
+fn detections_3d(sec: i32) -> Detection3DArray {
+    let person = Detection3D {
+        header: Header::default(),
+        results: vec![hypothesis("chair", 0.2), hypothesis("person", 0.9)],
+        bbox: BoundingBox3D {
+            center: Pose { position: Point { x: 2.0, y: 0.0, z: 0.5 }, orientation: Quaternion::default() },
+            size: Vector3 { x: 1.0, y: 1.0, z: 2.0 },
+        },
+        id: "17".into(),
+    };
+    Detection3DArray { header: header(sec, "base_link"), detections: vec![person] }
+}
+
+/// A pallet seen at the centre of the camera's image, as a box of no size (a ray).
+fn detections_2d(sec: i32) -> Detection2DArray {
+    let pallet = Detection2D {
+        header: Header::default(),
+        results: vec![hypothesis("pallet", 0.75)],
+        bbox: BoundingBox2D {
+            center: Pose2D { position: Point2D { x: 320.0, y: 240.0 }, theta: 0.0 },
+            size_x: 0.0,
+            size_y: 0.0,
+        },
+        id: String::new(),
+    };
+    Detection2DArray { header: header(sec, "camera"), detections: vec![pallet] }
+}
+
+fn only(taken: &Taken) -> &sion_verify::atom::Atom {
+    assert_eq!(reasons(taken), Vec::<&str>::new());
+    assert_eq!(taken.ingested.len(), 1, "{taken:?}");
+    &taken.ingested[0].atom
+}
+
+#[test]
+fn several_cameras_each_under_its_own_topic() {
+    let config = IngestConfig {
+        sources: vec![
+            Source::new(Stream::Image, "/front/image_raw"),
+            Source::new(Stream::Image, "/rear/image_raw"),
+            Source::new(Stream::CameraInfo, "/front/camera_info"),
+            Source::new(Stream::CameraInfo, "/rear/camera_info"),
+            Source::new(Stream::Tf, "/tf"),
+            Source::new(Stream::TfStatic, "/tf_static"),
+        ],
+        ..IngestConfig::default()
+    };
+    let mut ingest = Ingest::new(config);
+    // The rear camera looks back: turned half a turn about the base's z before the optical turn.
+    let back = Quaternion { x: -0.5, y: -0.5, z: 0.5, w: 0.5 };
+    let statics = TfMessage {
+        transforms: vec![
+            tf("map", "base_link", 0, [0.0, 0.0, 0.0], Quaternion::default()),
+            tf("base_link", "front", 0, [0.0, 0.0, 1.0], optical()),
+            tf("base_link", "rear", 0, [0.0, 0.0, 1.0], back),
+        ],
+    };
+    assert!(ingest.take_from(5, &statics.to_cdr(), 0).rejected().next().is_none());
+    assert!(ingest.take_from(2, &camera_info("front").to_cdr(), 0).rejected().next().is_none());
+    assert!(ingest.take_from(3, &camera_info("rear").to_cdr(), 0).rejected().next().is_none());
+    let front = only(&ingest.take_from(0, &image(100, "front").to_cdr(), 0)).clone();
+    let rear = only(&ingest.take_from(1, &image(100, "rear").to_cdr(), 0)).clone();
+    let model = |a: &sion_verify::atom::Atom| a.parts().extractor.as_ref().map(|e| e.model.clone());
+    assert_eq!(model(&front).as_deref(), Some("sensor_msgs/msg/Image@/front/image_raw"));
+    assert_eq!(model(&rear).as_deref(), Some("sensor_msgs/msg/Image@/rear/image_raw"));
+    // Forward out to 10 m, and backward.
+    assert_eq!((front.parts().bounds.min_mm[0], front.parts().bounds.max_mm[0]), (0, 10_000));
+    assert_eq!((rear.parts().bounds.min_mm[0], rear.parts().bounds.max_mm[0]), (-10_000, 0));
+    assert_eq!(ingest.sources().len(), 6);
+    // A topic named again is the same source.
+    assert_eq!(ingest.source(Source::new(Stream::Image, "/rear/image_raw")), 1);
+}
+
+#[test]
+fn a_laser_scan_covers_the_scanner_and_its_returns_in_the_fixed_frame() {
+    let mut ingest = robot_with_sensors();
+    // -90°: 1 m; 0°: nothing within range (+∞, covered to 5 m); 90°: NaN, left out.
+    let message = scan(100, vec![1.0, f32::INFINITY, f32::NAN]).to_cdr();
+    let taken = ingest.take(Stream::LaserScan, &message);
+    let atom = only(&taken);
+    let p = atom.parts();
+    assert_eq!(p.kind, Kind::Coverage);
+    assert_eq!(p.frame, "map");
+    assert_eq!(p.subject, "laser");
+    // The robot at (10, 5) faces +y: the scanner's x is the map's +y, its y the map's -x.
+    assert_eq!(p.bounds.min_mm, [10_000, 5_000, 200]);
+    assert_eq!(p.bounds.max_mm, [11_000, 10_000, 200]);
+    assert_eq!(p.valid, Interval { from_ns: 100_000_000_500, to_ns: 100_000_000_501 });
+    match &p.payload {
+        Payload::Blob(b) => {
+            assert_eq!(b.media_type, "application/x-ros2-cdr; type=sensor_msgs/msg/LaserScan")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(taken.ingested[0].blob.as_deref(), Some(&message[..]));
+    // Bad scans, by reason.
+    let mut bad = scan(100, vec![1.0]);
+    bad.range_max = 0.0;
+    assert_eq!(reasons(&ingest.take(Stream::LaserScan, &bad.to_cdr())), ["bad_scan"]);
+    let mut bad = scan(100, vec![1.0, 2.0]);
+    bad.angle_increment = f32::NAN;
+    assert_eq!(reasons(&ingest.take(Stream::LaserScan, &bad.to_cdr())), ["nan"]);
+}
+
+#[test]
+fn a_scan_before_its_transform_waits_for_it() {
+    let mut ingest = robot_with_sensors();
+    let early = ingest.take(Stream::LaserScan, &scan(101, vec![1.0, 1.0, 1.0]).to_cdr());
+    assert!(early.finished.is_empty() && early.ingested.is_empty(), "{early:?}");
+    assert_eq!(ingest.stats()[&Stream::LaserScan].held, 1);
+    let odom = TfMessage { transforms: vec![tf("odom", "base_link", 101, [10.0, 5.0, 0.0], yaw(0.0))] };
+    let later = ingest.take(Stream::Tf, &odom.to_cdr());
+    let finished =
+        later.finished.iter().find(|f| f.stream == Stream::LaserScan).expect("the scan is finished");
+    assert_eq!((finished.atoms, finished.rejected.len()), (1, 0));
+    assert_eq!(ingest.stats()[&Stream::LaserScan].held, 0);
+}
+
+#[test]
+fn a_point_cloud_covers_its_finite_points() {
+    let mut ingest = robot_with_sensors();
+    let points = [[1.0, 0.0, 0.0], [f32::NAN, 9.0, 9.0], [2.0, 1.0, -0.5]];
+    let atom = only(&ingest.take(Stream::PointCloud2, &cloud(100, &points).to_cdr())).clone();
+    let p = atom.parts();
+    assert_eq!(p.kind, Kind::Coverage);
+    // Scanner bounds x 0..2, y 0..1, z -0.5..0 (the scanner included), turned to face +y.
+    assert_eq!(p.bounds.min_mm, [9_000, 5_000, -300]);
+    assert_eq!(p.bounds.max_mm, [10_000, 7_000, 200]);
+    // Big-endian clouds read too.
+    let mut big = cloud(100, &[[1.0, 0.0, 0.0]]);
+    big.is_bigendian = true;
+    big.data = [1.0f32, 0.0, 0.0, 0.5].iter().flat_map(|x| x.to_be_bytes()).collect();
+    assert_eq!(
+        only(&ingest.take(Stream::PointCloud2, &big.to_cdr())).parts().bounds.max_mm,
+        [10_000, 6_000, 200]
+    );
+    let mut bad = cloud(100, &points);
+    bad.row_step = 10;
+    assert_eq!(reasons(&ingest.take(Stream::PointCloud2, &bad.to_cdr())), ["bad_cloud"]);
+    let mut bad = cloud(100, &points);
+    bad.data.truncate(20);
+    assert_eq!(reasons(&ingest.take(Stream::PointCloud2, &bad.to_cdr())), ["bad_cloud"]);
+    let mut bad = cloud(100, &points);
+    bad.fields[2].datatype = 2;
+    assert_eq!(reasons(&ingest.take(Stream::PointCloud2, &bad.to_cdr())), ["bad_cloud"]);
+    let mut bad = cloud(100, &points);
+    bad.fields[1].offset = 14;
+    assert_eq!(reasons(&ingest.take(Stream::PointCloud2, &bad.to_cdr())), ["bad_cloud"]);
+}
+
+#[test]
+fn an_imu_reading_is_an_observation_at_the_imu_with_its_reading_in_integers() {
+    let mut ingest = robot_with_sensors();
+    let mut imu = Imu { header: header(100, "imu"), orientation: yaw(0.0), ..Default::default() };
+    imu.angular_velocity.z = 0.25;
+    imu.linear_acceleration = Vector3 { x: 0.0, y: 0.0, z: 9.81 };
+    let atom = only(&ingest.take(Stream::Imu, &imu.to_cdr())).clone();
+    let p = atom.parts();
+    assert_eq!((p.kind, p.subject.as_str(), p.frame.as_str()), (Kind::Observation, "imu", "map"));
+    assert_eq!(p.bounds.min_mm, [10_000, 5_000, 0]);
+    let Payload::Public(bytes) = &p.payload else { panic!("{:?}", p.payload) };
+    assert_eq!(bytes.len(), 64);
+    let word = |i: usize| i64::from_le_bytes(bytes[16 + 8 * i..24 + 8 * i].try_into().unwrap());
+    assert_eq!((word(2), word(5)), (250_000, 9_810_000));
+    // An orientation the IMU does not give (covariance[0] = -1) is zeros, not a guess.
+    imu.orientation_covariance[0] = -1.0;
+    imu.linear_acceleration_covariance[0] = -1.0;
+    let atom = only(&ingest.take(Stream::Imu, &imu.to_cdr())).clone();
+    let Payload::Public(bytes) = &atom.parts().payload else { panic!() };
+    assert_eq!(&bytes[..16], &[0; 16]);
+    assert_eq!(i64::from_le_bytes(bytes[40..48].try_into().unwrap()), i64::MIN);
+    imu.angular_velocity.x = f64::NAN;
+    assert_eq!(reasons(&ingest.take(Stream::Imu, &imu.to_cdr())), ["nan"]);
+}
+
+#[test]
+fn a_gnss_fix_is_an_observation_in_the_earth_frame() {
+    let mut ingest = robot_with_sensors();
+    let mut fix = NavSatFix { header: header(100, "gps"), altitude: 10.0, ..Default::default() };
+    fix.position_covariance = [4.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 2.25];
+    fix.position_covariance_type = 2;
+    let atom = only(&ingest.take(Stream::NavSatFix, &fix.to_cdr())).clone();
+    let p = atom.parts();
+    assert_eq!((p.kind, p.subject.as_str(), p.frame.as_str()), (Kind::Observation, "gps", "earth"));
+    // On the equator at the prime meridian, 10 m up: x is the equatorial radius + 10 m; σ 2 m.
+    assert_eq!(p.bounds.min_mm, [6_378_145_000, -2_000, -2_000]);
+    assert_eq!(p.bounds.max_mm, [6_378_149_000, 2_000, 2_000]);
+    let Payload::Public(bytes) = &p.payload else { panic!() };
+    assert_eq!(bytes.len(), 27);
+    assert_eq!(i64::from_le_bytes(bytes[16..24].try_into().unwrap()), 10_000);
+    fix.status.status = -1;
+    assert_eq!(reasons(&ingest.take(Stream::NavSatFix, &fix.to_cdr())), ["no_fix"]);
+    // A receiver that does not say (STATUS_UNKNOWN): taken, its status kept.
+    fix.status.status = -2;
+    let atom = only(&ingest.take(Stream::NavSatFix, &fix.to_cdr())).clone();
+    let Payload::Public(bytes) = &atom.parts().payload else { panic!() };
+    assert_eq!(bytes[24] as i8, -2);
+    fix.status.status = 0;
+    fix.latitude = 91.0;
+    assert_eq!(reasons(&ingest.take(Stream::NavSatFix, &fix.to_cdr())), ["out_of_range"]);
+}
+
+#[test]
+fn a_3d_detection_is_an_observation_of_its_class_and_track() {
+    let mut ingest = robot_with_sensors();
+    let mut array = detections_3d(100);
+    let mut broken = array.detections[0].clone();
+    broken.bbox.size.x = f64::NAN;
+    array.detections.push(broken);
+    let taken = ingest.take(Stream::Detections3D, &array.to_cdr());
+    assert_eq!(reasons(&taken), ["nan"], "the broken one is refused, the other kept");
+    let p = taken.ingested[0].atom.parts();
+    assert_eq!((p.kind, p.subject.as_str(), p.confidence.0), (Kind::Observation, "person/17", 900));
+    // 2 m ahead of a robot at (10, 5) facing +y; 1 × 1 × 2 m about a centre 0.5 m up.
+    assert_eq!(p.bounds.min_mm, [9_500, 6_500, -500]);
+    assert_eq!(p.bounds.max_mm, [10_500, 7_500, 1_500]);
+    // No tracker id: the class alone.
+    let mut array = detections_3d(100);
+    array.detections[0].id.clear();
+    assert_eq!(only(&ingest.take(Stream::Detections3D, &array.to_cdr())).parts().subject, "person");
+}
+
+#[test]
+fn a_2d_detection_is_the_part_of_the_camera_frustum_it_lies_in() {
+    let mut ingest = robot_with_sensors();
+    let atom = only(&ingest.take(Stream::Detections2D, &detections_2d(100).to_cdr())).clone();
+    let p = atom.parts();
+    assert_eq!((p.subject.as_str(), p.confidence.0), ("pallet", 750));
+    // The ray through the image's centre: from the camera at (10, 5, 1) out 10 m along +y.
+    assert_eq!(p.bounds.min_mm, [10_000, 5_000, 1_000]);
+    assert_eq!(p.bounds.max_mm, [10_000, 15_000, 1_000]);
+    // A camera without a calibration: the detections wait for one, then are refused.
+    let mut array = detections_2d(100);
+    array.header.frame_id = "thermal".into();
+    assert!(ingest.take(Stream::Detections2D, &array.to_cdr()).finished.is_empty());
+    assert_eq!(reasons(&ingest.flush()), ["no_camera_info"]);
+}
+
+#[test]
+fn another_topic_is_kept_whole_at_the_robot() {
+    let mut ingest = robot_with_sensors();
+    let id = ingest.source(Source::other("/battery", "sensor_msgs/msg/BatteryState"));
+    let message = [0, 1, 0, 0, 42, 0, 0, 0];
+    let taken = ingest.take_from(id, &message, 100_000_000_500);
+    let atom = only(&taken);
+    let p = atom.parts();
+    assert_eq!((p.kind, p.subject.as_str()), (Kind::Observation, "/battery"));
+    assert_eq!(p.bounds.min_mm, [10_000, 5_000, 0]);
+    assert_eq!(p.extractor.as_ref().map(|e| e.model.as_str()), Some("sensor_msgs/msg/BatteryState@/battery"));
+    assert_eq!(taken.ingested[0].blob.as_deref(), Some(&message[..]));
+}
+
+/// The fuzz target's seeds (fuzz/seeds/make_inputs.py) are messages each stream decodes, so
+/// fuzzing starts from inside every conversion.
+#[test]
+fn the_fuzz_seeds_decode_on_their_streams() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/ingest");
+    let mut streams = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).expect("the seeds") {
+        let path = entry.expect("an entry").path();
+        let bytes = std::fs::read(&path).expect("a seed");
+        let (&pick, message) = bytes.split_first().expect("a pick byte");
+        let stream = Stream::ALL[usize::from(pick) % Stream::ALL.len()];
+        let mut ingest = robot_with_sensors();
+        let mut taken = ingest.take(stream, message);
+        let flushed = ingest.flush();
+        taken.finished.extend(flushed.finished);
+        let malformed: Vec<String> =
+            taken.rejected().filter(|r| r.reason() == "malformed_message").map(ToString::to_string).collect();
+        assert!(malformed.is_empty(), "{}: {malformed:?}", path.display());
+        streams.insert(stream);
+    }
+    assert_eq!(streams.len(), Stream::ALL.len(), "a seed for every stream");
 }

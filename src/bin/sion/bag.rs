@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use sion_memory::bag::BagReader;
 use sion_memory::bag::replay::{ReplayOptions, ReplayReport, replay_parts};
 use sion_memory::bag::synth::{SynthConfig, synth};
-use sion_memory::ingest::IngestConfig;
+use sion_memory::ingest::{IngestConfig, Source};
 use sion_memory::memory::Memory;
 
 use crate::ui;
@@ -65,6 +65,15 @@ pub struct ReplayArgs {
     /// The robot's name: the subject of its pose atoms.
     #[arg(long, default_value = "robot")]
     robot: String,
+    /// Keep this topic's messages whole, whatever their type, each an observation at the
+    /// robot's place (--robot-frame in --fixed-frame) at its log time, as the node's
+    /// topics.other does; repeat for more topics. Topics of the types the memory reads (poses,
+    /// transforms, maps, cameras, scans, clouds, IMU, GNSS, detections) are taken in anyway.
+    #[arg(long = "keep", value_name = "TOPIC")]
+    keep: Vec<String>,
+    /// The robot's own frame, where --keep topics' messages are placed.
+    #[arg(long, default_value = "base_link")]
+    robot_frame: String,
     /// Do not commit a head after the replay (answers are as of committed heads).
     #[arg(long)]
     no_commit: bool,
@@ -221,6 +230,9 @@ pub fn replay_cmd(a: &ReplayArgs) -> Result<ExitCode> {
         ingest: IngestConfig {
             fixed_frame: a.fixed_frame.clone(),
             robot: a.robot.clone(),
+            robot_frame: a.robot_frame.clone(),
+            // The bag names the types of the topics kept whole.
+            sources: a.keep.iter().map(|topic| Source::other(topic, "")).collect(),
             keep_frame_every_ns: if sealed { (a.keep_every_s * 1e9).round() as i64 } else { 0 },
             ..IngestConfig::default()
         },

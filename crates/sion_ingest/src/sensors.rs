@@ -1,0 +1,496 @@
+//! The sensors beyond pose, transforms, maps and cameras: lidar (`LaserScan`, `PointCloud2`),
+//! `Imu`, GNSS (`NavSatFix`), detections (`vision_msgs`), and any other topic named in the
+//! configuration. What each becomes is in docs/ROS.md, "What each topic becomes".
+
+use nalgebra::{Isometry3, Point3};
+
+use super::msgs::{
+    BoundingBox3D, Detection2DArray, Detection3DArray, Header, Imu, LaserScan, NavSatFix,
+    ObjectHypothesisWithPose, PointCloud2, PointField,
+};
+use super::{
+    Ingest, Ingested, Reject, SourceId, blob_ref, bounding_box, finite, frame, pose_isometry, rotation_nano,
+    sample, stamp, units,
+};
+use crate::cdr::Message as _;
+use sion_verify::atom::{Atom, AtomParts, BoxMm, Kind, Payload, Permille};
+
+/// What converting one message gave: its atoms and the refusals of its parts; or why it was
+/// refused whole, with — when it waits for a transform or a calibration — its stamp (and, for
+/// a camera frame, its camera).
+pub(crate) type Converted = Result<(Vec<Ingested>, Vec<Reject>), (Reject, Option<(i64, Option<String>)>)>;
+
+/// The frame GNSS fixes are placed in: REP 105's `earth`, Earth-centred, Earth-fixed (WGS 84).
+pub const EARTH_FRAME: &str = "earth";
+
+/// A reading REP 145 / `sensor_msgs/Imu` says is not given (its covariance's first element is
+/// -1) is this in the payload.
+pub const NOT_GIVEN: i64 = i64::MIN;
+
+fn whole(r: Reject) -> (Reject, Option<(i64, Option<String>)>) {
+    (r, None)
+}
+
+/// A refusal of a lookup at `t`: such a message waits for its transform.
+fn waiting(t: i64) -> impl Fn(Reject) -> (Reject, Option<(i64, Option<String>)>) {
+    move |r| (r, Some((t, None)))
+}
+
+/// Axis-aligned bounds of points in a sensor's frame, metres; the sensor's origin included
+/// (what a scan covers runs from the sensor to its returns).
+struct Bounds {
+    min: [f64; 3],
+    max: [f64; 3],
+}
+
+impl Bounds {
+    fn origin() -> Self {
+        Self { min: [0.0; 3], max: [0.0; 3] }
+    }
+
+    fn add(&mut self, p: [f64; 3]) {
+        for (axis, x) in p.into_iter().enumerate() {
+            self.min[axis] = self.min[axis].min(x);
+            self.max[axis] = self.max[axis].max(x);
+        }
+    }
+
+    /// The box in the target frame that holds these bounds: its eight corners carried over,
+    /// rounded outward. It holds every point the bounds hold, whatever the rotation.
+    fn carried(&self, target_from_sensor: &Isometry3<f64>, field: &'static str) -> Result<BoxMm, Reject> {
+        let (a, b) = (self.min, self.max);
+        let corners: Vec<Point3<f64>> = (0..8)
+            .map(|i| {
+                let pick = |axis: usize| if i & (1 << axis) == 0 { a[axis] } else { b[axis] };
+                target_from_sensor * Point3::new(pick(0), pick(1), pick(2))
+            })
+            .collect();
+        bounding_box(&corners, field)
+    }
+}
+
+impl Ingest {
+    fn fixed(&self) -> String {
+        self.config.fixed_frame.clone()
+    }
+
+    /// A `LaserScan`: a coverage atom in the fixed frame holding the scanner and every return,
+    /// the scan kept as a blob. As REP 117 says, a range of +∞ is "nothing within range_max"
+    /// (the beam covered out to range_max); NaN, −∞ and finite ranges outside
+    /// [range_min, range_max] are left out.
+    pub(crate) fn scan(&mut self, source: SourceId, message: &[u8]) -> Converted {
+        self.check_size(message).map_err(whole)?;
+        let scan = LaserScan::from_cdr(message).map_err(|e| whole(e.into()))?;
+        let t = stamp(&scan.header).map_err(whole)?;
+        self.saw(t);
+        let sensor = frame(&scan.header.frame_id, "header.frame_id").map_err(whole)?.to_owned();
+        let bounds = scan_bounds(&scan).map_err(whole)?;
+        let fixed = self.fixed();
+        let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t))?;
+        let bx = bounds.carried(&fixed_from_sensor, "scan").map_err(whole)?;
+        self.coverage(source, &fixed, &sensor, bx, t, message, LaserScan::TYPE)
+    }
+
+    /// A `PointCloud2`: as a scan, over its points' x, y and z (non-finite points left out).
+    pub(crate) fn cloud(&mut self, source: SourceId, message: &[u8]) -> Converted {
+        self.check_size(message).map_err(whole)?;
+        let cloud = PointCloud2::from_cdr(message).map_err(|e| whole(e.into()))?;
+        let t = stamp(&cloud.header).map_err(whole)?;
+        self.saw(t);
+        let sensor = frame(&cloud.header.frame_id, "header.frame_id").map_err(whole)?.to_owned();
+        let bounds = cloud_bounds(&cloud).map_err(whole)?;
+        let fixed = self.fixed();
+        let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t))?;
+        let bx = bounds.carried(&fixed_from_sensor, "cloud").map_err(whole)?;
+        self.coverage(source, &fixed, &sensor, bx, t, message, PointCloud2::TYPE)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn coverage(
+        &mut self,
+        source: SourceId,
+        fixed: &str,
+        sensor: &str,
+        bx: BoxMm,
+        t: i64,
+        message: &[u8],
+        message_type: &str,
+    ) -> Converted {
+        let mut parts = AtomParts::new(Kind::Coverage, fixed, bx, sample(t), Permille(1000));
+        parts.subject = sensor.to_owned();
+        parts.payload = Payload::Blob(blob_ref(message, message_type));
+        parts.extractor = Some(self.extractor(source));
+        let atom = Atom::new(parts).map_err(|e| whole(e.into()))?;
+        Ok((vec![Ingested { atom, blob: Some(message.to_vec()) }], Vec::new()))
+    }
+
+    /// An `Imu` reading: an observation atom at the IMU's place in the fixed frame, its subject
+    /// the IMU's frame, its reading in the payload (docs/ROS.md, "Imu").
+    pub(crate) fn imu(&mut self, source: SourceId, message: &[u8]) -> Converted {
+        let imu = Imu::from_cdr(message).map_err(|e| whole(e.into()))?;
+        let t = stamp(&imu.header).map_err(whole)?;
+        self.saw(t);
+        let sensor = frame(&imu.header.frame_id, "header.frame_id").map_err(whole)?.to_owned();
+        let payload = imu_payload(&imu).map_err(whole)?;
+        let fixed = self.fixed();
+        let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t))?;
+        let at = fixed_from_sensor * Point3::origin();
+        let bx = bounding_box(&[at], "imu position").map_err(whole)?;
+        let mut parts = AtomParts::new(Kind::Observation, &fixed, bx, sample(t), Permille(1000));
+        parts.subject = sensor;
+        parts.payload = Payload::Public(payload);
+        parts.extractor = Some(self.extractor(source));
+        let atom = Atom::new(parts).map_err(|e| whole(e.into()))?;
+        Ok((vec![Ingested { atom, blob: None }], Vec::new()))
+    }
+
+    /// A `NavSatFix`: an observation atom in the `earth` frame (ECEF, millimetres) at the fix,
+    /// grown by the largest standard deviation its covariance gives; refused when it says it
+    /// has no fix.
+    pub(crate) fn gnss(&mut self, source: SourceId, message: &[u8]) -> Converted {
+        let fix = NavSatFix::from_cdr(message).map_err(|e| whole(e.into()))?;
+        let t = stamp(&fix.header).map_err(whole)?;
+        self.saw(t);
+        let sensor = frame(&fix.header.frame_id, "header.frame_id").map_err(whole)?.to_owned();
+        let (bx, payload) = gnss_box(&fix).map_err(whole)?;
+        let mut parts = AtomParts::new(Kind::Observation, EARTH_FRAME, bx, sample(t), Permille(1000));
+        parts.subject = sensor;
+        parts.payload = Payload::Public(payload);
+        parts.extractor = Some(self.extractor(source));
+        let atom = Atom::new(parts).map_err(|e| whole(e.into()))?;
+        Ok((vec![Ingested { atom, blob: None }], Vec::new()))
+    }
+
+    /// A `Detection3DArray`: an observation atom per detection, its box the object's box in
+    /// the fixed frame, its subject the class (and tracker's id), its confidence the score.
+    pub(crate) fn detections_3d(&mut self, source: SourceId, message: &[u8]) -> Converted {
+        let array = Detection3DArray::from_cdr(message).map_err(|e| whole(e.into()))?;
+        let t0 = stamp(&array.header).map_err(whole)?;
+        self.saw(t0);
+        let fixed = self.fixed();
+        // Every lookup first: a message waits whole for a transform, or is taken whole.
+        let mut placed = Vec::with_capacity(array.detections.len());
+        for d in &array.detections {
+            let header = own_header(&d.header, &array.header);
+            let (t, sensor) = match (stamp(header), frame(&header.frame_id, "detections.header.frame_id")) {
+                (Ok(t), Ok(f)) => (t, f.to_owned()),
+                (Err(e), _) | (_, Err(e)) => {
+                    placed.push(Err(e));
+                    continue;
+                }
+            };
+            placed.push(Ok((t, self.lookup(&fixed, &sensor, t).map_err(waiting(t0))?)));
+        }
+        let (mut atoms, mut rejected) = (Vec::new(), Vec::new());
+        for (d, place) in array.detections.iter().zip(placed) {
+            let made = place.and_then(|(t, fixed_from_sensor)| {
+                let bx = box_3d(&d.bbox, &fixed_from_sensor)?;
+                self.detection(source, &fixed, bx, t, &d.results, &d.id)
+            });
+            match made {
+                Ok(atom) => atoms.push(Ingested { atom, blob: None }),
+                Err(e) => rejected.push(e),
+            }
+        }
+        Ok((atoms, rejected))
+    }
+
+    /// A `Detection2DArray`, with the model of the camera whose frame its header names: an
+    /// observation atom per detection, its box the part of the camera's frustum (out to
+    /// `camera_range_m`) that the detection's pixel box lies in.
+    pub(crate) fn detections_2d(&mut self, source: SourceId, message: &[u8]) -> Converted {
+        let array = Detection2DArray::from_cdr(message).map_err(|e| whole(e.into()))?;
+        let t0 = stamp(&array.header).map_err(whole)?;
+        self.saw(t0);
+        let fixed = self.fixed();
+        let mut placed = Vec::with_capacity(array.detections.len());
+        for d in &array.detections {
+            let header = own_header(&d.header, &array.header);
+            let (t, camera) = match (stamp(header), frame(&header.frame_id, "detections.header.frame_id")) {
+                (Ok(t), Ok(f)) => (t, f.to_owned()),
+                (Err(e), _) | (_, Err(e)) => {
+                    placed.push(Err(e));
+                    continue;
+                }
+            };
+            let placed_box = pixel_corners(&d.bbox).and_then(|corners| self.frustum(&camera, t, corners));
+            match placed_box {
+                // The whole message waits for what one detection lacks.
+                Err(e) if super::waits(&e) => return Err(waiting(t0)(e)),
+                other => placed.push(other.map(|bx| (t, bx))),
+            }
+        }
+        let (mut atoms, mut rejected) = (Vec::new(), Vec::new());
+        for (d, place) in array.detections.iter().zip(placed) {
+            let made = place.and_then(|(t, bx)| self.detection(source, &fixed, bx, t, &d.results, &d.id));
+            match made {
+                Ok(atom) => atoms.push(Ingested { atom, blob: None }),
+                Err(e) => rejected.push(e),
+            }
+        }
+        Ok((atoms, rejected))
+    }
+
+    fn detection(
+        &self,
+        source: SourceId,
+        fixed: &str,
+        bx: BoxMm,
+        t: i64,
+        results: &[ObjectHypothesisWithPose],
+        id: &str,
+    ) -> Result<Atom, Reject> {
+        let (class, confidence) = best_hypothesis(results)?;
+        let mut parts = AtomParts::new(Kind::Observation, fixed, bx, sample(t), confidence);
+        parts.subject = match (class, id) {
+            (c, "") => c.to_owned(),
+            ("", i) => i.to_owned(),
+            (c, i) => format!("{c}/{i}"),
+        };
+        parts.extractor = Some(self.extractor(source));
+        Ok(Atom::new(parts)?)
+    }
+
+    /// A message of another topic: an observation atom at the robot's place in the fixed frame
+    /// when it was received, its subject the topic, committing to the message (kept as a blob).
+    pub(crate) fn other(&mut self, source: SourceId, message: &[u8], received_ns: i64) -> Converted {
+        self.check_size(message).map_err(whole)?;
+        if received_ns < 0 {
+            return Err(whole(Reject::OutOfRange { field: "receipt time" }));
+        }
+        let (topic, message_type) =
+            self.sources.get(source).map(|s| (s.topic.clone(), s.message_type.clone())).unwrap_or_default();
+        let fixed = self.fixed();
+        let robot = self.config.robot_frame.clone();
+        let fixed_from_robot = self.lookup(&fixed, &robot, received_ns).map_err(waiting(received_ns))?;
+        let bx = bounding_box(&[fixed_from_robot * Point3::origin()], "robot position").map_err(whole)?;
+        let mut parts = AtomParts::new(Kind::Observation, &fixed, bx, sample(received_ns), Permille(1000));
+        parts.subject = topic;
+        parts.payload = Payload::Blob(blob_ref(message, &message_type));
+        parts.extractor = Some(self.extractor(source));
+        let atom = Atom::new(parts).map_err(|e| whole(e.into()))?;
+        Ok((vec![Ingested { atom, blob: Some(message.to_vec()) }], Vec::new()))
+    }
+}
+
+/// A detection's own header, or its array's when it leaves its frame empty (as many
+/// detectors do).
+fn own_header<'a>(own: &'a Header, array: &'a Header) -> &'a Header {
+    if own.frame_id.is_empty() { array } else { own }
+}
+
+fn scan_bounds(scan: &LaserScan) -> Result<Bounds, Reject> {
+    let angle_min = finite(f64::from(scan.angle_min), "angle_min")?;
+    let increment = finite(f64::from(scan.angle_increment), "angle_increment")?;
+    let range_min = finite(f64::from(scan.range_min), "range_min")?;
+    let range_max = finite(f64::from(scan.range_max), "range_max")?;
+    if range_min < 0.0 || range_max < range_min {
+        return Err(Reject::BadScan("range_min and range_max are not 0 ≤ range_min ≤ range_max"));
+    }
+    if increment == 0.0 && scan.ranges.len() > 1 {
+        return Err(Reject::BadScan("angle_increment is 0"));
+    }
+    let mut bounds = Bounds::origin();
+    for (i, &r) in scan.ranges.iter().enumerate() {
+        let r = f64::from(r);
+        let r = if r == f64::INFINITY {
+            range_max
+        } else if r.is_finite() && (range_min..=range_max).contains(&r) {
+            r
+        } else {
+            continue;
+        };
+        let a = angle_min + i as f64 * increment;
+        bounds.add([r * a.cos(), r * a.sin(), 0.0]);
+    }
+    Ok(bounds)
+}
+
+fn cloud_bounds(cloud: &PointCloud2) -> Result<Bounds, Reject> {
+    let field = |name: &str| -> Result<(usize, bool), Reject> {
+        let f = cloud
+            .fields
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or(Reject::BadCloud("a field of x, y and z is missing"))?;
+        let wide = match f.datatype {
+            PointField::FLOAT32 => false,
+            PointField::FLOAT64 => true,
+            _ => return Err(Reject::BadCloud("x, y or z is neither FLOAT32 nor FLOAT64")),
+        };
+        let end = u64::from(f.offset) + if wide { 8 } else { 4 };
+        if end > u64::from(cloud.point_step) {
+            return Err(Reject::BadCloud("a field ends past point_step"));
+        }
+        Ok((f.offset as usize, wide))
+    };
+    let axes = [field("x")?, field("y")?, field("z")?];
+    let (width, height) = (u64::from(cloud.width), u64::from(cloud.height));
+    let (step, row) = (u64::from(cloud.point_step), u64::from(cloud.row_step));
+    if width > 0 && row < width * step {
+        return Err(Reject::BadCloud("row_step is shorter than width × point_step"));
+    }
+    if (cloud.data.len() as u64) < row * height {
+        return Err(Reject::BadCloud("data is shorter than row_step × height"));
+    }
+    let big = cloud.is_bigendian;
+    let read = |at: usize, wide: bool| -> f64 {
+        // In bounds: every field ends within point_step, every point within its row.
+        if wide {
+            let b: [u8; 8] = cloud.data.get(at..at + 8).and_then(|b| b.try_into().ok()).unwrap_or([0xff; 8]);
+            if big { f64::from_be_bytes(b) } else { f64::from_le_bytes(b) }
+        } else {
+            let b: [u8; 4] = cloud.data.get(at..at + 4).and_then(|b| b.try_into().ok()).unwrap_or([0xff; 4]);
+            f64::from(if big { f32::from_be_bytes(b) } else { f32::from_le_bytes(b) })
+        }
+    };
+    let mut bounds = Bounds::origin();
+    for r in 0..height {
+        for c in 0..width {
+            let base = (r * row + c * step) as usize;
+            let p = axes.map(|(offset, wide)| read(base + offset, wide));
+            if p.iter().all(|x| x.is_finite()) {
+                bounds.add(p);
+            }
+        }
+    }
+    Ok(bounds)
+}
+
+/// An `Imu`'s payload, 64 bytes little-endian: the orientation as four i32 parts per 10^9
+/// (x, y, z, w; all 0 when not given), the angular velocity as three i64 µrad/s, the linear
+/// acceleration as three i64 µm/s² ([`NOT_GIVEN`] each when not given).
+fn imu_payload(imu: &Imu) -> Result<Vec<u8>, Reject> {
+    let mut out = Vec::with_capacity(64);
+    let orientation = if imu.orientation_covariance[0] == -1.0 {
+        None
+    } else {
+        rotation_nano(&imu.orientation, "orientation")?
+    };
+    for x in orientation.unwrap_or([0; 4]) {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    let micro =
+        |v: &super::msgs::Vector3, covariance: f64, field: &'static str| -> Result<[i64; 3], Reject> {
+            if covariance == -1.0 {
+                return Ok([NOT_GIVEN; 3]);
+            }
+            let one = |x: f64| -> Result<i64, Reject> {
+                let x = finite(x, field)? * 1e6;
+                if x.abs() > 1e15 {
+                    return Err(Reject::OutOfRange { field });
+                }
+                Ok(x.round() as i64)
+            };
+            Ok([one(v.x)?, one(v.y)?, one(v.z)?])
+        };
+    let spin = micro(&imu.angular_velocity, imu.angular_velocity_covariance[0], "angular_velocity")?;
+    let accel =
+        micro(&imu.linear_acceleration, imu.linear_acceleration_covariance[0], "linear_acceleration")?;
+    for x in spin.into_iter().chain(accel) {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    Ok(out)
+}
+
+/// WGS 84.
+const A: f64 = 6_378_137.0;
+const F: f64 = 1.0 / 298.257_223_563;
+
+/// A fix's box in ECEF millimetres and its payload, 27 bytes little-endian: latitude and
+/// longitude as i64 nanodegrees, altitude as i64 mm above the ellipsoid, the status (i8) and
+/// service (u16).
+fn gnss_box(fix: &NavSatFix) -> Result<(BoxMm, Vec<u8>), Reject> {
+    // -1 is "no fix"; -2 (Kilted's STATUS_UNKNOWN, the message's default) a receiver that does
+    // not say, whose position is taken with its status kept in the payload.
+    match fix.status.status {
+        -1 => return Err(Reject::NoFix(-1)),
+        s if s < -2 => return Err(Reject::OutOfRange { field: "status.status" }),
+        _ => {}
+    }
+    let lat = finite(fix.latitude, "latitude")?;
+    let lon = finite(fix.longitude, "longitude")?;
+    let alt = finite(fix.altitude, "altitude")?;
+    if !(-90.0..=90.0).contains(&lat) {
+        return Err(Reject::OutOfRange { field: "latitude" });
+    }
+    if !(-180.0..=180.0).contains(&lon) {
+        return Err(Reject::OutOfRange { field: "longitude" });
+    }
+    if alt.abs() > 1e8 {
+        return Err(Reject::OutOfRange { field: "altitude" });
+    }
+    let sigma = if fix.position_covariance_type == 0 {
+        0.0
+    } else {
+        let c = &fix.position_covariance;
+        let worst = [c[0], c[4], c[8]].into_iter().try_fold(0.0f64, |m, v| {
+            let v = finite(v, "position_covariance")?;
+            if v < 0.0 { Err(Reject::OutOfRange { field: "position_covariance" }) } else { Ok(m.max(v)) }
+        })?;
+        worst.sqrt()
+    };
+    let (phi, lambda) = (lat.to_radians(), lon.to_radians());
+    let e2 = F * (2.0 - F);
+    let n = A / (1.0 - e2 * phi.sin().powi(2)).sqrt();
+    let centre = [
+        (n + alt) * phi.cos() * lambda.cos(),
+        (n + alt) * phi.cos() * lambda.sin(),
+        (n * (1.0 - e2) + alt) * phi.sin(),
+    ];
+    let lo = Point3::new(centre[0] - sigma, centre[1] - sigma, centre[2] - sigma);
+    let hi = Point3::new(centre[0] + sigma, centre[1] + sigma, centre[2] + sigma);
+    let bx = bounding_box(&[lo, hi], "fix")?;
+    let mut payload = Vec::with_capacity(27);
+    payload.extend_from_slice(&((lat * 1e9).round() as i64).to_le_bytes());
+    payload.extend_from_slice(&((lon * 1e9).round() as i64).to_le_bytes());
+    let alt_mm = units::metres_to_mm(alt).map_err(|_| Reject::OutOfRange { field: "altitude" })?;
+    payload.extend_from_slice(&alt_mm.to_le_bytes());
+    payload.extend_from_slice(&fix.status.status.to_le_bytes());
+    payload.extend_from_slice(&fix.status.service.to_le_bytes());
+    Ok((bx, payload))
+}
+
+/// A `BoundingBox3D` (in its detection's frame) as a box in the fixed frame.
+fn box_3d(bbox: &BoundingBox3D, fixed_from_sensor: &Isometry3<f64>) -> Result<BoxMm, Reject> {
+    let size = [bbox.size.x, bbox.size.y, bbox.size.z];
+    for s in size {
+        if finite(s, "bbox.size")? < 0.0 {
+            return Err(Reject::BadDetection("a size of its box is negative"));
+        }
+    }
+    let sensor_from_box = pose_isometry(&bbox.center, "bbox.center")?;
+    let half = size.map(|s| s / 2.0);
+    let bounds = Bounds { min: half.map(|h| -h), max: half };
+    bounds.carried(&(fixed_from_sensor * sensor_from_box), "bbox")
+}
+
+/// The four corners, in pixels, of a `BoundingBox2D` turned by its `theta`.
+fn pixel_corners(bbox: &super::msgs::BoundingBox2D) -> Result<[(f64, f64); 4], Reject> {
+    let (cx, cy) =
+        (finite(bbox.center.position.x, "bbox.center")?, finite(bbox.center.position.y, "bbox.center")?);
+    let theta = finite(bbox.center.theta, "bbox.center.theta")?;
+    let (hx, hy) = (finite(bbox.size_x, "bbox.size_x")? / 2.0, finite(bbox.size_y, "bbox.size_y")? / 2.0);
+    if hx < 0.0 || hy < 0.0 {
+        return Err(Reject::BadDetection("a size of its box is negative"));
+    }
+    let (sin, cos) = theta.sin_cos();
+    Ok([(-1.0, -1.0), (1.0, -1.0), (-1.0, 1.0), (1.0, 1.0)]
+        .map(|(sx, sy): (f64, f64)| (cx + sx * hx * cos - sy * hy * sin, cy + sx * hx * sin + sy * hy * cos)))
+}
+
+/// The class of the most likely hypothesis and its score as a confidence (scores clamped to
+/// 0..=1; no hypothesis: "" and certain).
+fn best_hypothesis(results: &[ObjectHypothesisWithPose]) -> Result<(&str, Permille), Reject> {
+    let mut best: Option<(&str, f64)> = None;
+    for r in results {
+        let score = finite(r.hypothesis.score, "results.hypothesis.score")?;
+        if best.is_none_or(|(_, s)| score > s) {
+            best = Some((&r.hypothesis.class_id, score));
+        }
+    }
+    Ok(match best {
+        Some((class, score)) => (class, Permille((score.clamp(0.0, 1.0) * 1000.0).round() as u16)),
+        None => ("", Permille(1000)),
+    })
+}
