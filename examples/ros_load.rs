@@ -1,11 +1,12 @@
 //! The sion_memory node under a robot's load, on a real ROS 2 graph (rcl + Fast DDS): pose at
-//! 1 kHz, TF at 100 Hz and a 640×480 RGB camera (with its CameraInfo) at 30 Hz, for 60 s.
+//! 1 kHz, TF at 100 Hz and a 640×480 RGB camera (with its CameraInfo) at 30 Hz, for 60 s; with
+//! `--cameras 4 --lidar`, four such cameras and a 10 Hz 2D lidar (720 rays) beside them.
 //! Prints, per topic, messages published, received by the node and remembered (durable), the
 //! latency from receipt to durable, and the node's CPU and resident memory at start and end.
 //!
 //! ```sh
 //! . scripts/setup.sh && sion_install_node --release
-//! cargo run --release --features ros --example ros_load -- [--seconds 60] [--camera-hz 30]
+//! cargo run --release --features ros --example ros_load -- [--seconds 60] [--camera-hz 30] [--cameras 4 --lidar]
 //! ```
 //!
 //! The node is started from `target/<profile>/sion_memory_node` with `config/robot.yaml` and a
@@ -29,7 +30,10 @@ use clap::Parser;
 use futures::StreamExt as _;
 use r2r::QosProfile;
 use r2r::sion_memory_msgs::msg::Stats;
-use ros_common::{Counts, Part, Published, Publishers, Sample, TOPICS, dir_bytes, received, wait_for};
+use ros_common::{
+    Counts, MORE_CAMERAS, Part, Published, Publishers, SCAN_TOPIC, Sample, TOPICS, dir_bytes, received,
+    wait_for,
+};
 
 #[derive(Parser)]
 #[command(about = "Load the sion_memory node like a robot would and print what it kept")]
@@ -52,6 +56,14 @@ struct Args {
     /// run at 30 Hz needs ~1.6 GB a minute; a lower rate lets a run last hours
     #[arg(long, default_value_t = ros_common::CAMERA_HZ)]
     camera_hz: u64,
+    /// How many such cameras (1 to 4), each its own topic and calibration, all published by
+    /// the camera driver process
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
+    cameras: u8,
+    /// Publish a 2D lidar's scans (sensor_msgs/LaserScan, 720 rays) on /scan at 10 Hz, beside
+    /// pose and TF
+    #[arg(long)]
+    lidar: bool,
     /// Publish the camera from the same DDS participant as pose and TF (by default it is a
     /// process of its own, as a camera driver is: in one participant, frames and poses share
     /// one shared-memory segment, and a segment too small for the frames loses poses too)
@@ -69,19 +81,21 @@ struct Args {
 fn main() -> Result<()> {
     let args = Args::parse();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cameras = usize::from(args.cameras);
     if args.camera_only {
-        return camera_driver(args.seconds, args.camera_hz);
+        return camera_driver(args.seconds, args.camera_hz, cameras);
     }
     ros_common::choose_transports(args.default_transports)?;
     println!(
-        "camera: {}",
+        "camera: {} ({cameras} of them{})",
         if args.camera_hz == 0 {
             "off"
         } else if args.one_process {
             "published by the same participant as pose and TF (--one-process)"
         } else {
             "a driver process of its own"
-        }
+        },
+        if args.lidar { "; a lidar at 10 Hz" } else { "" }
     );
     let node_exe = match args.node {
         Some(p) => p,
@@ -106,12 +120,13 @@ fn main() -> Result<()> {
         .arg("-p")
         .arg(format!("data_dir:={}", data.display()))
         .args(["-p", &format!("sealed:={}", args.sealed)])
+        .args(["-p", &camera_topics(cameras)])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log_path)?)
         .spawn()
         .with_context(|| format!("starting {}", node_exe.display()))?;
     let part = if args.one_process { Part::All } else { Part::Robot };
-    let outcome = drive(&node, args.seconds, args.camera_hz, part, &data);
+    let outcome = drive(&node, args.seconds, args.camera_hz, (cameras, args.lidar), part, &data);
     stop(&mut node);
     if outcome.is_err() {
         eprintln!("--- node log ({}):", log_path.display());
@@ -126,12 +141,18 @@ fn stop(node: &mut Child) {
     let _ = node.wait();
 }
 
+/// The node's `topics.cameras`: the first camera's topics and the others'.
+fn camera_topics(cameras: usize) -> String {
+    let more = MORE_CAMERAS.iter().take(cameras - 1).map(|(image, ..)| format!(", {image}"));
+    format!("topics.cameras:=[/camera/image_raw{}]", more.collect::<String>())
+}
+
 /// The camera driver's process: its own participant, publishing frames for `seconds` once the
 /// node has subscribed; says "ready" when it starts and its counts at the end.
-fn camera_driver(seconds: f64, camera_hz: u64) -> Result<()> {
+fn camera_driver(seconds: f64, camera_hz: u64, cameras: usize) -> Result<()> {
     let ctx = r2r::Context::create()?;
     let mut node = r2r::Node::create(ctx, "sion_load_camera", "")?;
-    let publishers = Publishers::create(&mut node)?;
+    let publishers = Publishers::create_with(&mut node, cameras, false)?;
     // Not spun: it has nothing to take, and spinning a node without subscriptions returns at
     // once ("wait set is empty"), a loop that took a whole core.
     publishers.wait_for_subscribers(Duration::from_secs(30))?;
@@ -139,10 +160,8 @@ fn camera_driver(seconds: f64, camera_hz: u64) -> Result<()> {
     let counts = Counts::new();
     let played = publishers.play(seconds, camera_hz, Part::Camera, &counts)?;
     let sent = counts.snapshot();
-    println!(
-        "published image {} camera_info {} late_p99_ms {:.3}",
-        sent["image"], sent["camera_info"], played.late_p99_ms
-    );
+    let each: Vec<String> = sent.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}={n}")).collect();
+    println!("published {} late_p99_ms={:.3}", each.join(" "), played.late_p99_ms);
     // Best effort: nothing to acknowledge, but let the last frame leave before the writers go.
     std::thread::sleep(Duration::from_millis(500));
     drop(publishers);
@@ -154,10 +173,12 @@ fn camera_driver(seconds: f64, camera_hz: u64) -> Result<()> {
 fn start_camera(
     seconds: f64,
     camera_hz: u64,
+    cameras: usize,
 ) -> Result<(Child, std::io::Lines<std::io::BufReader<std::process::ChildStdout>>)> {
     use std::io::BufRead as _;
     let mut child = Command::new(std::env::current_exe()?)
         .args(["--camera-only", "--seconds", &seconds.to_string(), "--camera-hz", &camera_hz.to_string()])
+        .args(["--cameras", &cameras.to_string()])
         .stdout(Stdio::piped())
         .spawn()
         .context("starting the camera driver process")?;
@@ -169,12 +190,19 @@ fn start_camera(
     }
 }
 
-fn drive(child: &Child, seconds: f64, camera_hz: u64, part: Part, data: &Path) -> Result<()> {
+fn drive(
+    child: &Child,
+    seconds: f64,
+    camera_hz: u64,
+    (cameras, lidar): (usize, bool),
+    part: Part,
+    data: &Path,
+) -> Result<()> {
     let pid = child.id();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let ctx = r2r::Context::create()?;
     let mut node = r2r::Node::create(ctx, "sion_load", "")?;
-    let publishers = Publishers::create(&mut node)?;
+    let publishers = Publishers::create_with(&mut node, if part == Part::All { cameras } else { 1 }, lidar)?;
     let latest: Arc<Mutex<Option<Stats>>> = Arc::default();
     let mut stats = node.subscribe::<Stats>("/sion_memory/stats", QosProfile::default())?;
     let sink = latest.clone();
@@ -194,7 +222,7 @@ fn drive(child: &Child, seconds: f64, camera_hz: u64, part: Part, data: &Path) -
         let idle_cpu = Sample::take(pid)?.cpu_percent_since(&idle);
 
         let mut camera = match part {
-            Part::Robot if camera_hz > 0 => Some(start_camera(seconds, camera_hz)?),
+            Part::Robot if camera_hz > 0 => Some(start_camera(seconds, camera_hz, cameras)?),
             _ => None,
         };
         eprintln!("publishing for {seconds} s ...");
@@ -238,11 +266,13 @@ fn drive(child: &Child, seconds: f64, camera_hz: u64, part: Part, data: &Path) -
         if let Some((mut driver, mut lines)) = camera.take() {
             let last = lines.next().and_then(Result::ok).unwrap_or_default();
             let status = driver.wait()?;
-            let words: Vec<&str> = last.split_whitespace().collect();
-            match words.as_slice() {
-                ["published", "image", i, "camera_info", c, ..] if status.success() => {
-                    counts.add_n("image", i.parse()?);
-                    counts.add_n("camera_info", c.parse()?);
+            match last.strip_prefix("published ") {
+                Some(each) if status.success() => {
+                    for (key, n) in each.split_whitespace().filter_map(|w| w.split_once('=')) {
+                        if key != "late_p99_ms" {
+                            counts.add_n(key, n.parse()?);
+                        }
+                    }
                 }
                 _ => bail!("the camera driver failed ({status}): {last:?}"),
             }
@@ -260,7 +290,15 @@ fn drive(child: &Child, seconds: f64, camera_hz: u64, part: Part, data: &Path) -
             eprintln!("warning: the node did not report every pose and TF message within 20 s");
         }
         let cpu = [idle_cpu, early.unwrap_or(f64::NAN), late.unwrap_or(f64::NAN)];
-        report(&stats, &expected, &published, [idle, load_start, end], cpu, camera_hz, data);
+        report(
+            &stats,
+            &expected,
+            &published,
+            [idle, load_start, end],
+            cpu,
+            (camera_hz, cameras, lidar),
+            data,
+        );
         Ok(())
     })();
     drop(spinner);
@@ -273,7 +311,7 @@ fn report(
     timing: &Published,
     [idle, start, end]: [Sample; 3],
     [idle_cpu, early_cpu, late_cpu]: [f64; 3],
-    camera_hz: u64,
+    (camera_hz, cameras, lidar): (u64, usize, bool),
     data: &Path,
 ) {
     let secs = timing.elapsed.as_secs_f64();
@@ -285,10 +323,19 @@ fn report(
         "| topic | rate | published | received | remembered | lost | refused | atoms | receipt → durable p50 / p99 |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for (topic, stream, hz) in TOPICS {
-        let hz = if topic.starts_with("/camera/") { camera_hz } else { hz };
-        let sent = published.get(stream).copied().unwrap_or(0);
-        let s = stats.streams.iter().find(|s| s.stream == stream);
+    // Each row: topic, its key in the counts, its rate.
+    let mut rows: Vec<(&str, &str, u64)> = TOPICS.to_vec();
+    for (image, info, _) in MORE_CAMERAS.iter().take(cameras - 1) {
+        rows.push((image, image, camera_hz));
+        rows.push((info, info, camera_hz));
+    }
+    if lidar {
+        rows.push((SCAN_TOPIC, SCAN_TOPIC, ros_common::LIDAR_HZ));
+    }
+    for (topic, key, hz) in rows {
+        let hz = if topic.starts_with("/camera") { camera_hz } else { hz };
+        let sent = published.get(key).copied().unwrap_or(0);
+        let s = stats.streams.iter().find(|s| s.topic == topic);
         let (messages, remembered, atoms, refused, p50, p99) = s.map_or((0, 0, 0, 0, 0.0, 0.0), |s| {
             (
                 s.messages,
@@ -300,7 +347,7 @@ fn report(
             )
         });
         let rate = match hz {
-            0 if topic.starts_with("/camera/") => "off".into(),
+            0 if topic.starts_with("/camera") => "off".into(),
             0 => "once".into(),
             hz => format!("{hz} Hz"),
         };

@@ -16,7 +16,7 @@ use r2r::QosProfile;
 use r2r::sion_memory_msgs::msg::Stats;
 use sion_memory::ingest::cdr::Message as _;
 use sion_memory::ingest::msgs::{
-    CameraInfo, Header, Image, Point, Pose, PoseStamped, Quaternion, TfMessage, Time, Transform,
+    CameraInfo, Header, Image, LaserScan, Point, Pose, PoseStamped, Quaternion, TfMessage, Time, Transform,
     TransformStamped, Vector3,
 };
 
@@ -27,6 +27,17 @@ pub const TF_HZ: u64 = 100;
 pub const CAMERA_HZ: u64 = 30;
 pub const WIDTH: u32 = 640;
 pub const HEIGHT: u32 = 480;
+pub const LIDAR_HZ: u64 = 10;
+/// Rays of a scan: a half-degree over a full turn, as a 2D lidar gives.
+pub const LIDAR_RAYS: usize = 720;
+
+/// Cameras beyond the first (`--cameras N`): image topic, calibration topic, frame.
+pub const MORE_CAMERAS: [(&str, &str, &str); 3] = [
+    ("/camera1/image_raw", "/camera1/camera_info", "camera1"),
+    ("/camera2/image_raw", "/camera2/camera_info", "camera2"),
+    ("/camera3/image_raw", "/camera3/camera_info", "camera3"),
+];
+pub const SCAN_TOPIC: &str = "/scan";
 
 /// The topics published, in table order: name, stream name in the node's stats, rate.
 pub const TOPICS: [(&str, &str, u64); 5] = [
@@ -63,13 +74,21 @@ pub struct Publishers {
     pub tf_static: r2r::PublisherUntyped,
     pub image: r2r::PublisherUntyped,
     pub info: r2r::PublisherUntyped,
+    /// The cameras beyond the first, as MORE_CAMERAS names them: (image, calibration).
+    pub more: Vec<(r2r::PublisherUntyped, r2r::PublisherUntyped)>,
+    /// A 2D lidar on /scan, when one is published.
+    pub scan: Option<r2r::PublisherUntyped>,
 }
 
+/// Messages published, by the node's stream name for the first camera's topics and pose, TF
+/// and scan, by topic for the other cameras.
 pub struct Counts(BTreeMap<&'static str, AtomicU64>);
 
 impl Counts {
     pub fn new() -> Self {
-        Self(TOPICS.iter().map(|(_, stream, _)| (*stream, AtomicU64::new(0))).collect())
+        let more = MORE_CAMERAS.iter().flat_map(|(image, info, _)| [*image, *info]);
+        let keys = TOPICS.iter().map(|(_, stream, _)| *stream).chain([SCAN_TOPIC]).chain(more);
+        Self(keys.map(|k| (k, AtomicU64::new(0))).collect())
     }
 
     pub fn add(&self, stream: &'static str) {
@@ -124,8 +143,31 @@ impl Publishers {
     /// The robot's publishers on `node`: pose and TF reliable, the camera best effort (as
     /// drivers publish it), static transforms latched.
     pub fn create(node: &mut r2r::Node) -> Result<Self> {
+        Self::create_with(node, 1, false)
+    }
+
+    /// ... with `cameras` cameras (1 to 4) and, if `lidar`, a 2D lidar on /scan (best effort,
+    /// as drivers publish scans).
+    pub fn create_with(node: &mut r2r::Node, cameras: usize, lidar: bool) -> Result<Self> {
         let reliable = QosProfile::default().keep_last(1000);
+        let mut more = Vec::new();
+        for (image, info, _) in MORE_CAMERAS.iter().take(cameras.saturating_sub(1)) {
+            more.push((
+                node.create_publisher_untyped(image, "sensor_msgs/msg/Image", QosProfile::sensor_data())?,
+                node.create_publisher_untyped(info, "sensor_msgs/msg/CameraInfo", QosProfile::sensor_data())?,
+            ));
+        }
+        let scan = match lidar {
+            true => Some(node.create_publisher_untyped(
+                SCAN_TOPIC,
+                "sensor_msgs/msg/LaserScan",
+                QosProfile::sensor_data(),
+            )?),
+            false => None,
+        };
         Ok(Self {
+            more,
+            scan,
             pose: node.create_publisher_untyped(
                 "/pose",
                 "geometry_msgs/msg/PoseStamped",
@@ -150,8 +192,11 @@ impl Publishers {
         })
     }
 
-    pub fn all(&self) -> [&r2r::PublisherUntyped; 5] {
-        [&self.pose, &self.tf, &self.tf_static, &self.image, &self.info]
+    pub fn all(&self) -> Vec<&r2r::PublisherUntyped> {
+        let mut all = vec![&self.pose, &self.tf, &self.tf_static, &self.image, &self.info];
+        all.extend(self.more.iter().flat_map(|(image, info)| [image, info]));
+        all.extend(&self.scan);
+        all
     }
 
     pub fn wait_for_subscribers(&self, timeout: Duration) -> Result<()> {
@@ -189,6 +234,9 @@ impl Publishers {
             let (_, stamp) = now_stamp();
             if robot {
                 self.publish_pose(k, stamp, counts)?;
+                if k.is_multiple_of(POSE_HZ / LIDAR_HZ) {
+                    self.publish_scan(k, stamp, counts)?;
+                }
             }
             // Frame j is due at j/30 s: it goes out on the first tick at or after that.
             if camera_hz > 0 && k * camera_hz >= frame * POSE_HZ {
@@ -204,12 +252,24 @@ impl Publishers {
     fn publish_statics(&self, counts: &Counts) -> Result<()> {
         let (_, stamp) = now_stamp();
         let optical = Quaternion { x: -0.5, y: 0.5, z: -0.5, w: 0.5 };
-        let statics = TfMessage {
-            transforms: vec![
-                transform(stamp, "map", "odom", Vector3::default(), Quaternion::default()),
-                transform(stamp, "base_link", "camera", Vector3 { x: 0.2, y: 0.0, z: 1.0 }, optical),
-            ],
-        };
+        let mut transforms = vec![
+            transform(stamp, "map", "odom", Vector3::default(), Quaternion::default()),
+            transform(stamp, "base_link", "camera", Vector3 { x: 0.2, y: 0.0, z: 1.0 }, optical),
+            transform(stamp, "base_link", "laser", Vector3 { x: 0.0, y: 0.0, z: 0.3 }, Quaternion::default()),
+        ];
+        // The other cameras look left, back and right: the optical turn after a quarter turn
+        // each about the base's z.
+        for (i, (_, _, frame)) in MORE_CAMERAS.iter().enumerate() {
+            let q = yaw((i + 1) as f64 * std::f64::consts::FRAC_PI_2);
+            let turned = Quaternion {
+                w: q.w * optical.w - q.z * optical.z,
+                x: q.w * optical.x - q.z * optical.y,
+                y: q.w * optical.y + q.z * optical.x,
+                z: q.w * optical.z + q.z * optical.w,
+            };
+            transforms.push(transform(stamp, "base_link", frame, Vector3 { x: 0.0, y: 0.0, z: 1.0 }, turned));
+        }
+        let statics = TfMessage { transforms };
         self.tf_static.publish_raw(&statics.to_cdr())?;
         counts.add("tf_static");
         Ok(())
@@ -233,10 +293,60 @@ impl Publishers {
         Ok(())
     }
 
-    /// Camera frame `frame` with its calibration.
+    /// A lidar's scan: the walls of a 20 m room around the robot, a ray each half degree.
+    fn publish_scan(&self, k: u64, stamp: Time, counts: &Counts) -> Result<()> {
+        let Some(scan) = &self.scan else { return Ok(()) };
+        let increment = std::f32::consts::TAU / LIDAR_RAYS as f32;
+        let ranges = (0..LIDAR_RAYS)
+            .map(|i| {
+                let a = i as f32 * increment;
+                // A square room's wall is 10 m / max(|cos|, |sin|) away, capped at range_max.
+                (10.0 / a.cos().abs().max(a.sin().abs())).min(12.0) + (k % 7) as f32 * 0.001
+            })
+            .collect();
+        let m = LaserScan {
+            header: header(stamp, "laser"),
+            angle_min: 0.0,
+            angle_max: std::f32::consts::TAU - increment,
+            angle_increment: increment,
+            time_increment: 0.1 / LIDAR_RAYS as f32,
+            scan_time: 0.1,
+            range_min: 0.1,
+            range_max: 12.0,
+            ranges,
+            intensities: Vec::new(),
+        };
+        scan.publish_raw(&m.to_cdr())?;
+        counts.add(SCAN_TOPIC);
+        Ok(())
+    }
+
+    /// Camera frame `frame` with its calibration, from each camera.
     fn publish_frame(&self, frame: u64, stamp: Time, pixels: &mut [u8], counts: &Counts) -> Result<()> {
+        self.publish_one_frame(&self.image, &self.info, ("camera", 0), frame, stamp, pixels)?;
+        counts.add("camera_info");
+        counts.add("image");
+        for (i, ((image, info), (image_topic, info_topic, camera))) in
+            self.more.iter().zip(MORE_CAMERAS).enumerate()
+        {
+            self.publish_one_frame(image, info, (camera, i as u8 + 1), frame, stamp, pixels)?;
+            counts.add(image_topic);
+            counts.add(info_topic);
+        }
+        Ok(())
+    }
+
+    fn publish_one_frame(
+        &self,
+        image_pub: &r2r::PublisherUntyped,
+        info_pub: &r2r::PublisherUntyped,
+        (camera, index): (&str, u8),
+        frame: u64,
+        stamp: Time,
+        pixels: &mut [u8],
+    ) -> Result<()> {
         let info = CameraInfo {
-            header: header(stamp, "camera"),
+            header: header(stamp, camera),
             height: HEIGHT,
             width: WIDTH,
             distortion_model: "plumb_bob".into(),
@@ -246,16 +356,16 @@ impl Publishers {
             p: [500.0, 0.0, 320.0, 0.0, 0.0, 500.0, 240.0, 0.0, 0.0, 0.0, 1.0, 0.0],
             ..CameraInfo::default()
         };
-        self.info.publish_raw(&info.to_cdr())?;
-        counts.add("camera_info");
+        info_pub.publish_raw(&info.to_cdr())?;
         // Every frame differs (a moving stripe), so each is a blob of its own.
         let row = (frame as usize * 7) % HEIGHT as usize;
         pixels.iter_mut().for_each(|p| *p = 0);
         let stride = (WIDTH * 3) as usize;
         pixels[row * stride..(row + 1) * stride].fill(255);
         pixels[..8].copy_from_slice(&frame.to_le_bytes());
+        pixels[8] = index; // each camera's frame a blob of its own
         let image = Image {
-            header: header(stamp, "camera"),
+            header: header(stamp, camera),
             height: HEIGHT,
             width: WIDTH,
             encoding: "rgb8".into(),
@@ -263,8 +373,7 @@ impl Publishers {
             step: WIDTH * 3,
             data: pixels.to_vec(),
         };
-        self.image.publish_raw(&image.to_cdr())?;
-        counts.add("image");
+        image_pub.publish_raw(&image.to_cdr())?;
         Ok(())
     }
 }
