@@ -97,8 +97,9 @@ pub struct StreamRetentionParams {
     #[doc = "Forget the oldest while the stream's payloads take more than this on disk [MB]; 0: no \
         budget; -1: a fifth of the space free where data_dir is when the node starts"]
     pub keep_mb: i64,
-    #[doc = "Keep at most one payload per this many seconds per camera (the other frames are \
-        remembered without their image) [s]; 0 keeps every one (camera only)"]
+    #[doc = "Keep at most one payload per this many seconds per camera or scanner (the other \
+        frames and scans are remembered without their image or points) [s]; 0 keeps every one \
+        (camera only: it also thins scans and point clouds)"]
     pub every_s: f64,
 }
 

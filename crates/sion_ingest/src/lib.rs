@@ -217,8 +217,9 @@ pub struct IngestConfig {
     /// message stamps (a frame is given up once a message stamped this much later arrives).
     pub hold_ns: i64,
     /// Keep at most one frame's payload (its image) per this many nanoseconds of stamps, per
-    /// camera; the others are remembered as observations without a payload (what the camera
-    /// saw, where and when, not the image). 0 keeps every frame's payload. A retention policy
+    /// camera, and one scan's or point cloud's per scanner; the others are remembered without a
+    /// payload (what the camera saw or the scan covered, where and when, not the image or the
+    /// points). 0 keeps every payload. A retention policy
     /// (docs/SEAL.md, "Retention"): a sealed memory's `every_s`.
     pub keep_frame_every_ns: i64,
 }
@@ -403,7 +404,7 @@ pub struct Ingest {
     sources: Vec<Source>,
     tf: TfBuffer,
     cameras: HashMap<String, CameraInfo>,
-    /// Per camera, the stamp of the last frame whose payload was kept.
+    /// Per camera or scanner, the stamp of the last frame or scan whose payload was kept.
     kept_at: HashMap<String, i64>,
     last_tile: Option<AtomId>,
     held: VecDeque<Held>,
@@ -852,20 +853,27 @@ impl Ingest {
         let fixed = self.config.fixed_frame.as_str();
         let mut parts = AtomParts::new(Kind::Observation, fixed, bounds, sample(t), Permille(1000));
         parts.extractor = Some(self.extractor(source));
-        // One frame's payload per `keep_frame_every_ns` of a camera's stamps (a clock that went
-        // back starts again); the others are what was seen, without the image.
+        if !self.keeps_payload(camera, t) {
+            return Ok(Ingested { atom: Atom::new(parts)?, blob: None });
+        }
+        parts.payload = Payload::Blob(blob_ref(message, stream.message_type()));
+        Ok(Ingested { atom: Atom::new(parts)?, blob: Some(message.to_vec()) })
+    }
+
+    /// Whether the payload of a sensor's message stamped `t` is kept: one per
+    /// `keep_frame_every_ns` of the sensor's stamps (a clock that went back starts again); the
+    /// others are remembered without it (what was seen, not the image or the points).
+    fn keeps_payload(&mut self, sensor: &str, t: i64) -> bool {
         let every = self.config.keep_frame_every_ns;
         let keep = every <= 0
             || self
                 .kept_at
-                .get(camera)
+                .get(sensor)
                 .is_none_or(|&last| t >= last.saturating_add(every) || t < last.saturating_sub(every));
-        if !keep {
-            return Ok(Ingested { atom: Atom::new(parts)?, blob: None });
+        if keep && every > 0 {
+            self.kept_at.insert(sensor.to_owned(), t);
         }
-        self.kept_at.insert(camera.to_owned(), t);
-        parts.payload = Payload::Blob(blob_ref(message, stream.message_type()));
-        Ok(Ingested { atom: Atom::new(parts)?, blob: Some(message.to_vec()) })
+        keep
     }
 
     /// The box in the fixed frame that holds the part of `camera`'s frustum through the four

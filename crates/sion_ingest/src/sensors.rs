@@ -118,8 +118,14 @@ impl Ingest {
     ) -> Converted {
         let mut parts = AtomParts::new(Kind::Coverage, fixed, bx, sample(t), Permille(1000));
         parts.subject = sensor.to_owned();
-        parts.payload = Payload::Blob(blob_ref(message, message_type));
         parts.extractor = Some(self.extractor(source));
+        // Thinned as camera frames are (a sealed memory's `every_s`, per sensor): every scan is
+        // remembered as what it covered, one per period keeps its points.
+        if !self.keeps_payload(sensor, t) {
+            let atom = Atom::new(parts).map_err(|e| whole(e.into()))?;
+            return Ok((vec![Ingested { atom, blob: None }], Vec::new()));
+        }
+        parts.payload = Payload::Blob(blob_ref(message, message_type));
         let atom = Atom::new(parts).map_err(|e| whole(e.into()))?;
         Ok((vec![Ingested { atom, blob: Some(message.to_vec()) }], Vec::new()))
     }

@@ -528,6 +528,29 @@ fn a_laser_scan_covers_the_scanner_and_its_returns_in_the_fixed_frame() {
 }
 
 #[test]
+fn a_sealed_memorys_retention_keeps_one_scan_per_period_per_scanner() {
+    let mut ingest = robot_with_sensors();
+    // 50 ms here, a second in the node's defaults: the robot's transform is known at 100 s.
+    ingest.set_keep_frame_every_ns(50_000_000);
+    let at = |sec: i32, nanosec: u32| {
+        let mut m = scan(sec, vec![1.0]);
+        m.header.stamp.nanosec = nanosec;
+        m.to_cdr()
+    };
+    let kept: Vec<bool> = [(100, 0), (100, 20_000_000), (100, 40_000_000), (100, 60_000_000)]
+        .into_iter()
+        .map(|(s, n)| {
+            let taken = ingest.take(Stream::LaserScan, &at(s, n));
+            let i = &taken.ingested[0];
+            assert_eq!(matches!(i.atom.parts().payload, Payload::Blob(_)), i.blob.is_some());
+            i.blob.is_some()
+        })
+        .collect();
+    // Every scan is remembered as what it covered; one per period keeps its points.
+    assert_eq!(kept, [true, false, false, true]);
+}
+
+#[test]
 fn a_scan_before_its_transform_waits_for_it() {
     let mut ingest = robot_with_sensors();
     let early = ingest.take(Stream::LaserScan, &scan(101, vec![1.0, 1.0, 1.0]).to_cdr());

@@ -88,7 +88,9 @@ pub enum Opened {
 pub enum LeafLane {
     /// Inline payloads, and blobs of no stream below.
     Payloads = 0,
-    /// Camera frames (`sensor_msgs/msg/Image`, `CompressedImage`).
+    /// What sensors saw, which a camera's retention forgets: camera frames
+    /// (`sensor_msgs/msg/Image`, `CompressedImage`), laser scans and point clouds
+    /// (`LaserScan`, `PointCloud2`).
     Camera = 1,
     /// Map tiles (`nav_msgs/msg/OccupancyGrid`).
     Map = 2,
@@ -104,6 +106,8 @@ impl LeafLane {
     pub fn of(media_type: &str) -> Self {
         if media_type.ends_with("sensor_msgs/msg/Image")
             || media_type.ends_with("sensor_msgs/msg/CompressedImage")
+            || media_type.ends_with("sensor_msgs/msg/LaserScan")
+            || media_type.ends_with("sensor_msgs/msg/PointCloud2")
         {
             LeafLane::Camera
         } else if media_type.ends_with("nav_msgs/msg/OccupancyGrid") {
@@ -1225,5 +1229,25 @@ impl MemberKeys {
         let key = w.unwrap_for(&self.key)?;
         let plain = zeroize::Zeroizing::new(sealed.open_with_key(kind, &key, atom)?);
         opened(kind, &plain)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LeafLane;
+
+    #[test]
+    fn what_sensors_saw_shares_the_camera_lane_and_its_retention() {
+        let cdr = |t: &str| format!("application/x-ros2-cdr; type={t}");
+        for t in [
+            "sensor_msgs/msg/Image",
+            "sensor_msgs/msg/CompressedImage",
+            "sensor_msgs/msg/LaserScan",
+            "sensor_msgs/msg/PointCloud2",
+        ] {
+            assert_eq!(LeafLane::of(&cdr(t)), LeafLane::Camera, "{t}");
+        }
+        assert_eq!(LeafLane::of(&cdr("nav_msgs/msg/OccupancyGrid")), LeafLane::Map);
+        assert_eq!(LeafLane::of(&cdr("sensor_msgs/msg/BatteryState")), LeafLane::Other);
     }
 }
