@@ -435,7 +435,8 @@ fn a_bag_of_many_sensors_replays_each_topic_under_its_own_name() {
 
     let (_dir, memory) = fresh();
     let mut options = ReplayOptions::default();
-    options.ingest.sources = vec![Source::other("/wind", "")];
+    // `--keep /scan`: a type the memory reads is still taken in as such.
+    options.ingest.sources = vec![Source::other("/wind", ""), Source::other("/scan", "")];
     let report = replay(&bytes, &memory, options, |_| {}).expect("replay");
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
     let not_kept = report.topics.iter().find(|t| t.topic == "/not_kept").expect("listed");

@@ -323,7 +323,9 @@ pub fn run(
                 writer.queued.load(std::sync::atomic::Ordering::Relaxed) + frames.bytes > writer.max_bytes;
             let refused = match &plain {
                 Err(_) => Some("not_durable"),
-                Ok(_) if behind && frames.finished.iter().all(|(f, _)| is_frame(f.stream)) => {
+                // Every payload but a map tile's may be dropped (a scan or another topic's
+                // message beside the frames must not lift the bound).
+                Ok(_) if behind && frames.finished.iter().all(|(f, _)| f.stream != Stream::Map) => {
                     Some("frame_writer_behind")
                 }
                 Ok(_) => None,
@@ -331,7 +333,7 @@ pub fn run(
             match refused {
                 Some(reason) => {
                     for (f, _) in &frames.finished {
-                        let why = "the disk is not taking camera frames as fast as they come";
+                        let why = "the disk is not taking frames, scans and clouds as fast as they come";
                         rejects.note(f.source, topic(&ingest, f.source), reason, &why);
                         *counters.entry(f.source).or_default().rejected.entry(reason).or_default() += 1;
                     }

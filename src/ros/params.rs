@@ -349,7 +349,13 @@ impl Params {
                 .map(|(a, b)| (a.trim(), b.trim()))
                 .filter(|(a, b)| !a.is_empty() && b.split('/').count() == 3)
                 .ok_or_else(|| format!("parameter topics.other: {other:?} is not TOPIC=package/msg/Type"))?;
-            add(Source::other(topic, ty));
+            // A type the memory reads is taken in as such (`/tf` listed here must still feed
+            // the transform buffer).
+            add(match Stream::of_type(ty) {
+                Some(Stream::Tf) if topic.ends_with("tf_static") => Source::new(Stream::TfStatic, topic),
+                Some(stream) => Source::new(stream, topic),
+                None => Source::other(topic, ty),
+            });
         }
         Ok(sources)
     }
@@ -575,6 +581,8 @@ mod tests {
         assert_eq!(of(Stream::CameraInfo), ["/front/camera_info", "/rear/camera_info", "/top/calibration"]);
         assert_eq!(of(Stream::PointCloud2), Vec::<&str>::new());
         assert!(sources.contains(&Source::other("/battery", "sensor_msgs/msg/BatteryState")));
+        p.topics.other = TopicList(vec!["/scan_rear=sensor_msgs/msg/LaserScan".into()]);
+        assert!(p.sources().expect("well formed").contains(&Source::new(Stream::LaserScan, "/scan_rear")));
         p.topics.other = TopicList(vec!["/battery".into()]);
         let e = p.sources().expect_err("no type");
         assert!(e.contains("topics.other") && e.contains("/battery"), "{e}");

@@ -130,12 +130,16 @@ fn classify(topic: &Topic, config: &IngestConfig) -> Result<Stream, String> {
         return Err("no schema".into());
     }
     let full = full_type(&topic.message_type);
-    if config.sources.iter().any(|s| s.stream == Stream::Other && s.topic == topic.name) {
-        return Ok(Stream::Other);
-    }
-    let stream = Stream::of_type(&full).ok_or_else(|| {
-        "not a type the memory takes in (name it to keep it whole: --keep TOPIC)".to_owned()
-    })?;
+    // A type the memory reads is taken in as such, named by --keep or not (`--keep /tf` must
+    // not starve the transform buffer).
+    let kept = config.sources.iter().any(|s| s.stream == Stream::Other && s.topic == topic.name);
+    let stream = match Stream::of_type(&full) {
+        Some(stream) => stream,
+        None if kept => return Ok(Stream::Other),
+        None => {
+            return Err("not a type the memory takes in (name it to keep it whole: --keep TOPIC)".to_owned());
+        }
+    };
     // /tf and /tf_static share a type; the topic tells them apart.
     let stream = match stream {
         Stream::Tf | Stream::TfStatic if topic.name.ends_with("tf_static") => Stream::TfStatic,

@@ -382,9 +382,8 @@ struct Held {
     source: SourceId,
     stream: Stream,
     stamp_ns: i64,
-    /// A camera frame's frame, checked: its retry goes straight to the lookups it waits for.
-    /// Other messages are converted again.
-    camera: Option<String>,
+    /// What it waits for.
+    waits_for: sensors::Wait,
     /// When it was received (where a message has no stamp of its own).
     received_ns: i64,
     bytes: Vec<u8>,
@@ -405,7 +404,7 @@ pub struct Ingest {
     tf: TfBuffer,
     cameras: HashMap<String, CameraInfo>,
     /// Per camera or scanner, the stamp of the last frame or scan whose payload was kept.
-    kept_at: HashMap<String, i64>,
+    kept_at: HashMap<(&'static str, String), i64>,
     last_tile: Option<AtomId>,
     held: VecDeque<Held>,
     /// The latest stamp of any message taken: the clock held frames wait by.
@@ -495,10 +494,10 @@ impl Ingest {
         self.stats.entry(stream).or_default().messages += 1;
         match self.convert(source, stream, message, received_ns) {
             Ok((atoms, rejected)) => self.finish(&mut taken, number, source, stream, atoms, rejected),
-            Err((reason, Some((stamp_ns, camera)))) if waits(&reason) => {
+            Err((reason, Some((stamp_ns, waits_for)))) if waits(&reason) => {
                 let bytes = message.to_vec();
                 let held =
-                    Held { message: number, source, stream, stamp_ns, camera, received_ns, bytes, reason };
+                    Held { message: number, source, stream, stamp_ns, waits_for, received_ns, bytes, reason };
                 self.hold(held, &mut taken);
             }
             Err((reason, _)) => self.finish(&mut taken, number, source, stream, Vec::new(), vec![reason]),
@@ -545,7 +544,7 @@ impl Ingest {
             Stream::Image | Stream::CompressedImage => self
                 .frame(source, stream, message)
                 .map(|i| (vec![i], Vec::new()))
-                .map_err(|(r, held)| (r, held.map(|(t, camera)| (t, Some(camera))))),
+                .map_err(|(r, held)| (r, held.map(|(t, camera)| (t, sensors::Wait::Camera(camera))))),
             Stream::CameraInfo => {
                 let m = CameraInfo::from_cdr(message).map_err(|e| whole(e.into()))?;
                 self.camera_info(m).map(|()| (Vec::new(), Vec::new())).map_err(whole)
@@ -614,13 +613,20 @@ impl Ingest {
             // behind when a flood of frames waited: measured, transforms 0.9 s late at the
             // median). Scans, detections and the rest are few a second: converted again.
             for held in std::mem::take(&mut self.held) {
-                let outcome = match &held.camera {
-                    Some(camera) => self
+                let outcome = match &held.waits_for {
+                    sensors::Wait::Camera(camera) => self
                         .observation(held.source, held.stream, camera, held.stamp_ns, &held.bytes)
                         .map(|i| (vec![i], Vec::new())),
-                    None => self
-                        .convert(held.source, held.stream, &held.bytes, held.received_ns)
-                        .map_err(|(reason, _)| reason),
+                    // Converted again (decoded again) only once the lookup it waits for works:
+                    // a point cloud is megabytes, and transforms come a hundred a second.
+                    sensors::Wait::Lookup { frame, at } => {
+                        match self.lookup(&self.config.fixed_frame, frame, *at) {
+                            Err(reason) => Err(reason),
+                            Ok(_) => self
+                                .convert(held.source, held.stream, &held.bytes, held.received_ns)
+                                .map_err(|(reason, _)| reason),
+                        }
+                    }
                 };
                 match outcome {
                     Ok((atoms, rejected)) => {
@@ -642,9 +648,14 @@ impl Ingest {
                 }
             }
         }
+        // Every message held past the horizon, wherever it is in the queue (a message placed
+        // by its time of receipt may sit ahead of others).
         let horizon = self.latest_ns.saturating_sub(self.config.hold_ns);
-        while self.held.front().is_some_and(|h| h.stamp_ns < horizon) {
-            if let Some(h) = self.held.pop_front() {
+        if self.held.iter().any(|h| h.stamp_ns < horizon) {
+            let (late, waiting): (VecDeque<Held>, VecDeque<Held>) =
+                std::mem::take(&mut self.held).into_iter().partition(|h| h.stamp_ns < horizon);
+            self.held = waiting;
+            for h in late {
                 self.give_up(h, &mut taken);
             }
         }
@@ -853,7 +864,7 @@ impl Ingest {
         let fixed = self.config.fixed_frame.as_str();
         let mut parts = AtomParts::new(Kind::Observation, fixed, bounds, sample(t), Permille(1000));
         parts.extractor = Some(self.extractor(source));
-        if !self.keeps_payload(camera, t) {
+        if !self.keeps_payload("image", camera, t) {
             return Ok(Ingested { atom: Atom::new(parts)?, blob: None });
         }
         parts.payload = Payload::Blob(blob_ref(message, stream.message_type()));
@@ -863,15 +874,17 @@ impl Ingest {
     /// Whether the payload of a sensor's message stamped `t` is kept: one per
     /// `keep_frame_every_ns` of the sensor's stamps (a clock that went back starts again); the
     /// others are remembered without it (what was seen, not the image or the points).
-    fn keeps_payload(&mut self, sensor: &str, t: i64) -> bool {
+    /// `kind` keeps a camera's images apart from a depth camera's cloud in the same frame.
+    fn keeps_payload(&mut self, kind: &'static str, sensor: &str, t: i64) -> bool {
         let every = self.config.keep_frame_every_ns;
+        let key = (kind, sensor.to_owned());
         let keep = every <= 0
             || self
                 .kept_at
-                .get(sensor)
+                .get(&key)
                 .is_none_or(|&last| t >= last.saturating_add(every) || t < last.saturating_sub(every));
         if keep && every > 0 {
-            self.kept_at.insert(sensor.to_owned(), t);
+            self.kept_at.insert(key, t);
         }
         keep
     }

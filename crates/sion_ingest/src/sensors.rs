@@ -15,10 +15,23 @@ use super::{
 use crate::cdr::Message as _;
 use sion_verify::atom::{Atom, AtomParts, BoxMm, Kind, Payload, Permille};
 
+/// What a message refused for now waits for, to be tried again.
+#[derive(Debug, Clone)]
+pub(crate) enum Wait {
+    /// A camera frame, decoded and checked: only its lookups are tried again.
+    Camera(String),
+    /// A transform from the fixed frame to `frame` at `at`: the message is converted again
+    /// once that lookup succeeds (never decoded again before).
+    Lookup { frame: String, at: i64 },
+}
+
+/// Why a message was refused whole, with — when it may yet be taken — its stamp and what it
+/// waits for.
+pub(crate) type Refused = (Reject, Option<(i64, Wait)>);
+
 /// What converting one message gave: its atoms and the refusals of its parts; or why it was
-/// refused whole, with — when it waits for a transform or a calibration — its stamp (and, for
-/// a camera frame, its camera).
-pub(crate) type Converted = Result<(Vec<Ingested>, Vec<Reject>), (Reject, Option<(i64, Option<String>)>)>;
+/// refused whole.
+pub(crate) type Converted = Result<(Vec<Ingested>, Vec<Reject>), Refused>;
 
 /// The frame GNSS fixes are placed in: REP 105's `earth`, Earth-centred, Earth-fixed (WGS 84).
 pub const EARTH_FRAME: &str = "earth";
@@ -27,13 +40,15 @@ pub const EARTH_FRAME: &str = "earth";
 /// -1) is this in the payload.
 pub const NOT_GIVEN: i64 = i64::MIN;
 
-fn whole(r: Reject) -> (Reject, Option<(i64, Option<String>)>) {
+fn whole(r: Reject) -> Refused {
     (r, None)
 }
 
-/// A refusal of a lookup at `t`: such a message waits for its transform.
-fn waiting(t: i64) -> impl Fn(Reject) -> (Reject, Option<(i64, Option<String>)>) {
-    move |r| (r, Some((t, None)))
+/// A refusal of the lookup of `frame` at `at`, for a message stamped `stamp`: such a message
+/// waits for its transform.
+fn waiting(stamp: i64, frame: &str, at: i64) -> impl Fn(Reject) -> Refused {
+    let frame = frame.to_owned();
+    move |r| (r, Some((stamp, Wait::Lookup { frame: frame.clone(), at })))
 }
 
 /// Axis-aligned bounds of points in a sensor's frame, metres; the sensor's origin included
@@ -86,8 +101,21 @@ impl Ingest {
         let sensor = frame(&scan.header.frame_id, "header.frame_id").map_err(whole)?.to_owned();
         let bounds = scan_bounds(&scan).map_err(whole)?;
         let fixed = self.fixed();
-        let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t))?;
-        let bx = bounds.carried(&fixed_from_sensor, "scan").map_err(whole)?;
+        let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t, &sensor, t))?;
+        let mut bx = bounds.carried(&fixed_from_sensor, "scan").map_err(whole)?;
+        // A scan takes time (a tenth of a second for a 10 Hz lidar) while the robot moves: where
+        // the transform at its last ray is known too, the box holds the returns both ways.
+        let took = f64::from(scan.time_increment) * scan.ranges.len().saturating_sub(1) as f64;
+        if took.is_finite() && took > 0.0 && took <= 1.0 {
+            let end = t.saturating_add((took * 1e9).round() as i64);
+            if let Ok(at_end) = self.lookup(&fixed, &sensor, end) {
+                let other = bounds.carried(&at_end, "scan").map_err(whole)?;
+                bx = BoxMm {
+                    min_mm: std::array::from_fn(|i| bx.min_mm[i].min(other.min_mm[i])),
+                    max_mm: std::array::from_fn(|i| bx.max_mm[i].max(other.max_mm[i])),
+                };
+            }
+        }
         self.coverage(source, &fixed, &sensor, bx, t, message, LaserScan::TYPE)
     }
 
@@ -100,7 +128,7 @@ impl Ingest {
         let sensor = frame(&cloud.header.frame_id, "header.frame_id").map_err(whole)?.to_owned();
         let bounds = cloud_bounds(&cloud).map_err(whole)?;
         let fixed = self.fixed();
-        let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t))?;
+        let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t, &sensor, t))?;
         let bx = bounds.carried(&fixed_from_sensor, "cloud").map_err(whole)?;
         self.coverage(source, &fixed, &sensor, bx, t, message, PointCloud2::TYPE)
     }
@@ -114,14 +142,15 @@ impl Ingest {
         bx: BoxMm,
         t: i64,
         message: &[u8],
-        message_type: &str,
+        message_type: &'static str,
     ) -> Converted {
+        let kind = message_type;
         let mut parts = AtomParts::new(Kind::Coverage, fixed, bx, sample(t), Permille(1000));
         parts.subject = sensor.to_owned();
         parts.extractor = Some(self.extractor(source));
         // Thinned as camera frames are (a sealed memory's `every_s`, per sensor): every scan is
         // remembered as what it covered, one per period keeps its points.
-        if !self.keeps_payload(sensor, t) {
+        if !self.keeps_payload(kind, sensor, t) {
             let atom = Atom::new(parts).map_err(|e| whole(e.into()))?;
             return Ok((vec![Ingested { atom, blob: None }], Vec::new()));
         }
@@ -139,7 +168,7 @@ impl Ingest {
         let sensor = frame(&imu.header.frame_id, "header.frame_id").map_err(whole)?.to_owned();
         let payload = imu_payload(&imu).map_err(whole)?;
         let fixed = self.fixed();
-        let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t))?;
+        let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t, &sensor, t))?;
         let at = fixed_from_sensor * Point3::origin();
         let bx = bounding_box(&[at], "imu position").map_err(whole)?;
         let mut parts = AtomParts::new(Kind::Observation, &fixed, bx, sample(t), Permille(1000));
@@ -151,8 +180,8 @@ impl Ingest {
     }
 
     /// A `NavSatFix`: an observation atom in the `earth` frame (ECEF, millimetres) at the fix,
-    /// grown by the largest standard deviation its covariance gives; refused when it says it
-    /// has no fix.
+    /// grown by the largest standard deviation its covariance gives; refused unless its status
+    /// says it has a fix.
     pub(crate) fn gnss(&mut self, source: SourceId, message: &[u8]) -> Converted {
         let fix = NavSatFix::from_cdr(message).map_err(|e| whole(e.into()))?;
         let t = stamp(&fix.header).map_err(whole)?;
@@ -185,7 +214,7 @@ impl Ingest {
                     continue;
                 }
             };
-            placed.push(Ok((t, self.lookup(&fixed, &sensor, t).map_err(waiting(t0))?)));
+            placed.push(Ok((t, self.lookup(&fixed, &sensor, t).map_err(waiting(t0, &sensor, t))?)));
         }
         let (mut atoms, mut rejected) = (Vec::new(), Vec::new());
         for (d, place) in array.detections.iter().zip(placed) {
@@ -222,7 +251,7 @@ impl Ingest {
             let placed_box = pixel_corners(&d.bbox).and_then(|corners| self.frustum(&camera, t, corners));
             match placed_box {
                 // The whole message waits for what one detection lacks.
-                Err(e) if super::waits(&e) => return Err(waiting(t0)(e)),
+                Err(e) if super::waits(&e) => return Err(waiting(t0, &camera, t)(e)),
                 other => placed.push(other.map(|bx| (t, bx))),
             }
         }
@@ -268,7 +297,8 @@ impl Ingest {
             self.sources.get(source).map(|s| (s.topic.clone(), s.message_type.clone())).unwrap_or_default();
         let fixed = self.fixed();
         let robot = self.config.robot_frame.clone();
-        let fixed_from_robot = self.lookup(&fixed, &robot, received_ns).map_err(waiting(received_ns))?;
+        let fixed_from_robot =
+            self.lookup(&fixed, &robot, received_ns).map_err(waiting(received_ns, &robot, received_ns))?;
         let bx = bounding_box(&[fixed_from_robot * Point3::origin()], "robot position").map_err(whole)?;
         let mut parts = AtomParts::new(Kind::Observation, &fixed, bx, sample(received_ns), Permille(1000));
         parts.subject = topic;
@@ -404,26 +434,26 @@ const A: f64 = 6_378_137.0;
 const F: f64 = 1.0 / 298.257_223_563;
 
 /// A fix's box in ECEF millimetres and its payload, 27 bytes little-endian: latitude and
-/// longitude as i64 nanodegrees, altitude as i64 mm above the ellipsoid, the status (i8) and
-/// service (u16).
+/// longitude as i64 nanodegrees, altitude as i64 mm above the ellipsoid ([`NOT_GIVEN`] for a
+/// 2-D fix), the status (i8) and service (u16).
 fn gnss_box(fix: &NavSatFix) -> Result<(BoxMm, Vec<u8>), Reject> {
-    // -1 is "no fix"; -2 (Kilted's STATUS_UNKNOWN, the message's default) a receiver that does
-    // not say, whose position is taken with its status kept in the payload.
-    match fix.status.status {
-        -1 => return Err(Reject::NoFix(-1)),
-        s if s < -2 => return Err(Reject::OutOfRange { field: "status.status" }),
-        _ => {}
+    // As sensor_msgs says, a fix is valid when its status is at least STATUS_FIX (0): -1 is no
+    // fix, -2 a status not yet set (the message's default, before a receiver has a lock).
+    if fix.status.status < 0 {
+        return Err(Reject::NoFix(fix.status.status));
     }
     let lat = finite(fix.latitude, "latitude")?;
     let lon = finite(fix.longitude, "longitude")?;
-    let alt = finite(fix.altitude, "altitude")?;
+    // A NaN altitude is a fix without one (a 2-D fix): the box then runs from 500 m below
+    // the ellipsoid to 9,000 m above it, where a robot can be.
+    let alt = if fix.altitude.is_nan() { None } else { Some(finite(fix.altitude, "altitude")?) };
     if !(-90.0..=90.0).contains(&lat) {
         return Err(Reject::OutOfRange { field: "latitude" });
     }
     if !(-180.0..=180.0).contains(&lon) {
         return Err(Reject::OutOfRange { field: "longitude" });
     }
-    if alt.abs() > 1e8 {
+    if alt.is_some_and(|a| a.abs() > 1e8) {
         return Err(Reject::OutOfRange { field: "altitude" });
     }
     let sigma = if fix.position_covariance_type == 0 {
@@ -439,18 +469,35 @@ fn gnss_box(fix: &NavSatFix) -> Result<(BoxMm, Vec<u8>), Reject> {
     let (phi, lambda) = (lat.to_radians(), lon.to_radians());
     let e2 = F * (2.0 - F);
     let n = A / (1.0 - e2 * phi.sin().powi(2)).sqrt();
-    let centre = [
-        (n + alt) * phi.cos() * lambda.cos(),
-        (n + alt) * phi.cos() * lambda.sin(),
-        (n * (1.0 - e2) + alt) * phi.sin(),
-    ];
-    let lo = Point3::new(centre[0] - sigma, centre[1] - sigma, centre[2] - sigma);
-    let hi = Point3::new(centre[0] + sigma, centre[1] + sigma, centre[2] + sigma);
-    let bx = bounding_box(&[lo, hi], "fix")?;
+    let ecef = |h: f64| {
+        [
+            (n + h) * phi.cos() * lambda.cos(),
+            (n + h) * phi.cos() * lambda.sin(),
+            (n * (1.0 - e2) + h) * phi.sin(),
+        ]
+    };
+    let heights = match alt {
+        Some(a) => [a, a],
+        None => [-500.0, 9_000.0],
+    };
+    let corners: Vec<Point3<f64>> = heights
+        .into_iter()
+        .flat_map(|h| {
+            let c = ecef(h);
+            [
+                Point3::new(c[0] - sigma, c[1] - sigma, c[2] - sigma),
+                Point3::new(c[0] + sigma, c[1] + sigma, c[2] + sigma),
+            ]
+        })
+        .collect();
+    let bx = bounding_box(&corners, "fix")?;
     let mut payload = Vec::with_capacity(27);
     payload.extend_from_slice(&((lat * 1e9).round() as i64).to_le_bytes());
     payload.extend_from_slice(&((lon * 1e9).round() as i64).to_le_bytes());
-    let alt_mm = units::metres_to_mm(alt).map_err(|_| Reject::OutOfRange { field: "altitude" })?;
+    let alt_mm = match alt {
+        Some(a) => units::metres_to_mm(a).map_err(|_| Reject::OutOfRange { field: "altitude" })?,
+        None => NOT_GIVEN,
+    };
     payload.extend_from_slice(&alt_mm.to_le_bytes());
     payload.extend_from_slice(&fix.status.status.to_le_bytes());
     payload.extend_from_slice(&fix.status.service.to_le_bytes());

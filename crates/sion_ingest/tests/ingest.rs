@@ -551,6 +551,22 @@ fn a_sealed_memorys_retention_keeps_one_scan_per_period_per_scanner() {
 }
 
 #[test]
+fn a_scan_taken_while_the_robot_moves_holds_its_returns_from_both_ends() {
+    let mut ingest = robot_with_sensors();
+    // A tenth of a second later the robot is a metre further along x.
+    let mut moved = tf("odom", "base_link", 100, [11.0, 5.0, 0.0], yaw(std::f64::consts::FRAC_PI_2));
+    moved.header.stamp.nanosec = 100_000_500;
+    assert!(
+        ingest.take(Stream::Tf, &TfMessage { transforms: vec![moved] }.to_cdr()).rejected().next().is_none()
+    );
+    let mut m = scan(100, vec![1.0, f32::INFINITY, f32::NAN]);
+    m.time_increment = 0.05; // three rays: the last 0.1 s after the first
+    let atom = only(&ingest.take(Stream::LaserScan, &m.to_cdr())).clone();
+    assert_eq!(atom.parts().bounds.min_mm, [10_000, 5_000, 200]);
+    assert_eq!(atom.parts().bounds.max_mm, [12_000, 10_000, 200]);
+}
+
+#[test]
 fn a_scan_before_its_transform_waits_for_it() {
     let mut ingest = robot_with_sensors();
     let early = ingest.take(Stream::LaserScan, &scan(101, vec![1.0, 1.0, 1.0]).to_cdr());
@@ -638,11 +654,17 @@ fn a_gnss_fix_is_an_observation_in_the_earth_frame() {
     assert_eq!(i64::from_le_bytes(bytes[16..24].try_into().unwrap()), 10_000);
     fix.status.status = -1;
     assert_eq!(reasons(&ingest.take(Stream::NavSatFix, &fix.to_cdr())), ["no_fix"]);
-    // A receiver that does not say (STATUS_UNKNOWN): taken, its status kept.
+    // A status not yet set (the message's default before a lock): no fix either.
     fix.status.status = -2;
+    assert_eq!(reasons(&ingest.take(Stream::NavSatFix, &fix.to_cdr())), ["no_fix"]);
+    // A 2-D fix (no altitude): the box runs from 500 m below the ellipsoid to 9 km above.
+    fix.status.status = 1;
+    fix.altitude = f64::NAN;
     let atom = only(&ingest.take(Stream::NavSatFix, &fix.to_cdr())).clone();
-    let Payload::Public(bytes) = &atom.parts().payload else { panic!() };
-    assert_eq!(bytes[24] as i8, -2);
+    let p = atom.parts();
+    assert_eq!((p.bounds.min_mm[0], p.bounds.max_mm[0]), (6_377_635_000, 6_387_139_000));
+    let Payload::Public(bytes) = &p.payload else { panic!() };
+    assert_eq!((i64::from_le_bytes(bytes[16..24].try_into().unwrap()), bytes[24] as i8), (i64::MIN, 1));
     fix.status.status = 0;
     fix.latitude = 91.0;
     assert_eq!(reasons(&ingest.take(Stream::NavSatFix, &fix.to_cdr())), ["out_of_range"]);

@@ -65,10 +65,11 @@ pub struct ReplayArgs {
     /// The robot's name: the subject of its pose atoms.
     #[arg(long, default_value = "robot")]
     robot: String,
-    /// Keep this topic's messages whole, whatever their type, each an observation at the
-    /// robot's place (--robot-frame in --fixed-frame) at its log time, as the node's
-    /// topics.other does; repeat for more topics. Topics of the types the memory reads (poses,
-    /// transforms, maps, cameras, scans, clouds, IMU, GNSS, detections) are taken in anyway.
+    /// Keep this topic's messages whole (a topic of a type the memory does not read), each an
+    /// observation at the robot's place (--robot-frame in --fixed-frame) at its log time, as
+    /// the node's topics.other does; repeat for more topics. Topics of the types the memory
+    /// reads (poses, transforms, maps, cameras, scans, clouds, IMU, GNSS, detections) are taken
+    /// in as such, named here or not.
     #[arg(long = "keep", value_name = "TOPIC")]
     keep: Vec<String>,
     /// The robot's own frame, where --keep topics' messages are placed.
