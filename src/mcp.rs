@@ -25,7 +25,8 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ServerCapabilities, ServerConfig,
+    ListResourceTemplatesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router};
@@ -102,45 +103,71 @@ impl MemoryServer {
         T: serde::Serialize + Send + 'static,
         F: FnOnce(&Protocol) -> Result<T, ProtocolError> + Send + 'static,
     {
+        match self.run(work, move |p| answer(verb(p))).await {
+            Ok(result) => result,
+            Err(_) => Ok(busy(&self.calls)),
+        }
+    }
+
+    /// Run `verb` on the blocking pool within the bounds on calls (and on provers, for
+    /// `Work::Prove`); `Err` with the reason when no place came free in time.
+    async fn run<T, F>(&self, work: Work, verb: F) -> Result<T, String>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Protocol) -> T + Send + 'static,
+    {
         let calls = &self.calls;
         let deadline = tokio::time::Instant::now() + calls.wait;
+        let busy = || busy_text(calls);
         // A prover takes its place among provers first, so one waiting holds no general place.
         let prover = match work {
             Work::Light => None,
             Work::Prove => {
                 match tokio::time::timeout_at(deadline, calls.provers.clone().acquire_owned()).await {
                     Ok(Ok(p)) => Some(p),
-                    _ => return Ok(busy(calls)),
+                    _ => return Err(busy()),
                 }
             }
         };
         let Ok(Ok(place)) = tokio::time::timeout_at(deadline, calls.any.clone().acquire_owned()).await else {
-            return Ok(busy(calls));
+            return Err(busy());
         };
         let protocol = Arc::clone(&self.protocol);
         // The places go into the blocking task: they are given back when the verb and its
         // answer's text are done, even if the request that asked is dropped meanwhile.
         let done = tokio::task::spawn_blocking(move || {
-            let out = answer(verb(&protocol));
+            let out = verb(&protocol);
             drop((place, prover));
             out
         });
-        match done.await {
-            Ok(result) => result,
-            Err(e) => Err(McpError::internal_error(format!("the verb did not finish: {e}"), None)),
+        done.await.map_err(|e| format!("the verb did not finish: {e}"))
+    }
+
+    /// The roles of the request's token (or peer); all of them for a local (stdio) server.
+    fn grant(&self, context: &RequestContext<RoleServer>) -> Option<Grant> {
+        if self.local {
+            return Some(Grant::ALL);
         }
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|http| http.extensions.get::<Grant>().copied())
     }
 }
 
 /// The answer to a call that found no place in time: a tool error the client (or its model)
 /// reads, saying to retry.
 fn busy(calls: &Calls) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!(
+    CallToolResult::error(vec![ContentBlock::text(busy_text(calls))])
+}
+
+fn busy_text(calls: &Calls) -> String {
+    format!(
         "busy, retry: this MCP server runs at most {} tool calls at once (at most {} recalls, believes, audits or verifies) and no place came free within {} s; retry in a few seconds (docs/ROS.md, \"Bounds on MCP clients\")",
         calls.max,
         calls.max.div_ceil(2),
         calls.wait.as_secs_f64()
-    ))])
+    )
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -173,6 +200,13 @@ pub struct RecallArgs {
     /// The committed head to answer as of (its size); the latest if absent.
     #[serde(default)]
     pub as_of: Option<u64>,
+    /// Atoms on this page, at most (default 50, at most 1000); `summary` counts them all.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before: the next page of the same answer, as of the same
+    /// head (the question must be the same).
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 fn lengths_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -307,7 +341,7 @@ impl MemoryServer {
     }
 
     #[tool(
-        description = "What was seen in this box during this interval: every atom, with a proof that the answer is complete (an empty answer included), as of a committed head."
+        description = "What was seen in this box during this interval, as of a committed head: a summary of the whole answer (how many atoms, of which kinds and subjects, when), one page of its atoms (limit, default 50; next_cursor for the next), and proof_resource, an MCP resource holding the proof that the answer is complete (an empty answer included) — read it and check it with sion_memory_verify against a ledger key you trust. Box corners in metres (\"1.5m\") or whole millimetres; times as RFC 3339, seconds with their unit (\"1767225600.5s\"), nanoseconds or ROS Time {sec, nanosec}."
     )]
     async fn sion_memory_recall(
         &self,
@@ -315,7 +349,21 @@ impl MemoryServer {
     ) -> Result<CallToolResult, McpError> {
         self.call(Work::Prove, move |r| {
             let query = crate::protocol::question(&a.frame, &a.min, &a.max, &a.from, &a.to)?;
-            r.recall(&query, a.as_of)
+            let limit = a.limit.map_or(crate::protocol::Page::DEFAULT, |l| l as usize);
+            let (as_of, offset) = match &a.cursor {
+                None => (a.as_of, 0),
+                Some(c) => {
+                    let (head, offset) = crate::protocol::parse_cursor(c)?;
+                    if a.as_of.is_some_and(|h| h != head) {
+                        return Err(ProtocolError::Input {
+                            field: "cursor".into(),
+                            problem: format!("its head {head} is not as_of {}", a.as_of.unwrap_or_default()),
+                        });
+                    }
+                    (Some(head), offset)
+                }
+            };
+            r.recall(&query, as_of, crate::protocol::Page { offset, limit })
         })
         .await
     }
@@ -389,14 +437,7 @@ impl ServerHandler for MemoryServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let grant = if self.local {
-            Some(Grant::ALL)
-        } else {
-            context
-                .extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|http| http.extensions.get::<Grant>().copied())
-        };
+        let grant = self.grant(&context);
         let needs = Role::of_tool(&request.name);
         if !grant.is_some_and(|g| g.allows(needs)) {
             let peer = context
@@ -430,8 +471,55 @@ impl ServerHandler for MemoryServer {
         answer
     }
 
+    /// `sion://proof/range?…` (a recall's `proof_resource`): the proof of that question as of
+    /// that head, base64, made again (the same question and head give the same proof). Read
+    /// with the role of a recall, within the same bounds on provers.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let needs = Role::of_tool("sion_memory_recall");
+        if !self.grant(&context).is_some_and(|g| g.allows(needs)) {
+            return Err(McpError::invalid_request(
+                format!("reading a proof needs a token with the role {} (or admin)", needs.name()),
+                None,
+            ));
+        }
+        let uri = request.uri.clone();
+        let proof = self
+            .run(Work::Prove, move |r| {
+                let (query, head) = crate::protocol::parse_proof_uri(&uri)?;
+                r.range_proof(&query, head)
+            })
+            .await
+            .map_err(|busy| McpError::internal_error(busy, None))?
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::blob(proof, request.uri).with_mime_type("application/vnd.sion.proof"),
+        ])
+        .into())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let template = ResourceTemplate::new(
+            "sion://proof/range?frame={frame}&box={box}&from_ns={from_ns}&to_ns={to_ns}&as_of={as_of}",
+            "range proof",
+        )
+        .with_title("The proof of a recall's answer")
+        .with_description(
+            "A proof file (docs/PROOFS.md), base64, that the atoms in frame, box (mm: x,y,z,x,y,z) and [from_ns, to_ns) as of the committed head as_of are all there are; sion_memory_recall gives each answer's URI",
+        )
+        .with_mime_type("application/vnd.sion.proof");
+        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
             .with_server_info(Implementation::new("sion_memory", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "A robot's memory it can prove: remember atoms, commit, recall with proofs, verify them against a ledger key you trust, revise, and believe under your own policy.",

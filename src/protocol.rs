@@ -145,18 +145,141 @@ pub struct CommittedHead {
     pub pulse: u64,
 }
 
+/// A page of a recall's answer: an agent reads a summary and a few atoms, not hundreds of
+/// thousands of characters (docs/MCP.md, "Pages").
 #[derive(Debug, Serialize)]
 pub struct Recalled {
     /// What the proof proves, in words.
     pub statement: String,
-    /// The answer: each atom in docs/ATOM.md's JSON form, with its id and position.
+    /// The question as understood, in metres and UTC.
+    pub asked: String,
+    /// The whole answer in a few lines: how many atoms, of which kinds and subjects, when.
+    pub summary: Summary,
+    /// This page of the answer: each atom in docs/ATOM.md's JSON form, with its id and
+    /// position, in the proof's order.
     pub atoms: Vec<serde_json::Value>,
-    /// The proof file (docs/PROOFS.md), base64: check it with `verify`, or offline.
-    pub proof: String,
+    /// Where this page starts in the answer.
+    pub offset: usize,
+    /// Give as `cursor` for the next page (of the same answer, as of the same head); absent on
+    /// the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// The proof file of the whole answer (docs/PROOFS.md): read this MCP resource for it
+    /// (base64), then check it with `sion_memory_verify` against a ledger key you trust, or
+    /// offline (`sion memory verify`). Reading it proves the question again as of the same head.
+    pub proof_resource: String,
+    /// The proof's size in bytes.
+    pub proof_bytes: usize,
     pub head_size: u64,
     /// Why the question cannot match anything the memory holds, naming what it holds (an
     /// unknown frame; an interval or a box outside the frame's); empty when it can match.
     pub warnings: Vec<String>,
+}
+
+/// A recall's whole answer in a few lines.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// How many atoms the answer holds (every page together).
+    pub atoms: usize,
+    /// How many of each kind.
+    pub kinds: std::collections::BTreeMap<String, usize>,
+    /// The most frequent subjects (at most 20), with how many atoms each.
+    pub subjects: Vec<(String, usize)>,
+    /// The earliest start and latest end of the atoms' valid times, in UTC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid: Option<String>,
+}
+
+/// Which page of an answer: `limit` atoms from `offset`.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub offset: usize,
+    pub limit: usize,
+}
+
+impl Page {
+    /// Atoms a page holds when the caller does not say.
+    pub const DEFAULT: usize = 50;
+    /// The most a page holds.
+    pub const MAX: usize = 1000;
+}
+
+/// The cursor of the page at `offset` of the answer as of `head`: `HEAD:OFFSET`.
+fn cursor(head: u64, offset: usize) -> String {
+    format!("{head}:{offset}")
+}
+
+/// A cursor given back: the head the answer was made as of, and where the page starts.
+pub fn parse_cursor(text: &str) -> Result<(u64, usize), ProtocolError> {
+    text.split_once(':')
+        .and_then(|(h, o)| Some((h.parse().ok()?, o.parse().ok()?)))
+        .ok_or_else(|| input("cursor", format!("{text:?} is not a cursor this server gave (HEAD:OFFSET)")))
+}
+
+/// The URI of a range question's proof as of a head (an MCP resource; reading it proves the
+/// question again): `sion://proof/range?frame=F&box=X,Y,Z,X,Y,Z&from_ns=N&to_ns=N&as_of=N`, the
+/// box in millimetres, the frame percent-encoded.
+pub fn proof_uri(query: &Query, head: u64) -> String {
+    let b = &query.bounds;
+    let frame: String = query
+        .frame
+        .bytes()
+        .map(|c| match c {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (c as char).to_string(),
+            c => format!("%{c:02X}"),
+        })
+        .collect();
+    format!(
+        "sion://proof/range?frame={frame}&box={},{},{},{},{},{}&from_ns={}&to_ns={}&as_of={head}",
+        b.min_mm[0],
+        b.min_mm[1],
+        b.min_mm[2],
+        b.max_mm[0],
+        b.max_mm[1],
+        b.max_mm[2],
+        query.from_ns,
+        query.to_ns
+    )
+}
+
+/// The question and head of a proof URI, or an error naming what is wrong.
+pub fn parse_proof_uri(uri: &str) -> Result<(Query, u64), ProtocolError> {
+    let bad = |why: &str| input("uri", format!("{uri:?}: {why}"));
+    let rest =
+        uri.strip_prefix("sion://proof/range?").ok_or_else(|| bad("not a sion://proof/range?… URI"))?;
+    let mut fields = std::collections::BTreeMap::new();
+    for pair in rest.split('&') {
+        let (k, v) = pair.split_once('=').ok_or_else(|| bad("a field without a value"))?;
+        fields.insert(k, v);
+    }
+    let field = |k: &str| fields.get(k).copied().ok_or_else(|| bad(&format!("no {k}")));
+    let number = |k: &str| field(k)?.parse::<i64>().map_err(|_| bad(&format!("{k} is not a whole number")));
+    let mut frame = Vec::new();
+    let raw = field("frame")?.as_bytes();
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' {
+            let hex = raw.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+            frame
+                .push(hex.and_then(|h| u8::from_str_radix(h, 16).ok()).ok_or_else(|| bad("a bad %-escape"))?);
+            i += 3;
+        } else {
+            frame.push(raw[i]);
+            i += 1;
+        }
+    }
+    let frame = String::from_utf8(frame).map_err(|_| bad("the frame is not UTF-8"))?;
+    let corners: Vec<i64> = field("box")?
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad("box is not six numbers"))?;
+    let [x0, y0, z0, x1, y1, z1] = corners[..] else { return Err(bad("box is not six numbers")) };
+    let bounds = sion_verify::atom::BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] };
+    let head = u64::try_from(number("as_of")?).map_err(|_| bad("as_of is negative"))?;
+    let query =
+        Query::new(&frame, bounds, number("from_ns")?, number("to_ns")?).map_err(|e| bad(&e.to_string()))?;
+    Ok((query, head))
 }
 
 #[derive(Debug, Serialize)]
@@ -230,9 +353,6 @@ pub struct KernelDoors {
     pub told: UnboundedSender<u64>,
     pub commit_now: CommitNow,
 }
-
-/// The most atoms `recall` gives as JSON in one answer.
-pub const RECALL_MAX_ATOMS: usize = 20_000;
 
 /// Who commits the memory the verbs act on.
 enum Committer {
@@ -402,7 +522,9 @@ impl Protocol {
 
     /// recall: everything in a frame, box and interval, as of a committed head, with its proof
     /// (the question from [`question`], in any unit people write).
-    pub fn recall(&self, query: &Query, as_of: Option<u64>) -> Result<Recalled, ProtocolError> {
+    /// One page of the answer, with a summary of all of it and where its proof is (a page of a
+    /// cursor is of the answer as of the cursor's head).
+    pub fn recall(&self, query: &Query, as_of: Option<u64>, page: Page) -> Result<Recalled, ProtocolError> {
         // The lock only while the head is chosen: a remember waits on no proof.
         let snapshot = self.readers.snapshot(as_of)?;
         let file = snapshot.range(query)?;
@@ -410,32 +532,59 @@ impl Protocol {
         let verified = file
             .verify(None)
             .map_err(|e| ProtocolError::Refused(format!("the proof just made does not verify: {e}")))?;
-        let atoms = match &verified.claim {
-            // The proof is bounded (64 MiB); its atoms as JSON values would be several times
-            // that, so an answer that large is refused here rather than spelled out.
-            sion_verify::proof::Claim::Range { atoms, .. } if atoms.len() > RECALL_MAX_ATOMS => {
-                return Err(ProtocolError::Refused(format!(
-                    "the answer holds {} atoms, more than the {RECALL_MAX_ATOMS} recall gives at once: ask a \
-                     smaller box or a shorter interval (`sion memory recall --proof FILE` writes the proof \
-                     file of any answer up to 64 MiB)",
-                    atoms.len()
-                )));
-            }
-            sion_verify::proof::Claim::Range { atoms, .. } => atoms
-                .iter()
-                .map(|(p, a)| {
-                    serde_json::from_str(&a.to_json_line(Some(*p))).unwrap_or(serde_json::Value::Null)
-                })
-                .collect(),
-            _ => Vec::new(),
+        let all: &[(u64, Atom)] = match &verified.claim {
+            sion_verify::proof::Claim::Range { atoms, .. } => atoms,
+            _ => &[],
         };
+        let mut kinds = std::collections::BTreeMap::new();
+        let mut subjects: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        let (mut first, mut last) = (i64::MAX, i64::MIN);
+        for (_, a) in all {
+            let p = a.parts();
+            *kinds.entry(p.kind.as_str().to_owned()).or_insert(0) += 1;
+            if !p.subject.is_empty() {
+                *subjects.entry(&p.subject).or_insert(0) += 1;
+            }
+            first = first.min(p.valid.from_ns);
+            last = last.max(p.valid.to_ns);
+        }
+        let mut subjects: Vec<(String, usize)> =
+            subjects.into_iter().map(|(s, n)| (s.to_owned(), n)).collect();
+        subjects.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        subjects.truncate(20);
+        let head = verified.head.size;
+        let limit = page.limit.clamp(1, Page::MAX);
+        let end = page.offset.saturating_add(limit).min(all.len());
+        let atoms = all
+            .get(page.offset.min(all.len())..end)
+            .unwrap_or_default()
+            .iter()
+            .map(|(p, a)| serde_json::from_str(&a.to_json_line(Some(*p))).unwrap_or(serde_json::Value::Null))
+            .collect();
         Ok(Recalled {
             statement: verified.statement(),
+            asked: sion_verify::units::show_query(query),
+            summary: Summary {
+                atoms: all.len(),
+                kinds,
+                subjects,
+                valid: (!all.is_empty()).then(|| sion_verify::units::show_interval(first, last)),
+            },
             atoms,
-            proof: B64.encode(file.encode()),
-            head_size: verified.head.size,
+            offset: page.offset,
+            next_cursor: (end < all.len()).then(|| cursor(head, end)),
+            proof_resource: proof_uri(query, head),
+            proof_bytes: file.encode().len(),
+            head_size: head,
             warnings,
         })
+    }
+
+    /// The proof of a range question as of a committed head, base64 (what a proof resource
+    /// reads: the same question and head give the same proof).
+    pub fn range_proof(&self, query: &Query, head: u64) -> Result<String, ProtocolError> {
+        let file = self.readers.snapshot(Some(head))?.range(query)?;
+        Ok(B64.encode(file.encode()))
     }
 
     /// verify: a proof file (base64) against the ledger key the caller trusts, and what it asked

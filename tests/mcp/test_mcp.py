@@ -40,6 +40,12 @@ async def call(session, tool, args=None):
     return res.is_error, (text if res.is_error else json.loads(text))
 
 
+async def proof_of(session, recalled):
+    """A recall's proof, read from its MCP resource (base64)."""
+    read = await session.read_resource(recalled["proof_resource"])
+    return read.contents[0].blob
+
+
 class Stdio(unittest.TestCase):
     def test_the_verbs_over_stdio(self):
         asyncio.run(self.verbs())
@@ -102,14 +108,16 @@ class Stdio(unittest.TestCase):
                     self.assertEqual(len(none["warnings"]), 1, none)
                     self.assertIn('no frame "base_footprint"; it holds "map"', none["warnings"][0])
                     err, me = await call(s, "sion_memory_open")
-                    # The reader checks the proof against the ledger key it chose, and what it asked.
+                    # The reader checks the proof against the ledger key it chose, and what it asked;
+                    # the proof is an MCP resource, read apart from the answer.
+                    proof = await proof_of(s, rec)
                     expect = {"box": [0, 0, 0, 5000, 5000, 5000], "frame": "map", "from_ns": T0, "to_ns": T0 + 10}
-                    err, ok = await call(s, "sion_memory_verify", {"proof": rec["proof"], "ledger_key": me["ledger_key"], "expect": expect})
+                    err, ok = await call(s, "sion_memory_verify", {"proof": proof, "ledger_key": me["ledger_key"], "expect": expect})
                     self.assertTrue(ok["valid"], ok)
-                    err, bad = await call(s, "sion_memory_verify", {"proof": rec["proof"], "ledger_key": "11" * 32})
+                    err, bad = await call(s, "sion_memory_verify", {"proof": proof, "ledger_key": "11" * 32})
                     self.assertFalse(bad["valid"], bad)
                     wrong = dict(expect, box=[0, 0, 0, 9000, 9000, 9000])
-                    err, other = await call(s, "sion_memory_verify", {"proof": rec["proof"], "ledger_key": me["ledger_key"], "expect": wrong})
+                    err, other = await call(s, "sion_memory_verify", {"proof": proof, "ledger_key": me["ledger_key"], "expect": wrong})
                     self.assertFalse(other["valid"], other)
 
                     # Revise and believe: the writer disputes its own observation; a reader
@@ -133,6 +141,62 @@ class Stdio(unittest.TestCase):
                     err, msg = await call(s, "sion_memory_forget", {"positions": [0], "who": "t", "why": "t"})
                     self.assertTrue(err)
                     self.assertIn("sealed", msg)
+
+    def test_a_large_answer_comes_in_pages_with_a_summary_and_its_proof_apart(self):
+        asyncio.run(self.pages())
+
+    async def pages(self):
+        """An agent asks about 240 atoms: it reads a summary and 50 atoms at a time (a few KB,
+        not the whole answer), pages through with the cursor on the same head even while the
+        memory grows, and reads the proof of the whole answer as a resource."""
+        with tempfile.TemporaryDirectory() as tmp:
+            params = StdioServerParameters(command=SION, args=["mcp", "--data", f"{tmp}/mem"])
+            async with stdio_client(params) as (r, w):
+                async with ClientSession(r, w) as s:
+                    await s.initialize()
+                    atoms = [observation(10 * i, i, f"pallet-{i % 3}") for i in range(240)]
+                    err, out = await call(s, "sion_memory_remember", {"atoms": atoms})
+                    self.assertFalse(err, out)
+                    err, head = await call(s, "sion_memory_commit")
+                    question = {"frame": "map", "min": ["0m", "0m", "0m"], "max": ["5m", "1m", "1m"],
+                                "from": T0, "to": T0 + 1000}
+                    res = await s.call_tool("sion_memory_recall", question)
+                    first = json.loads(res.content[0].text)
+                    self.assertLess(len(res.content[0].text), 40_000, "a page, not the whole answer")
+                    self.assertEqual(first["summary"]["atoms"], 240)
+                    self.assertEqual(first["summary"]["kinds"], {"observation": 240})
+                    self.assertEqual(first["summary"]["subjects"], [["pallet-0", 80], ["pallet-1", 80], ["pallet-2", 80]])
+                    self.assertIn("2026-01-01", first["summary"]["valid"])
+                    self.assertEqual(len(first["atoms"]), 50)
+                    self.assertEqual(first["next_cursor"], f"{head['size']}:50")
+                    # The memory grows between pages: the cursor keeps the answer's head.
+                    err, _ = await call(s, "sion_memory_remember", {"atoms": [observation(20, 999, "late")]})
+                    err, _ = await call(s, "sion_memory_commit")
+                    seen, page = list(first["atoms"]), first
+                    while "next_cursor" in page:
+                        err, page = await call(s, "sion_memory_recall", dict(question, cursor=page["next_cursor"], limit=100))
+                        self.assertFalse(err, page)
+                        self.assertEqual(page["head_size"], head["size"])
+                        seen += page["atoms"]
+                    self.assertEqual([a["position"] for a in seen], sorted(a["position"] for a in seen))
+                    self.assertEqual(len({a["position"] for a in seen}), 240)
+                    # The proof of the whole answer, read apart, checks against the question.
+                    err, me = await call(s, "sion_memory_open")
+                    expect = {"box": [0, 0, 0, 5000, 1000, 1000], "frame": "map", "from_ns": T0, "to_ns": T0 + 1000}
+                    proof = await proof_of(s, first)
+                    self.assertEqual(len(proof) * 3 // 4 // 1000, first["proof_bytes"] // 1000)
+                    err, ok = await call(s, "sion_memory_verify", {"proof": proof, "ledger_key": me["ledger_key"], "expect": expect})
+                    self.assertTrue(ok["valid"], ok)
+                    self.assertIn("these 240 atoms are everything", ok["statement"])
+                    # A cursor that is not one, and a proof URI that is not one, are named.
+                    err, msg = await call(s, "sion_memory_recall", dict(question, cursor="soon"))
+                    self.assertTrue(err)
+                    self.assertIn("cursor", msg)
+                    with self.assertRaises(Exception) as refused:
+                        await s.read_resource("sion://proof/range?frame=map")
+                    self.assertIn("box", str(refused.exception))
+                    templates = await s.list_resource_templates()
+                    self.assertTrue(any(t.uri_template.startswith("sion://proof/range") for t in templates.resource_templates))
 
     def test_a_line_over_the_bound_is_answered_and_the_next_served(self):
         asyncio.run(self.over_long())
