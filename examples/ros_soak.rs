@@ -384,8 +384,9 @@ fn soak(args: &Args, launcher: &Child, data: &Path) -> Result<Vec<Life>> {
     result
 }
 
+/// The topics published (the soak's one camera: the load's other cameras and lidar are 0).
 fn summary(counts: &BTreeMap<&'static str, u64>) -> String {
-    counts.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+    counts.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
 }
 
 fn wait_until(timeout: Duration, mut ok: impl FnMut() -> bool) -> bool {
