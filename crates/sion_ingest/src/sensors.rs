@@ -171,12 +171,7 @@ impl Ingest {
         let fixed_from_sensor = self.lookup(&fixed, &sensor, t).map_err(waiting(t, &sensor, t))?;
         let at = fixed_from_sensor * Point3::origin();
         let bx = bounding_box(&[at], "imu position").map_err(whole)?;
-        let mut parts = AtomParts::new(Kind::Observation, &fixed, bx, sample(t), Permille(1000));
-        parts.subject = sensor;
-        parts.payload = Payload::Public(payload);
-        parts.extractor = Some(self.extractor(source));
-        let atom = Atom::new(parts).map_err(|e| whole(e.into()))?;
-        Ok((vec![Ingested { atom, blob: None }], Vec::new()))
+        self.reading(source, &fixed, bx, t, sensor, payload)
     }
 
     /// A `NavSatFix`: an observation atom in the `earth` frame (ECEF, millimetres) at the fix,
@@ -188,7 +183,21 @@ impl Ingest {
         self.saw(t);
         let sensor = frame(&fix.header.frame_id, "header.frame_id").map_err(whole)?.to_owned();
         let (bx, payload) = gnss_box(&fix).map_err(whole)?;
-        let mut parts = AtomParts::new(Kind::Observation, EARTH_FRAME, bx, sample(t), Permille(1000));
+        self.reading(source, EARTH_FRAME, bx, t, sensor, payload)
+    }
+
+    /// A sensor's reading at a place: an observation atom, its subject the sensor, the reading
+    /// as its public payload.
+    fn reading(
+        &self,
+        source: SourceId,
+        frame: &str,
+        bx: BoxMm,
+        t: i64,
+        sensor: String,
+        payload: Vec<u8>,
+    ) -> Converted {
+        let mut parts = AtomParts::new(Kind::Observation, frame, bx, sample(t), Permille(1000));
         parts.subject = sensor;
         parts.payload = Payload::Public(payload);
         parts.extractor = Some(self.extractor(source));
@@ -200,34 +209,12 @@ impl Ingest {
     /// the fixed frame, its subject the class (and tracker's id), its confidence the score.
     pub(crate) fn detections_3d(&mut self, source: SourceId, message: &[u8]) -> Converted {
         let array = Detection3DArray::from_cdr(message).map_err(|e| whole(e.into()))?;
-        let t0 = stamp(&array.header).map_err(whole)?;
-        self.saw(t0);
-        let fixed = self.fixed();
-        // Every lookup first: a message waits whole for a transform, or is taken whole.
-        let mut placed = Vec::with_capacity(array.detections.len());
-        for d in &array.detections {
-            let header = own_header(&d.header, &array.header);
-            let (t, sensor) = match (stamp(header), frame(&header.frame_id, "detections.header.frame_id")) {
-                (Ok(t), Ok(f)) => (t, f.to_owned()),
-                (Err(e), _) | (_, Err(e)) => {
-                    placed.push(Err(e));
-                    continue;
-                }
-            };
-            placed.push(Ok((t, self.lookup(&fixed, &sensor, t).map_err(waiting(t0, &sensor, t))?)));
-        }
-        let (mut atoms, mut rejected) = (Vec::new(), Vec::new());
-        for (d, place) in array.detections.iter().zip(placed) {
-            let made = place.and_then(|(t, fixed_from_sensor)| {
-                let bx = box_3d(&d.bbox, &fixed_from_sensor)?;
-                self.detection(source, &fixed, bx, t, &d.results, &d.id)
-            });
-            match made {
-                Ok(atom) => atoms.push(Ingested { atom, blob: None }),
-                Err(e) => rejected.push(e),
-            }
-        }
-        Ok((atoms, rejected))
+        let found: Vec<Found<'_>> =
+            array.detections.iter().map(|d| (&d.header, d.results.as_slice(), d.id.as_str())).collect();
+        self.detections(source, &array.header, &found, |ingest, i, sensor, t| {
+            let fixed_from_sensor = ingest.lookup(&ingest.config.fixed_frame, sensor, t)?;
+            box_3d(&array.detections[i].bbox, &fixed_from_sensor)
+        })
     }
 
     /// A `Detection2DArray`, with the model of the camera whose frame its header names: an
@@ -235,30 +222,45 @@ impl Ingest {
     /// `camera_range_m`) that the detection's pixel box lies in.
     pub(crate) fn detections_2d(&mut self, source: SourceId, message: &[u8]) -> Converted {
         let array = Detection2DArray::from_cdr(message).map_err(|e| whole(e.into()))?;
-        let t0 = stamp(&array.header).map_err(whole)?;
+        let found: Vec<Found<'_>> =
+            array.detections.iter().map(|d| (&d.header, d.results.as_slice(), d.id.as_str())).collect();
+        self.detections(source, &array.header, &found, |ingest, i, camera, t| {
+            pixel_corners(&array.detections[i].bbox).and_then(|corners| ingest.frustum(camera, t, corners))
+        })
+    }
+
+    /// An array's detections, each placed in the fixed frame by `place` (given its index, its
+    /// frame and stamp: its own header's, or the array's when it leaves its frame empty). A
+    /// detection that cannot be placed for want of a transform or a calibration holds the whole
+    /// message; one that cannot be placed otherwise is refused alone.
+    fn detections(
+        &mut self,
+        source: SourceId,
+        header: &Header,
+        found: &[Found<'_>],
+        place: impl Fn(&Self, usize, &str, i64) -> Result<BoxMm, Reject>,
+    ) -> Converted {
+        let t0 = stamp(header).map_err(whole)?;
         self.saw(t0);
-        let fixed = self.fixed();
-        let mut placed = Vec::with_capacity(array.detections.len());
-        for d in &array.detections {
-            let header = own_header(&d.header, &array.header);
-            let (t, camera) = match (stamp(header), frame(&header.frame_id, "detections.header.frame_id")) {
-                (Ok(t), Ok(f)) => (t, f.to_owned()),
+        let mut placed = Vec::with_capacity(found.len());
+        for (i, (own, ..)) in found.iter().enumerate() {
+            let own = own_header(own, header);
+            let (t, frame) = match (stamp(own), frame(&own.frame_id, "detections.header.frame_id")) {
+                (Ok(t), Ok(f)) => (t, f),
                 (Err(e), _) | (_, Err(e)) => {
                     placed.push(Err(e));
                     continue;
                 }
             };
-            let placed_box = pixel_corners(&d.bbox).and_then(|corners| self.frustum(&camera, t, corners));
-            match placed_box {
-                // The whole message waits for what one detection lacks.
-                Err(e) if super::waits(&e) => return Err(waiting(t0, &camera, t)(e)),
+            match place(self, i, frame, t) {
+                Err(e) if super::waits(&e) => return Err(waiting(t0, frame, t)(e)),
                 other => placed.push(other.map(|bx| (t, bx))),
             }
         }
+        let fixed = self.fixed();
         let (mut atoms, mut rejected) = (Vec::new(), Vec::new());
-        for (d, place) in array.detections.iter().zip(placed) {
-            let made = place.and_then(|(t, bx)| self.detection(source, &fixed, bx, t, &d.results, &d.id));
-            match made {
+        for ((_, results, id), place) in found.iter().zip(placed) {
+            match place.and_then(|(t, bx)| self.detection(source, &fixed, bx, t, results, id)) {
                 Ok(atom) => atoms.push(Ingested { atom, blob: None }),
                 Err(e) => rejected.push(e),
             }
@@ -308,6 +310,9 @@ impl Ingest {
         Ok((vec![Ingested { atom, blob: Some(message.to_vec()) }], Vec::new()))
     }
 }
+
+/// What the placing of an array's detections reads of each: its header, hypotheses and id.
+type Found<'a> = (&'a Header, &'a [ObjectHypothesisWithPose], &'a str);
 
 /// A detection's own header, or its array's when it leaves its frame empty (as many
 /// detectors do).
