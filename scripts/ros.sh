@@ -195,7 +195,7 @@ _sion_ros_main() {
     # The node subscribes (raw) to these types (vision_msgs: Detection2DArray, Detection3DArray),
     # serves sion_memory_msgs, publishes diagnostic_msgs and follows rosgraph_msgs/Clock with
     # use_sim_time.
-    export IDL_PACKAGE_FILTER="builtin_interfaces;std_msgs;geometry_msgs;nav_msgs;sensor_msgs;tf2_msgs;vision_msgs;diagnostic_msgs;rosgraph_msgs;sion_memory_msgs"
+    export IDL_PACKAGE_FILTER="builtin_interfaces;std_msgs;geometry_msgs;nav_msgs;sensor_msgs;tf2_msgs;vision_msgs;diagnostic_msgs;rosgraph_msgs;visualization_msgs;sion_memory_msgs"
 }
 
 _sion_ros_main || { echo "ros: no ROS 2 could be set up" >&2; return 1 2>/dev/null || exit 1; }

@@ -11,7 +11,8 @@
 #                                that rclpy runs in: scripts/ask.py checks its answers with it
 #   . scripts/setup.sh test      and what the tests start: etcd-server and openssl (the fleet
 #                                ledger's members), iproute2 (loopback-only network namespaces),
-#                                the Python mcp client, s3s-fs (scripts/s3.sh), cargo-fuzz
+#                                the Python mcp client, the Python mcap and foxglove-schemas-protobuf
+#                                (an export read back), s3s-fs (scripts/s3.sh), cargo-fuzz
 #
 # System packages come from apt (as root, or with sudo); its output is kept in
 # .tools/setup.log and shown when it fails. SION_SETUP_DRY_RUN=1 prints what would be installed
@@ -180,6 +181,10 @@ _sion_setup_test_tools() {
     if ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("mcp") != "2.3.0")' 2>/dev/null; then
         _sion_say "installing the Python MCP client mcp 2.3.0 (the MCP server's tests drive it)"
         python3 -m pip install --quiet --disable-pip-version-check "mcp==2.3.0" || return 1
+    fi
+    if ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("mcap") != "1.6.0" or m.version("foxglove-schemas-protobuf") != "0.4.0")' 2>/dev/null; then
+        _sion_say "installing the Python packages mcap 1.6.0 and foxglove-schemas-protobuf 0.4.0 (the export is read back with them)"
+        python3 -m pip install --quiet --disable-pip-version-check "mcap==1.6.0" "foxglove-schemas-protobuf==0.4.0" || return 1
     fi
     # shellcheck source=scripts/s3.sh
     (cd "$_sion_setup_root" && . scripts/s3.sh) || return 1

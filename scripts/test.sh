@@ -74,6 +74,11 @@ python3 -m unittest discover -s python/tests -v
 phase "the MCP server, driven by the Python mcp client"
 SION_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sion" bash scripts/isolated.sh python3 -m unittest discover -s tests/mcp -v
 
+# What viewers read: `sion export` decoded by Foxglove's own schema packages (mcap,
+# foxglove-schemas-protobuf), every channel.
+phase "the export read back as Foxglove reads it"
+SION_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sion" python3 -m unittest discover -s tests/viewers -v
+
 # The node on a real ROS 2 graph, driven by rclpy publishers and clients: installed from
 # what cargo test just built.
 phase "the node on a real ROS 2 graph"

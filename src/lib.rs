@@ -19,7 +19,6 @@ pub use sion_ingest as ingest;
 pub use sion_sim as sim;
 pub use sion_store::{index, ledger, log, memory};
 pub use sion_verify::{atom, belief, leaf, merkle, proof, time, units, wire};
-#[cfg(feature = "viz")]
 pub use sion_viz as viz;
 
 #[cfg(feature = "ros")]

@@ -93,8 +93,8 @@ fn a_recording_holds_the_run_the_answer_and_the_proof() {
         "camera/image",
         "world/query",
         "world/answer",
-        "world/proof/short_lived/expanded",
-        "world/proof/short_lived/pruned",
+        "world/proof/short_lived/opened",
+        "world/proof/short_lived/passed_over",
         "proof/summary",
     ] {
         assert!(rows.contains_key(entity), "{entity} is missing from {:?}", rows.keys().collect::<Vec<_>>());

@@ -201,6 +201,7 @@ pub fn run(
     log_interval: Duration,
     max_frame_bytes: usize,
     keep_frame_every_ns: Arc<std::sync::atomic::AtomicI64>,
+    robot_at: super::markers::RobotAt,
 ) {
     let mut rejects = RejectLog { interval: log_interval, last: BTreeMap::new() };
     let writer = FrameWriter::start(intake.clone(), counters.clone(), told.clone(), max_frame_bytes);
@@ -274,6 +275,7 @@ pub fn run(
         // by the frame writer, behind them.
         let (framed, plain): (Vec<_>, Vec<_>) =
             atoms.into_iter().partition(|a| matches!(a.parts().payload, crate::atom::Payload::Blob(_)));
+        robot_at.note(&plain);
         let plain = append(&intake, plain);
         let plain_durable = Instant::now();
         let (frame_done, done): (Vec<_>, Vec<_>) = finished

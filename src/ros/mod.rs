@@ -10,6 +10,7 @@
 mod convert;
 mod intake;
 pub mod log;
+mod markers;
 mod params;
 mod services;
 
@@ -23,6 +24,7 @@ use futures::{FutureExt as _, StreamExt as _};
 use r2r::QosProfile;
 use r2r::diagnostic_msgs::msg::{DiagnosticArray, DiagnosticStatus, KeyValue};
 use r2r::sion_memory_msgs::msg;
+use r2r::visualization_msgs::msg::MarkerArray;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -187,6 +189,14 @@ pub async fn run() -> Result<()> {
         node.create_publisher::<msg::Head>("~/head", QosProfile::default().keep_last(1).transient_local())?;
     let stats_pub = node.create_publisher::<msg::Stats>("~/stats", QosProfile::default())?;
     let diagnostics_pub = node.create_publisher::<DiagnosticArray>("/diagnostics", QosProfile::default())?;
+    // The last answer stays for a viewer that starts later (transient local, as RViz2's and
+    // Foxglove's marker subscriptions accept).
+    let answer_pub = node
+        .create_publisher::<MarkerArray>("~/answer", QosProfile::default().keep_last(1).transient_local())?;
+    let around_pub = node.create_publisher::<MarkerArray>("~/around", QosProfile::default().keep_last(1))?;
+    let robot_at = markers::RobotAt::new(&p.fixed_frame);
+    // Markers stop with the other publishers (below), after the last commit.
+    let drawing_stop = CancellationToken::new();
 
     // The brain, in continuous mode; its stimuli are the log sizes the intake reaches.
     let mut brain_config = BrainConfig::default();
@@ -221,8 +231,12 @@ pub async fn run() -> Result<()> {
         })
         .with_others(p.believe_from()),
     );
-    let services =
-        services::Services { readers: readers.clone(), intake: intake.clone(), protocol: protocol.clone() };
+    let services = services::Services {
+        readers: readers.clone(),
+        intake: intake.clone(),
+        protocol: protocol.clone(),
+        markers: markers::Drawer::start(answer_pub, readers.clone(), drawing_stop.clone()),
+    };
     services.serve(&mut node)?;
     if let Some(addr) = mcp_listen {
         let options = if let crate::mcp::Listen::Unix(_) = addr {
@@ -276,6 +290,7 @@ pub async fn run() -> Result<()> {
         let keep_every = keep_every.clone();
         let ingest = Ingest::new(ingest_config);
         let counters = counters.clone();
+        let robot_at = robot_at.clone();
         let interval = Duration::from_secs_f64(p.stats_period_s.max(0.1));
         // Frames waiting for the frame writer are bounded as the intake's queue is.
         let frame_bytes = (p.intake_queue_mb.clamp(1, 1 << 16) as usize) << 20;
@@ -290,6 +305,7 @@ pub async fn run() -> Result<()> {
                 interval,
                 frame_bytes,
                 keep_every,
+                robot_at,
             )
         })?
     };
@@ -303,6 +319,13 @@ pub async fn run() -> Result<()> {
             .name("head-publisher".into())
             .spawn(move || publish_heads(readers, head_pub, shutdown))?
     };
+    tokio::spawn(markers::publish_around(
+        around_pub,
+        readers.clone(),
+        params.clone(),
+        robot_at,
+        drawing_stop.clone(),
+    ));
     tokio::spawn(publish_stats(
         Health {
             readers: readers.clone(),
@@ -400,6 +423,7 @@ pub async fn run() -> Result<()> {
     brain.act().await.map_err(|e| anyhow!("{e}"))?;
     // The last head published, then the publishers stopped, then the node dropped.
     publishers_stop.cancel();
+    drawing_stop.cancel();
     if tokio::task::spawn_blocking(move || head_publisher.join().is_err()).await.unwrap_or(true) {
         tracing::error!("the head publisher panicked");
     }
@@ -448,6 +472,11 @@ async fn apply_parameters(
     let LiveParameters { brain: settings, keep_frame_every_ns, free, sealed } = live;
     while let Some((name, value)) = events.next().await {
         let p = params.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        // The markers' task reads its parameters at each period.
+        if name.starts_with("markers.") {
+            tracing::info!("parameter {name} set to {value:?}: in force from the next drawing");
+            continue;
+        }
         let live_now =
             name == "commit_period_s" || name == "commit_every_atoms" || name.starts_with("retention.");
         if !live_now {

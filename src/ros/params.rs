@@ -79,6 +79,21 @@ pub struct Params {
     pub topics: Topics,
     /// A sealed memory's retention: what it keeps of each stream's payloads (docs/SEAL.md)
     pub retention: RetentionParams,
+    /// Answers drawn for RViz2 and Foxglove (visualization_msgs/MarkerArray, docs/VIZ.md)
+    pub markers: MarkerParams,
+}
+
+/// The memory around the robot, drawn on `~/around` (every answered question is drawn on
+/// `~/answer` regardless); each may be set while the node runs.
+#[derive(RosParams, Debug, Clone, PartialEq)]
+pub struct MarkerParams {
+    #[doc = "Draw what the memory holds within this many metres of the robot's last pose on ~/around, \
+        proved like any answer [m]; 0: not drawn"]
+    pub around_m: f64,
+    /// ... over this many seconds of valid time before that pose [s]
+    pub around_s: f64,
+    /// ... every this many seconds [s]
+    pub period_s: f64,
 }
 
 #[derive(RosParams, Debug, Clone, PartialEq)]
@@ -283,6 +298,7 @@ impl Default for Params {
                 map: StreamRetentionParams { keep_s: 0.0, keep_mb: 0, every_s: 0.0 },
                 check_s: 10.0,
             },
+            markers: MarkerParams { around_m: 0.0, around_s: 30.0, period_s: 1.0 },
         }
     }
 }

@@ -22,6 +22,8 @@ pub struct Services {
     /// The verbs (src/protocol.rs) through the node's kernel: the same API the MCP tools and the
     /// command line use.
     pub protocol: Arc<Protocol>,
+    /// Where each answered range or subject question is drawn (`~/answer`, src/ros/markers.rs).
+    pub markers: super::markers::Drawer,
 }
 
 /// Serve each request of a stream on its own task, answering with `answer`.
@@ -82,12 +84,12 @@ impl Services {
     pub fn serve(&self, node: &mut r2r::Node) -> Result<()> {
         let qos = QosProfile::services_default;
 
-        let readers = self.readers.clone();
+        let (readers, markers) = (self.readers.clone(), self.markers.clone());
         let requests = node
             .create_service::<srv::QueryRange::Service>("~/query_range", qos())
             .context("creating ~/query_range")?;
         serve(requests, move |req: srv::QueryRange::Request| {
-            let readers = readers.clone();
+            let (readers, markers) = (readers.clone(), markers.clone());
             async move {
                 let result = blocking(move || {
                     let bounds = BoxMm {
@@ -101,6 +103,7 @@ impl Services {
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
                     let file =
                         readers.snapshot(as_of).and_then(|s| s.range(&query)).map_err(|e| e.to_string())?;
+                    markers.draw(&file, "~/query_range");
                     answer_of(&readers, &file)
                 })
                 .await;
@@ -114,11 +117,11 @@ impl Services {
         });
 
         // The same question in ROS units (metres, ROS Time), with warnings beside the answer.
-        let readers = self.readers.clone();
+        let (readers, markers) = (self.readers.clone(), self.markers.clone());
         let requests =
             node.create_service::<srv::Recall::Service>("~/recall", qos()).context("creating ~/recall")?;
         serve(requests, move |req: srv::Recall::Request| {
-            let readers = readers.clone();
+            let (readers, markers) = (readers.clone(), markers.clone());
             async move {
                 let result = blocking(move || {
                     let (lo, hi) = (&req.min, &req.max);
@@ -131,6 +134,7 @@ impl Services {
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
                     let snapshot = readers.snapshot(as_of).map_err(|e| e.to_string())?;
                     let file = snapshot.range(&query).map_err(|e| e.to_string())?;
+                    markers.draw(&file, "~/recall");
                     let warnings: Vec<String> = snapshot
                         .mismatches(&query)
                         .unwrap_or_default()
@@ -149,12 +153,12 @@ impl Services {
             }
         });
 
-        let readers = self.readers.clone();
+        let (readers, markers) = (self.readers.clone(), self.markers.clone());
         let requests = node
             .create_service::<srv::QuerySubject::Service>("~/query_subject", qos())
             .context("creating ~/query_subject")?;
         serve(requests, move |req: srv::QuerySubject::Request| {
-            let readers = readers.clone();
+            let (readers, markers) = (readers.clone(), markers.clone());
             async move {
                 let result = blocking(move || {
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
@@ -162,6 +166,7 @@ impl Services {
                         .snapshot(as_of)
                         .and_then(|s| s.list(ListKey::Subject(req.subject)))
                         .map_err(|e| e.to_string())?;
+                    markers.draw(&file, "~/query_subject");
                     answer_of(&readers, &file)
                 })
                 .await;

@@ -288,6 +288,91 @@ class Graph(unittest.TestCase):
         self.verify(answer, subject='robot')
         self.assertIsNone(self.node.poll(), 'the node stopped')
 
+    def test_answers_are_drawn_for_rviz_and_foxglove(self):
+        """Each answered question is published on ~/answer as a visualization_msgs/MarkerArray in
+        the question's frame, which RViz2 and Foxglove draw with no plugin: a DELETEALL, the
+        question's box, the answer's atoms by kind (one box of 12 edges each, a point atom as a
+        20 cm box), the proof's tree walk in three namespaces a viewer can hide, and the verdict.
+        With markers.around_m set while the node runs, ~/around draws the memory around the
+        robot's last pose, proved like any answer."""
+        from collections import Counter
+
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParameters
+        from visualization_msgs.msg import Marker, MarkerArray
+
+        latched = rclpy.qos.QoSProfile(depth=1, durability=rclpy.qos.DurabilityPolicy.TRANSIENT_LOCAL)
+        answers, around = [], []
+        subs = [self.client.create_subscription(MarkerArray, '/sion_memory/answer', answers.append, latched),
+                self.client.create_subscription(MarkerArray, '/sion_memory/around', around.append, 10)]
+        box_mm = [0, 0, -1000, 5000, 5000, 3000]
+        answer = ask.recall(self.client, 'map', box_mm, self.first, self.last + 1)
+        self.assertTrue(answer.ok, answer.error)
+        n = len(answer.atoms)
+
+        def drawn(arrays, title, count=None):
+            return [a for a in arrays if any(
+                m.ns == 'verdict' and m.text.startswith(title) and (count is None or f': {count} atoms' in m.text)
+                for m in a.markers)]
+        self.assertTrue(self.spin_until(lambda: drawn(answers, '~/recall', n), 20), [
+            m.text for a in answers for m in a.markers if m.ns == 'verdict'])
+        array = drawn(answers, '~/recall', n)[-1].markers
+        self.assertEqual(array[0].action, Marker.DELETEALL)
+        self.assertTrue(all(m.header.frame_id == 'map' for m in array))
+        by_ns = {m.ns: m for m in array[1:]}
+
+        def extent(points):
+            return ([min(getattr(p, a) for p in points) for a in 'xyz'],
+                    [max(getattr(p, a) for p in points) for a in 'xyz'])
+        question = by_ns['question']
+        self.assertEqual(question.type, Marker.LINE_LIST)
+        self.assertEqual(len(question.points), 24)
+        lo, hi = extent(question.points)
+        self.assertEqual([round(v * 1000) for v in lo + hi], box_mm)
+        # Each kind's namespace holds one box per atom of the answer, in the answer's order.
+        kinds = Counter(a.kind for a in answer.atoms)
+        self.assertTrue({'pose', 'observation'} <= set(kinds), kinds)
+        self.assertEqual({ns.removeprefix('answer/') for ns in by_ns if ns.startswith('answer/')}, set(kinds))
+        for kind, count in kinds.items():
+            points = by_ns[f'answer/{kind}'].points
+            self.assertEqual(len(points), 24 * count, kind)
+            atoms = [a for a in answer.atoms if a.kind == kind]
+            for i, atom in enumerate(atoms):
+                lo, hi = extent(points[24 * i:24 * (i + 1)])
+                for axis in range(3):
+                    size = atom.max_mm[axis] - atom.min_mm[axis]
+                    centre = (atom.min_mm[axis] + atom.max_mm[axis]) / 2000
+                    self.assertAlmostEqual((lo[axis] + hi[axis]) / 2, centre, delta=0.002)
+                    self.assertAlmostEqual(hi[axis] - lo[axis], max(size, 200) / 1000, delta=0.002)
+        # The proof's layer: what the check opened, and what it passed over whole.
+        self.assertIn('proof/opened', by_ns)
+        self.assertTrue(all(len(by_ns[ns].points) % 24 == 0 for ns in by_ns if ns.startswith('proof/')))
+        verdict = by_ns['verdict']
+        self.assertEqual(verdict.type, Marker.TEXT_VIEW_FACING)
+        self.assertIn(f'✓ proof verifies: {n} atoms, complete', verdict.text)
+
+        def set_around(metres):
+            v = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=metres)
+            return ask.call(self.client, SetParameters, '/sion_memory/set_parameters',
+                            SetParameters.Request(parameters=[Parameter(name='markers.around_m', value=v)]))
+        self.assertTrue(set_around(3.0).results[0].successful)
+        try:
+            self.assertTrue(self.spin_until(lambda: drawn(around, 'around the robot'), 20), 'nothing on ~/around')
+        finally:
+            set_around(0.0)
+        array = drawn(around, 'around the robot')[-1].markers
+        by_ns = {m.ns: m for m in array[1:]}
+        lo, hi = extent(by_ns['question'].points)
+        # Three metres each way around the robot's last pose, where the run ended.
+        x, y, _ = robot_run.where((int(RUN_SECONDS * 100) - 1) / 100)
+        self.assertAlmostEqual((lo[0] + hi[0]) / 2, x, delta=0.002)
+        self.assertAlmostEqual((lo[1] + hi[1]) / 2, y, delta=0.002)
+        self.assertAlmostEqual(hi[0] - lo[0], 6.0, delta=0.002)
+        self.assertIn('answer/pose', by_ns)
+        self.assertIn('✓ proof verifies', by_ns['verdict'].text)
+        for sub in subs:
+            self.client.destroy_subscription(sub)
+
     def test_remembered_atoms_are_answered_after_a_commit(self):
         request = Remember.Request()
         request.atoms_json = ['{"kind":"claim","frame":"map","min":[1,2,3],"max":[4,5,6],'

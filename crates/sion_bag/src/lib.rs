@@ -13,6 +13,7 @@
 
 pub mod chunk;
 pub mod export;
+pub mod foxglove;
 pub mod replay;
 pub mod rosbag2;
 pub mod synth;

@@ -127,12 +127,20 @@ pub fn export_cmd(a: &ExportArgs) -> Result<ExitCode> {
         .map_err(|e| e.into_error())
         .and_then(|f| f.sync_all())
         .with_context(|| format!("writing {}", a.out.display()))?;
+    let f = &summary.foxglove;
     outln!(
-        "wrote {}: {} atoms on /sion/atoms, {} heads on /sion/heads, {} answers on /sion/answers (JSON messages with JSON Schemas, as Foxglove reads them)",
+        "wrote {}: {} atoms on /sion/atoms, {} heads on /sion/heads, {} answers on /sion/answers (JSON); \
+         for Foxglove's panels: {} transforms on /tf, {} trajectories, {} atoms as boxes on /sion/scene/atoms, \
+         {} camera frames on /sion/camera/*, {} answers on /sion/scene/answers and /sion/verdicts",
         a.out.display(),
         ui::count(summary.atoms),
         summary.heads,
-        summary.answers
+        summary.answers,
+        ui::count(f.transforms),
+        ui::count(f.trajectories),
+        ui::count(f.boxes),
+        ui::count(f.images),
+        f.answers,
     );
     Ok(ExitCode::SUCCESS)
 }
