@@ -67,8 +67,9 @@ fn replay_gives_the_atoms_the_live_ingest_gives() {
     assert!(report.skipped_bad.is_empty());
     assert!(report.topics.iter().all(|t| t.taken_as.is_ok()), "{:?}", report.topics);
     assert_eq!(report.messages, 1923);
-    // Poses, odometry, TF, the statics (two), maps and frames: camera_info gives no atom.
-    assert_eq!(report.atoms, 600 * 3 + 2 + 2 + 60);
+    // Poses, odometry, TF, the statics (two), maps, frames, and the camera's calibration once
+    // (the same camera_info with every frame).
+    assert_eq!(report.atoms, 600 * 3 + 2 + 2 + 60 + 1);
     assert_eq!(memory.log().size(), report.atoms);
 
     // The node's intake: the same messages, one by one, through an Ingest configured as the
@@ -255,7 +256,10 @@ fn export_writes_atoms_heads_and_verified_answers_as_json_beside_foxglove_schema
         let schema = m.channel.schema.as_ref().expect("a schema");
         // Foxglove's channels are read back by Foxglove's own packages (tests/viewers).
         if schema.name.starts_with("foxglove.") {
-            assert_eq!((schema.encoding.as_str(), m.channel.message_encoding.as_str()), ("protobuf", "protobuf"));
+            assert_eq!(
+                (schema.encoding.as_str(), m.channel.message_encoding.as_str()),
+                ("protobuf", "protobuf")
+            );
             continue;
         }
         assert_eq!((schema.encoding.as_str(), m.channel.message_encoding.as_str()), ("jsonschema", "json"));
@@ -447,8 +451,8 @@ fn a_bag_of_many_sensors_replays_each_topic_under_its_own_name() {
     let not_kept = report.topics.iter().find(|t| t.topic == "/not_kept").expect("listed");
     assert!(not_kept.taken_as.as_ref().is_err_and(|e| e.contains("--keep")), "{not_kept:?}");
     assert!(report.topics.iter().filter(|t| t.topic != "/not_kept").all(|t| t.taken_as.is_ok()));
-    // Four transforms, two frames, a scan, a person, the wind.
-    assert_eq!(report.atoms, 4 + 2 + 1 + 1 + 1);
+    // Four transforms, two calibrations, two frames, a scan, a person, the wind.
+    assert_eq!(report.atoms, 4 + 2 + 2 + 1 + 1 + 1);
     let atoms: Vec<_> = memory.log().scan(0).map(|r| r.expect("readable").1).collect();
     let by_model = |model: &str| {
         atoms

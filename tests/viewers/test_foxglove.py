@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from google.protobuf import descriptor_pb2
 from mcap.reader import make_reader
 
+import foxglove_schemas_protobuf.CameraCalibration_pb2 as camera_calibration_pb2
 import foxglove_schemas_protobuf.CompressedImage_pb2 as compressed_image_pb2
 import foxglove_schemas_protobuf.FrameTransform_pb2 as frame_transform_pb2
 import foxglove_schemas_protobuf.Log_pb2 as log_pb2
@@ -34,6 +35,7 @@ CLASSES = {
     'foxglove.RawImage': raw_image_pb2.RawImage,
     'foxglove.CompressedImage': compressed_image_pb2.CompressedImage,
     'foxglove.Log': log_pb2.Log,
+    'foxglove.CameraCalibration': camera_calibration_pb2.CameraCalibration,
 }
 
 # The demo bag's run: 2026-01-01T00:00:00Z, 90 s.
@@ -122,9 +124,16 @@ class FoxgloveExport(unittest.TestCase):
         for e in boxes:
             self.assertEqual(len(e.lines), 1)
             self.assertEqual(len(e.lines[0].points), 24)
-        images = [m for t, msgs in self.messages.items() if t.startswith('/sion/camera/') for _, m in msgs]
+        images = [(t, m) for t, msgs in self.messages.items()
+                  if t.startswith('/sion/camera/') and not t.endswith('/calibration') for _, m in msgs]
         self.assertTrue(images)
-        self.assertTrue(all(m.frame_id and len(m.data) > 0 for m in images))
+        self.assertTrue(all(m.frame_id and len(m.data) > 0 for _, m in images))
+        # Each image beside its camera's calibration, as the memory remembered it (the demo's
+        # camera: 160 x 120).
+        calibrations = [m for t, _ in {t: 0 for t, _ in images}.items() for _, m in self.messages[f'{t}/calibration']]
+        self.assertEqual(len(calibrations), len(images))
+        self.assertTrue(all(c.width == 160 and c.height == 120 and c.K[0] > 0 and c.frame_id == images[0][1].frame_id
+                            for c in calibrations))
 
     def test_the_answer_is_drawn_with_its_proof_in_layers_and_its_verdict_logged(self):
         (_, answer), = self.messages['/sion/answers']

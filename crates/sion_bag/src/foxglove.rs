@@ -9,7 +9,9 @@
 //! - `/sion/scene/atoms` (`foxglove.SceneUpdate`): every other atom as a wireframe box in its
 //!   frame, coloured by kind (the legend of docs/VIZ.md), alive for its valid interval;
 //! - `/sion/camera/<frame>` (`foxglove.RawImage` or `foxglove.CompressedImage`): the camera
-//!   frames the memory kept, stamped and framed as the camera sent them;
+//!   frames the memory kept, stamped and framed as the camera sent them, each with its camera's
+//!   calibration as the memory holds it on `/sion/camera/<frame>/calibration`
+//!   (`foxglove.CameraCalibration`);
 //! - `/sion/scene/answers` (`foxglove.SceneUpdate`) and `/sion/verdicts` (`foxglove.Log`): each
 //!   answer given: its question box, its atoms by kind, its proof's walk in three entities
 //!   (`proof/opened`, `proof/passed_over`, `proof/not_answering`, hidden one by one in the
@@ -22,8 +24,8 @@ use std::io::{Seek, Write};
 
 use ::foxglove::Encode;
 use ::foxglove::messages::{
-    Color, CompressedImage, FrameTransform, LinePrimitive, Log, Point3, Pose, PosesInFrame, Quaternion,
-    RawImage, SceneEntity, SceneUpdate, TextPrimitive, Vector3,
+    CameraCalibration, Color, CompressedImage, FrameTransform, LinePrimitive, Log, Point3, Pose,
+    PosesInFrame, Quaternion, RawImage, SceneEntity, SceneUpdate, TextPrimitive, Vector3,
 };
 use ::foxglove::messages::{Duration, Timestamp};
 
@@ -128,6 +130,8 @@ pub struct Channels {
     channels: BTreeMap<String, u16>,
     sequence: u32,
     trails: BTreeMap<(String, String), Trail>,
+    /// Each camera's latest calibration the memory holds, by its frame.
+    calibrations: HashMap<String, sion_ingest::Calibration>,
     pub summary: FoxgloveSummary,
 }
 
@@ -144,6 +148,7 @@ impl Channels {
             channels: BTreeMap::new(),
             sequence: 0,
             trails: BTreeMap::new(),
+            calibrations: HashMap::new(),
             summary: FoxgloveSummary::default(),
         }
     }
@@ -197,6 +202,9 @@ impl Channels {
         blob: Option<(&str, &[u8])>,
     ) -> Result<(), mcap::McapError> {
         let p = atom.parts();
+        if let Some(c) = sion_ingest::calibration_of(atom) {
+            self.calibrations.insert(p.frame.clone(), c);
+        }
         match p.kind {
             Kind::Transform => {
                 let transform = FrameTransform {
@@ -284,6 +292,7 @@ impl Channels {
         if media_type == cdr_media_type(msgs::Image::TYPE) {
             let Ok(image) = msgs::Image::from_cdr(bytes) else { return Ok(()) };
             let topic = format!("/sion/camera/{}", topic_part(&image.header.frame_id));
+            self.calibration(mcap, &topic, &image.header.frame_id, time_ns)?;
             let message = RawImage {
                 timestamp: Some(timestamp(time_ns)),
                 frame_id: image.header.frame_id,
@@ -297,6 +306,7 @@ impl Channels {
         } else if media_type == cdr_media_type(msgs::CompressedImage::TYPE) {
             let Ok(image) = msgs::CompressedImage::from_cdr(bytes) else { return Ok(()) };
             let topic = format!("/sion/camera/{}", topic_part(&image.header.frame_id));
+            self.calibration(mcap, &topic, &image.header.frame_id, time_ns)?;
             // ROS says "jpeg" or "png", sometimes with the pixel format first ("rgb8; jpeg ...").
             let format = if image.format.contains("png") { "png" } else { "jpeg" };
             let message = CompressedImage {
@@ -311,6 +321,33 @@ impl Channels {
         }
         self.summary.images += 1;
         Ok(())
+    }
+
+    /// The calibration of the camera whose frame is `frame`, beside its image on `image_topic`,
+    /// when the memory holds one (the pinhole model: distortion is not kept).
+    fn calibration<W: Write + Seek>(
+        &mut self,
+        mcap: &mut mcap::Writer<W>,
+        image_topic: &str,
+        frame: &str,
+        time_ns: i64,
+    ) -> Result<(), mcap::McapError> {
+        let Some(c) = self.calibrations.get(sion_verify::units::frame_name(frame)).copied() else {
+            return Ok(());
+        };
+        let [fx, fy, cx, cy] = c.k;
+        let message = CameraCalibration {
+            timestamp: Some(timestamp(time_ns)),
+            frame_id: frame.to_owned(),
+            width: c.width,
+            height: c.height,
+            distortion_model: "plumb_bob".into(),
+            d: vec![0.0; 5],
+            k: vec![fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0],
+            r: vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+            p: vec![fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0],
+        };
+        self.write(mcap, &format!("{image_topic}/calibration"), time_ns, &message)
     }
 
     /// An answer: its scene on `/sion/scene/answers` and its verdict on `/sion/verdicts`, at

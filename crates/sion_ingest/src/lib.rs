@@ -547,7 +547,11 @@ impl Ingest {
                 .map_err(|(r, held)| (r, held.map(|(t, camera)| (t, sensors::Wait::Camera(camera))))),
             Stream::CameraInfo => {
                 let m = CameraInfo::from_cdr(message).map_err(|e| whole(e.into()))?;
-                self.camera_info(m).map(|()| (Vec::new(), Vec::new())).map_err(whole)
+                self.camera_info(source, m)
+                    .map(|atom| {
+                        (atom.map(|atom| Ingested { atom, blob: None }).into_iter().collect(), Vec::new())
+                    })
+                    .map_err(whole)
             }
             Stream::LaserScan => self.scan(source, message),
             Stream::PointCloud2 => self.cloud(source, message),
@@ -905,7 +909,11 @@ impl Ingest {
         bounding_box(&[centre, far[0], far[1], far[2], far[3]], "camera frustum")
     }
 
-    fn camera_info(&mut self, info: CameraInfo) -> Result<(), Reject> {
+    /// A camera's calibration, kept for its frames; the first of a camera, and each that
+    /// changes its image size or intrinsics, is remembered too: an observation atom in the
+    /// camera's own frame at its origin (docs/ROS.md), so a reader can draw the frames that
+    /// camera took.
+    fn camera_info(&mut self, source: SourceId, info: CameraInfo) -> Result<Option<Atom>, Reject> {
         let camera = frame(&info.header.frame_id, "header.frame_id")?.to_owned();
         if info.width == 0 || info.height == 0 {
             return Err(Reject::BadCameraInfo("no image size"));
@@ -916,8 +924,23 @@ impl Ingest {
         if info.k[0] <= 0.0 || info.k[4] <= 0.0 {
             return Err(Reject::BadCameraInfo("focal lengths are not positive (uncalibrated camera)"));
         }
-        self.cameras.insert(camera, info);
-        Ok(())
+        let payload = calibration_payload(&info)?;
+        let changed = self
+            .cameras
+            .get(&camera)
+            .is_none_or(|known| calibration_payload(known).ok().as_deref() != Some(payload.as_slice()));
+        let t = stamp(&info.header)?;
+        self.cameras.insert(camera.clone(), info);
+        if !changed {
+            return Ok(None);
+        }
+        let valid = Interval { from_ns: t, to_ns: Interval::OPEN_END_NS };
+        let mut parts =
+            AtomParts::new(Kind::Observation, &camera, BoxMm::point([0; 3]), valid, Permille(1000));
+        parts.subject = camera.clone();
+        parts.payload = Payload::Public(payload);
+        parts.extractor = Some(self.extractor(source));
+        Ok(Some(Atom::new(parts)?))
     }
 
     /// `target_from_source` at `time_ns`.
@@ -931,6 +954,63 @@ impl Ingest {
             Reject::MissingTransform(e)
         })
     }
+}
+
+/// A calibration as a payload: 40 bytes, little-endian: the image's width and height (u32),
+/// then fx, fy, cx, cy (`k[0]`, `k[4]`, `k[2]`, `k[5]`) as i64 micropixels. Distortion is not
+/// kept: pictures use the pinhole model.
+pub fn calibration_payload(info: &CameraInfo) -> Result<Vec<u8>, Reject> {
+    let mut out = Vec::with_capacity(40);
+    out.extend_from_slice(&info.width.to_le_bytes());
+    out.extend_from_slice(&info.height.to_le_bytes());
+    for i in [0, 4, 2, 5] {
+        let micro = finite(info.k[i], "k")? * 1e6;
+        if micro.abs() > 1e15 {
+            return Err(Reject::OutOfRange { field: "k" });
+        }
+        out.extend_from_slice(&(micro.round() as i64).to_le_bytes());
+    }
+    Ok(out)
+}
+
+/// A camera's calibration as the memory keeps it (see [`calibration_payload`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    pub width: u32,
+    pub height: u32,
+    /// fx, fy, cx, cy in pixels.
+    pub k: [f64; 4],
+}
+
+/// The calibration an atom holds: an observation made from a `CameraInfo` (its extractor's
+/// model names the type) with a calibration payload; its frame is the camera's.
+pub fn calibration_of(atom: &Atom) -> Option<Calibration> {
+    let p = atom.parts();
+    let from_info = p
+        .extractor
+        .as_ref()
+        .is_some_and(|e| e.model.strip_prefix(CameraInfo::TYPE).is_some_and(|rest| rest.starts_with('@')));
+    match (&p.payload, p.kind == Kind::Observation && from_info) {
+        (Payload::Public(bytes), true) => {
+            calibration_from_payload(bytes).map(|(width, height, k)| Calibration { width, height, k })
+        }
+        _ => None,
+    }
+}
+
+/// A calibration atom's payload read back: (width, height, [fx, fy, cx, cy] in pixels).
+pub fn calibration_from_payload(bytes: &[u8]) -> Option<(u32, u32, [f64; 4])> {
+    if bytes.len() != 40 {
+        return None;
+    }
+    let u = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+    let k = |j: usize| {
+        let at = 8 + 8 * j;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[at..at + 8]);
+        i64::from_le_bytes(b) as f64 / 1e6
+    };
+    Some((u(0), u(4), [k(0), k(1), k(2), k(3)]))
 }
 
 /// Whether a frame refused for this reason may yet be taken once more transforms or a

@@ -172,6 +172,41 @@ fn a_camera_frame_is_placed_in_the_fixed_frame() {
 }
 
 #[test]
+fn a_cameras_calibration_is_remembered_when_first_seen_and_when_it_changes() {
+    let mut ingest = Ingest::new(IngestConfig::default());
+    let mut info = camera_info("front_optical");
+    info.header.stamp.sec = 7;
+    let first = ingest.take(Stream::CameraInfo, &info.to_cdr());
+    let atom = only(&first);
+    let p = atom.parts();
+    assert_eq!(
+        (p.kind, p.frame.as_str(), p.subject.as_str()),
+        (Kind::Observation, "front_optical", "front_optical")
+    );
+    assert_eq!(p.bounds.min_mm, [0; 3]);
+    assert_eq!(p.valid, Interval { from_ns: 7_000_000_500, to_ns: Interval::OPEN_END_NS });
+    assert_eq!(
+        p.extractor.as_ref().map(|e| e.model.as_str()),
+        Some("sensor_msgs/msg/CameraInfo@/camera/camera_info")
+    );
+    let calibration = sion_ingest::calibration_of(atom).expect("a calibration");
+    assert_eq!(
+        (calibration.width, calibration.height, calibration.k),
+        (640, 480, [500.0, 500.0, 320.0, 240.0])
+    );
+    // The same calibration at the camera's rate gives nothing more; a new one does.
+    info.header.stamp.sec = 8;
+    assert!(ingest.take(Stream::CameraInfo, &info.to_cdr()).ingested.is_empty());
+    info.k[0] = 510.25;
+    let changed = ingest.take(Stream::CameraInfo, &info.to_cdr());
+    assert_eq!(sion_ingest::calibration_of(only(&changed)).map(|c| c.k[0]), Some(510.25));
+    // An image is not a calibration.
+    let mut robot = robot_with_camera();
+    let frame = robot.take(Stream::Image, &image(100, "camera").to_cdr());
+    assert_eq!(sion_ingest::calibration_of(only(&frame)), None);
+}
+
+#[test]
 fn every_bad_camera_input_is_refused_by_reason() {
     let mut ingest = robot_with_camera();
     let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
