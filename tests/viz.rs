@@ -39,14 +39,18 @@ fn memory_and_answer(dir: &Path) -> (Memory, ProofFile) {
     (memory, file)
 }
 
-/// Each entity path in an .rrd with its row count, and the text of its text documents.
+/// Each entity path in an .rrd with its row count (the layout's entities prefixed
+/// `blueprint:`), and the text of its text documents.
 fn read_back(path: &Path) -> (BTreeMap<String, usize>, BTreeMap<String, String>) {
     let file = std::fs::File::open(path).expect("the recording");
     let (mut rows, mut texts) = (BTreeMap::new(), BTreeMap::new());
     for msg in DecoderApp::decode_lazy(BufReader::new(file)) {
-        let LogMsg::ArrowMsg(_, arrow) = msg.expect("a well-formed .rrd") else { continue };
+        let LogMsg::ArrowMsg(store, arrow) = msg.expect("a well-formed .rrd") else { continue };
         let chunk = Chunk::from_arrow_msg(&arrow).expect("a chunk");
-        let entity = chunk.entity_path().to_string().trim_start_matches('/').to_owned();
+        let mut entity = chunk.entity_path().to_string().trim_start_matches('/').to_owned();
+        if store.kind() == rerun::StoreKind::Blueprint {
+            entity = format!("blueprint:{entity}");
+        }
         *rows.entry(entity.clone()).or_default() += chunk.num_rows();
         for batch in
             chunk.iter_component::<rerun::components::Text>(TextDocument::descriptor_text().component)
@@ -59,13 +63,19 @@ fn read_back(path: &Path) -> (BTreeMap<String, usize>, BTreeMap<String, String>)
     (rows, texts)
 }
 
-fn record(path: &Path, memory: &Memory, file: &ProofFile) -> sion_memory::viz::AnswerDrawn {
+fn record(
+    path: &Path,
+    memory: &Memory,
+    file: &ProofFile,
+) -> (sion_memory::viz::MemoryDrawn, sion_memory::viz::AnswerDrawn) {
     let rec = rerun::RecordingStreamBuilder::new("sion_memory_test").save(path).expect("a recording");
-    draw_memory(&rec, memory.log(), memory.blobs(), "map", u64::MAX, |_| {}).expect("draw the memory");
-    let drawn = draw_answer(&rec, file).expect("draw the answer");
+    let memory_drawn =
+        draw_memory(&rec, memory.log(), memory.blobs(), "map", u64::MAX, |_| {}).expect("draw the memory");
+    let drawn = draw_answer(&rec, file, Some(memory.blobs())).expect("draw the answer");
+    sion_memory::viz::send_blueprint(&rec, &drawn.cameras, true).expect("the layout");
     rec.flush_blocking().expect("flush");
     drop(rec);
-    drawn
+    (memory_drawn, drawn)
 }
 
 #[test]
@@ -77,8 +87,9 @@ fn a_recording_holds_the_run_the_answer_and_the_proof() {
     assert!(!atoms.is_empty());
 
     let path = dir.path().join("answer.rrd");
-    let drawn = record(&path, &memory, &file);
+    let (drawn_memory, drawn) = record(&path, &memory, &file);
     assert_eq!(drawn.rejected, None);
+    assert!(drawn.frames > 0 && drawn.cameras == ["camera"], "{drawn:?}");
     assert_eq!(drawn.answer, atoms.len() as u64);
     assert!(drawn.expanded > 0 && drawn.pruned > 0, "{drawn:?}");
 
@@ -90,18 +101,44 @@ fn a_recording_holds_the_run_the_answer_and_the_proof() {
         "world/atoms/map_tile/map",
         "world/map",
         "map/tile",
-        "camera/image",
+        "frames/camera",
+        "world/cameras/camera",
+        "world/cameras/camera/image",
+        "answer/frames/camera",
         "world/query",
         "world/answer",
         "world/proof/short_lived/opened",
         "world/proof/short_lived/passed_over",
         "proof/summary",
+        "legend",
+        "memory/summary",
+        "blueprint:viewport",
     ] {
         assert!(rows.contains_key(entity), "{entity} is missing from {:?}", rows.keys().collect::<Vec<_>>());
     }
-    // Every pose in the map frame is on the timeline (12 s at 50 Hz), every camera frame too.
-    assert_eq!(rows["world/atoms/pose/robot"], 600);
-    assert_eq!(rows["camera/image"], 60);
+    // Every pose is on the timeline (12 s at 50 Hz): those in the map, and those in odom drawn
+    // through the memory's transforms; every camera frame too, each in its frustum.
+    assert_eq!(rows["world/atoms/pose/robot"], 1200);
+    assert_eq!(rows["frames/camera"], 60);
+    assert_eq!((drawn_memory.images, drawn_memory.frusta), (60, 60));
+    // One atom is listed as not drawn, with why: the static transform from base_link to the
+    // camera, recorded before base_link was connected to the map.
+    assert_eq!(
+        drawn_memory.not_drawn.iter().map(|((f, why), n)| (f.as_str(), why.as_str(), *n)).collect::<Vec<_>>(),
+        [("base_link", "no transform connects it to \"map\" at its time", 1)]
+    );
+    assert!(drawn_memory.through_transforms >= 600, "{drawn_memory:?}");
+    // The layout: a 3D view without the proof and one with it, the verdict, the frames that
+    // answered, the legend; the time panel on valid time.
+    let views =
+        rows.keys().filter(|k| k.starts_with("blueprint:view/") && !k.contains("/ViewContents")).count();
+    assert!(views >= 5, "{:?}", rows.keys().filter(|k| k.starts_with("blueprint:")).collect::<Vec<_>>());
+    assert!(
+        texts["legend"].contains("amber") && texts["legend"].contains("passed over"),
+        "{}",
+        texts["legend"]
+    );
+    assert!(texts["memory/summary"].contains("through the transforms"), "{}", texts["memory/summary"]);
     let summary = &texts["proof/summary"];
     assert!(summary.contains("The proof verifies"), "{summary}");
     assert!(summary.contains(&format!("answer: {} atoms", atoms.len())), "{summary}");
@@ -114,7 +151,7 @@ fn a_tampered_proof_is_drawn_as_one_that_does_not_verify() {
     let Proof::Range { range, .. } = &mut file.proof else { panic!("a range proof") };
     range.atoms.pop().expect("an answer to drop from");
     let path = dir.path().join("tampered.rrd");
-    let drawn = record(&path, &memory, &file);
+    let (_, drawn) = record(&path, &memory, &file);
     assert!(drawn.rejected.is_some(), "{drawn:?}");
     let (_, texts) = read_back(&path);
     assert!(texts["proof/summary"].contains("does NOT verify"), "{}", texts["proof/summary"]);

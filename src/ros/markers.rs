@@ -268,6 +268,7 @@ mod tests {
             bounds: b(x),
             from_ns: 0,
             to_ns: 1,
+            blob: None,
         };
         let scene = Scene {
             frame: "map".into(),

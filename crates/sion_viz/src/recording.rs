@@ -1,17 +1,23 @@
 //! The Rerun recording (feature `rerun`): a memory drawn on the valid-time timeline, and an
 //! answer drawn from its [`Scene`].
 
+use std::collections::HashMap;
+
 use nalgebra::{Isometry3, Point3, Quaternion, Translation3, UnitQuaternion};
 use rerun::RecordingStream;
-use rerun::archetypes::{Boxes3D, Image, LineStrips3D, Points3D, TextDocument, ViewCoordinates};
+use rerun::archetypes::{
+    Boxes3D, Image, LineStrips3D, Pinhole, Points3D, TextDocument, Transform3D, ViewCoordinates,
+};
 use rerun::components::{Color, FillMode};
 
+use sion_ingest::Calibration;
 use sion_ingest::cdr::Message as _;
 use sion_ingest::cdr_media_type;
 use sion_ingest::msgs::{self, OccupancyGrid};
+use sion_ingest::tf::{TfBuffer, TfError};
 use sion_store::log::blobs::BlobStore;
 use sion_store::log::{Log, LogError};
-use sion_verify::atom::{Atom, BoxMm, Kind, Payload};
+use sion_verify::atom::{Atom, BoxMm, Interval, Kind, Payload};
 use sion_verify::proof::{ProofFile, Tree};
 
 use crate::scene::{self, Layer, Scene, Verdict};
@@ -36,7 +42,13 @@ pub enum VizError {
 pub struct MemoryDrawn {
     /// Atoms drawn as boxes or points.
     pub atoms: u64,
-    /// Atoms in frames other than the one drawn.
+    /// Of those, atoms in other frames drawn through the transforms the memory holds.
+    pub through_transforms: u64,
+    /// Atoms in other frames not drawn, by frame and why (no transform connects the frame to
+    /// the one drawn, or none near the atom's time).
+    pub not_drawn: std::collections::BTreeMap<(String, String), u64>,
+    /// Atoms in frames other than the one drawn that could not be placed (the sum of
+    /// `not_drawn`).
     pub other_frames: u64,
     /// Atoms past the limit, not drawn.
     pub over_limit: u64,
@@ -44,6 +56,11 @@ pub struct MemoryDrawn {
     pub map_tiles: u64,
     /// Camera frames drawn as images.
     pub images: u64,
+    /// Of those, frames drawn in 3D too, in their camera's frustum (calibration and transform
+    /// known).
+    pub frusta: u64,
+    /// The cameras (their frames) whose frames were drawn.
+    pub cameras: Vec<String>,
     /// Blobs that are missing, do not decode, or have an encoding not drawn.
     pub blobs_not_drawn: u64,
 }
@@ -52,6 +69,9 @@ pub struct MemoryDrawn {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct AnswerDrawn {
     pub answer: u64,
+    /// Camera frames of the answer drawn as pictures, and their cameras.
+    pub frames: u64,
+    pub cameras: Vec<String>,
     pub expanded: u64,
     pub pruned: u64,
     pub passed: u64,
@@ -61,8 +81,16 @@ pub struct AnswerDrawn {
     pub rejected: Option<String>,
 }
 
+/// How long the transforms the memory holds are kept while drawing, behind the atom reached.
+const TF_HISTORY_NS: i64 = 120_000_000_000;
+/// How far from its nearest transform an atom may be placed.
+const TF_TOLERANCE_NS: i64 = 500_000_000;
+
 /// Draw the log's atoms in `frame`, at most `limit` of them, telling `progress` the position
-/// reached now and then.
+/// reached now and then. Atoms in other frames are drawn through the transforms the memory
+/// holds (its transform atoms, as a transform buffer would have them at the atom's time); those
+/// that cannot be placed are counted by frame and reason. Camera frames are drawn as images,
+/// and in 3D in their camera's frustum where the memory holds the camera's calibration.
 pub fn draw_memory(
     rec: &RecordingStream,
     log: &Log,
@@ -74,6 +102,8 @@ pub fn draw_memory(
     let mut drawn = MemoryDrawn::default();
     // ROS frames are right-handed with z up (REP 103).
     rec.log_static("world", &ViewCoordinates::RIGHT_HAND_Z_UP())?;
+    let mut tf = TfBuffer::new(TF_HISTORY_NS, TF_TOLERANCE_NS);
+    let mut calibrations: HashMap<String, Calibration> = HashMap::new();
     let mut trajectories: std::collections::BTreeMap<String, Vec<(i64, [f32; 3])>> = Default::default();
     for entry in log.scan(0) {
         let (position, atom) = entry?;
@@ -81,13 +111,40 @@ pub fn draw_memory(
             progress(position);
         }
         let p = atom.parts();
-        if p.frame != frame {
-            drawn.other_frames += 1;
-            continue;
+        if p.kind == Kind::Transform
+            && let Some(t) = transform_of(&atom)
+        {
+            // A transform that does not hold (a bad rotation) is left out, as the ingest would.
+            let _ =
+                tf.insert(&p.frame, &p.subject, p.valid.from_ns, &t, p.valid.to_ns == Interval::OPEN_END_NS);
+        }
+        if let Some(c) = sion_ingest::calibration_of(&atom) {
+            calibrations.insert(p.frame.clone(), c);
         }
         if drawn.atoms >= limit {
             drawn.over_limit += 1;
             continue;
+        }
+        let place = if p.frame == frame {
+            Isometry3::identity()
+        } else {
+            match tf.lookup(frame, &p.frame, p.valid.from_ns) {
+                Ok(place) => place,
+                Err(e) => {
+                    let why = match e {
+                        TfError::Unconnected { .. } => {
+                            format!("no transform connects it to {frame:?} at its time")
+                        }
+                        _ => "no transform near the atom's time".to_owned(),
+                    };
+                    *drawn.not_drawn.entry((p.frame.clone(), why)).or_default() += 1;
+                    drawn.other_frames += 1;
+                    continue;
+                }
+            }
+        };
+        if p.frame != frame {
+            drawn.through_transforms += 1;
         }
         drawn.atoms += 1;
         rec.set_timestamp_nanos_since_epoch(TIMELINE, p.valid.from_ns);
@@ -95,22 +152,34 @@ pub fn draw_memory(
         let colour = kind_colour(p.kind);
         if is_point(&p.bounds) {
             let radius = if p.kind == Kind::Pose { 0.15 } else { 0.08 };
-            rec.log(
-                path,
-                &Points3D::new([metres(p.bounds.min_mm)]).with_colors([colour]).with_radii([radius]),
-            )?;
+            let at = place * point(p.bounds.min_mm);
+            rec.log(path, &Points3D::new([to_f32(&at)]).with_colors([colour]).with_radii([radius]))?;
+            if p.kind == Kind::Pose {
+                trajectories.entry(entity_part(&p.subject)).or_default().push((p.valid.from_ns, to_f32(&at)));
+            }
         } else {
-            rec.log(path, &boxes([&p.bounds]).with_colors([colour]).with_radii([0.02]))?;
-        }
-        if p.kind == Kind::Pose {
-            trajectories
-                .entry(entity_part(&p.subject))
-                .or_default()
-                .push((p.valid.from_ns, centre(&p.bounds)));
+            rec.log(path, &placed_boxes(&place, [&p.bounds]).with_colors([colour]).with_radii([0.02]))?;
         }
         match p.kind {
-            Kind::MapTile => draw_blob(rec, blobs, &atom, &mut drawn, draw_map_tile)?,
-            Kind::Observation => draw_blob(rec, blobs, &atom, &mut drawn, draw_camera_frame)?,
+            Kind::MapTile if p.frame == frame => draw_blob(rec, blobs, &atom, &mut drawn, draw_map_tile)?,
+            Kind::Observation => {
+                let Payload::Blob(blob) = &p.payload else { continue };
+                let drew = match blobs.get(&blob.hash) {
+                    Ok(bytes) => draw_camera_frame(
+                        rec,
+                        &blob.media_type,
+                        &bytes,
+                        &tf,
+                        &calibrations,
+                        frame,
+                        &mut drawn,
+                    )?,
+                    Err(_) => false,
+                };
+                if !drew && !is_scan(&blob.media_type) {
+                    drawn.blobs_not_drawn += 1;
+                }
+            }
             _ => {}
         }
     }
@@ -122,13 +191,145 @@ pub fn draw_memory(
             &LineStrips3D::new([strip]).with_colors([kind_colour(Kind::Pose)]).with_radii([0.03]),
         )?;
     }
+    rec.log_static("memory/summary", &TextDocument::from_markdown(memory_summary(&drawn, frame)))?;
+    rec.log_static("legend", &TextDocument::from_markdown(legend_markdown()))?;
     Ok(drawn)
 }
 
+/// What was drawn and what was not, and why: the "What is drawn" panel.
+fn memory_summary(drawn: &MemoryDrawn, frame: &str) -> String {
+    let mut out = format!(
+        "# What is drawn\n\nEverything in the frame **{frame}**, in metres, on the timeline `{TIMELINE}`.\n\n\
+         - {} atoms drawn, {} of them from other frames through the transforms the memory holds\n\
+         - {} camera frames, {} of them in their camera's frustum ({})\n\
+         - {} map tiles\n",
+        drawn.atoms,
+        drawn.through_transforms,
+        drawn.images,
+        drawn.frusta,
+        if drawn.cameras.is_empty() { "no camera".to_owned() } else { drawn.cameras.join(", ") },
+        drawn.map_tiles,
+    );
+    if drawn.over_limit > 0 {
+        out.push_str(&format!("- {} atoms past the limit, not drawn\n", drawn.over_limit));
+    }
+    if !drawn.not_drawn.is_empty() {
+        out.push_str("\n## Not drawn\n\n| frame | atoms | why |\n| --- | --- | --- |\n");
+        for ((f, why), n) in &drawn.not_drawn {
+            out.push_str(&format!("| {f} | {n} | {why} |\n"));
+        }
+    }
+    if drawn.blobs_not_drawn > 0 {
+        out.push_str(&format!(
+            "\n{} payloads missing, sealed, or in an encoding not drawn\n",
+            drawn.blobs_not_drawn
+        ));
+    }
+    out
+}
+
+/// The legend as a table: what each colour means (the scene's, docs/VIZ.md).
+fn legend_markdown() -> String {
+    let mut out = "# Legend\n\n| colour | what |\n| --- | --- |\n".to_owned();
+    for e in scene::legend() {
+        let [r, g, b, _] = e.rgba;
+        out.push_str(&format!("| `#{r:02x}{g:02x}{b:02x}` {} | {} |\n", colour_name(e.rgba), e.meaning));
+    }
+    out.push_str(
+        "\nThe proof's layer (`world/proof`) is in the tab **… and the proof**: one click shows what \
+         the check opened and what it passed over.\n",
+    );
+    out
+}
+
+/// A colour's name, for a legend read as text.
+fn colour_name(rgba: [u8; 4]) -> &'static str {
+    match rgba {
+        [255, 255, 255, _] => "white",
+        [40, 230, 90, _] => "green",
+        [255, 80, 200, _] => "magenta",
+        [200, 60, 255, _] => "purple",
+        [180, 180, 60, _] => "olive",
+        [110, 110, 140, _] => "slate",
+        [0, 200, 255, _] => "cyan",
+        [60, 120, 255, _] => "blue",
+        [255, 50, 50, _] => "red",
+        [255, 140, 60, _] => "orange",
+        [255, 170, 0, _] => "amber",
+        [150, 150, 150, _] => "grey",
+        [120, 180, 255, _] => "pale blue",
+        _ => "",
+    }
+}
+
+/// The layout the recording carries: the 3D view large (a tab without the proof, the default,
+/// and a tab with it), beside it the verdict, the frames that answered (one view per camera),
+/// the legend and what was drawn; the time panel on valid time.
+///
+/// `answered`: the cameras are those of an answer's frames (`answer/frames/<camera>`, drawn by
+/// [`draw_answer`]); otherwise every camera's frames (`frames/<camera>`).
+pub fn send_blueprint(rec: &RecordingStream, cameras: &[String], answered: bool) -> Result<(), VizError> {
+    use rerun::blueprint::{
+        Blueprint, BlueprintActivation, Horizontal, Spatial2DView, Spatial3DView, Tabs, TextDocumentView,
+        TimePanel, Vertical,
+    };
+    let world = Tabs::new([
+        Spatial3DView::new("Memory and answer")
+            .with_origin("world")
+            .with_contents(["+ $origin/**", "- $origin/proof/**"])
+            .into(),
+        Spatial3DView::new("… and the proof").with_origin("world").into(),
+    ]);
+    let mut side: Vec<rerun::blueprint::ContainerLike> =
+        vec![TextDocumentView::new("Verdict").with_origin("proof/summary").into()];
+    for camera in cameras {
+        let (title, origin) = if answered {
+            (format!("Frames that answered: {camera}"), format!("answer/frames/{}", entity_part(camera)))
+        } else {
+            (format!("Camera: {camera}"), format!("frames/{}", entity_part(camera)))
+        };
+        side.push(Spatial2DView::new(title).with_origin(origin).into());
+    }
+    side.push(
+        Tabs::new([
+            TextDocumentView::new("Legend").with_origin("legend").into(),
+            TextDocumentView::new("What is drawn").with_origin("memory/summary").into(),
+        ])
+        .into(),
+    );
+    let blueprint = Blueprint::new(
+        Horizontal::new([world.into(), Vertical::new(side).into()]).with_column_shares([3.0, 1.0]),
+    )
+    .with_time_panel(TimePanel::new().with_timeline(TIMELINE));
+    blueprint.send(rec, BlueprintActivation { make_active: true, make_default: true })?;
+    Ok(())
+}
+
 /// Draw a proof file: the query box, the answer, every node of the proof's tree walk (opened,
-/// passed over, or a leaf entry that does not answer), and a summary saying whether it verified.
-pub fn draw_answer(rec: &RecordingStream, file: &ProofFile) -> Result<AnswerDrawn, VizError> {
+/// passed over, or a leaf entry that does not answer), and a summary saying whether it verified;
+/// with `blobs`, the camera frames that answered on the timeline (`answer/frames/<camera>`).
+pub fn draw_answer(
+    rec: &RecordingStream,
+    file: &ProofFile,
+    blobs: Option<&BlobStore>,
+) -> Result<AnswerDrawn, VizError> {
     let scene = Scene::of(file, None);
+    let mut frames = 0;
+    let mut cameras = Vec::new();
+    for a in &scene.answer {
+        let (Some(blob), Some(blobs)) = (&a.blob, blobs) else { continue };
+        let Some(picture) = blobs.get(&blob.hash).ok().and_then(|bytes| picture(&blob.media_type, &bytes))
+        else {
+            continue;
+        };
+        let camera = sion_verify::units::frame_name(&picture.frame).to_owned();
+        rec.set_timestamp_nanos_since_epoch(TIMELINE, a.from_ns);
+        log_picture(rec, &format!("answer/frames/{}", entity_part(&camera)), &picture.image)?;
+        frames += 1;
+        if !cameras.contains(&camera) {
+            cameras.push(camera);
+        }
+    }
     if let Some(q) = scene.drawn_question() {
         rec.log_static(
             "world/query",
@@ -167,6 +368,8 @@ pub fn draw_answer(rec: &RecordingStream, file: &ProofFile) -> Result<AnswerDraw
         }
     }
     let drawn = AnswerDrawn {
+        frames,
+        cameras,
         answer: scene.answer.len() as u64,
         expanded: scene.count(Layer::Opened) as u64,
         pruned: scene.count(Layer::PassedOver) as u64,
@@ -275,27 +478,105 @@ fn grey(cell: i8) -> u8 {
     }
 }
 
-/// A camera frame (raw rgb8, bgr8 or mono8) as a picture on the timeline.
+/// A camera frame (a ROS Image in rgb8, bgr8 or mono8, or a CompressedImage in JPEG or PNG):
+/// as a picture on the timeline (`frames/<camera>`), and in 3D in its camera's frustum
+/// (`world/cameras/<camera>`) where the memory holds the camera's calibration and a transform
+/// to `frame` at the frame's stamp.
 fn draw_camera_frame(
     rec: &RecordingStream,
     media_type: &str,
     bytes: &[u8],
+    tf: &TfBuffer,
+    calibrations: &HashMap<String, Calibration>,
+    frame: &str,
     drawn: &mut MemoryDrawn,
 ) -> Result<bool, VizError> {
-    if media_type != cdr_media_type(msgs::Image::TYPE) {
-        return Ok(false);
+    let Some(picture) = picture(media_type, bytes) else { return Ok(false) };
+    let camera = sion_verify::units::frame_name(&picture.frame).to_owned();
+    let part = entity_part(&camera);
+    log_picture(rec, &format!("frames/{part}"), &picture.image)?;
+    drawn.images += 1;
+    if !drawn.cameras.contains(&camera) {
+        drawn.cameras.push(camera.clone());
     }
-    let Ok(image) = msgs::Image::from_cdr(bytes) else {
-        return Ok(false);
-    };
+    if let (Some(c), Ok(place)) = (calibrations.get(&camera), tf.lookup(frame, &camera, picture.stamp_ns)) {
+        let t = place.translation.vector;
+        let q = place.rotation.quaternion();
+        let at = format!("world/cameras/{part}");
+        rec.log(
+            at.as_str(),
+            &Transform3D::from_translation_rotation(
+                [t.x as f32, t.y as f32, t.z as f32],
+                rerun::Quaternion::from_xyzw([q.i as f32, q.j as f32, q.k as f32, q.w as f32]),
+            ),
+        )?;
+        let [fx, fy, cx, cy] = c.k;
+        // ROS cameras' optical frames: x right, y down, z forward (REP 103).
+        rec.log(
+            format!("{at}/image"),
+            &Pinhole::from_focal_length_and_resolution(
+                [fx as f32, fy as f32],
+                [c.width as f32, c.height as f32],
+            )
+            .with_principal_point([cx as f32, cy as f32])
+            .with_camera_xyz(rerun::components::ViewCoordinates::RDF)
+            .with_image_plane_distance(1.0),
+        )?;
+        log_picture(rec, &format!("{at}/image"), &picture.image)?;
+        drawn.frusta += 1;
+    }
+    Ok(true)
+}
+
+/// A decoded camera frame: the camera's frame, its stamp, and the picture to log.
+struct Picture {
+    frame: String,
+    stamp_ns: i64,
+    image: PictureData,
+}
+
+enum PictureData {
+    Raw(Image),
+    Encoded(rerun::archetypes::EncodedImage),
+}
+
+fn log_picture(rec: &RecordingStream, path: &str, image: &PictureData) -> Result<(), VizError> {
+    match image {
+        PictureData::Raw(i) => rec.log(path, i)?,
+        PictureData::Encoded(i) => rec.log(path, i)?,
+    }
+    Ok(())
+}
+
+fn stamp_ns(h: &msgs::Header) -> i64 {
+    i64::from(h.stamp.sec) * 1_000_000_000 + i64::from(h.stamp.nanosec)
+}
+
+/// A camera frame blob as a picture, if it is one this draws.
+fn picture(media_type: &str, bytes: &[u8]) -> Option<Picture> {
+    if media_type == cdr_media_type(msgs::CompressedImage::TYPE) {
+        let image = msgs::CompressedImage::from_cdr(bytes).ok()?;
+        let media = if image.format.contains("png") { "image/png" } else { "image/jpeg" };
+        return Some(Picture {
+            frame: image.header.frame_id.clone(),
+            stamp_ns: stamp_ns(&image.header),
+            image: PictureData::Encoded(
+                rerun::archetypes::EncodedImage::new(image.data).with_media_type(media),
+            ),
+        });
+    }
+    if media_type != cdr_media_type(msgs::Image::TYPE) {
+        return None;
+    }
+    let image = msgs::Image::from_cdr(bytes).ok()?;
     let channels = match image.encoding.as_str() {
         "rgb8" | "bgr8" => 3,
         "mono8" => 1,
-        _ => return Ok(false),
+        _ => return None,
     };
     let (w, h, step) = (image.width as usize, image.height as usize, image.step as usize);
     if step < w * channels || image.data.len() < step * h {
-        return Ok(false);
+        return None;
     }
     let mut pixels = Vec::with_capacity(w * h * channels);
     for row in image.data.chunks(step).take(h) {
@@ -309,9 +590,68 @@ fn draw_camera_frame(
     } else {
         Image::from_l8(pixels, [image.width, image.height])
     };
-    rec.log("camera/image", &picture)?;
-    drawn.images += 1;
-    Ok(true)
+    Some(Picture {
+        frame: image.header.frame_id.clone(),
+        stamp_ns: stamp_ns(&image.header),
+        image: PictureData::Raw(picture),
+    })
+}
+
+/// A scan or a cloud kept as a blob: not drawn as a picture, and not counted as one missing.
+fn is_scan(media_type: &str) -> bool {
+    media_type == cdr_media_type(msgs::LaserScan::TYPE)
+        || media_type == cdr_media_type(msgs::PointCloud2::TYPE)
+}
+
+/// A transform atom's transform: its point is the child's origin in the parent frame, its
+/// payload the rotation (four i32, x y z w, in parts per 10^9).
+fn transform_of(atom: &Atom) -> Option<msgs::Transform> {
+    let p = atom.parts();
+    let Payload::Public(bytes) = &p.payload else { return None };
+    if bytes.len() != 16 {
+        return None;
+    }
+    let q: Vec<f64> = bytes
+        .chunks_exact(4)
+        .map(|c| f64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])) / 1e9)
+        .collect();
+    let [x, y, z] = p.bounds.min_mm.map(|v| v as f64 / 1000.0);
+    Some(msgs::Transform {
+        translation: msgs::Vector3 { x, y, z },
+        rotation: msgs::Quaternion { x: q[0], y: q[1], z: q[2], w: q[3] },
+    })
+}
+
+fn point(mm: [i64; 3]) -> Point3<f64> {
+    Point3::new(mm[0] as f64 / 1000.0, mm[1] as f64 / 1000.0, mm[2] as f64 / 1000.0)
+}
+
+fn to_f32(p: &Point3<f64>) -> [f32; 3] {
+    [p.x as f32, p.y as f32, p.z as f32]
+}
+
+/// Boxes of another frame placed in the drawn one: each box's centre moved and the box turned.
+fn placed_boxes<'a>(place: &Isometry3<f64>, bounds: impl IntoIterator<Item = &'a BoxMm>) -> Boxes3D {
+    if *place == Isometry3::identity() {
+        return boxes(bounds);
+    }
+    let (centres, halves): (Vec<[f32; 3]>, Vec<[f32; 3]>) = bounds
+        .into_iter()
+        .map(|b| {
+            let (lo, hi) = (point(b.min_mm), point(b.max_mm));
+            let centre = place * nalgebra::center(&lo, &hi);
+            let half = (hi - lo) / 2.0;
+            (to_f32(&centre), [half.x as f32, half.y as f32, half.z as f32])
+        })
+        .unzip();
+    let q = place.rotation.quaternion();
+    let turn = rerun::components::RotationQuat(rerun::Quaternion::from_xyzw([
+        q.i as f32, q.j as f32, q.k as f32, q.w as f32,
+    ]));
+    let n = centres.len();
+    Boxes3D::from_centers_and_half_sizes(centres, halves)
+        .with_quaternions(std::iter::repeat_n(turn, n))
+        .with_fill_mode(FillMode::MajorWireframe)
 }
 
 fn isometry(pose: &msgs::Pose) -> Isometry3<f64> {
@@ -346,11 +686,6 @@ fn is_point(b: &BoxMm) -> bool {
 /// Millimetres to metres, as the viewer's world units.
 fn metres(mm: [i64; 3]) -> [f32; 3] {
     mm.map(|v| (v as f64 / 1000.0) as f32)
-}
-
-fn centre(b: &BoxMm) -> [f32; 3] {
-    let (min, max) = (metres(b.min_mm), metres(b.max_mm));
-    [(min[0] + max[0]) / 2.0, (min[1] + max[1]) / 2.0, (min[2] + max[2]) / 2.0]
 }
 
 /// A subject as one entity path part: the viewer splits paths at `/`.

@@ -7,7 +7,7 @@
 //! the proof alone (`RangeProof::verify_walk`, docs/PROOFS.md).
 
 use ed25519_dalek::VerifyingKey;
-use sion_verify::atom::{BoxMm, Kind};
+use sion_verify::atom::{BlobRef, BoxMm, Kind, Payload};
 use sion_verify::proof::{Claim, Proof, ProofFile, Reached, Tree};
 
 /// Coordinates are drawn within ±10 km: a question about "everywhere" has `i64` corners, which
@@ -69,6 +69,8 @@ pub struct Answered {
     pub bounds: BoxMm,
     pub from_ns: i64,
     pub to_ns: i64,
+    /// The blob it commits to (a camera frame, a scan, a map tile), if any.
+    pub blob: Option<BlobRef>,
 }
 
 /// One node of the proof's tree walk other than an answer.
@@ -245,6 +247,10 @@ impl Scene {
                     bounds: p.bounds,
                     from_ns: p.valid.from_ns,
                     to_ns: p.valid.to_ns,
+                    blob: match &p.payload {
+                        Payload::Blob(b) => Some(b.clone()),
+                        _ => None,
+                    },
                 }
             })
             .collect();

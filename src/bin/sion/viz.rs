@@ -83,11 +83,14 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
             .context("drawing the memory")?;
     bar.finish_and_clear();
     outln!(
-        "drew {} atoms in frame {:?} ({} map tiles, {} camera frames); {} atoms in other frames{}",
+        "drew {} atoms in frame {:?} ({} of them from other frames through the memory's transforms; {} map tiles, \
+         {} camera frames, {} in their camera's frustum); {} atoms in other frames not placed{}",
         ui::count(drawn.atoms),
         a.frame,
+        ui::count(drawn.through_transforms),
         drawn.map_tiles,
         drawn.images,
+        drawn.frusta,
         ui::count(drawn.other_frames),
         if drawn.over_limit > 0 {
             format!(", {} past --max-atoms", ui::count(drawn.over_limit))
@@ -95,6 +98,9 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
             String::new()
         },
     );
+    for ((frame, why), n) in &drawn.not_drawn {
+        outln!("  not drawn: {} atoms in frame {frame:?}: {why}", ui::count(*n));
+    }
     if drawn.blobs_not_drawn > 0 {
         outln!("{} blobs missing, not decodable or in an encoding not drawn", drawn.blobs_not_drawn);
     }
@@ -115,8 +121,11 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
         (None, None) => None,
     };
     let mut code = ExitCode::SUCCESS;
+    let (mut cameras, mut answered) = (drawn.cameras.clone(), false);
     if let Some(file) = file {
-        let drawn = viz::draw_answer(&rec, &file).context("drawing the answer")?;
+        let drawn = viz::draw_answer(&rec, &file, Some(memory.blobs())).context("drawing the answer")?;
+        // The answer's cameras get a view each; the others' frames are in the 3D view.
+        (cameras, answered) = (drawn.cameras.clone(), true);
         match &drawn.rejected {
             None => outln!(
                 "answer: {} atoms; proof {} bytes verified; drew {} tree nodes opened, {} passed over, {} leaf entries not answering",
@@ -132,6 +141,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
             }
         }
     }
+    viz::send_blueprint(&rec, &cameras, answered).context("writing the recording's layout")?;
     rec.flush_blocking().context("writing the recording")?;
     match (&a.out, &a.connect) {
         (Some(path), _) => {
