@@ -11,6 +11,9 @@
 #                                that rclpy runs in: scripts/ask.py checks its answers with it
 #   . scripts/setup.sh test      and what the tests start: etcd-server and openssl (the fleet
 #                                ledger's members), iproute2 (loopback-only network namespaces),
+#                                Xvfb, Chromium, ImageMagick, Tesseract and the Rerun viewer
+#                                (rerun-sdk, .rerun-venv/: a screenshot of a recording in its
+#                                web viewer, checked for its panels),
 #                                the Python mcp client, the Python mcap and foxglove-schemas-protobuf
 #                                (an export read back), s3s-fs (scripts/s3.sh), cargo-fuzz
 #
@@ -114,6 +117,10 @@ _sion_setup_system() {
         need etcd-server "the fleet ledger's tests start real etcd members" command -v etcd
         need openssl "certificates for the etcd that only front-ends reach (scripts/etcd-pki.sh)" command -v openssl
         need iproute2 "tests run in loopback-only network namespaces (scripts/isolated.sh)" command -v ip
+        need xvfb "the Rerun web viewer's screenshot test runs Chromium on a virtual display" command -v Xvfb
+        need chromium "the screenshot test's browser (software WebGL)" command -v chromium
+        need imagemagick "the screenshot test takes the display's picture (import)" command -v import
+        need tesseract-ocr "the screenshot test reads the panels' titles off the picture" command -v tesseract
     fi
     unset -f need
     [ ${#want[@]} -eq 0 ] && return 0
@@ -185,6 +192,13 @@ _sion_setup_test_tools() {
     if ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("mcap") != "1.6.0" or m.version("foxglove-schemas-protobuf") != "0.4.0")' 2>/dev/null; then
         _sion_say "installing the Python packages mcap 1.6.0 and foxglove-schemas-protobuf 0.4.0 (the export is read back with them)"
         python3 -m pip install --quiet --disable-pip-version-check "mcap==1.6.0" "foxglove-schemas-protobuf==0.4.0" || return 1
+    fi
+    # The Rerun viewer of the screenshot test (scripts/viz_screenshot.sh), the SDK's version,
+    # installed here: the test runs where nothing can be downloaded.
+    if ! "$_sion_setup_root/.rerun-venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("rerun-sdk") != "0.36.3")' 2>/dev/null; then
+        _sion_say "installing the Rerun viewer (rerun-sdk 0.36.3) into $_sion_setup_root/.rerun-venv (the screenshot test opens a recording in it)"
+        python3 -m venv "$_sion_setup_root/.rerun-venv" &&
+            "$_sion_setup_root/.rerun-venv/bin/pip" install --quiet --disable-pip-version-check "rerun-sdk==0.36.3" || return 1
     fi
     # shellcheck source=scripts/s3.sh
     (cd "$_sion_setup_root" && . scripts/s3.sh) || return 1

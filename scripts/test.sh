@@ -75,9 +75,10 @@ phase "the MCP server, driven by the Python mcp client"
 SION_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sion" bash scripts/isolated.sh python3 -m unittest discover -s tests/mcp -v
 
 # What viewers read: `sion export` decoded by Foxglove's own schema packages (mcap,
-# foxglove-schemas-protobuf), every channel.
-phase "the export read back as Foxglove reads it"
-SION_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sion" python3 -m unittest discover -s tests/viewers -v
+# foxglove-schemas-protobuf), every channel; a `sion viz` recording opened in the Rerun web
+# viewer in Chromium on a virtual display, its screenshot read for the panels (loopback only).
+phase "viewers: the export as Foxglove reads it, the recording in the Rerun web viewer"
+SION_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sion" bash scripts/isolated.sh python3 -m unittest discover -s tests/viewers -v
 
 # The node on a real ROS 2 graph, driven by rclpy publishers and clients: installed from
 # what cargo test just built.

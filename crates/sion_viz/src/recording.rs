@@ -380,9 +380,12 @@ pub fn draw_answer(
             Verdict::Rejected { why } => Some(why.clone()),
         },
     };
+    let asked = scene.asked().map(|a| format!("**Asked:** {a}\n\n")).unwrap_or_default();
     let summary = match &scene.verdict {
-        Verdict::Verified { statement } => format!("# ✅ The proof verifies\n\n{statement}\n"),
-        Verdict::Rejected { why } => format!("# ❌ The proof does NOT verify\n\n{why}\n"),
+        Verdict::Verified { statement } => {
+            format!("# ✅ The proof verifies\n\n{asked}**Proves:** {statement}\n")
+        }
+        Verdict::Rejected { why } => format!("# ❌ The proof does NOT verify\n\n{asked}{why}\n"),
     };
     let summary = format!(
         "{summary}\n- kind: {}\n- head: {} atoms, log root `{}`, index root `{}`\n- attested by the ledger: {}\n\

@@ -289,6 +289,19 @@ impl Scene {
         matches!(self.verdict, Verdict::Verified { .. })
     }
 
+    /// The question in metres and UTC (`frame "map", [0, 0, -1]..[10, 8, 3] m, 2026-01-01T… ..
+    /// 2026-01-01T… (UTC)`), when the proof answers one.
+    pub fn asked(&self) -> Option<String> {
+        let q = self.question?;
+        let query = sion_verify::index::geom::Query {
+            frame: self.frame.clone(),
+            bounds: q.bounds,
+            from_ns: q.from_ns,
+            to_ns: q.to_ns,
+        };
+        Some(format!("{} (UTC)", sion_verify::units::show_query(&query)))
+    }
+
     /// How many nodes of the walk are in `layer`.
     pub fn count(&self, layer: Layer) -> usize {
         self.walk.iter().filter(|w| w.layer == layer).count()
