@@ -24,11 +24,13 @@ your own policy, and recomputes the fold here::
 import datetime
 import json
 
-from ._sion_verify import (box_from_metres, check_bundle_json, frame_name, parse_box, parse_duration,
-                           parse_time, seconds_to_ns, verify_json)
+import os
 
-__all__ = ["BundleError", "ProofError", "believe", "box_from_metres", "frame_name", "parse_box",
-           "parse_duration", "parse_time", "seconds_to_ns", "time_ns", "verify"]
+from ._sion_verify import (box_from_metres, check_bundle_json, check_evidence_json, frame_name, parse_box,
+                           parse_duration, parse_time, seconds_to_ns, verify_json)
+
+__all__ = ["BundleError", "ProofError", "believe", "box_from_metres", "check_evidence", "frame_name",
+           "parse_box", "parse_duration", "parse_time", "seconds_to_ns", "time_ns", "verify"]
 
 
 def time_ns(value, *, end=False, name="time"):
@@ -131,6 +133,17 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
     hex), pulse (number, time_ns, ledger_key), cosigned_by (witness keys, hex), claim (as `sion memory verify --json` prints it)
     and atoms: the answer's atoms in their JSON form (docs/ATOM.md) with their positions.
     """
+    expect = _expectation(frame=frame, box=box, from_ns=from_ns, to_ns=to_ns, box_m=box_m, from_time=from_time,
+                          to_time=to_time, subject=subject, links_to=links_to, position=position, omitted=omitted,
+                          extends=extends, recorded=recorded, at_least=at_least, head=head, log=log,
+                          witnesses=witnesses, quorum=quorum)
+    return _verified(verify_json(bytes(proof), _key_bytes(ledger_key), json.dumps(expect)))
+
+
+def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, from_time=None, to_time=None,
+                 subject=None, links_to=None, position=None, omitted=None, extends=None, recorded=None, at_least=0,
+                 head=None, log=None, witnesses=None, quorum=None):
+    """The question asked (verify()'s keyword arguments) as the verifier's expectation."""
     if frame is None and any(v is not None for v in (box, box_m, from_ns, to_ns, from_time, to_time)):
         raise ValueError("box, from_ns and to_ns belong to a range question: name its frame too")
     if box is not None and box_m is not None:
@@ -172,10 +185,16 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         expect["quorum"] = quorum
     elif quorum is not None:
         raise ValueError("quorum counts witnesses: name them (witnesses=...)")
-    outcome = json.loads(verify_json(bytes(proof), _key_bytes(ledger_key), json.dumps(expect)))
+    return expect
+
+
+def _verified(answer):
+    outcome = json.loads(answer)
     if "error" in outcome:
         raise ProofError(outcome["error"]["code"], outcome["error"]["message"])
     verified = outcome["ok"]
+    if "blobs" in outcome:
+        verified["blobs_checked"] = outcome["blobs"]
     claim = verified["claim"]
     (body,) = claim.values()
     atoms = body.get("atoms")
@@ -183,6 +202,24 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         atoms = [body["atom"]]
     verified["atoms"] = atoms or []
     return verified
+
+
+def check_evidence(directory, ledger_key, **question):
+    """Check an evidence directory (`sion memory evidence`, docs/EVIDENCE.md): its
+    answer.sionproof as verify() does (ledger_key and the question asked, as verify takes them),
+    and that each file of its blobs/ is exactly the payload the atom it is named for commits
+    to. Returns what the proof proves, with `blobs_checked`; raises ProofError (codes
+    `evidence_*` for the payloads) when it does not hold."""
+    with open(os.path.join(directory, "answer.sionproof"), "rb") as f:
+        proof = f.read()
+    blobs_dir = os.path.join(directory, "blobs")
+    blobs = []
+    if os.path.isdir(blobs_dir):
+        for name in sorted(os.listdir(blobs_dir)):
+            with open(os.path.join(blobs_dir, name), "rb") as f:
+                blobs.append((name, f.read()))
+    expect = _expectation(**question)
+    return _verified(check_evidence_json(proof, _key_bytes(ledger_key), json.dumps(expect), blobs))
 
 
 def believe(bundle, ledger_key, targets, policy, *, as_of=None, trust_log_set=False):

@@ -27,6 +27,36 @@ fn verify_json(py: Python<'_>, proof: Vec<u8>, ledger_key: Vec<u8>, expect: &str
     Ok(out.to_string())
 }
 
+/// An evidence directory (docs/EVIDENCE.md): verify `proof` as [`verify_json`] does, then each
+/// `(name, bytes)` of its `blobs/` against the atom it is named for: `{"ok": <the verified
+/// answer>, "blobs": <how many were checked>}` or `{"error": {"code", "message"}}`.
+#[pyfunction]
+fn check_evidence_json(
+    py: Python<'_>,
+    proof: Vec<u8>,
+    ledger_key: Vec<u8>,
+    expect: &str,
+    blobs: Vec<(String, Vec<u8>)>,
+) -> PyResult<String> {
+    let expect: serde_json::Value =
+        serde_json::from_str(expect).map_err(|e| PyValueError::new_err(format!("expectation: {e}")))?;
+    let expect = Expect::from_json(&expect).map_err(PyValueError::new_err)?;
+    let key = key_of(&ledger_key)?;
+    let out = py.detach(|| match sion_verify::proof::verify(&proof, &key, &expect) {
+        Err(e) => serde_json::json!({ "error": { "code": e.code(), "message": e.to_string() } }),
+        Ok(v) => {
+            match sion_verify::evidence::check_blobs(
+                &v,
+                blobs.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
+            ) {
+                Ok(n) => serde_json::json!({ "ok": v.to_json(), "blobs": n }),
+                Err(e) => serde_json::json!({ "error": { "code": e.code(), "message": e.to_string() } }),
+            }
+        }
+    });
+    Ok(out.to_string())
+}
+
 /// Check a belief bundle (docs/BELIEF.md, "Bundles") against `ledger_key`, the atoms asked
 /// about (ids, 64 hex digits) and the reader's policy (JSON), and recompute the fold:
 /// `{"ok": {"pulse", "beliefs"}}` or `{"error": {"code", "message"}}` when the bundle is refused. A
@@ -132,6 +162,7 @@ fn key_of(ledger_key: &[u8]) -> PyResult<VerifyingKey> {
 #[pymodule]
 fn _sion_verify(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify_json, m)?)?;
+    m.add_function(wrap_pyfunction!(check_evidence_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_bundle_json, m)?)?;
     m.add_function(wrap_pyfunction!(parse_box, m)?)?;
     m.add_function(wrap_pyfunction!(box_from_metres, m)?)?;

@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod frames;
 pub mod scene;
 
 #[cfg(feature = "rerun")]

@@ -17,9 +17,10 @@ use sion_ingest::msgs::{self, OccupancyGrid};
 use sion_ingest::tf::{TfBuffer, TfError};
 use sion_store::log::blobs::BlobStore;
 use sion_store::log::{Log, LogError};
-use sion_verify::atom::{Atom, BoxMm, Interval, Kind, Payload};
+use sion_verify::atom::{Atom, BlobRef, BoxMm, Interval, Kind, Payload};
 use sion_verify::proof::{ProofFile, Tree};
 
+use crate::frames::Pixels;
 use crate::scene::{self, Layer, Scene, Verdict};
 
 /// The timeline atoms are placed on: the start of each atom's valid interval.
@@ -229,7 +230,7 @@ fn memory_summary(drawn: &MemoryDrawn, frame: &str) -> String {
 }
 
 /// The legend as a table: what each colour means (the scene's, docs/VIZ.md).
-fn legend_markdown() -> String {
+pub fn legend_markdown() -> String {
     let mut out = "# Legend\n\n| colour | what |\n| --- | --- |\n".to_owned();
     for e in scene::legend() {
         let [r, g, b, _] = e.rgba;
@@ -305,20 +306,27 @@ pub fn send_blueprint(rec: &RecordingStream, cameras: &[String], answered: bool)
     Ok(())
 }
 
+/// How [`draw_answer`] has the blob of an answer's atom (its position, its reference): the
+/// media type and bytes, opened for a sealed memory.
+pub type OpenBlob<'a> = dyn Fn(u64, &BlobRef) -> Option<(String, Vec<u8>)> + 'a;
+
 /// Draw a proof file: the query box, the answer, every node of the proof's tree walk (opened,
 /// passed over, or a leaf entry that does not answer), and a summary saying whether it verified;
-/// with `blobs`, the camera frames that answered on the timeline (`answer/frames/<camera>`).
+/// and the camera frames that answered on the timeline (`answer/frames/<camera>`), each as
+/// `open` gives it (the blob of the atom at a position with its media type, opened for a
+/// sealed memory; `None` when it cannot be had).
 pub fn draw_answer(
     rec: &RecordingStream,
     file: &ProofFile,
-    blobs: Option<&BlobStore>,
+    open: &OpenBlob<'_>,
 ) -> Result<AnswerDrawn, VizError> {
     let scene = Scene::of(file, None);
     let mut frames = 0;
     let mut cameras = Vec::new();
     for a in &scene.answer {
-        let (Some(blob), Some(blobs)) = (&a.blob, blobs) else { continue };
-        let Some(picture) = blobs.get(&blob.hash).ok().and_then(|bytes| picture(&blob.media_type, &bytes))
+        let Some(blob) = &a.blob else { continue };
+        let Some(picture) =
+            open(a.position, blob).and_then(|(media_type, bytes)| picture(&media_type, &bytes))
         else {
             continue;
         };
@@ -551,53 +559,17 @@ fn log_picture(rec: &RecordingStream, path: &str, image: &PictureData) -> Result
     Ok(())
 }
 
-fn stamp_ns(h: &msgs::Header) -> i64 {
-    i64::from(h.stamp.sec) * 1_000_000_000 + i64::from(h.stamp.nanosec)
-}
-
-/// A camera frame blob as a picture, if it is one this draws.
+/// A camera frame blob as a picture to log, if it is one this draws.
 fn picture(media_type: &str, bytes: &[u8]) -> Option<Picture> {
-    if media_type == cdr_media_type(msgs::CompressedImage::TYPE) {
-        let image = msgs::CompressedImage::from_cdr(bytes).ok()?;
-        let media = if image.format.contains("png") { "image/png" } else { "image/jpeg" };
-        return Some(Picture {
-            frame: image.header.frame_id.clone(),
-            stamp_ns: stamp_ns(&image.header),
-            image: PictureData::Encoded(
-                rerun::archetypes::EncodedImage::new(image.data).with_media_type(media),
-            ),
-        });
-    }
-    if media_type != cdr_media_type(msgs::Image::TYPE) {
-        return None;
-    }
-    let image = msgs::Image::from_cdr(bytes).ok()?;
-    let channels = match image.encoding.as_str() {
-        "rgb8" | "bgr8" => 3,
-        "mono8" => 1,
-        _ => return None,
+    let frame = crate::frames::decode(media_type, bytes)?;
+    let image = match frame.pixels {
+        Pixels::Rgb { width, height, data } => PictureData::Raw(Image::from_rgb24(data, [width, height])),
+        Pixels::Gray { width, height, data } => PictureData::Raw(Image::from_l8(data, [width, height])),
+        Pixels::Encoded { media_type, data } => {
+            PictureData::Encoded(rerun::archetypes::EncodedImage::new(data).with_media_type(media_type))
+        }
     };
-    let (w, h, step) = (image.width as usize, image.height as usize, image.step as usize);
-    if step < w * channels || image.data.len() < step * h {
-        return None;
-    }
-    let mut pixels = Vec::with_capacity(w * h * channels);
-    for row in image.data.chunks(step).take(h) {
-        pixels.extend_from_slice(&row[..w * channels]);
-    }
-    if image.encoding == "bgr8" {
-        pixels.chunks_exact_mut(3).for_each(|p| p.swap(0, 2));
-    }
-    let picture = if channels == 3 {
-        Image::from_rgb24(pixels, [image.width, image.height])
-    } else {
-        Image::from_l8(pixels, [image.width, image.height])
-    };
-    Some(Picture {
-        frame: image.header.frame_id.clone(),
-        stamp_ns: stamp_ns(&image.header),
-        image: PictureData::Raw(picture),
-    })
+    Some(Picture { frame: frame.camera, stamp_ns: frame.stamp_ns, image })
 }
 
 /// A scan or a cloud kept as a blob: not drawn as a picture, and not counted as one missing.

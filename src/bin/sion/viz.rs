@@ -123,7 +123,10 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     let (mut cameras, mut answered) = (drawn.cameras.clone(), false);
     if let Some(file) = file {
-        let drawn = viz::draw_answer(&rec, &file, Some(memory.blobs())).context("drawing the answer")?;
+        let drawn = viz::draw_answer(&rec, &file, &|_, b| {
+            memory.blobs().get(&b.hash).ok().map(|bytes| (b.media_type.clone(), bytes))
+        })
+        .context("drawing the answer")?;
         // The answer's cameras get a view each; the others' frames are in the 3D view.
         (cameras, answered) = (drawn.cameras.clone(), true);
         match &drawn.rejected {

@@ -20,6 +20,7 @@ mod archive;
 mod audit;
 mod belief;
 mod commit;
+mod evidence;
 pub(crate) mod open;
 mod recall;
 mod remember;
@@ -75,6 +76,12 @@ pub(crate) enum MemoryCommand {
     /// is as of a committed head (the latest unless --as-of), and the proof checks from that
     /// head alone, an empty answer included.
     Recall(RecallArgs),
+    /// One answer out as a directory a colleague or an auditor checks and looks at: the proof,
+    /// the answer's atoms as JSON, the payloads they commit to (checked by hash), the camera
+    /// frames as pictures (opened, for a sealed memory: as the writer or --keys a member), and
+    /// the answer drawn for Foxglove (answer.mcap) and Rerun (answer.rrd). `sion memory verify
+    /// DIR` checks it (docs/EVIDENCE.md).
+    Evidence(evidence::EvidenceArgs),
     /// Every atom about a subject, proved complete.
     Subject(ListArgs),
     /// Every atom that links to an atom (its revisions, contradictions, supports,
@@ -141,6 +148,7 @@ pub(crate) fn run(cmd: MemoryCommand) -> Result<ExitCode> {
         MemoryCommand::Audit(a) => audit(&a.data),
         MemoryCommand::Repair(a) => repair(&a.data, a.new_log),
         MemoryCommand::Recall(a) => recall(a),
+        MemoryCommand::Evidence(a) => evidence::evidence(a),
         MemoryCommand::Subject(a) => list(ListKey::Subject(a.key.clone()), a.answer),
         MemoryCommand::Links(a) => {
             let id: AtomId = a.key.parse().context("an atom id is 64 hex digits")?;

@@ -18,7 +18,8 @@ use crate::common::{
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("question").multiple(false)))]
 pub(crate) struct VerifyArgs {
-    /// The proof file.
+    /// The proof file, or an evidence directory (`sion memory evidence`): its answer.sionproof,
+    /// and each payload of its blobs/ against the atom it is for (docs/EVIDENCE.md).
     pub(crate) file: PathBuf,
     /// Accept only heads attested by this ledger key (64 hex digits).
     #[arg(long, conflicts_with = "data")]
@@ -216,6 +217,10 @@ pub(crate) fn verify(a: VerifyArgs) -> Result<ExitCode> {
             } else if anchored {
                 outln!("VALID {}", a.file.display());
                 print_verified(&v, None)?;
+                if a.file.is_dir() {
+                    let n = std::fs::read_dir(a.file.join("blobs")).map_or(0, Iterator::count);
+                    outln!("  evidence {n} payloads in blobs/, each the one its atom commits to (BLAKE3)");
+                }
                 if let Some((named, quorum)) = &witnesses {
                     let names: Vec<&str> = named
                         .iter()
@@ -254,8 +259,28 @@ pub(crate) fn verify(a: VerifyArgs) -> Result<ExitCode> {
 /// anchors it, and the witnesses named; an error is one before any verdict (`input`).
 pub(crate) type Checked = (std::result::Result<Verified, Refusal>, bool, Option<(NamedWitnesses, usize)>);
 
+/// An evidence directory's payloads: each file of DIR/blobs, by name.
+fn evidence_blobs(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let blobs = dir.join("blobs");
+    let mut out = Vec::new();
+    if !blobs.exists() {
+        return Ok(out);
+    }
+    for entry in std::fs::read_dir(&blobs).with_context(|| format!("reading {}", blobs.display()))? {
+        let entry = entry.with_context(|| format!("reading {}", blobs.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let bytes =
+            std::fs::read(entry.path()).with_context(|| format!("reading {}", entry.path().display()))?;
+        out.push((name, bytes));
+    }
+    out.sort();
+    Ok(out)
+}
+
 pub(crate) fn checked(a: &VerifyArgs) -> Result<Checked> {
-    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let evidence = a.file.is_dir();
+    let proof_path = if evidence { a.file.join("answer.sionproof") } else { a.file.clone() };
+    let bytes = std::fs::read(&proof_path).with_context(|| format!("reading {}", proof_path.display()))?;
     let expected = match (&a.ledger_key, &a.data) {
         (Some(hex_key), _) => Some(ledger_key_arg(hex_key)?),
         (None, Some(dir)) => Some(open_memory_read_only(dir)?.ledger().public_key()),
@@ -300,6 +325,20 @@ pub(crate) fn checked(a: &VerifyArgs) -> Result<Checked> {
     let result = match (result, &service) {
         (Ok(v), Some(service)) => served_header_matches(service, &bytes, &v)?.map_or(Ok(v), Err),
         (other, _) => other,
+    };
+    // An evidence directory: the payloads beside the proof are the ones its atoms commit to.
+    let result = match result {
+        Ok(v) if evidence => {
+            let blobs = evidence_blobs(&a.file)?;
+            match sion_memory::evidence::check_blobs(
+                &v,
+                blobs.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
+            ) {
+                Ok(_) => Ok(v),
+                Err(e) => Err(Refusal { code: e.code(), message: e.to_string() }),
+            }
+        }
+        other => other,
     };
     // Anchored only by a key the reader brought; the proof's own key anchors nothing.
     Ok((result, expected.is_some(), witnesses))
