@@ -13,7 +13,8 @@
 #                                ledger's members), iproute2 (loopback-only network namespaces),
 #                                Xvfb, Chromium, ImageMagick, Tesseract and the Rerun viewer
 #                                (rerun-sdk, .rerun-venv/: a screenshot of a recording in its
-#                                web viewer, checked for its panels),
+#                                web viewer, checked for its panels), the Rust target
+#                                wasm32-unknown-unknown (the web page's verifier),
 #                                the Python mcp client, the Python mcap and foxglove-schemas-protobuf
 #                                (an export read back), s3s-fs (scripts/s3.sh), cargo-fuzz
 #
@@ -192,6 +193,11 @@ _sion_setup_test_tools() {
     if ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("mcap") != "1.6.0" or m.version("foxglove-schemas-protobuf") != "0.4.0")' 2>/dev/null; then
         _sion_say "installing the Python packages mcap 1.6.0 and foxglove-schemas-protobuf 0.4.0 (the export is read back with them)"
         python3 -m pip install --quiet --disable-pip-version-check "mcap==1.6.0" "foxglove-schemas-protobuf==0.4.0" || return 1
+    fi
+    # The web page's verifier is sion_verify compiled to WebAssembly (scripts/web.sh).
+    if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+        _sion_say "adding the Rust target wasm32-unknown-unknown (the web page's verifier, scripts/web.sh)"
+        rustup target add wasm32-unknown-unknown >/dev/null || return 1
     fi
     # The Rerun viewer of the screenshot test (scripts/viz_screenshot.sh), the SDK's version,
     # installed here: the test runs where nothing can be downloaded.

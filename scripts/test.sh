@@ -60,7 +60,7 @@ rm -rf "$lifetime_dir"
 # The API documentation builds without a warning (broken links, missing docs where asked).
 phase "docs (cargo doc, warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib -p sion_verify -p sion_disk -p sion_log -p sion_index -p sion_ledger -p sion_store -p sion_sim -p sion_cognet \
-    -p sion_brain -p sion_ingest -p sion_bag -p sion_fleet -p sion_seal -p sion_archive -p sion_memory
+    -p sion_brain -p sion_ingest -p sion_bag -p sion_viz -p sion_web -p sion_fleet -p sion_seal -p sion_archive -p sion_memory
 
 # The Python verifier (python/, pyo3 + maturin; setup.sh installed it from this tree) in the
 # ROS 2 environment rclpy readers use, through the conformance suite; the graph tests below
@@ -76,8 +76,11 @@ SION_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sion" bash scripts/isolated.sh 
 
 # What viewers read: `sion export` decoded by Foxglove's own schema packages (mcap,
 # foxglove-schemas-protobuf), every channel; a `sion viz` recording opened in the Rerun web
-# viewer in Chromium on a virtual display, its screenshot read for the panels (loopback only).
-phase "viewers: the export as Foxglove reads it, the recording in the Rerun web viewer"
+# viewer in Chromium on a virtual display, its screenshot read for the panels; the web page
+# (sion_verify as WebAssembly) in headless Chromium through every conformance case, an evidence
+# directory, and `sion serve-ui` (loopback only).
+phase "viewers: the export as Foxglove reads it, the recording in the Rerun web viewer, the web page that verifies"
+bash scripts/web.sh
 SION_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sion" bash scripts/isolated.sh python3 -m unittest discover -s tests/viewers -v
 
 # The node on a real ROS 2 graph, driven by rclpy publishers and clients: installed from

@@ -186,7 +186,11 @@ pub fn legend() -> Vec<LegendEntry> {
         out.push(LegendEntry {
             name: kind.as_str().into(),
             rgba: [r, g, b, 255],
-            meaning: format!("a {} atom", kind.as_str().replace('_', " ")),
+            meaning: {
+                let name = kind.as_str().replace('_', " ");
+                let a = if name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+                format!("{a} {name} atom")
+            },
         });
     }
     for layer in Layer::ALL {
@@ -314,8 +318,12 @@ impl Scene {
             n => format!("{n} atoms"),
         };
         match &self.verdict {
-            Verdict::Verified { .. } => {
+            // Only an answer (a range or a list) is complete; other proofs prove one fact.
+            Verdict::Verified { .. } if matches!(self.kind, "range" | "list") => {
                 format!("✓ proof verifies: {atoms}, complete, as of head {}", self.head_size)
+            }
+            Verdict::Verified { .. } => {
+                format!("✓ proof verifies: a {} proof, as of head {}", self.kind, self.head_size)
             }
             Verdict::Rejected { why } => format!("✗ proof does NOT verify: {why}"),
         }

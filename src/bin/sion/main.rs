@@ -26,6 +26,7 @@ mod demo;
 mod ledger;
 mod mcp;
 mod memory;
+mod serve_ui;
 mod ui;
 mod viz;
 
@@ -59,13 +60,19 @@ enum Command {
     /// Replay a ROS 2 bag (MCAP) into a memory through the same ingest as the live node,
     /// then commit a head.
     Replay(bag::ReplayArgs),
-    /// Write a memory's atoms, heads and (optionally) answers with their proofs as MCAP
-    /// with JSON messages and JSON Schemas, for Foxglove and other MCAP tools.
+    /// Write a memory as MCAP Foxglove draws with no configuration (its well-known schemas:
+    /// transforms, paths, atoms as boxes, camera frames, answers and verdicts) beside JSON
+    /// channels, on the atoms' valid time (docs/BAGS.md).
     Export(bag::ExportArgs),
-    /// Draw a memory, and an answer with its proof, for the Rerun viewer: the trajectory, atoms
-    /// as boxes coloured by kind on their valid time, map tiles, camera frames, the query box,
-    /// the proof's tree nodes (opened, passed over) and whether it verified (feature `viz`).
+    /// Draw a memory, and an answer with its proof, for the Rerun viewer, with the layout the
+    /// recording carries: the trajectory, atoms of every frame through the memory's transforms,
+    /// cameras as frusta with their frames, the query box, the proof's tree walk, the verdict, a
+    /// legend (feature `viz`; docs/VIZ.md).
     Viz(viz::VizArgs),
+    /// Serve the web page that checks a proof or an evidence directory in the browser (the
+    /// verifier compiled to WebAssembly; build it with `bash scripts/web.sh`), on loopback only.
+    /// The page also works opened from disk (web/dist/index.html).
+    ServeUi(serve_ui::ServeUiArgs),
     /// Make ROS 2 bags.
     #[command(subcommand)]
     Bag(bag::BagCommand),
@@ -142,6 +149,7 @@ fn main() -> ExitCode {
         Command::Mcp(a) => mcp::run(a),
         Command::Export(args) => bag::export_cmd(&args),
         Command::Viz(args) => viz::run(&args),
+        Command::ServeUi(args) => serve_ui::run(&args),
         Command::Ledger(cmd) => ledger::run(cmd),
     };
     // What is still buffered must reach its file too, or the command failed.

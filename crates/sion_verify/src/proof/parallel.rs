@@ -40,6 +40,11 @@ pub fn map<T: Sync, R: Send, E: Send>(
     f: impl Fn(&T) -> Result<R, E> + Sync,
 ) -> Result<Vec<R>, E> {
     let run = items.len().div_ceil(cores()).max(1);
+    // One run is this thread's: no thread is started for it (where threads cannot start at
+    // all, in a browser's WebAssembly, the standard library reports one core).
+    if items.len() <= run {
+        return items.iter().map(f).collect();
+    }
     let runs: Vec<Result<Vec<R>, E>> = thread::scope(|scope| {
         let f = &f;
         let handles: Vec<_> =
