@@ -71,7 +71,7 @@ fn record(
     let rec = rerun::RecordingStreamBuilder::new("sion_memory_test").save(path).expect("a recording");
     let memory_drawn =
         draw_memory(&rec, memory.log(), memory.blobs(), "map", u64::MAX, |_| {}).expect("draw the memory");
-    let drawn = draw_answer(&rec, file, &|_, b| {
+    let drawn = draw_answer(&rec, file, Some(&memory.ledger().public_key()), &|_, b| {
         memory.blobs().get(&b.hash).ok().map(|bytes| (b.media_type.clone(), bytes))
     })
     .expect("draw the answer");

@@ -8,6 +8,8 @@
 let wasm = null;
 let loaded = null; // { name, proof: Uint8Array, blobs: [[name, Uint8Array]], keyHint }
 let lastAnswer = null;
+let loadedMissing = [];   // payloads of the answer an evidence directory at a URL does not hold
+let keyFromLink = false;  // the key came with the link, not from the reader
 
 async function loadVerifier() {
   // SION_VERIFY_WASM_BASE64 (sion_verify_wasm.js) carries the module, so the page also works
@@ -83,7 +85,8 @@ async function fromDirectoryEntry(dir) {
   const blobs = [];
   const blobsDir = entries.find((e) => e.isDirectory && e.name === "blobs");
   if (blobsDir) {
-    for (const e of await listDir(blobsDir)) if (e.isFile) blobs.push([e.name, await readEntry(e)]);
+    // Anything there that is not a file is given to the verifier by its name, to be refused.
+    for (const e of await listDir(blobsDir)) blobs.push(e.isFile ? [e.name, await readEntry(e)] : [`${e.name}/`, new Uint8Array(0)]);
   }
   return { name: dir.name + "/", proof: await readEntry(proof), blobs };
 }
@@ -97,6 +100,7 @@ async function fromFileList(files) {
     for (const f of list) {
       const parts = f.webkitRelativePath.split("/");
       if (parts.length === 3 && parts[1] === "blobs") blobs.push([f.name, new Uint8Array(await f.arrayBuffer())]);
+      else if (parts.length > 3 && parts[1] === "blobs") blobs.push([parts.slice(2).join("/"), new Uint8Array(0)]);
     }
     return { name: proof.webkitRelativePath.split("/")[0] + "/", proof: new Uint8Array(await proof.arrayBuffer()), blobs };
   }
@@ -104,8 +108,9 @@ async function fromFileList(files) {
   return { name: f.name, proof: new Uint8Array(await f.arrayBuffer()), blobs: [] };
 }
 
-function setLoaded(l) {
+function setLoaded(l, missing = []) {
   loaded = l;
+  loadedMissing = missing;
   document.getElementById("loaded").textContent =
     `${l.name}: a proof file of ${l.proof.length} bytes` + (l.blobs.length ? `, ${l.blobs.length} payloads in blobs/` : "");
 }
@@ -131,24 +136,36 @@ function wireLoading() {
   }
 }
 
+// Only what the page's own server serves: a link cannot make the page fetch (or vouch for)
+// anything from elsewhere.
+function sameOrigin(url) {
+  const u = new URL(url, location.href);
+  if (u.origin !== location.origin || u.protocol === "data:") throw new Error(`${url}: not served beside this page`);
+  return u;
+}
+
 async function openFromUrls(evidence, proofUrl) {
   const get = async (url) => {
-    const r = await fetch(url);
+    const r = await fetch(sameOrigin(url));
     if (!r.ok) throw new Error(`${url}: ${r.status}`);
     return new Uint8Array(await r.arrayBuffer());
   };
   if (proofUrl) { setLoaded({ name: proofUrl, proof: await get(proofUrl), blobs: [] }); return; }
-  const base = new URL(evidence.endsWith("/") ? evidence : evidence + "/", location.href);
+  const base = sameOrigin(evidence.endsWith("/") ? evidence : evidence + "/");
   const proof = await get(new URL("answer.sionproof", base));
-  // answer.json names the atoms; those with a blob have their payload in blobs/POSITION.
-  const answer = JSON.parse(new TextDecoder().decode(await get(new URL("answer.json", base))));
+  // Which payloads to fetch comes from the proof (what it proves), not from answer.json, which
+  // nothing checks: every atom of the answer with a blob has its payload in blobs/POSITION.
+  const first = check(proof, document.getElementById("key").value, {}, []);
+  const body = first.ok ? Object.values(first.ok.claim)[0] || {} : {};
   const blobs = [];
-  for (const a of answer.atoms || []) {
+  const missing = [];
+  for (const a of body.atoms || []) {
     if (!a.payload || !a.payload.blob) continue;
     const r = await fetch(new URL(`blobs/${a.position}`, base));
     if (r.ok) blobs.push([String(a.position), new Uint8Array(await r.arrayBuffer())]);
+    else missing.push(a.position);
   }
-  setLoaded({ name: base.pathname, proof, blobs });
+  setLoaded({ name: base.pathname, proof, blobs }, missing);
 }
 
 // ---- showing --------------------------------------------------------------------------------
@@ -172,14 +189,20 @@ function showVerdict(answer) {
     const dd = document.createElement("dd"); dd.textContent = val;
     facts.append(dt, dd);
   };
-  if (answer.ok) {
+  if (answer.ok && keyFromLink) {
+    v.className = "link-key";
+    v.textContent = "✓ Verifies, but against the key the link gave: type the ledger key you trust and check again";
+  } else if (answer.ok) {
     v.className = "valid";
     v.textContent = "✓ The proof verifies";
+  }
+  if (answer.ok) {
     fact("proves", answer.ok.statement);
     if (answer.scene) fact("asked", answer.scene.asked);
     fact("head", `${answer.ok.head.size} atoms, log root ${answer.ok.head.root}`);
     if (answer.ok.pulse) fact("ledger", `committed at Pulse ${answer.ok.pulse.number}, ${new Date(answer.ok.pulse.time_ns / 1e6).toISOString()}`);
     if (answer.blobs) fact("payloads", `${answer.blobs} in blobs/, each the one its atom commits to (BLAKE3)`);
+    if (loadedMissing.length) fact("not here", `the payloads of atoms ${loadedMissing.join(", ")} are not in blobs/`);
   } else {
     v.className = "invalid";
     v.textContent = `✗ Does NOT verify (${answer.error.code})`;
@@ -250,7 +273,7 @@ function showLegend(legend) {
 
 async function runConformance(manifestUrl, reportUrl) {
   document.getElementById("conformance").hidden = false;
-  const base = new URL(manifestUrl, location.href);
+  const base = sameOrigin(manifestUrl);
   const manifest = await (await fetch(base)).json();
   const results = [];
   const table = document.getElementById("conformance-table");
@@ -273,7 +296,7 @@ async function runConformance(manifestUrl, reportUrl) {
   const bad = results.filter((r) => !r.agrees).length;
   document.getElementById("conformance-summary").textContent =
     `${results.length} cases, ${results.length - bad} agree with the manifest, ${bad} disagree`;
-  if (reportUrl) await fetch(reportUrl, { method: "POST", body: JSON.stringify({ cases: results }) });
+  if (reportUrl) await fetch(sameOrigin(reportUrl), { method: "POST", body: JSON.stringify({ cases: results }) });
 }
 
 // ---- start ----------------------------------------------------------------------------------
@@ -289,6 +312,7 @@ async function main() {
   for (const layer of ["opened", "passed_over", "not_answering"]) {
     document.getElementById(`show-${layer}`).addEventListener("change", draw);
   }
+  document.getElementById("key").addEventListener("input", () => { keyFromLink = false; });
   document.getElementById("check").addEventListener("click", () => {
     if (!loaded) { document.getElementById("loaded").textContent = "Load a proof or an evidence directory first."; return; }
     const answer = check(loaded.proof, document.getElementById("key").value, question(), loaded.blobs);
@@ -306,21 +330,24 @@ async function main() {
     // `?proof=FILE&key=HEX`, checked at once.
     let failed = null;
     try {
-      await openFromUrls(params.get("evidence"), params.get("proof"));
+      // A key in the link is the sender's choice: the verdict says so (amber), and a reader
+      // types the key they trust to have it count.
       document.getElementById("key").value = params.get("key") || "";
+      keyFromLink = Boolean(params.get("key"));
+      await openFromUrls(params.get("evidence"), params.get("proof"));
       document.getElementById("check").click();
     } catch (e) {
       failed = String(e.message || e);
       document.getElementById("loaded").textContent = failed;
     }
     const report = failed ? { error: { code: "input", message: failed } } : lastAnswer;
-    if (params.get("report")) await fetch(params.get("report"), { method: "POST", body: JSON.stringify(report) });
+    if (params.get("report")) await fetch(sameOrigin(params.get("report")), { method: "POST", body: JSON.stringify(report) });
   }
   if (params.get("conformance")) {
     try {
       await runConformance(params.get("conformance"), params.get("report"));
     } catch (e) {
-      if (params.get("report")) await fetch(params.get("report"), { method: "POST", body: JSON.stringify({ error: String(e) }) });
+      if (params.get("report")) await fetch(sameOrigin(params.get("report")), { method: "POST", body: JSON.stringify({ error: String(e) }) });
     }
   }
 }

@@ -23,6 +23,7 @@ your own policy, and recomputes the fold here::
 
 import datetime
 import json
+import stat
 
 import os
 
@@ -211,13 +212,26 @@ def check_evidence(directory, ledger_key, **question):
     to. Returns what the proof proves, with `blobs_checked`; raises ProofError (codes
     `evidence_*` for the payloads) when it does not hold."""
     with open(os.path.join(directory, "answer.sionproof"), "rb") as f:
-        proof = f.read()
+        proof = f.read(64 * 1024 * 1024 + 1)
+    # The proof first: what it proves says which payloads may be here and how large each is,
+    # so nothing else is read whole before it is known to be one (no link, pipe or huge file).
+    answer = verify(proof, ledger_key, **question)
+    sizes = {a["position"]: a["payload"]["blob"]["size"] for a in answer["atoms"]
+             if isinstance(a.get("payload"), dict) and "blob" in a["payload"]}
     blobs_dir = os.path.join(directory, "blobs")
     blobs = []
     if os.path.isdir(blobs_dir):
         for name in sorted(os.listdir(blobs_dir)):
-            with open(os.path.join(blobs_dir, name), "rb") as f:
-                blobs.append((name, f.read()))
+            path = os.path.join(blobs_dir, name)
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                raise ProofError("evidence_name", f"blobs/{name}: not a regular file (a link, a directory or a device)")
+            size = sizes.get(int(name)) if name.isdigit() else None
+            if size is not None and os.lstat(path).st_size != size:
+                raise ProofError("evidence_hash", f"blobs/{name}: {os.lstat(path).st_size} bytes, not the {size} "
+                                 f"bytes the atom at position {name} commits to")
+            # A name that is no atom's is read empty: the verifier refuses it by its name.
+            with open(path, "rb") as f:
+                blobs.append((name, f.read(size) if size is not None else b""))
     expect = _expectation(**question)
     return _verified(check_evidence_json(proof, _key_bytes(ledger_key), json.dumps(expect), blobs))
 

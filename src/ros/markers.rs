@@ -30,9 +30,9 @@ const TEXT_VIEW_FACING: i32 = 9;
 const ADD: i32 = 0;
 const DELETEALL: i32 = 3;
 
-/// Boxes drawn per namespace, at most: a question over a whole memory can answer with millions
-/// of atoms, and a line list of them would be hundreds of megabytes. The verdict says when
-/// some were left out.
+/// Boxes drawn in one array, at most (about 12 MB of points): a question over a whole memory
+/// can answer with millions of atoms. The answer's atoms come first, then the proof's layers;
+/// the verdict says how many were left out.
 pub const MAX_BOXES: usize = 20_000;
 
 /// Where the robot was last seen by the intake: its last pose atom in the fixed frame (its box
@@ -98,7 +98,6 @@ fn line_list(frame: &str, ns: String, boxes: &[BoxMm], rgba: [u8; 4], width_m: f
     m.color = colour(rgba);
     m.points = boxes
         .iter()
-        .take(MAX_BOXES)
         .flat_map(|b| scene::edges_m(&scene::drawable(b)))
         .flat_map(|[p, q]| [point(p), point(q)])
         .collect();
@@ -123,15 +122,24 @@ pub fn array(scene: &Scene, title: &str) -> MarkerArray {
     // By kind, the robot kinds in the legend's order, then any other in the answer's.
     let mut by_kind: Vec<(crate::atom::Kind, Vec<BoxMm>)> =
         scene::KINDS.iter().map(|k| (*k, Vec::new())).collect();
-    // A subject answer can hold atoms of other frames: only the scene's frame is drawn here.
+    // A subject answer can hold atoms of other frames: only the scene's frame is drawn here,
+    // the others counted in the verdict.
+    let elsewhere = scene.answer.iter().filter(|a| a.frame != frame).count();
     for a in scene.answer.iter().filter(|a| a.frame == frame) {
         match by_kind.iter_mut().find(|(k, _)| *k == a.kind) {
             Some((_, boxes)) => boxes.push(a.bounds),
             None => by_kind.push((a.kind, vec![a.bounds])),
         }
     }
+    let mut budget = MAX_BOXES;
+    let mut take = |boxes: Vec<BoxMm>, left_out: &mut usize| -> Vec<BoxMm> {
+        let kept = boxes.len().min(budget);
+        budget -= kept;
+        *left_out += boxes.len() - kept;
+        boxes.into_iter().take(kept).collect()
+    };
     for (kind, boxes) in by_kind.into_iter().filter(|(_, b)| !b.is_empty()) {
-        left_out += boxes.len().saturating_sub(MAX_BOXES);
+        let boxes = take(boxes, &mut left_out);
         let [r, g, b] = scene::kind_rgb(kind);
         markers.push(line_list(frame, format!("answer/{}", kind.as_str()), &boxes, [r, g, b, 255], 0.03));
     }
@@ -140,7 +148,7 @@ pub fn array(scene: &Scene, title: &str) -> MarkerArray {
         if boxes.is_empty() {
             continue;
         }
-        left_out += boxes.len().saturating_sub(MAX_BOXES);
+        let boxes = take(boxes, &mut left_out);
         let width = if layer == Layer::Opened { 0.02 } else { 0.01 };
         markers.push(line_list(frame, format!("proof/{}", layer.name()), &boxes, layer.rgba(), width));
     }
@@ -154,8 +162,11 @@ pub fn array(scene: &Scene, title: &str) -> MarkerArray {
     text.scale = Vector3 { x: 0.0, y: 0.0, z: 0.3 };
     text.color = if scene.verified() { colour([60, 230, 90, 255]) } else { colour([255, 60, 60, 255]) };
     text.text = format!("{title}: {}", scene.headline());
+    if elsewhere > 0 {
+        text.text.push_str(&format!(" ({elsewhere} atoms in other frames not drawn)"));
+    }
     if left_out > 0 {
-        text.text.push_str(&format!(" ({left_out} boxes not drawn: at most {MAX_BOXES} per namespace)"));
+        text.text.push_str(&format!(" ({left_out} boxes not drawn: at most {MAX_BOXES} in all)"));
     }
     markers.push(text);
     MarkerArray { markers }

@@ -161,8 +161,14 @@ class ServeUi(unittest.TestCase):
                     return e.code
             self.assertEqual(status('/'), 200)
             self.assertEqual(status('/evidence/answer.json'), 200)
-            for path in ['/../Cargo.toml', '/evidence/../memory/memory.json', '/%2e%2e/Cargo.toml', '/nothing']:
+            for path in ['/../Cargo.toml', '/evidence/../memory/memory.json', '/%2e%2e/Cargo.toml', '/nothing',
+                         '/evidence/README.md', '/evidence/frames/']:
                 self.assertEqual(status(path), 404, path)
+            # A page on another name that resolves here (DNS rebinding) gets nothing.
+            rebound = urllib.request.Request(base + '/evidence/answer.json', headers={'Host': f'evil.example:{port}'})
+            with self.assertRaises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(rebound, timeout=10)
+            self.assertEqual(refused.exception.code, 421)
             self.assertEqual(status('/', 'POST'), 405)
             profile = tempfile.mkdtemp(prefix='sion-web-chromium-')
             dom = subprocess.run(
@@ -170,7 +176,9 @@ class ServeUi(unittest.TestCase):
                  '--virtual-time-budget=30000', '--dump-dom', f'{base}/?evidence=/evidence/&key={key}'],
                 capture_output=True, text=True, timeout=120).stdout
             shutil.rmtree(profile, ignore_errors=True)
-            self.assertIn('✓ The proof verifies', dom)
+            # The key came with the link: the page says it is the sender's, not the reader's.
+            self.assertIn('Verifies, but against the key the link gave', dom)
+            self.assertNotIn('✓ The proof verifies', dom)
             self.assertIn('(UTC)', dom)
         finally:
             server.kill()

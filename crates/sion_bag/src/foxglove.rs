@@ -291,11 +291,14 @@ impl Channels {
     ) -> Result<(), mcap::McapError> {
         if media_type == cdr_media_type(msgs::Image::TYPE) {
             let Ok(image) = msgs::Image::from_cdr(bytes) else { return Ok(()) };
-            let topic = format!("/sion/camera/{}", topic_part(&image.header.frame_id));
-            self.calibration(mcap, &topic, &image.header.frame_id, time_ns)?;
+            // Frames named as the transforms name them (`/camera` is `camera`), so Foxglove
+            // places the image where /tf says.
+            let frame = sion_verify::units::frame_name(&image.header.frame_id).to_owned();
+            let topic = format!("/sion/camera/{}", topic_part(&frame));
+            self.calibration(mcap, &topic, &frame, time_ns)?;
             let message = RawImage {
                 timestamp: Some(timestamp(time_ns)),
-                frame_id: image.header.frame_id,
+                frame_id: frame,
                 width: image.width,
                 height: image.height,
                 encoding: image.encoding,
@@ -305,13 +308,14 @@ impl Channels {
             self.write(mcap, &topic, time_ns, &message)?;
         } else if media_type == cdr_media_type(msgs::CompressedImage::TYPE) {
             let Ok(image) = msgs::CompressedImage::from_cdr(bytes) else { return Ok(()) };
-            let topic = format!("/sion/camera/{}", topic_part(&image.header.frame_id));
-            self.calibration(mcap, &topic, &image.header.frame_id, time_ns)?;
+            let frame = sion_verify::units::frame_name(&image.header.frame_id).to_owned();
+            let topic = format!("/sion/camera/{}", topic_part(&frame));
+            self.calibration(mcap, &topic, &frame, time_ns)?;
             // ROS says "jpeg" or "png", sometimes with the pixel format first ("rgb8; jpeg ...").
             let format = if image.format.contains("png") { "png" } else { "jpeg" };
             let message = CompressedImage {
                 timestamp: Some(timestamp(time_ns)),
-                frame_id: image.header.frame_id,
+                frame_id: frame,
                 data: image.data.into(),
                 format: format.into(),
             };
@@ -332,7 +336,7 @@ impl Channels {
         frame: &str,
         time_ns: i64,
     ) -> Result<(), mcap::McapError> {
-        let Some(c) = self.calibrations.get(sion_verify::units::frame_name(frame)).copied() else {
+        let Some(c) = self.calibrations.get(frame).copied() else {
             return Ok(());
         };
         let [fx, fy, cx, cy] = c.k;

@@ -30,6 +30,7 @@ pub mod cdr;
 pub mod msgs;
 pub mod schema;
 mod sensors;
+pub use sensors::{cloud_points, scan_points};
 pub mod tf;
 pub mod units;
 

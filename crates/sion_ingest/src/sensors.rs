@@ -321,6 +321,15 @@ fn own_header<'a>(own: &'a Header, array: &'a Header) -> &'a Header {
 }
 
 fn scan_bounds(scan: &LaserScan) -> Result<Bounds, Reject> {
+    let mut bounds = Bounds::origin();
+    scan_points(scan, |p| bounds.add(p))?;
+    Ok(bounds)
+}
+
+/// Each return of a scan as a point in the scanner's frame, metres (REP 117: +∞ is "nothing
+/// within `range_max`", taken at `range_max`; NaN, −∞ and ranges outside `[range_min,
+/// range_max]` are left out): what the memory's coverage atom holds, and what a picture draws.
+pub fn scan_points(scan: &LaserScan, mut visit: impl FnMut([f64; 3])) -> Result<(), Reject> {
     let angle_min = finite(f64::from(scan.angle_min), "angle_min")?;
     let increment = finite(f64::from(scan.angle_increment), "angle_increment")?;
     let range_min = finite(f64::from(scan.range_min), "range_min")?;
@@ -331,7 +340,6 @@ fn scan_bounds(scan: &LaserScan) -> Result<Bounds, Reject> {
     if increment == 0.0 && scan.ranges.len() > 1 {
         return Err(Reject::BadScan("angle_increment is 0"));
     }
-    let mut bounds = Bounds::origin();
     for (i, &r) in scan.ranges.iter().enumerate() {
         let r = f64::from(r);
         let r = if r == f64::INFINITY {
@@ -342,12 +350,20 @@ fn scan_bounds(scan: &LaserScan) -> Result<Bounds, Reject> {
             continue;
         };
         let a = angle_min + i as f64 * increment;
-        bounds.add([r * a.cos(), r * a.sin(), 0.0]);
+        visit([r * a.cos(), r * a.sin(), 0.0]);
     }
-    Ok(bounds)
+    Ok(())
 }
 
 fn cloud_bounds(cloud: &PointCloud2) -> Result<Bounds, Reject> {
+    let mut bounds = Bounds::origin();
+    cloud_points(cloud, |p| bounds.add(p))?;
+    Ok(bounds)
+}
+
+/// Each point of a cloud with finite x, y and z (FLOAT32 or FLOAT64, either endianness), in
+/// the cloud's frame, metres.
+pub fn cloud_points(cloud: &PointCloud2, mut visit: impl FnMut([f64; 3])) -> Result<(), Reject> {
     let field = |name: &str| -> Result<(usize, bool), Reject> {
         let f = cloud
             .fields
@@ -385,17 +401,16 @@ fn cloud_bounds(cloud: &PointCloud2) -> Result<Bounds, Reject> {
             f64::from(if big { f32::from_be_bytes(b) } else { f32::from_le_bytes(b) })
         }
     };
-    let mut bounds = Bounds::origin();
     for r in 0..height {
         for c in 0..width {
             let base = (r * row + c * step) as usize;
             let p = axes.map(|(offset, wide)| read(base + offset, wide));
             if p.iter().all(|x| x.is_finite()) {
-                bounds.add(p);
+                visit(p);
             }
         }
     }
-    Ok(bounds)
+    Ok(())
 }
 
 /// An `Imu`'s payload, 64 bytes little-endian: the orientation as four i32 parts per 10^9

@@ -56,27 +56,38 @@ pub fn answer_atoms(verified: &Verified) -> Result<&[(u64, Atom)], EvidenceError
     }
 }
 
+/// The atom a file of `blobs/` is for, by its name: its position and the blob it commits to
+/// (whose `size` a reader compares with the file's before reading it).
+pub fn blob_for<'a>(
+    verified: &'a Verified,
+    name: &str,
+) -> Result<(u64, &'a crate::atom::BlobRef), EvidenceError> {
+    let atoms = answer_atoms(verified)?;
+    // Only digits: "+1", " 1" or "01" would name a position two ways.
+    let position: u64 = match name.parse() {
+        Ok(p) if name.bytes().all(|b| b.is_ascii_digit()) && (name == "0" || !name.starts_with('0')) => p,
+        _ => return Err(EvidenceError::BadName(name.to_owned())),
+    };
+    let atom = atoms
+        .binary_search_by_key(&position, |(p, _)| *p)
+        .map(|i| &atoms[i].1)
+        .map_err(|_| EvidenceError::NotInAnswer(position))?;
+    match &atom.parts().payload {
+        Payload::Blob(blob) => Ok((position, blob)),
+        _ => Err(EvidenceError::NoBlob(position)),
+    }
+}
+
 /// Check each `(file name, bytes)` of `blobs/` against the verified answer; returns how many
 /// were checked.
 pub fn check_blobs<'a>(
     verified: &Verified,
     blobs: impl IntoIterator<Item = (&'a str, &'a [u8])>,
 ) -> Result<usize, EvidenceError> {
-    let atoms = answer_atoms(verified)?;
+    answer_atoms(verified)?;
     let mut checked = 0;
     for (name, bytes) in blobs {
-        // Only digits: "+1", " 1" or "01" would name a position two ways.
-        let position: u64 = match name.parse() {
-            Ok(p) if name.bytes().all(|b| b.is_ascii_digit()) && (name == "0" || !name.starts_with('0')) => p,
-            _ => return Err(EvidenceError::BadName(name.to_owned())),
-        };
-        let atom = atoms
-            .binary_search_by_key(&position, |(p, _)| *p)
-            .map(|i| &atoms[i].1)
-            .map_err(|_| EvidenceError::NotInAnswer(position))?;
-        let Payload::Blob(blob) = &atom.parts().payload else {
-            return Err(EvidenceError::NoBlob(position));
-        };
+        let (position, blob) = blob_for(verified, name)?;
         let found = blake3::hash(bytes);
         if *found.as_bytes() != blob.hash {
             return Err(EvidenceError::HashDiffers {

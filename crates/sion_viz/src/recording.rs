@@ -311,16 +311,18 @@ pub fn send_blueprint(rec: &RecordingStream, cameras: &[String], answered: bool)
 pub type OpenBlob<'a> = dyn Fn(u64, &BlobRef) -> Option<(String, Vec<u8>)> + 'a;
 
 /// Draw a proof file: the query box, the answer, every node of the proof's tree walk (opened,
-/// passed over, or a leaf entry that does not answer), and a summary saying whether it verified;
+/// passed over, or a leaf entry that does not answer), and a summary saying whether it verified
+/// (against `ledger_key`, the reader's; without one, only against the key the file names);
 /// and the camera frames that answered on the timeline (`answer/frames/<camera>`), each as
 /// `open` gives it (the blob of the atom at a position with its media type, opened for a
 /// sealed memory; `None` when it cannot be had).
 pub fn draw_answer(
     rec: &RecordingStream,
     file: &ProofFile,
+    ledger_key: Option<&ed25519_dalek::VerifyingKey>,
     open: &OpenBlob<'_>,
 ) -> Result<AnswerDrawn, VizError> {
-    let scene = Scene::of(file, None);
+    let scene = Scene::of(file, ledger_key);
     let mut frames = 0;
     let mut cameras = Vec::new();
     for a in &scene.answer {

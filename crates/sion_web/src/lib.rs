@@ -168,7 +168,14 @@ fn checked(r: &Request<'_>) -> Value {
         },
     };
     if let Ok(file) = ProofFile::decode(r.proof) {
-        out["scene"] = scene_json(&Scene::of(&file, Some(&key)));
+        let mut scene = scene_json(&Scene::of(&file, Some(&key)));
+        // The drawing says what the whole check found: a proof of another question, or a
+        // payload that is not the committed one, is drawn as refused too.
+        if let Some(e) = out.get("error") {
+            scene["verified"] = json!(false);
+            scene["headline"] = json!(format!("✗ does NOT verify: {}", e["message"].as_str().unwrap_or("")));
+        }
+        out["scene"] = scene;
     }
     out["legend"] = scene::legend()
         .iter()

@@ -123,7 +123,7 @@ pub fn run(a: &VizArgs) -> Result<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     let (mut cameras, mut answered) = (drawn.cameras.clone(), false);
     if let Some(file) = file {
-        let drawn = viz::draw_answer(&rec, &file, &|_, b| {
+        let drawn = viz::draw_answer(&rec, &file, Some(&memory.ledger().public_key()), &|_, b| {
             memory.blobs().get(&b.hash).ok().map(|bytes| (b.media_type.clone(), bytes))
         })
         .context("drawing the answer")?;

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use sion_memory::atom::Payload;
-use sion_memory::memory::{MemberKeys, Memory, Opened};
+use sion_memory::memory::{MemberKeys, Opened};
 use sion_memory::proof::{Claim, ProofFile, Verified};
 use sion_memory::time::rfc3339;
 use sion_memory::viz::frames::{self, Pixels};
@@ -61,12 +61,37 @@ type OpenedPayloads = std::collections::HashMap<u64, (String, Vec<u8>)>;
 /// What the directory holds, for the summary.
 #[derive(Default)]
 struct Written {
+    not_opened: Vec<(u64, String)>,
     blobs: u64,
     frames: u64,
+    scans: u64,
     not_had: Vec<(u64, String)>,
 }
 
 pub(crate) fn evidence(a: EvidenceArgs) -> Result<ExitCode> {
+    let existed = a.out.exists();
+    // Refused before anything is written: a directory that holds something is never touched.
+    if existed
+        && std::fs::read_dir(&a.out).with_context(|| format!("reading {}", a.out.display()))?.next().is_some()
+    {
+        bail!("--out {}: the directory is not empty (evidence is written into a new one)", a.out.display());
+    }
+    let written = write_evidence(&a);
+    // A directory half written is no evidence: it goes (one the user made stays, emptied).
+    if written.is_err() && a.out.is_dir() {
+        if existed {
+            for entry in std::fs::read_dir(&a.out).into_iter().flatten().flatten() {
+                let p = entry.path();
+                let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(&a.out);
+        }
+    }
+    written
+}
+
+fn write_evidence(a: &EvidenceArgs) -> Result<ExitCode> {
     let memory = open_memory_read_only(&a.data)?;
     let file = match &a.proof {
         Some(path) => {
@@ -90,6 +115,9 @@ pub(crate) fn evidence(a: EvidenceArgs) -> Result<ExitCode> {
         .verify(Some(&key))
         .context("the answer does not verify against this memory's ledger: no evidence is written for it")?;
     let atoms = sion_memory::evidence::answer_atoms(&verified).map_err(|e| anyhow::anyhow!("{e}"))?.to_vec();
+    if a.keys.is_some() && memory.space().is_none() {
+        bail!("--keys: this memory is in the clear; its payloads need no member's key (leave --keys out)");
+    }
     make_empty_dir(&a.out)?;
     let member = match &a.keys {
         Some(dir) => Some(
@@ -150,13 +178,18 @@ pub(crate) fn evidence(a: EvidenceArgs) -> Result<ExitCode> {
                     write(&format!("opened/{position}"), &content)?;
                 }
                 if let Some(frame) = frames::decode(&media_type, &content) {
-                    write_frame(out, *position, &frame)?;
+                    write_frame(out, "frames", *position, &frame)?;
                     written.frames += 1;
+                } else if let Some(scan) = frames::decode_scan(&media_type, &content) {
+                    write_frame(out, "scans", *position, &scan)?;
+                    written.scans += 1;
                 }
                 opened_blobs.insert(*position, (media_type, content));
             }
             Ok(Opened::Inline(_)) => {}
-            Err(e) => written.not_had.push((*position, format!("its payload does not open: {e:#}"))),
+            Err(e) => written
+                .not_opened
+                .push((*position, format!("its payload is here sealed but does not open: {e:#}"))),
         }
     }
     bar.finish_and_clear();
@@ -166,8 +199,8 @@ pub(crate) fn evidence(a: EvidenceArgs) -> Result<ExitCode> {
         "answer.json",
         serde_json::to_string_pretty(&answer_json(&verified, &scene, &key.to_bytes()))?.as_bytes(),
     )?;
-    write_mcap(out, &memory, &atoms, &scene, &opened_blobs)?;
-    let rrd = write_rrd(out, &file, &opened_blobs)?;
+    write_mcap(out, &atoms, &scene, &opened_blobs)?;
+    let rrd = write_rrd(out, &file, &key, &opened_blobs)?;
     write("README.md", readme(&verified, &scene, &key.to_bytes(), &written, rrd).as_bytes())?;
 
     outln!(
@@ -181,12 +214,13 @@ pub(crate) fn evidence(a: EvidenceArgs) -> Result<ExitCode> {
         outln!("  asked   {asked}");
     }
     outln!(
-        "  files   answer.sionproof, answer.json, {} payloads in blobs/, {} frames in frames/, answer.mcap{}, README.md",
+        "  files   answer.sionproof, answer.json, {} payloads in blobs/, {} frames in frames/, {} scans in scans/, answer.mcap{}, README.md",
         written.blobs,
         written.frames,
+        written.scans,
         if rrd { ", answer.rrd" } else { "" }
     );
-    for (position, why) in &written.not_had {
+    for (position, why) in written.not_had.iter().chain(&written.not_opened) {
         outln!("  atom {position}: {why}");
     }
     outln!("  check   sion memory verify --ledger-key {} {}", hex::encode(key.to_bytes()), out.display());
@@ -203,9 +237,10 @@ fn make_empty_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
-/// A camera frame as a picture file: raw pixels as PNG, a compressed frame as it came.
-fn write_frame(out: &Path, position: u64, frame: &frames::Frame) -> Result<()> {
-    let dir = out.join("frames");
+/// A camera frame (or a scan's picture) as a picture file in `dir`: raw pixels as PNG, a
+/// compressed frame as it came.
+fn write_frame(out: &Path, dir: &str, position: u64, frame: &frames::Frame) -> Result<()> {
+    let dir = out.join(dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let camera: String = frame
         .camera
@@ -267,7 +302,6 @@ fn answer_json(v: &Verified, scene: &Scene, key: &[u8; 32]) -> serde_json::Value
 /// The answer for Foxglove: its atoms (with their frames, opened) and its scene, on valid time.
 fn write_mcap(
     out: &Path,
-    memory: &Memory,
     atoms: &[(u64, sion_memory::atom::Atom)],
     scene: &Scene,
     opened: &OpenedPayloads,
@@ -280,31 +314,38 @@ fn write_mcap(
         .create(BufWriter::new(file))
         .with_context(|| format!("writing {}", path.display()))?;
     let mut fox = sion_memory::bag::foxglove::Channels::new();
-    let mut first = i64::MAX;
+    // One timeline, the answer's valid time, as the export's: an atom valid from before the
+    // answer's first stamp (or from the beginning of time) at that stamp.
+    let stamps = atoms.iter().map(|(_, a)| a.parts().valid.from_ns).filter(|t| *t > 0);
+    let (first, last) = (stamps.clone().min().unwrap_or(0), stamps.max().unwrap_or(0));
+    let on_timeline = |ns: i64| ns.clamp(first, last);
     for (position, atom) in atoms {
-        let p = atom.parts();
-        let time = p.valid.from_ns.max(0);
-        first = first.min(time);
+        let time = on_timeline(atom.parts().valid.from_ns);
         let blob = opened.get(position).map(|(media_type, bytes)| (media_type.as_str(), bytes.as_slice()));
         fox.atom(&mut mcap, *position, atom, time, blob)?;
     }
-    let time = scene.question.map_or(first, |q| q.from_ns.max(first.min(q.from_ns.max(0))));
-    fox.answer(&mut mcap, "answer", scene, if time == i64::MAX { 0 } else { time })?;
-    let _ = memory;
+    let time = scene.question.map_or(first, |q| on_timeline(q.from_ns));
+    fox.answer(&mut mcap, "answer", scene, time)?;
     mcap.finish().with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
 #[cfg(feature = "viz")]
-fn write_rrd(out: &Path, file: &ProofFile, opened: &OpenedPayloads) -> Result<bool> {
+fn write_rrd(
+    out: &Path,
+    file: &ProofFile,
+    key: &ed25519_dalek::VerifyingKey,
+    opened: &OpenedPayloads,
+) -> Result<bool> {
     let path = out.join("answer.rrd");
     let rec = rerun::RecordingStreamBuilder::new("sion_memory")
         .recording_name("evidence")
         .save(&path)
         .with_context(|| format!("creating {}", path.display()))?;
     rec.log_static("world", &rerun::archetypes::ViewCoordinates::RIGHT_HAND_Z_UP())?;
-    let drawn = sion_memory::viz::draw_answer(&rec, file, &|position, _| opened.get(&position).cloned())
-        .context("drawing the answer")?;
+    let drawn =
+        sion_memory::viz::draw_answer(&rec, file, Some(key), &|position, _| opened.get(&position).cloned())
+            .context("drawing the answer")?;
     rec.log_static(
         "legend",
         &rerun::archetypes::TextDocument::from_markdown(sion_memory::viz::legend_markdown()),
@@ -315,7 +356,7 @@ fn write_rrd(out: &Path, file: &ProofFile, opened: &OpenedPayloads) -> Result<bo
 }
 
 #[cfg(not(feature = "viz"))]
-fn write_rrd(_: &Path, _: &ProofFile, _: &OpenedPayloads) -> Result<bool> {
+fn write_rrd(_: &Path, _: &ProofFile, _: &ed25519_dalek::VerifyingKey, _: &OpenedPayloads) -> Result<bool> {
     Ok(false)
 }
 
@@ -345,14 +386,16 @@ fn readme(v: &Verified, scene: &Scene, key: &[u8; 32], written: &Written, rrd: b
          | `answer.json` | the statement, the question in metres and UTC, the head, the answer's atoms (docs/ATOM.md) |\n\
          | `blobs/POSITION` | {} payloads as the atom at POSITION commits to them (a camera frame, a scan: the ROS message as CDR; sealed in a sealed memory) |\n\
          | `opened/POSITION` | a sealed memory's payloads, opened (vouched for by whoever opened them: sealed bytes are checked, opened ones cannot be) |\n\
-         | `frames/POSITION-CAMERA.png` | {} camera frames of the answer as pictures |\n\
-         | `answer.mcap` | the answer for Foxglove: the question, the atoms, the proof's layers, the frames |\n",
+         | `frames/POSITION-CAMERA.png` (or `.jpg`) | {} camera frames of the answer as pictures |\n\
+         | `scans/POSITION-SENSOR.png` | {} scans and point clouds of the answer, from above (the sensor at the centre, x right, y up) |\n\
+         | `answer.mcap` | the answer for Foxglove: the question, the answer's atoms, the proof's layers, the frames (no transforms or calibrations: only the answer's atoms) |\n",
         v.statement(),
         scene.asked().map(|a| format!("**Asked:** {a}\n\n")).unwrap_or_default(),
         v.head.size,
         hex::encode(v.head.root),
         written.blobs,
         written.frames,
+        written.scans,
     );
     if rrd {
         out.push_str(
@@ -362,6 +405,12 @@ fn readme(v: &Verified, scene: &Scene, key: &[u8; 32], written: &Written, rrd: b
     if !written.not_had.is_empty() {
         out.push_str("\n## Payloads not here\n\n");
         for (position, why) in &written.not_had {
+            out.push_str(&format!("- atom {position}: {why}\n"));
+        }
+    }
+    if !written.not_opened.is_empty() {
+        out.push_str("\n## Payloads here but not opened\n\n");
+        for (position, why) in &written.not_opened {
             out.push_str(&format!("- atom {position}: {why}\n"));
         }
     }

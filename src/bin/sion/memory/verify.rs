@@ -259,28 +259,81 @@ pub(crate) fn verify(a: VerifyArgs) -> Result<ExitCode> {
 /// anchors it, and the witnesses named; an error is one before any verdict (`input`).
 pub(crate) type Checked = (std::result::Result<Verified, Refusal>, bool, Option<(NamedWitnesses, usize)>);
 
-/// An evidence directory's payloads: each file of DIR/blobs, by name.
-fn evidence_blobs(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>> {
+/// An evidence directory's payloads checked against a verified answer (docs/EVIDENCE.md), each
+/// file looked up before it is read: it must be a regular file (not a link, a pipe or a
+/// directory) named for an atom of the answer, of the size its blob has, and hash to it. Read
+/// as a stream: a directory cannot make this hold more than a buffer. How many were checked,
+/// or the refusal; an error is one of reading (`input`).
+fn check_evidence_dir(dir: &std::path::Path, v: &Verified) -> Result<std::result::Result<usize, Refusal>> {
+    use sion_memory::evidence::{EvidenceError, blob_for};
+    let refuse = |e: EvidenceError| Ok(Err(Refusal { code: e.code(), message: e.to_string() }));
     let blobs = dir.join("blobs");
-    let mut out = Vec::new();
-    if !blobs.exists() {
-        return Ok(out);
-    }
-    for entry in std::fs::read_dir(&blobs).with_context(|| format!("reading {}", blobs.display()))? {
+    let mut checked = 0;
+    let entries = match std::fs::read_dir(&blobs) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ok(0)),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", blobs.display())),
+    };
+    for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", blobs.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let bytes =
-            std::fs::read(entry.path()).with_context(|| format!("reading {}", entry.path().display()))?;
-        out.push((name, bytes));
+        let meta =
+            std::fs::symlink_metadata(entry.path()).with_context(|| format!("reading blobs/{name}"))?;
+        if !meta.is_file() {
+            return Ok(Err(Refusal {
+                code: "evidence_name",
+                message: format!("blobs/{name}: not a regular file (a link, a directory or a device)"),
+            }));
+        }
+        let (position, blob) = match blob_for(v, &name) {
+            Ok(found) => found,
+            Err(e) => return refuse(e),
+        };
+        if meta.len() != blob.size {
+            return Ok(Err(Refusal {
+                code: "evidence_hash",
+                message: format!(
+                    "blobs/{name}: {} bytes, not the {} bytes the atom at position {position} commits to",
+                    meta.len(),
+                    blob.size
+                ),
+            }));
+        }
+        let mut hasher = blake3::Hasher::new();
+        let file = std::fs::File::open(entry.path()).with_context(|| format!("reading blobs/{name}"))?;
+        std::io::copy(&mut std::io::Read::take(file, blob.size), &mut hasher)
+            .with_context(|| format!("reading blobs/{name}"))?;
+        let found = hasher.finalize();
+        if *found.as_bytes() != blob.hash {
+            return refuse(EvidenceError::HashDiffers {
+                position,
+                found: found.to_hex().to_string(),
+                expected: hex::encode(blob.hash),
+            });
+        }
+        checked += 1;
     }
-    out.sort();
-    Ok(out)
+    Ok(Ok(checked))
+}
+
+/// A proof file's bytes, read no further than the largest a verifier reads.
+fn read_proof(path: &std::path::Path) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(sion_memory::proof::MAX_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if bytes.len() > sion_memory::proof::MAX_FILE_BYTES {
+        anyhow::bail!("{}: larger than the 64 MiB a proof file may be", path.display());
+    }
+    Ok(bytes)
 }
 
 pub(crate) fn checked(a: &VerifyArgs) -> Result<Checked> {
     let evidence = a.file.is_dir();
     let proof_path = if evidence { a.file.join("answer.sionproof") } else { a.file.clone() };
-    let bytes = std::fs::read(&proof_path).with_context(|| format!("reading {}", proof_path.display()))?;
+    let bytes = read_proof(&proof_path)?;
     let expected = match (&a.ledger_key, &a.data) {
         (Some(hex_key), _) => Some(ledger_key_arg(hex_key)?),
         (None, Some(dir)) => Some(open_memory_read_only(dir)?.ledger().public_key()),
@@ -328,16 +381,10 @@ pub(crate) fn checked(a: &VerifyArgs) -> Result<Checked> {
     };
     // An evidence directory: the payloads beside the proof are the ones its atoms commit to.
     let result = match result {
-        Ok(v) if evidence => {
-            let blobs = evidence_blobs(&a.file)?;
-            match sion_memory::evidence::check_blobs(
-                &v,
-                blobs.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
-            ) {
-                Ok(_) => Ok(v),
-                Err(e) => Err(Refusal { code: e.code(), message: e.to_string() }),
-            }
-        }
+        Ok(v) if evidence => match sion_memory::evidence::answer_atoms(&v) {
+            Err(e) => Err(Refusal { code: e.code(), message: e.to_string() }),
+            Ok(_) => check_evidence_dir(&a.file, &v)?.map(|_| v),
+        },
         other => other,
     };
     // Anchored only by a key the reader brought; the proof's own key anchors nothing.
