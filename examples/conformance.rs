@@ -76,15 +76,7 @@ impl Suite {
 }
 
 fn answer_positions(v: &proof::Verified) -> Vec<u64> {
-    match &v.claim {
-        proof::Claim::Range { atoms, .. } | proof::Claim::List { atoms, .. } => {
-            atoms.iter().map(|(p, _)| *p).collect()
-        }
-        proof::Claim::Included { position, .. }
-        | proof::Claim::Omitted { position, .. }
-        | proof::Claim::Recorded { position, .. } => vec![*position],
-        proof::Claim::Extends { .. } => vec![],
-    }
+    v.claim.positions()
 }
 
 fn check(bytes: &[u8], key_hex: &str, expect: &Value) -> Result<proof::Verified, VerifyError> {
@@ -439,6 +431,111 @@ fn main() -> Result<()> {
         &m.encode(),
         json!({}),
         Err(("format", "a walk deeper than 256 levels")),
+    )?;
+
+    // --- latest and nearest proofs (kinds 7 and 8)
+    let latest = memory.prove_latest(&q, None)?;
+    let latest_expect = json!({ "latest": range_expect(&q) });
+    suite.case("latest", &latest.encode(), latest_expect.clone(), Ok(()))?;
+    let none = memory.prove_latest(&empty_q, None)?;
+    suite.case("latest-none", &none.encode(), json!({ "latest": range_expect(&empty_q) }), Ok(()))?;
+    suite.case(
+        "latest-for-another-box",
+        &none.encode(),
+        latest_expect.clone(),
+        Err(("other_question", "a valid latest proof of another box than the one asked")),
+    )?;
+    suite.case(
+        "latest-asked-as-range",
+        &latest.encode(),
+        range_expect(&q),
+        Err(("other_question", "a latest proof is not the range answer the reader asked for")),
+    )?;
+    let best = match &latest.proof {
+        Proof::Latest { latest, .. } => latest.atom.as_ref().map(|(p, _)| *p),
+        _ => None,
+    };
+    let Some(best) = best else { bail!("the latest question answers nothing; the suite wants an atom") };
+    let earlier = (0..size).find(|&p| p != best && q.matches(atoms[p as usize].parts()));
+    let Some(earlier) = earlier else { bail!("the latest question has one atom; the suite wants two") };
+    let mut m = latest.clone();
+    if let Proof::Latest { latest, .. } = &mut m.proof {
+        latest.atom = Some((earlier, atoms[earlier as usize].bytes().to_vec()));
+        latest.answer.positions = vec![earlier];
+    }
+    suite.case(
+        "latest-earlier-atom",
+        &m.encode(),
+        latest_expect.clone(),
+        Err((
+            "range",
+            "an earlier atom given as the latest: the walk passes over where it is, or shows a later one",
+        )),
+    )?;
+    let mut m = latest.clone();
+    if let Proof::Latest { latest, .. } = &mut m.proof {
+        latest.atom = None;
+        latest.answer.positions.clear();
+    }
+    suite.case(
+        "latest-emptied",
+        &m.encode(),
+        latest_expect,
+        Err(("range", "the answer removed, claiming nothing answers: the walk still hits the latest atom")),
+    )?;
+
+    let a = atoms[42].parts();
+    let near_q = proof::NearQuery::new(
+        "map",
+        [a.bounds.min_mm[0] + 700, a.bounds.min_mm[1] - 1_300, a.bounds.min_mm[2]],
+        a.valid.from_ns,
+        a.valid.from_ns,
+        5,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let near_expect = |q: &proof::NearQuery| {
+        json!({ "nearest": {
+            "frame": q.frame, "point": q.point_mm, "from_ns": q.from_ns, "to_ns": q.to_ns, "k": q.k,
+        }})
+    };
+    let nearest = memory.prove_nearest(&near_q, None)?;
+    let found = match &nearest.proof {
+        Proof::Nearest { nearest, .. } => nearest.atoms.len(),
+        _ => 0,
+    };
+    if found < 2 {
+        bail!("the nearest question answers {found} atoms; the suite wants a few");
+    }
+    suite.case("nearest", &nearest.encode(), near_expect(&near_q), Ok(()))?;
+    let far_q = proof::NearQuery::new("map", [0, 0, 0], 0, 0, 3).map_err(anyhow::Error::msg)?;
+    let far = memory.prove_nearest(&far_q, None)?;
+    suite.case("nearest-none-then", &far.encode(), near_expect(&far_q), Ok(()))?;
+    suite.case(
+        "nearest-for-another-point",
+        &far.encode(),
+        near_expect(&near_q),
+        Err(("other_question", "a valid nearest proof of another point and instant than asked")),
+    )?;
+    let mut m = nearest.clone();
+    if let Proof::Nearest { nearest, .. } = &mut m.proof {
+        nearest.atoms.swap(0, 1);
+    }
+    suite.case(
+        "nearest-misordered",
+        &m.encode(),
+        near_expect(&near_q),
+        Err(("range", "the answer not nearest first (two swapped)")),
+    )?;
+    let mut m = nearest.clone();
+    if let Proof::Nearest { nearest, .. } = &mut m.proof {
+        let dropped = nearest.atoms.pop().map(|(p, _)| p);
+        nearest.answer.positions.retain(|p| Some(*p) != dropped);
+    }
+    suite.case(
+        "nearest-farthest-dropped",
+        &m.encode(),
+        near_expect(&near_q),
+        Err(("range", "the k-th answer removed: the walk still hits it")),
     )?;
 
     // --- subject and link proofs

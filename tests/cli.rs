@@ -364,7 +364,135 @@ fn verify_checks_the_question_asked() {
     // The question's parts come together.
     let o = sion(&["memory", "verify", "--expect-frame", "map", &file], None);
     assert!(!o.status.success());
+    assert!(text(&o).contains("--expect-from"), "{}", text(&o));
+    let o = sion(
+        &["memory", "verify", "--expect-frame", "map", "--expect-from", "0", "--expect-to", "1", &file],
+        None,
+    );
+    assert!(!o.status.success());
     assert!(text(&o).contains("--expect-box"), "{}", text(&o));
+}
+
+#[test]
+fn last_seen_and_nearest_are_answered_with_proofs_verify_checks() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path().join("mem");
+    let d = d.to_str().expect("utf8");
+    // pallet-17 seen at three places, one second apart (2026-01-01T00:00:0{0,1,2}Z), and a
+    // robot's pose near the last.
+    let seen = |x: i64, s: i64| {
+        format!(
+            r#"{{"kind":"observation","frame":"map","min":[{x},0,0],"max":[{},500,500],"from":{},"to":{},"confidence":900,"subject":"pallet-17"}}"#,
+            x + 500,
+            1_767_225_600_000_000_000 + s * 1_000_000_000,
+            1_767_225_600_000_000_000 + (s + 1) * 1_000_000_000
+        )
+    };
+    let atoms = [seen(0, 0), seen(2_000, 1), seen(4_000, 2), B.replace("[5,5,0]", "[4600,200,0]")];
+    assert!(sion(&["memory", "open", "--data", d], None).status.success());
+    assert!(sion(&["memory", "remember", "--data", d], Some(&(atoms.join("\n") + "\n"))).status.success());
+    assert!(sion(&["memory", "commit", "--data", d], None).status.success());
+    let proof = tmp.path().join("last.sionproof");
+    let p = proof.to_str().expect("utf8");
+    let o = sion(
+        &[
+            "memory",
+            "last-seen",
+            "--data",
+            d,
+            "--frame",
+            "map",
+            "--box",
+            "0m,0m,0m,10m,10m,1m",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--to",
+            "2026-01-01T00:01:00Z",
+            "--out",
+            p,
+            "--json",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["claim"]["latest"]["atom"]["position"], 2, "{v}");
+    let verify = |extra: &[&str], file: &str| {
+        let mut args = vec!["memory", "verify", "--data", d];
+        args.extend_from_slice(extra);
+        args.push(file);
+        sion(&args, None)
+    };
+    let latest_q = [
+        "--expect-frame",
+        "map",
+        "--expect-box",
+        "0m,0m,0m,10m,10m,1m",
+        "--expect-from",
+        "2026-01-01T00:00:00Z",
+        "--expect-to",
+        "2026-01-01T00:01:00Z",
+    ];
+    let o = verify(&[&latest_q[..], &["--expect-latest"]].concat(), p);
+    assert!(o.status.success() && text(&o).contains("was seen last"), "{}", text(&o));
+    // The same proof asked as a range question answers another question.
+    let o = verify(&latest_q, p);
+    assert!(!o.status.success() && text(&o).contains("answers another question"), "{}", text(&o));
+
+    // The two atoms nearest to (4.2 m, 0.2 m, 0) at 00:00:02.5: only the last sighting (the
+    // point is inside its box) was valid then, so the answer holds one, and says so.
+    let near = tmp.path().join("near.sionproof");
+    let n = near.to_str().expect("utf8");
+    let o = sion(
+        &[
+            "memory",
+            "nearest",
+            "--data",
+            d,
+            "--frame",
+            "map",
+            "--point",
+            "4.2m,0.2m,0m",
+            "--at",
+            "2026-01-01T00:00:02.5Z",
+            "-k",
+            "2",
+            "--out",
+            n,
+            "--json",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let got: Vec<u64> = v["claim"]["nearest"]["atoms"]
+        .as_array()
+        .expect("atoms")
+        .iter()
+        .filter_map(|a| a["position"].as_u64())
+        .collect();
+    assert_eq!(got, vec![2], "the pose and the earlier sightings were not valid then: {v}");
+    let o = verify(
+        &[
+            "--expect-frame",
+            "map",
+            "--expect-point",
+            "4200,200,0",
+            "--expect-k",
+            "2",
+            "--expect-from",
+            "2026-01-01T00:00:02.5Z",
+            "--expect-to",
+            "2026-01-01T00:00:02.5Z",
+        ],
+        n,
+    );
+    assert!(o.status.success() && text(&o).contains("nearest"), "{}", text(&o));
+    let o = verify(
+        &["--expect-frame", "map", "--expect-point", "0,0,0", "--expect-from", "0", "--expect-to", "0"],
+        n,
+    );
+    assert!(!o.status.success() && text(&o).contains("answers another question"), "{}", text(&o));
 }
 
 fn sion_bytes(args: &[&str], stdin: &[u8]) -> Output {

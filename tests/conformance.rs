@@ -6,7 +6,7 @@ use std::path::Path;
 
 use ed25519_dalek::VerifyingKey;
 use serde_json::Value;
-use sion_verify::proof::{self, Claim, Expect};
+use sion_verify::proof::{self, Expect};
 
 #[test]
 fn every_case_gets_its_verdict() {
@@ -29,15 +29,7 @@ fn every_case_gets_its_verdict() {
                 let v = got.unwrap_or_else(|e| panic!("{file}: refused ({e}), the manifest says valid"));
                 assert_eq!(v.statement(), case["statement"].as_str().expect("statement"), "{file}");
                 assert_eq!(v.head.size, case["head_size"].as_u64().expect("size"), "{file}");
-                let positions: Vec<u64> = match &v.claim {
-                    Claim::Range { atoms, .. } | Claim::List { atoms, .. } => {
-                        atoms.iter().map(|(p, _)| *p).collect()
-                    }
-                    Claim::Included { position, .. }
-                    | Claim::Omitted { position, .. }
-                    | Claim::Recorded { position, .. } => vec![*position],
-                    Claim::Extends { .. } => vec![],
-                };
+                let positions = v.claim.positions();
                 let stated: Vec<u64> =
                     case["atoms"].as_array().expect("atoms").iter().filter_map(Value::as_u64).collect();
                 assert_eq!(positions, stated, "{file}");

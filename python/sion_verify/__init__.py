@@ -102,7 +102,8 @@ def _key_bytes(ledger_key, name="ledger_key"):
 
 def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
            box_m=None, from_time=None, to_time=None, subject=None, links_to=None, position=None, omitted=None, extends=None,
-           recorded=None, at_least=0, head=None, log=None, witnesses=None, quorum=None):
+           recorded=None, latest=None, nearest=None, at_least=0, head=None, log=None, witnesses=None,
+           quorum=None):
     """Verify a proof file's bytes; return what it proves, or raise ProofError.
 
     ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust; the proof
@@ -121,7 +122,12 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         omitted: the position an omission proof convicts the writer's index of leaving out;
         extends: (size, root as 64 hex digits) of an earlier head the log extends (consistency);
         recorded: the position a transaction-time proof says when was recorded (its Pulse and
-            the ledger's time are in `pulse`).
+            the ledger's time are in `pulse`);
+        latest: {"frame", "box", "from_ns", "to_ns"}: the atom seen last in that box and
+            interval (its valid time ends last; the later position on a tie), or none;
+        nearest: {"frame", "point": (x, y, z) mm, "from_ns", "to_ns", "k"}: the k atoms of the
+            frame valid during the interval nearest to the point (distance from the point to the
+            atom's box), nearest first; `claim["nearest"]["distances_mm"]` gives each distance.
     at_least: the head must hold at least this many atoms (refuses an older answer).
     head: (size, root as 64 hex digits) of exactly the head the proof must answer as of (a head
         you hold; another is refused with other_head).
@@ -136,14 +142,14 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
     """
     expect = _expectation(frame=frame, box=box, from_ns=from_ns, to_ns=to_ns, box_m=box_m, from_time=from_time,
                           to_time=to_time, subject=subject, links_to=links_to, position=position, omitted=omitted,
-                          extends=extends, recorded=recorded, at_least=at_least, head=head, log=log,
-                          witnesses=witnesses, quorum=quorum)
+                          extends=extends, recorded=recorded, latest=latest, nearest=nearest, at_least=at_least,
+                          head=head, log=log, witnesses=witnesses, quorum=quorum)
     return _verified(verify_json(bytes(proof), _key_bytes(ledger_key), json.dumps(expect)))
 
 
 def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, from_time=None, to_time=None,
-                 subject=None, links_to=None, position=None, omitted=None, extends=None, recorded=None, at_least=0,
-                 head=None, log=None, witnesses=None, quorum=None):
+                 subject=None, links_to=None, position=None, omitted=None, extends=None, recorded=None, latest=None,
+                 nearest=None, at_least=0, head=None, log=None, witnesses=None, quorum=None):
     """The question asked (verify()'s keyword arguments) as the verifier's expectation."""
     if frame is None and any(v is not None for v in (box, box_m, from_ns, to_ns, from_time, to_time)):
         raise ValueError("box, from_ns and to_ns belong to a range question: name its frame too")
@@ -162,10 +168,21 @@ def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, 
         to_ns = time_ns(to_time, end=True, name="to_time")
     if frame is not None:
         frame = frame_name(frame)
-    asked = sum(v is not None for v in (frame, subject, links_to, position, omitted, extends, recorded))
+    asked = sum(v is not None for v in (frame, subject, links_to, position, omitted, extends, recorded, latest,
+                                        nearest))
     if asked > 1:
         raise ValueError("ask one question: a range (frame, box, interval), a subject, links_to, "
-                         "a position, omitted, extends or recorded")
+                         "a position, omitted, extends, recorded, latest or nearest")
+    if latest is not None:
+        latest = dict(latest)
+        if isinstance(latest.get("box"), str):
+            latest["box"] = parse_box(latest["box"])
+        latest["box"] = list(latest["box"]) if latest.get("box") is not None else None
+        latest["frame"] = frame_name(latest["frame"]) if latest.get("frame") is not None else None
+    if nearest is not None:
+        nearest = dict(nearest)
+        nearest["point"] = list(nearest["point"]) if nearest.get("point") is not None else None
+        nearest["frame"] = frame_name(nearest["frame"]) if nearest.get("frame") is not None else None
     expect = {
         "frame": frame,
         "box": list(box) if box is not None else None,
@@ -176,6 +193,8 @@ def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, 
         "position": position,
         "omitted": omitted,
         "recorded": recorded,
+        "latest": latest,
+        "nearest": nearest,
         "extends": {"size": extends[0], "root": extends[1]} if extends is not None else None,
         "at_least": at_least,
         "head": {"size": head[0], "root": head[1]} if head is not None else None,
@@ -199,7 +218,7 @@ def _verified(answer):
     claim = verified["claim"]
     (body,) = claim.values()
     atoms = body.get("atoms")
-    if atoms is None and "atom" in body:
+    if atoms is None and body.get("atom") is not None:
         atoms = [body["atom"]]
     verified["atoms"] = atoms or []
     return verified

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use sion_store::memory::Memory;
 use sion_verify::atom::Payload;
-use sion_verify::proof::{Claim, ProofFile};
+use sion_verify::proof::ProofFile;
 use sion_viz::scene::Scene;
 
 /// What an export wrote.
@@ -200,15 +200,7 @@ pub fn export<W: Write + Seek>(
         let checked = file.verify(Some(&ledger.public_key()));
         let (valid, statement, error, head_size, positions, pulse_time) = match &checked {
             Ok(v) => {
-                let positions: Vec<u64> = match &v.claim {
-                    Claim::Range { atoms, .. } | Claim::List { atoms, .. } => {
-                        atoms.iter().map(|(p, _)| *p).collect()
-                    }
-                    Claim::Included { position, .. }
-                    | Claim::Omitted { position, .. }
-                    | Claim::Recorded { position, .. } => vec![*position],
-                    Claim::Extends { .. } => Vec::new(),
-                };
+                let positions = v.claim.positions();
                 (true, v.statement(), String::new(), v.head.size, positions, v.pulse.map_or(0, |(_, t, _)| t))
             }
             Err(e) => (false, String::new(), e.to_string(), 0, Vec::new(), 0),

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 mod map;
+mod rank;
 mod record;
 mod store;
 pub mod tree;

@@ -56,6 +56,26 @@ fn fill(
     node
 }
 
+/// What a walk enters and answers with: a range query enters every subtree whose box meets
+/// it and answers with every entry that does; a latest or nearest question also passes over
+/// what ranks below its answer (docs/PROOFS.md, kinds 7 and 8). A walk asks in tree order,
+/// so a search may note what it is shown.
+pub trait Select {
+    /// Whether the walk enters a subtree with this box (else it is pruned).
+    fn opens(&self, bbox: &SpaceTime) -> bool;
+    /// Whether a leaf entry of an entered group is a hit (else a miss).
+    fn takes(&self, entry: &Entry) -> bool;
+}
+
+impl Select for Query {
+    fn opens(&self, bbox: &SpaceTime) -> bool {
+        bbox.meets(self)
+    }
+    fn takes(&self, entry: &Entry) -> bool {
+        entry.bbox.meets(self)
+    }
+}
+
 /// What a walk needs of a tree's items: how many, their boxes, and (for pruned ones) their
 /// summaries.
 pub struct Items<'a> {
@@ -74,7 +94,7 @@ pub fn walk<E>(
     shape: Shape,
     interior: &[Summary],
     items: &Items<'_>,
-    q: &Query,
+    q: &dyn Select,
     out: &mut Vec<Step>,
     descend: &mut Descend<'_, E>,
 ) -> Result<(), E> {
@@ -89,12 +109,12 @@ fn walk_range<E>(
     interior: &[Summary],
     items: &Items<'_>,
     (lo, hi, at): (usize, usize, usize),
-    q: &Query,
+    q: &dyn Select,
     out: &mut Vec<Step>,
     descend: &mut Descend<'_, E>,
 ) -> Result<(), E> {
     if hi - lo == 1 {
-        if (items.bbox)(lo).meets(q) {
+        if q.opens(&(items.bbox)(lo)) {
             descend(lo, out)?;
         } else {
             out.push(Step::Pruned((items.summary)(lo)));
@@ -102,7 +122,7 @@ fn walk_range<E>(
         return Ok(());
     }
     let node = interior[at];
-    if !node.bbox.meets(q) {
+    if !q.opens(&node.bbox) {
         out.push(Step::Pruned(node));
         return Ok(());
     }
@@ -153,8 +173,8 @@ impl BlockTree {
         self.interior.first().copied().unwrap_or_else(|| group_summary(self.group(0)))
     }
 
-    /// The walk of the block's groups that the query reaches.
-    pub fn walk(&self, q: &Query, out: &mut Vec<Step>) {
+    /// The walk of the block's groups that the question reaches.
+    pub fn walk(&self, q: &dyn Select, out: &mut Vec<Step>) {
         let groups = self.entries.len().div_ceil(GROUP);
         let items = Items {
             count: groups,
@@ -166,7 +186,7 @@ impl BlockTree {
                 let step = self
                     .group(g)
                     .iter()
-                    .map(|e| if e.bbox.meets(q) { GroupEntry::Hit(e.position) } else { GroupEntry::Miss(*e) })
+                    .map(|e| if q.takes(e) { GroupEntry::Hit(e.position) } else { GroupEntry::Miss(*e) })
                     .collect();
                 out.push(Step::Group(step));
                 Ok(())

@@ -19,7 +19,7 @@ use super::record::{
     BucketRec, CellItem, CritChild, FULL_RUN, ListSlot, Ptr, Record, RootFrame, RootRec, Slot,
 };
 use super::store::Store;
-use super::tree::{BlockTree, Items, Shape, Step, Summary, interior_of, walk};
+use super::tree::{BlockTree, Items, Select, Shape, Step, Summary, interior_of, walk};
 
 /// The index of the log's first `size()` atoms, as sealed: answers with their proofs.
 #[derive(Clone)]
@@ -217,12 +217,23 @@ impl Snapshot {
     /// (steps and leaf entries): what the walk holds stays bounded, however much of the memory
     /// the question covers.
     pub fn range_within(&self, q: &Query, max_steps: usize) -> Result<RangeAnswer, IndexError> {
+        self.walk_frame(&q.frame, q, max_steps)
+    }
+
+    /// The walk of a frame's two trees that `q` selects (a range query, or a latest or nearest
+    /// question's rule), its hits the answer's positions; an absent frame shown absent.
+    pub(super) fn walk_frame(
+        &self,
+        frame_name: &str,
+        q: &dyn Select,
+        max_steps: usize,
+    ) -> Result<RangeAnswer, IndexError> {
         let frames = &self.root.frames;
         let tree = frames_tree(frames);
         let count = frames.len() as u64;
         let subjects_root = map_digest(&self.root.subjects);
         let links_root = map_digest(&self.root.links);
-        let found = frames.binary_search_by(|f| f.name.as_str().cmp(&q.frame));
+        let found = frames.binary_search_by(|f| f.name.as_str().cmp(frame_name));
         let i = match found {
             Ok(i) => i,
             Err(at) => {
@@ -250,7 +261,7 @@ impl Snapshot {
         };
         let frame = match &*self.store.read(frames[i].ptr)? {
             Record::Frame(f) => f.clone(),
-            _ => return Err(IndexError::Damaged(format!("frame {:?}: not a frame record", q.frame))),
+            _ => return Err(IndexError::Damaged(format!("frame {frame_name:?}: not a frame record"))),
         };
         let mut walks = [None, None];
         for (frontier, walked) in [&frame.hours, &frame.months].into_iter().zip(walks.iter_mut()) {
@@ -292,7 +303,7 @@ impl Snapshot {
     fn walk_parts(
         &self,
         parts: &[Part],
-        q: &Query,
+        q: &dyn Select,
         out: &mut Vec<Step>,
         item: &mut ItemWalk<'_>,
     ) -> Result<(), IndexError> {
@@ -302,7 +313,7 @@ impl Snapshot {
     fn walk_parts_partial(
         &self,
         parts: &[Part],
-        q: &Query,
+        q: &dyn Select,
         out: &mut Vec<Step>,
         item: &mut ItemWalk<'_>,
         partial: &mut PartialWalk<'_>,
@@ -312,7 +323,7 @@ impl Snapshot {
             [one] => self.walk_part(one, q, out, item, partial),
             [first, rest @ ..] => {
                 let Some(s) = fold(parts) else { return Ok(()) };
-                if !s.bbox.meets(q) {
+                if !q.opens(&s.bbox) {
                     out.push(Step::Pruned(s));
                     return Ok(());
                 }
@@ -326,13 +337,13 @@ impl Snapshot {
     fn walk_part(
         &self,
         part: &Part,
-        q: &Query,
+        q: &dyn Select,
         out: &mut Vec<Step>,
         item: &mut ItemWalk<'_>,
         partial: &mut PartialWalk<'_>,
     ) -> Result<(), IndexError> {
         let summary = part.summary();
-        if !summary.bbox.meets(q) {
+        if !q.opens(&summary.bbox) {
             out.push(Step::Pruned(summary));
             return Ok(());
         }
@@ -355,7 +366,7 @@ impl Snapshot {
     fn walk_cells_at(
         &self,
         ptr: Ptr,
-        q: &Query,
+        q: &dyn Select,
         out: &mut Vec<Step>,
         budget: &Budget,
     ) -> Result<(), IndexError> {
@@ -374,7 +385,7 @@ impl Snapshot {
     fn walk_bucket_at(
         &self,
         ptr: Ptr,
-        q: &Query,
+        q: &dyn Select,
         out: &mut Vec<Step>,
         budget: &Budget,
     ) -> Result<(), IndexError> {

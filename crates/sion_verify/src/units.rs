@@ -29,6 +29,8 @@ pub enum Value {
     Length,
     /// A box: six lengths.
     Box,
+    /// A point: three lengths.
+    Point,
     /// A point in time.
     Time,
     /// A duration.
@@ -40,6 +42,7 @@ impl std::fmt::Display for Value {
         f.write_str(match self {
             Value::Length => "length",
             Value::Box => "box",
+            Value::Point => "point",
             Value::Time => "time",
             Value::Duration => "duration",
         })
@@ -195,6 +198,23 @@ pub fn parse_box(text: &str) -> Result<BoxMm, UnitError> {
 }
 
 const AXES: [&str; 6] = ["X0", "Y0", "Z0", "X1", "Y1", "Z1"];
+
+/// A point as people write it: `X,Y,Z`, each a length with its unit (`2.5m,-1m,0m`; bare
+/// integers are millimetres); below a millimetre, rounded down (toward −∞), as a box's
+/// minimum corner is.
+pub fn parse_point(text: &str) -> Result<[i64; 3], UnitError> {
+    let point_error = |problem: String| error(Value::Point, text, problem);
+    let parts: Vec<&str> = text.split(',').collect();
+    if parts.len() != 3 {
+        return Err(point_error(format!("three lengths X,Y,Z, e.g. 2.5m,-1m,0m; got {}", parts.len())));
+    }
+    let mut v = [0i64; 3];
+    for (i, part) in parts.iter().enumerate() {
+        v[i] = length_mm(part, Edge::Low)
+            .map_err(|e| point_error(format!("{} ({part:?}): {}", ["X", "Y", "Z"][i], e.problem)))?;
+    }
+    Ok(v)
+}
 
 fn box_from(v: [i64; 6]) -> Result<BoxMm, String> {
     for axis in 0..3 {

@@ -223,19 +223,38 @@ impl Scene {
             Proof::List { head, .. }
             | Proof::Inclusion { head, .. }
             | Proof::Omission { head, .. }
-            | Proof::Recorded { head, .. } => {
+            | Proof::Recorded { head, .. }
+            | Proof::Latest { head, .. }
+            | Proof::Nearest { head, .. } => {
                 let atoms = match &verified {
                     Ok(v) => match &v.claim {
                         Claim::Range { atoms, .. } | Claim::List { atoms, .. } => atoms.clone(),
-                        Claim::Included { position, atom } | Claim::Recorded { position, atom, .. } => {
+                        Claim::Included { position, atom }
+                        | Claim::Recorded { position, atom, .. }
+                        | Claim::Latest { atom: Some((position, atom)), .. } => {
                             vec![(*position, (**atom).clone())]
+                        }
+                        Claim::Nearest { atoms, .. } => {
+                            atoms.iter().map(|(p, a, _)| (*p, a.clone())).collect()
                         }
                         _ => Vec::new(),
                     },
                     Err(_) => Vec::new(),
                 };
-                let frame = atoms.first().map(|(_, a)| a.parts().frame.clone()).unwrap_or_default();
-                (head, None, frame, atoms)
+                // A latest question is a box and an interval, drawn as a range question's is.
+                let question = match &file.proof {
+                    Proof::Latest { latest, .. } => {
+                        let q = &latest.query;
+                        Some(Question { bounds: q.bounds, from_ns: q.from_ns, to_ns: q.to_ns })
+                    }
+                    _ => None,
+                };
+                let frame = match &file.proof {
+                    Proof::Latest { latest, .. } => latest.query.frame.clone(),
+                    Proof::Nearest { nearest, .. } => nearest.query.frame.clone(),
+                    _ => atoms.first().map(|(_, a)| a.parts().frame.clone()).unwrap_or_default(),
+                };
+                (head, question, frame, atoms)
             }
             Proof::Consistency { head, .. } => (head, None, String::new(), Vec::new()),
         };

@@ -31,7 +31,9 @@ pub use doors::{HeadWatch, Intake, Readers, RememberError};
 pub use repair::{RepairRecord, Repaired};
 use sion_verify::atom::{Atom, AtomId};
 use sion_verify::index::geom::{FrameExtent, Mismatch};
-use sion_verify::proof::{Attestation, ListKey, ListProof, Proof, ProofFile, RangeProof};
+use sion_verify::proof::{
+    Attestation, LatestProof, ListKey, ListProof, NearQuery, NearestProof, Proof, ProofFile, RangeProof,
+};
 pub use space::{MemberKeys, Opened, Retained, Retention, Space, SpaceError, StreamRetention};
 
 /// Why a memory could not be opened or created ([`Options::create`], [`Options::open`],
@@ -1115,6 +1117,18 @@ impl Memory {
         self.snapshot(as_of)?.range(query)
     }
 
+    /// The atom last seen in a frame, box and interval (its valid time ends last), as of a
+    /// committed head, with the proof that nothing later answers ([`Snapshot::latest`]).
+    pub fn prove_latest(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, ProveError> {
+        self.snapshot(as_of)?.latest(query)
+    }
+
+    /// The k atoms nearest to a point during an interval, as of a committed head, with the
+    /// proof that nothing nearer exists ([`Snapshot::nearest`]).
+    pub fn prove_nearest(&self, query: &NearQuery, as_of: Option<u64>) -> Result<ProofFile, ProveError> {
+        self.snapshot(as_of)?.nearest(query)
+    }
+
     /// Every atom about `subject` (or linking to an atom), as of a committed head
     /// ([`Snapshot::list`]).
     pub fn prove_list(&self, key: ListKey, as_of: Option<u64>) -> Result<ProofFile, ProveError> {
@@ -1454,6 +1468,35 @@ impl Snapshot {
             query,
             self.index_v2_from,
         )
+    }
+
+    /// The atom last seen in a frame, box and interval: of the atoms that answer the range
+    /// query, the one whose valid time ends last (the later position on a tie), or none, with
+    /// the proof (docs/PROOFS.md, kind 7).
+    pub fn latest(&self, query: &Query) -> Result<ProofFile, ProveError> {
+        let snapshot = snapshot_of(&self.reader, &self.version, self.index_v2_from)?;
+        let (found, answer) = snapshot.latest(query).map_err(walk_too_large)?;
+        let atom = match found {
+            Some(p) => answer_atoms(&self.log, &[p])?.pop(),
+            None => None,
+        };
+        let latest = LatestProof { query: query.clone(), atom, answer };
+        Ok(ProofFile {
+            proof: Proof::Latest { log: self.log_id, head: self.version.head, latest: Box::new(latest) },
+            attestation: Some(self.attestation.clone()),
+        })
+    }
+
+    /// The k atoms of a frame valid during an interval nearest to a point, nearest first (ties
+    /// by position), with the proof (docs/PROOFS.md, kind 8).
+    pub fn nearest(&self, query: &NearQuery) -> Result<ProofFile, ProveError> {
+        let snapshot = snapshot_of(&self.reader, &self.version, self.index_v2_from)?;
+        let (found, answer) = snapshot.nearest(query).map_err(walk_too_large)?;
+        let nearest = NearestProof { query: query.clone(), atoms: answer_atoms(&self.log, &found)?, answer };
+        Ok(ProofFile {
+            proof: Proof::Nearest { log: self.log_id, head: self.version.head, nearest: Box::new(nearest) },
+            attestation: Some(self.attestation.clone()),
+        })
     }
 
     /// What this head holds in each frame: the union of its atoms' boxes and valid times (what

@@ -5,11 +5,13 @@
 mod list;
 mod parallel;
 mod range;
+mod rank;
 
 use ed25519_dalek::VerifyingKey;
 
 pub use list::{ListKey, ListProof};
 pub use range::{RangeProof, Reached, Tree, Walked};
+pub use rank::{LatestProof, MAX_NEAREST, MAX_POINT_MM, NearQuery, Nearest, NearestProof, distance2};
 
 use crate::atom::{Atom, AtomId};
 use crate::index::geom::Query;
@@ -81,7 +83,7 @@ impl Attestation {
 }
 
 /// What a proof file claims and its evidence, one variant per kind (docs/PROOFS.md, kinds 1 to
-/// 6), each naming the log and the head it is checked against.
+/// 8), each naming the log and the head it is checked against.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Proof {
     /// The atom is at `position` of the log whose head is `head`.
@@ -159,6 +161,24 @@ pub enum Proof {
         path: Vec<Digest>,
         /// The log's state at Pulse P − 1.
         before: Box<StateProof>,
+    },
+    /// The atom last seen in a box during an interval (or that none was), as of `head`.
+    Latest {
+        /// The log.
+        log: LogId,
+        /// The head proved against.
+        head: Head,
+        /// The question, its answer and the walk that shows nothing later answers.
+        latest: Box<LatestProof>,
+    },
+    /// The k atoms nearest to a point during an interval, as of `head`.
+    Nearest {
+        /// The log.
+        log: LogId,
+        /// The head proved against.
+        head: Head,
+        /// The question, its answer and the walk that shows nothing nearer exists.
+        nearest: Box<NearestProof>,
     },
 }
 
@@ -342,6 +362,10 @@ pub enum Question {
         /// The log position.
         position: u64,
     },
+    /// The atom last seen in this frame, box and interval (a latest proof).
+    Latest(Query),
+    /// The k atoms nearest to this point during this interval (a nearest proof).
+    Nearest(NearQuery),
 }
 
 /// What a reader expects of a proof besides its being valid: the question it answers, the log,
@@ -451,8 +475,14 @@ impl Expect {
             Some(Question::Recorded { position })
         } else if let Some((size, root)) = size_and_root("extends")? {
             Some(Question::Extends { size, root })
+        } else if let Some(position) = unsigned("position")? {
+            Some(Question::Included { position })
+        } else if let Some(l) = v.get("latest").filter(|l| l.is_object()) {
+            Some(Question::Latest(range_of(l, "latest")?))
+        } else if let Some(n) = v.get("nearest").filter(|n| n.is_object()) {
+            Some(Question::Nearest(nearest_of(n)?))
         } else {
-            unsigned("position")?.map(|position| Question::Included { position })
+            None
         };
         let witnesses = match v.get("witnesses").filter(|w| !w.is_null()) {
             None => {
@@ -531,6 +561,8 @@ impl Expect {
             }
             (Question::Omitted { position }, Claim::Omitted { position: p, .. }) => position == p,
             (Question::Recorded { position }, Claim::Recorded { position: p, .. }) => position == p,
+            (Question::Latest(q), Claim::Latest { query, .. }) => q == query,
+            (Question::Nearest(q), Claim::Nearest { query, .. }) => q == query,
             _ => false,
         };
         if answers {
@@ -542,6 +574,54 @@ impl Expect {
             })
         }
     }
+}
+
+/// A range question in JSON (`frame`, `box`, `from_ns`, `to_ns`), as `name` (latest) holds it.
+fn range_of(v: &serde_json::Value, name: &str) -> Result<Query, String> {
+    let frame =
+        v.get("frame").and_then(serde_json::Value::as_str).ok_or(format!("{name}.frame: a frame name"))?;
+    let corners: Vec<i64> = v
+        .get("box")
+        .and_then(serde_json::Value::as_array)
+        .ok_or(format!("{name}.box: six integers (x0, y0, z0, x1, y1, z1 in mm)"))?
+        .iter()
+        .map(|c| c.as_i64().ok_or(format!("{name}.box: six integers (mm)")))
+        .collect::<Result<_, _>>()?;
+    let [x0, y0, z0, x1, y1, z1] = corners[..] else {
+        return Err(format!("{name}.box: {} numbers, not six (x0, y0, z0, x1, y1, z1 in mm)", corners.len()));
+    };
+    let (from, to) = interval_of(v, name)?;
+    let bounds = crate::atom::BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] };
+    Query::new(frame, bounds, from, to).map_err(|e| format!("{name}: {e}"))
+}
+
+fn interval_of(v: &serde_json::Value, name: &str) -> Result<(i64, i64), String> {
+    let int = |field: &str| {
+        v.get(field).and_then(serde_json::Value::as_i64).ok_or(format!("{name}.{field}: an integer (ns)"))
+    };
+    Ok((int("from_ns")?, int("to_ns")?))
+}
+
+/// A nearest question in JSON: `frame`, `point` (three integers, mm), `from_ns`, `to_ns`, `k`.
+fn nearest_of(v: &serde_json::Value) -> Result<NearQuery, String> {
+    let frame = v.get("frame").and_then(serde_json::Value::as_str).ok_or("nearest.frame: a frame name")?;
+    let point: Vec<i64> = v
+        .get("point")
+        .and_then(serde_json::Value::as_array)
+        .ok_or("nearest.point: three integers (x, y, z in mm)")?
+        .iter()
+        .map(|c| c.as_i64().ok_or("nearest.point: three integers (mm)"))
+        .collect::<Result<_, _>>()?;
+    let [x, y, z] = point[..] else {
+        return Err(format!("nearest.point: {} numbers, not three (x, y, z in mm)", point.len()));
+    };
+    let (from, to) = interval_of(v, "nearest")?;
+    let k = v
+        .get("k")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|k| u32::try_from(k).ok())
+        .ok_or(format!("nearest.k: 1 to {MAX_NEAREST}"))?;
+    NearQuery::new(frame, [x, y, z], from, to, k).map_err(|e| format!("nearest: {e}"))
 }
 
 impl std::fmt::Display for Question {
@@ -560,6 +640,12 @@ impl std::fmt::Display for Question {
             }
             Question::Omitted { position } => write!(f, "the index leaves out position {position}"),
             Question::Recorded { position } => write!(f, "when position {position} was recorded"),
+            Question::Latest(q) => write!(f, "the atom seen last in {}", Question::Range(q.clone())),
+            Question::Nearest(q) => write!(
+                f,
+                "the {} atoms nearest to {:?} mm in frame {:?} during [{}, {}) ns",
+                q.k, q.point_mm, q.frame, q.from_ns, q.to_ns
+            ),
         }
     }
 }
@@ -640,6 +726,22 @@ pub enum Claim {
         /// That Pulse's time (the ledger's clock, ns since the Unix epoch).
         time_before_ns: i64,
     },
+    /// The atom of the query's frame, box and interval whose valid time ends last (the later
+    /// position on a tie), or none: nothing answers the query.
+    Latest {
+        /// The question the proof carries.
+        query: Query,
+        /// The answer: (position, atom).
+        atom: Option<(u64, Box<Atom>)>,
+    },
+    /// The k atoms nearest to the point among those of the frame valid during the interval
+    /// (fewer when fewer are), nearest first, ties by position.
+    Nearest {
+        /// The question the proof carries.
+        query: NearQuery,
+        /// The answer: (position, atom, squared distance in mm²), nearest first.
+        atoms: Nearest,
+    },
 }
 
 impl Proof {
@@ -652,6 +754,8 @@ impl Proof {
             Proof::List { .. } => "list",
             Proof::Omission { .. } => "omission",
             Proof::Recorded { .. } => "time",
+            Proof::Latest { .. } => "latest",
+            Proof::Nearest { .. } => "nearest",
         }
     }
 }
@@ -700,6 +804,27 @@ impl Claim {
                     "time_before_ns": time_before_ns,
                 }
             }),
+            Claim::Latest { query, atom } => serde_json::json!({
+                "latest": {
+                    "frame": query.frame,
+                    "min": query.bounds.min_mm,
+                    "max": query.bounds.max_mm,
+                    "from": query.from_ns,
+                    "to": query.to_ns,
+                    "atom": atom.as_ref().map(|(p, a)| a.to_json(Some(*p))),
+                }
+            }),
+            Claim::Nearest { query, atoms } => serde_json::json!({
+                "nearest": {
+                    "frame": query.frame,
+                    "point": query.point_mm,
+                    "from": query.from_ns,
+                    "to": query.to_ns,
+                    "k": query.k,
+                    "atoms": atoms.iter().map(|(p, a, _)| a.to_json(Some(*p))).collect::<Vec<_>>(),
+                    "distances_mm": atoms.iter().map(|(_, _, d2)| (*d2 as f64).sqrt()).collect::<Vec<_>>(),
+                }
+            }),
         }
     }
 
@@ -713,8 +838,26 @@ impl Claim {
             Claim::List { key: ListKey::LinksTo(id), .. } => Question::LinksTo(*id),
             Claim::Omitted { position, .. } => Question::Omitted { position: *position },
             Claim::Recorded { position, .. } => Question::Recorded { position: *position },
+            Claim::Latest { query, .. } => Question::Latest(query.clone()),
+            Claim::Nearest { query, .. } => Question::Nearest(query.clone()),
         }
         .to_string()
+    }
+
+    /// The log positions the claim names: a range's or a list's answer (ascending), a nearest
+    /// answer (nearest first), the latest atom, the atom included, omitted or recorded.
+    pub fn positions(&self) -> Vec<u64> {
+        match self {
+            Claim::Range { atoms, .. } | Claim::List { atoms, .. } => atoms.iter().map(|(p, _)| *p).collect(),
+            Claim::Nearest { atoms, .. } => atoms.iter().map(|(p, _, _)| *p).collect(),
+            Claim::Included { position, .. }
+            | Claim::Omitted { position, .. }
+            | Claim::Recorded { position, .. } => {
+                vec![*position]
+            }
+            Claim::Latest { atom, .. } => atom.iter().map(|(p, _)| *p).collect(),
+            Claim::Extends { .. } => Vec::new(),
+        }
     }
 
     /// The kind of proof that makes this claim, as `sion memory verify` names it.
@@ -726,6 +869,8 @@ impl Claim {
             Claim::List { .. } => "list",
             Claim::Omitted { .. } => "omission",
             Claim::Recorded { .. } => "time",
+            Claim::Latest { .. } => "latest",
+            Claim::Nearest { .. } => "nearest",
         }
     }
 }
@@ -801,6 +946,32 @@ impl Verified {
                     format!("atom {} at position {position} of log {log}: recorded (unattested)", atom.id())
                 }
             },
+            Claim::Latest { query, atom } => {
+                let asked = Question::Range(query.clone());
+                match atom {
+                    Some((p, a)) => format!(
+                        "atom {} at position {p} ({} {:?}, valid until {} ns) was seen last of everything log {log} holds in {asked}",
+                        a.id(),
+                        a.parts().kind,
+                        a.parts().subject,
+                        a.parts().valid.to_ns
+                    ),
+                    None => format!("log {log} holds nothing in {asked}"),
+                }
+            }
+            Claim::Nearest { query, atoms } => format!(
+                "these {} atoms are the {} nearest to {:?} mm of everything log {log} holds in frame {:?} valid during [{}, {}) ns{}",
+                atoms.len(),
+                query.k,
+                query.point_mm,
+                query.frame,
+                query.from_ns,
+                query.to_ns,
+                match atoms.last() {
+                    Some((_, _, d2)) => format!(" (the farthest {:.0} mm away)", (*d2 as f64).sqrt()),
+                    None => " (there are none)".into(),
+                }
+            ),
         }
     }
 }
@@ -893,6 +1064,18 @@ impl ProofFile {
                 out.put_bytes32(atom);
                 put_path(out, path);
                 before.put(out);
+            }
+            Proof::Latest { log, head, latest } => {
+                out.put_u8(7);
+                out.put_u64(log.0);
+                head.put(out);
+                latest.put(out);
+            }
+            Proof::Nearest { log, head, nearest } => {
+                out.put_u8(8);
+                out.put_u64(log.0);
+                head.put(out);
+                nearest.put(out);
             }
         }
     }
@@ -988,7 +1171,9 @@ impl ProofFile {
             | Proof::Range { log, head, .. }
             | Proof::List { log, head, .. }
             | Proof::Omission { log, head, .. }
-            | Proof::Recorded { log, head, .. } => (*log, *head),
+            | Proof::Recorded { log, head, .. }
+            | Proof::Latest { log, head, .. }
+            | Proof::Nearest { log, head, .. } => (*log, *head),
         };
         let mut checked = checked;
         let pulse = match (&self.attestation, expected_ledger) {
@@ -1100,6 +1285,14 @@ impl ProofFile {
                     time_before_ns: before.header.header.time_ns,
                 }
             }
+            Proof::Latest { latest, .. } => {
+                let atom = latest.verify(&head.index, head.size)?;
+                Claim::Latest { query: latest.query.clone(), atom: atom.map(|(p, a)| (p, Box::new(a))) }
+            }
+            Proof::Nearest { nearest, .. } => {
+                let atoms = nearest.verify(&head.index, head.size)?;
+                Claim::Nearest { query: nearest.query.clone(), atoms }
+            }
         };
         Ok(Verified { log, head, pulse, cosigned: cosigned.unwrap_or_default(), claim })
     }
@@ -1171,6 +1364,16 @@ fn read_body(r: &mut Reader<'_>, attested: bool) -> Result<Proof, WireError> {
             atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
             path: read_path(r)?,
             before: Box::new(StateProof::read(r)?),
+        },
+        7 => Proof::Latest {
+            log: LogId(r.u64("log")?),
+            head: Head::read(r)?,
+            latest: Box::new(LatestProof::read(r)?),
+        },
+        8 => Proof::Nearest {
+            log: LogId(r.u64("log")?),
+            head: Head::read(r)?,
+            nearest: Box::new(NearestProof::read(r)?),
         },
         k => {
             return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });

@@ -71,6 +71,30 @@ pub struct Walked {
     pub reached: Reached,
 }
 
+/// What a tree walk may pass over whole and leave out of its answer: for a range proof, what
+/// misses its query; for a latest or nearest proof, also what ranks below its answer
+/// (docs/PROOFS.md, kinds 7 and 8). `Err` says why not, as the refusal puts it.
+pub(crate) trait Rule: Sync {
+    /// Whether a subtree with this box may be passed over.
+    fn pass(&self, bbox: &SpaceTime) -> Result<(), String>;
+    /// Whether this leaf entry, not in the answer, may be left out.
+    fn leave(&self, entry: &Entry) -> Result<(), String>;
+}
+
+/// A range proof's rule: what misses the query.
+impl Rule for Query {
+    fn pass(&self, bbox: &SpaceTime) -> Result<(), String> {
+        if bbox.meets(self) { Err("a subtree passed over meets the query".into()) } else { Ok(()) }
+    }
+    fn leave(&self, e: &Entry) -> Result<(), String> {
+        if e.bbox.meets(self) {
+            Err(format!("position {} answers the query but is left out", e.position))
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// A box's eight coordinates as differences from the box it lies in: each minimum (x, y, z,
 /// from) minus the reference's, the reference's maximum (x, y, z, to) minus each maximum. A box
 /// inside its reference has no negative difference, and one sharing a side with it a zero.
@@ -136,7 +160,7 @@ fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
 
 /// The query: its frame, then the zigzag of each minimum (x, y, z), of each extent
 /// (max − min), of `from` and of `to − from` (wrapping i64 arithmetic).
-fn put_query(out: &mut Vec<u8>, q: &Query) {
+pub(crate) fn put_query(out: &mut Vec<u8>, q: &Query) {
     out.put_str8(&q.frame);
     let b = &q.bounds;
     for a in 0..3 {
@@ -149,7 +173,7 @@ fn put_query(out: &mut Vec<u8>, q: &Query) {
     out.put_zigzag(q.to_ns.wrapping_sub(q.from_ns));
 }
 
-fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
+pub(crate) fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
     let frame = r.str8("frame")?;
     let mut bounds = BoxMm { min_mm: [0; 3], max_mm: [0; 3] };
     for a in 0..3 {
@@ -179,43 +203,7 @@ impl RangeProof {
             out.put_varint(*position);
             out.put_bytes32(bytes);
         }
-        let a = &self.answer;
-        out.put_varint(a.frames);
-        match &a.frame {
-            FrameWitness::Present { index, path } => {
-                out.put_u8(0);
-                out.put_varint(*index);
-                put_path(out, path);
-            }
-            FrameWitness::Absent { left, right } => {
-                out.put_u8(1);
-                for n in [left, right] {
-                    match n {
-                        None => out.put_u8(0),
-                        Some(n) => {
-                            out.put_u8(1);
-                            out.put_varint(n.index);
-                            out.put_bytes32(&n.entry);
-                            put_path(out, &n.path);
-                        }
-                    }
-                }
-            }
-        }
-        out.put_bytes(&a.subjects_root);
-        out.put_bytes(&a.links_root);
-        for walk in [&a.short, &a.long] {
-            match walk {
-                None => out.put_u8(0),
-                Some(steps) => {
-                    out.put_u8(1);
-                    let mut at = 0;
-                    while at < steps.len() {
-                        put_walk(out, steps, &mut at, &SpaceTime::ZERO);
-                    }
-                }
-            }
-        }
+        put_index_part(out, &self.answer);
     }
 
     /// Read a body as [`RangeProof::put`] writes it; refuses an ill-formed query, a walk node
@@ -233,51 +221,7 @@ impl RangeProof {
                 r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
             ));
         }
-        let frames = r.varint("frames")?;
-        let frame = match r.u8("frame witness")? {
-            0 => FrameWitness::Present { index: r.varint("frame index")?, path: read_path(r)? },
-            1 => {
-                let mut side = || -> Result<Option<Neighbour>, WireError> {
-                    if !r.flag("neighbour")? {
-                        return Ok(None);
-                    }
-                    Ok(Some(Neighbour {
-                        index: r.varint("neighbour index")?,
-                        entry: r.bytes32(4096, "neighbour entry")?.to_vec(),
-                        path: read_path(r)?,
-                    }))
-                };
-                let left = side()?;
-                let right = side()?;
-                FrameWitness::Absent { left, right }
-            }
-            k => {
-                return Err(WireError::Invalid {
-                    field: "frame witness",
-                    problem: format!("unknown kind {k}"),
-                });
-            }
-        };
-        let subjects_root = r.array("subjects root")?;
-        let links_root = r.array("links root")?;
-        let mut walks = [None, None];
-        for walk in walks.iter_mut() {
-            if r.flag("tree")? {
-                let mut steps = Vec::new();
-                read_steps(r, &mut steps, &SpaceTime::ZERO, 0)?;
-                *walk = Some(steps);
-            }
-        }
-        let [short, long] = walks;
-        let answer = RangeAnswer {
-            positions: atoms.iter().map(|(p, _)| *p).collect(),
-            frames,
-            frame,
-            short,
-            long,
-            subjects_root,
-            links_root,
-        };
+        let answer = read_index_part(r, atoms.iter().map(|(p, _)| *p).collect())?;
         Ok(Self { query, atoms, answer })
     }
 
@@ -306,7 +250,7 @@ impl RangeProof {
         &self,
         index_root_expected: &Digest,
         log_size: u64,
-        mut seen: Option<&mut dyn FnMut(Walked)>,
+        seen: Option<&mut dyn FnMut(Walked)>,
     ) -> Result<Vec<(u64, Atom)>, VerifyError> {
         let q = &self.query;
         // Decoding (and hashing) the answer's atoms is most of the work: for big answers, on
@@ -340,49 +284,152 @@ impl RangeProof {
             used: decoded.iter().map(|_| AtomicBool::new(false)).collect(),
             atoms: decoded,
         };
-        let a = &self.answer;
-        let mut summaries = [None, None];
-        let walks = [(Tree::ShortLived, &a.short), (Tree::LongLived, &a.long)];
-        for ((tree, walk), summary) in walks.into_iter().zip(summaries.iter_mut()) {
-            if let Some(steps) = walk {
-                let walker = Walker { steps, q, log_size, tree, answer: &answer };
-                let (s, end) = walker.replay(0, 0, &mut seen)?;
-                if end != steps.len() {
-                    return Err(VerifyError::Range("the tree walk has steps left over".into()));
-                }
-                *summary = Some(s);
-            }
-        }
-        if let Some(i) = answer.used.iter().position(|used| !used.load(Ordering::Relaxed)) {
-            let p = answer.positions[i];
-            return Err(VerifyError::Range(format!("the atom at position {p} is not in the index")));
-        }
-        let frames_root = match &a.frame {
-            FrameWitness::Present { index, path } => {
-                let entry = encode_frame(&q.frame, summaries[0], summaries[1]);
-                frames_root_from(*index, a.frames, &entry, path)?
-            }
-            FrameWitness::Absent { left, right } => {
-                if a.short.is_some() || a.long.is_some() || !self.atoms.is_empty() {
-                    return Err(VerifyError::Range("an absent frame has no trees and no answer".into()));
-                }
-                absent_frame_root(&q.frame, a.frames, left.as_ref(), right.as_ref())?
-            }
-        };
-        let root = index_root(a.frames, &frames_root, &a.subjects_root, &a.links_root);
-        if root != *index_root_expected {
-            return Err(VerifyError::IndexRoot);
-        }
-        Ok(answer.positions.into_iter().zip(answer.atoms).collect())
+        check_walks(&q.frame, q, answer, &self.answer, index_root_expected, log_size, seen)
     }
+}
+
+/// Replay a proof's walks under `rule`, check that they reached every atom of the answer, and
+/// that the frames tree and the maps give the head's index root (docs/PROOFS.md, kind 3 steps
+/// 2 to 5; kinds 7 and 8 the same). Returns the answer's atoms by ascending position.
+pub(crate) fn check_walks(
+    frame: &str,
+    rule: &dyn Rule,
+    answer: Answer,
+    a: &RangeAnswer,
+    index_root_expected: &Digest,
+    log_size: u64,
+    mut seen: Option<&mut dyn FnMut(Walked)>,
+) -> Result<Vec<(u64, Atom)>, VerifyError> {
+    let mut summaries = [None, None];
+    let walks = [(Tree::ShortLived, &a.short), (Tree::LongLived, &a.long)];
+    for ((tree, walk), summary) in walks.into_iter().zip(summaries.iter_mut()) {
+        if let Some(steps) = walk {
+            let walker = Walker { steps, rule, log_size, tree, answer: &answer };
+            let (s, end) = walker.replay(0, 0, &mut seen)?;
+            if end != steps.len() {
+                return Err(VerifyError::Range("the tree walk has steps left over".into()));
+            }
+            *summary = Some(s);
+        }
+    }
+    if let Some(i) = answer.used.iter().position(|used| !used.load(Ordering::Relaxed)) {
+        let p = answer.positions[i];
+        return Err(VerifyError::Range(format!("the atom at position {p} is not in the index")));
+    }
+    let frames_root = match &a.frame {
+        FrameWitness::Present { index, path } => {
+            let entry = encode_frame(frame, summaries[0], summaries[1]);
+            frames_root_from(*index, a.frames, &entry, path)?
+        }
+        FrameWitness::Absent { left, right } => {
+            if a.short.is_some() || a.long.is_some() || !answer.positions.is_empty() {
+                return Err(VerifyError::Range("an absent frame has no trees and no answer".into()));
+            }
+            absent_frame_root(frame, a.frames, left.as_ref(), right.as_ref())?
+        }
+    };
+    let root = index_root(a.frames, &frames_root, &a.subjects_root, &a.links_root);
+    if root != *index_root_expected {
+        return Err(VerifyError::IndexRoot);
+    }
+    Ok(answer.positions.into_iter().zip(answer.atoms).collect())
+}
+
+/// The part of a range, latest or nearest proof after its answer: the frames tree witness, the
+/// map roots and the two walks (docs/PROOFS.md, kind 3).
+pub(crate) fn put_index_part(out: &mut Vec<u8>, a: &RangeAnswer) {
+    out.put_varint(a.frames);
+    match &a.frame {
+        FrameWitness::Present { index, path } => {
+            out.put_u8(0);
+            out.put_varint(*index);
+            put_path(out, path);
+        }
+        FrameWitness::Absent { left, right } => {
+            out.put_u8(1);
+            for n in [left, right] {
+                match n {
+                    None => out.put_u8(0),
+                    Some(n) => {
+                        out.put_u8(1);
+                        out.put_varint(n.index);
+                        out.put_bytes32(&n.entry);
+                        put_path(out, &n.path);
+                    }
+                }
+            }
+        }
+    }
+    out.put_bytes(&a.subjects_root);
+    out.put_bytes(&a.links_root);
+    for walk in [&a.short, &a.long] {
+        match walk {
+            None => out.put_u8(0),
+            Some(steps) => {
+                out.put_u8(1);
+                let mut at = 0;
+                while at < steps.len() {
+                    put_walk(out, steps, &mut at, &SpaceTime::ZERO);
+                }
+            }
+        }
+    }
+}
+
+/// Read what [`put_index_part`] writes; `positions` are the answer's, ascending.
+pub(crate) fn read_index_part(r: &mut Reader<'_>, positions: Vec<u64>) -> Result<RangeAnswer, WireError> {
+    let frames = r.varint("frames")?;
+    let frame = match r.u8("frame witness")? {
+        0 => FrameWitness::Present { index: r.varint("frame index")?, path: read_path(r)? },
+        1 => {
+            let mut side = || -> Result<Option<Neighbour>, WireError> {
+                if !r.flag("neighbour")? {
+                    return Ok(None);
+                }
+                Ok(Some(Neighbour {
+                    index: r.varint("neighbour index")?,
+                    entry: r.bytes32(4096, "neighbour entry")?.to_vec(),
+                    path: read_path(r)?,
+                }))
+            };
+            let left = side()?;
+            let right = side()?;
+            FrameWitness::Absent { left, right }
+        }
+        k => {
+            return Err(WireError::Invalid { field: "frame witness", problem: format!("unknown kind {k}") });
+        }
+    };
+    let subjects_root = r.array("subjects root")?;
+    let links_root = r.array("links root")?;
+    let mut walks = [None, None];
+    for walk in walks.iter_mut() {
+        if r.flag("tree")? {
+            let mut steps = Vec::new();
+            read_steps(r, &mut steps, &SpaceTime::ZERO, 0)?;
+            *walk = Some(steps);
+        }
+    }
+    let [short, long] = walks;
+    let answer = RangeAnswer { positions, frames, frame, short, long, subjects_root, links_root };
+    Ok(answer)
 }
 
 /// The answer's atoms by ascending position, and which of them a walk has reached (walks of
 /// two subtrees may run on two cores).
-struct Answer {
+pub(crate) struct Answer {
     positions: Vec<u64>,
     atoms: Vec<Atom>,
     used: Vec<AtomicBool>,
+}
+
+impl Answer {
+    /// An answer of decoded atoms (any order: it is kept by ascending position).
+    pub(crate) fn new(mut atoms: Vec<(u64, Atom)>) -> Self {
+        atoms.sort_by_key(|(p, _)| *p);
+        let (positions, atoms): (Vec<u64>, Vec<Atom>) = atoms.into_iter().unzip();
+        Self { used: positions.iter().map(|_| AtomicBool::new(false)).collect(), positions, atoms }
+    }
 }
 
 /// Answers at least this big are decoded, and walks at least this many steps replayed, on
@@ -467,10 +514,11 @@ fn read_steps(
     Ok(())
 }
 
-/// One tree's walk being replayed: the steps, the query, and the answer it must account for.
+/// One tree's walk being replayed: the steps, what it may pass over, and the answer it must
+/// account for.
 struct Walker<'a> {
     steps: &'a [Step],
-    q: &'a Query,
+    rule: &'a dyn Rule,
     log_size: u64,
     tree: Tree,
     answer: &'a Answer,
@@ -507,13 +555,10 @@ impl Walker<'_> {
         if depth > MAX_DEPTH {
             return Err(VerifyError::Range("the tree walk is too deep".into()));
         }
-        let q = self.q;
         let step = self.steps.get(at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
         match step {
             Step::Pruned(s) => {
-                if s.bbox.meets(q) {
-                    return Err(VerifyError::Range("a subtree passed over meets the query".into()));
-                }
+                self.rule.pass(&s.bbox).map_err(VerifyError::Range)?;
                 self.tell(seen, depth, s.bbox, Reached::Pruned);
                 Ok((*s, at + 1))
             }
@@ -564,12 +609,7 @@ impl Walker<'_> {
                             (Entry { position: *p, id: atom.id(), bbox }, Reached::Answer(*p))
                         }
                         GroupEntry::Miss(e) => {
-                            if e.bbox.meets(q) {
-                                return Err(VerifyError::Range(format!(
-                                    "position {} answers the query but is left out",
-                                    e.position
-                                )));
-                            }
+                            self.rule.leave(e).map_err(VerifyError::Range)?;
                             if e.position >= self.log_size {
                                 return Err(VerifyError::Range(format!(
                                     "position {} is beyond the head",

@@ -10,7 +10,9 @@ use sion_memory::proof::ListKey;
 use self::audit::{RepairArgs, audit, repair};
 use self::commit::{CommitArgs, commit};
 use self::open::{OpenArgs, open};
-use self::recall::{ListArgs, ProveCommand, RecallArgs, list, prove, recall};
+use self::recall::{
+    ListArgs, NearestArgs, ProveCommand, RecallArgs, last_seen, list, nearest, prove, recall,
+};
 use self::remember::{RememberArgs, remember};
 use self::show::{DumpArgs, ShowArgs, dump, show};
 use self::verify::{VerifyArgs, verify};
@@ -76,6 +78,16 @@ pub(crate) enum MemoryCommand {
     /// is as of a committed head (the latest unless --as-of), and the proof checks from that
     /// head alone, an empty answer included.
     Recall(RecallArgs),
+    /// Which atom in this box, during this interval, was seen last: of the atoms `recall`
+    /// would answer, the one whose valid time ends last (the later log position on a tie),
+    /// with the proof that nothing later answers (docs/PROOFS.md, kind 7). "Where was
+    /// pallet-17 last seen" asks a subject's atoms only: it comes with subject filters.
+    LastSeen(RecallArgs),
+    /// The K atoms nearest to a point at an instant (or during an interval): of the frame's
+    /// atoms valid then, those whose boxes are nearest to the point (distance in millimetres
+    /// from the point to the box, 0 inside it; ties by log position), nearest first, with the
+    /// proof that nothing nearer exists (docs/PROOFS.md, kind 8).
+    Nearest(NearestArgs),
     /// One answer out as a directory a colleague or an auditor checks and looks at: the proof,
     /// the answer's atoms as JSON, the payloads they commit to (checked by hash), the camera
     /// frames as pictures (opened, for a sealed memory: as the writer or --keys a member), and
@@ -148,6 +160,8 @@ pub(crate) fn run(cmd: MemoryCommand) -> Result<ExitCode> {
         MemoryCommand::Audit(a) => audit(&a.data),
         MemoryCommand::Repair(a) => repair(&a.data, a.new_log),
         MemoryCommand::Recall(a) => recall(a),
+        MemoryCommand::LastSeen(a) => last_seen(a),
+        MemoryCommand::Nearest(a) => nearest(a),
         MemoryCommand::Evidence(a) => evidence::evidence(a),
         MemoryCommand::Subject(a) => list(ListKey::Subject(a.key.clone()), a.answer),
         MemoryCommand::Links(a) => {

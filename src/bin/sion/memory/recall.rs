@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use sion_memory::atom::Atom;
 use sion_memory::memory::Memory;
-use sion_memory::proof::{Claim, ListKey, ProofFile, Verified};
+use sion_memory::proof::{Claim, ListKey, NearQuery, ProofFile, Verified};
 use sion_memory::time::rfc3339;
 
 use crate::common::{DataArg, QuestionArgs, open_memory_read_only, prove_range_warned};
@@ -36,6 +36,36 @@ pub(crate) struct RecallArgs {
     pub(crate) question: QuestionArgs,
     #[command(flatten)]
     pub(crate) answer: AnswerArgs,
+}
+
+#[derive(Args)]
+pub(crate) struct NearestArgs {
+    /// The frame the point is in (`/map` is `map`, as in tf2).
+    #[arg(long, value_parser = crate::common::frame_value)]
+    pub(crate) frame: String,
+    /// The point: X,Y,Z, each with its unit (2.5m,-1m,0m; also cm and mm); bare integers are
+    /// millimetres.
+    #[arg(long, value_name = "X,Y,Z", allow_hyphen_values = true, value_parser = point_value)]
+    pub(crate) point: [i64; 3],
+    /// The instant: RFC 3339, seconds with their unit, bare nanoseconds (ROS Time's), or
+    /// `now`. Or give an interval with --from and --to.
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::common::time_from, conflicts_with_all = ["from", "to"])]
+    pub(crate) at: Option<i64>,
+    /// Start of the interval (as --at).
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::common::time_from, requires = "to")]
+    pub(crate) from: Option<i64>,
+    /// End of the interval, excluded (as --at).
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::common::time_to, requires = "from")]
+    pub(crate) to: Option<i64>,
+    /// How many atoms: the K nearest [1 to 10000].
+    #[arg(long, short = 'k', default_value_t = 1)]
+    pub(crate) k: u32,
+    #[command(flatten)]
+    pub(crate) answer: AnswerArgs,
+}
+
+pub(crate) fn point_value(text: &str) -> Result<[i64; 3], String> {
+    sion_memory::units::parse_point(text).map_err(|e| e.problem)
 }
 
 #[derive(Args)]
@@ -99,6 +129,28 @@ pub(crate) fn recall(a: RecallArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let (file, warnings) = prove_range_warned(&memory, &query, a.answer.as_of)?;
     answer_warned(file, &a.answer, started, Some(&memory), &warnings)
+}
+
+pub(crate) fn last_seen(a: RecallArgs) -> Result<ExitCode> {
+    let query = a.question.query()?;
+    let memory = open_memory_read_only(&a.answer.data.data)?;
+    let started = Instant::now();
+    let file = memory.prove_latest(&query, a.answer.as_of).context("answering")?;
+    answer(file, &a.answer, started, Some(&memory))
+}
+
+pub(crate) fn nearest(a: NearestArgs) -> Result<ExitCode> {
+    let (from, to) = match (a.at, a.from, a.to) {
+        (Some(t), _, _) => (t, t),
+        (None, Some(from), Some(to)) => (from, to),
+        _ => anyhow::bail!("give --at, or --from and --to"),
+    };
+    let query =
+        NearQuery::new(&a.frame, a.point, from, to, a.k).map_err(|e| anyhow::anyhow!("the question: {e}"))?;
+    let memory = open_memory_read_only(&a.answer.data.data)?;
+    let started = Instant::now();
+    let file = memory.prove_nearest(&query, a.answer.as_of).context("answering")?;
+    answer(file, &a.answer, started, Some(&memory))
 }
 
 pub(crate) fn list(key: ListKey, a: AnswerArgs) -> Result<ExitCode> {
@@ -203,8 +255,24 @@ pub(crate) fn print_verified(v: &Verified, memory: Option<&Memory>) -> Result<()
     if let Claim::Range { query, .. } = &v.claim {
         outln!("  asked   {} (UTC)", sion_memory::units::show_query(query));
     }
+    if let Claim::Latest { query, .. } = &v.claim {
+        outln!("  asked   {} (UTC)", sion_memory::units::show_query(query));
+    }
     if let Claim::Range { atoms, .. } | Claim::List { atoms, .. } = &v.claim {
         print_atoms(atoms, memory)?;
+    }
+    if let Claim::Latest { atom: Some((p, a)), .. } = &v.claim {
+        outln!("  last seen until {} (UTC)", rfc3339(a.parts().valid.to_ns));
+        print_atoms(&[(*p, (**a).clone())], memory)?;
+    }
+    if let Claim::Nearest { atoms, .. } = &v.claim {
+        for (p, a, d2) in atoms.iter().take(20) {
+            outln!("  {p:>10}  {:.3} m away", (*d2 as f64).sqrt() / 1000.0);
+            print_atoms(&[(*p, a.clone())], memory)?;
+        }
+        if atoms.len() > 20 {
+            outln!("  … and {} more (--json lists them all)", atoms.len() - 20);
+        }
     }
     outln!("  head    {} atoms, root {}", ui::count(v.head.size), hex::encode(v.head.root));
     match v.pulse {

@@ -7,10 +7,10 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use sion_memory::atom::BoxMm;
 use sion_memory::index::geom::Query;
-use sion_memory::proof::{Expect, ProofFile, Question, Verified};
+use sion_memory::proof::{Expect, NearQuery, ProofFile, Question, Verified};
 use sion_memory::time::rfc3339;
 
-use super::recall::print_verified;
+use super::recall::{point_value, print_verified};
 use crate::common::{
     NamedWitnesses, box_value, ledger_key_arg, open_memory_read_only, read_witnesses, time_from, time_to,
 };
@@ -41,12 +41,13 @@ pub(crate) struct VerifyArgs {
     #[arg(long, requires = "witnesses")]
     pub(crate) quorum: Option<usize>,
     /// The question you asked: a range proof must be for exactly this frame (with
-    /// --expect-box, --expect-from and --expect-to). A valid proof for a smaller box or a
-    /// shorter interval is complete only for that, so it is refused.
+    /// --expect-box, --expect-from and --expect-to; or a latest proof with --expect-latest, a
+    /// nearest proof with --expect-point). A valid proof for a smaller box or a shorter interval
+    /// is complete only for that, so it is refused.
     #[arg(
         long,
         group = "question",
-        requires_all = ["expect_box", "expect_from", "expect_to"],
+        requires_all = ["expect_from", "expect_to"],
         help_heading = "The question asked"
     )]
     pub(crate) expect_frame: Option<String>,
@@ -74,6 +75,25 @@ pub(crate) struct VerifyArgs {
     /// ... to this time (exclusive; equal to --expect-from for an instant).
     #[arg(long, requires = "expect_frame", allow_hyphen_values = true, value_parser = time_to, help_heading = "The question asked")]
     pub(crate) expect_to: Option<i64>,
+    /// The question was which atom of --expect-frame, --expect-box and the interval was seen
+    /// last (`sion memory last-seen`): a latest proof of exactly that.
+    #[arg(long, requires = "expect_box", help_heading = "The question asked")]
+    pub(crate) expect_latest: bool,
+    /// The question was which atoms of --expect-frame, valid during the interval, are nearest
+    /// to this point X,Y,Z (each with its unit, or bare millimetres; `sion memory nearest`).
+    #[arg(
+        long,
+        requires = "expect_frame",
+        conflicts_with = "expect_box",
+        value_name = "X,Y,Z",
+        allow_hyphen_values = true,
+        value_parser = point_value,
+        help_heading = "The question asked"
+    )]
+    pub(crate) expect_point: Option<[i64; 3]>,
+    /// ... how many nearest atoms were asked for [default: 1].
+    #[arg(long, requires = "expect_point", help_heading = "The question asked")]
+    pub(crate) expect_k: Option<u32>,
     /// A subject proof must be about exactly this subject.
     #[arg(long, group = "question", help_heading = "The question asked")]
     pub(crate) expect_subject: Option<String>,
@@ -112,12 +132,23 @@ impl VerifyArgs {
     /// What the reader said it asked.
     fn expect(&self, witnesses: Option<&(NamedWitnesses, usize)>) -> Result<Expect> {
         let question = if let Some(frame) = &self.expect_frame {
-            let (Some(bounds), Some(from), Some(to)) = (self.expect_box, self.expect_from, self.expect_to)
-            else {
-                bail!("--expect-frame needs --expect-box, --expect-from and --expect-to");
-            };
             let frame = sion_memory::units::frame_name(frame);
-            Some(Question::Range(Query::new(frame, bounds, from, to).context("the expected question")?))
+            let (Some(from), Some(to)) = (self.expect_from, self.expect_to) else {
+                bail!("--expect-frame needs --expect-from and --expect-to");
+            };
+            if let Some(point) = self.expect_point {
+                let k = self.expect_k.unwrap_or(1);
+                Some(Question::Nearest(
+                    NearQuery::new(frame, point, from, to, k)
+                        .map_err(|e| anyhow!("the expected question: {e}"))?,
+                ))
+            } else {
+                let Some(bounds) = self.expect_box else {
+                    bail!("--expect-frame needs --expect-box (or --expect-point for a nearest question)");
+                };
+                let query = Query::new(frame, bounds, from, to).context("the expected question")?;
+                Some(if self.expect_latest { Question::Latest(query) } else { Question::Range(query) })
+            }
         } else if let Some(subject) = &self.expect_subject {
             Some(Question::Subject(subject.clone()))
         } else if let Some(target) = &self.expect_links_to {

@@ -1,0 +1,133 @@
+//! Latest and nearest answers (docs/PROOFS.md, kinds 7 and 8): found by walks that widen a
+//! threshold until something qualifies — a later end of valid time, a larger distance — then
+//! proved by one walk that passes over whatever ranks below the answer.
+
+use std::cell::RefCell;
+
+use sion_verify::index::RangeAnswer;
+use sion_verify::index::geom::{Query, SpaceTime};
+use sion_verify::proof::NearQuery;
+
+use super::IndexError;
+use super::tree::{Entry, Select};
+use super::walk::{MAX_WALK_STEPS, Snapshot};
+
+/// A search walk's rule: enter and take what passes `keep`, noting each entry taken.
+struct Search<F: Fn(&SpaceTime) -> bool> {
+    keep: F,
+    found: RefCell<Vec<Entry>>,
+}
+
+impl<F: Fn(&SpaceTime) -> bool> Select for Search<F> {
+    fn opens(&self, bbox: &SpaceTime) -> bool {
+        (self.keep)(bbox)
+    }
+    fn takes(&self, e: &Entry) -> bool {
+        let keep = (self.keep)(&e.bbox);
+        if keep {
+            self.found.borrow_mut().push(*e);
+        }
+        keep
+    }
+}
+
+/// A proving walk's rule: enter what passes `keep`, answer with the chosen positions.
+struct Prove<'a, F: Fn(&SpaceTime) -> bool> {
+    keep: F,
+    chosen: &'a [u64],
+}
+
+impl<F: Fn(&SpaceTime) -> bool> Select for Prove<'_, F> {
+    fn opens(&self, bbox: &SpaceTime) -> bool {
+        (self.keep)(bbox)
+    }
+    fn takes(&self, e: &Entry) -> bool {
+        self.chosen.contains(&e.position)
+    }
+}
+
+impl Snapshot {
+    /// The frame's extent (the union of its trees' boxes), if the frame holds atoms.
+    fn extent(&self, frame: &str) -> Option<SpaceTime> {
+        self.held().into_iter().find(|f| f.frame == frame).map(|f| f.extent)
+    }
+
+    /// The atom of the query's frame, box and interval whose valid time ends last (the later
+    /// position on a tie), if any, with the walk that shows nothing later answers.
+    pub fn latest(&self, q: &Query) -> Result<(Option<u64>, RangeAnswer), IndexError> {
+        let Some(extent) = self.extent(&q.frame) else {
+            return Ok((None, self.walk_frame(&q.frame, q, MAX_WALK_STEPS)?));
+        };
+        // Widen "ends at or after T" from the latest end in the frame down to the interval's
+        // start, four times as far each round, until an atom answers.
+        let (mut threshold, mut step) = (extent.to_ns, 1i64);
+        let best = loop {
+            let search = Search {
+                keep: |b: &SpaceTime| b.meets(q) && b.to_ns >= threshold,
+                found: RefCell::new(Vec::new()),
+            };
+            self.walk_frame(&q.frame, &search, MAX_WALK_STEPS)?;
+            let found = search.found.into_inner();
+            if let Some(best) = found.iter().max_by_key(|e| (e.bbox.to_ns, e.position)) {
+                break Some(*best);
+            }
+            if threshold <= q.from_ns {
+                break None;
+            }
+            threshold = threshold.saturating_sub(step).max(q.from_ns);
+            step = step.saturating_mul(4);
+        };
+        let Some(best) = best else {
+            return Ok((None, self.walk_frame(&q.frame, q, MAX_WALK_STEPS)?));
+        };
+        let chosen = [best.position];
+        let prove = Prove { keep: |b: &SpaceTime| b.meets(q) && b.to_ns >= best.bbox.to_ns, chosen: &chosen };
+        Ok((Some(best.position), self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?))
+    }
+
+    /// The `k` atoms of the frame valid during the interval nearest to the point (by the
+    /// distance from the point to their boxes; ties by position), nearest first, with the walk
+    /// that shows nothing nearer exists.
+    pub fn nearest(&self, q: &NearQuery) -> Result<(Vec<u64>, RangeAnswer), IndexError> {
+        let k = q.k as usize;
+        let everything = |b: &SpaceTime| q.during(b);
+        let Some(extent) = self.extent(&q.frame) else {
+            let prove = Prove { keep: everything, chosen: &[] };
+            return Ok((Vec::new(), self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?));
+        };
+        // The farthest any atom of the frame can be: past it, every atom is within reach.
+        let far = (0..3)
+            .map(|a| {
+                let d = (i128::from(extent.max_mm[a]) - i128::from(q.point_mm[a]))
+                    .abs()
+                    .max((i128::from(extent.min_mm[a]) - i128::from(q.point_mm[a])).abs());
+                (d as u128).saturating_mul(d as u128)
+            })
+            .fold(0u128, u128::saturating_add);
+        // Widen the reach from a metre, four times as far each round, until k atoms are in it.
+        let mut reach: u128 = 1_000_000;
+        let ranked = loop {
+            let search = Search {
+                keep: |b: &SpaceTime| q.during(b) && q.distance2(b) <= reach,
+                found: RefCell::new(Vec::new()),
+            };
+            self.walk_frame(&q.frame, &search, MAX_WALK_STEPS)?;
+            let found = search.found.into_inner();
+            if found.len() >= k || reach >= far {
+                let mut ranked: Vec<(u128, u64)> =
+                    found.iter().map(|e| (q.distance2(&e.bbox), e.position)).collect();
+                ranked.sort_unstable();
+                ranked.truncate(k);
+                break ranked;
+            }
+            reach = reach.saturating_mul(16);
+        };
+        let chosen: Vec<u64> = ranked.iter().map(|(_, p)| *p).collect();
+        let worst = (ranked.len() == k).then(|| ranked.last().map(|(d, _)| *d)).flatten();
+        let prove = Prove {
+            keep: |b: &SpaceTime| q.during(b) && worst.is_none_or(|w| q.distance2(b) <= w),
+            chosen: &chosen,
+        };
+        Ok((chosen.clone(), self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?))
+    }
+}
