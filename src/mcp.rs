@@ -239,6 +239,55 @@ fn time_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LastSeenArgs {
+    /// The frame asked about (`map`; `/map` is the same, as in tf2).
+    pub frame: String,
+    /// The box's minimum corner, x, y, z: each a string with its unit ("1.5m") or whole
+    /// millimetres.
+    #[schemars(schema_with = "lengths_schema")]
+    pub min: [serde_json::Value; 3],
+    /// The box's maximum corner, as `min` (corners included).
+    #[schemars(schema_with = "lengths_schema")]
+    pub max: [serde_json::Value; 3],
+    /// Start of the interval (included), as sion_memory_recall takes it.
+    #[schemars(schema_with = "time_schema")]
+    pub from: serde_json::Value,
+    /// End of the interval (excluded), as `from`.
+    #[schemars(schema_with = "time_schema")]
+    pub to: serde_json::Value,
+    /// The committed head to answer as of (its size); the latest if absent.
+    #[serde(default)]
+    pub as_of: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct NearestArgs {
+    /// The frame the point is in (`map`).
+    pub frame: String,
+    /// The point, x, y, z: each a string with its unit ("1.5m") or whole millimetres.
+    #[schemars(schema_with = "lengths_schema")]
+    pub point: [serde_json::Value; 3],
+    /// The instant, as sion_memory_recall takes times; or give `from` and `to` instead.
+    #[serde(default)]
+    #[schemars(schema_with = "time_schema")]
+    pub at: Option<serde_json::Value>,
+    /// Start of an interval (included) instead of `at`.
+    #[serde(default)]
+    #[schemars(schema_with = "time_schema")]
+    pub from: Option<serde_json::Value>,
+    /// End of that interval (excluded).
+    #[serde(default)]
+    #[schemars(schema_with = "time_schema")]
+    pub to: Option<serde_json::Value>,
+    /// How many atoms, the k nearest (default 1, at most 100 here).
+    #[serde(default)]
+    pub k: Option<u32>,
+    /// The committed head to answer as of (its size); the latest if absent.
+    #[serde(default)]
+    pub as_of: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct VerifyArgs {
     /// A proof file, base64 (as `sion_memory_recall` returns it).
     pub proof: String,
@@ -364,6 +413,56 @@ impl MemoryServer {
                 }
             };
             r.recall(&query, as_of, crate::protocol::Page { offset, limit })
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Which atom in this box during this interval was seen last (its valid time ends last; the later one recorded on a tie), as of a committed head, or that none was: the atom, the statement, and the proof (base64, a few KiB) that nothing later answers — check it with sion_memory_verify (expect {\"latest\": {frame, box, from_ns, to_ns}}) against a ledger key you trust. Corners in metres (\"1.5m\") or whole millimetres; times as sion_memory_recall takes them."
+    )]
+    async fn sion_memory_last_seen(
+        &self,
+        Parameters(a): Parameters<LastSeenArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.call(Work::Prove, move |r| {
+            let query = crate::protocol::question(&a.frame, &a.min, &a.max, &a.from, &a.to)?;
+            r.last_seen(&query, a.as_of)
+        })
+        .await
+    }
+
+    #[tool(
+        description = "The k atoms (default 1, at most 100) nearest to a point at an instant (or during an interval), as of a committed head: of the frame's atoms valid then, those whose boxes are nearest to the point, nearest first (ties by log position), each with its distance in metres, and the proof (base64) that nothing nearer exists — check it with sion_memory_verify (expect {\"nearest\": {frame, point, from_ns, to_ns, k}}). The point in metres (\"1.5m\") or whole millimetres; times as sion_memory_recall takes them."
+    )]
+    async fn sion_memory_nearest(
+        &self,
+        Parameters(a): Parameters<NearestArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.call(Work::Prove, move |r| {
+            let (from, to) = match (&a.at, &a.from, &a.to) {
+                (Some(t), None, None) => (t.clone(), t.clone()),
+                (None, Some(f), Some(t)) => (f.clone(), t.clone()),
+                _ => {
+                    return Err(ProtocolError::Input {
+                        field: "at".into(),
+                        problem: "give the instant (at), or an interval (from and to), not both".into(),
+                    });
+                }
+            };
+            let k = a.k.unwrap_or(1);
+            if !(1..=100).contains(&k) {
+                return Err(ProtocolError::Input {
+                    field: "k".into(),
+                    problem: format!(
+                        "{k}: ask for 1 to 100 atoms here (the command line takes up to 10,000)"
+                    ),
+                });
+            }
+            // A point is a box of one point; its minimum corner is the point, rounded down.
+            let q = crate::protocol::question(&a.frame, &a.point, &a.point, &from, &to)?;
+            let near = sion_verify::proof::NearQuery::new(&q.frame, q.bounds.min_mm, q.from_ns, q.to_ns, k)
+                .map_err(|problem| ProtocolError::Input { field: "point".into(), problem })?;
+            r.nearest(&near, a.as_of)
         })
         .await
     }
@@ -1129,7 +1228,7 @@ mod tests {
     #[test]
     fn every_tool_is_given_its_role() {
         let tools = MemoryServer::tool_router().list_all();
-        assert_eq!(tools.len(), 10);
+        assert_eq!(tools.len(), 12);
         for t in tools {
             assert_ne!(
                 Role::of_tool(&t.name),

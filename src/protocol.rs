@@ -19,7 +19,7 @@ use sion_store::memory::{
 use sion_verify::atom::{Atom, AtomId, LinkRel};
 use sion_verify::belief::{Belief, Policy, bundle};
 use sion_verify::index::geom::Query;
-use sion_verify::proof::Expect;
+use sion_verify::proof::{Expect, NearQuery};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Why a verb failed; the message is for the caller.
@@ -219,6 +219,57 @@ pub fn parse_cursor(text: &str) -> Result<(u64, usize), ProtocolError> {
 /// The URI of a range question's proof as of a head (an MCP resource; reading it proves the
 /// question again): `sion://proof/range?frame=F&box=X,Y,Z,X,Y,Z&from_ns=N&to_ns=N&as_of=N`, the
 /// box in millimetres, the frame percent-encoded.
+/// A latest or nearest answer: small, so its proof travels with it.
+#[derive(Debug, Serialize)]
+pub struct Ranked {
+    /// What the proof proves, in words.
+    pub statement: String,
+    /// The question as understood, in metres and UTC.
+    pub asked: String,
+    /// The answer's atoms (docs/ATOM.md's JSON form, with their positions): the one seen last,
+    /// or the nearest first.
+    pub atoms: Vec<serde_json::Value>,
+    /// For a nearest answer, each atom's distance from the point, metres, in the same order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distances_m: Option<Vec<f64>>,
+    /// The proof file, base64: check it with sion_memory_verify against a ledger key you trust.
+    pub proof: String,
+    pub proof_bytes: usize,
+    /// The committed head answered as of (its size).
+    pub head_size: u64,
+}
+
+impl Ranked {
+    fn of(file: &sion_verify::proof::ProofFile, asked: String) -> Result<Self, ProtocolError> {
+        let verified = file
+            .verify(None)
+            .map_err(|e| ProtocolError::Refused(format!("the proof just made does not verify: {e}")))?;
+        let json = |p: u64, a: &Atom| {
+            serde_json::from_str(&a.to_json_line(Some(p))).unwrap_or(serde_json::Value::Null)
+        };
+        let (atoms, distances_m) = match &verified.claim {
+            sion_verify::proof::Claim::Latest { atom, .. } => {
+                (atom.iter().map(|(p, a)| json(*p, a)).collect(), None)
+            }
+            sion_verify::proof::Claim::Nearest { atoms, .. } => (
+                atoms.iter().map(|(p, a, _)| json(*p, a)).collect(),
+                Some(atoms.iter().map(|(_, _, d2)| (*d2 as f64).sqrt() / 1e3).collect()),
+            ),
+            _ => (Vec::new(), None),
+        };
+        let bytes = file.encode();
+        Ok(Ranked {
+            statement: verified.statement(),
+            asked,
+            atoms,
+            distances_m,
+            proof_bytes: bytes.len(),
+            proof: B64.encode(bytes),
+            head_size: verified.head.size,
+        })
+    }
+}
+
 pub fn proof_uri(query: &Query, head: u64) -> String {
     let b = &query.bounds;
     let frame: String = query
@@ -578,6 +629,29 @@ impl Protocol {
             head_size: head,
             warnings,
         })
+    }
+
+    /// Which atom of a frame, box and interval was seen last (its valid time ends last), with
+    /// its proof inline (docs/PROOFS.md, kind 7: a few KiB).
+    pub fn last_seen(&self, query: &Query, as_of: Option<u64>) -> Result<Ranked, ProtocolError> {
+        let file = self.readers.snapshot(as_of)?.latest(query)?;
+        Ranked::of(&file, sion_verify::units::show_query(query))
+    }
+
+    /// The k atoms of a frame valid during an interval nearest to a point, nearest first, with
+    /// their proof inline (docs/PROOFS.md, kind 8).
+    pub fn nearest(&self, query: &NearQuery, as_of: Option<u64>) -> Result<Ranked, ProtocolError> {
+        let file = self.readers.snapshot(as_of)?.nearest(query)?;
+        let asked = format!(
+            "frame {:?}, ({:.3}, {:.3}, {:.3}) m, {}, the {} nearest",
+            query.frame,
+            query.point_mm[0] as f64 / 1e3,
+            query.point_mm[1] as f64 / 1e3,
+            query.point_mm[2] as f64 / 1e3,
+            sion_verify::units::show_interval(query.from_ns, query.to_ns),
+            query.k
+        );
+        Ranked::of(&file, asked)
     }
 
     /// The proof of a range question as of a committed head, base64 (what a proof resource

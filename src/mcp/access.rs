@@ -55,6 +55,8 @@ impl Role {
         match tool {
             "sion_memory_open"
             | "sion_memory_recall"
+            | "sion_memory_last_seen"
+            | "sion_memory_nearest"
             | "sion_memory_verify"
             | "sion_memory_believe"
             | "sion_memory_audit" => Role::Read,

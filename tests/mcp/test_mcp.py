@@ -60,7 +60,7 @@ class Stdio(unittest.TestCase):
                     for name in ["sion_memory_open", "sion_memory_remember", "sion_memory_commit",
                                  "sion_memory_recall", "sion_memory_verify", "sion_memory_revise",
                                  "sion_memory_believe", "sion_memory_forget", "sion_memory_share",
-                                 "sion_memory_audit"]:
+                                 "sion_memory_audit", "sion_memory_last_seen", "sion_memory_nearest"]:
                         self.assertIn(name, tools)
                         self.assertEqual(tools[name].input_schema.get("type"), "object", name)
                     self.assertIn("frame", tools["sion_memory_recall"].input_schema["properties"])
@@ -119,6 +119,30 @@ class Stdio(unittest.TestCase):
                     wrong = dict(expect, box=[0, 0, 0, 9000, 9000, 9000])
                     err, other = await call(s, "sion_memory_verify", {"proof": proof, "ledger_key": me["ledger_key"], "expect": wrong})
                     self.assertFalse(other["valid"], other)
+
+                    # Last seen and nearest: small answers, their proofs inline, checked as asked.
+                    # pallet-17 (at x = 0, T0) and pallet-9 (at x = 50 m, T0 + 1): over the whole
+                    # interval, pallet-9 was seen last; at T0, pallet-17 is the one valid.
+                    err, last = await call(s, "sion_memory_last_seen", {"frame": "map", "min": ["0m", "0m", "0m"],
+                                                                        "max": ["60m", "1m", "1m"], "from": T0, "to": T0 + 10})
+                    self.assertFalse(err, last)
+                    self.assertEqual([a["position"] for a in last["atoms"]], [1], last)
+                    latest = {"latest": {"frame": "map", "box": [0, 0, 0, 60000, 1000, 1000], "from_ns": T0, "to_ns": T0 + 10}}
+                    err, ok = await call(s, "sion_memory_verify", {"proof": last["proof"], "ledger_key": me["ledger_key"],
+                                                                   "expect": latest})
+                    self.assertTrue(ok["valid"], ok)
+                    err, near = await call(s, "sion_memory_nearest", {"frame": "map", "point": ["10m", "0m", "0m"],
+                                                                      "at": T0, "k": 3})
+                    self.assertFalse(err, near)
+                    self.assertEqual([a["position"] for a in near["atoms"]], [0], near)
+                    self.assertAlmostEqual(near["distances_m"][0], 9.5, places=3)
+                    nearest = {"nearest": {"frame": "map", "point": [10000, 0, 0], "from_ns": T0, "to_ns": T0, "k": 3}}
+                    err, ok = await call(s, "sion_memory_verify", {"proof": near["proof"], "ledger_key": me["ledger_key"],
+                                                                   "expect": nearest})
+                    self.assertTrue(ok["valid"], ok)
+                    err, msg = await call(s, "sion_memory_nearest", {"frame": "map", "point": [0, 0, 0], "at": T0, "k": 101})
+                    self.assertTrue(err, msg)
+                    self.assertIn("k", msg)
 
                     # Revise and believe: the writer disputes its own observation; a reader
                     # trusting it believes the dispute, one trusting nobody sees it asserted.
