@@ -24,8 +24,9 @@ use rstar::{AABB, RTree};
 use sion_memory::atom::{Atom, BoxMm};
 use sion_memory::index::Index;
 use sion_memory::index::geom::Query;
+use sion_memory::index::geom::SpaceTime;
 use sion_memory::log::{Log, LogOptions};
-use sion_memory::proof::RangeProof;
+use sion_memory::proof::{LatestProof, NearQuery, NearestProof, RangeProof};
 use sion_memory::sim::{MONTH_NS, MonthInAWarehouse, SplitMix64, WAREHOUSE_MM};
 use sion_memory::wire::Reader;
 
@@ -196,12 +197,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rng = SplitMix64::new(7);
     let mut lines = Vec::new();
     let mut mr_lines = Vec::new();
+    let mut new_lines = Vec::new();
     for row in &ROWS {
         let size_mm = row.size_m.map(|m| m * 1_000);
         let (mut results, mut proof_bytes, mut answer_bytes) = (0usize, 0usize, 0usize);
         let (mut prove, mut verify, mut rstar_t, mut sqlite_t) =
             (Duration::ZERO, Duration::ZERO, Duration::ZERO, Duration::ZERO);
         let (mut mr_bytes, mut mr_verify) = (0usize, Duration::ZERO);
+        // The new questions, against what a reader would otherwise need: the whole range
+        // answer (its atoms and its proof) to find the latest, or the nearest in a box that
+        // must hold them.
+        let (mut latest_bytes, mut latest_range_bytes, mut near_bytes, mut near_range_bytes) =
+            (0usize, 0usize, 0usize, 0usize);
+        let snapshot = index.snapshot()?;
         for _ in 0..QUERIES {
             let min = [
                 rng.range(0, WAREHOUSE_MM[0] - size_mm[0] + 1),
@@ -323,6 +331,50 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sqlite_t += t.elapsed();
             assert_eq!(found, brute.len(), "SQLite agrees");
 
+            // Last seen in the same box and interval: the latest proof, beside the range answer
+            // with its atoms (what finding it without kind 7 takes).
+            let (best, walk) = snapshot.latest(&q)?;
+            let latest = LatestProof {
+                query: q.clone(),
+                atom: best.map(|p| (p, atoms[p as usize].bytes().to_vec())),
+                answer: walk,
+            };
+            let mut lbytes = Vec::new();
+            latest.put(&mut lbytes);
+            assert_eq!(latest.verify(&root, n)?.map(|(p, _)| p), best, "the latest proof verifies");
+            latest_bytes += lbytes.len();
+            latest_range_bytes += bytes.len();
+            // The 5 nearest to the box's centre at its interval's start, beside the range proof
+            // of the smallest cube around the point that holds them (what a reader needs to
+            // know nothing nearer exists, without kind 8).
+            let centre = [0, 1, 2].map(|a| (bounds.min_mm[a] + bounds.max_mm[a]) / 2);
+            let near = NearQuery::new("map", centre, q.from_ns, q.from_ns, 5)?;
+            let (found, walk) = snapshot.nearest(&near)?;
+            let reach = found
+                .last()
+                .map(|p| near.distance2(&SpaceTime::of_atom(atoms[*p as usize].parts())))
+                .map_or(0, |d2| (d2 as f64).sqrt().ceil() as i64);
+            let nearest = NearestProof {
+                query: near.clone(),
+                atoms: found.iter().map(|p| (*p, atoms[*p as usize].bytes().to_vec())).collect(),
+                answer: walk,
+            };
+            let mut nbytes = Vec::new();
+            nearest.put(&mut nbytes);
+            assert_eq!(nearest.verify(&root, n)?.len(), found.len(), "the nearest proof verifies");
+            near_bytes += nbytes.len();
+            let cube = BoxMm { min_mm: centre.map(|c| c - reach), max_mm: centre.map(|c| c + reach) };
+            let cq = Query::new("map", cube, q.from_ns, q.from_ns)?;
+            let around = index.range(&cq).expect("range");
+            let around = RangeProof {
+                query: cq,
+                atoms: around.positions.iter().map(|p| (*p, atoms[*p as usize].bytes().to_vec())).collect(),
+                answer: around,
+            };
+            let mut abytes = Vec::new();
+            around.put(&mut abytes);
+            near_range_bytes += abytes.len();
+
             // The MR-tree's verification object for the same question, checked best of three.
             let (vo, hits) = mr.prove(&q);
             let answer: Vec<(u64, Vec<u8>)> =
@@ -342,6 +394,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let k = QUERIES as f64;
         let kib = proof_bytes as f64 / k / 1024.0;
         let verify_ms = ms(verify) / k;
+        new_lines.push(format!(
+            "| {} × {} × {} m, {} h | {:.2} KiB | {:.2} KiB | {:.3}× | {:.2} KiB | {:.2} KiB | {:.3}× |",
+            row.size_m[0],
+            row.size_m[1],
+            row.size_m[2],
+            row.hours,
+            latest_bytes as f64 / k / 1024.0,
+            latest_range_bytes as f64 / k / 1024.0,
+            latest_bytes as f64 / latest_range_bytes as f64,
+            near_bytes as f64 / k / 1024.0,
+            near_range_bytes as f64 / k / 1024.0,
+            near_bytes as f64 / near_range_bytes as f64,
+        ));
         let mr_kib = mr_bytes as f64 / k / 1024.0;
         let mr_ms = ms(mr_verify) / k;
         mr_lines.push(format!(
@@ -393,6 +458,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| query | ours | MR-tree VO | ratio | our verify | MR-tree verify | ratio |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for l in mr_lines {
+        println!("{l}");
+    }
+    println!(
+        "\nthe new questions, same boxes and intervals: the last seen (kind 7) against the range answer with its atoms; the 5 nearest to the box's centre at the interval's start (kind 8) against the range answer of the smallest cube around it that holds them (proof files' bodies, atoms included):\n"
+    );
+    println!("| query | last seen | range answer | ratio | 5 nearest | range answer around | ratio |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for l in new_lines {
         println!("{l}");
     }
     println!();
