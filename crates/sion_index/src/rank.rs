@@ -55,18 +55,42 @@ impl Snapshot {
     /// The atom of the query's frame, box and interval whose valid time ends last (the later
     /// position on a tie), if any, with the walk that shows nothing later answers.
     pub fn latest(&self, q: &Query) -> Result<(Option<u64>, RangeAnswer), IndexError> {
+        self.latest_within(q, MAX_WALK_STEPS)
+    }
+
+    /// [`Snapshot::latest`], each walk refused ([`IndexError::TooLarge`]) past `max_steps`.
+    pub fn latest_within(
+        &self,
+        q: &Query,
+        max_steps: usize,
+    ) -> Result<(Option<u64>, RangeAnswer), IndexError> {
         let Some(extent) = self.extent(&q.frame) else {
-            return Ok((None, self.walk_frame(&q.frame, q, MAX_WALK_STEPS)?));
+            return Ok((None, self.walk_frame(&q.frame, q, max_steps)?));
         };
         // Widen "ends at or after T" from the latest end in the frame down to the interval's
-        // start, four times as far each round, until an atom answers.
+        // start, four times as far each round, until an atom answers. A round whose walk
+        // passes the bound (a crowd of atoms ending within one step) is retried halfway back
+        // to the last threshold that found nothing.
         let (mut threshold, mut step) = (extent.to_ns, 1i64);
+        let mut empty_above: Option<i64> = None;
         let best = loop {
             let search = Search {
                 keep: |b: &SpaceTime| b.meets(q) && b.to_ns >= threshold,
                 found: RefCell::new(Vec::new()),
             };
-            self.walk_frame(&q.frame, &search, MAX_WALK_STEPS)?;
+            match self.walk_frame(&q.frame, &search, max_steps) {
+                Ok(_) => {}
+                Err(IndexError::TooLarge(max)) => {
+                    let gap = empty_above.map_or(0, |above| i128::from(above) - i128::from(threshold));
+                    if gap <= 1 {
+                        return Err(IndexError::TooLarge(max));
+                    }
+                    threshold = (i128::from(threshold) + gap / 2) as i64;
+                    step = 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
             let found = search.found.into_inner();
             if let Some(best) = found.iter().max_by_key(|e| (e.bbox.to_ns, e.position)) {
                 break Some(*best);
@@ -74,15 +98,16 @@ impl Snapshot {
             if threshold <= q.from_ns {
                 break None;
             }
+            empty_above = Some(threshold);
             threshold = threshold.saturating_sub(step).max(q.from_ns);
             step = step.saturating_mul(4);
         };
         let Some(best) = best else {
-            return Ok((None, self.walk_frame(&q.frame, q, MAX_WALK_STEPS)?));
+            return Ok((None, self.walk_frame(&q.frame, q, max_steps)?));
         };
         let chosen = [best.position];
         let prove = Prove { keep: |b: &SpaceTime| b.meets(q) && b.to_ns >= best.bbox.to_ns, chosen: &chosen };
-        Ok((Some(best.position), self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?))
+        Ok((Some(best.position), self.walk_frame(&q.frame, &prove, max_steps)?))
     }
 
     /// The `k` atoms of the frame valid during the interval nearest to the point (by the

@@ -91,6 +91,13 @@ proptest! {
             let back = roundtrip_latest(&proof);
             let got = back.verify(&root, n as u64).expect("verifies");
             prop_assert_eq!(got.map(|(p, _)| p), found);
+            // With a small bound on each walk, the search narrows its step rather than give
+            // up where the final walk fits: the answer is the same, or the question is refused
+            // as too large, never wrong.
+            match snapshot.latest_within(&q, 24) {
+                Ok((small, _)) => prop_assert_eq!(small, found),
+                Err(e) => prop_assert!(matches!(e, sion_index::IndexError::TooLarge(_)), "{e}"),
+            }
             if let Some(best) = found {
                 // Another answering atom in its place (an earlier one) is refused: the walk
                 // does not reach it as the answer, or passes over the later one.
