@@ -153,6 +153,7 @@ impl Snapshot {
             keep: |b: &SpaceTime| q.during(b) && worst.is_none_or(|w| q.distance2(b) <= w),
             chosen: &chosen,
         };
-        Ok((chosen.clone(), self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?))
+        let walked = self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?;
+        Ok((chosen, walked))
     }
 }

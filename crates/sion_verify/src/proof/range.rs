@@ -268,11 +268,7 @@ impl RangeProof {
                 return Err(VerifyError::Range("answer positions are not strictly ascending".into()));
             }
             last = Some(*position);
-            if *position >= log_size {
-                return Err(VerifyError::Range(format!(
-                    "position {position} is beyond the head ({log_size} atoms)"
-                )));
-            }
+            below_head(*position, log_size)?;
             if !q.matches(atom.parts()) {
                 return Err(VerifyError::Range(format!(
                     "the atom at position {position} does not answer the query"
@@ -286,6 +282,14 @@ impl RangeProof {
         };
         check_walks(&q.frame, q, answer, &self.answer, index_root_expected, log_size, seen)
     }
+}
+
+/// An answer's position must be in the head's log.
+pub(crate) fn below_head(position: u64, log_size: u64) -> Result<(), VerifyError> {
+    if position >= log_size {
+        return Err(VerifyError::Range(format!("position {position} is beyond the head ({log_size} atoms)")));
+    }
+    Ok(())
 }
 
 /// Replay a proof's walks under `rule`, check that they reached every atom of the answer, and

@@ -8,7 +8,9 @@
 //! the nearest, one whose box is farther from the point than the k-th answer.
 
 use super::VerifyError;
-use super::range::{Answer, Rule, check_walks, put_index_part, put_query, read_index_part, read_query};
+use super::range::{
+    Answer, Rule, below_head, check_walks, put_index_part, put_query, read_index_part, read_query,
+};
 use crate::atom::{Atom, BoxMm};
 use crate::index::RangeAnswer;
 use crate::index::geom::{Query, SpaceTime};
@@ -153,13 +155,6 @@ fn decode(bytes: &[u8]) -> Result<Atom, VerifyError> {
     Atom::decode(bytes).map_err(|e| VerifyError::Atom(e.to_string()))
 }
 
-fn below_head(position: u64, log_size: u64) -> Result<(), VerifyError> {
-    if position >= log_size {
-        return Err(VerifyError::Range(format!("position {position} is beyond the head ({log_size} atoms)")));
-    }
-    Ok(())
-}
-
 impl LatestProof {
     /// Append the body (docs/PROOFS.md, kind 7).
     pub fn put(&self, out: &mut Vec<u8>) {
@@ -289,7 +284,8 @@ impl NearestProof {
     /// Check the proof against an index root and log size; returns the answer in rank order.
     pub fn verify(&self, index_root: &Digest, log_size: u64) -> Result<Nearest, VerifyError> {
         let q = &self.query;
-        let mut ranked: Nearest = Vec::with_capacity(self.atoms.len());
+        // (position, atom, d²) in the file's order, which must be rank order.
+        let mut ranked: Vec<(u64, Atom, u128)> = Vec::with_capacity(self.atoms.len());
         for (position, bytes) in &self.atoms {
             let atom = decode(bytes)?;
             below_head(*position, log_size)?;
@@ -313,8 +309,22 @@ impl NearestProof {
         }
         let worst = (ranked.len() == q.k as usize).then(|| ranked.last().map(|(p, _, d)| (*d, *p))).flatten();
         let rule = NearestRule { q, worst };
-        let answer = Answer::new(ranked.iter().map(|(p, a, _)| (*p, a.clone())).collect());
-        check_walks(&q.frame, &rule, answer, &self.answer, index_root, log_size, None)?;
-        Ok(ranked)
+        let order: Vec<(u64, u128)> = ranked.iter().map(|(p, _, d)| (*p, *d)).collect();
+        let answer = Answer::new(ranked.into_iter().map(|(p, a, _)| (p, a)).collect());
+        // The walks give the atoms back by position; the answer is told in rank order.
+        let mut by_position: Vec<Option<Atom>> =
+            check_walks(&q.frame, &rule, answer, &self.answer, index_root, log_size, None)?
+                .into_iter()
+                .map(|(_, a)| Some(a))
+                .collect();
+        let mut positions: Vec<u64> = order.iter().map(|(p, _)| *p).collect();
+        positions.sort_unstable();
+        Ok(order
+            .into_iter()
+            .filter_map(|(p, d)| {
+                let i = positions.binary_search(&p).ok()?;
+                by_position[i].take().map(|a| (p, a, d))
+            })
+            .collect())
     }
 }
