@@ -88,12 +88,18 @@ fn check(bytes: &[u8], key_hex: &str, expect: &Value) -> Result<proof::Verified,
 }
 
 fn range_expect(q: &Query) -> Value {
-    json!({
+    let mut v = json!({
         "frame": q.frame,
         "box": [q.bounds.min_mm[0], q.bounds.min_mm[1], q.bounds.min_mm[2],
                 q.bounds.max_mm[0], q.bounds.max_mm[1], q.bounds.max_mm[2]],
         "from_ns": q.from_ns, "to_ns": q.to_ns,
-    })
+    });
+    if q.filters_kinds() {
+        let names: Vec<&str> =
+            Kind::ALL.iter().filter(|k| q.asks_kind(k.code())).map(|k| k.as_str()).collect();
+        v["kinds"] = json!(names);
+    }
+    v
 }
 
 fn range_of(file: &mut ProofFile) -> &mut RangeProof {
@@ -208,6 +214,51 @@ fn main() -> Result<()> {
         &unattested.encode(),
         range_expect(&q),
         Err(("unattested", "no ledger attestation, and the reader names a ledger key")),
+    )?;
+
+    // About some kinds only: the walk passes over the other kinds' buckets whole.
+    let kind_q = q.clone().with_kinds(1 << Kind::Observation.code())?;
+    let of_kind = memory.prove_range(&kind_q, None)?;
+    let of_kind_n = match &of_kind.proof {
+        Proof::Range { range, .. } => range.atoms.len(),
+        _ => 0,
+    };
+    if of_kind_n == 0 || of_kind_n >= n {
+        bail!("the observations in the box are {of_kind_n} of {n} atoms; the suite wants some, not all");
+    }
+    suite.case("range-of-a-kind", &of_kind.encode(), range_expect(&kind_q), Ok(()))?;
+    suite.case(
+        "range-of-a-kind-asked-of-every-kind",
+        &of_kind.encode(),
+        range_expect(&q),
+        Err((
+            "other_question",
+            "a complete answer about observations only; the reader asked about every kind",
+        )),
+    )?;
+    let mut m = of_kind.clone();
+    range_of(&mut m).query = q.clone();
+    suite.case(
+        "range-of-a-kind-widened-to-every-kind",
+        &m.encode(),
+        range_expect(&q),
+        Err(("range", "the file's question widened to every kind after proving: a subtree of poses passed over meets it")),
+    )?;
+    let mut m = of_kind.clone();
+    let pruned = range_of(&mut m).answer.short.iter_mut().flatten().find_map(|s| match s {
+        Step::Pruned(s) if s.bbox.meets(&kind_q) => Some(s),
+        _ => None,
+    });
+    let Some(pruned) = pruned else { bail!("no bucket of another kind was passed over in the box") };
+    pruned.tally.count += 1;
+    suite.case(
+        "range-of-a-kind-tally-changed",
+        &m.encode(),
+        range_expect(&kind_q),
+        Err((
+            "index_root",
+            "the count in a passed-over subtree's tally changed: tallies are hashed, the index root differs",
+        )),
     )?;
 
     // Mutations of the valid range proof.
@@ -433,10 +484,72 @@ fn main() -> Result<()> {
         Err(("format", "a walk deeper than 256 levels")),
     )?;
 
+    // --- count proofs (kind 9): a wide box, so that subtrees lie wholly inside it
+    let wide = Query::new(
+        "map",
+        BoxMm { min_mm: [-10_000_000, -10_000_000, -100_000], max_mm: [10_000_000, 10_000_000, 100_000] },
+        q.from_ns,
+        q.to_ns,
+    )?;
+    let count = memory.prove_count(&wide, None)?;
+    let count_expect = json!({ "count": range_expect(&wide) });
+    suite.case("count", &count.encode(), count_expect.clone(), Ok(()))?;
+    let count_of_kind_q = wide.clone().with_kinds(1 << Kind::Observation.code())?;
+    let count_of_kind = memory.prove_count(&count_of_kind_q, None)?;
+    suite.case(
+        "count-of-a-kind",
+        &count_of_kind.encode(),
+        json!({ "count": range_expect(&count_of_kind_q) }),
+        Ok(()),
+    )?;
+    suite.case(
+        "count-asked-as-range",
+        &count.encode(),
+        range_expect(&wide),
+        Err(("other_question", "a count proof is not the range answer the reader asked for")),
+    )?;
+    let mut m = count.clone();
+    if let Proof::Count { count, .. } = &mut m.proof {
+        count.counted.count += 1;
+    }
+    suite.case(
+        "count-one-more",
+        &m.encode(),
+        count_expect.clone(),
+        Err(("range", "the file states one atom more than its walk shows")),
+    )?;
+    let mut m = count.clone();
+    let mut stretched = false;
+    if let Proof::Count { count, .. } = &mut m.proof
+        && let Some(s) = count.answer.short.iter_mut().flatten().find_map(|s| match s {
+            Step::Whole(s) => Some(s),
+            _ => None,
+        })
+    {
+        s.bbox.max_mm[0] = wide.bounds.max_mm[0] + 1;
+        stretched = true;
+    }
+    if !stretched {
+        bail!("the count took no subtree whole; the suite wants one");
+    }
+    suite.case(
+        "count-whole-reaching-outside",
+        &m.encode(),
+        count_expect.clone(),
+        Err(("range", "a subtree taken whole whose box reaches past the question's")),
+    )?;
+
     // --- latest and nearest proofs (kinds 7 and 8)
     let latest = memory.prove_latest(&q, None)?;
     let latest_expect = json!({ "latest": range_expect(&q) });
     suite.case("latest", &latest.encode(), latest_expect.clone(), Ok(()))?;
+    let latest_of_kind = memory.prove_latest(&kind_q, None)?;
+    suite.case(
+        "latest-of-a-kind",
+        &latest_of_kind.encode(),
+        json!({ "latest": range_expect(&kind_q) }),
+        Ok(()),
+    )?;
     let none = memory.prove_latest(&empty_q, None)?;
     suite.case("latest-none", &none.encode(), json!({ "latest": range_expect(&empty_q) }), Ok(()))?;
     suite.case(
@@ -660,9 +773,13 @@ fn main() -> Result<()> {
     witness_cases(&mut suite, &memory)?;
     omission_cases(&mut suite, &mut memory, &atoms)?;
 
+    // Proofs made under index version 2, kept as they were made: old proofs go on checking.
+    let v2: Value = serde_json::from_slice(&std::fs::read(out.join("v2/manifest.json"))?)?;
+    suite.cases.extend(v2["cases"].as_array().cloned().unwrap_or_default());
+
     let manifest = json!({
         "suite": "sion_memory proof conformance",
-        "format": "SIONPRF2 (docs/PROOFS.md)",
+        "format": "SIONPRF3, and SIONPRF2 in v2/ (docs/PROOFS.md)",
         "about": "Each case: a proof file, the ledger key a reader trusts, what the reader asked (expect: docs/PROOFS.md, \"What the reader asked\"), and the verdict a verifier must reach: valid (with the answer's positions) or invalid (with the refusal's code, docs/PROOFS.md \"Refusals\", and why). our_message is what the Rust verifier says, for information only.",
         "ledger_key": ledger_key,
         "cases": suite.cases,

@@ -26,7 +26,7 @@ use sion_memory::index::Index;
 use sion_memory::index::geom::Query;
 use sion_memory::index::geom::SpaceTime;
 use sion_memory::log::{Log, LogOptions};
-use sion_memory::proof::{LatestProof, NearQuery, NearestProof, RangeProof};
+use sion_memory::proof::{CountProof, LatestProof, NearQuery, NearestProof, RangeProof};
 use sion_memory::sim::{MONTH_NS, MonthInAWarehouse, SplitMix64, WAREHOUSE_MM};
 use sion_memory::wire::Reader;
 
@@ -198,6 +198,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut lines = Vec::new();
     let mut mr_lines = Vec::new();
     let mut new_lines = Vec::new();
+    let mut filter_lines = Vec::new();
     for row in &ROWS {
         let size_mm = row.size_m.map(|m| m * 1_000);
         let (mut results, mut proof_bytes, mut answer_bytes) = (0usize, 0usize, 0usize);
@@ -209,6 +210,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // must hold them.
         let (mut latest_bytes, mut latest_range_bytes, mut near_bytes, mut near_range_bytes) =
             (0usize, 0usize, 0usize, 0usize);
+        // About observations alone (what the cameras saw, not every pose), and how many atoms:
+        // the kind-filtered range answer and the count proof, beside the whole range answer.
+        let (mut kind_bytes, mut kind_atoms, mut count_bytes, mut counted_atoms, mut count_verify) =
+            (0usize, 0usize, 0usize, 0u64, Duration::ZERO);
         let snapshot = index.snapshot()?;
         for _ in 0..QUERIES {
             let min = [
@@ -238,7 +243,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 0..3 {
                 let t = Instant::now();
                 let mut r = Reader::new(&bytes);
-                let decoded = RangeProof::read(&mut r)?;
+                let decoded = RangeProof::read(&mut r, sion_verify::index::Version::V3)?;
                 r.finish()?;
                 verified = decoded.verify(&root, n)?;
                 best = best.min(t.elapsed());
@@ -267,7 +272,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 for walk in [&without.answer.short, &without.answer.long].into_iter().flatten() {
                     for step in walk {
                         match step {
-                            Step::Pruned(_) => pruned += 1,
+                            Step::Pruned(_) | Step::Whole(_) => pruned += 1,
                             Step::Interior(_) => interior += 1,
                             Step::Group(g) => {
                                 groups += 1;
@@ -330,6 +335,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .count();
             sqlite_t += t.elapsed();
             assert_eq!(found, brute.len(), "SQLite agrees");
+
+            let oq = q.clone().with_kinds(1 << sion_memory::atom::Kind::Observation.code())?;
+            let of_kind = index.range(&oq).expect("range");
+            let of_kind = RangeProof {
+                query: oq.clone(),
+                atoms: of_kind.positions.iter().map(|p| (*p, atoms[*p as usize].bytes().to_vec())).collect(),
+                answer: of_kind,
+            };
+            let mut kbytes = Vec::new();
+            of_kind.put(&mut kbytes);
+            let seen = of_kind.verify(&root, n)?;
+            let scanned = brute.iter().filter(|p| oq.matches(atoms[**p as usize].parts())).count();
+            assert_eq!(seen.len(), scanned, "the observations equal a scan's");
+            kind_bytes += kbytes.len();
+            kind_atoms += seen.len();
+            let (counted, walk) = snapshot.count(&q)?;
+            let count = CountProof { query: q.clone(), counted, answer: walk };
+            let mut cbytes = Vec::new();
+            count.put(&mut cbytes);
+            let t = Instant::now();
+            let mut r = Reader::new(&cbytes);
+            let back = CountProof::read(&mut r)?;
+            assert_eq!(back.verify(&root, n)?.count, brute.len() as u64, "the count equals a scan's");
+            count_verify += t.elapsed();
+            count_bytes += cbytes.len();
+            counted_atoms += counted.count;
 
             // Last seen in the same box and interval: the latest proof, beside the range answer
             // with its atoms (what finding it without kind 7 takes).
@@ -407,6 +438,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             near_range_bytes as f64 / k / 1024.0,
             near_bytes as f64 / near_range_bytes as f64,
         ));
+        filter_lines.push(format!(
+            "| {} × {} × {} m, {} h | {:.1} | {:.2} KiB | {:.3}× | {:.1} | {:.2} KiB | {:.3}× | {:.3} ms |",
+            row.size_m[0],
+            row.size_m[1],
+            row.size_m[2],
+            row.hours,
+            kind_atoms as f64 / k,
+            kind_bytes as f64 / k / 1024.0,
+            kind_bytes as f64 / latest_range_bytes as f64,
+            counted_atoms as f64 / k,
+            count_bytes as f64 / k / 1024.0,
+            count_bytes as f64 / latest_range_bytes as f64,
+            ms(count_verify) / k,
+        ));
         let mr_kib = mr_bytes as f64 / k / 1024.0;
         let mr_ms = ms(mr_verify) / k;
         mr_lines.push(format!(
@@ -466,6 +511,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| query | last seen | range answer | ratio | 5 nearest | range answer around | ratio |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for l in new_lines {
+        println!("{l}");
+    }
+    println!(
+        "\nabout some kinds, and how many: the observations alone (a kind-filtered range answer, kind 3 with kinds) and the count of every atom (kind 9: how many, how long in all, first and last), each against the whole range answer with its atoms (proof files' bodies):\n"
+    );
+    println!(
+        "| query | observations | their answer | ratio | atoms counted | count proof | ratio | count verify |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for l in filter_lines {
         println!("{l}");
     }
     println!();

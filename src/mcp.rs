@@ -207,6 +207,10 @@ pub struct RecallArgs {
     /// head (the question must be the same).
     #[serde(default)]
     pub cursor: Option<String>,
+    /// Only atoms of these kinds ("observation", "pose", "coverage", "map_tile", "transform",
+    /// …); absent: every kind. The proof passes over the other kinds whole.
+    #[serde(default)]
+    pub kinds: Option<Vec<String>>,
 }
 
 fn lengths_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -258,6 +262,9 @@ pub struct LastSeenArgs {
     /// The committed head to answer as of (its size); the latest if absent.
     #[serde(default)]
     pub as_of: Option<u64>,
+    /// Only atoms of these kinds ("observation", "pose", …); absent: every kind.
+    #[serde(default)]
+    pub kinds: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -398,6 +405,7 @@ impl MemoryServer {
     ) -> Result<CallToolResult, McpError> {
         self.call(Work::Prove, move |r| {
             let query = crate::protocol::question(&a.frame, &a.min, &a.max, &a.from, &a.to)?;
+            let query = crate::protocol::of_kinds(query, a.kinds.as_deref())?;
             let limit = a.limit.map_or(crate::protocol::Page::DEFAULT, |l| l as usize);
             let (as_of, offset) = match &a.cursor {
                 None => (a.as_of, 0),
@@ -426,7 +434,23 @@ impl MemoryServer {
     ) -> Result<CallToolResult, McpError> {
         self.call(Work::Prove, move |r| {
             let query = crate::protocol::question(&a.frame, &a.min, &a.max, &a.from, &a.to)?;
+            let query = crate::protocol::of_kinds(query, a.kinds.as_deref())?;
             r.last_seen(&query, a.as_of)
+        })
+        .await
+    }
+
+    #[tool(
+        description = "How many atoms in this box during this interval (of these kinds, if named), for how many seconds in all (each atom's valid time cut to the interval, summed), the first and last instant, as of a committed head — with the proof (base64, its size does not grow with the count: subtrees inside the question are taken by the counts their nodes commit to). Check it with sion_memory_verify (expect {\"count\": {frame, box, from_ns, to_ns, kinds}}). Corners in metres (\"1.5m\") or whole millimetres; times as sion_memory_recall takes them."
+    )]
+    async fn sion_memory_count(
+        &self,
+        Parameters(a): Parameters<LastSeenArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.call(Work::Prove, move |r| {
+            let query = crate::protocol::question(&a.frame, &a.min, &a.max, &a.from, &a.to)?;
+            let query = crate::protocol::of_kinds(query, a.kinds.as_deref())?;
+            r.count(&query, a.as_of)
         })
         .await
     }
@@ -1228,7 +1252,7 @@ mod tests {
     #[test]
     fn every_tool_is_given_its_role() {
         let tools = MemoryServer::tool_router().list_all();
-        assert_eq!(tools.len(), 12);
+        assert_eq!(tools.len(), 13);
         for t in tools {
             assert_ne!(
                 Role::of_tool(&t.name),

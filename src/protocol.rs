@@ -52,6 +52,15 @@ fn input(field: &str, problem: impl std::fmt::Display) -> ProtocolError {
 /// (`/map` is `map`); each corner's coordinates as numbers (millimetres) or strings with their
 /// unit (`"1.5m"`); times as integers (nanoseconds), strings (RFC 3339, `"1767225600.5s"`) or
 /// ROS Time objects (`{"sec": 1767225600, "nanosec": 500000000}`).
+/// The question about these kinds only, when names are given (`["observation"]`; none or an
+/// empty list: every kind).
+pub fn of_kinds(query: Query, kinds: Option<&[String]>) -> Result<Query, ProtocolError> {
+    let Some(names) = kinds.filter(|k| !k.is_empty()) else { return Ok(query) };
+    let mask =
+        sion_verify::units::parse_kinds(names.iter().map(String::as_str)).map_err(|e| input("kinds", e))?;
+    query.with_kinds(mask).map_err(|e| input("kinds", e.to_string()))
+}
+
 pub fn question(
     frame: &str,
     min: &[serde_json::Value; 3],
@@ -232,6 +241,10 @@ pub struct Ranked {
     /// For a nearest answer, each atom's distance from the point, metres, in the same order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distances_m: Option<Vec<f64>>,
+    /// For a count: how many atoms, for how many seconds in all, the first and last instant
+    /// (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<serde_json::Value>,
     /// The proof file, base64: check it with sion_memory_verify against a ledger key you trust.
     pub proof: String,
     pub proof_bytes: usize,
@@ -257,12 +270,22 @@ impl Ranked {
             ),
             _ => (Vec::new(), None),
         };
+        let count = match &verified.claim {
+            sion_verify::proof::Claim::Count { counted, .. } => Some(serde_json::json!({
+                "atoms": counted.count,
+                "seconds": counted.duration_ns as f64 / 1e9,
+                "first": counted.span.map(|(f, _)| sion_verify::time::rfc3339(f)),
+                "last": counted.span.map(|(_, l)| sion_verify::time::rfc3339(l)),
+            })),
+            _ => None,
+        };
         let bytes = file.encode();
         Ok(Ranked {
             statement: verified.statement(),
             asked,
             atoms,
             distances_m,
+            count,
             proof_bytes: bytes.len(),
             proof: B64.encode(bytes),
             head_size: verified.head.size,
@@ -635,6 +658,13 @@ impl Protocol {
     /// its proof inline (docs/PROOFS.md, kind 7: a few KiB).
     pub fn last_seen(&self, query: &Query, as_of: Option<u64>) -> Result<Ranked, ProtocolError> {
         let file = self.readers.snapshot(as_of)?.latest(query)?;
+        Ranked::of(&file, sion_verify::units::show_query(query))
+    }
+
+    /// How many atoms answer a range question, for how long in all, first and last when, with
+    /// the proof inline (docs/PROOFS.md, kind 9).
+    pub fn count(&self, query: &Query, as_of: Option<u64>) -> Result<Ranked, ProtocolError> {
+        let file = self.readers.snapshot(as_of)?.count(query)?;
         Ranked::of(&file, sion_verify::units::show_query(query))
     }
 

@@ -744,3 +744,81 @@ fn open_payload_gets_a_frame_out_of_a_memory_in_the_clear() {
         frame["payload"]["blob"]["hash"].as_str().expect("hash")
     );
 }
+
+/// `recall --kind`: the observations in a box crowded with poses, proved complete for
+/// observations alone; `verify --expect-kind` checks the question, and a proof about one kind
+/// does not answer a question about every kind.
+#[test]
+fn recall_of_a_kind_is_proved_for_that_kind_alone() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path().join("mem");
+    let d = d.to_str().expect("utf8");
+    let atom = |kind: &str, x: i64, s: i64| {
+        format!(
+            r#"{{"kind":"{kind}","frame":"map","min":[{x},0,0],"max":[{},500,500],"from":{},"to":{},"confidence":900}}"#,
+            x + 500,
+            1_767_225_600_000_000_000 + s * 1_000_000_000,
+            1_767_225_600_000_000_000 + (s + 1) * 1_000_000_000
+        )
+    };
+    let atoms: Vec<String> =
+        (0..12).map(|i| atom(if i % 4 == 0 { "observation" } else { "pose" }, i * 300, i)).collect();
+    assert!(sion(&["memory", "open", "--data", d], None).status.success());
+    assert!(sion(&["memory", "remember", "--data", d], Some(&(atoms.join("\n") + "\n"))).status.success());
+    assert!(sion(&["memory", "commit", "--data", d], None).status.success());
+    let question = [
+        "--frame",
+        "map",
+        "--box",
+        "0m,0m,0m,10m,10m,1m",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-01T00:01:00Z",
+    ];
+    let recall = |extra: &[&str]| {
+        let mut args = vec!["memory", "recall", "--data", d, "--json"];
+        args.extend_from_slice(&question);
+        args.extend_from_slice(extra);
+        sion(&args, None)
+    };
+    let proof = tmp.path().join("obs.sionproof");
+    let p = proof.to_str().expect("utf8");
+    let o = recall(&["--kind", "observation", "--out", p]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let kinds: Vec<&str> = v["claim"]["range"]["atoms"]
+        .as_array()
+        .expect("atoms")
+        .iter()
+        .filter_map(|a| a["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["observation"; 3], "{v}");
+    let o = recall(&["--kind", "pose,observation"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["claim"]["range"]["atoms"].as_array().map(Vec::len), Some(12), "{v}");
+    let o = recall(&["--kind", "person"]);
+    assert!(!o.status.success() && text(&o).contains("not a kind of atom"), "{}", text(&o));
+
+    let expect = [
+        "--expect-frame",
+        "map",
+        "--expect-box",
+        "0m,0m,0m,10m,10m,1m",
+        "--expect-from",
+        "2026-01-01T00:00:00Z",
+        "--expect-to",
+        "2026-01-01T00:01:00Z",
+    ];
+    let verify = |extra: &[&str]| {
+        let mut args = vec!["memory", "verify", "--data", d];
+        args.extend_from_slice(&expect);
+        args.extend_from_slice(extra);
+        args.push(p);
+        sion(&args, None)
+    };
+    let o = verify(&["--expect-kind", "observation"]);
+    assert!(o.status.success() && text(&o).contains("kind observation"), "{}", text(&o));
+    let o = verify(&[]);
+    assert!(!o.status.success() && text(&o).contains("answers another question"), "{}", text(&o));
+}

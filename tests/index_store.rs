@@ -336,3 +336,42 @@ fn sigkill_while_writing_a_checkpoint_leaves_an_index_that_opens_with_the_right_
     assert!(trials >= 20, "{trials} trials");
     assert!(in_checkpoint >= 10, "only {in_checkpoint} of {trials} kills landed inside a checkpoint");
 }
+
+/// A memory made under an earlier version of docs/INDEX.md (memory.json says `"index": 2`):
+/// opened now, its heads so far carry earlier roots — answers as of them are refused, naming
+/// why — and from its next commit on, version 3's; memory.json says from which size.
+#[test]
+fn a_memory_of_an_earlier_index_version_moves_to_this_one_at_its_next_commit() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("m");
+    let atoms: Vec<Atom> = Warehouse::new(WarehouseConfig::default()).take(2000).collect();
+    {
+        let mut memory = Memory::options(&dir).create().expect("create");
+        memory.remember(atoms[..1000].to_vec()).expect("remember");
+        memory.commit(false).expect("commit");
+    }
+    let config_path = dir.join("memory.json");
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config_path).expect("read")).expect("json");
+    config["index"] = serde_json::json!(2);
+    std::fs::write(&config_path, serde_json::to_vec_pretty(&config).expect("json")).expect("write");
+    std::fs::remove_dir_all(dir.join("index")).expect("an older store is not read anyway");
+
+    let mut memory = Memory::options(&dir).open().expect("open");
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config_path).expect("read")).expect("json");
+    assert_eq!((config["index"].as_u64(), config["index_from"].as_u64()), (Some(3), Some(1001)), "{config}");
+    let q = Query::new("map", BoxMm { min_mm: [0; 3], max_mm: [1_000_000, 1_000_000, 30_000] }, 0, i64::MAX)
+        .expect("query");
+    let old = memory.prove_range(&q, None).expect_err("the old head's index is of an earlier version");
+    assert!(old.to_string().contains("earlier version"), "{old}");
+    memory.remember(atoms[1000..].to_vec()).expect("remember");
+    let head = memory.commit(false).expect("commit").head;
+    assert_eq!(head.index, scratch_root(&atoms), "the new head commits a version 3 root");
+    let key = memory.ledger().public_key();
+    memory.prove_range(&q, None).expect("prove").verify(Some(&key)).expect("verifies");
+    drop(memory);
+    let memory = Memory::options(&dir).open().expect("reopen");
+    memory.prove_range(&q, None).expect("prove").verify(Some(&key)).expect("verifies after reopening");
+    assert!(memory.prove_range(&q, Some(1000)).is_err(), "still refused as of the old head");
+}

@@ -102,8 +102,8 @@ def _key_bytes(ledger_key, name="ledger_key"):
 
 def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
            box_m=None, from_time=None, to_time=None, subject=None, links_to=None, position=None, omitted=None, extends=None,
-           recorded=None, latest=None, nearest=None, at_least=0, head=None, log=None, witnesses=None,
-           quorum=None):
+           recorded=None, latest=None, nearest=None, count=None, kinds=None, at_least=0, head=None,
+           log=None, witnesses=None, quorum=None):
     """Verify a proof file's bytes; return what it proves, or raise ProofError.
 
     ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust; the proof
@@ -114,6 +114,9 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
             (x0, y0, z0, x1, y1, z1) in mm with both corners included (or the command line's text,
             "0m,0m,-1m,5m,5m,3m"), and [from_ns, to_ns) in ns (from_ns == to_ns: that instant);
         box_m: the box's corners in metres instead (floats, rounded outward to millimetres);
+        kinds: with a range question, the kinds of atom it is about ("observation", "pose", …;
+            docs/ATOM.md), when not every kind; a latest question names them as "kinds" in its
+            dict;
         from_time, to_time: the interval's ends in any form time_ns takes (a ROS Time, a datetime,
             RFC 3339 or "1767225600.5s" text) instead of from_ns, to_ns;
         subject: every atom about a subject;
@@ -123,11 +126,13 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
         extends: (size, root as 64 hex digits) of an earlier head the log extends (consistency);
         recorded: the position a transaction-time proof says when was recorded (its Pulse and
             the ledger's time are in `pulse`);
-        latest: {"frame", "box", "from_ns", "to_ns"}: the atom seen last in that box and
+        latest: {"frame", "box", "from_ns", "to_ns"} (and "kinds"): the atom seen last in that box and
             interval (its valid time ends last; the later position on a tie), or none;
         nearest: {"frame", "point": (x, y, z) mm, "from_ns", "to_ns", "k"}: the k atoms of the
             frame valid during the interval nearest to the point (distance from the point to the
             atom's box), nearest first; `claim["nearest"]["distances_mm"]` gives each distance.
+        count: {"frame", "box", "from_ns", "to_ns"} (and "kinds"): how many atoms answer that
+            range question, for how long in all, first and last when (`claim["count"]`).
     at_least: the head must hold at least this many atoms (refuses an older answer).
     head: (size, root as 64 hex digits) of exactly the head the proof must answer as of (a head
         you hold; another is refused with other_head).
@@ -142,16 +147,20 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
     """
     expect = _expectation(frame=frame, box=box, from_ns=from_ns, to_ns=to_ns, box_m=box_m, from_time=from_time,
                           to_time=to_time, subject=subject, links_to=links_to, position=position, omitted=omitted,
-                          extends=extends, recorded=recorded, latest=latest, nearest=nearest, at_least=at_least,
-                          head=head, log=log, witnesses=witnesses, quorum=quorum)
+                          extends=extends, recorded=recorded, latest=latest, nearest=nearest, count=count,
+                          kinds=kinds,
+                          at_least=at_least, head=head, log=log, witnesses=witnesses, quorum=quorum)
     return _verified(verify_json(bytes(proof), _key_bytes(ledger_key), json.dumps(expect)))
 
 
 def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, from_time=None, to_time=None,
                  subject=None, links_to=None, position=None, omitted=None, extends=None, recorded=None, latest=None,
-                 nearest=None, at_least=0, head=None, log=None, witnesses=None, quorum=None):
+                 nearest=None, count=None, kinds=None, at_least=0, head=None, log=None, witnesses=None,
+                 quorum=None):
     """The question asked (verify()'s keyword arguments) as the verifier's expectation."""
-    if frame is None and any(v is not None for v in (box, box_m, from_ns, to_ns, from_time, to_time)):
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    if frame is None and any(v is not None for v in (box, box_m, from_ns, to_ns, from_time, to_time, kinds)):
         raise ValueError("box, from_ns and to_ns belong to a range question: name its frame too")
     if box is not None and box_m is not None:
         raise ValueError("give the box once: box (millimetres, or text with units) or box_m (metres)")
@@ -169,16 +178,24 @@ def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, 
     if frame is not None:
         frame = frame_name(frame)
     asked = sum(v is not None for v in (frame, subject, links_to, position, omitted, extends, recorded, latest,
-                                        nearest))
+                                        nearest, count))
     if asked > 1:
         raise ValueError("ask one question: a range (frame, box, interval), a subject, links_to, "
                          "a position, omitted, extends, recorded, latest or nearest")
+    def box_question(q):
+        q = dict(q)
+        if isinstance(q.get("box"), str):
+            q["box"] = parse_box(q["box"])
+        q["box"] = list(q["box"]) if q.get("box") is not None else None
+        q["frame"] = frame_name(q["frame"]) if q.get("frame") is not None else None
+        if isinstance(q.get("kinds"), str):
+            q["kinds"] = [q["kinds"]]
+        return q
+
     if latest is not None:
-        latest = dict(latest)
-        if isinstance(latest.get("box"), str):
-            latest["box"] = parse_box(latest["box"])
-        latest["box"] = list(latest["box"]) if latest.get("box") is not None else None
-        latest["frame"] = frame_name(latest["frame"]) if latest.get("frame") is not None else None
+        latest = box_question(latest)
+    if count is not None:
+        count = box_question(count)
     if nearest is not None:
         nearest = dict(nearest)
         nearest["point"] = list(nearest["point"]) if nearest.get("point") is not None else None
@@ -188,6 +205,7 @@ def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, 
         "box": list(box) if box is not None else None,
         "from_ns": from_ns,
         "to_ns": to_ns,
+        "kinds": list(kinds) if kinds is not None else None,
         "subject": subject,
         "links_to": links_to,
         "position": position,
@@ -195,6 +213,7 @@ def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, 
         "recorded": recorded,
         "latest": latest,
         "nearest": nearest,
+        "count": count,
         "extends": {"size": extends[0], "root": extends[1]} if extends is not None else None,
         "at_least": at_least,
         "head": {"size": head[0], "root": head[1]} if head is not None else None,

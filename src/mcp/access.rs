@@ -56,6 +56,7 @@ impl Role {
             "sion_memory_open"
             | "sion_memory_recall"
             | "sion_memory_last_seen"
+            | "sion_memory_count"
             | "sion_memory_nearest"
             | "sion_memory_verify"
             | "sion_memory_believe"

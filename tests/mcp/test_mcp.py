@@ -60,7 +60,8 @@ class Stdio(unittest.TestCase):
                     for name in ["sion_memory_open", "sion_memory_remember", "sion_memory_commit",
                                  "sion_memory_recall", "sion_memory_verify", "sion_memory_revise",
                                  "sion_memory_believe", "sion_memory_forget", "sion_memory_share",
-                                 "sion_memory_audit", "sion_memory_last_seen", "sion_memory_nearest"]:
+                                 "sion_memory_audit", "sion_memory_last_seen", "sion_memory_nearest",
+                                 "sion_memory_count"]:
                         self.assertIn(name, tools)
                         self.assertEqual(tools[name].input_schema.get("type"), "object", name)
                     self.assertIn("frame", tools["sion_memory_recall"].input_schema["properties"])
@@ -143,6 +144,24 @@ class Stdio(unittest.TestCase):
                     err, msg = await call(s, "sion_memory_nearest", {"frame": "map", "point": [0, 0, 0], "at": T0, "k": 101})
                     self.assertTrue(err, msg)
                     self.assertIn("k", msg)
+
+                    # Count: how many observations in the box, for how long in all, proved;
+                    # about poses alone, none; an unknown kind is named back.
+                    box = {"frame": "map", "min": ["0m", "0m", "0m"], "max": ["60m", "1m", "1m"], "from": T0, "to": T0 + 10}
+                    err, count = await call(s, "sion_memory_count", {**box, "kinds": ["observation"]})
+                    self.assertFalse(err, count)
+                    self.assertEqual(count["count"]["atoms"], 2, count)
+                    expect = {"count": {"frame": "map", "box": [0, 0, 0, 60000, 1000, 1000], "from_ns": T0,
+                                        "to_ns": T0 + 10, "kinds": ["observation"]}}
+                    err, ok = await call(s, "sion_memory_verify", {"proof": count["proof"], "ledger_key": me["ledger_key"],
+                                                                   "expect": expect})
+                    self.assertTrue(ok["valid"], ok)
+                    err, poses = await call(s, "sion_memory_count", {**box, "kinds": ["pose"]})
+                    self.assertFalse(err, poses)
+                    self.assertEqual(poses["count"]["atoms"], 0, poses)
+                    err, msg = await call(s, "sion_memory_count", {**box, "kinds": ["person"]})
+                    self.assertTrue(err, msg)
+                    self.assertIn("not a kind of atom", msg)
 
                     # Revise and believe: the writer disputes its own observation; a reader
                     # trusting it believes the dispute, one trusting nobody sees it asserted.

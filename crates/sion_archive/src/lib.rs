@@ -725,7 +725,7 @@ impl Archive {
                 ));
             }
             if let Err(e) =
-                sion_store::memory::snapshot_of(memory.index_reader(), &version, memory.index_v2_from())
+                sion_store::memory::snapshot_of(memory.index_reader(), &version, memory.index_from())
             {
                 problems.push(format!("the index rebuilt from the restored log: {e}"));
             }

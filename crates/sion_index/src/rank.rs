@@ -6,24 +6,24 @@ use std::cell::RefCell;
 
 use sion_verify::index::RangeAnswer;
 use sion_verify::index::geom::{Query, SpaceTime};
-use sion_verify::proof::NearQuery;
+use sion_verify::proof::{Counted, NearQuery};
 
 use super::IndexError;
-use super::tree::{Entry, Select};
+use super::tree::{Entry, Select, Step};
 use super::walk::{MAX_WALK_STEPS, Snapshot};
 
 /// A search walk's rule: enter and take what passes `keep`, noting each entry taken.
-struct Search<F: Fn(&SpaceTime) -> bool> {
+struct Search<F: Fn(&SpaceTime, u32) -> bool> {
     keep: F,
     found: RefCell<Vec<Entry>>,
 }
 
-impl<F: Fn(&SpaceTime) -> bool> Select for Search<F> {
-    fn opens(&self, bbox: &SpaceTime) -> bool {
-        (self.keep)(bbox)
+impl<F: Fn(&SpaceTime, u32) -> bool> Select for Search<F> {
+    fn opens(&self, bbox: &SpaceTime, kinds: u32) -> bool {
+        (self.keep)(bbox, kinds)
     }
     fn takes(&self, e: &Entry) -> bool {
-        let keep = (self.keep)(&e.bbox);
+        let keep = (self.keep)(&e.bbox, e.tally().kinds);
         if keep {
             self.found.borrow_mut().push(*e);
         }
@@ -32,14 +32,14 @@ impl<F: Fn(&SpaceTime) -> bool> Select for Search<F> {
 }
 
 /// A proving walk's rule: enter what passes `keep`, answer with the chosen positions.
-struct Prove<'a, F: Fn(&SpaceTime) -> bool> {
+struct Prove<'a, F: Fn(&SpaceTime, u32) -> bool> {
     keep: F,
     chosen: &'a [u64],
 }
 
-impl<F: Fn(&SpaceTime) -> bool> Select for Prove<'_, F> {
-    fn opens(&self, bbox: &SpaceTime) -> bool {
-        (self.keep)(bbox)
+impl<F: Fn(&SpaceTime, u32) -> bool> Select for Prove<'_, F> {
+    fn opens(&self, bbox: &SpaceTime, kinds: u32) -> bool {
+        (self.keep)(bbox, kinds)
     }
     fn takes(&self, e: &Entry) -> bool {
         self.chosen.contains(&e.position)
@@ -75,7 +75,7 @@ impl Snapshot {
         let mut empty_above: Option<i64> = None;
         let best = loop {
             let search = Search {
-                keep: |b: &SpaceTime| b.meets(q) && b.to_ns >= threshold,
+                keep: |b: &SpaceTime, kinds: u32| q.opens(b, kinds) && b.to_ns >= threshold,
                 found: RefCell::new(Vec::new()),
             };
             match self.walk_frame(&q.frame, &search, max_steps) {
@@ -106,7 +106,10 @@ impl Snapshot {
             return Ok((None, self.walk_frame(&q.frame, q, max_steps)?));
         };
         let chosen = [best.position];
-        let prove = Prove { keep: |b: &SpaceTime| b.meets(q) && b.to_ns >= best.bbox.to_ns, chosen: &chosen };
+        let prove = Prove {
+            keep: |b: &SpaceTime, kinds: u32| q.opens(b, kinds) && b.to_ns >= best.bbox.to_ns,
+            chosen: &chosen,
+        };
         Ok((Some(best.position), self.walk_frame(&q.frame, &prove, max_steps)?))
     }
 
@@ -115,7 +118,7 @@ impl Snapshot {
     /// that shows nothing nearer exists.
     pub fn nearest(&self, q: &NearQuery) -> Result<(Vec<u64>, RangeAnswer), IndexError> {
         let k = q.k as usize;
-        let everything = |b: &SpaceTime| q.during(b);
+        let everything = |b: &SpaceTime, _: u32| q.during(b);
         let Some(extent) = self.extent(&q.frame) else {
             let prove = Prove { keep: everything, chosen: &[] };
             return Ok((Vec::new(), self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?));
@@ -133,7 +136,7 @@ impl Snapshot {
         let mut reach: u128 = 1_000_000;
         let ranked = loop {
             let search = Search {
-                keep: |b: &SpaceTime| q.during(b) && q.distance2(b) <= reach,
+                keep: |b: &SpaceTime, _: u32| q.during(b) && q.distance2(b) <= reach,
                 found: RefCell::new(Vec::new()),
             };
             self.walk_frame(&q.frame, &search, MAX_WALK_STEPS)?;
@@ -150,10 +153,37 @@ impl Snapshot {
         let chosen: Vec<u64> = ranked.iter().map(|(_, p)| *p).collect();
         let worst = (ranked.len() == k).then(|| ranked.last().map(|(d, _)| *d)).flatten();
         let prove = Prove {
-            keep: |b: &SpaceTime| q.during(b) && worst.is_none_or(|w| q.distance2(b) <= w),
+            keep: |b: &SpaceTime, _: u32| q.during(b) && worst.is_none_or(|w| q.distance2(b) <= w),
             chosen: &chosen,
         };
         let walked = self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?;
         Ok((chosen, walked))
+    }
+
+    /// How many atoms answer the query, for how long in all, first and last when, with the walk
+    /// the answer is read from: subtrees wholly inside the question taken by their tallies, the
+    /// groups across its edges shown whole (docs/PROOFS.md, kind 9).
+    pub fn count(&self, q: &Query) -> Result<(Counted, RangeAnswer), IndexError> {
+        let walked = self.walk_frame(&q.frame, &Count { q }, MAX_WALK_STEPS)?;
+        let walks: Vec<&[Step]> =
+            [&walked.short, &walked.long].into_iter().flatten().map(Vec::as_slice).collect();
+        Ok((sion_verify::proof::count_of(q, &walks), walked))
+    }
+}
+
+/// A count's walk: pass over what cannot answer, take whole what lies inside, show the rest.
+struct Count<'a> {
+    q: &'a Query,
+}
+
+impl Select for Count<'_> {
+    fn opens(&self, bbox: &SpaceTime, kinds: u32) -> bool {
+        self.q.opens(bbox, kinds)
+    }
+    fn takes(&self, _: &Entry) -> bool {
+        false
+    }
+    fn whole(&self, bbox: &SpaceTime, kinds: u32) -> bool {
+        sion_verify::proof::inside(self.q, bbox, kinds)
     }
 }

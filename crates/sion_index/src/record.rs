@@ -6,7 +6,7 @@
 use sion_verify::atom::AtomId;
 use sion_verify::index::critbit::node_digest;
 use sion_verify::index::geom::SpaceTime;
-use sion_verify::index::tree::{Entry, Summary};
+use sion_verify::index::tree::{Entry, Summary, TALLY_BYTES, Tally};
 use sion_verify::merkle::Digest;
 use sion_verify::wire::{Put as _, Reader, WireError};
 
@@ -99,10 +99,12 @@ pub struct BucketRec {
     pub root: Summary,
 }
 
-/// One item of a cell list: a cell's key, its bucket and the bucket's summary.
+/// One item of a cell list: a cell's key, the kind of its atoms, its bucket and the bucket's
+/// summary. Items are in (cell, kind) order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CellItem {
     pub cell: u128,
+    pub kind: u8,
     pub bucket: Ptr,
     pub summary: Summary,
 }
@@ -268,23 +270,41 @@ fn read_box(r: &mut Reader<'_>) -> Result<SpaceTime, WireError> {
     Ok(SpaceTime { min_mm: [v[0], v[1], v[2]], max_mm: [v[3], v[4], v[5]], from_ns: v[6], to_ns: v[7] })
 }
 
+/// Bytes of a summary in a record: box, tally, digest.
+const SUMMARY_BYTES: usize = 64 + TALLY_BYTES + 32;
+/// Bytes of an entry in a record: position, id, box, kind.
+const ENTRY_BYTES: usize = 8 + 32 + 64 + 1;
+
 fn put_summary(out: &mut Vec<u8>, s: &Summary) {
     put_box(out, &s.bbox);
+    out.put_bytes(&s.tally.encode());
     out.put_bytes(&s.digest);
 }
 
 fn read_summary(r: &mut Reader<'_>) -> Result<Summary, WireError> {
-    Ok(Summary { bbox: read_box(r)?, digest: r.array("digest")? })
+    let bbox = read_box(r)?;
+    let tally = Tally {
+        kinds: r.u32("tally")?,
+        count: r.u64("tally")?,
+        duration_ns: u128::from_le_bytes(r.array("tally")?),
+    };
+    Ok(Summary { bbox, tally, digest: r.array("digest")? })
 }
 
 fn put_entry(out: &mut Vec<u8>, e: &Entry) {
     out.put_u64(e.position);
     out.put_bytes(&e.id.0);
     put_box(out, &e.bbox);
+    out.put_u8(e.kind);
 }
 
 fn read_entry(r: &mut Reader<'_>) -> Result<Entry, WireError> {
-    Ok(Entry { position: r.u64("position")?, id: AtomId(r.array("id")?), bbox: read_box(r)? })
+    Ok(Entry {
+        position: r.u64("position")?,
+        id: AtomId(r.array("id")?),
+        bbox: read_box(r)?,
+        kind: r.u8("kind")?,
+    })
 }
 
 fn put_slot(out: &mut Vec<u8>, s: &Slot) {
@@ -520,6 +540,7 @@ impl Record {
                 out.put_u32(c.items.len() as u32);
                 for item in &c.items {
                     out.put_bytes(&item.cell.to_le_bytes());
+                    out.put_u8(item.kind);
                     out.put_u64(item.bucket);
                     put_summary(out, &item.summary);
                 }
@@ -602,9 +623,9 @@ impl Record {
         let mut r = Reader::new(bytes);
         let record = match r.u8("record kind")? {
             kind::BLOCK => {
-                let n = count(&mut r, "entries", MAX_BLOCK, 104)?;
+                let n = count(&mut r, "entries", MAX_BLOCK, ENTRY_BYTES)?;
                 let entries = (0..n).map(|_| read_entry(&mut r)).collect::<Result<Vec<_>, _>>()?;
-                let m = count(&mut r, "interior", MAX_BLOCK, 96)?;
+                let m = count(&mut r, "interior", MAX_BLOCK, SUMMARY_BYTES)?;
                 let interior = (0..m).map(|_| read_summary(&mut r)).collect::<Result<Vec<_>, _>>()?;
                 if entries.is_empty() || m + 1 != entries.len().div_ceil(sion_verify::index::tree::GROUP) {
                     return Err(invalid("interior", format!("{m} nodes for {n} entries")));
@@ -612,7 +633,7 @@ impl Record {
                 Record::Block(BlockRec { entries, interior })
             }
             kind::RUN => {
-                let n = count(&mut r, "entries", MAX_BLOCK, 104)?;
+                let n = count(&mut r, "entries", MAX_BLOCK, ENTRY_BYTES)?;
                 Record::Run(RunRec { entries: (0..n).map(|_| read_entry(&mut r)).collect::<Result<_, _>>()? })
             }
             kind::NODE => Record::Node(NodeRec { left: read_slot(&mut r)?, right: read_slot(&mut r)? }),
@@ -641,11 +662,12 @@ impl Record {
                     1 => Period::Month(r.i64("month")?),
                     k => return Err(invalid("period", format!("unknown kind {k}"))),
                 };
-                let n = count(&mut r, "cells", MAX_CELLS, 120)?;
+                let n = count(&mut r, "cells", MAX_CELLS, 16 + 1 + 8 + SUMMARY_BYTES)?;
                 let items = (0..n)
                     .map(|_| {
                         Ok(CellItem {
                             cell: u128::from_le_bytes(r.array("cell")?),
+                            kind: r.u8("kind")?,
                             bucket: r.u64("bucket")?,
                             summary: read_summary(&mut r)?,
                         })
@@ -784,12 +806,16 @@ impl Record {
     /// for the cache's budget.
     pub fn weight(&self) -> usize {
         224 + match self {
-            Record::Block(b) => b.entries.len() * 104 + b.interior.len() * 96,
-            Record::Run(r) => r.entries.len() * 104,
-            Record::Node(_) => 256,
-            Record::Bucket(b) => b.full.len() * 128 + b.runs.len() * 16 + 256,
-            Record::Cells(c) => c.items.len() * 128,
-            Record::Frame(f) => (f.hours.len() + f.months.len()) * 128 + f.name.len() + 128,
+            Record::Block(b) => {
+                b.entries.len() * size_of::<Entry>() + b.interior.len() * size_of::<Summary>()
+            }
+            Record::Run(r) => r.entries.len() * size_of::<Entry>(),
+            Record::Node(_) => 2 * size_of::<Slot>(),
+            Record::Bucket(b) => {
+                b.full.len() * size_of::<Slot>() + b.runs.len() * 16 + 2 * size_of::<Summary>()
+            }
+            Record::Cells(c) => c.items.len() * size_of::<CellItem>(),
+            Record::Frame(f) => (f.hours.len() + f.months.len()) * size_of::<Slot>() + f.name.len() + 160,
             Record::CritPage(p) => p.nodes.len() * 160,
             Record::List(l) => l.peaks.len() * 32 + (l.full.len() + l.runs.len()) * 16 + l.label.len() + 96,
             Record::ListRun(r) => r.positions.len() * 8,
@@ -806,6 +832,7 @@ mod tests {
     fn summary(i: i64) -> Summary {
         Summary {
             bbox: SpaceTime { min_mm: [i, -i, 0], max_mm: [i + 5, 7, 9], from_ns: i, to_ns: i + 3 },
+            tally: Tally { kinds: 1 << 13 | 1 << 10, count: i as u64, duration_ns: 3 * i as u128 },
             digest: [i as u8; 32],
         }
     }
@@ -898,7 +925,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_refuse_trailing_bytes() {
-        let entry = Entry { position: 9, id: AtomId([3; 32]), bbox: summary(2).bbox };
+        let entry = Entry { position: 9, id: AtomId([3; 32]), bbox: summary(2).bbox, kind: 13 };
         let slot = Slot { level: 2, ptr: 77, first: -4, last: 9, summary: summary(1) };
         let child = CritChild { leaf: true, ptr: 5, node: 0, digest: [1; 32] };
         let inner = CritChild { leaf: false, ptr: 90, node: 3, digest: [2; 32] };
@@ -936,7 +963,7 @@ mod tests {
             }),
             Record::Cells(CellsRec {
                 period: Period::Month(-3),
-                items: vec![CellItem { cell: u128::MAX - 1, bucket: 12, summary: summary(5) }],
+                items: vec![CellItem { cell: u128::MAX - 1, kind: 13, bucket: 12, summary: summary(5) }],
             }),
             Record::Frame(FrameRec { name: "map".into(), hours: vec![slot, slot], months: vec![slot] }),
             Record::CritPage(page),

@@ -3,7 +3,9 @@
 //! node is hashed is the verifier's (`sion_verify::index::tree`).
 
 use sion_verify::index::geom::{Query, SpaceTime};
-pub use sion_verify::index::tree::{Entry, GROUP, GroupEntry, Step, Summary, TAG_GROUP, group_summary};
+pub use sion_verify::index::tree::{
+    Entry, GROUP, GroupEntry, Step, Summary, TAG_GROUP, Tally, group_summary,
+};
 
 /// How a tree over items splits them (docs/INDEX.md, "Trees"): a block's tree over its groups
 /// halves them, rounding up (its k-d order is cut the same way); a list — over blocks, cells or
@@ -34,7 +36,8 @@ pub fn interior_of(shape: Shape, n: usize, item: &dyn Fn(usize) -> Summary) -> V
     out
 }
 
-const PLACEHOLDER: Summary = Summary { bbox: SpaceTime::ZERO, digest: [0; 32] };
+const PLACEHOLDER: Summary =
+    Summary { bbox: SpaceTime::ZERO, tally: Tally { kinds: 0, count: 0, duration_ns: 0 }, digest: [0; 32] };
 
 fn fill(
     shape: Shape,
@@ -61,26 +64,32 @@ fn fill(
 /// what ranks below its answer (docs/PROOFS.md, kinds 7 and 8). A walk asks in tree order,
 /// so a search may note what it is shown.
 pub trait Select {
-    /// Whether the walk enters a subtree with this box (else it is pruned).
-    fn opens(&self, bbox: &SpaceTime) -> bool;
+    /// Whether the walk enters a subtree with this box and these kinds below it (else it is
+    /// pruned).
+    fn opens(&self, bbox: &SpaceTime, kinds: u32) -> bool;
     /// Whether a leaf entry of an entered group is a hit (else a miss).
     fn takes(&self, entry: &Entry) -> bool;
+    /// Whether the walk takes a subtree with this box and these kinds whole, by its tally (a
+    /// count's walk: it lies inside the question).
+    fn whole(&self, _bbox: &SpaceTime, _kinds: u32) -> bool {
+        false
+    }
 }
 
 impl Select for Query {
-    fn opens(&self, bbox: &SpaceTime) -> bool {
-        bbox.meets(self)
+    fn opens(&self, bbox: &SpaceTime, kinds: u32) -> bool {
+        bbox.meets(self) && kinds & self.kinds != 0
     }
     fn takes(&self, entry: &Entry) -> bool {
-        entry.bbox.meets(self)
+        entry.bbox.meets(self) && self.asks_kind(entry.kind)
     }
 }
 
-/// What a walk needs of a tree's items: how many, their boxes, and (for pruned ones) their
-/// summaries.
+/// What a walk needs of a tree's items: how many, their boxes and kinds (cheap: no hashing),
+/// and (for pruned ones) their summaries.
 pub struct Items<'a> {
     pub count: usize,
-    pub bbox: &'a dyn Fn(usize) -> SpaceTime,
+    pub outline: &'a dyn Fn(usize) -> (SpaceTime, u32),
     pub summary: &'a dyn Fn(usize) -> Summary,
 }
 
@@ -114,7 +123,10 @@ fn walk_range<E>(
     descend: &mut Descend<'_, E>,
 ) -> Result<(), E> {
     if hi - lo == 1 {
-        if q.opens(&(items.bbox)(lo)) {
+        let (bbox, kinds) = (items.outline)(lo);
+        if q.whole(&bbox, kinds) {
+            out.push(Step::Whole((items.summary)(lo)));
+        } else if q.opens(&bbox, kinds) {
             descend(lo, out)?;
         } else {
             out.push(Step::Pruned((items.summary)(lo)));
@@ -122,7 +134,11 @@ fn walk_range<E>(
         return Ok(());
     }
     let node = interior[at];
-    if !q.opens(&node.bbox) {
+    if q.whole(&node.bbox, node.tally.kinds) {
+        out.push(Step::Whole(node));
+        return Ok(());
+    }
+    if !q.opens(&node.bbox, node.tally.kinds) {
         out.push(Step::Pruned(node));
         return Ok(());
     }
@@ -178,7 +194,10 @@ impl BlockTree {
         let groups = self.entries.len().div_ceil(GROUP);
         let items = Items {
             count: groups,
-            bbox: &|g| self.group(g).iter().skip(1).fold(self.group(g)[0].bbox, |b, e| b.union(&e.bbox)),
+            outline: &|g| {
+                let group = self.group(g);
+                group.iter().fold((group[0].bbox, 0), |(b, k), e| (b.union(&e.bbox), k | e.tally().kinds))
+            },
             summary: &|g| group_summary(self.group(g)),
         };
         let _ =

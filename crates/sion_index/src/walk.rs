@@ -9,7 +9,7 @@ use sion_verify::atom::AtomId;
 use sion_verify::index::critbit::{self, PathStep, bit};
 use sion_verify::index::geom::Query;
 use sion_verify::index::{
-    FrameWitness, ListAnswer, ListHasher, MapLeaf, Neighbour, RangeAnswer, encode_frame, index_root,
+    FrameWitness, ListAnswer, ListHasher, MapLeaf, Neighbour, RangeAnswer, Version, encode_frame, index_root,
     subject_key,
 };
 use sion_verify::merkle::{Blake3, Digest, Frontier, MemoryTree};
@@ -169,7 +169,9 @@ pub fn recompute_root(root: &RootRec) -> Digest {
 }
 
 fn frames_tree(frames: &[RootFrame]) -> MemoryTree<Blake3> {
-    MemoryTree::<Blake3>::from_leaves(frames.iter().map(|f| encode_frame(&f.name, f.short, f.long)))
+    MemoryTree::<Blake3>::from_leaves(
+        frames.iter().map(|f| encode_frame(Version::V3, &f.name, f.short, f.long)),
+    )
 }
 
 fn map_digest(map: &Option<CritChild>) -> Digest {
@@ -241,7 +243,7 @@ impl Snapshot {
                     let f = &frames[i];
                     Neighbour {
                         index: i as u64,
-                        entry: encode_frame(&f.name, f.short, f.long),
+                        entry: encode_frame(Version::V3, &f.name, f.short, f.long),
                         path: Self::frames_path(&tree, i as u64),
                     }
                 };
@@ -256,6 +258,7 @@ impl Snapshot {
                     long: None,
                     subjects_root,
                     links_root,
+                    version: Version::V3,
                 });
             }
         };
@@ -295,6 +298,7 @@ impl Snapshot {
             long,
             subjects_root,
             links_root,
+            version: Version::V3,
         })
     }
 
@@ -323,7 +327,11 @@ impl Snapshot {
             [one] => self.walk_part(one, q, out, item, partial),
             [first, rest @ ..] => {
                 let Some(s) = fold(parts) else { return Ok(()) };
-                if !q.opens(&s.bbox) {
+                if q.whole(&s.bbox, s.tally.kinds) {
+                    out.push(Step::Whole(s));
+                    return Ok(());
+                }
+                if !q.opens(&s.bbox, s.tally.kinds) {
                     out.push(Step::Pruned(s));
                     return Ok(());
                 }
@@ -343,7 +351,11 @@ impl Snapshot {
         partial: &mut PartialWalk<'_>,
     ) -> Result<(), IndexError> {
         let summary = part.summary();
-        if !q.opens(&summary.bbox) {
+        if q.whole(&summary.bbox, summary.tally.kinds) {
+            out.push(Step::Whole(summary));
+            return Ok(());
+        }
+        if !q.opens(&summary.bbox, summary.tally.kinds) {
             out.push(Step::Pruned(summary));
             return Ok(());
         }
@@ -375,8 +387,11 @@ impl Snapshot {
             _ => return Err(IndexError::Damaged(format!("the cell list at {ptr} is not one"))),
         };
         let interior = interior_of(Shape::Lists, items.len(), &|i| items[i].summary);
-        let walked =
-            Items { count: items.len(), bbox: &|i| items[i].summary.bbox, summary: &|i| items[i].summary };
+        let walked = Items {
+            count: items.len(),
+            outline: &|i| (items[i].summary.bbox, items[i].summary.tally.kinds),
+            summary: &|i| items[i].summary,
+        };
         walk(Shape::Lists, &interior, &walked, q, out, &mut |i, out| {
             self.walk_bucket_at(items[i].bucket, q, out, budget)
         })

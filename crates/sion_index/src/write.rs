@@ -60,6 +60,9 @@ struct BucketKey {
     frame: u32,
     period: Period,
     cell: u128,
+    /// The kind code of its atoms: a bucket holds one kind, so a question about some kinds
+    /// passes over the others' buckets whole.
+    kind: u8,
 }
 
 /// A bucket the writer holds: its partial block's entries and its full blocks' frontier.
@@ -234,7 +237,7 @@ struct Prepared {
 
 fn prepare(atom: &Atom, position: u64) -> Prepared {
     let p = atom.parts();
-    let entry = Entry { position, id: atom.id(), bbox: SpaceTime::of_atom(p) };
+    let entry = Entry { position, id: atom.id(), bbox: SpaceTime::of_atom(p), kind: p.kind.code() };
     let joins = !p.subject.is_empty() || !p.links.is_empty();
     Prepared {
         period: if is_short_lived(&p.valid) {
@@ -343,9 +346,11 @@ impl Writer {
             let mut hot = HotBucket::default();
             if let Some(cells) = self.cells_ptr(key.frame, key.period)? {
                 let found = match &*self.store.read(cells)? {
-                    Record::Cells(c) => {
-                        c.items.binary_search_by(|i| i.cell.cmp(&key.cell)).ok().map(|i| c.items[i].bucket)
-                    }
+                    Record::Cells(c) => c
+                        .items
+                        .binary_search_by(|i| (i.cell, i.kind).cmp(&(key.cell, key.kind)))
+                        .ok()
+                        .map(|i| c.items[i].bucket),
                     _ => return Err(damaged(format!("the cell list at {cells} is not one"))),
                 };
                 if let Some(ptr) = found {
@@ -360,7 +365,7 @@ impl Writer {
                     hot.count = rec.count;
                     hot.first_position = rec.first_position;
                     hot.last_position = rec.last_position;
-                    self.hot_bytes += hot.partial.len() * 104;
+                    self.hot_bytes += hot.partial.len() * size_of::<Entry>();
                 }
             }
             self.buckets.insert(key, hot);
@@ -427,7 +432,7 @@ impl Writer {
         let frame = self.frame_number(&parts.frame);
         let seals = self.seals;
         let position = p.entry.position;
-        let bucket = self.bucket(BucketKey { frame, period: p.period, cell: p.cell })?;
+        let bucket = self.bucket(BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind })?;
         if bucket.count == 0 {
             bucket.first_position = position;
         }
@@ -442,7 +447,7 @@ impl Writer {
             bucket.in_runs = 0;
             bucket.runs.clear();
         }
-        self.hot_bytes += 104;
+        self.hot_bytes += size_of::<Entry>();
         if let Some(key) = p.subject {
             let list = self.list(SUBJECTS, key, || parts.subject.clone())?;
             let clean = !list.dirty;
@@ -550,6 +555,7 @@ impl Writer {
             b.dirty = false;
             changed_cells.entry((key.frame, key.period)).or_default().push(CellItem {
                 cell: key.cell,
+                kind: key.kind,
                 bucket: ptr,
                 summary: root,
             });
@@ -569,7 +575,7 @@ impl Writer {
                 },
             };
             for u in updates {
-                match items.binary_search_by(|i| i.cell.cmp(&u.cell)) {
+                match items.binary_search_by(|i| (i.cell, i.kind).cmp(&(u.cell, u.kind))) {
                     Ok(i) => items[i] = u,
                     Err(i) => items.insert(i, u),
                 }
@@ -712,7 +718,8 @@ impl Writer {
             if self.buckets.get(&key).is_some_and(|b| !b.dirty)
                 && let Some(b) = self.buckets.remove(&key)
             {
-                self.hot_bytes = self.hot_bytes.saturating_sub(b.partial.capacity() * 104 + 256);
+                self.hot_bytes =
+                    self.hot_bytes.saturating_sub(b.partial.capacity() * size_of::<Entry>() + 256);
             }
         }
         for m in [SUBJECTS, LINKS] {
@@ -733,7 +740,9 @@ impl Writer {
             .buckets
             .values()
             .map(|b| {
-                (b.partial.capacity() + b.completed.iter().map(Vec::capacity).sum::<usize>()) * 104 + 256
+                (b.partial.capacity() + b.completed.iter().map(Vec::capacity).sum::<usize>())
+                    * size_of::<Entry>()
+                    + 256
             })
             .sum::<usize>()
             + self

@@ -16,13 +16,19 @@ fn random_query(rng: &mut SplitMix64) -> Query {
     let size = [rng.range(0, 4_000), rng.range(0, 4_000), rng.range(0, 2_000)];
     let from = rng.range(-HOUR_NS, 7 * HOUR_NS);
     let to = if rng.chance(100) { from } else { from + rng.range(1, 2 * HOUR_NS) };
-    Query::new(
+    let q = Query::new(
         frame,
         BoxMm { min_mm: min, max_mm: [min[0] + size[0], min[1] + size[1], min[2] + size[2]] },
         from,
         to,
     )
-    .expect("valid query")
+    .expect("valid query");
+    // Half the questions name one to three kinds.
+    if rng.chance(2) {
+        let kinds = (0..1 + rng.next_u64() % 3).fold(0u32, |m, _| m | 1 << (rng.next_u64() % 17));
+        return q.with_kinds(kinds).expect("kinds");
+    }
+    q
 }
 
 fn brute_force(atoms: &[Atom], size: usize, q: &Query) -> Vec<u64> {
@@ -43,7 +49,7 @@ fn encode(p: &RangeProof) -> Vec<u8> {
 
 fn decode(bytes: &[u8]) -> Option<RangeProof> {
     let mut r = sion_verify::wire::Reader::new(bytes);
-    let p = RangeProof::read(&mut r).ok()?;
+    let p = RangeProof::read(&mut r, sion_verify::index::Version::V3).ok()?;
     r.finish().ok()?;
     Some(p)
 }
@@ -81,6 +87,55 @@ fn answers_equal_brute_force_and_proofs_verify() {
             }
         }
     }
+}
+
+/// A question about one kind in a box crowded with another: the proof passes over the crowd's
+/// buckets whole, so it grows with what matches (a few observations), not with the poses.
+#[test]
+fn a_question_about_a_kind_passes_over_the_others_whole() {
+    use sion_verify::atom::{AtomParts, Interval, Kind, Permille};
+    let mut rng = SplitMix64::new(5);
+    let atoms: Vec<Atom> = (0..6_000)
+        .map(|i| {
+            let kind = if i % 100 == 0 { Kind::Observation } else { Kind::Pose };
+            let at = [rng.range(0, 20_000), rng.range(0, 20_000), 0];
+            let from = rng.range(0, HOUR_NS / 2);
+            let p = AtomParts::new(
+                kind,
+                "map",
+                BoxMm { min_mm: at, max_mm: [at[0] + 100, at[1] + 100, 100] },
+                Interval { from_ns: from, to_ns: from + 1_000_000 },
+                Permille(900),
+            );
+            Atom::new(p).expect("valid")
+        })
+        .collect();
+    let mut index = Index::build(&atoms).expect("build");
+    let root = index.root().expect("root");
+    let everything = Query::new("map", BoxMm { min_mm: [0; 3], max_mm: [20_000, 20_000, 100] }, 0, HOUR_NS)
+        .expect("query");
+    let observations = everything.clone().with_kinds(1 << Kind::Observation.code()).expect("kinds");
+    let all = range_proof(&mut index, &atoms, &everything);
+    let some = range_proof(&mut index, &atoms, &observations);
+    assert_eq!(some.answer.positions, brute_force(&atoms, atoms.len(), &observations));
+    assert_eq!(some.answer.positions.len(), 60);
+    some.verify(&root, atoms.len() as u64).expect("verifies");
+    let walked = |p: &RangeProof| p.answer.short.iter().flatten().count();
+    // The 60 observations' groups and the paths to them, not the 5,940 poses' (sizes without
+    // the atoms, which travel with either answer).
+    let (some_steps, all_steps) = (walked(&some), walked(&all));
+    assert!(some_steps * 10 < all_steps, "{some_steps} steps for the observations, {all_steps} for all");
+    let misses = |p: &RangeProof| {
+        p.answer
+            .short
+            .iter()
+            .flatten()
+            .filter_map(|s| if let Step::Group(g) = s { Some(g) } else { None })
+            .flatten()
+            .filter(|e| matches!(e, GroupEntry::Miss(_)))
+            .count()
+    };
+    assert_eq!(misses(&some), 0, "no pose is shown to the question about observations");
 }
 
 #[test]
@@ -225,6 +280,21 @@ fn mutated_range_proofs_are_refused() {
                         refused(&p, "an interior box that is not its children's union");
                     }
                 }
+                Step::Whole(sum) => {
+                    // A range proof takes nothing whole: a pruned node made whole is refused.
+                    let mut s = steps.clone();
+                    s[i] = Step::Whole(*sum);
+                    let mut p = proof.clone();
+                    p.answer.short = Some(s);
+                    refused(&p, "a subtree taken whole in a range proof");
+                }
+            }
+            if let Step::Pruned(sum) = &steps[i] {
+                let mut s = steps.clone();
+                s[i] = Step::Whole(*sum);
+                let mut p = proof.clone();
+                p.answer.short = Some(s);
+                refused(&p, "a pruned subtree taken whole in a range proof");
             }
         }
         // Swapped children: the subtrees under the first interior node exchanged.
@@ -326,7 +396,7 @@ fn big_walks_replayed_on_two_cores_agree_with_one() {
     for i in (0..steps.len()).step_by(steps.len() / 40) {
         let mut s = steps.clone();
         match &mut s[i] {
-            Step::Pruned(sum) => sum.digest[0] ^= 1,
+            Step::Pruned(sum) | Step::Whole(sum) => sum.digest[0] ^= 1,
             Step::Group(group) => match &mut group[0] {
                 GroupEntry::Miss(e) => e.bbox.max_mm[2] += 1,
                 GroupEntry::Hit(p) => *p += 1,
@@ -353,4 +423,101 @@ fn big_walks_replayed_on_two_cores_agree_with_one() {
     let mut p = proof.clone();
     p.answer.short = Some(s);
     assert!(both(&p).is_err(), "an atom answering twice was accepted");
+}
+
+/// What a count question is answered with, by a scan.
+fn brute_count(atoms: &[Atom], size: usize, q: &Query) -> sion_verify::proof::Counted {
+    let mut c = sion_verify::proof::Counted::default();
+    for a in atoms[..size].iter().filter(|a| q.matches(a.parts())) {
+        let v = a.parts().valid;
+        let (from, to) = (v.from_ns.max(q.from_ns), v.to_ns.min(q.to_ns));
+        c.count += 1;
+        c.duration_ns += (to - from) as u128;
+        c.span = Some(c.span.map_or((from, to), |(f, t)| (f.min(from), t.max(to))));
+    }
+    c
+}
+
+fn count_proof(index: &mut Index, q: &Query) -> sion_verify::proof::CountProof {
+    let (counted, answer) = index.snapshot().expect("snapshot").count(q).expect("count");
+    sion_verify::proof::CountProof { query: q.clone(), counted, answer }
+}
+
+/// Counts, durations and spans equal a scan's on random logs and questions (half of them about
+/// some kinds); every count proof verifies after a round trip through its bytes, and one that
+/// states another count, or takes a subtree whole that is not inside, is refused.
+#[test]
+fn counts_equal_brute_force_and_proofs_verify() {
+    let mut rng = SplitMix64::new(7);
+    for round in 0..8 {
+        let n = 50 + (rng.next_u64() % 2500) as usize;
+        let atoms = random_atoms(&mut rng, n);
+        let mut index = Index::build(&atoms).expect("build");
+        let root = index.root().expect("root");
+        for _ in 0..40 {
+            let mut q = random_query(&mut rng);
+            if rng.chance(3) {
+                // A wide box: many subtrees lie wholly inside it.
+                q.bounds = BoxMm { min_mm: [-20_000, -20_000, -5_000], max_mm: [20_000, 20_000, 10_000] };
+            }
+            let proof = count_proof(&mut index, &q);
+            assert_eq!(proof.counted, brute_count(&atoms, n, &q), "round {round}: {q:?}");
+            let mut bytes = Vec::new();
+            proof.put(&mut bytes);
+            let mut r = sion_verify::wire::Reader::new(&bytes);
+            let back = sion_verify::proof::CountProof::read(&mut r).expect("decodes");
+            r.finish().expect("nothing after");
+            assert_eq!(back.verify(&root, n as u64).expect("verifies"), proof.counted);
+            let mut more = proof.clone();
+            more.counted.count += 1;
+            assert!(more.verify(&root, n as u64).is_err(), "a count one more than the walk shows");
+            // A subtree taken whole that reaches outside the question.
+            let mut stretched = proof.clone();
+            let whole = stretched.answer.short.iter_mut().flatten().find_map(|s| match s {
+                Step::Whole(s) => Some(s),
+                _ => None,
+            });
+            if let Some(s) = whole {
+                s.bbox.max_mm[0] = q.bounds.max_mm[0].saturating_add(1);
+                assert!(stretched.verify(&root, n as u64).is_err(), "a whole subtree reaching outside");
+            }
+        }
+    }
+}
+
+/// A count's proof does not grow with the count: ten times the atoms in the box, about the
+/// same proof (the subtrees inside are taken by their tallies).
+#[test]
+fn a_count_proof_does_not_grow_with_the_count() {
+    use sion_verify::atom::{AtomParts, Interval, Kind, Permille};
+    let size_for = |n: usize| {
+        let mut rng = SplitMix64::new(9);
+        let atoms: Vec<Atom> = (0..n)
+            .map(|i| {
+                let at = [rng.range(0, 50_000), rng.range(0, 50_000), 0];
+                let from = rng.range(0, HOUR_NS / 2);
+                let kind = if i % 3 == 0 { Kind::Observation } else { Kind::Pose };
+                let p = AtomParts::new(
+                    kind,
+                    "map",
+                    BoxMm { min_mm: at, max_mm: [at[0] + 100, at[1] + 100, 100] },
+                    Interval { from_ns: from, to_ns: from + 1_000_000 },
+                    Permille(900),
+                );
+                Atom::new(p).expect("valid")
+            })
+            .collect();
+        let mut index = Index::build(&atoms).expect("build");
+        let q = Query::new("map", BoxMm { min_mm: [-1; 3], max_mm: [60_000, 60_000, 1_000] }, 0, HOUR_NS)
+            .expect("query")
+            .with_kinds(1 << Kind::Observation.code())
+            .expect("kinds");
+        let proof = count_proof(&mut index, &q);
+        assert_eq!(proof.counted, brute_count(&atoms, n, &q));
+        let mut bytes = Vec::new();
+        proof.put(&mut bytes);
+        bytes.len()
+    };
+    let (small, big) = (size_for(2_000), size_for(20_000));
+    assert!(big < 2 * small + 512, "{small} bytes for 2,000 atoms, {big} for 20,000");
 }

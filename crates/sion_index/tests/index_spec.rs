@@ -1,5 +1,5 @@
 //! A second, deliberately plain implementation of the index, written from docs/INDEX.md alone
-//! (version 2):
+//! (version 3):
 //! it rebuilds everything from scratch with no caching and shares no code with crates/sion_index/src
 //! (only the atom type and BLAKE3). On random logs it must give the incremental index's root.
 
@@ -47,25 +47,45 @@ fn box_bytes(b: &Bx) -> Vec<u8> {
     b.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
+/// A tally: (kinds, count, duration).
+type Tl = (u32, u64, u128);
+
+fn tally_of(a: &Atom) -> Tl {
+    let v = a.parts().valid;
+    (1 << a.kind().code(), 1, (v.to_ns - v.from_ns) as u128)
+}
+
+fn tally_sum(a: &Tl, b: &Tl) -> Tl {
+    (a.0 | b.0, a.1 + b.1, a.2 + b.2)
+}
+
+fn tally_bytes(t: &Tl) -> Vec<u8> {
+    [&t.0.to_le_bytes()[..], &t.1.to_le_bytes(), &t.2.to_le_bytes()].concat()
+}
+
+/// A node: box, tally, digest.
+type Node = (Bx, Tl, Digest);
+
 /// "A tree of one item is that item; a tree of more puts the first `left(m)` items left": half
 /// of them, rounded up, for a block's groups; the largest power of two below `m` for a list.
-fn tree_split(items: &[(Bx, Digest)], left: fn(usize) -> usize) -> (Bx, Digest) {
+fn tree_split(items: &[Node], left: fn(usize) -> usize) -> Node {
     if items.len() == 1 {
         return items[0];
     }
     let m = left(items.len());
-    let (lb, ld) = tree_split(&items[..m], left);
-    let (rb, rd) = tree_split(&items[m..], left);
-    (union(&lb, &rb), h(&[&box_bytes(&lb), &ld, &box_bytes(&rb), &rd]))
+    let (lb, lt, ld) = tree_split(&items[..m], left);
+    let (rb, rt, rd) = tree_split(&items[m..], left);
+    let digest = h(&[&box_bytes(&lb), &tally_bytes(&lt), &ld, &box_bytes(&rb), &tally_bytes(&rt), &rd]);
+    (union(&lb, &rb), tally_sum(&lt, &rt), digest)
 }
 
 /// A block's tree over its groups.
-fn tree(items: &[(Bx, Digest)]) -> (Bx, Digest) {
+fn tree(items: &[Node]) -> Node {
     tree_split(items, |m| m.div_ceil(2))
 }
 
 /// A list: over a bucket's blocks, an hour's cells, a frame's hours (RFC 9162's split).
-fn list(items: &[(Bx, Digest)]) -> (Bx, Digest) {
+fn list(items: &[Node]) -> Node {
     tree_split(items, |m| {
         let mut k = 1;
         while k * 2 < m {
@@ -106,27 +126,29 @@ fn kd(mut es: Vec<E<'_>>) -> Vec<E<'_>> {
     out
 }
 
-fn block_tree(es: Vec<E<'_>>) -> (Bx, Digest) {
+fn block_tree(es: Vec<E<'_>>) -> Node {
     let ordered = kd(es);
-    let groups: Vec<(Bx, Digest)> = ordered
+    let groups: Vec<Node> = ordered
         .chunks(4)
         .map(|g| {
-            let mut bytes = vec![0x10, g.len() as u8];
-            let mut b = atom_box(g[0].1);
+            let mut bytes = vec![0x11, g.len() as u8];
+            let (mut b, mut t) = (atom_box(g[0].1), (0, 0, 0));
             for (pos, a) in g {
                 bytes.extend_from_slice(&pos.to_le_bytes());
                 bytes.extend_from_slice(&a.id().0);
                 bytes.extend_from_slice(&box_bytes(&atom_box(a)));
+                bytes.push(a.kind().code());
                 b = union(&b, &atom_box(a));
+                t = tally_sum(&t, &tally_of(a));
             }
-            (b, h(&[&bytes]))
+            (b, t, h(&[&bytes]))
         })
         .collect();
     tree(&groups)
 }
 
-fn bucket_tree(es: &[E<'_>]) -> (Bx, Digest) {
-    let blocks: Vec<(Bx, Digest)> = es.chunks(4096).map(|c| block_tree(c.to_vec())).collect();
+fn bucket_tree(es: &[E<'_>]) -> Node {
+    let blocks: Vec<Node> = es.chunks(4096).map(|c| block_tree(c.to_vec())).collect();
     list(&blocks)
 }
 
@@ -142,12 +164,13 @@ fn cell_key(b: &Bx) -> u128 {
     key
 }
 
-fn cell_list<'a>(es: &[E<'a>]) -> (Bx, Digest) {
-    let mut cells: BTreeMap<u128, Vec<E<'a>>> = BTreeMap::new();
+/// The buckets of one hour or month, by (cell, kind).
+fn cell_list<'a>(es: &[E<'a>]) -> Node {
+    let mut cells: BTreeMap<(u128, u8), Vec<E<'a>>> = BTreeMap::new();
     for e in es {
-        cells.entry(cell_key(&atom_box(e.1))).or_default().push(*e);
+        cells.entry((cell_key(&atom_box(e.1)), e.1.kind().code())).or_default().push(*e);
     }
-    let items: Vec<(Bx, Digest)> = cells.values().map(|es| bucket_tree(es)).collect();
+    let items: Vec<Node> = cells.values().map(|es| bucket_tree(es)).collect();
     list(&items)
 }
 
@@ -199,12 +222,12 @@ fn spec_root(atoms: &[Atom]) -> Digest {
             for e in short {
                 hours.entry(e.1.parts().valid.from_ns.div_euclid(HOUR)).or_default().push(e);
             }
-            let hour_items: Vec<(Bx, Digest)> = hours.values().map(|es| cell_list(es)).collect();
+            let hour_items: Vec<Node> = hours.values().map(|es| cell_list(es)).collect();
             let mut months: BTreeMap<i64, Vec<E<'_>>> = BTreeMap::new();
             for e in long {
                 months.entry(e.1.parts().valid.from_ns.div_euclid(MONTH)).or_default().push(e);
             }
-            let month_items: Vec<(Bx, Digest)> = months.values().map(|es| cell_list(es)).collect();
+            let month_items: Vec<Node> = months.values().map(|es| cell_list(es)).collect();
             let mut entry = vec![name.len() as u8];
             entry.extend_from_slice(name.as_bytes());
             for t in [
@@ -213,9 +236,10 @@ fn spec_root(atoms: &[Atom]) -> Digest {
             ] {
                 match t {
                     None => entry.push(0),
-                    Some((b, d)) => {
+                    Some((b, t, d)) => {
                         entry.push(1);
                         entry.extend_from_slice(&box_bytes(&b));
+                        entry.extend_from_slice(&tally_bytes(&t));
                         entry.extend_from_slice(&d);
                     }
                 }
@@ -304,7 +328,7 @@ fn spread_out_random_logs() {
             let from = if i % 7 == 0 { rng.range(0, 6 * MONTH) } else { rng.range(0, 40 * HOUR) };
             let to = if i % 13 == 0 { Interval::OPEN_END_NS } else { from + rng.range(1, 2 * HOUR) };
             let mut p = AtomParts::new(
-                Kind::Observation,
+                [Kind::Observation, Kind::Pose, Kind::Coverage, Kind::Note][i % 4],
                 ["map", "odom", "world"][i % 3],
                 BoxMm { min_mm: min, max_mm: [min[0] + size[0], min[1] + size[1], min[2] + size[2]] },
                 Interval { from_ns: from, to_ns: to },

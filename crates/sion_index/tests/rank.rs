@@ -54,7 +54,7 @@ fn roundtrip_latest(p: &LatestProof) -> LatestProof {
     let mut bytes = Vec::new();
     p.put(&mut bytes);
     let mut r = Reader::new(&bytes);
-    let back = LatestProof::read(&mut r).expect("decodes");
+    let back = LatestProof::read(&mut r, sion_verify::index::Version::V3).expect("decodes");
     r.finish().expect("nothing trails");
     back
 }
@@ -63,7 +63,7 @@ fn roundtrip_nearest(p: &NearestProof) -> NearestProof {
     let mut bytes = Vec::new();
     p.put(&mut bytes);
     let mut r = Reader::new(&bytes);
-    let back = NearestProof::read(&mut r).expect("decodes");
+    let back = NearestProof::read(&mut r, sion_verify::index::Version::V3).expect("decodes");
     r.finish().expect("nothing trails");
     back
 }
@@ -84,7 +84,12 @@ proptest! {
         let snapshot = index.snapshot().expect("snapshot");
         for _ in 0..12 {
             let (from, to) = interval(&mut rng);
-            let q = Query::new(frame(&mut rng), random_box(&mut rng), from, to).expect("query");
+            let mut q = Query::new(frame(&mut rng), random_box(&mut rng), from, to).expect("query");
+            // Half the questions are about one or two kinds ("where was a person last seen").
+            if rng.chance(2) {
+                let kinds = 1u32 << (rng.next_u64() % 17) | 1 << (rng.next_u64() % 17);
+                q = q.with_kinds(kinds).expect("kinds");
+            }
             let (found, answer) = snapshot.latest(&q).expect("latest");
             prop_assert_eq!(found, latest_brute(&atoms, &q), "{:?}", q);
             let proof = LatestProof { query: q.clone(), atom: found.map(|p| bytes_of(&atoms, p)), answer };
@@ -159,6 +164,7 @@ proptest! {
                                         position: *last,
                                         id: a.id(),
                                         bbox: SpaceTime::of_atom(a.parts()),
+                                        kind: a.kind().code(),
                                     });
                                 }
                             }

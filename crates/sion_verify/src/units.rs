@@ -362,7 +362,35 @@ pub fn show_interval(from_ns: i64, to_ns: i64) -> String {
 /// A range question for people, in metres and UTC: `frame "map", [0, 0, -1]..[5, 5, 3] m,
 /// 2026-01-01T00:00:00.000Z .. 2026-01-01T00:00:30.000Z`.
 pub fn show_query(q: &crate::index::geom::Query) -> String {
-    format!("frame {:?}, {}, {}", q.frame, show_box(&q.bounds), show_interval(q.from_ns, q.to_ns))
+    let kinds = if q.filters_kinds() { format!(", {}", show_kinds(q.kinds)) } else { String::new() };
+    format!("frame {:?}, {}, {}{kinds}", q.frame, show_box(&q.bounds), show_interval(q.from_ns, q.to_ns))
+}
+
+/// A sum of nanoseconds as seconds, to the millisecond (`12.345`).
+pub fn show_seconds_u128(ns: u128) -> String {
+    let ms = ns / 1_000_000;
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// The kinds a question names: `kinds observation, pose` (bit `k` is kind code `k`).
+pub fn show_kinds(kinds: u32) -> String {
+    let names: Vec<&str> =
+        crate::atom::Kind::ALL.iter().filter(|k| kinds & (1 << k.code()) != 0).map(|k| k.as_str()).collect();
+    format!("{} {}", if names.len() == 1 { "kind" } else { "kinds" }, names.join(", "))
+}
+
+/// The set of kinds named (`observation`, `map_tile`, …; docs/ATOM.md) as a question holds it:
+/// bit `k` for kind code `k`. An unknown name is an error that lists the kinds.
+pub fn parse_kinds<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<u32, String> {
+    let mut mask = 0u32;
+    for name in names {
+        let kind = crate::atom::Kind::from_name(name.trim()).ok_or_else(|| {
+            let all: Vec<&str> = crate::atom::Kind::ALL.iter().map(|k| k.as_str()).collect();
+            format!("{name:?} is not a kind of atom (one of {})", all.join(", "))
+        })?;
+        mask |= 1 << kind.code();
+    }
+    Ok(mask)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (RFC 3339; `t`, `z` and a space for `T` too).

@@ -48,6 +48,8 @@ pub trait Put {
     fn put_bytes32(&mut self, b: &[u8]);
     /// LEB128: seven bits a byte, least significant first, the high bit set on all but the last.
     fn put_varint(&mut self, v: u64);
+    /// A LEB128 varint of up to 128 bits (at most 19 bytes).
+    fn put_varint128(&mut self, v: u128);
     /// A signed value as a varint of its zigzag form (0, -1, 1, -2, … → 0, 1, 2, 3, …).
     fn put_zigzag(&mut self, v: i64) {
         self.put_varint(((v << 1) ^ (v >> 63)) as u64);
@@ -86,6 +88,13 @@ impl Put for Vec<u8> {
         self.extend_from_slice(b);
     }
     fn put_varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.push(v as u8);
+    }
+    fn put_varint128(&mut self, mut v: u128) {
         while v >= 0x80 {
             self.push((v as u8) | 0x80);
             v >>= 7;
@@ -216,6 +225,28 @@ impl<'a> Reader<'a> {
             }
         }
         Err(WireError::Invalid { field, problem: "varint is longer than ten bytes".into() })
+    }
+
+    /// A LEB128 varint of up to 128 bits in its one shortest form (at most 19 bytes).
+    pub fn varint128(&mut self, field: &'static str) -> Result<u128, WireError> {
+        let mut v = 0u128;
+        for i in 0..19 {
+            let b = self.u8(field)?;
+            if i == 18 && b > 3 {
+                return Err(WireError::Invalid { field, problem: "varint overflows 128 bits".into() });
+            }
+            v |= u128::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                if b == 0 && i > 0 {
+                    return Err(WireError::Invalid {
+                        field,
+                        problem: "varint is not in its shortest form".into(),
+                    });
+                }
+                return Ok(v);
+            }
+        }
+        Err(WireError::Invalid { field, problem: "varint is longer than nineteen bytes".into() })
     }
 
     /// A signed value as [`Put::put_zigzag`] writes it.

@@ -225,7 +225,8 @@ impl Scene {
             | Proof::Omission { head, .. }
             | Proof::Recorded { head, .. }
             | Proof::Latest { head, .. }
-            | Proof::Nearest { head, .. } => {
+            | Proof::Nearest { head, .. }
+            | Proof::Count { head, .. } => {
                 let atoms = match &verified {
                     Ok(v) => match &v.claim {
                         Claim::Range { atoms, .. } | Claim::List { atoms, .. } => atoms.clone(),
@@ -241,16 +242,18 @@ impl Scene {
                     },
                     Err(_) => Vec::new(),
                 };
-                // A latest question is a box and an interval, drawn as a range question's is.
-                let question = match &file.proof {
-                    Proof::Latest { latest, .. } => {
-                        let q = &latest.query;
-                        Some(Question { bounds: q.bounds, from_ns: q.from_ns, to_ns: q.to_ns })
-                    }
+                // A latest or count question is a box and an interval, drawn as a range
+                // question's is.
+                let asked = match &file.proof {
+                    Proof::Latest { latest, .. } => Some(&latest.query),
+                    Proof::Count { count, .. } => Some(&count.query),
                     _ => None,
                 };
+                let question =
+                    asked.map(|q| Question { bounds: q.bounds, from_ns: q.from_ns, to_ns: q.to_ns });
                 let frame = match &file.proof {
                     Proof::Latest { latest, .. } => latest.query.frame.clone(),
+                    Proof::Count { count, .. } => count.query.frame.clone(),
                     Proof::Nearest { nearest, .. } => nearest.query.frame.clone(),
                     _ => atoms.first().map(|(_, a)| a.parts().frame.clone()).unwrap_or_default(),
                 };
@@ -283,6 +286,8 @@ impl Scene {
                 let layer = match w.reached {
                     Reached::Expanded => Layer::Opened,
                     Reached::Pruned => Layer::PassedOver,
+                    // Taken whole by its tally: opened as far as a count needs.
+                    Reached::Whole => Layer::Opened,
                     Reached::Passed(_) => Layer::NotAnswering,
                     Reached::Answer(_) => return None,
                 };
@@ -321,6 +326,7 @@ impl Scene {
             bounds: q.bounds,
             from_ns: q.from_ns,
             to_ns: q.to_ns,
+            kinds: sion_verify::index::geom::ALL_KINDS,
         };
         Some(format!("{} (UTC)", sion_verify::units::show_query(&query)))
     }

@@ -89,6 +89,16 @@ pub(crate) struct QuestionArgs {
     /// The last DURATION up to --to (or now): 10min, 1.5s, 2h, 1d.
     #[arg(long, value_name = "DURATION", value_parser = duration_value, conflicts_with = "from")]
     pub(crate) last: Option<i64>,
+    /// Only atoms of this kind (observation, pose, coverage, map_tile, transform, …; repeat
+    /// it or separate with commas). The proof passes over the other kinds' buckets whole, so
+    /// it grows with what matches, not with every pose in the box [default: every kind].
+    #[arg(long = "kind", value_name = "KIND", value_delimiter = ',', value_parser = kind_value)]
+    pub(crate) kinds: Vec<u32>,
+}
+
+/// A kind of atom by its name (docs/ATOM.md), as the bit a question's kinds hold.
+pub(crate) fn kind_value(text: &str) -> Result<u32, String> {
+    units::parse_kinds([text])
 }
 
 impl QuestionArgs {
@@ -100,7 +110,11 @@ impl QuestionArgs {
             (None, Some(last)) => to.saturating_sub(last),
             (None, None) => bail!("give --from and --to, or --last"),
         };
-        Query::new(&self.frame, self.bounds, from, to).context("the question")
+        let query = Query::new(&self.frame, self.bounds, from, to).context("the question")?;
+        if self.kinds.is_empty() {
+            return Ok(query);
+        }
+        query.with_kinds(self.kinds.iter().fold(0, |m, k| m | k)).context("the question")
     }
 }
 

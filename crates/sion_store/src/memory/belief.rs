@@ -69,7 +69,7 @@ impl Source for Memory {
         Ok(Memory::prove_recorded(self, position)?)
     }
     fn lists(&self) -> (&IndexReader, &Log, LogId, u64) {
-        (self.index_reader(), self.log(), Memory::log_id(self), self.index_v2_from())
+        (self.index_reader(), self.log(), Memory::log_id(self), self.index_from())
     }
 }
 
@@ -85,7 +85,7 @@ pub struct Shared<'a> {
     log_id: LogId,
     writer: [u8; 32],
     dir: PathBuf,
-    index_v2_from: u64,
+    index_from: u64,
 }
 
 impl<'a> Shared<'a> {
@@ -98,7 +98,7 @@ impl<'a> Shared<'a> {
             log_id: m.log_id(),
             writer: m.writer().verifying_key().to_bytes(),
             dir: m.dir().to_owned(),
-            index_v2_from: m.index_v2_from(),
+            index_from: m.index_from(),
             memory,
         }
     }
@@ -131,7 +131,7 @@ impl Source for Shared<'_> {
         Ok(self.locked().prove_recorded(position)?)
     }
     fn lists(&self) -> (&IndexReader, &Log, LogId, u64) {
-        (&self.reader, &self.log, self.log_id, self.index_v2_from)
+        (&self.reader, &self.log, self.log_id, self.index_from)
     }
 }
 

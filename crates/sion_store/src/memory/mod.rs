@@ -32,7 +32,8 @@ pub use repair::{RepairRecord, Repaired};
 use sion_verify::atom::{Atom, AtomId};
 use sion_verify::index::geom::{FrameExtent, Mismatch};
 use sion_verify::proof::{
-    Attestation, LatestProof, ListKey, ListProof, NearQuery, NearestProof, Proof, ProofFile, RangeProof,
+    Attestation, CountProof, LatestProof, ListKey, ListProof, NearQuery, NearestProof, Proof, ProofFile,
+    RangeProof,
 };
 pub use space::{MemberKeys, Opened, Retained, Retention, Space, SpaceError, StreamRetention};
 
@@ -134,7 +135,7 @@ pub enum ProveError {
     )]
     TooLarge(String),
     #[error(
-        "the head of {size} atoms was committed with an index of version 1 (before this memory was \
+        "the head of {size} atoms was committed with an index of an earlier version (before this memory was \
          re-indexed): its range and list proofs cannot be made any more; ask as of a later head"
     )]
     OldIndex { size: u64 },
@@ -261,10 +262,14 @@ struct Config {
     /// made before version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     index: Option<u32>,
-    /// For a memory made with version 1: the first committed size whose index root follows
-    /// version 2; heads before it carry version 1 roots.
+    /// For a memory made with version 1 and moved to version 2: the first committed size
+    /// whose index root follows version 2 (kept as it was written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     index_v2_from: Option<u64>,
+    /// For a memory made under an earlier version than `index`: the first committed size
+    /// whose index root follows `index`; heads before it carry earlier roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    index_from: Option<u64>,
     /// Repairs that lost committed atoms and went on as a new log (docs/LOG.md, "Repair").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     repaired: Vec<RepairRecord>,
@@ -307,8 +312,8 @@ pub struct Memory {
     index: Option<Index>,
     reader: IndexReader,
     index_boot: IndexBoot,
-    /// Heads below this size carry index version 1 roots.
-    index_v2_from: u64,
+    /// Heads below this size carry roots of an earlier version of docs/INDEX.md.
+    index_from: u64,
     /// Opened to be read: a directory of this process's own for an index it had to fold
     /// afresh (removed when the memory is dropped); nothing in `dir` is written.
     _scratch: Option<tempfile::TempDir>,
@@ -559,6 +564,7 @@ impl Memory {
             ledger_key: url.map(|_| hex::encode(ledger.public_key().to_bytes())),
             index: Some(INDEX_VERSION),
             index_v2_from: None,
+            index_from: None,
             repaired: Vec::new(),
             space: space_id.map(hex::encode),
         };
@@ -586,7 +592,7 @@ impl Memory {
             reader: index.reader(),
             index: Some(index),
             index_boot,
-            index_v2_from: 0,
+            index_from: 0,
             _scratch: None,
             read_only: false,
             stale_view: false,
@@ -624,21 +630,12 @@ impl Memory {
         if !extends {
             return Err(OpenError::Diverged { committed: committed.size, root: hex::encode(committed.root) });
         }
-        // A memory made before index version 2: its heads so far carry version 1 roots, and
-        // from the next commit on, version 2 ones.
-        let index_v2_from = match (config.index, config.index_v2_from) {
-            (_, Some(from)) => from,
-            (Some(_), None) => 0,
-            (None, None) => {
-                let from = if committed.size == 0 { 0 } else { committed.size + 1 };
-                let config =
-                    Config { index: Some(INDEX_VERSION), index_v2_from: Some(from), ..config.clone() };
-                write_config(disk, dir, &config)?;
-                from
-            }
-        };
+        let (index_from, moved) = index_from(&config, committed.size);
+        if let Some(config) = moved {
+            write_config(disk, dir, &config)?;
+        }
         let (index, index_boot) =
-            open_index(index_config, dir, &log, &on_ledger, ledger.as_ref(), index_v2_from)?;
+            open_index(index_config, dir, &log, &on_ledger, ledger.as_ref(), index_from)?;
         let space = match space_of(dir, &config)? {
             Some(id) => Some(std::sync::Arc::new(Space::open(disk, dir, &log, id)?)),
             None => None,
@@ -657,7 +654,7 @@ impl Memory {
             reader: index.reader(),
             index: Some(index),
             index_boot,
-            index_v2_from,
+            index_from,
             _scratch: None,
             read_only: false,
             stale_view: offline,
@@ -689,15 +686,12 @@ impl Memory {
         if committed.size > 0 && log.root_at(committed.size)? != committed.root {
             return Err(OpenError::Diverged { committed: committed.size, root: hex::encode(committed.root) });
         }
-        let index_v2_from = match (config.index, config.index_v2_from) {
-            (_, Some(from)) => from,
-            (Some(_), None) => 0,
-            (None, None) => committed.size + u64::from(committed.size > 0),
-        };
+        // Read only: memory.json is left as it is; the next writer moves it.
+        let (index_from, _) = index_from(&config, committed.size);
         let mut scratch = None;
         let resumed = opened
             .map_err(OpenError::from)
-            .and_then(|(index, _)| resume_index(index, &log, &on_ledger, ledger.as_ref(), index_v2_from));
+            .and_then(|(index, _)| resume_index(index, &log, &on_ledger, ledger.as_ref(), index_from));
         let (index, index_boot) = match resumed {
             Ok((index, folded)) => {
                 let version = index.size() - folded;
@@ -714,7 +708,7 @@ impl Memory {
                     .tempdir()
                     .map_err(|e| OpenError::Scratch(std::env::temp_dir(), e.to_string()))?;
                 let mut index = Index::create(&tmp.path().join("index"), config_)?;
-                let folded = catch_up(&log, &mut index, &on_ledger, ledger.as_ref(), index_v2_from)?;
+                let folded = catch_up(&log, &mut index, &on_ledger, ledger.as_ref(), index_from)?;
                 scratch = Some(tmp);
                 (index, IndexBoot::Rebuilt { why, folded, rebuilds: rebuilds_so_far(dir) })
             }
@@ -737,7 +731,7 @@ impl Memory {
             reader: index.reader(),
             index: Some(index),
             index_boot,
-            index_v2_from,
+            index_from,
             _scratch: scratch,
             read_only: true,
             stale_view: false,
@@ -912,7 +906,7 @@ impl Memory {
     /// checked against the index root the head commits to).
     pub fn index(&mut self) -> Result<&mut Index, CommitError> {
         let head = self.committed().head;
-        let checks = head.size >= self.index_v2_from;
+        let checks = head.size >= self.index_from;
         let log = self.log.clone();
         let index = self.index.as_mut().ok_or(CommitError::IndexTaken)?;
         if index.size() < head.size {
@@ -942,8 +936,8 @@ impl Memory {
     }
 
     /// Committed heads below this size carry index version 1 roots (0: none does).
-    pub fn index_v2_from(&self) -> u64 {
-        self.index_v2_from
+    pub fn index_from(&self) -> u64 {
+        self.index_from
     }
 
     /// Commit the log's durable head and its index root to the ledger, with the consistency
@@ -1088,7 +1082,7 @@ impl Memory {
 
     /// The index as of a committed version, checked against the root the head commits to.
     fn snapshot_of(&self, version: &MemoryLog) -> Result<crate::index::Snapshot, ProveError> {
-        snapshot_of(&self.reader, version, self.index_v2_from)
+        snapshot_of(&self.reader, version, self.index_from)
     }
 
     fn answer_atoms(&self, positions: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, ProveError> {
@@ -1107,7 +1101,7 @@ impl Memory {
             log_id: self.log_id,
             version,
             attestation,
-            index_v2_from: self.index_v2_from,
+            index_from: self.index_from,
         })
     }
 
@@ -1115,6 +1109,12 @@ impl Memory {
     /// with the proof that nothing is missing ([`Snapshot::range`]).
     pub fn prove_range(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, ProveError> {
         self.snapshot(as_of)?.range(query)
+    }
+
+    /// How many atoms answer `query` as of a committed head, for how long in all, with the
+    /// proof ([`Snapshot::count`]).
+    pub fn prove_count(&self, query: &Query, as_of: Option<u64>) -> Result<ProofFile, ProveError> {
+        self.snapshot(as_of)?.count(query)
     }
 
     /// The atom last seen in a frame, box and interval (its valid time ends last), as of a
@@ -1415,18 +1415,30 @@ fn list_too_large(e: IndexError) -> ProveError {
     }
 }
 
+/// The first committed size whose head carries a root of this version of docs/INDEX.md, and,
+/// for a memory made under an earlier one, the memory.json that says so: its heads so far
+/// carry earlier roots (answers as of them are refused, [`ProveError::OldIndex`]), and from
+/// its next commit on, this version's.
+fn index_from(config: &Config, committed: u64) -> (u64, Option<Config>) {
+    if config.index == Some(INDEX_VERSION) {
+        return (config.index_from.unwrap_or(0), None);
+    }
+    let from = if committed == 0 { 0 } else { committed + 1 };
+    (from, Some(Config { index: Some(INDEX_VERSION), index_from: Some(from), ..config.clone() }))
+}
+
 /// The index as of a committed version, checked against the root the head commits to.
 pub fn snapshot_of(
     reader: &IndexReader,
     version: &MemoryLog,
-    index_v2_from: u64,
+    index_from: u64,
 ) -> Result<crate::index::Snapshot, ProveError> {
     let size = version.head.size;
     // A new memory's head commits no index (docs/LEDGER.md: its index root is zeros).
     if size == 0 {
         return Err(ProveError::NothingCommitted);
     }
-    if size < index_v2_from {
+    if size < index_from {
         return Err(ProveError::OldIndex { size });
     }
     let snapshot = match reader.at(size) {
@@ -1448,7 +1460,7 @@ pub struct Snapshot {
     log_id: LogId,
     version: MemoryLog,
     attestation: Attestation,
-    index_v2_from: u64,
+    index_from: u64,
 }
 
 impl Snapshot {
@@ -1466,7 +1478,7 @@ impl Snapshot {
             &self.version,
             self.attestation.clone(),
             query,
-            self.index_v2_from,
+            self.index_from,
         )
     }
 
@@ -1474,7 +1486,7 @@ impl Snapshot {
     /// query, the one whose valid time ends last (the later position on a tie), or none, with
     /// the proof (docs/PROOFS.md, kind 7).
     pub fn latest(&self, query: &Query) -> Result<ProofFile, ProveError> {
-        let snapshot = snapshot_of(&self.reader, &self.version, self.index_v2_from)?;
+        let snapshot = snapshot_of(&self.reader, &self.version, self.index_from)?;
         let (found, answer) = snapshot.latest(query).map_err(walk_too_large)?;
         let atom = match found {
             Some(p) => answer_atoms(&self.log, &[p])?.pop(),
@@ -1490,7 +1502,7 @@ impl Snapshot {
     /// The k atoms of a frame valid during an interval nearest to a point, nearest first (ties
     /// by position), with the proof (docs/PROOFS.md, kind 8).
     pub fn nearest(&self, query: &NearQuery) -> Result<ProofFile, ProveError> {
-        let snapshot = snapshot_of(&self.reader, &self.version, self.index_v2_from)?;
+        let snapshot = snapshot_of(&self.reader, &self.version, self.index_from)?;
         let (found, answer) = snapshot.nearest(query).map_err(walk_too_large)?;
         let nearest = NearestProof { query: query.clone(), atoms: answer_atoms(&self.log, &found)?, answer };
         Ok(ProofFile {
@@ -1499,10 +1511,22 @@ impl Snapshot {
         })
     }
 
+    /// How many atoms answer a range question, for how long in all, first and last when, with
+    /// the proof (docs/PROOFS.md, kind 9).
+    pub fn count(&self, query: &Query) -> Result<ProofFile, ProveError> {
+        let snapshot = snapshot_of(&self.reader, &self.version, self.index_from)?;
+        let (counted, answer) = snapshot.count(query).map_err(walk_too_large)?;
+        let count = CountProof { query: query.clone(), counted, answer };
+        Ok(ProofFile {
+            proof: Proof::Count { log: self.log_id, head: self.version.head, count: Box::new(count) },
+            attestation: Some(self.attestation.clone()),
+        })
+    }
+
     /// What this head holds in each frame: the union of its atoms' boxes and valid times (what
     /// a warning about a question that cannot match names).
     pub fn held(&self) -> Result<Vec<FrameExtent>, ProveError> {
-        Ok(snapshot_of(&self.reader, &self.version, self.index_v2_from)?.held())
+        Ok(snapshot_of(&self.reader, &self.version, self.index_from)?.held())
     }
 
     /// Why `query` cannot match anything this head holds: an unknown frame, or an interval or a
@@ -1522,7 +1546,7 @@ impl Snapshot {
             &self.version,
             self.attestation.clone(),
             key,
-            self.index_v2_from,
+            self.index_from,
         )
     }
 
@@ -1535,7 +1559,7 @@ impl Snapshot {
             &self.version,
             self.attestation.clone(),
             key,
-            self.index_v2_from,
+            self.index_from,
             max_steps,
         )
     }
@@ -1550,9 +1574,9 @@ pub(crate) fn prove_range(
     version: &MemoryLog,
     attestation: Attestation,
     query: &Query,
-    index_v2_from: u64,
+    index_from: u64,
 ) -> Result<ProofFile, ProveError> {
-    let answer = snapshot_of(reader, version, index_v2_from)?.range(query).map_err(walk_too_large)?;
+    let answer = snapshot_of(reader, version, index_from)?.range(query).map_err(walk_too_large)?;
     let range = RangeProof { query: query.clone(), atoms: answer_atoms(log, &answer.positions)?, answer };
     Ok(ProofFile {
         proof: Proof::Range { log: log_id, head: version.head, range: Box::new(range) },
@@ -1570,7 +1594,7 @@ pub(crate) fn prove_list(
     version: &MemoryLog,
     attestation: Attestation,
     key: ListKey,
-    index_v2_from: u64,
+    index_from: u64,
 ) -> Result<ProofFile, ProveError> {
     prove_list_within(
         reader,
@@ -1579,7 +1603,7 @@ pub(crate) fn prove_list(
         version,
         attestation,
         key,
-        index_v2_from,
+        index_from,
         crate::index::MAX_LIST_STEPS,
     )
 }
@@ -1594,10 +1618,10 @@ pub(crate) fn prove_list_within(
     version: &MemoryLog,
     attestation: Attestation,
     key: ListKey,
-    index_v2_from: u64,
+    index_from: u64,
     max_steps: usize,
 ) -> Result<ProofFile, ProveError> {
-    let snapshot = snapshot_of(reader, version, index_v2_from)?;
+    let snapshot = snapshot_of(reader, version, index_from)?;
     let answer = match &key {
         ListKey::Subject(s) => snapshot.subject_within(s, max_steps),
         ListKey::LinksTo(id) => snapshot.links_within(id, max_steps),
@@ -1645,7 +1669,7 @@ fn resume_index(
     log: &Log,
     on_ledger: &MemoryLog,
     ledger: &dyn LedgerLink,
-    index_v2_from: u64,
+    index_from: u64,
 ) -> Result<(Index, u64), OpenError> {
     let log_id = on_ledger.id;
     let version = index.size();
@@ -1663,12 +1687,12 @@ fn resume_index(
     } else {
         ledger.last_commit_at_most(log_id, version)?
     };
-    if let Some(v) = at_most.filter(|v| v.head.size >= index_v2_from) {
-        snapshot_of(&index.reader(), &v, index_v2_from).map_err(|_| {
+    if let Some(v) = at_most.filter(|v| v.head.size >= index_from) {
+        snapshot_of(&index.reader(), &v, index_from).map_err(|_| {
             IndexError::Damaged(format!("the checkpoint disagrees with the head of {} atoms", v.head.size))
         })?;
     }
-    let folded = catch_up(log, &mut index, on_ledger, ledger, index_v2_from)?;
+    let folded = catch_up(log, &mut index, on_ledger, ledger, index_from)?;
     Ok((index, folded))
 }
 
@@ -1678,13 +1702,13 @@ fn open_index(
     log: &Log,
     on_ledger: &MemoryLog,
     ledger: &dyn LedgerLink,
-    index_v2_from: u64,
+    index_from: u64,
 ) -> Result<(Index, IndexBoot), OpenError> {
     let path = dir.join("index");
     let disk = &config.disk;
     let attempt = || -> Result<(Index, u64), OpenError> {
         let (index, _) = Index::open(&path, config.clone())?;
-        resume_index(index, log, on_ledger, ledger, index_v2_from)
+        resume_index(index, log, on_ledger, ledger, index_from)
     };
     match attempt() {
         Ok((index, folded)) => {
@@ -1706,7 +1730,7 @@ fn open_index(
                 disk.rename(&path, &aside).map_err(|e| config_err(&path, e))?;
             }
             let mut index = Index::create(&path, config.clone())?;
-            let folded = catch_up(log, &mut index, on_ledger, ledger, index_v2_from)?;
+            let folded = catch_up(log, &mut index, on_ledger, ledger, index_from)?;
             index.checkpoint()?;
             if matches!(first, OpenError::Index(IndexError::Missing(_))) && log.size() == 0 {
                 // A new memory: its index is made, not rebuilt.
@@ -1728,7 +1752,7 @@ fn catch_up(
     index: &mut Index,
     on_ledger: &MemoryLog,
     ledger: &dyn LedgerLink,
-    index_v2_from: u64,
+    index_from: u64,
 ) -> Result<u64, OpenError> {
     let start = index.size();
     let log_id = on_ledger.id;
@@ -1746,10 +1770,7 @@ fn catch_up(
         }
         for v in page {
             k += 1;
-            if v.head.size >= index_v2_from
-                && v.head.size > index.size()
-                && v.head.size <= on_ledger.head.size
-            {
+            if v.head.size >= index_from && v.head.size > index.size() && v.head.size <= on_ledger.head.size {
                 fold_log(log, index, v.head.size)?;
                 index.seal()?;
             }

@@ -97,6 +97,7 @@ impl Memory {
                 log: new,
                 index: Some(INDEX_VERSION),
                 index_v2_from: None,
+                index_from: None,
                 repaired: [config.repaired.clone(), vec![r.clone()]].concat(),
                 ..config
             };

@@ -102,6 +102,9 @@ pub enum QueryError {
     /// The frame is not named as an atom's frame is (why).
     #[error("frame: {0}")]
     Frame(String),
+    /// The kinds asked about are none, or not kinds (a bit past code 16).
+    #[error("kinds: {0:#x} names no kind of atom (bit k stands for kind code k, 0 to 16)")]
+    Kinds(u32),
 }
 
 /// "What was seen in this box, during this interval": a frame (named as an atom's frame is), a
@@ -119,7 +122,13 @@ pub struct Query {
     pub from_ns: i64,
     /// Always above `from_ns` once built: an instant is stored as `from + 1`.
     pub to_ns: i64,
+    /// The kinds asked about: bit `k` for kind code `k` (docs/ATOM.md); [`ALL_KINDS`] when the
+    /// question names none. Never empty.
+    pub kinds: u32,
 }
+
+/// Every kind of atom (codes 0 to 16, docs/ATOM.md): a question that names no kind.
+pub const ALL_KINDS: u32 = (1 << 17) - 1;
 
 impl Query {
     /// A well-formed query (docs/INDEX.md, "Queries"); `from_ns == to_ns` asks about that
@@ -144,12 +153,31 @@ impl Query {
         } else {
             to_ns
         };
-        Ok(Self { frame: frame.to_owned(), bounds, from_ns, to_ns })
+        Ok(Self { frame: frame.to_owned(), bounds, from_ns, to_ns, kinds: ALL_KINDS })
+    }
+
+    /// The same question about atoms of these kinds only (bit `k` for kind code `k`); an empty
+    /// set, or a bit past the last kind, is an error.
+    pub fn with_kinds(self, kinds: u32) -> Result<Self, QueryError> {
+        if kinds == 0 || kinds & !ALL_KINDS != 0 {
+            return Err(QueryError::Kinds(kinds));
+        }
+        Ok(Self { kinds, ..self })
+    }
+
+    /// Whether the question names kinds (not every kind).
+    pub fn filters_kinds(&self) -> bool {
+        self.kinds != ALL_KINDS
+    }
+
+    /// Whether atoms of kind code `kind` are asked about.
+    pub fn asks_kind(&self, kind: u8) -> bool {
+        1u32.checked_shl(u32::from(kind)).is_some_and(|bit| self.kinds & bit != 0)
     }
 
     /// Whether an atom answers the query.
     pub fn matches(&self, atom: &AtomParts) -> bool {
-        atom.frame == self.frame && SpaceTime::of_atom(atom).meets(self)
+        atom.frame == self.frame && self.asks_kind(atom.kind.code()) && SpaceTime::of_atom(atom).meets(self)
     }
 }
 

@@ -16,10 +16,22 @@ const TAG_ROOT: u8 = 0x30;
 const TAG_SUBJECT: u8 = 0x20;
 const TAG_LINKS: u8 = 0x23;
 
+/// Which version of docs/INDEX.md a root follows: a proof made under version 2 (tallies and
+/// kinds not yet in the index) still checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Version {
+    /// Nodes hash their children's boxes and digests; entries have no kind.
+    V2,
+    /// Nodes also hash their children's tallies; entries end with their atom's kind.
+    #[default]
+    V3,
+}
+
 /// A frame's leaf in the frames tree: str8 name, then for the short-lived and the long-lived
-/// tree a flag (0 empty, 1 present) and, if present, its 64-byte box and digest.
-pub fn encode_frame(name: &str, short: Option<Summary>, long: Option<Summary>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + name.len() + 2 * 97);
+/// tree a flag (0 empty, 1 present) and, if present, its 64-byte box, its 28-byte tally
+/// (version 3 only) and its digest.
+pub fn encode_frame(version: Version, name: &str, short: Option<Summary>, long: Option<Summary>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + name.len() + 2 * 125);
     out.put_str8(name);
     for tree in [short, long] {
         match tree {
@@ -27,6 +39,9 @@ pub fn encode_frame(name: &str, short: Option<Summary>, long: Option<Summary>) -
             Some(s) => {
                 out.put_u8(1);
                 out.put_bytes(&s.bbox.encode());
+                if version == Version::V3 {
+                    out.put_bytes(&s.tally.encode());
+                }
                 out.put_bytes(&s.digest);
             }
         }
@@ -146,6 +161,9 @@ pub struct RangeAnswer {
     pub subjects_root: Digest,
     /// The link map's digest, hashed into the index root.
     pub links_root: Digest,
+    /// The version of docs/INDEX.md the walks follow (a proof made under version 2 still
+    /// checks).
+    pub version: Version,
 }
 
 /// Every atom in a subject's list (or linking to a target), with the map path that proves the

@@ -2,6 +2,7 @@
 //! (docs/PROOFS.md). Building them needs the writer's log and index; verifying needs nothing
 //! but the file and, to trust the head, the ledger's public key.
 
+mod count;
 mod list;
 mod parallel;
 mod range;
@@ -9,11 +10,13 @@ mod rank;
 
 use ed25519_dalek::VerifyingKey;
 
+pub use count::{CountProof, Counted, count_of, inside};
 pub use list::{ListKey, ListProof};
 pub use range::{RangeProof, Reached, Tree, Walked};
 pub use rank::{LatestProof, MAX_NEAREST, MAX_POINT_MM, NearQuery, Nearest, NearestProof, distance2};
 
 use crate::atom::{Atom, AtomId};
+use crate::index::Version;
 use crate::index::geom::Query;
 use crate::leaf::{LogHasher, leaf_hash};
 use crate::ledger::{AttestationError, Cosignature, Head, LogId, StateProof, TxTimeProof, Witnesses};
@@ -21,7 +24,9 @@ use crate::merkle::{Digest, ProofError, verify_consistency, verify_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
 /// Version 2 codes a range walk's boxes against the interior node above them (docs/PROOFS.md).
-const MAGIC: &[u8; 8] = b"SIONPRF2";
+const MAGIC: &[u8; 8] = b"SIONPRF3";
+/// The magic of files made under index version 2 (their walks have no tallies), still read.
+const MAGIC_V2: &[u8; 8] = b"SIONPRF2";
 /// The largest proof file a verifier reads (docs/PROOFS.md): a prover makes none larger.
 pub const MAX_FILE_BYTES: usize = 64 << 20;
 
@@ -179,6 +184,16 @@ pub enum Proof {
         head: Head,
         /// The question, its answer and the walk that shows nothing nearer exists.
         nearest: Box<NearestProof>,
+    },
+    /// How many atoms answer a range question, for how long in all, first and last when, as
+    /// of `head`.
+    Count {
+        /// The log.
+        log: LogId,
+        /// The head proved against.
+        head: Head,
+        /// The question, its answer and the walk it is read from.
+        count: Box<CountProof>,
     },
 }
 
@@ -366,6 +381,8 @@ pub enum Question {
     Latest(Query),
     /// The k atoms nearest to this point during this interval (a nearest proof).
     Nearest(NearQuery),
+    /// How many atoms answer this range question (a count proof).
+    Count(Query),
 }
 
 /// What a reader expects of a proof besides its being valid: the question it answers, the log,
@@ -417,7 +434,7 @@ impl Expect {
 
     /// An expectation from its JSON form (docs/PROOFS.md, "What the reader asked"): an object
     /// with, for a range question, `frame`, `box` (six integers: x0, y0, z0, x1, y1, z1 in mm),
-    /// `from_ns` and `to_ns`; or `subject`; or `links_to` (64 hex digits); or `position` (an
+    /// `from_ns` and `to_ns` (and `kinds`, an array of kind names, if it names some); or `subject`; or `links_to` (64 hex digits); or `position` (an
     /// inclusion); or `omitted` (a position); or `extends` (`{"size", "root"}`); and
     /// optionally `at_least`, `head` (exactly this head: `{"size", "root"}`), `log`, and
     /// `witnesses` (an array of witness keys, 64 hex digits each) with `quorum` (how many of them
@@ -464,7 +481,8 @@ impl Expect {
                 return Err("from_ns, to_ns: a range question names its interval".into());
             };
             let bounds = crate::atom::BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] };
-            Some(Question::Range(Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?))
+            let query = Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?;
+            Some(Question::Range(with_kinds_of(v, "", query)?))
         } else if let Some(subject) = text("subject") {
             Some(Question::Subject(subject.to_owned()))
         } else if let Some(target) = text("links_to") {
@@ -481,6 +499,8 @@ impl Expect {
             Some(Question::Latest(range_of(l, "latest")?))
         } else if let Some(n) = v.get("nearest").filter(|n| n.is_object()) {
             Some(Question::Nearest(nearest_of(n)?))
+        } else if let Some(c) = v.get("count").filter(|c| c.is_object()) {
+            Some(Question::Count(range_of(c, "count")?))
         } else {
             None
         };
@@ -562,6 +582,7 @@ impl Expect {
             (Question::Omitted { position }, Claim::Omitted { position: p, .. }) => position == p,
             (Question::Recorded { position }, Claim::Recorded { position: p, .. }) => position == p,
             (Question::Latest(q), Claim::Latest { query, .. }) => q == query,
+            (Question::Count(q), Claim::Count { query, .. }) => q == query,
             (Question::Nearest(q), Claim::Nearest { query, .. }) => q == query,
             _ => false,
         };
@@ -592,7 +613,22 @@ fn range_of(v: &serde_json::Value, name: &str) -> Result<Query, String> {
     };
     let (from, to) = interval_of(v, name)?;
     let bounds = crate::atom::BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] };
-    Query::new(frame, bounds, from, to).map_err(|e| format!("{name}: {e}"))
+    let query = Query::new(frame, bounds, from, to).map_err(|e| format!("{name}: {e}"))?;
+    with_kinds_of(v, &format!("{name}."), query)
+}
+
+/// A question's `kinds` in JSON, if named: an array of kind names (docs/ATOM.md); absent or
+/// null, every kind.
+fn with_kinds_of(v: &serde_json::Value, prefix: &str, query: Query) -> Result<Query, String> {
+    let Some(kinds) = v.get("kinds").filter(|k| !k.is_null()) else { return Ok(query) };
+    let names: Vec<&str> = kinds
+        .as_array()
+        .ok_or(format!("{prefix}kinds: an array of kind names (\"observation\", \"pose\", …)"))?
+        .iter()
+        .map(|k| k.as_str().ok_or(format!("{prefix}kinds: kind names, as strings")))
+        .collect::<Result<_, _>>()?;
+    let mask = crate::units::parse_kinds(names).map_err(|e| format!("{prefix}kinds: {e}"))?;
+    query.with_kinds(mask).map_err(|e| format!("{prefix}kinds: {e}"))
 }
 
 fn interval_of(v: &serde_json::Value, name: &str) -> Result<(i64, i64), String> {
@@ -641,6 +677,7 @@ impl std::fmt::Display for Question {
             Question::Omitted { position } => write!(f, "the index leaves out position {position}"),
             Question::Recorded { position } => write!(f, "when position {position} was recorded"),
             Question::Latest(q) => write!(f, "the atom seen last in {}", Question::Range(q.clone())),
+            Question::Count(q) => write!(f, "how many atoms are in {}", Question::Range(q.clone())),
             Question::Nearest(q) => write!(
                 f,
                 "the {} atoms nearest to {:?} mm in frame {:?} during [{}, {}) ns",
@@ -742,9 +779,28 @@ pub enum Claim {
         /// The answer: (position, atom, squared distance in mm²), nearest first.
         atoms: Nearest,
     },
+    /// How many atoms answer the query, for how long in all (each one's valid interval cut to
+    /// the query's), and the first and last instant of that.
+    Count {
+        /// The question the proof carries.
+        query: Query,
+        /// The answer.
+        counted: Counted,
+    },
 }
 
 impl Proof {
+    /// The version of docs/INDEX.md its tree walks follow (version 3 for kinds without any).
+    pub fn index_version(&self) -> Version {
+        match self {
+            Proof::Range { range, .. } | Proof::Omission { range, .. } => range.answer.version,
+            Proof::Latest { latest, .. } => latest.answer.version,
+            Proof::Nearest { nearest, .. } => nearest.answer.version,
+            Proof::Count { count, .. } => count.answer.version,
+            _ => Version::V3,
+        }
+    }
+
     /// The kind of proof, as `sion memory verify` names it.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -756,6 +812,7 @@ impl Proof {
             Proof::Recorded { .. } => "time",
             Proof::Latest { .. } => "latest",
             Proof::Nearest { .. } => "nearest",
+            Proof::Count { .. } => "count",
         }
     }
 }
@@ -782,6 +839,7 @@ impl Claim {
                     "max": query.bounds.max_mm,
                     "from": query.from_ns,
                     "to": query.to_ns,
+                    "kinds": kind_names(query),
                     "atoms": list(atoms),
                 }
             }),
@@ -811,7 +869,27 @@ impl Claim {
                     "max": query.bounds.max_mm,
                     "from": query.from_ns,
                     "to": query.to_ns,
+                    "kinds": kind_names(query),
                     "atom": atom.as_ref().map(|(p, a)| a.to_json(Some(*p))),
+                }
+            }),
+            Claim::Count { query, counted } => serde_json::json!({
+                "count": {
+                    "frame": query.frame,
+                    "min": query.bounds.min_mm,
+                    "max": query.bounds.max_mm,
+                    "from": query.from_ns,
+                    "to": query.to_ns,
+                    "kinds": kind_names(query),
+                    "count": counted.count,
+                    // A u128 of ns: as a string when past what a JSON number holds exactly.
+                    "duration_ns": u64::try_from(counted.duration_ns)
+                        .ok()
+                        .filter(|d| *d < 1 << 53)
+                        .map_or_else(|| serde_json::json!(counted.duration_ns.to_string()), |d| serde_json::json!(d)),
+                    "duration_s": counted.duration_ns as f64 / 1e9,
+                    "first": counted.span.map(|(f, _)| f),
+                    "last": counted.span.map(|(_, l)| l),
                 }
             }),
             Claim::Nearest { query, atoms } => serde_json::json!({
@@ -840,6 +918,7 @@ impl Claim {
             Claim::Recorded { position, .. } => Question::Recorded { position: *position },
             Claim::Latest { query, .. } => Question::Latest(query.clone()),
             Claim::Nearest { query, .. } => Question::Nearest(query.clone()),
+            Claim::Count { query, .. } => Question::Count(query.clone()),
         }
         .to_string()
     }
@@ -856,7 +935,7 @@ impl Claim {
                 vec![*position]
             }
             Claim::Latest { atom, .. } => atom.iter().map(|(p, _)| *p).collect(),
-            Claim::Extends { .. } => Vec::new(),
+            Claim::Extends { .. } | Claim::Count { .. } => Vec::new(),
         }
     }
 
@@ -871,8 +950,17 @@ impl Claim {
             Claim::Recorded { .. } => "time",
             Claim::Latest { .. } => "latest",
             Claim::Nearest { .. } => "nearest",
+            Claim::Count { .. } => "count",
         }
     }
+}
+
+/// The kinds a query names, as names (null when it asks about every kind).
+fn kind_names(q: &Query) -> serde_json::Value {
+    if !q.filters_kinds() {
+        return serde_json::Value::Null;
+    }
+    crate::atom::Kind::ALL.iter().filter(|k| q.asks_kind(k.code())).map(|k| k.as_str()).collect()
 }
 
 impl Verified {
@@ -917,13 +1005,33 @@ impl Verified {
                 hex::encode(&old_root[..8])
             ),
             Claim::Range { query, atoms } => format!(
-                "these {} atoms are everything log {log} holds in frame {:?}, box {:?}..={:?} mm, [{}, {}) ns",
+                "these {} atoms are everything log {log} holds in frame {:?}, box {:?}..={:?} mm, [{}, {}) ns{}",
                 atoms.len(),
                 query.frame,
                 query.bounds.min_mm,
                 query.bounds.max_mm,
                 query.from_ns,
-                query.to_ns
+                query.to_ns,
+                of_kinds(query)
+            ),
+            Claim::Count { query, counted } => format!(
+                "log {log} holds {} atoms in frame {:?}, box {:?}..={:?} mm, [{}, {}) ns{}: valid for {} s in all{}",
+                counted.count,
+                query.frame,
+                query.bounds.min_mm,
+                query.bounds.max_mm,
+                query.from_ns,
+                query.to_ns,
+                of_kinds(query),
+                crate::units::show_seconds_u128(counted.duration_ns),
+                match counted.span {
+                    Some((first, last)) => format!(
+                        ", the first from {} and the last until {}",
+                        crate::time::rfc3339(first),
+                        crate::time::rfc3339(last)
+                    ),
+                    None => String::new(),
+                }
             ),
             Claim::List { key: ListKey::Subject(s), atoms } => {
                 format!("these {} atoms are every atom of log {log} about {s:?}", atoms.len())
@@ -976,11 +1084,17 @@ impl Verified {
     }
 }
 
+/// `, of kind observation` when a query names kinds; nothing when it asks about every kind.
+fn of_kinds(q: &Query) -> String {
+    if q.filters_kinds() { format!(", of {}", crate::units::show_kinds(q.kinds)) } else { String::new() }
+}
+
 impl ProofFile {
     /// The file's bytes (docs/PROOFS.md, "The envelope").
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(1024);
-        out.put_bytes(MAGIC);
+        // A file read under version 2 is written back as it was.
+        out.put_bytes(if self.proof.index_version() == Version::V2 { MAGIC_V2 } else { MAGIC });
         self.put_attestation(&mut out);
         self.put_body(&mut out);
         out
@@ -1077,6 +1191,12 @@ impl ProofFile {
                 head.put(out);
                 nearest.put(out);
             }
+            Proof::Count { log, head, count } => {
+                out.put_u8(9);
+                out.put_u64(log.0);
+                head.put(out);
+                count.put(out);
+            }
         }
     }
 
@@ -1091,8 +1211,9 @@ impl ProofFile {
             });
         }
         let mut r = Reader::new(bytes);
-        match r.take(8, "magic")? {
-            m if m == MAGIC => {}
+        let version = match r.take(8, "magic")? {
+            m if m == MAGIC => Version::V3,
+            m if m == MAGIC_V2 => Version::V2,
             b"SIONPRF1" => {
                 return Err(WireError::Invalid {
                     field: "magic",
@@ -1104,12 +1225,12 @@ impl ProofFile {
             _ => {
                 return Err(WireError::Invalid {
                     field: "magic",
-                    problem: "not a proof file (SIONPRF2)".into(),
+                    problem: "not a proof file (SIONPRF3, or SIONPRF2)".into(),
                 });
             }
-        }
+        };
         let attestation = read_attestation(&mut r)?;
-        let proof = read_body(&mut r, attestation.is_some())?;
+        let proof = read_body(&mut r, attestation.is_some(), version)?;
         r.finish()?;
         Ok(Self { proof, attestation })
     }
@@ -1136,7 +1257,7 @@ impl ProofFile {
             });
         }
         let mut r = Reader::new(body);
-        let proof = read_body(&mut r, true)?;
+        let proof = read_body(&mut r, true, Version::V3)?;
         r.finish()?;
         Ok(Self { proof, attestation: Some(attestation) })
     }
@@ -1173,7 +1294,8 @@ impl ProofFile {
             | Proof::Omission { log, head, .. }
             | Proof::Recorded { log, head, .. }
             | Proof::Latest { log, head, .. }
-            | Proof::Nearest { log, head, .. } => (*log, *head),
+            | Proof::Nearest { log, head, .. }
+            | Proof::Count { log, head, .. } => (*log, *head),
         };
         let mut checked = checked;
         let pulse = match (&self.attestation, expected_ledger) {
@@ -1293,6 +1415,10 @@ impl ProofFile {
                 let atoms = nearest.verify(&head.index, head.size)?;
                 Claim::Nearest { query: nearest.query.clone(), atoms }
             }
+            Proof::Count { count, .. } => {
+                let counted = count.verify(&head.index, head.size)?;
+                Claim::Count { query: count.query.clone(), counted }
+            }
         };
         Ok(Verified { log, head, pulse, cosigned: cosigned.unwrap_or_default(), claim })
     }
@@ -1315,7 +1441,7 @@ fn read_attestation(r: &mut Reader<'_>) -> Result<Option<Attestation>, WireError
 }
 
 /// The envelope from `kind` on: the proof. A transaction-time proof needs `attested`.
-fn read_body(r: &mut Reader<'_>, attested: bool) -> Result<Proof, WireError> {
+fn read_body(r: &mut Reader<'_>, attested: bool, version: Version) -> Result<Proof, WireError> {
     Ok(match r.u8("proof kind")? {
         1 => Proof::Inclusion {
             log: LogId(r.u64("log")?),
@@ -1334,7 +1460,7 @@ fn read_body(r: &mut Reader<'_>, attested: bool) -> Result<Proof, WireError> {
         3 => Proof::Range {
             log: LogId(r.u64("log")?),
             head: Head::read(r)?,
-            range: Box::new(RangeProof::read(r)?),
+            range: Box::new(RangeProof::read(r, version)?),
         },
         4 => Proof::List {
             log: LogId(r.u64("log")?),
@@ -1347,7 +1473,7 @@ fn read_body(r: &mut Reader<'_>, attested: bool) -> Result<Proof, WireError> {
             position: r.u64("position")?,
             atom: r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
             path: read_path(r)?,
-            range: Box::new(RangeProof::read(r)?),
+            range: Box::new(RangeProof::read(r, version)?),
         },
         6 if !attested => {
             return Err(WireError::Invalid {
@@ -1368,12 +1494,23 @@ fn read_body(r: &mut Reader<'_>, attested: bool) -> Result<Proof, WireError> {
         7 => Proof::Latest {
             log: LogId(r.u64("log")?),
             head: Head::read(r)?,
-            latest: Box::new(LatestProof::read(r)?),
+            latest: Box::new(LatestProof::read(r, version)?),
         },
         8 => Proof::Nearest {
             log: LogId(r.u64("log")?),
             head: Head::read(r)?,
-            nearest: Box::new(NearestProof::read(r)?),
+            nearest: Box::new(NearestProof::read(r, version)?),
+        },
+        9 if version == Version::V2 => {
+            return Err(WireError::Invalid {
+                field: "proof kind",
+                problem: "a count proof (kind 9) is of index version 3: a SIONPRF2 file has none".into(),
+            });
+        }
+        9 => Proof::Count {
+            log: LogId(r.u64("log")?),
+            head: Head::read(r)?,
+            count: Box::new(CountProof::read(r)?),
         },
         k => {
             return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });

@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{VerifyError, parallel};
 use crate::atom::{Atom, BoxMm};
+use crate::index::geom::ALL_KINDS;
 use crate::index::geom::{Query, SpaceTime};
-use crate::index::tree::{Entry, GROUP, GroupEntry, Step, Summary, group_summary};
-use crate::index::{FrameWitness, Neighbour, RangeAnswer, encode_frame, index_root};
+use crate::index::tree::{Entry, GROUP, GroupEntry, Step, Summary, Tally, group_summary, group_summary_v2};
+use crate::index::{FrameWitness, Neighbour, RangeAnswer, Version, encode_frame, index_root};
 use crate::merkle::{Blake3, Digest, TreeHasher as _, root_from_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
@@ -21,6 +22,8 @@ mod tag {
     /// A leaf group of `k` entries: `2 | (k − 1) << 2 | hits << 4`, bit `j` of `hits` set when
     /// entry `j` answers the query.
     pub const GROUP: u8 = 2;
+    /// A subtree taken whole (a count proof's), coded as a pruned one.
+    pub const WHOLE: u8 = 3;
 }
 
 /// A range query's answer and its proof, as the index gave them.
@@ -51,6 +54,8 @@ pub enum Reached {
     Expanded,
     /// A subtree the walk passed over whole: its box does not meet the query.
     Pruned,
+    /// A subtree a count took whole by its tally: it lies inside the question.
+    Whole,
     /// A leaf entry that answers the query: the atom at this position is in the answer.
     Answer(u64),
     /// A leaf entry in an opened group that does not answer the query.
@@ -75,19 +80,28 @@ pub struct Walked {
 /// misses its query; for a latest or nearest proof, also what ranks below its answer
 /// (docs/PROOFS.md, kinds 7 and 8). `Err` says why not, as the refusal puts it.
 pub(crate) trait Rule: Sync {
-    /// Whether a subtree with this box may be passed over.
-    fn pass(&self, bbox: &SpaceTime) -> Result<(), String>;
+    /// Whether a subtree with this box and tally may be passed over (a version 2 walk's tally
+    /// names every kind: it has none).
+    fn pass(&self, s: &Summary) -> Result<(), String>;
     /// Whether this leaf entry, not in the answer, may be left out.
     fn leave(&self, entry: &Entry) -> Result<(), String>;
+    /// Whether a subtree may be taken whole by its tally (only a count proof's may).
+    fn whole(&self, _: &Summary) -> Result<(), String> {
+        Err("a subtree taken whole: only a count proof takes one".into())
+    }
 }
 
 /// A range proof's rule: what misses the query.
 impl Rule for Query {
-    fn pass(&self, bbox: &SpaceTime) -> Result<(), String> {
-        if bbox.meets(self) { Err("a subtree passed over meets the query".into()) } else { Ok(()) }
+    fn pass(&self, s: &Summary) -> Result<(), String> {
+        if s.bbox.meets(self) && s.tally.kinds & self.kinds != 0 {
+            Err("a subtree passed over meets the query".into())
+        } else {
+            Ok(())
+        }
     }
     fn leave(&self, e: &Entry) -> Result<(), String> {
-        if e.bbox.meets(self) {
+        if e.bbox.meets(self) && self.asks_kind(e.kind) {
             Err(format!("position {} answers the query but is left out", e.position))
         } else {
             Ok(())
@@ -159,8 +173,9 @@ fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
 }
 
 /// The query: its frame, then the zigzag of each minimum (x, y, z), of each extent
-/// (max − min), of `from` and of `to − from` (wrapping i64 arithmetic).
-pub(crate) fn put_query(out: &mut Vec<u8>, q: &Query) {
+/// (max − min), of `from` and of `to − from` (wrapping i64 arithmetic); under index version 3
+/// then the varint of the kinds asked about.
+pub(crate) fn put_query(out: &mut Vec<u8>, q: &Query, version: Version) {
     out.put_str8(&q.frame);
     let b = &q.bounds;
     for a in 0..3 {
@@ -171,9 +186,12 @@ pub(crate) fn put_query(out: &mut Vec<u8>, q: &Query) {
     }
     out.put_zigzag(q.from_ns);
     out.put_zigzag(q.to_ns.wrapping_sub(q.from_ns));
+    if version == Version::V3 {
+        out.put_varint(u64::from(q.kinds));
+    }
 }
 
-pub(crate) fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
+pub(crate) fn read_query(r: &mut Reader<'_>, version: Version) -> Result<Query, WireError> {
     let frame = r.str8("frame")?;
     let mut bounds = BoxMm { min_mm: [0; 3], max_mm: [0; 3] };
     for a in 0..3 {
@@ -190,14 +208,22 @@ pub(crate) fn read_query(r: &mut Reader<'_>) -> Result<Query, WireError> {
             problem: "a stored query interval is never empty".into(),
         });
     }
-    Query::new(&frame, bounds, from, to)
-        .map_err(|e| WireError::Invalid { field: "query", problem: e.to_string() })
+    let kinds = match version {
+        Version::V2 => ALL_KINDS,
+        Version::V3 => {
+            let v = r.varint("kinds")?;
+            u32::try_from(v).unwrap_or(u32::MAX)
+        }
+    };
+    let invalid =
+        |e: crate::index::geom::QueryError| WireError::Invalid { field: "query", problem: e.to_string() };
+    Query::new(&frame, bounds, from, to).and_then(|q| q.with_kinds(kinds)).map_err(invalid)
 }
 
 impl RangeProof {
     /// Append the proof's body (docs/PROOFS.md, kind 3).
     pub fn put(&self, out: &mut Vec<u8>) {
-        put_query(out, &self.query);
+        put_query(out, &self.query, self.answer.version);
         out.put_varint(self.atoms.len() as u64);
         for (position, bytes) in &self.atoms {
             out.put_varint(*position);
@@ -208,8 +234,8 @@ impl RangeProof {
 
     /// Read a body as [`RangeProof::put`] writes it; refuses an ill-formed query, a walk node
     /// deeper than 256 and a frames tree path of more than 64 nodes.
-    pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
-        let query = read_query(r)?;
+    pub fn read(r: &mut Reader<'_>, version: Version) -> Result<Self, WireError> {
+        let query = read_query(r, version)?;
         let n = r.varint("atoms")?;
         if n > r.remaining() as u64 {
             return Err(WireError::Truncated("atoms"));
@@ -221,7 +247,7 @@ impl RangeProof {
                 r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
             ));
         }
-        let answer = read_index_part(r, atoms.iter().map(|(p, _)| *p).collect())?;
+        let answer = read_index_part(r, atoms.iter().map(|(p, _)| *p).collect(), version)?;
         Ok(Self { query, atoms, answer })
     }
 
@@ -308,7 +334,7 @@ pub(crate) fn check_walks(
     let walks = [(Tree::ShortLived, &a.short), (Tree::LongLived, &a.long)];
     for ((tree, walk), summary) in walks.into_iter().zip(summaries.iter_mut()) {
         if let Some(steps) = walk {
-            let walker = Walker { steps, rule, log_size, tree, answer: &answer };
+            let walker = Walker { steps, version: a.version, rule, log_size, tree, answer: &answer };
             let (s, end) = walker.replay(0, 0, &mut seen)?;
             if end != steps.len() {
                 return Err(VerifyError::Range("the tree walk has steps left over".into()));
@@ -322,7 +348,7 @@ pub(crate) fn check_walks(
     }
     let frames_root = match &a.frame {
         FrameWitness::Present { index, path } => {
-            let entry = encode_frame(frame, summaries[0], summaries[1]);
+            let entry = encode_frame(a.version, frame, summaries[0], summaries[1]);
             frames_root_from(*index, a.frames, &entry, path)?
         }
         FrameWitness::Absent { left, right } => {
@@ -373,7 +399,7 @@ pub(crate) fn put_index_part(out: &mut Vec<u8>, a: &RangeAnswer) {
                 out.put_u8(1);
                 let mut at = 0;
                 while at < steps.len() {
-                    put_walk(out, steps, &mut at, &SpaceTime::ZERO);
+                    put_walk(out, steps, &mut at, &SpaceTime::ZERO, a.version);
                 }
             }
         }
@@ -381,7 +407,11 @@ pub(crate) fn put_index_part(out: &mut Vec<u8>, a: &RangeAnswer) {
 }
 
 /// Read what [`put_index_part`] writes; `positions` are the answer's, ascending.
-pub(crate) fn read_index_part(r: &mut Reader<'_>, positions: Vec<u64>) -> Result<RangeAnswer, WireError> {
+pub(crate) fn read_index_part(
+    r: &mut Reader<'_>,
+    positions: Vec<u64>,
+    version: Version,
+) -> Result<RangeAnswer, WireError> {
     let frames = r.varint("frames")?;
     let frame = match r.u8("frame witness")? {
         0 => FrameWitness::Present { index: r.varint("frame index")?, path: read_path(r)? },
@@ -410,12 +440,12 @@ pub(crate) fn read_index_part(r: &mut Reader<'_>, positions: Vec<u64>) -> Result
     for walk in walks.iter_mut() {
         if r.flag("tree")? {
             let mut steps = Vec::new();
-            read_steps(r, &mut steps, &SpaceTime::ZERO, 0)?;
+            read_steps(r, &mut steps, &SpaceTime::ZERO, 0, version)?;
             *walk = Some(steps);
         }
     }
     let [short, long] = walks;
-    let answer = RangeAnswer { positions, frames, frame, short, long, subjects_root, links_root };
+    let answer = RangeAnswer { positions, frames, frame, short, long, subjects_root, links_root, version };
     Ok(answer)
 }
 
@@ -441,20 +471,23 @@ impl Answer {
 const PARALLEL: usize = 256;
 
 /// The walk whose first step is `steps[*at]`, its boxes coded against `reference`.
-fn put_walk(out: &mut Vec<u8>, steps: &[Step], at: &mut usize, reference: &SpaceTime) {
+fn put_walk(out: &mut Vec<u8>, steps: &[Step], at: &mut usize, reference: &SpaceTime, version: Version) {
     let Some(step) = steps.get(*at) else { return };
     *at += 1;
     match step {
-        Step::Pruned(s) => {
-            out.put_u8(tag::PRUNED);
+        Step::Pruned(s) | Step::Whole(s) => {
+            out.put_u8(if matches!(step, Step::Whole(_)) { tag::WHOLE } else { tag::PRUNED });
             put_box(out, &s.bbox, reference);
+            if version == Version::V3 {
+                put_tally(out, &s.tally);
+            }
             out.put_bytes(&s.digest);
         }
         Step::Interior(bbox) => {
             out.put_u8(tag::INTERIOR);
             put_box(out, bbox, reference);
-            put_walk(out, steps, at, bbox);
-            put_walk(out, steps, at, bbox);
+            put_walk(out, steps, at, bbox, version);
+            put_walk(out, steps, at, bbox, version);
         }
         Step::Group(entries) => {
             // (A group holds 1 to 4 entries; `put` writes what it is given without panicking.)
@@ -469,11 +502,36 @@ fn put_walk(out: &mut Vec<u8>, steps: &[Step], at: &mut usize, reference: &Space
                         out.put_varint(e.position);
                         out.put_bytes(&e.id.0);
                         put_box(out, &e.bbox, reference);
+                        if version == Version::V3 {
+                            out.put_u8(e.kind);
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// A pruned node's tally: varint kinds, varint count, varint duration (up to 128 bits).
+fn put_tally(out: &mut Vec<u8>, t: &Tally) {
+    out.put_varint(u64::from(t.kinds));
+    out.put_varint(t.count);
+    out.put_varint128(t.duration_ns);
+}
+
+fn read_tally(r: &mut Reader<'_>) -> Result<Tally, WireError> {
+    let kinds = u32::try_from(r.varint("tally")?)
+        .map_err(|_| WireError::Invalid { field: "tally", problem: "kinds past 32 bits".into() })?;
+    Ok(Tally { kinds, count: r.varint("tally")?, duration_ns: r.varint128("tally")? })
+}
+
+/// An entry's kind: a kind code of docs/ATOM.md.
+fn read_kind(r: &mut Reader<'_>) -> Result<u8, WireError> {
+    let kind = r.u8("kind")?;
+    if crate::atom::Kind::from_code(kind).is_none() {
+        return Err(WireError::Invalid { field: "kind", problem: format!("{kind} is no kind of atom") });
+    }
+    Ok(kind)
 }
 
 /// Read one tree's steps (pre-order, self-delimiting).
@@ -482,6 +540,7 @@ fn read_steps(
     out: &mut Vec<Step>,
     reference: &SpaceTime,
     depth: usize,
+    version: Version,
 ) -> Result<(), WireError> {
     if depth > MAX_DEPTH {
         return Err(WireError::Invalid { field: "tree", problem: "deeper than any index tree".into() });
@@ -490,13 +549,23 @@ fn read_steps(
     match step & 3 {
         tag::PRUNED if step == tag::PRUNED => {
             let bbox = read_box(r, reference)?;
-            out.push(Step::Pruned(Summary { bbox, digest: r.array("digest")? }));
+            // A version 2 walk has no tallies: its pruned nodes may hold any kind.
+            let tally = match version {
+                Version::V2 => Tally { kinds: u32::MAX, ..Tally::default() },
+                Version::V3 => read_tally(r)?,
+            };
+            out.push(Step::Pruned(Summary { bbox, tally, digest: r.array("digest")? }));
+        }
+        tag::WHOLE if step == tag::WHOLE && version == Version::V3 => {
+            let bbox = read_box(r, reference)?;
+            let tally = read_tally(r)?;
+            out.push(Step::Whole(Summary { bbox, tally, digest: r.array("digest")? }));
         }
         tag::INTERIOR if step == tag::INTERIOR => {
             let bbox = read_box(r, reference)?;
             out.push(Step::Interior(bbox));
-            read_steps(r, out, &bbox, depth + 1)?;
-            read_steps(r, out, &bbox, depth + 1)?;
+            read_steps(r, out, &bbox, depth + 1, version)?;
+            read_steps(r, out, &bbox, depth + 1, version)?;
         }
         // No hit flag beyond the group's entries: a group has one encoding.
         tag::GROUP if (step >> 4) >> (((step >> 2) & 3) + 1) == 0 => {
@@ -508,7 +577,12 @@ fn read_steps(
                     GroupEntry::Hit(position)
                 } else {
                     let id = crate::atom::AtomId(r.array("id")?);
-                    GroupEntry::Miss(Entry { position, id, bbox: read_box(r, reference)? })
+                    let bbox = read_box(r, reference)?;
+                    let kind = match version {
+                        Version::V2 => 0,
+                        Version::V3 => read_kind(r)?,
+                    };
+                    GroupEntry::Miss(Entry { position, id, bbox, kind })
                 });
             }
             out.push(Step::Group(entries));
@@ -522,6 +596,7 @@ fn read_steps(
 /// account for.
 struct Walker<'a> {
     steps: &'a [Step],
+    version: Version,
     rule: &'a dyn Rule,
     log_size: u64,
     tree: Tree,
@@ -562,8 +637,13 @@ impl Walker<'_> {
         let step = self.steps.get(at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
         match step {
             Step::Pruned(s) => {
-                self.rule.pass(&s.bbox).map_err(VerifyError::Range)?;
+                self.rule.pass(s).map_err(VerifyError::Range)?;
                 self.tell(seen, depth, s.bbox, Reached::Pruned);
+                Ok((*s, at + 1))
+            }
+            Step::Whole(s) => {
+                self.rule.whole(s).map_err(VerifyError::Range)?;
+                self.tell(seen, depth, s.bbox, Reached::Whole);
                 Ok((*s, at + 1))
             }
             Step::Interior(bbox) => {
@@ -581,7 +661,10 @@ impl Walker<'_> {
                         let right = self.replay(left.1, depth + 1, seen)?;
                         (left, right)
                     };
-                let s = Summary::join(&left, &right);
+                let s = match self.version {
+                    Version::V2 => Summary::join_v2(&left, &right),
+                    Version::V3 => Summary::join(&left, &right),
+                };
                 if s.bbox != *bbox {
                     return Err(VerifyError::Range(
                         "an interior node's box is not the union of its children's".into(),
@@ -595,7 +678,8 @@ impl Walker<'_> {
                     return Err(VerifyError::Range("a leaf group holds 1 to 4 entries".into()));
                 }
                 let mut entries =
-                    [Entry { position: 0, id: crate::atom::AtomId([0; 32]), bbox: SpaceTime::ZERO }; GROUP];
+                    [Entry { position: 0, id: crate::atom::AtomId([0; 32]), bbox: SpaceTime::ZERO, kind: 0 };
+                        GROUP];
                 for (g, slot) in group.iter().zip(entries.iter_mut()) {
                     let (entry, reached) = match g {
                         GroupEntry::Hit(p) => {
@@ -610,7 +694,8 @@ impl Walker<'_> {
                             }
                             let atom = &answer.atoms[i];
                             let bbox = SpaceTime::of_atom(atom.parts());
-                            (Entry { position: *p, id: atom.id(), bbox }, Reached::Answer(*p))
+                            let kind = atom.kind().code();
+                            (Entry { position: *p, id: atom.id(), bbox, kind }, Reached::Answer(*p))
                         }
                         GroupEntry::Miss(e) => {
                             self.rule.leave(e).map_err(VerifyError::Range)?;
@@ -626,7 +711,10 @@ impl Walker<'_> {
                     self.tell(seen, depth + 1, entry.bbox, reached);
                     *slot = entry;
                 }
-                let s = group_summary(&entries[..group.len()]);
+                let s = match self.version {
+                    Version::V2 => group_summary_v2(&entries[..group.len()]),
+                    Version::V3 => group_summary(&entries[..group.len()]),
+                };
                 self.tell(seen, depth, s.bbox, Reached::Expanded);
                 Ok((s, at + 1))
             }

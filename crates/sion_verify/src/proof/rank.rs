@@ -13,8 +13,9 @@ use super::range::{
 };
 use crate::atom::{Atom, BoxMm};
 use crate::index::RangeAnswer;
+use crate::index::Version;
 use crate::index::geom::{Query, SpaceTime};
-use crate::index::tree::Entry;
+use crate::index::tree::{Entry, Summary};
 use crate::merkle::Digest;
 use crate::wire::{Put as _, Reader, WireError};
 
@@ -107,15 +108,15 @@ struct LatestRule<'a> {
 }
 
 impl Rule for LatestRule<'_> {
-    fn pass(&self, b: &SpaceTime) -> Result<(), String> {
-        if b.meets(self.q) && b.to_ns >= self.best.0 {
+    fn pass(&self, s: &Summary) -> Result<(), String> {
+        if s.bbox.meets(self.q) && s.tally.kinds & self.q.kinds != 0 && s.bbox.to_ns >= self.best.0 {
             Err("a subtree passed over meets the query and may end as late as the answer".into())
         } else {
             Ok(())
         }
     }
     fn leave(&self, e: &Entry) -> Result<(), String> {
-        if e.bbox.meets(self.q) && latest_rank(&e.bbox, e.position) > self.best {
+        if e.bbox.meets(self.q) && self.q.asks_kind(e.kind) && latest_rank(&e.bbox, e.position) > self.best {
             Err(format!("position {} answers the query and was seen later than the answer", e.position))
         } else {
             Ok(())
@@ -132,7 +133,8 @@ struct NearestRule<'a> {
 }
 
 impl Rule for NearestRule<'_> {
-    fn pass(&self, b: &SpaceTime) -> Result<(), String> {
+    fn pass(&self, s: &Summary) -> Result<(), String> {
+        let b = &s.bbox;
         let could = self.q.during(b) && self.worst.is_none_or(|(d, _)| self.q.distance2(b) <= d);
         if could {
             Err("a subtree passed over is valid during the interval and no farther than the answer".into())
@@ -158,7 +160,7 @@ fn decode(bytes: &[u8]) -> Result<Atom, VerifyError> {
 impl LatestProof {
     /// Append the body (docs/PROOFS.md, kind 7).
     pub fn put(&self, out: &mut Vec<u8>) {
-        put_query(out, &self.query);
+        put_query(out, &self.query, self.answer.version);
         match &self.atom {
             None => out.put_u8(0),
             Some((position, bytes)) => {
@@ -171,14 +173,14 @@ impl LatestProof {
     }
 
     /// Read a body as [`LatestProof::put`] writes it.
-    pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
-        let query = read_query(r)?;
+    pub fn read(r: &mut Reader<'_>, version: Version) -> Result<Self, WireError> {
+        let query = read_query(r, version)?;
         let atom = if r.flag("answer")? {
             Some((r.varint("position")?, r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec()))
         } else {
             None
         };
-        let answer = read_index_part(r, atom.iter().map(|(p, _)| *p).collect())?;
+        let answer = read_index_part(r, atom.iter().map(|(p, _)| *p).collect(), version)?;
         Ok(Self { query, atom, answer })
     }
 
@@ -246,7 +248,7 @@ impl NearestProof {
 
     /// Read a body as [`NearestProof::put`] writes it; refuses an ill-formed question and an
     /// answer of more than `k` atoms.
-    pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
+    pub fn read(r: &mut Reader<'_>, version: Version) -> Result<Self, WireError> {
         let frame = r.str8("frame")?;
         let mut point = [0i64; 3];
         for v in point.iter_mut() {
@@ -277,7 +279,7 @@ impl NearestProof {
         }
         let mut positions: Vec<u64> = atoms.iter().map(|(p, _)| *p).collect();
         positions.sort_unstable();
-        let answer = read_index_part(r, positions)?;
+        let answer = read_index_part(r, positions, version)?;
         Ok(Self { query, atoms, answer })
     }
 

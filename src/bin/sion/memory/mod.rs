@@ -11,7 +11,7 @@ use self::audit::{RepairArgs, audit, repair};
 use self::commit::{CommitArgs, commit};
 use self::open::{OpenArgs, open};
 use self::recall::{
-    ListArgs, NearestArgs, ProveCommand, RecallArgs, last_seen, list, nearest, prove, recall,
+    ListArgs, NearestArgs, ProveCommand, RecallArgs, count, last_seen, list, nearest, prove, recall,
 };
 use self::remember::{RememberArgs, remember};
 use self::show::{DumpArgs, ShowArgs, dump, show};
@@ -76,12 +76,20 @@ pub(crate) enum MemoryCommand {
     /// boxes that only touch do meet) and its valid time [from, to) overlaps [FROM, TO)
     /// (intervals that only touch do not). FROM = TO asks about the instant FROM. The answer
     /// is as of a committed head (the latest unless --as-of), and the proof checks from that
-    /// head alone, an empty answer included.
+    /// head alone, an empty answer included. --kind asks about some kinds only (the proof
+    /// passes over the others whole).
     Recall(RecallArgs),
+    /// How many atoms in this box, during this interval (of --kind, if given), for how long in
+    /// all, the first and the last when: `recall`'s question answered with numbers and a proof
+    /// whose size does not grow with the count (subtrees wholly inside the question are taken by
+    /// the counts their nodes commit to; docs/PROOFS.md, kind 9). The time in all is each
+    /// atom's valid time cut to the interval, summed (two atoms valid at once count twice).
+    Count(RecallArgs),
     /// Which atom in this box, during this interval, was seen last: of the atoms `recall`
     /// would answer, the one whose valid time ends last (the later log position on a tie),
-    /// with the proof that nothing later answers (docs/PROOFS.md, kind 7). "Where was
-    /// pallet-17 last seen" asks a subject's atoms only: it comes with subject filters.
+    /// with the proof that nothing later answers (docs/PROOFS.md, kind 7). --kind asks about
+    /// some kinds only ("where was a person last seen"); a subject's atoms ("where was
+    /// pallet-17 last seen") come with subject filters.
     LastSeen(RecallArgs),
     /// The K atoms nearest to a point at an instant (or during an interval): of the frame's
     /// atoms valid then, those whose boxes are nearest to the point (distance in millimetres
@@ -161,6 +169,7 @@ pub(crate) fn run(cmd: MemoryCommand) -> Result<ExitCode> {
         MemoryCommand::Repair(a) => repair(&a.data, a.new_log),
         MemoryCommand::Recall(a) => recall(a),
         MemoryCommand::LastSeen(a) => last_seen(a),
+        MemoryCommand::Count(a) => count(a),
         MemoryCommand::Nearest(a) => nearest(a),
         MemoryCommand::Evidence(a) => evidence::evidence(a),
         MemoryCommand::Subject(a) => list(ListKey::Subject(a.key.clone()), a.answer),

@@ -139,6 +139,14 @@ pub(crate) fn last_seen(a: RecallArgs) -> Result<ExitCode> {
     answer(file, &a.answer, started, Some(&memory))
 }
 
+pub(crate) fn count(a: RecallArgs) -> Result<ExitCode> {
+    let query = a.question.query()?;
+    let memory = open_memory_read_only(&a.answer.data.data)?;
+    let started = Instant::now();
+    let file = memory.prove_count(&query, a.answer.as_of).context("answering")?;
+    answer(file, &a.answer, started, Some(&memory))
+}
+
 pub(crate) fn nearest(a: NearestArgs) -> Result<ExitCode> {
     let (from, to) = match (a.at, a.from, a.to) {
         (Some(t), _, _) => (t, t),
@@ -255,8 +263,18 @@ pub(crate) fn print_verified(v: &Verified, memory: Option<&Memory>) -> Result<()
     if let Claim::Range { query, .. } = &v.claim {
         outln!("  asked   {} (UTC)", sion_memory::units::show_query(query));
     }
-    if let Claim::Latest { query, .. } = &v.claim {
+    if let Claim::Latest { query, .. } | Claim::Count { query, .. } = &v.claim {
         outln!("  asked   {} (UTC)", sion_memory::units::show_query(query));
+    }
+    if let Claim::Count { counted, .. } = &v.claim {
+        outln!(
+            "  count   {} atoms, valid for {} s in all",
+            ui::count(counted.count),
+            sion_memory::units::show_seconds_u128(counted.duration_ns)
+        );
+        if let Some((first, last)) = counted.span {
+            outln!("  seen    from {} until {} (UTC)", rfc3339(first), rfc3339(last));
+        }
     }
     if let Claim::Range { atoms, .. } | Claim::List { atoms, .. } = &v.claim {
         print_atoms(atoms, memory)?;

@@ -75,10 +75,30 @@ pub(crate) struct VerifyArgs {
     /// ... to this time (exclusive; equal to --expect-from for an instant).
     #[arg(long, requires = "expect_frame", allow_hyphen_values = true, value_parser = time_to, help_heading = "The question asked")]
     pub(crate) expect_to: Option<i64>,
+    /// ... about atoms of these kinds only, as `recall --kind` takes them (repeat it or
+    /// separate with commas) [default: every kind].
+    #[arg(
+        long = "expect-kind",
+        value_name = "KIND",
+        value_delimiter = ',',
+        requires = "expect_box",
+        value_parser = crate::common::kind_value,
+        help_heading = "The question asked"
+    )]
+    pub(crate) expect_kinds: Vec<u32>,
     /// The question was which atom of --expect-frame, --expect-box and the interval was seen
     /// last (`sion memory last-seen`): a latest proof of exactly that.
     #[arg(long, requires = "expect_box", help_heading = "The question asked")]
     pub(crate) expect_latest: bool,
+    /// The question was how many atoms of --expect-frame, --expect-box and the interval (of
+    /// --expect-kind) there are (`sion memory count`): a count proof of exactly that.
+    #[arg(
+        long,
+        requires = "expect_box",
+        conflicts_with = "expect_latest",
+        help_heading = "The question asked"
+    )]
+    pub(crate) expect_count: bool,
     /// The question was which atoms of --expect-frame, valid during the interval, are nearest
     /// to this point X,Y,Z (each with its unit, or bare millimetres; `sion memory nearest`).
     #[arg(
@@ -146,8 +166,18 @@ impl VerifyArgs {
                 let Some(bounds) = self.expect_box else {
                     bail!("--expect-frame needs --expect-box (or --expect-point for a nearest question)");
                 };
-                let query = Query::new(frame, bounds, from, to).context("the expected question")?;
-                Some(if self.expect_latest { Question::Latest(query) } else { Question::Range(query) })
+                let mut query = Query::new(frame, bounds, from, to).context("the expected question")?;
+                if !self.expect_kinds.is_empty() {
+                    let kinds = self.expect_kinds.iter().fold(0, |m, k| m | k);
+                    query = query.with_kinds(kinds).context("the expected question")?;
+                }
+                Some(if self.expect_latest {
+                    Question::Latest(query)
+                } else if self.expect_count {
+                    Question::Count(query)
+                } else {
+                    Question::Range(query)
+                })
             }
         } else if let Some(subject) = &self.expect_subject {
             Some(Question::Subject(subject.clone()))
