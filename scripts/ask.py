@@ -27,7 +27,7 @@ import time
 import rclpy
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point
-from sion_memory_msgs.srv import Commit, QueryRange, QuerySubject, Recall, Verify
+from sion_memory_msgs.srv import Commit, Count, LastSeen, Nearest, QueryRange, QuerySubject, Recall, Verify
 
 try:
     import sion_verify
@@ -58,6 +58,11 @@ def call(node, kind, name, request):
 
 def stamp(ns):
     return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def ns(t):
+    """A builtin_interfaces/Time as nanoseconds."""
+    return t.sec * 1_000_000_000 + t.nanosec
 
 
 def query_range(node, frame, box, from_ns, to_ns, as_of=0, peer=NODE):

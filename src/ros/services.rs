@@ -80,6 +80,28 @@ fn answer_of(readers: &Readers, file: &ProofFile) -> Result<(msg::Head, Vec<msg:
     Ok((head_of(readers, head.size)?, atoms, file.encode()))
 }
 
+/// A question as ~/recall, ~/last_seen and ~/count take it: a box in metres, ROS Times, the
+/// frame as tf2 writes it, and kinds by name (none: every kind).
+fn box_question(
+    frame_id: &str,
+    (lo, hi): (&r2r::geometry_msgs::msg::Point, &r2r::geometry_msgs::msg::Point),
+    (from, to): (&r2r::builtin_interfaces::msg::Time, &r2r::builtin_interfaces::msg::Time),
+    kinds: &[String],
+) -> Result<Query, String> {
+    let bounds = crate::units::box_from_metres([lo.x, lo.y, lo.z, hi.x, hi.y, hi.z])
+        .map_err(|e| format!("min, max: {e}"))?;
+    let from = convert::time_ns(from).map_err(|e| format!("from_time: {e}"))?;
+    let to = convert::time_ns(to).map_err(|e| format!("to_time: {e}"))?;
+    let frame = crate::units::frame_name(frame_id);
+    let query = Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?;
+    if kinds.is_empty() {
+        return Ok(query);
+    }
+    let mask =
+        crate::units::parse_kinds(kinds.iter().map(String::as_str)).map_err(|e| format!("kinds: {e}"))?;
+    query.with_kinds(mask).map_err(|e| format!("kinds: {e}"))
+}
+
 impl Services {
     pub fn serve(&self, node: &mut r2r::Node) -> Result<()> {
         let qos = QosProfile::services_default;
@@ -124,13 +146,12 @@ impl Services {
             let (readers, markers) = (readers.clone(), markers.clone());
             async move {
                 let result = blocking(move || {
-                    let (lo, hi) = (&req.min, &req.max);
-                    let bounds = crate::units::box_from_metres([lo.x, lo.y, lo.z, hi.x, hi.y, hi.z])
-                        .map_err(|e| format!("min, max: {e}"))?;
-                    let from = convert::time_ns(&req.from_time).map_err(|e| format!("from_time: {e}"))?;
-                    let to = convert::time_ns(&req.to_time).map_err(|e| format!("to_time: {e}"))?;
-                    let frame = crate::units::frame_name(&req.frame_id);
-                    let query = Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?;
+                    let query = box_question(
+                        &req.frame_id,
+                        (&req.min, &req.max),
+                        (&req.from_time, &req.to_time),
+                        &req.kinds,
+                    )?;
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
                     let snapshot = readers.snapshot(as_of).map_err(|e| e.to_string())?;
                     let file = snapshot.range(&query).map_err(|e| e.to_string())?;
@@ -149,6 +170,140 @@ impl Services {
                         srv::Recall::Response { ok: true, error: String::new(), head, atoms, proof, warnings }
                     }
                     Err(error) => srv::Recall::Response { ok: false, error, ..Default::default() },
+                }
+            }
+        });
+
+        // The atom seen last in a box and interval (kind 7).
+        let readers = self.readers.clone();
+        let requests = node
+            .create_service::<srv::LastSeen::Service>("~/last_seen", qos())
+            .context("creating ~/last_seen")?;
+        serve(requests, move |req: srv::LastSeen::Request| {
+            let readers = readers.clone();
+            async move {
+                let result = blocking(move || {
+                    let query = box_question(
+                        &req.frame_id,
+                        (&req.min, &req.max),
+                        (&req.from_time, &req.to_time),
+                        &req.kinds,
+                    )?;
+                    let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
+                    let file =
+                        readers.snapshot(as_of).and_then(|s| s.latest(&query)).map_err(|e| e.to_string())?;
+                    let Proof::Latest { head, latest, .. } = &file.proof else {
+                        return Err("not a latest proof".into());
+                    };
+                    let atom = match &latest.atom {
+                        Some((p, bytes)) => {
+                            Some(convert::atom(*p, &Atom::decode(bytes).map_err(|e| e.to_string())?))
+                        }
+                        None => None,
+                    };
+                    Ok((head_of(&readers, head.size)?, atom, file.encode()))
+                })
+                .await;
+                match result {
+                    Ok((head, atom, proof)) => srv::LastSeen::Response {
+                        ok: true,
+                        error: String::new(),
+                        head,
+                        found: atom.is_some(),
+                        atom: atom.unwrap_or_default(),
+                        proof,
+                    },
+                    Err(error) => srv::LastSeen::Response { ok: false, error, ..Default::default() },
+                }
+            }
+        });
+
+        // How many, for how long, first and last (kind 9).
+        let readers = self.readers.clone();
+        let requests =
+            node.create_service::<srv::Count::Service>("~/count", qos()).context("creating ~/count")?;
+        serve(requests, move |req: srv::Count::Request| {
+            let readers = readers.clone();
+            async move {
+                let result = blocking(move || {
+                    let query = box_question(
+                        &req.frame_id,
+                        (&req.min, &req.max),
+                        (&req.from_time, &req.to_time),
+                        &req.kinds,
+                    )?;
+                    let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
+                    let file =
+                        readers.snapshot(as_of).and_then(|s| s.count(&query)).map_err(|e| e.to_string())?;
+                    let Proof::Count { head, count, .. } = &file.proof else {
+                        return Err("not a count proof".into());
+                    };
+                    Ok((head_of(&readers, head.size)?, count.counted, file.encode()))
+                })
+                .await;
+                match result {
+                    Ok((head, counted, proof)) => {
+                        let (first, last) = counted.span.unwrap_or((0, 0));
+                        srv::Count::Response {
+                            ok: true,
+                            error: String::new(),
+                            head,
+                            count: counted.count,
+                            seconds: counted.duration_ns as f64 / 1e9,
+                            first_time: convert::time(first),
+                            last_time: convert::time(last),
+                            proof,
+                        }
+                    }
+                    Err(error) => srv::Count::Response { ok: false, error, ..Default::default() },
+                }
+            }
+        });
+
+        // The k nearest to a point then (kind 8).
+        let readers = self.readers.clone();
+        let requests =
+            node.create_service::<srv::Nearest::Service>("~/nearest", qos()).context("creating ~/nearest")?;
+        serve(requests, move |req: srv::Nearest::Request| {
+            let readers = readers.clone();
+            async move {
+                let result = blocking(move || {
+                    let p = &req.point;
+                    let point = crate::units::box_from_metres([p.x, p.y, p.z, p.x, p.y, p.z])
+                        .map_err(|e| format!("point: {e}"))?
+                        .min_mm;
+                    let from = convert::time_ns(&req.from_time).map_err(|e| format!("from_time: {e}"))?;
+                    let to = convert::time_ns(&req.to_time).map_err(|e| format!("to_time: {e}"))?;
+                    let frame = crate::units::frame_name(&req.frame_id);
+                    let query = crate::proof::NearQuery::new(frame, point, from, to, req.k.max(1))
+                        .map_err(|e| format!("the question: {e}"))?;
+                    let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
+                    let file =
+                        readers.snapshot(as_of).and_then(|s| s.nearest(&query)).map_err(|e| e.to_string())?;
+                    let Proof::Nearest { head, nearest, .. } = &file.proof else {
+                        return Err("not a nearest proof".into());
+                    };
+                    let mut atoms = Vec::with_capacity(nearest.atoms.len());
+                    let mut distances = Vec::with_capacity(nearest.atoms.len());
+                    for (position, bytes) in &nearest.atoms {
+                        let atom = Atom::decode(bytes).map_err(|e| e.to_string())?;
+                        let d2 = query.distance2(&crate::index::geom::SpaceTime::of_atom(atom.parts()));
+                        distances.push((d2 as f64).sqrt() / 1e3);
+                        atoms.push(convert::atom(*position, &atom));
+                    }
+                    Ok((head_of(&readers, head.size)?, atoms, distances, file.encode()))
+                })
+                .await;
+                match result {
+                    Ok((head, atoms, distances_m, proof)) => srv::Nearest::Response {
+                        ok: true,
+                        error: String::new(),
+                        head,
+                        atoms,
+                        distances_m,
+                        proof,
+                    },
+                    Err(error) => srv::Nearest::Response { ok: false, error, ..Default::default() },
                 }
             }
         });

@@ -208,6 +208,59 @@ class Graph(unittest.TestCase):
         self.assertFalse(bad.ok)
         self.assertIn('min, max', bad.error)
 
+    def test_kinds_counts_last_seen_and_nearest_are_ros_services(self):
+        """~/recall with kinds, ~/count, ~/last_seen and ~/nearest, asked in metres and ROS Time:
+        each answer equals what a range answer shows, and its proof checks here against the
+        question asked."""
+        from_time, to_time = ask.stamp(self.first), ask.stamp(self.last + 1)
+        box_m = (0, 0, -1, 5, 5, 3)
+
+        def box_question(request, kinds=()):
+            request.frame_id = 'map'
+            request.min = ask.Point(x=0.0, y=0.0, z=-1.0)
+            request.max = ask.Point(x=5.0, y=5.0, z=3.0)
+            request.from_time, request.to_time = from_time, to_time
+            request.kinds = list(kinds)
+            return request
+
+        everything = ask.call(self.client, ask.Recall, '/sion_memory/recall', box_question(ask.Recall.Request()))
+        self.assertTrue(everything.ok, everything.error)
+        poses = ask.call(self.client, ask.Recall, '/sion_memory/recall', box_question(ask.Recall.Request(), ['pose']))
+        self.assertTrue(poses.ok, poses.error)
+        self.assertEqual([a.position for a in poses.atoms], [a.position for a in everything.atoms if a.kind == 'pose'])
+        self.assertLess(len(poses.atoms), len(everything.atoms))
+        checked = self.verify(poses, frame='map', box_m=box_m, from_time=from_time, to_time=to_time, kinds=['pose'])
+        self.assertIn('of kind pose', checked['statement'])
+
+        count = ask.call(self.client, ask.Count, '/sion_memory/count', box_question(ask.Count.Request(), ['pose']))
+        self.assertTrue(count.ok, count.error)
+        self.assertEqual(count.count, len(poses.atoms))
+        self.assertGreater(count.seconds, 0)
+        self.assertEqual(ask.ns(count.first_time), min(max(a.from_ns, self.first) for a in poses.atoms))
+        box = [0, 0, -1000, 5000, 5000, 3000]
+        self.verify(count, count={'frame': 'map', 'box': box, 'from_ns': self.first, 'to_ns': self.last + 1,
+                                  'kinds': ['pose']})
+
+        last = ask.call(self.client, ask.LastSeen, '/sion_memory/last_seen', box_question(ask.LastSeen.Request(), ['pose']))
+        self.assertTrue(last.ok and last.found, last.error)
+        latest = max(poses.atoms, key=lambda a: (a.to_ns, a.position))
+        self.assertEqual(last.atom.position, latest.position)
+        self.verify(last, latest={'frame': 'map', 'box': box, 'from_ns': self.first, 'to_ns': self.last + 1,
+                                  'kinds': ['pose']})
+
+        near = ask.Nearest.Request()
+        near.frame_id, near.point, near.k = '/map', ask.Point(x=5.0, y=0.0, z=0.0), 3
+        near.from_time, near.to_time = from_time, to_time
+        nearest = ask.call(self.client, ask.Nearest, '/sion_memory/nearest', near)
+        self.assertTrue(nearest.ok, nearest.error)
+        self.assertEqual(len(nearest.atoms), 3)
+        self.assertEqual(list(nearest.distances_m), sorted(nearest.distances_m))
+        self.verify(nearest, nearest={'frame': 'map', 'point': [5000, 0, 0], 'from_ns': self.first,
+                                      'to_ns': self.last + 1, 'k': 3})
+        bad = ask.call(self.client, ask.Count, '/sion_memory/count', box_question(ask.Count.Request(), ['person']))
+        self.assertFalse(bad.ok)
+        self.assertIn('not a kind of atom', bad.error)
+
     def test_a_box_on_the_path_gets_its_poses_with_a_proof(self):
         # The first quarter circle: x in [0, 5] m, y in [0, 5] m.
         box = [0, 0, -1000, 5000, 5000, 3000]
