@@ -365,13 +365,24 @@ fn a_memory_of_an_earlier_index_version_moves_to_this_one_at_its_next_commit() {
         .expect("query");
     let old = memory.prove_range(&q, None).expect_err("the old head's index is of an earlier version");
     assert!(old.to_string().contains("earlier version"), "{old}");
+    // A commit with no new atoms: the same size, this version's root, and answers as of it.
+    let same = memory.commit(false).expect("commit at the same size").head;
+    assert_eq!((same.size, same.index), (1000, scratch_root(&atoms[..1000])));
+    let key = memory.ledger().public_key();
+    memory.prove_range(&q, None).expect("prove at the same size").verify(Some(&key)).expect("verifies");
     memory.remember(atoms[1000..].to_vec()).expect("remember");
     let head = memory.commit(false).expect("commit").head;
     assert_eq!(head.index, scratch_root(&atoms), "the new head commits a version 3 root");
-    let key = memory.ledger().public_key();
     memory.prove_range(&q, None).expect("prove").verify(Some(&key)).expect("verifies");
     drop(memory);
     let memory = Memory::options(&dir).open().expect("reopen");
     memory.prove_range(&q, None).expect("prove").verify(Some(&key)).expect("verifies after reopening");
-    assert!(memory.prove_range(&q, Some(1000)).is_err(), "still refused as of the old head");
+    drop(memory);
+    // A memory of a version this one does not know is not opened (nor rewritten).
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config_path).expect("read")).expect("json");
+    config["index"] = serde_json::json!(4);
+    std::fs::write(&config_path, serde_json::to_vec_pretty(&config).expect("json")).expect("write");
+    let refused = Memory::options(&dir).open().err().expect("a newer index version is not opened");
+    assert!(refused.to_string().contains("newer than this sion_memory knows"), "{refused}");
 }

@@ -52,6 +52,12 @@ pub enum OpenError {
     Space(#[from] SpaceError),
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// memory.json says its index follows a newer version of docs/INDEX.md than this one knows.
+    #[error(
+        "this memory's index is of version {found} (docs/INDEX.md), newer than this sion_memory knows ({known}): \
+         open it with the sion_memory that made it, or a newer one"
+    )]
+    NewerIndex { found: u32, known: u32 },
     /// No memory.json in the directory.
     #[error("no memory at {0}")]
     Missing(PathBuf),
@@ -630,7 +636,7 @@ impl Memory {
         if !extends {
             return Err(OpenError::Diverged { committed: committed.size, root: hex::encode(committed.root) });
         }
-        let (index_from, moved) = index_from(&config, committed.size);
+        let (index_from, moved) = index_from(&config, committed.size)?;
         if let Some(config) = moved {
             write_config(disk, dir, &config)?;
         }
@@ -687,7 +693,7 @@ impl Memory {
             return Err(OpenError::Diverged { committed: committed.size, root: hex::encode(committed.root) });
         }
         // Read only: memory.json is left as it is; the next writer moves it.
-        let (index_from, _) = index_from(&config, committed.size);
+        let (index_from, _) = index_from(&config, committed.size)?;
         let mut scratch = None;
         let resumed = opened
             .map_err(OpenError::from)
@@ -1419,12 +1425,14 @@ fn list_too_large(e: IndexError) -> ProveError {
 /// for a memory made under an earlier one, the memory.json that says so: its heads so far
 /// carry earlier roots (answers as of them are refused, [`ProveError::OldIndex`]), and from
 /// its next commit on, this version's.
-fn index_from(config: &Config, committed: u64) -> (u64, Option<Config>) {
-    if config.index == Some(INDEX_VERSION) {
-        return (config.index_from.unwrap_or(0), None);
+fn index_from(config: &Config, committed: u64) -> Result<(u64, Option<Config>), OpenError> {
+    match config.index {
+        Some(v) if v == INDEX_VERSION => return Ok((config.index_from.unwrap_or(0), None)),
+        Some(v) if v > INDEX_VERSION => return Err(OpenError::NewerIndex { found: v, known: INDEX_VERSION }),
+        _ => {}
     }
     let from = if committed == 0 { 0 } else { committed + 1 };
-    (from, Some(Config { index: Some(INDEX_VERSION), index_from: Some(from), ..config.clone() }))
+    Ok((from, Some(Config { index: Some(INDEX_VERSION), index_from: Some(from), ..config.clone() })))
 }
 
 /// The index as of a committed version, checked against the root the head commits to.
@@ -1438,15 +1446,18 @@ pub fn snapshot_of(
     if size == 0 {
         return Err(ProveError::NothingCommitted);
     }
-    if size < index_from {
-        return Err(ProveError::OldIndex { size });
-    }
     let snapshot = match reader.at(size) {
         Ok(s) => s,
+        Err(IndexError::NoVersion(_)) if size < index_from => return Err(ProveError::OldIndex { size }),
         Err(IndexError::NoVersion(_)) => return Err(ProveError::IndexMismatch { size }),
         Err(e) => return Err(e.into()),
     };
     if snapshot.root() != version.head.index {
+        // A head from before the memory moved to this index version carries an older root;
+        // one committed since at the same size (a commit with no new atoms) carries this one's.
+        if size < index_from {
+            return Err(ProveError::OldIndex { size });
+        }
         return Err(ProveError::IndexMismatch { size });
     }
     Ok(snapshot)

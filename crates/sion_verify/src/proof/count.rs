@@ -57,7 +57,7 @@ pub fn count_of(q: &Query, walks: &[&[Step]]) -> Counted {
                         && answers(q, e)
                     {
                         let (from, to) = (e.bbox.from_ns.max(q.from_ns), e.bbox.to_ns.min(q.to_ns));
-                        c.add(1, (i128::from(to) - i128::from(from)) as u128, from, to);
+                        c.add(1, (i128::from(to) - i128::from(from)).max(0) as u128, from, to);
                     }
                 }
             }

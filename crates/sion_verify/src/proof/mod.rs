@@ -621,6 +621,9 @@ fn range_of(v: &serde_json::Value, name: &str) -> Result<Query, String> {
 /// null, every kind.
 fn with_kinds_of(v: &serde_json::Value, prefix: &str, query: Query) -> Result<Query, String> {
     let Some(kinds) = v.get("kinds").filter(|k| !k.is_null()) else { return Ok(query) };
+    if kinds.as_array().is_some_and(Vec::is_empty) {
+        return Ok(query);
+    }
     let names: Vec<&str> = kinds
         .as_array()
         .ok_or(format!("{prefix}kinds: an array of kind names (\"observation\", \"pose\", …)"))?
