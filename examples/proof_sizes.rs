@@ -361,6 +361,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             count_verify += t.elapsed();
             count_bytes += cbytes.len();
             counted_atoms += counted.count;
+            if std::env::var_os("SION_BREAKDOWN").is_some() {
+                use sion_memory::index::tree::Step;
+                let (mut whole, mut whole_atoms, mut groups, mut shown) = (0, 0, 0, 0);
+                for step in [&count.answer.short, &count.answer.long].into_iter().flatten().flatten() {
+                    match step {
+                        Step::Whole(s) => (whole, whole_atoms) = (whole + 1, whole_atoms + s.tally.count),
+                        Step::Group(g) => (groups, shown) = (groups + 1, shown + g.len()),
+                        _ => {}
+                    }
+                }
+                eprintln!(
+                    "count {}x{}: {} atoms, {} bytes: {whole} subtrees whole ({whole_atoms} atoms), {groups} groups ({shown} entries shown)",
+                    row.size_m[0],
+                    row.hours,
+                    counted.count,
+                    cbytes.len()
+                );
+            }
 
             // Last seen in the same box and interval: the latest proof, beside the range answer
             // with its atoms (what finding it without kind 7 takes).
