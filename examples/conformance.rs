@@ -532,6 +532,28 @@ fn main() -> Result<()> {
     if !stretched {
         bail!("the count took no subtree whole; the suite wants one");
     }
+    // A count proof in a file of the older magic: version 2 has no kind 9.
+    let mut bytes = count.encode();
+    bytes[..8].copy_from_slice(b"SIONPRF2");
+    suite.case(
+        "count-in-a-version-2-file",
+        &bytes,
+        count_expect.clone(),
+        Err(("format", "a count proof (kind 9) in a SIONPRF2 file: index version 2 has none")),
+    )?;
+    // A range proof that takes a subtree whole, as a count proof would: refused.
+    let mut m = of_kind.clone();
+    let passed = range_of(&mut m).answer.short.iter_mut().flatten().find(|s| matches!(s, Step::Pruned(_)));
+    let Some(step) = passed else { bail!("the range proof passed over nothing; the suite wants a subtree") };
+    if let Step::Pruned(s) = step {
+        *step = Step::Whole(*s);
+    }
+    suite.case(
+        "range-with-a-subtree-taken-whole",
+        &m.encode(),
+        range_expect(&kind_q),
+        Err(("range", "a range proof takes no subtree whole (tag 3 is a count proof's)")),
+    )?;
     suite.case(
         "count-whole-reaching-outside",
         &m.encode(),
