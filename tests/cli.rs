@@ -810,15 +810,57 @@ fn recall_of_a_kind_is_proved_for_that_kind_alone() {
         "--expect-to",
         "2026-01-01T00:01:00Z",
     ];
-    let verify = |extra: &[&str]| {
+    let verify_count = |extra: &[&str], file: &str| {
         let mut args = vec!["memory", "verify", "--data", d];
         args.extend_from_slice(&expect);
         args.extend_from_slice(extra);
-        args.push(p);
+        args.push(file);
         sion(&args, None)
     };
+    let verify = |extra: &[&str]| verify_count(extra, p);
     let o = verify(&["--expect-kind", "observation"]);
     assert!(o.status.success() && text(&o).contains("kind observation"), "{}", text(&o));
     let o = verify(&[]);
     assert!(!o.status.success() && text(&o).contains("answers another question"), "{}", text(&o));
+
+    // How many observations, for how long: three, a second each, from 00:00:00 to 00:00:09.
+    let count = tmp.path().join("count.sionproof");
+    let c = count.to_str().expect("utf8");
+    let mut args = vec!["memory", "count", "--data", d, "--json", "--kind", "observation", "--out", c];
+    args.extend_from_slice(&question);
+    let o = sion(&args, None);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let counted = &v["claim"]["count"];
+    assert_eq!(
+        (counted["count"].as_u64(), counted["duration_ns"].as_u64()),
+        (Some(3), Some(3_000_000_000)),
+        "{v}"
+    );
+    assert_eq!(counted["first"].as_i64(), Some(1_767_225_600_000_000_000), "{v}");
+    assert_eq!(counted["last"].as_i64(), Some(1_767_225_609_000_000_000), "{v}");
+    let o = verify_count(&["--expect-count", "--expect-kind", "observation"], c);
+    assert!(o.status.success() && text(&o).contains("holds 3 atoms"), "{}", text(&o));
+    // Asked about a year the memory does not hold: answered (zero), proved, and warned about.
+    let o = sion(
+        &[
+            "memory",
+            "count",
+            "--data",
+            d,
+            "--json",
+            "--frame",
+            "map",
+            "--box",
+            "0m,0m,0m,10m,10m,1m",
+            "--from",
+            "2020-01-01T00:00:00Z",
+            "--to",
+            "2020-01-02T00:00:00Z",
+        ],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["claim"]["count"]["count"], 0, "{v}");
+    assert!(v["warnings"].as_array().is_some_and(|w| !w.is_empty()), "{v}");
 }

@@ -126,8 +126,21 @@ pub(crate) fn prove_range_warned(
     query: &Query,
     as_of: Option<u64>,
 ) -> Result<(sion_memory::proof::ProofFile, Vec<String>)> {
+    prove_warned(memory, query, as_of, |s, q| s.range(q))
+}
+
+/// [`prove_range_warned`] for any question about a box and interval (range, last seen, count).
+pub(crate) fn prove_warned(
+    memory: &Memory,
+    query: &Query,
+    as_of: Option<u64>,
+    prove: impl FnOnce(
+        &sion_memory::memory::Snapshot,
+        &Query,
+    ) -> Result<sion_memory::proof::ProofFile, sion_memory::memory::ProveError>,
+) -> Result<(sion_memory::proof::ProofFile, Vec<String>)> {
     let snapshot = memory.snapshot(as_of).context("answering the query")?;
-    let file = snapshot.range(query).context("answering the query")?;
+    let file = prove(&snapshot, query).context("answering the query")?;
     let warnings: Vec<String> =
         snapshot.mismatches(query).unwrap_or_default().iter().map(ToString::to_string).collect();
     for w in &warnings {

@@ -11,7 +11,7 @@ use sion_memory::memory::Memory;
 use sion_memory::proof::{Claim, ListKey, NearQuery, ProofFile, Verified};
 use sion_memory::time::rfc3339;
 
-use crate::common::{DataArg, QuestionArgs, open_memory_read_only, prove_range_warned};
+use crate::common::{DataArg, QuestionArgs, open_memory_read_only, prove_range_warned, prove_warned};
 use crate::ui;
 
 #[derive(Args)]
@@ -135,16 +135,16 @@ pub(crate) fn last_seen(a: RecallArgs) -> Result<ExitCode> {
     let query = a.question.query()?;
     let memory = open_memory_read_only(&a.answer.data.data)?;
     let started = Instant::now();
-    let file = memory.prove_latest(&query, a.answer.as_of).context("answering")?;
-    answer(file, &a.answer, started, Some(&memory))
+    let (file, warnings) = prove_warned(&memory, &query, a.answer.as_of, |s, q| s.latest(q))?;
+    answer_warned(file, &a.answer, started, Some(&memory), &warnings)
 }
 
 pub(crate) fn count(a: RecallArgs) -> Result<ExitCode> {
     let query = a.question.query()?;
     let memory = open_memory_read_only(&a.answer.data.data)?;
     let started = Instant::now();
-    let file = memory.prove_count(&query, a.answer.as_of).context("answering")?;
-    answer(file, &a.answer, started, Some(&memory))
+    let (file, warnings) = prove_warned(&memory, &query, a.answer.as_of, |s, q| s.count(q))?;
+    answer_warned(file, &a.answer, started, Some(&memory), &warnings)
 }
 
 pub(crate) fn nearest(a: NearestArgs) -> Result<ExitCode> {
