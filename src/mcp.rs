@@ -267,6 +267,14 @@ pub struct LastSeenArgs {
     pub kinds: Option<Vec<String>>,
 }
 
+impl LastSeenArgs {
+    /// The question: box, interval and kinds.
+    fn query(&self) -> Result<sion_verify::index::geom::Query, ProtocolError> {
+        let query = crate::protocol::question(&self.frame, &self.min, &self.max, &self.from, &self.to)?;
+        crate::protocol::of_kinds(query, self.kinds.as_deref())
+    }
+}
+
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct NearestArgs {
     /// The frame the point is in (`map`).
@@ -432,12 +440,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<LastSeenArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.call(Work::Prove, move |r| {
-            let query = crate::protocol::question(&a.frame, &a.min, &a.max, &a.from, &a.to)?;
-            let query = crate::protocol::of_kinds(query, a.kinds.as_deref())?;
-            r.last_seen(&query, a.as_of)
-        })
-        .await
+        self.call(Work::Prove, move |r| r.last_seen(&a.query()?, a.as_of)).await
     }
 
     #[tool(
@@ -447,12 +450,7 @@ impl MemoryServer {
         &self,
         Parameters(a): Parameters<LastSeenArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.call(Work::Prove, move |r| {
-            let query = crate::protocol::question(&a.frame, &a.min, &a.max, &a.from, &a.to)?;
-            let query = crate::protocol::of_kinds(query, a.kinds.as_deref())?;
-            r.count(&query, a.as_of)
-        })
-        .await
+        self.call(Work::Prove, move |r| r.count(&a.query()?, a.as_of)).await
     }
 
     #[tool(

@@ -87,12 +87,8 @@ impl Put for Vec<u8> {
         self.put_u32(b.len() as u32);
         self.extend_from_slice(b);
     }
-    fn put_varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.push(v as u8);
+    fn put_varint(&mut self, v: u64) {
+        self.put_varint128(u128::from(v));
     }
     fn put_varint128(&mut self, mut v: u128) {
         while v >= 0x80 {
@@ -206,34 +202,24 @@ impl<'a> Reader<'a> {
     /// A LEB128 varint in its one shortest form (a trailing zero byte or more than ten bytes
     /// is refused, so every value has exactly one encoding).
     pub fn varint(&mut self, field: &'static str) -> Result<u64, WireError> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = self.u8(field)?;
-            let bits = u64::from(b & 0x7f);
-            if i == 9 && b > 1 {
-                return Err(WireError::Invalid { field, problem: "varint overflows 64 bits".into() });
-            }
-            v |= bits << (7 * i);
-            if b & 0x80 == 0 {
-                if b == 0 && i > 0 {
-                    return Err(WireError::Invalid {
-                        field,
-                        problem: "varint is not in its shortest form".into(),
-                    });
-                }
-                return Ok(v);
-            }
-        }
-        Err(WireError::Invalid { field, problem: "varint is longer than ten bytes".into() })
+        // At most 64 bits: the value fits.
+        Ok(self.leb128(field, 64)? as u64)
     }
 
     /// A LEB128 varint of up to 128 bits in its one shortest form (at most 19 bytes).
     pub fn varint128(&mut self, field: &'static str) -> Result<u128, WireError> {
+        self.leb128(field, 128)
+    }
+
+    /// A LEB128 varint of at most `bits` bits (64 or 128), in its one shortest form: its last
+    /// possible byte may hold only the bits left, and a trailing zero byte is refused.
+    fn leb128(&mut self, field: &'static str, bits: u32) -> Result<u128, WireError> {
+        let bytes = bits.div_ceil(7);
         let mut v = 0u128;
-        for i in 0..19 {
+        for i in 0..bytes {
             let b = self.u8(field)?;
-            if i == 18 && b > 3 {
-                return Err(WireError::Invalid { field, problem: "varint overflows 128 bits".into() });
+            if i + 1 == bytes && u32::from(b) >> (bits - 7 * i) != 0 {
+                return Err(WireError::Invalid { field, problem: format!("varint overflows {bits} bits") });
             }
             v |= u128::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {
@@ -246,7 +232,7 @@ impl<'a> Reader<'a> {
                 return Ok(v);
             }
         }
-        Err(WireError::Invalid { field, problem: "varint is longer than nineteen bytes".into() })
+        Err(WireError::Invalid { field, problem: format!("varint is longer than {bytes} bytes") })
     }
 
     /// A signed value as [`Put::put_zigzag`] writes it.

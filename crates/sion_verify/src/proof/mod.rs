@@ -835,17 +835,9 @@ impl Claim {
             Claim::Extends { old_size, old_root } => serde_json::json!({
                 "extends": { "size": old_size, "root": hex::encode(old_root) }
             }),
-            Claim::Range { query, atoms } => serde_json::json!({
-                "range": {
-                    "frame": query.frame,
-                    "min": query.bounds.min_mm,
-                    "max": query.bounds.max_mm,
-                    "from": query.from_ns,
-                    "to": query.to_ns,
-                    "kinds": kind_names(query),
-                    "atoms": list(atoms),
-                }
-            }),
+            Claim::Range { query, atoms } => {
+                serde_json::json!({ "range": asked(query, serde_json::json!({ "atoms": list(atoms) })) })
+            }
             Claim::List { key, atoms } => match key {
                 ListKey::Subject(s) => {
                     serde_json::json!({ "subject": { "subject": s, "atoms": list(atoms) } })
@@ -866,24 +858,12 @@ impl Claim {
                 }
             }),
             Claim::Latest { query, atom } => serde_json::json!({
-                "latest": {
-                    "frame": query.frame,
-                    "min": query.bounds.min_mm,
-                    "max": query.bounds.max_mm,
-                    "from": query.from_ns,
-                    "to": query.to_ns,
-                    "kinds": kind_names(query),
+                "latest": asked(query, serde_json::json!({
                     "atom": atom.as_ref().map(|(p, a)| a.to_json(Some(*p))),
-                }
+                }))
             }),
             Claim::Count { query, counted } => serde_json::json!({
-                "count": {
-                    "frame": query.frame,
-                    "min": query.bounds.min_mm,
-                    "max": query.bounds.max_mm,
-                    "from": query.from_ns,
-                    "to": query.to_ns,
-                    "kinds": kind_names(query),
+                "count": asked(query, serde_json::json!({
                     "count": counted.count,
                     // A u128 of ns: as a string when past what a JSON number holds exactly.
                     "duration_ns": u64::try_from(counted.duration_ns)
@@ -893,7 +873,7 @@ impl Claim {
                     "duration_s": counted.duration_ns as f64 / 1e9,
                     "first": counted.span.map(|(f, _)| f),
                     "last": counted.span.map(|(_, l)| l),
-                }
+                }))
             }),
             Claim::Nearest { query, atoms } => serde_json::json!({
                 "nearest": {
@@ -956,6 +936,19 @@ impl Claim {
             Claim::Count { .. } => "count",
         }
     }
+}
+
+/// A claim's question about a box (frame, min, max, from, to, kinds) with its answer's members.
+fn asked(query: &Query, mut answer: serde_json::Value) -> serde_json::Value {
+    if let Some(members) = answer.as_object_mut() {
+        members.insert("frame".into(), query.frame.clone().into());
+        members.insert("min".into(), serde_json::json!(query.bounds.min_mm));
+        members.insert("max".into(), serde_json::json!(query.bounds.max_mm));
+        members.insert("from".into(), query.from_ns.into());
+        members.insert("to".into(), query.to_ns.into());
+        members.insert("kinds".into(), kind_names(query));
+    }
+    answer
 }
 
 /// The kinds a query names, as names (null when it asks about every kind).

@@ -11,7 +11,7 @@ use sion_memory::memory::Memory;
 use sion_memory::proof::{Claim, ListKey, NearQuery, ProofFile, Verified};
 use sion_memory::time::rfc3339;
 
-use crate::common::{DataArg, QuestionArgs, open_memory_read_only, prove_range_warned, prove_warned};
+use crate::common::{DataArg, QuestionArgs, open_memory_read_only, prove_warned};
 use crate::ui;
 
 #[derive(Args)]
@@ -125,26 +125,30 @@ pub(crate) enum ProveCommand {
 
 pub(crate) fn recall(a: RecallArgs) -> Result<ExitCode> {
     let query = a.question.query()?;
-    let memory = open_memory_read_only(&a.answer.data.data)?;
-    let started = Instant::now();
-    let (file, warnings) = prove_range_warned(&memory, &query, a.answer.as_of)?;
-    answer_warned(file, &a.answer, started, Some(&memory), &warnings)
+    box_answer(&query, &a.answer, |s, q| s.range(q))
 }
 
 pub(crate) fn last_seen(a: RecallArgs) -> Result<ExitCode> {
-    let query = a.question.query()?;
-    let memory = open_memory_read_only(&a.answer.data.data)?;
-    let started = Instant::now();
-    let (file, warnings) = prove_warned(&memory, &query, a.answer.as_of, |s, q| s.latest(q))?;
-    answer_warned(file, &a.answer, started, Some(&memory), &warnings)
+    box_answer(&a.question.query()?, &a.answer, |s, q| s.latest(q))
 }
 
 pub(crate) fn count(a: RecallArgs) -> Result<ExitCode> {
-    let query = a.question.query()?;
-    let memory = open_memory_read_only(&a.answer.data.data)?;
+    box_answer(&a.question.query()?, &a.answer, |s, q| s.count(q))
+}
+
+/// Answer a question about a box and interval (range, last seen, count) with its warnings.
+fn box_answer(
+    query: &sion_memory::index::geom::Query,
+    a: &AnswerArgs,
+    prove: impl FnOnce(
+        &sion_memory::memory::Snapshot,
+        &sion_memory::index::geom::Query,
+    ) -> Result<ProofFile, sion_memory::memory::ProveError>,
+) -> Result<ExitCode> {
+    let memory = open_memory_read_only(&a.data.data)?;
     let started = Instant::now();
-    let (file, warnings) = prove_warned(&memory, &query, a.answer.as_of, |s, q| s.count(q))?;
-    answer_warned(file, &a.answer, started, Some(&memory), &warnings)
+    let (file, warnings) = prove_warned(&memory, query, a.as_of, prove)?;
+    answer_warned(file, a, started, Some(&memory), &warnings)
 }
 
 pub(crate) fn nearest(a: NearestArgs) -> Result<ExitCode> {
