@@ -99,6 +99,9 @@ fn range_expect(q: &Query) -> Value {
             Kind::ALL.iter().filter(|k| q.asks_kind(k.code())).map(|k| k.as_str()).collect();
         v["kinds"] = json!(names);
     }
+    if let Some(subject) = &q.subject {
+        v["subject"] = json!(subject);
+    }
     v
 }
 
@@ -259,6 +262,74 @@ fn main() -> Result<()> {
             "index_root",
             "the count in a passed-over subtree's tally changed: tallies are hashed, the index root differs",
         )),
+    )?;
+
+    // About one subject (index version 4): the walk is of the subject's own tree.
+    let subject = atoms[10].parts().subject.clone();
+    let about_q = Query::new(
+        &atoms[10].parts().frame,
+        BoxMm { min_mm: [-10_000_000, -10_000_000, -100_000], max_mm: [10_000_000, 10_000_000, 100_000] },
+        0,
+        i64::MAX,
+    )?
+    .with_subject(&subject)?;
+    let about = memory.prove_range(&about_q, None)?;
+    let about_n = match &about.proof {
+        Proof::Range { range, .. } => range.atoms.len(),
+        _ => 0,
+    };
+    if about_n < 2 {
+        bail!("{subject:?} has {about_n} atoms in its frame; the suite wants a few");
+    }
+    suite.case("range-about-a-subject", &about.encode(), range_expect(&about_q), Ok(()))?;
+    let mut every_subject = about_q.clone();
+    every_subject.subject = None;
+    suite.case(
+        "range-about-a-subject-asked-of-every-subject",
+        &about.encode(),
+        range_expect(&every_subject),
+        Err(("other_question", "a complete answer about one subject; the reader asked about every subject")),
+    )?;
+    let mut m = about.clone();
+    if let sion_verify::index::Places::Subject(place) = &mut range_of(&mut m).answer.places
+        && let Some(step) = place.path.first_mut()
+    {
+        step.sibling[0] ^= 1;
+    } else {
+        bail!("the places map has one subject; the suite wants a path");
+    }
+    suite.case(
+        "range-about-a-subject-place-path-flipped",
+        &m.encode(),
+        range_expect(&about_q),
+        Err(("index_root", "a sibling on the path to the subject's place flipped: the index root differs")),
+    )?;
+    let mut m = about.clone();
+    let other_subject = "nobody-at-all";
+    range_of(&mut m).query = about_q.clone().with_subject(other_subject)?;
+    range_of(&mut m).atoms.clear();
+    suite.case(
+        "range-about-a-subject-said-of-another",
+        &m.encode(),
+        json!({}),
+        Err(("range", "the subject's walk and place, said to be another subject's: its answer's atoms are gone, and the walk hits them")),
+    )?;
+    let nobody_q = about_q.clone().with_subject(other_subject)?;
+    let nobody = memory.prove_range(&nobody_q, None)?;
+    suite.case("range-about-an-absent-subject", &nobody.encode(), range_expect(&nobody_q), Ok(()))?;
+    let count_about = memory.prove_count(&about_q, None)?;
+    suite.case(
+        "count-about-a-subject",
+        &count_about.encode(),
+        json!({ "count": range_expect(&about_q) }),
+        Ok(()),
+    )?;
+    let latest_about = memory.prove_latest(&about_q, None)?;
+    suite.case(
+        "latest-about-a-subject",
+        &latest_about.encode(),
+        json!({ "latest": range_expect(&about_q) }),
+        Ok(()),
     )?;
 
     // Mutations of the valid range proof.
@@ -798,10 +869,12 @@ fn main() -> Result<()> {
     // Proofs made under index version 2, kept as they were made: old proofs go on checking.
     let v2: Value = serde_json::from_slice(&std::fs::read(out.join("v2/manifest.json"))?)?;
     suite.cases.extend(v2["cases"].as_array().cloned().unwrap_or_default());
+    let v3: Value = serde_json::from_slice(&std::fs::read(out.join("v3/manifest.json"))?)?;
+    suite.cases.extend(v3["cases"].as_array().cloned().unwrap_or_default());
 
     let manifest = json!({
         "suite": "sion_memory proof conformance",
-        "format": "SIONPRF3, and SIONPRF2 in v2/ (docs/PROOFS.md)",
+        "format": "SIONPRF4, and SIONPRF3 in v3/ and SIONPRF2 in v2/ (docs/PROOFS.md)",
         "about": "Each case: a proof file, the ledger key a reader trusts, what the reader asked (expect: docs/PROOFS.md, \"What the reader asked\"), and the verdict a verifier must reach: valid (with the answer's positions) or invalid (with the refusal's code, docs/PROOFS.md \"Refusals\", and why). our_message is what the Rust verifier says, for information only.",
         "ledger_key": ledger_key,
         "cases": suite.cases,

@@ -243,7 +243,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 0..3 {
                 let t = Instant::now();
                 let mut r = Reader::new(&bytes);
-                let decoded = RangeProof::read(&mut r, sion_verify::index::Version::V3)?;
+                let decoded = RangeProof::read(&mut r, sion_verify::index::Version::V4)?;
                 r.finish()?;
                 verified = decoded.verify(&root, n)?;
                 best = best.min(t.elapsed());
@@ -356,7 +356,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             count.put(&mut cbytes);
             let t = Instant::now();
             let mut r = Reader::new(&cbytes);
-            let back = CountProof::read(&mut r)?;
+            let back = CountProof::read(&mut r, sion_verify::index::Version::V4)?;
             assert_eq!(back.verify(&root, n)?.count, brute.len() as u64, "the count equals a scan's");
             count_verify += t.elapsed();
             count_bytes += cbytes.len();

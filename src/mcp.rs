@@ -211,6 +211,10 @@ pub struct RecallArgs {
     /// …); absent: every kind. The proof passes over the other kinds whole.
     #[serde(default)]
     pub kinds: Option<Vec<String>>,
+    /// Only atoms about this subject ("pallet-17", a track id); absent: every subject. The
+    /// proof walks the subject's own tree.
+    #[serde(default)]
+    pub subject: Option<String>,
 }
 
 fn lengths_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -265,13 +269,17 @@ pub struct LastSeenArgs {
     /// Only atoms of these kinds ("observation", "pose", …); absent: every kind.
     #[serde(default)]
     pub kinds: Option<Vec<String>>,
+    /// Only atoms about this subject ("pallet-17"); absent: every subject.
+    #[serde(default)]
+    pub subject: Option<String>,
 }
 
 impl LastSeenArgs {
-    /// The question: box, interval and kinds.
+    /// The question: box, interval, kinds and subject.
     fn query(&self) -> Result<sion_verify::index::geom::Query, ProtocolError> {
         let query = crate::protocol::question(&self.frame, &self.min, &self.max, &self.from, &self.to)?;
-        crate::protocol::of_kinds(query, self.kinds.as_deref())
+        let query = crate::protocol::of_kinds(query, self.kinds.as_deref())?;
+        crate::protocol::of_subject(query, self.subject.as_deref())
     }
 }
 
@@ -414,6 +422,7 @@ impl MemoryServer {
         self.call(Work::Prove, move |r| {
             let query = crate::protocol::question(&a.frame, &a.min, &a.max, &a.from, &a.to)?;
             let query = crate::protocol::of_kinds(query, a.kinds.as_deref())?;
+            let query = crate::protocol::of_subject(query, a.subject.as_deref())?;
             let limit = a.limit.map_or(crate::protocol::Page::DEFAULT, |l| l as usize);
             let (as_of, offset) = match &a.cursor {
                 None => (a.as_of, 0),
@@ -434,7 +443,7 @@ impl MemoryServer {
     }
 
     #[tool(
-        description = "Which atom in this box during this interval was seen last (its valid time ends last; the later one recorded on a tie), as of a committed head, or that none was: the atom, the statement, and the proof (base64, a few KiB) that nothing later answers — check it with sion_memory_verify (expect {\"latest\": {frame, box, from_ns, to_ns}}) against a ledger key you trust. Corners in metres (\"1.5m\") or whole millimetres; times as sion_memory_recall takes them."
+        description = "Which atom in this box during this interval (of these kinds, about this subject, if named) was seen last (its valid time ends last; the later one recorded on a tie), as of a committed head, or that none was: the atom, the statement, and the proof (base64, a few KiB) that nothing later answers — check it with sion_memory_verify (expect {\"latest\": {frame, box, from_ns, to_ns}}) against a ledger key you trust. Corners in metres (\"1.5m\") or whole millimetres; times as sion_memory_recall takes them."
     )]
     async fn sion_memory_last_seen(
         &self,
@@ -444,7 +453,7 @@ impl MemoryServer {
     }
 
     #[tool(
-        description = "How many atoms in this box during this interval (of these kinds, if named), for how many seconds in all (each atom's valid time cut to the interval, summed), the first and last instant, as of a committed head — with the proof (base64, its size does not grow with the count: subtrees inside the question are taken by the counts their nodes commit to). Check it with sion_memory_verify (expect {\"count\": {frame, box, from_ns, to_ns, kinds}}). Corners in metres (\"1.5m\") or whole millimetres; times as sion_memory_recall takes them."
+        description = "How many atoms in this box during this interval (of these kinds, about this subject, if named), for how many seconds in all (each atom's valid time cut to the interval, summed), the first and last instant, as of a committed head — with the proof (base64, its size does not grow with the count: subtrees inside the question are taken by the counts their nodes commit to). Check it with sion_memory_verify (expect {\"count\": {frame, box, from_ns, to_ns, kinds, subject}}). Corners in metres (\"1.5m\") or whole millimetres; times as sion_memory_recall takes them."
     )]
     async fn sion_memory_count(
         &self,
@@ -633,7 +642,7 @@ impl ServerHandler for MemoryServer {
         )
         .with_title("The proof of a recall's answer")
         .with_description(
-            "A proof file (docs/PROOFS.md), base64, that the atoms in frame, box (mm: x,y,z,x,y,z) and [from_ns, to_ns) as of the committed head as_of are all there are; sion_memory_recall gives each answer's URI",
+            "A proof file (docs/PROOFS.md), base64, that the atoms in frame, box (mm: x,y,z,x,y,z) and [from_ns, to_ns) as of the committed head as_of are all there are (with &kinds=MASK, bit k for kind code k, of those kinds only; with &subject=S, percent-encoded, about that subject only); sion_memory_recall gives each answer's URI",
         )
         .with_mime_type("application/vnd.sion.proof");
         Ok(ListResourceTemplatesResult::with_all_items(vec![template]))

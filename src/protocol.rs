@@ -48,10 +48,6 @@ fn input(field: &str, problem: impl std::fmt::Display) -> ProtocolError {
     ProtocolError::Input { field: field.to_owned(), problem: problem.to_string() }
 }
 
-/// A range question from JSON as callers write it (docs/UNITS.md): the frame as tf2 names it
-/// (`/map` is `map`); each corner's coordinates as numbers (millimetres) or strings with their
-/// unit (`"1.5m"`); times as integers (nanoseconds), strings (RFC 3339, `"1767225600.5s"`) or
-/// ROS Time objects (`{"sec": 1767225600, "nanosec": 500000000}`).
 /// The question about these kinds only, when names are given (`["observation"]`; none or an
 /// empty list: every kind).
 pub fn of_kinds(query: Query, kinds: Option<&[String]>) -> Result<Query, ProtocolError> {
@@ -61,6 +57,17 @@ pub fn of_kinds(query: Query, kinds: Option<&[String]>) -> Result<Query, Protoco
     query.with_kinds(mask).map_err(|e| input("kinds", e.to_string()))
 }
 
+/// The question about one subject's atoms only, when one is named (none or empty: every
+/// subject).
+pub fn of_subject(query: Query, subject: Option<&str>) -> Result<Query, ProtocolError> {
+    let Some(subject) = subject.filter(|s| !s.is_empty()) else { return Ok(query) };
+    query.with_subject(subject).map_err(|e| input("subject", e.to_string()))
+}
+
+/// A range question from JSON as callers write it (docs/UNITS.md): the frame as tf2 names it
+/// (`/map` is `map`); each corner's coordinates as numbers (millimetres) or strings with their
+/// unit (`"1.5m"`); times as integers (nanoseconds), strings (RFC 3339, `"1767225600.5s"`) or
+/// ROS Time objects (`{"sec": 1767225600, "nanosec": 500000000}`).
 pub fn question(
     frame: &str,
     min: &[serde_json::Value; 3],
@@ -295,16 +302,9 @@ impl Ranked {
 
 pub fn proof_uri(query: &Query, head: u64) -> String {
     let b = &query.bounds;
-    let frame: String = query
-        .frame
-        .bytes()
-        .map(|c| match c {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (c as char).to_string(),
-            c => format!("%{c:02X}"),
-        })
-        .collect();
-    format!(
-        "sion://proof/range?frame={frame}&box={},{},{},{},{},{}&from_ns={}&to_ns={}&as_of={head}",
+    let mut uri = format!(
+        "sion://proof/range?frame={}&box={},{},{},{},{},{}&from_ns={}&to_ns={}&as_of={head}",
+        percent_encode(&query.frame),
         b.min_mm[0],
         b.min_mm[1],
         b.min_mm[2],
@@ -313,7 +313,43 @@ pub fn proof_uri(query: &Query, head: u64) -> String {
         b.max_mm[2],
         query.from_ns,
         query.to_ns
-    )
+    );
+    // The same question, kinds and subject included: reading the URI proves that question.
+    if query.filters_kinds() {
+        uri.push_str(&format!("&kinds={}", query.kinds));
+    }
+    if let Some(subject) = &query.subject {
+        uri.push_str(&format!("&subject={}", percent_encode(subject)));
+    }
+    uri
+}
+
+/// Every byte outside `[A-Za-z0-9._~-]` as `%XX`.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|c| match c {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (c as char).to_string(),
+            c => format!("%{c:02X}"),
+        })
+        .collect()
+}
+
+/// `%XX` escapes undone; `None` for a bad escape or bytes that are not UTF-8.
+fn percent_decode(raw: &str) -> Option<String> {
+    let raw = raw.as_bytes();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' {
+            let hex = raw.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok())?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(raw[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The question and head of a proof URI, or an error naming what is wrong.
@@ -328,21 +364,8 @@ pub fn parse_proof_uri(uri: &str) -> Result<(Query, u64), ProtocolError> {
     }
     let field = |k: &str| fields.get(k).copied().ok_or_else(|| bad(&format!("no {k}")));
     let number = |k: &str| field(k)?.parse::<i64>().map_err(|_| bad(&format!("{k} is not a whole number")));
-    let mut frame = Vec::new();
-    let raw = field("frame")?.as_bytes();
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] == b'%' {
-            let hex = raw.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-            frame
-                .push(hex.and_then(|h| u8::from_str_radix(h, 16).ok()).ok_or_else(|| bad("a bad %-escape"))?);
-            i += 3;
-        } else {
-            frame.push(raw[i]);
-            i += 1;
-        }
-    }
-    let frame = String::from_utf8(frame).map_err(|_| bad("the frame is not UTF-8"))?;
+    let frame =
+        percent_decode(field("frame")?).ok_or_else(|| bad("the frame: a bad %-escape, or not UTF-8"))?;
     let corners: Vec<i64> = field("box")?
         .split(',')
         .map(str::parse)
@@ -351,8 +374,17 @@ pub fn parse_proof_uri(uri: &str) -> Result<(Query, u64), ProtocolError> {
     let [x0, y0, z0, x1, y1, z1] = corners[..] else { return Err(bad("box is not six numbers")) };
     let bounds = sion_verify::atom::BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] };
     let head = u64::try_from(number("as_of")?).map_err(|_| bad("as_of is negative"))?;
-    let query =
+    let mut query =
         Query::new(&frame, bounds, number("from_ns")?, number("to_ns")?).map_err(|e| bad(&e.to_string()))?;
+    if let Some(kinds) = fields.get("kinds") {
+        let mask = kinds.parse::<u32>().map_err(|_| bad("kinds is not a kind mask"))?;
+        query = query.with_kinds(mask).map_err(|e| bad(&e.to_string()))?;
+    }
+    if let Some(subject) = fields.get("subject") {
+        let subject =
+            percent_decode(subject).ok_or_else(|| bad("the subject: a bad %-escape, or not UTF-8"))?;
+        query = query.with_subject(&subject).map_err(|e| bad(&e.to_string()))?;
+    }
     Ok((query, head))
 }
 
@@ -846,5 +878,38 @@ impl Protocol {
             root_matches,
             first_bad: audit.first_bad,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recall's proof resource names its whole question: reading it proves that question,
+    /// kinds and subject included, not a wider one.
+    #[test]
+    fn a_proof_uri_carries_kinds_and_subject() {
+        let bounds = sion_verify::atom::BoxMm { min_mm: [-5, 0, 1], max_mm: [9, 9, 9] };
+        let plain = Query::new("site/b", bounds, 10, 20).expect("query");
+        let asked = [
+            plain.clone(),
+            plain.clone().with_kinds(0b101).expect("kinds"),
+            plain.clone().with_subject("pallet 17 & co=ü").expect("subject"),
+            plain.with_kinds(1 << 3).and_then(|q| q.with_subject("%41")).expect("both"),
+        ];
+        for q in asked {
+            let uri = proof_uri(&q, 42);
+            assert_eq!(parse_proof_uri(&uri).expect("parses"), (q.clone(), 42), "{uri}");
+        }
+        assert!(
+            parse_proof_uri("sion://proof/range?frame=map&box=0,0,0,1,1,1&from_ns=0&to_ns=1&as_of=1&kinds=0")
+                .is_err()
+        );
+        assert!(
+            parse_proof_uri(
+                "sion://proof/range?frame=map&box=0,0,0,1,1,1&from_ns=0&to_ns=1&as_of=1&subject=%0A"
+            )
+            .is_err()
+        );
     }
 }

@@ -110,7 +110,7 @@ fn versions_3_and_2_share_attestations_have_one_encoding_and_read_like_version_1
     assert_eq!(files, bundle::decode(&v1).expect("v1 decodes"), "the same proof files");
     assert_eq!(bundle::encode(&files), v3, "one encoding");
     assert_eq!(bundle::encode_v2(&files), v2, "one encoding");
-    // Version 1 holds whole proof files: written now they are SIONPRF3 files (the stored one's,
+    // Version 1 holds whole proof files: written now they are SIONPRF4 files (the stored one's,
     // SIONPRF2, read above as the same files), and read back the same.
     assert_eq!(bundle::decode(&bundle::encode_v1(&files)).expect("reads back"), files);
     assert_eq!(v3[8..], v2[8..], "without attestations alone, version 3 is version 2's bytes");

@@ -748,6 +748,97 @@ fn open_payload_gets_a_frame_out_of_a_memory_in_the_clear() {
 /// `recall --kind`: the observations in a box crowded with poses, proved complete for
 /// observations alone; `verify --expect-kind` checks the question, and a proof about one kind
 /// does not answer a question about every kind.
+/// `recall --subject`, `count --subject` and `last-seen --subject` answer about one subject's
+/// atoms, from its own tree; `verify --expect-about` checks the proof is about that subject,
+/// and refuses it as the answer to the question about every subject.
+#[test]
+fn recall_about_a_subject_is_proved_for_that_subject_alone() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let d = tmp.path().join("mem");
+    let d = d.to_str().expect("utf8");
+    let atoms: Vec<String> = (0..12)
+        .map(|i| {
+            format!(
+                r#"{{"kind":"observation","frame":"map","min":[{x},0,0],"max":[{},500,500],"from":{},"to":{},"confidence":900,"subject":"pallet-{}"}}"#,
+                i * 300 + 500,
+                1_767_225_600_000_000_000i64 + i * 1_000_000_000,
+                1_767_225_600_000_000_000i64 + (i + 1) * 1_000_000_000,
+                i % 3,
+                x = i * 300,
+            )
+        })
+        .collect();
+    assert!(sion(&["memory", "open", "--data", d], None).status.success());
+    assert!(sion(&["memory", "remember", "--data", d], Some(&(atoms.join("\n") + "\n"))).status.success());
+    assert!(sion(&["memory", "commit", "--data", d], None).status.success());
+    let question = [
+        "--frame",
+        "map",
+        "--box",
+        "0m,0m,0m,10m,10m,1m",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-01T00:01:00Z",
+    ];
+    let ask = |what: &str, extra: &[&str]| {
+        let mut args = vec!["memory", what, "--data", d, "--json"];
+        args.extend_from_slice(&question);
+        args.extend_from_slice(extra);
+        sion(&args, None)
+    };
+    let proof = tmp.path().join("pallet.sionproof");
+    let p = proof.to_str().expect("utf8");
+    let o = ask("recall", &["--subject", "pallet-1", "--out", p]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let positions: Vec<u64> = v["claim"]["range"]["atoms"]
+        .as_array()
+        .expect("atoms")
+        .iter()
+        .filter_map(|a| a["position"].as_u64())
+        .collect();
+    assert_eq!(positions, [1, 4, 7, 10], "{v}");
+    assert_eq!(v["claim"]["range"]["subject"], "pallet-1", "{v}");
+    let o = ask("count", &["--subject", "pallet-2"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["claim"]["count"]["count"].as_u64(), Some(4), "{v}");
+    let o = ask("last-seen", &["--subject", "pallet-0"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["claim"]["latest"]["atom"]["position"].as_u64(), Some(9), "{v}");
+    let o = ask("recall", &["--subject", "nobody"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["claim"]["range"]["atoms"].as_array().map(Vec::len), Some(0), "{v}");
+    let o = ask("recall", &["--subject", "bad\u{7}subject"]);
+    assert!(!o.status.success() && text(&o).contains("subject"), "{}", text(&o));
+
+    let verify = |extra: &[&str]| {
+        let mut args = vec![
+            "memory",
+            "verify",
+            "--data",
+            d,
+            "--expect-frame",
+            "map",
+            "--expect-box",
+            "0m,0m,0m,10m,10m,1m",
+            "--expect-from",
+            "2026-01-01T00:00:00Z",
+            "--expect-to",
+            "2026-01-01T00:01:00Z",
+        ];
+        args.extend_from_slice(extra);
+        args.push(p);
+        sion(&args, None)
+    };
+    let o = verify(&["--expect-about", "pallet-1"]);
+    assert!(o.status.success() && text(&o).contains("about \"pallet-1\""), "{}", text(&o));
+    let o = verify(&[]);
+    assert!(!o.status.success() && text(&o).contains("answers another question"), "{}", text(&o));
+    let o = verify(&["--expect-about", "pallet-2"]);
+    assert!(!o.status.success() && text(&o).contains("answers another question"), "{}", text(&o));
+}
+
 #[test]
 fn recall_of_a_kind_is_proved_for_that_kind_alone() {
     let tmp = tempfile::tempdir().expect("tmp");

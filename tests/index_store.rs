@@ -337,9 +337,9 @@ fn sigkill_while_writing_a_checkpoint_leaves_an_index_that_opens_with_the_right_
     assert!(in_checkpoint >= 10, "only {in_checkpoint} of {trials} kills landed inside a checkpoint");
 }
 
-/// A memory made under an earlier version of docs/INDEX.md (memory.json says `"index": 2`):
+/// A memory made under an earlier version of docs/INDEX.md (memory.json says `"index": 3`):
 /// opened now, its heads so far carry earlier roots — answers as of them are refused, naming
-/// why — and from its next commit on, version 3's; memory.json says from which size.
+/// why — and from its next commit on, this version's; memory.json says from which size.
 #[test]
 fn a_memory_of_an_earlier_index_version_moves_to_this_one_at_its_next_commit() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -353,14 +353,14 @@ fn a_memory_of_an_earlier_index_version_moves_to_this_one_at_its_next_commit() {
     let config_path = dir.join("memory.json");
     let mut config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&config_path).expect("read")).expect("json");
-    config["index"] = serde_json::json!(2);
+    config["index"] = serde_json::json!(3);
     std::fs::write(&config_path, serde_json::to_vec_pretty(&config).expect("json")).expect("write");
     std::fs::remove_dir_all(dir.join("index")).expect("an older store is not read anyway");
 
     let mut memory = Memory::options(&dir).open().expect("open");
     let config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&config_path).expect("read")).expect("json");
-    assert_eq!((config["index"].as_u64(), config["index_from"].as_u64()), (Some(3), Some(1001)), "{config}");
+    assert_eq!((config["index"].as_u64(), config["index_from"].as_u64()), (Some(4), Some(1001)), "{config}");
     let q = Query::new("map", BoxMm { min_mm: [0; 3], max_mm: [1_000_000, 1_000_000, 30_000] }, 0, i64::MAX)
         .expect("query");
     let old = memory.prove_range(&q, None).expect_err("the old head's index is of an earlier version");
@@ -372,7 +372,7 @@ fn a_memory_of_an_earlier_index_version_moves_to_this_one_at_its_next_commit() {
     memory.prove_range(&q, None).expect("prove at the same size").verify(Some(&key)).expect("verifies");
     memory.remember(atoms[1000..].to_vec()).expect("remember");
     let head = memory.commit(false).expect("commit").head;
-    assert_eq!(head.index, scratch_root(&atoms), "the new head commits a version 3 root");
+    assert_eq!(head.index, scratch_root(&atoms), "the new head commits a version 4 root");
     memory.prove_range(&q, None).expect("prove").verify(Some(&key)).expect("verifies");
     drop(memory);
     let memory = Memory::options(&dir).open().expect("reopen");
@@ -381,7 +381,7 @@ fn a_memory_of_an_earlier_index_version_moves_to_this_one_at_its_next_commit() {
     // A memory of a version this one does not know is not opened (nor rewritten).
     let mut config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&config_path).expect("read")).expect("json");
-    config["index"] = serde_json::json!(4);
+    config["index"] = serde_json::json!(5);
     std::fs::write(&config_path, serde_json::to_vec_pretty(&config).expect("json")).expect("write");
     let refused = Memory::options(&dir).open().err().expect("a newer index version is not opened");
     assert!(refused.to_string().contains("newer than this sion_memory knows"), "{refused}");

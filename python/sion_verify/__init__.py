@@ -119,7 +119,9 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
             dict;
         from_time, to_time: the interval's ends in any form time_ns takes (a ROS Time, a datetime,
             RFC 3339 or "1767225600.5s" text) instead of from_ns, to_ns;
-        subject: every atom about a subject;
+        subject: every atom about a subject; with frame, the range question's subject: only
+            atoms about it ("pallet-17"; a latest or count question names it as "subject" in
+            its dict);
         links_to: every atom linking to an atom id (64 hex digits);
         position: the atom at a position (an inclusion proof);
         omitted: the position an omission proof convicts the writer's index of leaving out;
@@ -177,8 +179,9 @@ def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, 
         to_ns = time_ns(to_time, end=True, name="to_time")
     if frame is not None:
         frame = frame_name(frame)
-    asked = sum(v is not None for v in (frame, subject, links_to, position, omitted, extends, recorded, latest,
-                                        nearest, count))
+    # With a frame, a subject filters the range question; alone, it is the subject question.
+    asked = sum(v is not None for v in (frame, None if frame is not None else subject, links_to, position,
+                                        omitted, extends, recorded, latest, nearest, count))
     if asked > 1:
         raise ValueError("ask one question: a range (frame, box, interval), a subject, links_to, "
                          "a position, omitted, extends, recorded, latest or nearest")

@@ -81,25 +81,28 @@ fn answer_of(readers: &Readers, file: &ProofFile) -> Result<(msg::Head, Vec<msg:
 }
 
 /// A question as ~/recall, ~/last_seen and ~/count take it: a box in metres, ROS Times, the
-/// frame as tf2 writes it, and kinds by name (none: every kind).
+/// frame as tf2 writes it, kinds by name (none: every kind) and a subject (empty: every one).
 fn box_question(
     frame_id: &str,
     (lo, hi): (&r2r::geometry_msgs::msg::Point, &r2r::geometry_msgs::msg::Point),
     (from, to): (&r2r::builtin_interfaces::msg::Time, &r2r::builtin_interfaces::msg::Time),
-    kinds: &[String],
+    (kinds, subject): (&[String], &str),
 ) -> Result<Query, String> {
     let bounds = crate::units::box_from_metres([lo.x, lo.y, lo.z, hi.x, hi.y, hi.z])
         .map_err(|e| format!("min, max: {e}"))?;
     let from = convert::time_ns(from).map_err(|e| format!("from_time: {e}"))?;
     let to = convert::time_ns(to).map_err(|e| format!("to_time: {e}"))?;
     let frame = crate::units::frame_name(frame_id);
-    let query = Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?;
-    if kinds.is_empty() {
+    let mut query = Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?;
+    if !kinds.is_empty() {
+        let mask =
+            crate::units::parse_kinds(kinds.iter().map(String::as_str)).map_err(|e| format!("kinds: {e}"))?;
+        query = query.with_kinds(mask).map_err(|e| format!("kinds: {e}"))?;
+    }
+    if subject.is_empty() {
         return Ok(query);
     }
-    let mask =
-        crate::units::parse_kinds(kinds.iter().map(String::as_str)).map_err(|e| format!("kinds: {e}"))?;
-    query.with_kinds(mask).map_err(|e| format!("kinds: {e}"))
+    query.with_subject(subject).map_err(|e| e.to_string())
 }
 
 impl Services {
@@ -150,7 +153,7 @@ impl Services {
                         &req.frame_id,
                         (&req.min, &req.max),
                         (&req.from_time, &req.to_time),
-                        &req.kinds,
+                        (&req.kinds, &req.subject),
                     )?;
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
                     let snapshot = readers.snapshot(as_of).map_err(|e| e.to_string())?;
@@ -187,7 +190,7 @@ impl Services {
                         &req.frame_id,
                         (&req.min, &req.max),
                         (&req.from_time, &req.to_time),
-                        &req.kinds,
+                        (&req.kinds, &req.subject),
                     )?;
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
                     let file =
@@ -230,7 +233,7 @@ impl Services {
                         &req.frame_id,
                         (&req.min, &req.max),
                         (&req.from_time, &req.to_time),
-                        &req.kinds,
+                        (&req.kinds, &req.subject),
                     )?;
                     let as_of = (req.as_of_size != 0).then_some(req.as_of_size);
                     let file =

@@ -53,7 +53,7 @@ pub const CELL_MM: i64 = 1 << 17;
 /// Atoms of one cell (in log order) are packed in blocks of this many.
 pub const BLOCK: usize = 4096;
 /// The version of docs/INDEX.md the roots here follow.
-pub const INDEX_VERSION: u32 = 3;
+pub const INDEX_VERSION: u32 = 4;
 
 /// Why the index could not do what was asked.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -101,7 +101,8 @@ impl MemMap {
         if child.leaf {
             let key = match &*store.read(child.ptr)? {
                 Record::List(l) => l.key,
-                _ => return Err(IndexError::Damaged(format!("the list at {} is not one", child.ptr))),
+                Record::Places(p) => p.key,
+                _ => return Err(IndexError::Damaged(format!("the map leaf at {} is not one", child.ptr))),
             };
             self.nodes[at] = Node::Leaf { key, ptr: child.ptr, digest: child.digest };
             self.leaves.insert(key, at);

@@ -65,7 +65,7 @@ impl Snapshot {
         max_steps: usize,
     ) -> Result<(Option<u64>, RangeAnswer), IndexError> {
         let Some(extent) = self.extent(&q.frame) else {
-            return Ok((None, self.walk_frame(&q.frame, q, max_steps)?));
+            return Ok((None, self.walk_frame(&q.frame, q.subject.as_deref(), q, max_steps)?));
         };
         // Widen "ends at or after T" from the latest end in the frame down to the interval's
         // start, four times as far each round, until an atom answers. A round whose walk
@@ -78,7 +78,7 @@ impl Snapshot {
                 keep: |b: &SpaceTime, kinds: u32| q.opens(b, kinds) && b.to_ns >= threshold,
                 found: RefCell::new(Vec::new()),
             };
-            match self.walk_frame(&q.frame, &search, max_steps) {
+            match self.walk_frame(&q.frame, q.subject.as_deref(), &search, max_steps) {
                 Ok(_) => {}
                 Err(IndexError::TooLarge(max)) => {
                     let gap = empty_above.map_or(0, |above| i128::from(above) - i128::from(threshold));
@@ -103,14 +103,14 @@ impl Snapshot {
             step = step.saturating_mul(4);
         };
         let Some(best) = best else {
-            return Ok((None, self.walk_frame(&q.frame, q, max_steps)?));
+            return Ok((None, self.walk_frame(&q.frame, q.subject.as_deref(), q, max_steps)?));
         };
         let chosen = [best.position];
         let prove = Prove {
             keep: |b: &SpaceTime, kinds: u32| q.opens(b, kinds) && b.to_ns >= best.bbox.to_ns,
             chosen: &chosen,
         };
-        Ok((Some(best.position), self.walk_frame(&q.frame, &prove, max_steps)?))
+        Ok((Some(best.position), self.walk_frame(&q.frame, q.subject.as_deref(), &prove, max_steps)?))
     }
 
     /// The `k` atoms of the frame valid during the interval nearest to the point (by the
@@ -121,7 +121,7 @@ impl Snapshot {
         let everything = |b: &SpaceTime, _: u32| q.during(b);
         let Some(extent) = self.extent(&q.frame) else {
             let prove = Prove { keep: everything, chosen: &[] };
-            return Ok((Vec::new(), self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?));
+            return Ok((Vec::new(), self.walk_frame(&q.frame, None, &prove, MAX_WALK_STEPS)?));
         };
         // The farthest any atom of the frame can be: past it, every atom is within reach.
         let far = (0..3)
@@ -139,7 +139,7 @@ impl Snapshot {
                 keep: |b: &SpaceTime, _: u32| q.during(b) && q.distance2(b) <= reach,
                 found: RefCell::new(Vec::new()),
             };
-            self.walk_frame(&q.frame, &search, MAX_WALK_STEPS)?;
+            self.walk_frame(&q.frame, None, &search, MAX_WALK_STEPS)?;
             let found = search.found.into_inner();
             if found.len() >= k || reach >= far {
                 let mut ranked: Vec<(u128, u64)> =
@@ -156,7 +156,7 @@ impl Snapshot {
             keep: |b: &SpaceTime, _: u32| q.during(b) && worst.is_none_or(|w| q.distance2(b) <= w),
             chosen: &chosen,
         };
-        let walked = self.walk_frame(&q.frame, &prove, MAX_WALK_STEPS)?;
+        let walked = self.walk_frame(&q.frame, None, &prove, MAX_WALK_STEPS)?;
         Ok((chosen, walked))
     }
 
@@ -164,7 +164,7 @@ impl Snapshot {
     /// the answer is read from: subtrees wholly inside the question taken by their tallies, the
     /// groups across its edges shown whole (docs/PROOFS.md, kind 9).
     pub fn count(&self, q: &Query) -> Result<(Counted, RangeAnswer), IndexError> {
-        let walked = self.walk_frame(&q.frame, &Count { q }, MAX_WALK_STEPS)?;
+        let walked = self.walk_frame(&q.frame, q.subject.as_deref(), &Count { q }, MAX_WALK_STEPS)?;
         let walks: Vec<&[Step]> =
             [&walked.short, &walked.long].into_iter().flatten().map(Vec::as_slice).collect();
         Ok((sion_verify::proof::count_of(q, &walks), walked))

@@ -39,6 +39,7 @@ pub mod kind {
     pub const ROOT: u8 = 10;
     pub const CRIT_PAGE: u8 = 11;
     pub const LIST_NODE: u8 = 12;
+    pub const PLACES: u8 = 13;
 }
 
 /// Positions in a full list run; a list's partial runs hold fewer between them.
@@ -221,6 +222,22 @@ pub struct ListRunRec {
     pub positions: Vec<u64>,
 }
 
+/// A subject's places (index version 4): for each frame its atoms are in, the bucket of
+/// them there (its tree is the subject's tree in that frame), by frame name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacesRec {
+    pub key: [u8; 32],
+    pub frames: Vec<PlaceFrame>,
+}
+
+/// One frame of a subject's places.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaceFrame {
+    pub name: String,
+    pub bucket: Ptr,
+    pub summary: Summary,
+}
+
 /// A frame as the root names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RootFrame {
@@ -237,6 +254,8 @@ pub struct RootRec {
     pub frames: Vec<RootFrame>,
     pub subjects: Option<CritChild>,
     pub links: Option<CritChild>,
+    /// The places map (leaves: [`PlacesRec`]s).
+    pub places: Option<CritChild>,
     pub index_root: Digest,
 }
 
@@ -253,6 +272,7 @@ pub enum Record {
     ListRun(ListRunRec),
     ListNode(ListNodeRec),
     Root(RootRec),
+    Places(PlacesRec),
 }
 
 /// Full runs sit under at most this many levels of list nodes (2^52 × 4096 = 2^64 positions).
@@ -595,6 +615,16 @@ impl Record {
                 out.put_u64(node.left);
                 out.put_u64(node.right);
             }
+            Record::Places(p) => {
+                out.put_u8(kind::PLACES);
+                out.put_bytes(&p.key);
+                out.put_u32(p.frames.len() as u32);
+                for f in &p.frames {
+                    out.put_str8(&f.name);
+                    out.put_u64(f.bucket);
+                    put_summary(out, &f.summary);
+                }
+            }
             Record::Root(root) => {
                 out.put_u8(kind::ROOT);
                 out.put_u64(root.version);
@@ -606,7 +636,7 @@ impl Record {
                     put_option_summary(out, &f.short);
                     put_option_summary(out, &f.long);
                 }
-                for map in [&root.subjects, &root.links] {
+                for map in [&root.subjects, &root.links, &root.places] {
                     match map {
                         None => out.put_u8(0),
                         Some(c) => {
@@ -787,14 +817,31 @@ impl Record {
                         })
                     })
                     .collect::<Result<_, WireError>>()?;
-                let mut maps = [None, None];
+                let mut maps = [None, None, None];
                 for map in maps.iter_mut() {
                     if r.flag("map")? {
                         *map = Some(read_crit_child(&mut r)?);
                     }
                 }
-                let [subjects, links] = maps;
-                Record::Root(RootRec { version, frames, subjects, links, index_root })
+                let [subjects, links, places] = maps;
+                Record::Root(RootRec { version, frames, subjects, links, places, index_root })
+            }
+            kind::PLACES => {
+                let key = r.array("key")?;
+                let n = count(&mut r, "places", MAX_FRAMES, 10)?;
+                let frames = (0..n)
+                    .map(|_| {
+                        Ok(PlaceFrame {
+                            name: r.str8("frame")?,
+                            bucket: r.u64("bucket")?,
+                            summary: read_summary(&mut r)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, WireError>>()?;
+                if frames.windows(2).any(|w| w[0].name >= w[1].name) {
+                    return Err(invalid("places", "frames out of order".into()));
+                }
+                Record::Places(PlacesRec { key, frames })
             }
             k => return Err(invalid("record kind", format!("unknown kind {k}"))),
         };
@@ -821,6 +868,7 @@ impl Record {
             Record::ListRun(r) => r.positions.len() * 8,
             Record::ListNode(_) => 24,
             Record::Root(r) => r.frames.len() * 256 + 128,
+            Record::Places(p) => p.frames.len() * 200 + 64,
         }
     }
 }
@@ -997,6 +1045,7 @@ mod tests {
                 frames: vec![RootFrame { name: "map".into(), ptr: 8, short: Some(summary(1)), long: None }],
                 subjects: Some(child),
                 links: Some(inner),
+                places: Some(child),
                 index_root: [8; 32],
             }),
             Record::Root(RootRec {
@@ -1004,7 +1053,15 @@ mod tests {
                 frames: Vec::new(),
                 subjects: None,
                 links: None,
+                places: None,
                 index_root: [9; 32],
+            }),
+            Record::Places(PlacesRec {
+                key: [3; 32],
+                frames: vec![
+                    PlaceFrame { name: "map".into(), bucket: 77, summary: summary(2) },
+                    PlaceFrame { name: "odom".into(), bucket: 78, summary: summary(3) },
+                ],
             }),
         ];
         for record in records {

@@ -21,7 +21,7 @@ use sion_verify::merkle::Digest;
 use super::IndexError;
 use super::record::{Ptr, Record, RootRec};
 
-const FORMAT: &str = "sion-index-store 4\n";
+const FORMAT: &str = "sion-index-store 5\n";
 /// The node file starts with this, so no record is at offset 0 ("no pointer").
 const NODES_MAGIC: &[u8; 8] = b"SIONIDX1";
 /// A record is at most this long: a full block is about 0.5 MiB.

@@ -9,8 +9,8 @@ use sion_verify::atom::AtomId;
 use sion_verify::index::critbit::{self, PathStep, bit};
 use sion_verify::index::geom::Query;
 use sion_verify::index::{
-    FrameWitness, ListAnswer, ListHasher, MapLeaf, Neighbour, RangeAnswer, Version, encode_frame, index_root,
-    subject_key,
+    FrameWitness, ListAnswer, ListHasher, MapLeaf, Neighbour, PlaceLeaf, Places, RangeAnswer, SubjectPlace,
+    Version, encode_frame, frames_commitment, index_root, subject_key,
 };
 use sion_verify::merkle::{Blake3, Digest, Frontier, MemoryTree};
 
@@ -162,7 +162,7 @@ pub fn recompute_root(root: &RootRec) -> Digest {
     let frames = frames_tree(&root.frames);
     index_root(
         root.frames.len() as u64,
-        &frames.root(),
+        &frames_commitment(&frames.root(), &map_digest(&root.places)),
         &map_digest(&root.subjects),
         &map_digest(&root.links),
     )
@@ -170,7 +170,7 @@ pub fn recompute_root(root: &RootRec) -> Digest {
 
 fn frames_tree(frames: &[RootFrame]) -> MemoryTree<Blake3> {
     MemoryTree::<Blake3>::from_leaves(
-        frames.iter().map(|f| encode_frame(Version::V3, &f.name, f.short, f.long)),
+        frames.iter().map(|f| encode_frame(Version::V4, &f.name, f.short, f.long)),
     )
 }
 
@@ -219,7 +219,7 @@ impl Snapshot {
     /// (steps and leaf entries): what the walk holds stays bounded, however much of the memory
     /// the question covers.
     pub fn range_within(&self, q: &Query, max_steps: usize) -> Result<RangeAnswer, IndexError> {
-        self.walk_frame(&q.frame, q, max_steps)
+        self.walk_frame(&q.frame, q.subject.as_deref(), q, max_steps)
     }
 
     /// The walk of a frame's two trees that `q` selects (a range query, or a latest or nearest
@@ -227,9 +227,13 @@ impl Snapshot {
     pub(super) fn walk_frame(
         &self,
         frame_name: &str,
+        subject: Option<&str>,
         q: &dyn Select,
         max_steps: usize,
     ) -> Result<RangeAnswer, IndexError> {
+        if let Some(subject) = subject {
+            return self.walk_subject(frame_name, subject, q, max_steps);
+        }
         let frames = &self.root.frames;
         let tree = frames_tree(frames);
         let count = frames.len() as u64;
@@ -243,7 +247,7 @@ impl Snapshot {
                     let f = &frames[i];
                     Neighbour {
                         index: i as u64,
-                        entry: encode_frame(Version::V3, &f.name, f.short, f.long),
+                        entry: encode_frame(Version::V4, &f.name, f.short, f.long),
                         path: Self::frames_path(&tree, i as u64),
                     }
                 };
@@ -258,7 +262,8 @@ impl Snapshot {
                     long: None,
                     subjects_root,
                     links_root,
-                    version: Version::V3,
+                    places: Places::Root(map_digest(&self.root.places)),
+                    version: Version::V4,
                 });
             }
         };
@@ -279,17 +284,7 @@ impl Snapshot {
             }
         }
         let [short, long] = walks;
-        let mut positions: Vec<u64> = short
-            .iter()
-            .chain(long.iter())
-            .flatten()
-            .filter_map(|s| if let Step::Group(g) = s { Some(g) } else { None })
-            .flatten()
-            .filter_map(
-                |e| if let sion_verify::index::tree::GroupEntry::Hit(p) = e { Some(*p) } else { None },
-            )
-            .collect();
-        positions.sort_unstable();
+        let positions = hits(short.iter().chain(long.iter()));
         Ok(RangeAnswer {
             positions,
             frames: count,
@@ -298,8 +293,112 @@ impl Snapshot {
             long,
             subjects_root,
             links_root,
-            version: Version::V3,
+            places: Places::Root(map_digest(&self.root.places)),
+            version: Version::V4,
         })
+    }
+
+    /// The walk of one subject's tree in a frame (index version 4) that `q` selects, shown in
+    /// the subject's frames tree, the subject's place in the places map shown too; a subject
+    /// with no atom shown absent from the map, one with none in the frame absent from its
+    /// frames tree.
+    fn walk_subject(
+        &self,
+        frame_name: &str,
+        subject: &str,
+        q: &dyn Select,
+        max_steps: usize,
+    ) -> Result<RangeAnswer, IndexError> {
+        let key = subject_key(subject);
+        let index_frames = frames_tree(&self.root.frames);
+        let mut place = SubjectPlace {
+            leaf: PlaceLeaf::Empty,
+            path: Vec::new(),
+            frames: self.root.frames.len() as u64,
+            frames_root: index_frames.root(),
+        };
+        let mut answer = RangeAnswer {
+            positions: Vec::new(),
+            frames: 0,
+            frame: FrameWitness::Absent { left: None, right: None },
+            short: None,
+            long: None,
+            subjects_root: map_digest(&self.root.subjects),
+            links_root: map_digest(&self.root.links),
+            places: Places::Before,
+            version: Version::V4,
+        };
+        let Some(at) = self.root.places else {
+            answer.places = Places::Subject(place);
+            return Ok(answer);
+        };
+        let (ptr, path) = self.map_path(at, &key)?;
+        place.path = path;
+        let places = match &*self.store.read(ptr)? {
+            Record::Places(p) => p.clone(),
+            _ => return Err(IndexError::Damaged(format!("the places at {ptr} are not places"))),
+        };
+        let tree = super::write::places_tree(&places.frames);
+        if places.key != key {
+            place.leaf =
+                PlaceLeaf::Other { key: places.key, frames: places.frames.len() as u64, root: tree.root() };
+            answer.places = Places::Subject(place);
+            return Ok(answer);
+        }
+        place.leaf = PlaceLeaf::Found;
+        answer.frames = places.frames.len() as u64;
+        match places.frames.binary_search_by(|f| f.name.as_str().cmp(frame_name)) {
+            Err(at) => {
+                let neighbour = |i: usize| {
+                    let f = &places.frames[i];
+                    Neighbour {
+                        index: i as u64,
+                        entry: encode_frame(Version::V4, &f.name, Some(f.summary), None),
+                        path: Self::frames_path(&tree, i as u64),
+                    }
+                };
+                answer.frame = FrameWitness::Absent {
+                    left: at.checked_sub(1).map(neighbour),
+                    right: (at < places.frames.len()).then(|| neighbour(at)),
+                };
+            }
+            Ok(i) => {
+                let budget = Budget::new(max_steps);
+                let mut steps = Vec::new();
+                let summary = places.frames[i].summary;
+                let part =
+                    Part::Slot(Slot { level: 0, ptr: places.frames[i].bucket, first: 0, last: 0, summary });
+                self.walk_parts(&[part], q, &mut steps, &mut |slot, out| {
+                    self.walk_bucket_at(slot.ptr, q, out, &budget)
+                })?;
+                answer.positions = hits(std::slice::from_ref(&steps));
+                answer.short = Some(steps);
+                answer.frame =
+                    FrameWitness::Present { index: i as u64, path: Self::frames_path(&tree, i as u64) };
+            }
+        }
+        answer.places = Places::Subject(place);
+        Ok(answer)
+    }
+
+    /// The descent of a crit-bit map to the leaf a search for `key` ends at: its record and
+    /// the path (crit bits grow going down, so it ends within 256 steps whatever the records
+    /// say).
+    fn map_path(&self, mut at: CritChild, key: &[u8; 32]) -> Result<(Ptr, Vec<PathStep>), IndexError> {
+        let mut path = Vec::new();
+        let mut above: Option<u16> = None;
+        while !at.leaf {
+            let node = super::map::crit_node(&self.store, &at)?;
+            if above.is_some_and(|a| node.crit <= a) {
+                return Err(IndexError::Damaged(format!("the map node at {} is out of order", at.ptr)));
+            }
+            above = Some(node.crit);
+            let (next, other) =
+                if bit(key, node.crit) { (node.right, node.left) } else { (node.left, node.right) };
+            path.push(PathStep { crit: node.crit, sibling: other.digest });
+            at = next;
+        }
+        Ok((at.ptr, path))
     }
 
     /// Walk a list tree given by its peaks: each peak is the left child of the tree over the
@@ -490,31 +589,20 @@ impl Snapshot {
             leaf: None,
             path: Vec::new(),
             frames: self.root.frames.len() as u64,
-            frames_root: frames.root(),
+            frames_root: frames_commitment(&frames.root(), &map_digest(&self.root.places)),
             other_root,
         };
-        let Some(mut at) = *map else { return Ok(answer) };
-        let mut above: Option<u16> = None;
-        // The descent to the list is at most 256 steps (below), whatever the list's length: the
-        // budget counts the list's walk.
-        while !at.leaf {
-            let node = super::map::crit_node(&self.store, &at)?;
-            // Crit bits grow going down: a walk ends within 256 steps, whatever the records say.
-            if above.is_some_and(|a| node.crit <= a) {
-                return Err(IndexError::Damaged(format!("the map node at {} is out of order", at.ptr)));
-            }
-            above = Some(node.crit);
-            let (next, other) =
-                if bit(key, node.crit) { (node.right, node.left) } else { (node.left, node.right) };
-            answer.path.push(PathStep { crit: node.crit, sibling: other.digest });
-            at = next;
-        }
-        let list = match &*self.store.read(at.ptr)? {
+        let Some(at) = *map else { return Ok(answer) };
+        // The descent to the list is at most 256 steps, whatever the list's length: the budget
+        // counts the list's walk.
+        let (ptr, path) = self.map_path(at, key)?;
+        answer.path = path;
+        let list = match &*self.store.read(ptr)? {
             Record::List(l) => l.clone(),
-            _ => return Err(IndexError::Damaged(format!("the list at {} is not one", at.ptr))),
+            _ => return Err(IndexError::Damaged(format!("the list at {ptr} is not one"))),
         };
         let root = Frontier::<ListHasher>::from_peaks(list.count, list.peaks.clone())
-            .ok_or_else(|| IndexError::Damaged(format!("the list at {} has the wrong peaks", at.ptr)))?
+            .ok_or_else(|| IndexError::Damaged(format!("the list at {ptr} has the wrong peaks")))?
             .root();
         if list.key == *key {
             let mut budget = ListBudget { max: max_steps, taken: 0, entries: list.count, name };
@@ -538,12 +626,25 @@ impl Snapshot {
             budget.take(list.tail.len())?;
             answer.positions.extend_from_slice(&list.tail);
             if answer.positions.len() as u64 != list.count {
-                return Err(IndexError::Damaged(format!("the list at {} lacks positions", at.ptr)));
+                return Err(IndexError::Damaged(format!("the list at {} lacks positions", ptr)));
             }
         }
         answer.leaf = Some(MapLeaf { key: list.key, label: list.label, count: list.count, root });
         Ok(answer)
     }
+}
+
+/// The positions walks hit (the answer), ascending.
+fn hits<'a>(walks: impl IntoIterator<Item = &'a Vec<Step>>) -> Vec<u64> {
+    let mut positions: Vec<u64> = walks
+        .into_iter()
+        .flatten()
+        .filter_map(|s| if let Step::Group(g) = s { Some(g) } else { None })
+        .flatten()
+        .filter_map(|e| if let sion_verify::index::tree::GroupEntry::Hit(p) = e { Some(*p) } else { None })
+        .collect();
+    positions.sort_unstable();
+    positions
 }
 
 /// The positions of the full list runs under `slot`, in order, onto `out`. Each list node is

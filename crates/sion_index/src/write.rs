@@ -14,13 +14,16 @@ use rustc_hash::FxHashMap as HashMap;
 use sion_verify::atom::{Atom, Interval};
 use sion_verify::index::geom::SpaceTime;
 use sion_verify::index::tree::{Entry, Summary};
-use sion_verify::index::{ListHasher, link_leaf_digest, list_leaf, subject_key, subject_leaf_digest};
+use sion_verify::index::{
+    ListHasher, Version, encode_frame, link_leaf_digest, list_leaf, place_leaf_digest, subject_key,
+    subject_leaf_digest,
+};
 use sion_verify::merkle::{Blake3, Digest, Frontier, TreeHasher as _};
 
 use super::map::MemMap;
 use super::record::{
     BucketRec, CellItem, CellsRec, FULL_RUN, FrameRec, ListNodeRec, ListRec, ListRunRec, ListSlot, NodeRec,
-    Period, Ptr, Record, RootFrame, RootRec, RunRec, RunRef, Slot,
+    Period, PlaceFrame, PlacesRec, Ptr, Record, RootFrame, RootRec, RunRec, RunRef, Slot,
 };
 use super::store::Store;
 use super::tree::{BlockTree, Shape, root_of};
@@ -63,6 +66,21 @@ struct BucketKey {
     /// The kind code of its atoms: a bucket holds one kind, so a question about some kinds
     /// passes over the others' buckets whole.
     kind: u8,
+}
+
+/// Whose a bucket is: a frame's place (its hour or month, cell and kind), or one subject's in
+/// one frame (index version 4: every atom about the subject there, in log order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Owner {
+    Place(BucketKey),
+    Subject([u8; 32], u32),
+}
+
+/// A subject's places the writer holds: its bucket in each frame, by frame name.
+#[derive(Debug, Clone, Default)]
+struct HotPlaces {
+    frames: Vec<PlaceFrame>,
+    touched: u64,
 }
 
 /// A bucket the writer holds: its partial block's entries and its full blocks' frontier.
@@ -122,13 +140,17 @@ pub struct Writer {
     /// The latest record of each frame numbered so far (None: no record yet).
     frame_recs: Vec<Option<FrameRec>>,
     buckets: HashMap<BucketKey, HotBucket>,
+    /// Each subject's bucket in each frame (index version 4), by (subject key, frame).
+    subject_buckets: HashMap<([u8; 32], u32), HotBucket>,
+    /// Subjects' places, as last sealed (loaded when an atom about the subject comes).
+    places: HashMap<[u8; 32], HotPlaces>,
     /// The latest cell list of each (frame, period) a hot bucket is in.
     cells_at: HashMap<(u32, Period), Option<Ptr>>,
     lists: [HashMap<[u8; 32], HotList>; 2],
     /// Keys of the lists an atom went to since the last seal (a seal need not scan them all).
     touched_lists: [Vec<[u8; 32]>; 2],
-    /// The two maps (subjects, links), loaded when first needed.
-    maps: [Option<MemMap>; 2],
+    /// The three maps (subjects, links, places), loaded when first needed.
+    maps: [Option<MemMap>; 3],
     budget: Budget,
     seals: u64,
     hot_bytes: usize,
@@ -136,6 +158,9 @@ pub struct Writer {
 
 const SUBJECTS: usize = 0;
 const LINKS: usize = 1;
+const PLACES: usize = 2;
+/// About what a subject's hot places cost.
+const HOT_PLACES_BYTES: usize = 256;
 /// About what a hot list costs besides its fresh positions.
 const HOT_LIST_BYTES: usize = 320;
 
@@ -263,10 +288,12 @@ impl Writer {
             frame_names: Vec::new(),
             frame_recs: Vec::new(),
             buckets: HashMap::default(),
+            subject_buckets: HashMap::default(),
+            places: HashMap::default(),
             cells_at: HashMap::default(),
             lists: [HashMap::default(), HashMap::default()],
             touched_lists: [Vec::new(), Vec::new()],
-            maps: [None, None],
+            maps: [None, None, None],
             budget,
             seals: 0,
             hot_bytes: 0,
@@ -354,23 +381,70 @@ impl Writer {
                     _ => return Err(damaged(format!("the cell list at {cells} is not one"))),
                 };
                 if let Some(ptr) = found {
-                    let rec = match &*self.store.read(ptr)? {
-                        Record::Bucket(b) => b.clone(),
-                        _ => return Err(damaged(format!("the bucket at {ptr} is not one"))),
-                    };
-                    hot.partial = read_runs(&self.store, &rec)?;
-                    hot.in_runs = hot.partial.len();
-                    hot.runs = rec.runs.clone();
-                    hot.full = rec.full.clone();
-                    hot.count = rec.count;
-                    hot.first_position = rec.first_position;
-                    hot.last_position = rec.last_position;
-                    self.hot_bytes += hot.partial.len() * size_of::<Entry>();
+                    hot = self.load_bucket(ptr)?;
                 }
             }
             self.buckets.insert(key, hot);
         }
         self.buckets.get_mut(&key).ok_or_else(|| damaged("a bucket vanished".into()))
+    }
+
+    /// A sealed bucket, hot again: its partial block's entries read back from their runs.
+    fn load_bucket(&mut self, ptr: Ptr) -> Result<HotBucket, IndexError> {
+        let rec = match &*self.store.read(ptr)? {
+            Record::Bucket(b) => b.clone(),
+            _ => return Err(damaged(format!("the bucket at {ptr} is not one"))),
+        };
+        let partial = read_runs(&self.store, &rec)?;
+        self.hot_bytes += partial.len() * size_of::<Entry>();
+        Ok(HotBucket {
+            in_runs: partial.len(),
+            partial,
+            runs: rec.runs.clone(),
+            full: rec.full.clone(),
+            count: rec.count,
+            first_position: rec.first_position,
+            last_position: rec.last_position,
+            ..HotBucket::default()
+        })
+    }
+
+    /// A subject's places as last sealed, loaded from the store if they are not hot.
+    fn places_of(&mut self, key: [u8; 32]) -> Result<&mut HotPlaces, IndexError> {
+        if !self.places.contains_key(&key) {
+            let store = Arc::clone(&self.store);
+            let mut hot = HotPlaces::default();
+            if let Some(ptr) = self.map(PLACES)?.get(&store, &key)? {
+                match &*store.read(ptr)? {
+                    Record::Places(p) => hot.frames = p.frames.clone(),
+                    _ => return Err(damaged(format!("the places at {ptr} are not places"))),
+                }
+            }
+            self.places.insert(key, hot);
+            self.hot_bytes += HOT_PLACES_BYTES;
+        }
+        self.places.get_mut(&key).ok_or_else(|| damaged("a subject's places vanished".into()))
+    }
+
+    /// A subject's bucket in a frame, loaded from the store if it is not hot.
+    fn subject_bucket(&mut self, key: [u8; 32], frame: u32) -> Result<&mut HotBucket, IndexError> {
+        if !self.subject_buckets.contains_key(&(key, frame)) {
+            let name = self.frame_names[frame as usize].clone();
+            let seals = self.seals;
+            let places = self.places_of(key)?;
+            places.touched = seals;
+            let found = places
+                .frames
+                .binary_search_by(|f| f.name.as_str().cmp(&name))
+                .ok()
+                .map(|i| places.frames[i].bucket);
+            let hot = match found {
+                Some(ptr) => self.load_bucket(ptr)?,
+                None => HotBucket::default(),
+            };
+            self.subject_buckets.insert((key, frame), hot);
+        }
+        self.subject_buckets.get_mut(&(key, frame)).ok_or_else(|| damaged("a bucket vanished".into()))
     }
 
     /// The list for `key` in map `m`, loaded from the store if it is not hot.
@@ -421,7 +495,11 @@ impl Writer {
     /// The writer's copy of map `m`, loaded from the latest root on first use.
     fn map(&mut self, m: usize) -> Result<&mut MemMap, IndexError> {
         if self.maps[m].is_none() {
-            let root = self.latest.as_ref().and_then(|r| if m == SUBJECTS { r.subjects } else { r.links });
+            let root = self.latest.as_ref().and_then(|r| match m {
+                SUBJECTS => r.subjects,
+                LINKS => r.links,
+                _ => r.places,
+            });
             self.maps[m] = Some(MemMap::load(root));
         }
         self.maps[m].as_mut().ok_or_else(|| damaged("a map vanished".into()))
@@ -433,22 +511,11 @@ impl Writer {
         let seals = self.seals;
         let position = p.entry.position;
         let bucket = self.bucket(BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind })?;
-        if bucket.count == 0 {
-            bucket.first_position = position;
-        }
-        bucket.count += 1;
-        bucket.last_position = position;
-        bucket.partial.push(p.entry);
-        bucket.dirty = true;
-        bucket.touched = seals;
-        if bucket.partial.len() == BLOCK {
-            let full = std::mem::take(&mut bucket.partial);
-            bucket.completed.push(full);
-            bucket.in_runs = 0;
-            bucket.runs.clear();
-        }
+        bucket.push(p.entry, seals);
         self.hot_bytes += size_of::<Entry>();
         if let Some(key) = p.subject {
+            self.subject_bucket(key, frame)?.push(p.entry, seals);
+            self.hot_bytes += size_of::<Entry>();
             let list = self.list(SUBJECTS, key, || parts.subject.clone())?;
             let clean = !list.dirty;
             list.add(position, p.leaf, seals);
@@ -513,10 +580,15 @@ impl Writer {
         let mut marks: Vec<(&str, std::time::Duration)> = Vec::new();
 
         // Buckets: the k-d trees of filled and partial blocks, on every core.
-        let mut dirty: Vec<(BucketKey, HotBucket)> = Vec::new();
+        let mut dirty: Vec<(Owner, HotBucket)> = Vec::new();
         for (key, b) in self.buckets.iter_mut() {
             if b.dirty {
-                dirty.push((*key, std::mem::take(b)));
+                dirty.push((Owner::Place(*key), std::mem::take(b)));
+            }
+        }
+        for (&(subject, frame), b) in self.subject_buckets.iter_mut() {
+            if b.dirty {
+                dirty.push((Owner::Subject(subject, frame), std::mem::take(b)));
             }
         }
         dirty.sort_by_key(|(k, _)| *k);
@@ -529,37 +601,24 @@ impl Writer {
             })
             .collect();
         let mut changed_cells: BTreeMap<(u32, Period), Vec<CellItem>> = BTreeMap::new();
-        for ((key, mut b), (full, partial)) in dirty.into_iter().zip(trees) {
-            let blocks_before = b.full.iter().map(|s| 1u64 << s.level).sum::<u64>();
-            for (i, tree) in full.into_iter().enumerate() {
-                let summary = tree.root();
-                let ptr = store.append(Record::Block(super::record::BlockRec {
-                    entries: tree.entries,
-                    interior: tree.interior,
-                }));
-                let index = (blocks_before + i as u64) as i64;
-                push_slot(&store, &mut b.full, Slot { level: 0, ptr, first: index, last: index, summary });
+        let mut changed_places: BTreeMap<[u8; 32], Vec<(u32, Ptr, Summary)>> = BTreeMap::new();
+        for ((owner, mut b), (full, partial)) in dirty.into_iter().zip(trees) {
+            let (ptr, root) = b.write(&store, full, partial)?;
+            match owner {
+                Owner::Place(key) => {
+                    changed_cells.entry((key.frame, key.period)).or_default().push(CellItem {
+                        cell: key.cell,
+                        kind: key.kind,
+                        bucket: ptr,
+                        summary: root,
+                    });
+                    self.buckets.insert(key, b);
+                }
+                Owner::Subject(subject, frame) => {
+                    changed_places.entry(subject).or_default().push((frame, ptr, root));
+                    self.subject_buckets.insert((subject, frame), b);
+                }
             }
-            b.write_runs(&store);
-            let root = fold_summaries(b.full.iter().map(|s| s.summary).chain(partial))
-                .ok_or_else(|| damaged("an empty bucket was sealed".into()))?;
-            let ptr = store.append(Record::Bucket(BucketRec {
-                count: b.count,
-                first_position: b.first_position,
-                last_position: b.last_position,
-                full: b.full.clone(),
-                runs: b.runs.clone(),
-                partial,
-                root,
-            }));
-            b.dirty = false;
-            changed_cells.entry((key.frame, key.period)).or_default().push(CellItem {
-                cell: key.cell,
-                kind: key.kind,
-                bucket: ptr,
-                summary: root,
-            });
-            self.buckets.insert(key, b);
         }
 
         marks.push(("buckets", t0.elapsed()));
@@ -605,6 +664,33 @@ impl Writer {
         }
 
         marks.push(("cells+hours", t0.elapsed()));
+        // Each changed subject's places, and the places map.
+        let mut place_ups: Vec<([u8; 32], Ptr, Digest)> = Vec::with_capacity(changed_places.len());
+        for (key, updates) in changed_places {
+            let seals = self.seals;
+            let names: Vec<String> =
+                updates.iter().map(|(frame, _, _)| self.frame_names[*frame as usize].clone()).collect();
+            let places = self.places_of(key)?;
+            places.touched = seals;
+            for ((_, bucket, summary), name) in updates.into_iter().zip(names) {
+                let item = PlaceFrame { name, bucket, summary };
+                match places.frames.binary_search_by(|f| f.name.cmp(&item.name)) {
+                    Ok(i) => places.frames[i] = item,
+                    Err(i) => places.frames.insert(i, item),
+                }
+            }
+            let tree = places_tree(&places.frames);
+            let digest = place_leaf_digest(&key, places.frames.len() as u64, &tree.root());
+            let ptr = store.append(Record::Places(PlacesRec { key, frames: places.frames.clone() }));
+            place_ups.push((key, ptr, digest));
+        }
+        let places_root = {
+            let map = self.map(PLACES)?;
+            for (key, ptr, digest) in place_ups {
+                map.set(&store, key, ptr, digest)?;
+            }
+            map.seal(&store)
+        };
         // Lists and the two maps.
         let mut map_roots = [None, None];
         for (m, root) in map_roots.iter_mut().enumerate() {
@@ -680,7 +766,8 @@ impl Writer {
         }
         frames.sort_by(|a, b| a.name.cmp(&b.name));
         let [subjects, links] = map_roots;
-        let mut root = RootRec { version: self.size, frames, subjects, links, index_root: [0; 32] };
+        let mut root =
+            RootRec { version: self.size, frames, subjects, links, places: places_root, index_root: [0; 32] };
         root.index_root = recompute_root(&root);
         let root = store.publish(root)?;
         marks.push(("publish", t0.elapsed()));
@@ -722,6 +809,33 @@ impl Writer {
                     self.hot_bytes.saturating_sub(b.partial.capacity() * size_of::<Entry>() + 256);
             }
         }
+        let mut buckets: Vec<(u64, ([u8; 32], u32))> =
+            self.subject_buckets.iter().map(|(k, b)| (b.touched, *k)).collect();
+        buckets.sort_unstable();
+        for (_, key) in buckets {
+            if self.hot_bytes <= self.budget.hot_bytes / 2 {
+                break;
+            }
+            if self.subject_buckets.get(&key).is_some_and(|b| !b.dirty)
+                && let Some(b) = self.subject_buckets.remove(&key)
+            {
+                self.hot_bytes =
+                    self.hot_bytes.saturating_sub(b.partial.capacity() * size_of::<Entry>() + 256);
+            }
+        }
+        // A subject's places are sealed whenever its buckets are: clean unless one is dirty.
+        let mut places: Vec<(u64, [u8; 32])> = self.places.iter().map(|(k, p)| (p.touched, *k)).collect();
+        places.sort_unstable();
+        let dirty: std::collections::HashSet<[u8; 32]> =
+            self.subject_buckets.iter().filter(|(_, b)| b.dirty).map(|((k, _), _)| *k).collect();
+        for (_, key) in places {
+            if self.hot_bytes <= self.budget.hot_bytes / 2 {
+                break;
+            }
+            if !dirty.contains(&key) && self.places.remove(&key).is_some() {
+                self.hot_bytes = self.hot_bytes.saturating_sub(HOT_PLACES_BYTES);
+            }
+        }
         for m in [SUBJECTS, LINKS] {
             let mut lists: Vec<(u64, [u8; 32])> =
                 self.lists[m].iter().map(|(k, l)| (l.touched, *k)).collect();
@@ -739,6 +853,7 @@ impl Writer {
         self.hot_bytes = self
             .buckets
             .values()
+            .chain(self.subject_buckets.values())
             .map(|b| {
                 (b.partial.capacity() + b.completed.iter().map(Vec::capacity).sum::<usize>())
                     * size_of::<Entry>()
@@ -750,7 +865,8 @@ impl Writer {
                 .iter()
                 .flat_map(|m| m.values())
                 .map(|l| HOT_LIST_BYTES + l.tail.capacity() * 8)
-                .sum::<usize>();
+                .sum::<usize>()
+            + self.places.len() * HOT_PLACES_BYTES;
     }
 }
 
@@ -792,7 +908,69 @@ fn update_list(store: &Store, frontier: &[Slot], hours: &[PeriodUpdate]) -> Resu
     Ok(out)
 }
 
+/// A subject's frames tree (index version 4): an RFC 9162 tree over each frame's entry, as a
+/// frame's entry in the frames tree with the subject's tree as its short-lived one and no
+/// long-lived one, by frame name.
+pub(super) fn places_tree(frames: &[PlaceFrame]) -> sion_verify::merkle::MemoryTree<Blake3> {
+    sion_verify::merkle::MemoryTree::<Blake3>::from_leaves(
+        frames.iter().map(|f| encode_frame(Version::V4, &f.name, Some(f.summary), None)),
+    )
+}
+
 impl HotBucket {
+    /// Write what changed since the last seal — the blocks that filled (`full`, their k-d
+    /// trees built), the partial block's new run — and the bucket's record; returns it and
+    /// its root's summary (`partial`: the partial block's, if any).
+    fn write(
+        &mut self,
+        store: &Store,
+        full: Vec<BlockTree>,
+        partial: Option<Summary>,
+    ) -> Result<(Ptr, Summary), IndexError> {
+        let blocks_before = self.full.iter().map(|s| 1u64 << s.level).sum::<u64>();
+        for (i, tree) in full.into_iter().enumerate() {
+            let summary = tree.root();
+            let ptr = store.append(Record::Block(super::record::BlockRec {
+                entries: tree.entries,
+                interior: tree.interior,
+            }));
+            let index = (blocks_before + i as u64) as i64;
+            push_slot(store, &mut self.full, Slot { level: 0, ptr, first: index, last: index, summary });
+        }
+        self.write_runs(store);
+        let root = fold_summaries(self.full.iter().map(|s| s.summary).chain(partial))
+            .ok_or_else(|| damaged("an empty bucket was sealed".into()))?;
+        let ptr = store.append(Record::Bucket(BucketRec {
+            count: self.count,
+            first_position: self.first_position,
+            last_position: self.last_position,
+            full: self.full.clone(),
+            runs: self.runs.clone(),
+            partial,
+            root,
+        }));
+        self.dirty = false;
+        Ok((ptr, root))
+    }
+
+    /// Take the next entry of this bucket (log order).
+    fn push(&mut self, entry: Entry, seals: u64) {
+        if self.count == 0 {
+            self.first_position = entry.position;
+        }
+        self.count += 1;
+        self.last_position = entry.position;
+        self.partial.push(entry);
+        self.dirty = true;
+        self.touched = seals;
+        if self.partial.len() == BLOCK {
+            let full = std::mem::take(&mut self.partial);
+            self.completed.push(full);
+            self.in_runs = 0;
+            self.runs.clear();
+        }
+    }
+
     /// Write the partial block's new entries as a run, merging runs so that each is smaller
     /// than the one before it (a few runs, each entry rewritten a few times at most).
     fn write_runs(&mut self, store: &Store) {

@@ -280,10 +280,45 @@ fn spec_root(atoms: &[Atom]) -> Digest {
         .iter()
         .map(|(k, list)| (*k, h(&[&[0x23], k, &(list.len() as u64).to_le_bytes(), &list_root(list)])))
         .collect();
+    // Version 4: each subject's places — its atoms of each frame, in log order, as one bucket's
+    // tree — in a frames tree of its own, a leaf of the places map.
+    let mut places: BTreeMap<Digest, BTreeMap<&str, Vec<E<'_>>>> = BTreeMap::new();
+    for (i, a) in atoms.iter().enumerate() {
+        let p = a.parts();
+        if !p.subject.is_empty() {
+            places
+                .entry(h(&[p.subject.as_bytes()]))
+                .or_default()
+                .entry(&p.frame)
+                .or_default()
+                .push((i as u64, a));
+        }
+    }
+    let place_leaves: Vec<(Digest, Digest)> = places
+        .iter()
+        .map(|(k, frames)| {
+            let leaves: Vec<Digest> = frames
+                .iter()
+                .map(|(name, es)| {
+                    let (b, t, d) = bucket_tree(es);
+                    let mut entry = vec![name.len() as u8];
+                    entry.extend_from_slice(name.as_bytes());
+                    entry.push(1);
+                    entry.extend_from_slice(&box_bytes(&b));
+                    entry.extend_from_slice(&tally_bytes(&t));
+                    entry.extend_from_slice(&d);
+                    entry.push(0);
+                    h(&[&[0x00], &entry])
+                })
+                .collect();
+            let root = rfc_tree(&leaves, &|l, r| h(&[&[0x01], l, r]));
+            (*k, h(&[&[0x24], k, &(frames.len() as u64).to_le_bytes(), &root]))
+        })
+        .collect();
     h(&[
         &[0x30],
         &(entries.len() as u64).to_le_bytes(),
-        &frames_root,
+        &h(&[&[0x31], &frames_root, &crit(&place_leaves)]),
         &crit(&subject_leaves),
         &crit(&link_leaves),
     ])

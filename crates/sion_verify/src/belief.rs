@@ -563,7 +563,7 @@ pub mod bundle {
     /// docs/PROOFS.md), distinct, first those the files use in the order first used, then
     /// those of `alone` no file uses, in ascending order of log id; `u32` F, then F files,
     /// each `u32` index of its attestation + `u32` length + the envelope from `kind` on. All
-    /// integers little-endian. File i is `SIONPRF3` ‖ attestation ‖ body.
+    /// integers little-endian. File i is `SIONPRF4` ‖ attestation ‖ body.
     pub fn encode_with(files: &[ProofFile], alone: &[Attestation]) -> Vec<u8> {
         encode_table(MAGIC, files, alone)
     }

@@ -327,6 +327,7 @@ impl Scene {
             from_ns: q.from_ns,
             to_ns: q.to_ns,
             kinds: sion_verify::index::geom::ALL_KINDS,
+            subject: None,
         };
         Some(format!("{} (UTC)", sion_verify::units::show_query(&query)))
     }

@@ -94,6 +94,11 @@ pub(crate) struct QuestionArgs {
     /// it grows with what matches, not with every pose in the box [default: every kind].
     #[arg(long = "kind", value_name = "KIND", value_delimiter = ',', value_parser = kind_value)]
     pub(crate) kinds: Vec<u32>,
+    /// Only atoms about this subject (pallet-17, a track id, a person's name): the proof walks
+    /// the subject's own tree in the frame, so it grows with the subject's atoms there, not
+    /// with everything else in the box [default: every subject, and atoms with none].
+    #[arg(long, value_name = "SUBJECT")]
+    pub(crate) subject: Option<String>,
 }
 
 /// A kind of atom by its name (docs/ATOM.md), as the bit a question's kinds hold.
@@ -110,11 +115,14 @@ impl QuestionArgs {
             (None, Some(last)) => to.saturating_sub(last),
             (None, None) => bail!("give --from and --to, or --last"),
         };
-        let query = Query::new(&self.frame, self.bounds, from, to).context("the question")?;
-        if self.kinds.is_empty() {
-            return Ok(query);
+        let mut query = Query::new(&self.frame, self.bounds, from, to).context("the question")?;
+        if !self.kinds.is_empty() {
+            query = query.with_kinds(self.kinds.iter().fold(0, |m, k| m | k)).context("the question")?;
         }
-        query.with_kinds(self.kinds.iter().fold(0, |m, k| m | k)).context("the question")
+        match &self.subject {
+            None => Ok(query),
+            Some(s) => query.with_subject(s).context("the question (--subject)"),
+        }
     }
 }
 

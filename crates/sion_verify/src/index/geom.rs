@@ -105,6 +105,9 @@ pub enum QueryError {
     /// The kinds asked about are none, or not kinds (a bit past code 16).
     #[error("kinds: {0:#x} names no kind of atom (bit k stands for kind code k, 0 to 16)")]
     Kinds(u32),
+    /// The subject asked about is not one an atom can have (why), or is empty.
+    #[error("subject: {0}")]
+    Subject(String),
 }
 
 /// "What was seen in this box, during this interval": a frame (named as an atom's frame is), a
@@ -125,6 +128,9 @@ pub struct Query {
     /// The kinds asked about: bit `k` for kind code `k` (docs/ATOM.md); [`ALL_KINDS`] when the
     /// question names none. Never empty.
     pub kinds: u32,
+    /// The one subject asked about (1 to 256 bytes of UTF-8, no control character, as an
+    /// atom's); `None` when the question is about every subject (and atoms with none).
+    pub subject: Option<String>,
 }
 
 /// Every kind of atom (codes 0 to 16, docs/ATOM.md): a question that names no kind.
@@ -153,7 +159,7 @@ impl Query {
         } else {
             to_ns
         };
-        Ok(Self { frame: frame.to_owned(), bounds, from_ns, to_ns, kinds: ALL_KINDS })
+        Ok(Self { frame: frame.to_owned(), bounds, from_ns, to_ns, kinds: ALL_KINDS, subject: None })
     }
 
     /// The same question about atoms of these kinds only (bit `k` for kind code `k`); an empty
@@ -163,6 +169,23 @@ impl Query {
             return Err(QueryError::Kinds(kinds));
         }
         Ok(Self { kinds, ..self })
+    }
+
+    /// The same question about the atoms of one subject only; an empty subject, or one no atom
+    /// could have, is an error.
+    pub fn with_subject(self, subject: &str) -> Result<Self, QueryError> {
+        if subject.is_empty() {
+            return Err(QueryError::Subject(
+                "empty: atoms without a subject are asked about by asking about every subject".into(),
+            ));
+        }
+        crate::atom::check_subject(subject).map_err(|e| {
+            QueryError::Subject(match e {
+                crate::atom::AtomError::Invalid { problem, .. } => problem,
+                other => other.to_string(),
+            })
+        })?;
+        Ok(Self { subject: Some(subject.to_owned()), ..self })
     }
 
     /// Whether the question names kinds (not every kind).
@@ -177,7 +200,10 @@ impl Query {
 
     /// Whether an atom answers the query.
     pub fn matches(&self, atom: &AtomParts) -> bool {
-        atom.frame == self.frame && self.asks_kind(atom.kind.code()) && SpaceTime::of_atom(atom).meets(self)
+        atom.frame == self.frame
+            && self.asks_kind(atom.kind.code())
+            && self.subject.as_ref().is_none_or(|s| *s == atom.subject)
+            && SpaceTime::of_atom(atom).meets(self)
     }
 }
 

@@ -15,16 +15,27 @@ use tree::{Step, Summary};
 const TAG_ROOT: u8 = 0x30;
 const TAG_SUBJECT: u8 = 0x20;
 const TAG_LINKS: u8 = 0x23;
+const TAG_PLACES: u8 = 0x24;
+const TAG_FRAMES: u8 = 0x31;
 
-/// Which version of docs/INDEX.md a root follows: a proof made under version 2 (tallies and
-/// kinds not yet in the index) still checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+/// Which version of docs/INDEX.md a root follows: proofs made under versions 2 (tallies and
+/// kinds not yet in the index) and 3 (no subjects' places yet) still check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
 pub enum Version {
     /// Nodes hash their children's boxes and digests; entries have no kind.
     V2,
     /// Nodes also hash their children's tallies; entries end with their atom's kind.
-    #[default]
     V3,
+    /// The frames root is hashed with the places map's: each subject's own trees, by frame.
+    #[default]
+    V4,
+}
+
+impl Version {
+    /// Whether nodes carry tallies and entries kinds (versions 3 and 4).
+    pub fn tallied(self) -> bool {
+        self >= Version::V3
+    }
 }
 
 /// A frame's leaf in the frames tree: str8 name, then for the short-lived and the long-lived
@@ -39,7 +50,7 @@ pub fn encode_frame(version: Version, name: &str, short: Option<Summary>, long: 
             Some(s) => {
                 out.put_u8(1);
                 out.put_bytes(&s.bbox.encode());
-                if version == Version::V3 {
+                if version.tallied() {
                     out.put_bytes(&s.tally.encode());
                 }
                 out.put_bytes(&s.digest);
@@ -104,6 +115,25 @@ pub fn link_leaf_digest(key: &[u8; 32], count: u64, root: &Digest) -> Digest {
     *blake3::hash(&buf).as_bytes()
 }
 
+/// A leaf of the places map (version 4): `BLAKE3(0x24 || key || u64 frame count || root)`,
+/// the root of the subject's own frames tree.
+pub fn place_leaf_digest(key: &[u8; 32], frames: u64, root: &Digest) -> Digest {
+    let mut buf = vec![TAG_PLACES];
+    buf.put_bytes(key);
+    buf.put_u64(frames);
+    buf.put_bytes(root);
+    *blake3::hash(&buf).as_bytes()
+}
+
+/// What the index root hashes for the frames (version 4): `BLAKE3(0x31 || frames tree root ||
+/// places map root)`; under versions 2 and 3, the frames tree root itself.
+pub fn frames_commitment(frames_root: &Digest, places: &Digest) -> Digest {
+    let mut buf = vec![TAG_FRAMES];
+    buf.put_bytes(frames_root);
+    buf.put_bytes(places);
+    *blake3::hash(&buf).as_bytes()
+}
+
 /// The index root: `BLAKE3(0x30 || u64 frame count || frames root || subjects || links)`.
 pub fn index_root(frames: u64, frames_root: &Digest, subjects: &Digest, links: &Digest) -> Digest {
     let mut buf = vec![TAG_ROOT];
@@ -161,9 +191,55 @@ pub struct RangeAnswer {
     pub subjects_root: Digest,
     /// The link map's digest, hashed into the index root.
     pub links_root: Digest,
-    /// The version of docs/INDEX.md the walks follow (a proof made under version 2 still
+    /// Under version 4, the places map: its root, or (a question about one subject) the path
+    /// to the subject's place, whose frames tree `frames` and `frame` then speak of.
+    pub places: Places,
+    /// The version of docs/INDEX.md the walks follow (a proof made under version 2 or 3 still
     /// checks).
     pub version: Version,
+}
+
+/// Where a range answer's walks stand in the places map (docs/INDEX.md, version 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Places {
+    /// Versions 2 and 3: no places map.
+    Before,
+    /// A question about every subject: the walks are of the frame's own trees; the places
+    /// map's root.
+    Root(Digest),
+    /// A question about one subject: the walks are of the subject's tree in the frame.
+    Subject(SubjectPlace),
+}
+
+/// The subject's place in the places map, and the frames tree of the index around it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectPlace {
+    /// The leaf the search for the subject's key ends at.
+    pub leaf: PlaceLeaf,
+    /// The crit-bit path from the map's root down to it (empty for a map of one key).
+    pub path: Vec<PathStep>,
+    /// How many frames the index's frames tree holds.
+    pub frames: u64,
+    /// The index's frames tree root.
+    pub frames_root: Digest,
+}
+
+/// The leaf a search of the places map ends at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlaceLeaf {
+    /// The subject's own: its frames tree is the one the answer's walks recompute.
+    Found,
+    /// The map is empty: no atom has a subject.
+    Empty,
+    /// Another subject's: the subject has no atom.
+    Other {
+        /// Its key.
+        key: [u8; 32],
+        /// Its frames tree's leaf count.
+        frames: u64,
+        /// Its frames tree's root.
+        root: Digest,
+    },
 }
 
 /// Every atom in a subject's list (or linking to a target), with the map path that proves the

@@ -107,7 +107,7 @@ pub struct CountProof {
 impl CountProof {
     /// Append the body (docs/PROOFS.md, kind 9).
     pub fn put(&self, out: &mut Vec<u8>) {
-        put_query(out, &self.query, Version::V3);
+        put_query(out, &self.query, self.answer.version);
         out.put_varint(self.counted.count);
         out.put_varint128(self.counted.duration_ns);
         if let Some((first, last)) = self.counted.span {
@@ -118,12 +118,12 @@ impl CountProof {
     }
 
     /// Read a body as [`CountProof::put`] writes it.
-    pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
-        let query = read_query(r, Version::V3)?;
+    pub fn read(r: &mut Reader<'_>, version: Version) -> Result<Self, WireError> {
+        let query = read_query(r, version)?;
         let count = r.varint("count")?;
         let duration_ns = r.varint128("duration")?;
         let span = if count > 0 { Some((r.zigzag("first")?, r.zigzag("last")?)) } else { None };
-        let answer = read_index_part(r, Vec::new(), Version::V3)?;
+        let answer = read_index_part(r, Vec::new(), version, query.subject.is_some())?;
         Ok(Self { query, counted: Counted { count, duration_ns, span }, answer })
     }
 
@@ -131,7 +131,7 @@ impl CountProof {
     pub fn verify(&self, index_root: &Digest, log_size: u64) -> Result<Counted, VerifyError> {
         let q = &self.query;
         check_walks(
-            &q.frame,
+            q.into(),
             &CountRule { q },
             Answer::new(Vec::new()),
             &self.answer,

@@ -23,8 +23,11 @@ use crate::ledger::{AttestationError, Cosignature, Head, LogId, StateProof, TxTi
 use crate::merkle::{Digest, ProofError, verify_consistency, verify_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
-/// Version 2 codes a range walk's boxes against the interior node above them (docs/PROOFS.md).
-const MAGIC: &[u8; 8] = b"SIONPRF3";
+/// Index version 4: a range question may name a subject, and the frames root is hashed with
+/// the places map's (docs/PROOFS.md, "Versions").
+const MAGIC: &[u8; 8] = b"SIONPRF4";
+/// The magic of files made under index version 3 (no subjects' places), still read.
+const MAGIC_V3: &[u8; 8] = b"SIONPRF3";
 /// The magic of files made under index version 2 (their walks have no tallies), still read.
 const MAGIC_V2: &[u8; 8] = b"SIONPRF2";
 /// The largest proof file a verifier reads (docs/PROOFS.md): a prover makes none larger.
@@ -482,7 +485,7 @@ impl Expect {
             };
             let bounds = crate::atom::BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] };
             let query = Query::new(frame, bounds, from, to).map_err(|e| e.to_string())?;
-            Some(Question::Range(with_kinds_of(v, "", query)?))
+            Some(Question::Range(with_subject_of(v, "", with_kinds_of(v, "", query)?)?))
         } else if let Some(subject) = text("subject") {
             Some(Question::Subject(subject.to_owned()))
         } else if let Some(target) = text("links_to") {
@@ -614,7 +617,19 @@ fn range_of(v: &serde_json::Value, name: &str) -> Result<Query, String> {
     let (from, to) = interval_of(v, name)?;
     let bounds = crate::atom::BoxMm { min_mm: [x0, y0, z0], max_mm: [x1, y1, z1] };
     let query = Query::new(frame, bounds, from, to).map_err(|e| format!("{name}: {e}"))?;
-    with_kinds_of(v, &format!("{name}."), query)
+    let query = with_kinds_of(v, &format!("{name}."), query)?;
+    with_subject_of(v, &format!("{name}."), query)
+}
+
+/// A range question's `subject` in JSON, if named: the one subject it asks about (absent,
+/// null or empty: every subject).
+fn with_subject_of(v: &serde_json::Value, prefix: &str, query: Query) -> Result<Query, String> {
+    match v.get("subject") {
+        None | Some(serde_json::Value::Null) => Ok(query),
+        Some(serde_json::Value::String(s)) if s.is_empty() => Ok(query),
+        Some(serde_json::Value::String(s)) => query.with_subject(s).map_err(|e| format!("{prefix}{e}")),
+        Some(_) => Err(format!("{prefix}subject: a string")),
+    }
 }
 
 /// A question's `kinds` in JSON, if named: an array of kind names (docs/ATOM.md); absent or
@@ -668,8 +683,13 @@ impl std::fmt::Display for Question {
         match self {
             Question::Range(q) => write!(
                 f,
-                "frame {:?}, box {:?}..={:?} mm, [{}, {}) ns",
-                q.frame, q.bounds.min_mm, q.bounds.max_mm, q.from_ns, q.to_ns
+                "frame {:?}, box {:?}..={:?} mm, [{}, {}) ns{}",
+                q.frame,
+                q.bounds.min_mm,
+                q.bounds.max_mm,
+                q.from_ns,
+                q.to_ns,
+                of_kinds(q)
             ),
             Question::Subject(s) => write!(f, "every atom about {s:?}"),
             Question::LinksTo(id) => write!(f, "every atom linking to {id}"),
@@ -800,7 +820,7 @@ impl Proof {
             Proof::Latest { latest, .. } => latest.answer.version,
             Proof::Nearest { nearest, .. } => nearest.answer.version,
             Proof::Count { count, .. } => count.answer.version,
-            _ => Version::V3,
+            _ => Version::V4,
         }
     }
 
@@ -947,6 +967,7 @@ fn asked(query: &Query, mut answer: serde_json::Value) -> serde_json::Value {
         members.insert("from".into(), query.from_ns.into());
         members.insert("to".into(), query.to_ns.into());
         members.insert("kinds".into(), kind_names(query));
+        members.insert("subject".into(), query.subject.clone().into());
     }
     answer
 }
@@ -1080,9 +1101,17 @@ impl Verified {
     }
 }
 
-/// `, of kind observation` when a query names kinds; nothing when it asks about every kind.
+/// `, of kind observation` when a query names kinds, `, about "pallet-17"` when it names a
+/// subject; nothing when it asks about every kind and subject.
 fn of_kinds(q: &Query) -> String {
-    if q.filters_kinds() { format!(", of {}", crate::units::show_kinds(q.kinds)) } else { String::new() }
+    let mut out = String::new();
+    if q.filters_kinds() {
+        out = format!(", of {}", crate::units::show_kinds(q.kinds));
+    }
+    if let Some(s) = &q.subject {
+        out.push_str(&format!(", about {s:?}"));
+    }
+    out
 }
 
 impl ProofFile {
@@ -1090,7 +1119,11 @@ impl ProofFile {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(1024);
         // A file read under version 2 is written back as it was.
-        out.put_bytes(if self.proof.index_version() == Version::V2 { MAGIC_V2 } else { MAGIC });
+        out.put_bytes(match self.proof.index_version() {
+            Version::V2 => MAGIC_V2,
+            Version::V3 => MAGIC_V3,
+            Version::V4 => MAGIC,
+        });
         self.put_attestation(&mut out);
         self.put_body(&mut out);
         out
@@ -1208,7 +1241,8 @@ impl ProofFile {
         }
         let mut r = Reader::new(bytes);
         let version = match r.take(8, "magic")? {
-            m if m == MAGIC => Version::V3,
+            m if m == MAGIC => Version::V4,
+            m if m == MAGIC_V3 => Version::V3,
             m if m == MAGIC_V2 => Version::V2,
             b"SIONPRF1" => {
                 return Err(WireError::Invalid {
@@ -1221,7 +1255,7 @@ impl ProofFile {
             _ => {
                 return Err(WireError::Invalid {
                     field: "magic",
-                    problem: "not a proof file (SIONPRF3, or SIONPRF2)".into(),
+                    problem: "not a proof file (SIONPRF4, SIONPRF3 or SIONPRF2)".into(),
                 });
             }
         };
@@ -1253,7 +1287,7 @@ impl ProofFile {
             });
         }
         let mut r = Reader::new(body);
-        let proof = read_body(&mut r, true, Version::V3)?;
+        let proof = read_body(&mut r, true, Version::V4)?;
         r.finish()?;
         Ok(Self { proof, attestation: Some(attestation) })
     }
@@ -1506,7 +1540,7 @@ fn read_body(r: &mut Reader<'_>, attested: bool, version: Version) -> Result<Pro
         9 => Proof::Count {
             log: LogId(r.u64("log")?),
             head: Head::read(r)?,
-            count: Box::new(CountProof::read(r)?),
+            count: Box::new(CountProof::read(r, version)?),
         },
         k => {
             return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });

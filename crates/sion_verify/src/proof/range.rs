@@ -6,10 +6,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{VerifyError, parallel};
 use crate::atom::{Atom, BoxMm};
+use crate::index::critbit::{self, PathStep};
 use crate::index::geom::ALL_KINDS;
 use crate::index::geom::{Query, SpaceTime};
 use crate::index::tree::{Entry, GROUP, GroupEntry, Step, Summary, Tally, group_summary, group_summary_v2};
-use crate::index::{FrameWitness, Neighbour, RangeAnswer, Version, encode_frame, index_root};
+use crate::index::{
+    FrameWitness, Neighbour, PlaceLeaf, Places, RangeAnswer, SubjectPlace, Version, encode_frame,
+    frames_commitment, index_root, place_leaf_digest, subject_key,
+};
 use crate::merkle::{Blake3, Digest, TreeHasher as _, root_from_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
@@ -174,7 +178,8 @@ fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
 
 /// The query: its frame, then the zigzag of each minimum (x, y, z), of each extent
 /// (max − min), of `from` and of `to − from` (wrapping i64 arithmetic); under index version 3
-/// then the varint of the kinds asked about.
+/// and later then the varint of the kinds asked about, and under version 4 the subject asked
+/// about (str16; empty when the question is about every subject).
 pub(crate) fn put_query(out: &mut Vec<u8>, q: &Query, version: Version) {
     out.put_str8(&q.frame);
     let b = &q.bounds;
@@ -186,8 +191,11 @@ pub(crate) fn put_query(out: &mut Vec<u8>, q: &Query, version: Version) {
     }
     out.put_zigzag(q.from_ns);
     out.put_zigzag(q.to_ns.wrapping_sub(q.from_ns));
-    if version == Version::V3 {
+    if version.tallied() {
         out.put_varint(u64::from(q.kinds));
+    }
+    if version >= Version::V4 {
+        out.put_str16(q.subject.as_deref().unwrap_or_default());
     }
 }
 
@@ -210,14 +218,16 @@ pub(crate) fn read_query(r: &mut Reader<'_>, version: Version) -> Result<Query, 
     }
     let kinds = match version {
         Version::V2 => ALL_KINDS,
-        Version::V3 => {
+        Version::V3 | Version::V4 => {
             let v = r.varint("kinds")?;
             u32::try_from(v).unwrap_or(u32::MAX)
         }
     };
+    let subject = if version >= Version::V4 { r.str16("subject")? } else { String::new() };
     let invalid =
         |e: crate::index::geom::QueryError| WireError::Invalid { field: "query", problem: e.to_string() };
-    Query::new(&frame, bounds, from, to).and_then(|q| q.with_kinds(kinds)).map_err(invalid)
+    let q = Query::new(&frame, bounds, from, to).and_then(|q| q.with_kinds(kinds)).map_err(invalid)?;
+    if subject.is_empty() { Ok(q) } else { q.with_subject(&subject).map_err(invalid) }
 }
 
 impl RangeProof {
@@ -247,7 +257,8 @@ impl RangeProof {
                 r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec(),
             ));
         }
-        let answer = read_index_part(r, atoms.iter().map(|(p, _)| *p).collect(), version)?;
+        let positions = atoms.iter().map(|(p, _)| *p).collect();
+        let answer = read_index_part(r, positions, version, query.subject.is_some())?;
         Ok(Self { query, atoms, answer })
     }
 
@@ -306,7 +317,7 @@ impl RangeProof {
             used: decoded.iter().map(|_| AtomicBool::new(false)).collect(),
             atoms: decoded,
         };
-        check_walks(&q.frame, q, answer, &self.answer, index_root_expected, log_size, seen)
+        check_walks(q.into(), q, answer, &self.answer, index_root_expected, log_size, seen)
     }
 }
 
@@ -318,11 +329,24 @@ pub(crate) fn below_head(position: u64, log_size: u64) -> Result<(), VerifyError
     Ok(())
 }
 
+/// Which trees a proof's walks are of: a frame's own, or one subject's in that frame.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Trees<'a> {
+    pub frame: &'a str,
+    pub subject: Option<&'a str>,
+}
+
+impl<'a> From<&'a Query> for Trees<'a> {
+    fn from(q: &'a Query) -> Self {
+        Trees { frame: &q.frame, subject: q.subject.as_deref() }
+    }
+}
+
 /// Replay a proof's walks under `rule`, check that they reached every atom of the answer, and
 /// that the frames tree and the maps give the head's index root (docs/PROOFS.md, kind 3 steps
 /// 2 to 5; kinds 7 and 8 the same). Returns the answer's atoms by ascending position.
 pub(crate) fn check_walks(
-    frame: &str,
+    trees: Trees<'_>,
     rule: &dyn Rule,
     answer: Answer,
     a: &RangeAnswer,
@@ -346,6 +370,7 @@ pub(crate) fn check_walks(
         let p = answer.positions[i];
         return Err(VerifyError::Range(format!("the atom at position {p} is not in the index")));
     }
+    let frame = trees.frame;
     let frames_root = match &a.frame {
         FrameWitness::Present { index, path } => {
             let entry = encode_frame(a.version, frame, summaries[0], summaries[1]);
@@ -358,11 +383,53 @@ pub(crate) fn check_walks(
             absent_frame_root(frame, a.frames, left.as_ref(), right.as_ref())?
         }
     };
-    let root = index_root(a.frames, &frames_root, &a.subjects_root, &a.links_root);
+    let (frames, commitment) = match (&a.places, trees.subject) {
+        (Places::Before, None) if a.version < Version::V4 => (a.frames, frames_root),
+        (Places::Root(places), None) if a.version >= Version::V4 => {
+            (a.frames, frames_commitment(&frames_root, places))
+        }
+        (Places::Subject(place), Some(subject)) if a.version >= Version::V4 => {
+            let places = places_root(subject, place, a, frames_root)?;
+            (place.frames, frames_commitment(&place.frames_root, &places))
+        }
+        _ => return Err(VerifyError::Range("the places map's part does not fit the question".into())),
+    };
+    let root = index_root(frames, &commitment, &a.subjects_root, &a.links_root);
     if root != *index_root_expected {
         return Err(VerifyError::IndexRoot);
     }
     Ok(answer.positions.into_iter().zip(answer.atoms).collect())
+}
+
+/// The places map's root, from the leaf a search for the subject's key ends at (version 4).
+/// Its own leaf holds the frames tree the walks recomputed (`a.frames` leaves, root
+/// `frames_root`); another's, or an empty map, shows the subject has no atom, and the walks
+/// then are of an empty frames tree.
+fn places_root(
+    subject: &str,
+    place: &SubjectPlace,
+    a: &RangeAnswer,
+    frames_root: Digest,
+) -> Result<Digest, VerifyError> {
+    let key = subject_key(subject);
+    let (leaf_key, leaf) = match &place.leaf {
+        PlaceLeaf::Found => (key, place_leaf_digest(&key, a.frames, &frames_root)),
+        PlaceLeaf::Empty => {
+            if !place.path.is_empty() {
+                return Err(VerifyError::Range("an empty places map has no path".into()));
+            }
+            return Ok(critbit::empty_digest());
+        }
+        PlaceLeaf::Other { key: other, frames, root } => {
+            if *other == key {
+                return Err(VerifyError::Range("the subject's own place is given as another's".into()));
+            }
+            (*other, place_leaf_digest(other, *frames, root))
+        }
+    };
+    critbit::root_from_path(&key, &leaf_key, leaf, &place.path).ok_or_else(|| {
+        VerifyError::Range("the places map path is not a crit-bit path for the subject".into())
+    })
 }
 
 /// The part of a range, latest or nearest proof after its answer: the frames tree witness, the
@@ -390,6 +457,29 @@ pub(crate) fn put_index_part(out: &mut Vec<u8>, a: &RangeAnswer) {
             }
         }
     }
+    match &a.places {
+        Places::Before => {}
+        Places::Root(root) => out.put_bytes(root),
+        Places::Subject(place) => {
+            match &place.leaf {
+                PlaceLeaf::Found => out.put_u8(0),
+                PlaceLeaf::Empty => out.put_u8(1),
+                PlaceLeaf::Other { key, frames, root } => {
+                    out.put_u8(2);
+                    out.put_bytes(key);
+                    out.put_varint(*frames);
+                    out.put_bytes(root);
+                }
+            }
+            out.put_u16(place.path.len() as u16);
+            for step in &place.path {
+                out.put_u16(step.crit);
+                out.put_bytes(&step.sibling);
+            }
+            out.put_varint(place.frames);
+            out.put_bytes(&place.frames_root);
+        }
+    }
     out.put_bytes(&a.subjects_root);
     out.put_bytes(&a.links_root);
     for walk in [&a.short, &a.long] {
@@ -406,11 +496,13 @@ pub(crate) fn put_index_part(out: &mut Vec<u8>, a: &RangeAnswer) {
     }
 }
 
-/// Read what [`put_index_part`] writes; `positions` are the answer's, ascending.
+/// Read what [`put_index_part`] writes; `positions` are the answer's, ascending; `subject`:
+/// whether the question names one.
 pub(crate) fn read_index_part(
     r: &mut Reader<'_>,
     positions: Vec<u64>,
     version: Version,
+    subject: bool,
 ) -> Result<RangeAnswer, WireError> {
     let frames = r.varint("frames")?;
     let frame = match r.u8("frame witness")? {
@@ -434,6 +526,11 @@ pub(crate) fn read_index_part(
             return Err(WireError::Invalid { field: "frame witness", problem: format!("unknown kind {k}") });
         }
     };
+    let places = match (version, subject) {
+        (Version::V4, false) => Places::Root(r.array("places root")?),
+        (Version::V4, true) => Places::Subject(read_place(r, frames, &frame)?),
+        _ => Places::Before,
+    };
     let subjects_root = r.array("subjects root")?;
     let links_root = r.array("links root")?;
     let mut walks = [None, None];
@@ -445,8 +542,48 @@ pub(crate) fn read_index_part(
         }
     }
     let [short, long] = walks;
-    let answer = RangeAnswer { positions, frames, frame, short, long, subjects_root, links_root, version };
+    if let Places::Subject(SubjectPlace { leaf: PlaceLeaf::Empty | PlaceLeaf::Other { .. }, .. }) = places
+        && (short.is_some() || long.is_some())
+    {
+        return Err(WireError::Invalid {
+            field: "tree",
+            problem: "a subject with no place has no trees".into(),
+        });
+    }
+    let answer =
+        RangeAnswer { positions, frames, frame, short, long, subjects_root, links_root, places, version };
     Ok(answer)
+}
+
+/// A subject's place in the places map (version 4): the leaf the search ends at, the path, and
+/// the index's frames tree. A subject without a place has an empty frames tree: `frames` 0, no
+/// neighbours.
+fn read_place(r: &mut Reader<'_>, frames: u64, frame: &FrameWitness) -> Result<SubjectPlace, WireError> {
+    let leaf = match r.u8("place")? {
+        0 => PlaceLeaf::Found,
+        1 => PlaceLeaf::Empty,
+        2 => PlaceLeaf::Other {
+            key: r.array("place key")?,
+            frames: r.varint("place frames")?,
+            root: r.array("place root")?,
+        },
+        k => return Err(WireError::Invalid { field: "place", problem: format!("unknown kind {k}") }),
+    };
+    let empty = matches!(frame, FrameWitness::Absent { left: None, right: None }) && frames == 0;
+    if leaf != PlaceLeaf::Found && !empty {
+        return Err(WireError::Invalid {
+            field: "place",
+            problem: "a subject with no place has an empty frames tree (0 frames, no neighbours)".into(),
+        });
+    }
+    let n = r.u16("place path")?;
+    if usize::from(n) > 256 {
+        return Err(WireError::Invalid { field: "place path", problem: format!("{n} steps") });
+    }
+    let path = (0..n)
+        .map(|_| Ok(PathStep { crit: r.u16("crit")?, sibling: r.array("sibling")? }))
+        .collect::<Result<Vec<_>, WireError>>()?;
+    Ok(SubjectPlace { leaf, path, frames: r.varint("frames")?, frames_root: r.array("frames root")? })
 }
 
 /// The answer's atoms by ascending position, and which of them a walk has reached (walks of
@@ -478,7 +615,7 @@ fn put_walk(out: &mut Vec<u8>, steps: &[Step], at: &mut usize, reference: &Space
         Step::Pruned(s) | Step::Whole(s) => {
             out.put_u8(if matches!(step, Step::Whole(_)) { tag::WHOLE } else { tag::PRUNED });
             put_box(out, &s.bbox, reference);
-            if version == Version::V3 {
+            if version.tallied() {
                 put_tally(out, &s.tally);
             }
             out.put_bytes(&s.digest);
@@ -502,7 +639,7 @@ fn put_walk(out: &mut Vec<u8>, steps: &[Step], at: &mut usize, reference: &Space
                         out.put_varint(e.position);
                         out.put_bytes(&e.id.0);
                         put_box(out, &e.bbox, reference);
-                        if version == Version::V3 {
+                        if version.tallied() {
                             out.put_u8(e.kind);
                         }
                     }
@@ -552,11 +689,11 @@ fn read_steps(
             // A version 2 walk has no tallies: its pruned nodes may hold any kind.
             let tally = match version {
                 Version::V2 => Tally { kinds: u32::MAX, ..Tally::default() },
-                Version::V3 => read_tally(r)?,
+                Version::V3 | Version::V4 => read_tally(r)?,
             };
             out.push(Step::Pruned(Summary { bbox, tally, digest: r.array("digest")? }));
         }
-        tag::WHOLE if step == tag::WHOLE && version == Version::V3 => {
+        tag::WHOLE if step == tag::WHOLE && version.tallied() => {
             let bbox = read_box(r, reference)?;
             let tally = read_tally(r)?;
             out.push(Step::Whole(Summary { bbox, tally, digest: r.array("digest")? }));
@@ -580,7 +717,7 @@ fn read_steps(
                     let bbox = read_box(r, reference)?;
                     let kind = match version {
                         Version::V2 => 0,
-                        Version::V3 => read_kind(r)?,
+                        Version::V3 | Version::V4 => read_kind(r)?,
                     };
                     GroupEntry::Miss(Entry { position, id, bbox, kind })
                 });
@@ -663,7 +800,7 @@ impl Walker<'_> {
                     };
                 let s = match self.version {
                     Version::V2 => Summary::join_v2(&left, &right),
-                    Version::V3 => Summary::join(&left, &right),
+                    Version::V3 | Version::V4 => Summary::join(&left, &right),
                 };
                 if s.bbox != *bbox {
                     return Err(VerifyError::Range(
@@ -713,7 +850,7 @@ impl Walker<'_> {
                 }
                 let s = match self.version {
                     Version::V2 => group_summary_v2(&entries[..group.len()]),
-                    Version::V3 => group_summary(&entries[..group.len()]),
+                    Version::V3 | Version::V4 => group_summary(&entries[..group.len()]),
                 };
                 self.tell(seen, depth, s.bbox, Reached::Expanded);
                 Ok((s, at + 1))

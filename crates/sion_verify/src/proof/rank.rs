@@ -9,7 +9,7 @@
 
 use super::VerifyError;
 use super::range::{
-    Answer, Rule, below_head, check_walks, put_index_part, put_query, read_index_part, read_query,
+    Answer, Rule, Trees, below_head, check_walks, put_index_part, put_query, read_index_part, read_query,
 };
 use crate::atom::{Atom, BoxMm};
 use crate::index::RangeAnswer;
@@ -180,7 +180,8 @@ impl LatestProof {
         } else {
             None
         };
-        let answer = read_index_part(r, atom.iter().map(|(p, _)| *p).collect(), version)?;
+        let positions = atom.iter().map(|(p, _)| *p).collect();
+        let answer = read_index_part(r, positions, version, query.subject.is_some())?;
         Ok(Self { query, atom, answer })
     }
 
@@ -189,7 +190,7 @@ impl LatestProof {
         let q = &self.query;
         let Some((position, bytes)) = &self.atom else {
             // Nothing answers: the walk is a range proof's with an empty answer.
-            check_walks(&q.frame, q, Answer::new(Vec::new()), &self.answer, index_root, log_size, None)?;
+            check_walks(q.into(), q, Answer::new(Vec::new()), &self.answer, index_root, log_size, None)?;
             return Ok(None);
         };
         let atom = decode(bytes)?;
@@ -201,7 +202,7 @@ impl LatestProof {
         }
         let rule = LatestRule { q, best: latest_rank(&SpaceTime::of_atom(atom.parts()), *position) };
         let mut got = check_walks(
-            &q.frame,
+            q.into(),
             &rule,
             Answer::new(vec![(*position, atom)]),
             &self.answer,
@@ -279,7 +280,7 @@ impl NearestProof {
         }
         let mut positions: Vec<u64> = atoms.iter().map(|(p, _)| *p).collect();
         positions.sort_unstable();
-        let answer = read_index_part(r, positions, version)?;
+        let answer = read_index_part(r, positions, version, false)?;
         Ok(Self { query, atoms, answer })
     }
 
@@ -314,11 +315,18 @@ impl NearestProof {
         let order: Vec<(u64, u128)> = ranked.iter().map(|(p, _, d)| (*p, *d)).collect();
         let answer = Answer::new(ranked.into_iter().map(|(p, a, _)| (p, a)).collect());
         // The walks give the atoms back by position; the answer is told in rank order.
-        let mut by_position: Vec<Option<Atom>> =
-            check_walks(&q.frame, &rule, answer, &self.answer, index_root, log_size, None)?
-                .into_iter()
-                .map(|(_, a)| Some(a))
-                .collect();
+        let mut by_position: Vec<Option<Atom>> = check_walks(
+            Trees { frame: &q.frame, subject: None },
+            &rule,
+            answer,
+            &self.answer,
+            index_root,
+            log_size,
+            None,
+        )?
+        .into_iter()
+        .map(|(_, a)| Some(a))
+        .collect();
         let mut positions: Vec<u64> = order.iter().map(|(p, _)| *p).collect();
         positions.sort_unstable();
         Ok(order

@@ -77,9 +77,10 @@ pub(crate) enum MemoryCommand {
     /// (intervals that only touch do not). FROM = TO asks about the instant FROM. The answer
     /// is as of a committed head (the latest unless --as-of), and the proof checks from that
     /// head alone, an empty answer included. --kind asks about some kinds only (the proof
-    /// passes over the others whole).
+    /// passes over the others whole); --subject about one subject's atoms only (the proof
+    /// walks that subject's own tree).
     Recall(RecallArgs),
-    /// How many atoms in this box, during this interval (of --kind, if given), for how long in
+    /// How many atoms in this box, during this interval (of --kind, about --subject, if given), for how long in
     /// all, the first and the last when: `recall`'s question answered with numbers and a proof
     /// whose size does not grow with the count (subtrees wholly inside the question are taken by
     /// the counts their nodes commit to; docs/PROOFS.md, kind 9). The time in all is each
@@ -88,8 +89,8 @@ pub(crate) enum MemoryCommand {
     /// Which atom in this box, during this interval, was seen last: of the atoms `recall`
     /// would answer, the one whose valid time ends last (the later log position on a tie),
     /// with the proof that nothing later answers (docs/PROOFS.md, kind 7). --kind asks about
-    /// some kinds only ("where was a person last seen"); a subject's atoms ("where was
-    /// pallet-17 last seen") come with subject filters.
+    /// some kinds only ("where was a person last seen"), --subject about one subject's atoms
+    /// ("where was pallet-17 last seen").
     LastSeen(RecallArgs),
     /// The K atoms nearest to a point at an instant (or during an interval): of the frame's
     /// atoms valid then, those whose boxes are nearest to the point (distance in millimetres

@@ -86,6 +86,10 @@ pub(crate) struct VerifyArgs {
         help_heading = "The question asked"
     )]
     pub(crate) expect_kinds: Vec<u32>,
+    /// ... about this subject's atoms only, as `recall --subject` asks [default: every
+    /// subject]. (--expect-subject is the other question: every atom about a subject.)
+    #[arg(long, value_name = "SUBJECT", requires = "expect_box", help_heading = "The question asked")]
+    pub(crate) expect_about: Option<String>,
     /// The question was which atom of --expect-frame, --expect-box and the interval was seen
     /// last (`sion memory last-seen`): a latest proof of exactly that.
     #[arg(long, requires = "expect_box", help_heading = "The question asked")]
@@ -170,6 +174,9 @@ impl VerifyArgs {
                 if !self.expect_kinds.is_empty() {
                     let kinds = self.expect_kinds.iter().fold(0, |m, k| m | k);
                     query = query.with_kinds(kinds).context("the expected question")?;
+                }
+                if let Some(subject) = &self.expect_about {
+                    query = query.with_subject(subject).context("the expected question (--expect-about)")?;
                 }
                 Some(if self.expect_latest {
                     Question::Latest(query)
