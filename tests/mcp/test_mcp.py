@@ -162,6 +162,21 @@ class Stdio(unittest.TestCase):
                     err, msg = await call(s, "sion_memory_count", {**box, "kinds": ["person"]})
                     self.assertTrue(err, msg)
                     self.assertIn("not a kind of atom", msg)
+                    # About one subject: pallet-17 alone was last seen first, and is counted once.
+                    err, last17 = await call(s, "sion_memory_last_seen", {**box, "subject": "pallet-17"})
+                    self.assertFalse(err, last17)
+                    self.assertEqual([a["position"] for a in last17["atoms"]], [0], last17)
+                    err, one = await call(s, "sion_memory_count", {**box, "subject": "pallet-9"})
+                    self.assertFalse(err, one)
+                    self.assertEqual(one["count"]["atoms"], 1, one)
+                    about = {"count": {"frame": "map", "box": [0, 0, 0, 60000, 1000, 1000], "from_ns": T0,
+                                       "to_ns": T0 + 10, "subject": "pallet-9"}}
+                    err, ok = await call(s, "sion_memory_verify", {"proof": one["proof"], "ledger_key": me["ledger_key"],
+                                                                   "expect": about})
+                    self.assertTrue(ok["valid"], ok)
+                    err, ok = await call(s, "sion_memory_verify", {"proof": one["proof"], "ledger_key": me["ledger_key"],
+                                                                   "expect": expect})
+                    self.assertFalse(ok["valid"], ok)
 
                     # Revise and believe: the writer disputes its own observation; a reader
                     # trusting it believes the dispute, one trusting nobody sees it asserted.

@@ -27,7 +27,9 @@ import unittest
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
-from sion_memory_msgs.srv import Believe, Commit, QuerySubject, Remember, Revise
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Point
+from sion_memory_msgs.srv import Believe, Commit, Count, QuerySubject, Recall, Remember, Revise
 
 import sion_verify
 from mcp import ClientSession
@@ -175,6 +177,30 @@ class OneWriterManyClients(unittest.TestCase):
             self.assertEqual(len(proved['atoms']), EACH, subject)
             positions |= {a['position'] for a in proved['atoms']}
         self.assertEqual(len(positions), 3 * EACH, 'an atom was lost or two took one position')
+        # Asked of one subject in a box and interval (~/recall and ~/count with `subject`): the
+        # subject's atoms there, from its own tree, proved and checked here as asked.
+        ros = sorted(a['position'] for a in self.subject('ros-0', key, committed.head.size)['atoms'])
+        request = Recall.Request()
+        request.frame_id, request.subject = 'map', 'ros-0'
+        request.min, request.max = Point(x=0.0, y=0.0, z=0.0), Point(x=1000.0, y=1.0, z=1.0)
+        request.from_time, request.to_time = Time(sec=T0 // 10**9), Time(sec=T0 // 10**9 + 1)
+        recalled = call(self.client, Recall, '/sion_memory/recall', request)
+        self.assertTrue(recalled.ok, recalled.error)
+        self.assertEqual([a.position for a in recalled.atoms], ros)
+        checked = sion_verify.verify(bytes(recalled.proof), key, frame='map', box=[0, 0, 0, 1000000, 1000, 1000],
+                                     from_ns=T0, to_ns=T0 + 10**9, subject='ros-0')
+        self.assertIn('about "ros-0"', checked['statement'])
+        with self.assertRaises(sion_verify.ProofError):
+            sion_verify.verify(bytes(recalled.proof), key, frame='map', box=[0, 0, 0, 1000000, 1000, 1000],
+                               from_ns=T0, to_ns=T0 + 10**9)
+        counted = Count.Request()
+        counted.frame_id, counted.subject, counted.min, counted.max = 'map', 'mcp-1', request.min, request.max
+        counted.from_time, counted.to_time = request.from_time, request.to_time
+        count = call(self.client, Count, '/sion_memory/count', counted)
+        self.assertTrue(count.ok, count.error)
+        self.assertEqual(count.count, EACH)
+        sion_verify.verify(bytes(count.proof), key, count={'frame': 'map', 'box': [0, 0, 0, 1000000, 1000, 1000],
+                                                           'from_ns': T0, 'to_ns': T0 + 10**9, 'subject': 'mcp-1'})
         # The writer's own view through MCP agrees, and the log audits clean.
         asyncio.run(self.check_through_mcp(committed.head))
         # A second writer process on the same memory is refused, saying where to go.
