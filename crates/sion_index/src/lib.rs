@@ -52,6 +52,10 @@ pub const MONTH_NS: i64 = 30 * 24 * HOUR_NS;
 pub const CELL_MM: i64 = 1 << 17;
 /// Atoms of one cell (in log order) are packed in blocks of this many.
 pub const BLOCK: usize = 4096;
+/// A subject's atoms of one frame (its places, index version 4) are packed in blocks of this
+/// many: a seal rebuilds a bucket's partial block, and one subject (a robot's poses) may take
+/// an atom in every commit.
+pub const SUBJECT_BLOCK: usize = 64;
 /// The version of docs/INDEX.md the roots here follow.
 pub const INDEX_VERSION: u32 = 4;
 

@@ -838,6 +838,9 @@ impl Record {
                         })
                     })
                     .collect::<Result<Vec<_>, WireError>>()?;
+                if frames.is_empty() || frames.iter().any(|f| f.bucket == 0) {
+                    return Err(invalid("places", "no frame, or a frame with no bucket".into()));
+                }
                 if frames.windows(2).any(|w| w[0].name >= w[1].name) {
                     return Err(invalid("places", "frames out of order".into()));
                 }

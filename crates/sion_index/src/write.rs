@@ -28,7 +28,7 @@ use super::record::{
 use super::store::Store;
 use super::tree::{BlockTree, Shape, root_of};
 use super::walk::{read_runs, recompute_root};
-use super::{BLOCK, CELL_MM, HOUR_NS, IndexError, MONTH_NS, SHORT_LIVED_NS};
+use super::{BLOCK, CELL_MM, HOUR_NS, IndexError, MONTH_NS, SHORT_LIVED_NS, SUBJECT_BLOCK};
 
 /// Whether an atom valid for `valid` is short-lived (docs/INDEX.md, "Where an atom goes").
 pub fn is_short_lived(valid: &Interval) -> bool {
@@ -159,8 +159,9 @@ pub struct Writer {
 const SUBJECTS: usize = 0;
 const LINKS: usize = 1;
 const PLACES: usize = 2;
-/// About what a subject's hot places cost.
+/// About what a subject's hot places cost, and each frame in them.
 const HOT_PLACES_BYTES: usize = 256;
+const PLACE_FRAME_BYTES: usize = 200;
 /// About what a hot list costs besides its fresh positions.
 const HOT_LIST_BYTES: usize = 320;
 
@@ -328,8 +329,8 @@ impl Writer {
         self.hot_bytes
     }
 
-    /// Nodes of the subject and link maps held in memory (at most `map::MAX_NODES` each
-    /// between seals; not part of `hot_bytes`).
+    /// Nodes of the subject, link and places maps held in memory (at most `map::MAX_NODES`
+    /// each between seals; not part of `hot_bytes`).
     pub fn map_nodes(&self) -> usize {
         self.maps.iter().flatten().map(MemMap::loaded).sum()
     }
@@ -420,8 +421,8 @@ impl Writer {
                     _ => return Err(damaged(format!("the places at {ptr} are not places"))),
                 }
             }
+            self.hot_bytes += HOT_PLACES_BYTES + hot.frames.len() * PLACE_FRAME_BYTES;
             self.places.insert(key, hot);
-            self.hot_bytes += HOT_PLACES_BYTES;
         }
         self.places.get_mut(&key).ok_or_else(|| damaged("a subject's places vanished".into()))
     }
@@ -511,10 +512,10 @@ impl Writer {
         let seals = self.seals;
         let position = p.entry.position;
         let bucket = self.bucket(BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind })?;
-        bucket.push(p.entry, seals);
+        bucket.push(p.entry, seals, BLOCK);
         self.hot_bytes += size_of::<Entry>();
         if let Some(key) = p.subject {
-            self.subject_bucket(key, frame)?.push(p.entry, seals);
+            self.subject_bucket(key, frame)?.push(p.entry, seals, SUBJECT_BLOCK);
             self.hot_bytes += size_of::<Entry>();
             let list = self.list(SUBJECTS, key, || parts.subject.clone())?;
             let clean = !list.dirty;
@@ -691,6 +692,7 @@ impl Writer {
             }
             map.seal(&store)
         };
+        marks.push(("places", t0.elapsed()));
         // Lists and the two maps.
         let mut map_roots = [None, None];
         for (m, root) in map_roots.iter_mut().enumerate() {
@@ -776,14 +778,17 @@ impl Writer {
         if trace {
             let (cached, hits, misses) = store.cache_stats();
             eprintln!(
-                "seal {}: {marks:?} hot {} buckets {} lists {}+{} map nodes {}+{} cache {cached} B, {hits} hits, {misses} misses, node file {} B",
+                "seal {}: {marks:?} hot {} buckets {}+{} lists {}+{} places {} map nodes {}+{}+{} cache {cached} B, {hits} hits, {misses} misses, node file {} B",
                 self.size,
                 self.hot_bytes,
                 self.buckets.len(),
+                self.subject_buckets.len(),
                 self.lists[0].len(),
                 self.lists[1].len(),
+                self.places.len(),
                 self.maps[0].as_ref().map_or(0, MemMap::loaded),
                 self.maps[1].as_ref().map_or(0, MemMap::loaded),
+                self.maps[2].as_ref().map_or(0, MemMap::loaded),
                 store.node_bytes(),
             );
         }
@@ -832,8 +837,11 @@ impl Writer {
             if self.hot_bytes <= self.budget.hot_bytes / 2 {
                 break;
             }
-            if !dirty.contains(&key) && self.places.remove(&key).is_some() {
-                self.hot_bytes = self.hot_bytes.saturating_sub(HOT_PLACES_BYTES);
+            if !dirty.contains(&key)
+                && let Some(p) = self.places.remove(&key)
+            {
+                self.hot_bytes =
+                    self.hot_bytes.saturating_sub(HOT_PLACES_BYTES + p.frames.len() * PLACE_FRAME_BYTES);
             }
         }
         for m in [SUBJECTS, LINKS] {
@@ -866,7 +874,11 @@ impl Writer {
                 .flat_map(|m| m.values())
                 .map(|l| HOT_LIST_BYTES + l.tail.capacity() * 8)
                 .sum::<usize>()
-            + self.places.len() * HOT_PLACES_BYTES;
+            + self
+                .places
+                .values()
+                .map(|p| HOT_PLACES_BYTES + p.frames.len() * PLACE_FRAME_BYTES)
+                .sum::<usize>();
     }
 }
 
@@ -953,8 +965,8 @@ impl HotBucket {
         Ok((ptr, root))
     }
 
-    /// Take the next entry of this bucket (log order).
-    fn push(&mut self, entry: Entry, seals: u64) {
+    /// Take the next entry of this bucket (log order), its blocks `block` entries long.
+    fn push(&mut self, entry: Entry, seals: u64, block: usize) {
         if self.count == 0 {
             self.first_position = entry.position;
         }
@@ -963,7 +975,7 @@ impl HotBucket {
         self.partial.push(entry);
         self.dirty = true;
         self.touched = seals;
-        if self.partial.len() == BLOCK {
+        if self.partial.len() == block {
             let full = std::mem::take(&mut self.partial);
             self.completed.push(full);
             self.in_runs = 0;

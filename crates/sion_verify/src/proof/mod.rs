@@ -658,6 +658,15 @@ fn interval_of(v: &serde_json::Value, name: &str) -> Result<(i64, i64), String> 
 
 /// A nearest question in JSON: `frame`, `point` (three integers, mm), `from_ns`, `to_ns`, `k`.
 fn nearest_of(v: &serde_json::Value) -> Result<NearQuery, String> {
+    // A nearest question is about every subject and kind: one that names either asks what no
+    // nearest proof answers, and is refused rather than read as wider.
+    for member in ["subject", "kinds"] {
+        if v.get(member).is_some_and(|m| !m.is_null()) {
+            return Err(format!(
+                "nearest.{member}: a nearest question names no {member} (it is about every one)"
+            ));
+        }
+    }
     let frame = v.get("frame").and_then(serde_json::Value::as_str).ok_or("nearest.frame: a frame name")?;
     let point: Vec<i64> = v
         .get("point")

@@ -542,13 +542,19 @@ pub(crate) fn read_index_part(
         }
     }
     let [short, long] = walks;
-    if let Places::Subject(SubjectPlace { leaf: PlaceLeaf::Empty | PlaceLeaf::Other { .. }, .. }) = places
-        && (short.is_some() || long.is_some())
-    {
-        return Err(WireError::Invalid {
-            field: "tree",
-            problem: "a subject with no place has no trees".into(),
-        });
+    if let Places::Subject(place) = &places {
+        if place.leaf != PlaceLeaf::Found && (short.is_some() || long.is_some()) {
+            return Err(WireError::Invalid {
+                field: "tree",
+                problem: "a subject with no place has no trees".into(),
+            });
+        }
+        if long.is_some() {
+            return Err(WireError::Invalid {
+                field: "tree",
+                problem: "a subject's tree in a frame is its short-lived one: the long-lived is empty".into(),
+            });
+        }
     }
     let answer =
         RangeAnswer { positions, frames, frame, short, long, subjects_root, links_root, places, version };
