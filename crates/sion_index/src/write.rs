@@ -144,6 +144,8 @@ pub struct Writer {
     subject_buckets: HashMap<([u8; 32], u32), HotBucket>,
     /// Subjects' places, as last sealed (loaded when an atom about the subject comes).
     places: HashMap<[u8; 32], HotPlaces>,
+    /// The buckets an atom went to since the last seal (a seal need not scan every hot one).
+    dirty_buckets: Vec<Owner>,
     /// The latest cell list of each (frame, period) a hot bucket is in.
     cells_at: HashMap<(u32, Period), Option<Ptr>>,
     lists: [HashMap<[u8; 32], HotList>; 2],
@@ -291,6 +293,7 @@ impl Writer {
             buckets: HashMap::default(),
             subject_buckets: HashMap::default(),
             places: HashMap::default(),
+            dirty_buckets: Vec::new(),
             cells_at: HashMap::default(),
             lists: [HashMap::default(), HashMap::default()],
             touched_lists: [Vec::new(), Vec::new()],
@@ -511,11 +514,15 @@ impl Writer {
         let frame = self.frame_number(&parts.frame);
         let seals = self.seals;
         let position = p.entry.position;
-        let bucket = self.bucket(BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind })?;
-        bucket.push(p.entry, seals, BLOCK);
+        let key = BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind };
+        if self.bucket(key)?.push(p.entry, seals, BLOCK) {
+            self.dirty_buckets.push(Owner::Place(key));
+        }
         self.hot_bytes += size_of::<Entry>();
         if let Some(key) = p.subject {
-            self.subject_bucket(key, frame)?.push(p.entry, seals, SUBJECT_BLOCK);
+            if self.subject_bucket(key, frame)?.push(p.entry, seals, SUBJECT_BLOCK) {
+                self.dirty_buckets.push(Owner::Subject(key, frame));
+            }
             self.hot_bytes += size_of::<Entry>();
             let list = self.list(SUBJECTS, key, || parts.subject.clone())?;
             let clean = !list.dirty;
@@ -581,18 +588,19 @@ impl Writer {
         let mut marks: Vec<(&str, std::time::Duration)> = Vec::new();
 
         // Buckets: the k-d trees of filled and partial blocks, on every core.
-        let mut dirty: Vec<(Owner, HotBucket)> = Vec::new();
-        for (key, b) in self.buckets.iter_mut() {
-            if b.dirty {
-                dirty.push((Owner::Place(*key), std::mem::take(b)));
+        let mut owners = std::mem::take(&mut self.dirty_buckets);
+        owners.sort_unstable();
+        owners.dedup();
+        let mut dirty: Vec<(Owner, HotBucket)> = Vec::with_capacity(owners.len());
+        for owner in owners {
+            let hot = match owner {
+                Owner::Place(key) => self.buckets.get_mut(&key),
+                Owner::Subject(subject, frame) => self.subject_buckets.get_mut(&(subject, frame)),
+            };
+            if let Some(b) = hot.filter(|b| b.dirty) {
+                dirty.push((owner, std::mem::take(b)));
             }
         }
-        for (&(subject, frame), b) in self.subject_buckets.iter_mut() {
-            if b.dirty {
-                dirty.push((Owner::Subject(subject, frame), std::mem::take(b)));
-            }
-        }
-        dirty.sort_by_key(|(k, _)| *k);
         let trees: Vec<(Vec<BlockTree>, Option<Summary>)> = dirty
             .par_iter_mut()
             .map(|(_, b)| {
@@ -965,8 +973,10 @@ impl HotBucket {
         Ok((ptr, root))
     }
 
-    /// Take the next entry of this bucket (log order), its blocks `block` entries long.
-    fn push(&mut self, entry: Entry, seals: u64, block: usize) {
+    /// Take the next entry of this bucket (log order), its blocks `block` entries long;
+    /// whether the bucket was clean until now.
+    fn push(&mut self, entry: Entry, seals: u64, block: usize) -> bool {
+        let was_clean = !self.dirty;
         if self.count == 0 {
             self.first_position = entry.position;
         }
@@ -981,6 +991,7 @@ impl HotBucket {
             self.in_runs = 0;
             self.runs.clear();
         }
+        was_clean
     }
 
     /// Write the partial block's new entries as a run, merging runs so that each is smaller
