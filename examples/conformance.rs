@@ -269,8 +269,10 @@ fn main() -> Result<()> {
     let about_q = Query::new(
         &atoms[10].parts().frame,
         BoxMm { min_mm: [-10_000_000, -10_000_000, -100_000], max_mm: [10_000_000, 10_000_000, 100_000] },
+        // Every time the memory holds, in whole seconds: a browser reads JSON numbers as
+        // doubles, exact only for such (i64::MAX is not).
         0,
-        i64::MAX,
+        4_000_000_000_000_000_000,
     )?
     .with_subject(&subject)?;
     let about = memory.prove_range(&about_q, None)?;
