@@ -809,33 +809,9 @@ impl Writer {
         if self.hot_bytes <= self.budget.hot_bytes {
             return;
         }
-        let mut buckets: Vec<(u64, BucketKey)> = self.buckets.iter().map(|(k, b)| (b.touched, *k)).collect();
-        buckets.sort_unstable();
-        for (_, key) in buckets {
-            if self.hot_bytes <= self.budget.hot_bytes / 2 {
-                break;
-            }
-            if self.buckets.get(&key).is_some_and(|b| !b.dirty)
-                && let Some(b) = self.buckets.remove(&key)
-            {
-                self.hot_bytes =
-                    self.hot_bytes.saturating_sub(b.partial.capacity() * size_of::<Entry>() + 256);
-            }
-        }
-        let mut buckets: Vec<(u64, ([u8; 32], u32))> =
-            self.subject_buckets.iter().map(|(k, b)| (b.touched, *k)).collect();
-        buckets.sort_unstable();
-        for (_, key) in buckets {
-            if self.hot_bytes <= self.budget.hot_bytes / 2 {
-                break;
-            }
-            if self.subject_buckets.get(&key).is_some_and(|b| !b.dirty)
-                && let Some(b) = self.subject_buckets.remove(&key)
-            {
-                self.hot_bytes =
-                    self.hot_bytes.saturating_sub(b.partial.capacity() * size_of::<Entry>() + 256);
-            }
-        }
+        let floor = self.budget.hot_bytes / 2;
+        evict_buckets(&mut self.buckets, &mut self.hot_bytes, floor);
+        evict_buckets(&mut self.subject_buckets, &mut self.hot_bytes, floor);
         // A subject's places are sealed whenever its buckets are: clean unless one is dirty.
         let mut places: Vec<(u64, [u8; 32])> = self.places.iter().map(|(k, p)| (p.touched, *k)).collect();
         places.sort_unstable();
@@ -887,6 +863,26 @@ impl Writer {
                 .values()
                 .map(|p| HOT_PLACES_BYTES + p.frames.len() * PLACE_FRAME_BYTES)
                 .sum::<usize>();
+    }
+}
+
+/// Let a map's clean buckets go, least lately touched first, until `hot_bytes` is at `floor`.
+fn evict_buckets<K: Copy + Ord + std::hash::Hash>(
+    buckets: &mut HashMap<K, HotBucket>,
+    hot_bytes: &mut usize,
+    floor: usize,
+) {
+    let mut order: Vec<(u64, K)> = buckets.iter().map(|(k, b)| (b.touched, *k)).collect();
+    order.sort_unstable();
+    for (_, key) in order {
+        if *hot_bytes <= floor {
+            break;
+        }
+        if buckets.get(&key).is_some_and(|b| !b.dirty)
+            && let Some(b) = buckets.remove(&key)
+        {
+            *hot_bytes = hot_bytes.saturating_sub(b.partial.capacity() * size_of::<Entry>() + 256);
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! `left || right` (one 64-byte block; the key binds the bit); the empty map: `BLAKE3(0x22)`.
 
 use crate::merkle::Digest;
+use crate::wire::{Put as _, Reader, WireError};
 
 /// Domain tag of the key an interior node is hashed with.
 pub const TAG_NODE: u8 = 0x21;
@@ -94,4 +95,26 @@ pub fn root_from_path(
         };
     }
     Some(digest)
+}
+
+/// A path as proofs carry it (docs/PROOFS.md, kinds 3 and 4): `u16 n`, then each step from the
+/// root, `u16 crit || 32 sibling`.
+pub fn put_path(out: &mut Vec<u8>, path: &[PathStep]) {
+    out.put_u16(path.len() as u16);
+    for step in path {
+        out.put_u16(step.crit);
+        out.put_bytes(&step.sibling);
+    }
+}
+
+/// Read what [`put_path`] writes; more than 256 steps (no crit-bit path is longer) is refused.
+pub fn read_path(r: &mut Reader<'_>, field: &'static str) -> Result<Vec<PathStep>, WireError> {
+    let n = r.u16(field)?;
+    if n > 256 {
+        return Err(WireError::Invalid {
+            field,
+            problem: format!("{n} steps: longer than any crit-bit path"),
+        });
+    }
+    (0..n).map(|_| Ok(PathStep { crit: r.u16("crit")?, sibling: r.array("sibling")? })).collect()
 }

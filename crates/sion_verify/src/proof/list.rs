@@ -4,7 +4,7 @@
 
 use super::VerifyError;
 use crate::atom::{Atom, AtomId};
-use crate::index::critbit::{self, PathStep};
+use crate::index::critbit;
 use crate::index::{
     ListAnswer, ListHasher, MapLeaf, index_root, link_leaf_digest, list_leaf, subject_key,
     subject_leaf_digest,
@@ -70,11 +70,7 @@ impl ListProof {
                 out.put_bytes(&leaf.root);
             }
         }
-        out.put_u16(a.path.len() as u16);
-        for step in &a.path {
-            out.put_u16(step.crit);
-            out.put_bytes(&step.sibling);
-        }
+        critbit::put_path(out, &a.path);
         out.put_varint(a.frames);
         out.put_bytes(&a.frames_root);
         out.put_bytes(&a.other_root);
@@ -120,16 +116,7 @@ impl ListProof {
         } else {
             None
         };
-        let steps = r.u16("path")?;
-        if steps > 256 {
-            return Err(WireError::Invalid {
-                field: "path",
-                problem: "longer than any crit-bit path".into(),
-            });
-        }
-        let path = (0..steps)
-            .map(|_| Ok(PathStep { crit: r.u16("crit")?, sibling: r.array("sibling")? }))
-            .collect::<Result<_, WireError>>()?;
+        let path = critbit::read_path(r, "path")?;
         let answer = ListAnswer {
             positions: atoms.iter().map(|(p, _)| *p).collect(),
             leaf,

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{VerifyError, parallel};
 use crate::atom::{Atom, BoxMm};
-use crate::index::critbit::{self, PathStep};
+use crate::index::critbit;
 use crate::index::geom::ALL_KINDS;
 use crate::index::geom::{Query, SpaceTime};
 use crate::index::tree::{Entry, GROUP, GroupEntry, Step, Summary, Tally, group_summary, group_summary_v2};
@@ -471,11 +471,7 @@ pub(crate) fn put_index_part(out: &mut Vec<u8>, a: &RangeAnswer) {
                     out.put_bytes(root);
                 }
             }
-            out.put_u16(place.path.len() as u16);
-            for step in &place.path {
-                out.put_u16(step.crit);
-                out.put_bytes(&step.sibling);
-            }
+            critbit::put_path(out, &place.path);
             out.put_varint(place.frames);
             out.put_bytes(&place.frames_root);
         }
@@ -582,13 +578,7 @@ fn read_place(r: &mut Reader<'_>, frames: u64, frame: &FrameWitness) -> Result<S
             problem: "a subject with no place has an empty frames tree (0 frames, no neighbours)".into(),
         });
     }
-    let n = r.u16("place path")?;
-    if usize::from(n) > 256 {
-        return Err(WireError::Invalid { field: "place path", problem: format!("{n} steps") });
-    }
-    let path = (0..n)
-        .map(|_| Ok(PathStep { crit: r.u16("crit")?, sibling: r.array("sibling")? }))
-        .collect::<Result<Vec<_>, WireError>>()?;
+    let path = critbit::read_path(r, "place path")?;
     Ok(SubjectPlace { leaf, path, frames: r.varint("frames")?, frames_root: r.array("frames root")? })
 }
 
