@@ -140,13 +140,14 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     assert!(o.status.success(), "{}", text(&o));
     let owner = "22".repeat(32);
     let give = |key: &str| {
-        sion(&["ledger", "agent", "depot", "--ledger", &url, "--key", key, "--give-to", &owner], None)
+        sion(&["ledger", "agent", "give", "depot", "--ledger", &url, "--key", key, "--to", &owner], None)
     };
     let o = give(squat.join("writer.key").to_str().expect("utf8"));
-    assert!(!o.status.success() && text(&o).contains("only the ledger's operator"), "{}", text(&o));
+    assert!(!o.status.success() && text(&o).contains("not_controller"), "{}", text(&o));
+    assert!(text(&o).contains("sign with the ledger's key"), "{}", text(&o));
     let o = give(k);
     assert!(
-        o.status.success() && text(&o).contains(&format!("agent depot: controller {owner}")),
+        o.status.success() && text(&o).contains(&format!("agent depot: live (controller {owner})")),
         "{}",
         text(&o)
     );
@@ -155,6 +156,8 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     assert!(o.status.success(), "{}", text(&o));
     let o = sion(&["memory", "commit", "--data", sq], None);
     assert!(!o.status.success() && text(&o).contains("depot"), "the squatter committed: {}", text(&o));
+
+    contained_robots(tmp.path(), &url, k, &lines[310..400]);
 
     let proof = tmp.path().join("t.sionproof");
     let f = proof.to_str().expect("utf8");
@@ -303,4 +306,98 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     let show = sion(&["memory", "show", "--data", d, "--json"], None);
     let v: serde_json::Value = serde_json::from_slice(&show.stdout).expect("json");
     assert_eq!(v["committed"]["commits"], 3, "{v}");
+}
+
+/// The operator's agents (issue 35, requirement 6; seed 004: "while an agent, or any agent above
+/// it, is suspended or revoked, its log cannot grow"): a fleet's name registered with a key of
+/// its own, a robot's agent registered under it for the robot's writer key, then suspended,
+/// reinstated and revoked — each through `sion ledger agent`, each commit of the robot's checked.
+fn contained_robots(tmp: &Path, url: &str, ledger_key: &str, atoms: &[&[u8]]) {
+    let fleet_key = tmp.join("yard.key");
+    let fk = fleet_key.to_str().expect("utf8");
+    let agent = |verb: &str, name: &str, key: &str, more: &[&str]| {
+        let mut args = vec!["ledger", "agent", verb, name, "--ledger", url, "--key", key];
+        args.extend(more);
+        sion(&args, None)
+    };
+    let o = agent("register", "yard", fk, &[]);
+    assert!(o.status.success() && text(&o).contains("agent yard: registered, live"), "{}", text(&o));
+    private(&fleet_key);
+
+    // The robot's key first, so the operator can register its agent for it.
+    let robot = tmp.join("robot-9");
+    let rd = robot.to_str().expect("utf8");
+    let o = sion(&["memory", "key", "--data", rd], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let robot_key = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    assert_eq!(robot_key.len(), 64, "{}", text(&o));
+    private(&robot);
+    let open = || sion(&["memory", "open", "--data", rd, "--agent", "yard/robot-9", "--ledger", url], None);
+    // Unregistered, it cannot take a name under the yard's: the yard's controller must register it.
+    let o = open();
+    assert!(!o.status.success() && text(&o).contains("not_controller"), "{}", text(&o));
+    assert!(text(&o).contains("sion ledger agent register yard/robot-9 --controller KEY"), "{}", text(&o));
+    let o = sion(&["memory", "key", "--data", rd], None);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), robot_key, "the refused open lost the robot's key");
+    // Nor may anyone but the yard's controller register it.
+    let stranger = tmp.join("stranger.key");
+    let o =
+        agent("register", "yard/robot-9", stranger.to_str().expect("utf8"), &["--controller", &robot_key]);
+    assert!(!o.status.success() && text(&o).contains("not_controller"), "{}", text(&o));
+    let o = agent("register", "yard/robot-9", fk, &["--controller", &robot_key]);
+    assert!(
+        o.status.success() && text(&o).contains(&format!("registered, live (controller {robot_key})")),
+        "{}",
+        text(&o)
+    );
+    let o = open();
+    assert!(o.status.success(), "{}", text(&o));
+
+    let remember_and_commit = |part: &[&[u8]]| {
+        let input: Vec<u8> = part.iter().flat_map(|l| l.iter().copied().chain([b'\n'])).collect();
+        let o = sion(&["memory", "remember", "--data", rd, "-"], Some(&input));
+        assert!(o.status.success(), "{}", text(&o));
+        sion(&["memory", "commit", "--data", rd], None)
+    };
+    let o = remember_and_commit(&atoms[..30]);
+    assert!(o.status.success() && text(&o).contains("committed 30 atoms"), "{}", text(&o));
+
+    // The yard suspended: the robot below it records on, its commits refused `contained`.
+    let o = agent("suspend", "yard", fk, &[]);
+    assert!(o.status.success() && text(&o).contains("agent yard: suspended"), "{}", text(&o));
+    let o = sion(&["ledger", "agent", "show", "yard/robot-9", "--ledger", url], None);
+    assert!(o.status.success() && text(&o).contains("yard: suspended"), "{}", text(&o));
+    assert!(text(&o).contains("yard/robot-9: live"), "{}", text(&o));
+    let o = remember_and_commit(&atoms[30..50]);
+    assert!(!o.status.success(), "a robot under a suspended agent committed: {}", text(&o));
+    assert!(text(&o).contains("(contained)") && text(&o).contains("\"yard\" is suspended"), "{}", text(&o));
+    assert!(text(&o).contains("reinstated"), "the refusal says what happens to the atoms: {}", text(&o));
+    // The robot cannot lift it (it controls nothing above), nor reinstate itself once suspended.
+    let own = robot.join("writer.key");
+    let o = agent("reinstate", "yard", own.to_str().expect("utf8"), &[]);
+    assert!(!o.status.success() && text(&o).contains("not_controller"), "{}", text(&o));
+    let o = agent("suspend", "yard/robot-9", own.to_str().expect("utf8"), &[]);
+    assert!(o.status.success(), "an agent may stop itself: {}", text(&o));
+    let o = agent("reinstate", "yard/robot-9", own.to_str().expect("utf8"), &[]);
+    assert!(!o.status.success() && text(&o).contains("not_controller"), "{}", text(&o));
+    // Reinstated from above — the yard, top-level, by the ledger's operator alone (its own
+    // controller may stop it, not restart it) — and the backlog goes in with one commit.
+    let o = agent("reinstate", "yard", fk, &[]);
+    assert!(!o.status.success() && text(&o).contains("not_controller"), "{}", text(&o));
+    for (name, key) in [("yard", ledger_key), ("yard/robot-9", fk)] {
+        let o = agent("reinstate", name, key, &[]);
+        assert!(o.status.success() && text(&o).contains(&format!("agent {name}: live")), "{}", text(&o));
+    }
+    let o = sion(&["memory", "commit", "--data", rd], None);
+    assert!(o.status.success() && text(&o).contains("committed 50 atoms (+20)"), "{}", text(&o));
+
+    // Revoked: for good.
+    let o = agent("revoke", "yard/robot-9", fk, &[]);
+    assert!(o.status.success() && text(&o).contains("agent yard/robot-9: revoked"), "{}", text(&o));
+    let o = remember_and_commit(&atoms[50..60]);
+    assert!(!o.status.success() && text(&o).contains("is revoked"), "{}", text(&o));
+    let o = agent("reinstate", "yard/robot-9", fk, &[]);
+    assert!(!o.status.success() && text(&o).contains("contained"), "{}", text(&o));
+    let o = sion(&["memory", "show", "--data", rd], None);
+    assert!(o.status.success() && text(&o).contains("10 atoms not committed yet"), "{}", text(&o));
 }

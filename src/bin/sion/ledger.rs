@@ -38,36 +38,77 @@ pub enum LedgerCommand {
     /// if it does not exist. Front-ends read it at start: `sion ledger serve --admission FILE`
     /// (restart them after a change).
     Admit(AdmitArgs),
-    /// Act on an agent as the ledger's operator, through the service: give its name to another
-    /// controller (a name taken first by the wrong account: the old controller's logs under it
-    /// then take no more atoms), suspend, revoke (final) or reinstate it. Signed with the
-    /// ledger's key (docs/LEDGER.md, "Transactions").
+    /// Agents, for their operators (docs/LEDGER.md, "Transactions"): register a robot's agent
+    /// under a fleet's name, suspend it (its logs take no more atoms until reinstated), revoke
+    /// it (for good), give a name back to its rightful controller, or show one. Each is one
+    /// transaction signed with `--key`: the ledger's own, or the controller of an agent above.
     Agent(AgentArgs),
 }
 
 #[derive(Args)]
-#[command(group(clap::ArgGroup::new("action").required(true).args(["give_to", "suspend", "revoke", "reinstate"])))]
 pub struct AgentArgs {
+    #[command(subcommand)]
+    action: AgentAction,
+}
+
+/// What is done to an agent. Each is one transaction signed with `--key` (docs/LEDGER.md,
+/// "Transactions"): the ledger refuses it, with its code, unless that key may do it.
+#[derive(Subcommand)]
+enum AgentAction {
+    /// Register an agent, controlled by `--controller` (default: `--key`'s own account).
+    /// Under a parent (`fleet/robot-7` under `fleet`) `--key` must control the parent, which
+    /// must be live: that is how an operator admits a robot under a shared name. A top-level
+    /// name is anyone's who takes it first. The key file is made (0600) if it does not exist,
+    /// so `sion ledger agent register fleet --key fleet.key` starts a fleet's tree.
+    Register {
+        #[command(flatten)]
+        on: AgentOn,
+        /// The agent's controller: an account, 64 hex digits (a robot's writer key, printed by
+        /// `sion memory key --data DIR`).
+        #[arg(long, value_name = "HEX")]
+        controller: Option<String>,
+    },
+    /// Suspend an agent: while it, or any agent above it, is suspended, the logs under it take
+    /// no more atoms (their commits are refused with the code `contained`); they resume after
+    /// `reinstate`. By the ledger's operator, a controller of an agent above, or its own.
+    Suspend(AgentOn),
+    /// Reinstate a suspended agent: its logs take atoms again, the backlog in one commit. By
+    /// the ledger's operator or a controller of an agent above (not the agent's own).
+    Reinstate(AgentOn),
+    /// Revoke an agent, for good: its logs never take atoms again, and no agent is registered
+    /// under it. By the ledger's operator, a controller of an agent above, or its own.
+    Revoke(AgentOn),
+    /// Give an agent's name to another controller (a name taken first by the wrong account: the
+    /// old controller's logs under it then take no more atoms). By the ledger's operator (its
+    /// key) or a controller of an agent above.
+    Give {
+        #[command(flatten)]
+        on: AgentOn,
+        /// The rightful controller's account (64 hex digits).
+        #[arg(long, value_name = "HEX")]
+        to: String,
+    },
+    /// Show an agent's controller and status, and those of the agents above it.
+    Show {
+        /// The fleet ledger service (`sion ledger serve`'s address).
+        #[arg(long, value_name = "URL")]
+        ledger: String,
+        /// The agent's name.
+        name: String,
+    },
+}
+
+#[derive(Args)]
+struct AgentOn {
     /// The fleet ledger service (`sion ledger serve`'s address).
     #[arg(long, value_name = "URL")]
     ledger: String,
-    /// The ledger's signing key: the operator's.
+    /// The key that signs: the ledger's own (the operator's), or one that controls an agent
+    /// above this one (32 bytes, as `sion ledger init` or `register` made it).
     #[arg(long)]
     key: PathBuf,
     /// The agent's name (e.g. `fleet/robot-7`).
     name: String,
-    /// Give the agent to this account (64 hex digits: the rightful controller's public key).
-    #[arg(long, value_name = "HEX")]
-    give_to: Option<String>,
-    /// Suspend it: its logs take no more atoms until it is reinstated.
-    #[arg(long)]
-    suspend: bool,
-    /// Revoke it, for good.
-    #[arg(long)]
-    revoke: bool,
-    /// Reinstate a suspended agent.
-    #[arg(long)]
-    reinstate: bool,
 }
 
 #[derive(Args)]
@@ -407,46 +448,111 @@ fn admit(a: AdmitArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `sion ledger agent` does, once its arguments are read.
+enum AgentAct {
+    Register(Option<String>),
+    Give(String),
+    Status(sion_memory::ledger::AgentStatus),
+}
+
 fn agent(a: AgentArgs) -> Result<ExitCode> {
     use sion_memory::ledger::link::LedgerLink as _;
     use sion_memory::ledger::{Account, AgentStatus, SignedTx, Tx};
-    let key = sion_memory::ledger::read_key(&a.key)
-        .with_context(|| format!("the ledger's key at {}", a.key.display()))?;
-    let mut link = sion_fleet::client::RemoteLedger::connect(&a.ledger)
-        .with_context(|| format!("connecting to the fleet ledger at {}", a.ledger))?;
-    if link.public_key() != key.verifying_key() {
-        anyhow::bail!(
-            "the service at {} signs with {}, not with the key in {}: only the ledger's operator acts on agents",
-            a.ledger,
-            hex::encode(link.public_key().to_bytes()),
-            a.key.display()
-        );
-    }
-    let before = link.agent(&a.name)?.with_context(|| format!("no agent {} on this ledger", a.name))?;
-    let tx = match (&a.give_to, a.suspend, a.revoke) {
-        (Some(hex_key), _, _) => {
-            let controller: Account = hex_key
-                .parse()
-                .map_err(|_| anyhow::anyhow!("--give-to {hex_key}: an account is 64 hex digits"))?;
-            Tx::ReassignAgent { name: a.name.clone(), controller }
-        }
-        (None, true, _) => Tx::SetAgentStatus { name: a.name.clone(), status: AgentStatus::Suspended },
-        (None, _, true) => Tx::SetAgentStatus { name: a.name.clone(), status: AgentStatus::Revoked },
-        (None, false, false) => Tx::SetAgentStatus { name: a.name.clone(), status: AgentStatus::Live },
+    let (on, act) = match a.action {
+        AgentAction::Show { ledger, name } => return show_agent(&ledger, &name),
+        AgentAction::Register { on, controller } => (on, AgentAct::Register(controller)),
+        AgentAction::Give { on, to } => (on, AgentAct::Give(to)),
+        AgentAction::Suspend(on) => (on, AgentAct::Status(AgentStatus::Suspended)),
+        AgentAction::Reinstate(on) => (on, AgentAct::Status(AgentStatus::Live)),
+        AgentAction::Revoke(on) => (on, AgentAct::Status(AgentStatus::Revoked)),
     };
-    let operator = Account(key.verifying_key().to_bytes());
-    let nonce = link.nonce(&operator)?;
-    let header = link.submit(SignedTx::sign(&key, nonce, tx)).context("the ledger refused")?;
-    let after = link.agent(&a.name)?.with_context(|| format!("agent {} after the change", a.name))?;
-    outln!(
-        "agent {}: controller {} ({}), was {} ({}); Pulse {}",
-        a.name,
-        after.controller,
-        after.status,
-        before.controller,
-        before.status,
-        header.header.number
-    );
+    // Registering may start a fleet's tree with a key of its own; every other act is by a key
+    // that already controls something, so a mistyped path must not make a new one.
+    let key = match act {
+        AgentAct::Register(_) if !on.key.exists() => {
+            sion_memory::ledger::read_or_make_key(&sion_memory::disk::Disk::os(), &on.key)
+        }
+        _ => sion_memory::ledger::read_key(&on.key),
+    }
+    .with_context(|| format!("the key at {}", on.key.display()))?;
+    let me = Account(key.verifying_key().to_bytes());
+    let account = |flag: &str, hex_key: &str| -> Result<Account> {
+        hex_key.parse().map_err(|_| anyhow!("{flag} {hex_key}: an account is 64 hex digits"))
+    };
+    let mut link = sion_fleet::client::RemoteLedger::connect(&on.ledger)
+        .with_context(|| format!("connecting to the fleet ledger at {}", on.ledger))?;
+    let before = link.agent(&on.name)?;
+    let tx = match act {
+        AgentAct::Register(controller) => {
+            if let Some(ag) = &before {
+                anyhow::bail!(
+                    "agent {} exists already (controller {}, {})",
+                    on.name,
+                    ag.controller,
+                    ag.status
+                );
+            }
+            let controller = controller.as_deref().map_or(Ok(me), |h| account("--controller", h))?;
+            Tx::RegisterAgent { name: on.name.clone(), controller }
+        }
+        AgentAct::Give(to) => Tx::ReassignAgent { name: on.name.clone(), controller: account("--to", &to)? },
+        AgentAct::Status(status) => Tx::SetAgentStatus { name: on.name.clone(), status },
+    };
+    if before.is_none() && !matches!(tx, Tx::RegisterAgent { .. }) {
+        anyhow::bail!("no agent {} on the ledger at {}", on.name, on.ledger);
+    }
+    let nonce = link.nonce(&me)?;
+    let header = match link.submit(SignedTx::sign(&key, nonce, tx)) {
+        Ok(header) => header,
+        Err(e) if e.code() == "not_controller" => {
+            let operator = hex::encode(link.public_key().to_bytes());
+            return Err(anyhow!(e)).context(format!(
+                "{} (the key at {}) may not do this to {}: sign with the ledger's key ({operator}) or the key of a controller of an agent above it",
+                me,
+                on.key.display(),
+                on.name
+            ));
+        }
+        Err(e) => return Err(anyhow!(e)).context(format!("the ledger refused this for agent {}", on.name)),
+    };
+    let after = link.agent(&on.name)?.with_context(|| format!("agent {} after the change", on.name))?;
+    match before {
+        Some(b) => outln!(
+            "agent {}: {} (controller {}), was {} (controller {}); Pulse {}",
+            on.name,
+            after.status,
+            after.controller,
+            b.status,
+            b.controller,
+            header.header.number
+        ),
+        None => outln!(
+            "agent {}: registered, {} (controller {}); Pulse {}",
+            on.name,
+            after.status,
+            after.controller,
+            header.header.number
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An agent and every agent above it: whichever is not live contains the logs under it.
+fn show_agent(ledger: &str, name: &str) -> Result<ExitCode> {
+    use sion_memory::ledger::link::LedgerLink as _;
+    let link = sion_fleet::client::RemoteLedger::connect(ledger)
+        .with_context(|| format!("connecting to the fleet ledger at {ledger}"))?;
+    let mut prefix = String::new();
+    for segment in name.split('/') {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(segment);
+        match link.agent(&prefix)? {
+            Some(ag) => outln!("{prefix}: {} (controller {})", ag.status, ag.controller),
+            None => anyhow::bail!("no agent {prefix} on the ledger at {ledger}"),
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -29,7 +29,18 @@ pub(crate) fn commit(a: CommitArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let c = memory.commit(a.seal).context("committing the head to the ledger")?;
+    let c = match memory.commit(a.seal) {
+        Ok(c) => c,
+        // The agent (or one above it) stopped by its controller: nothing of the memory is at
+        // fault, and nothing recorded is lost.
+        Err(sion_memory::memory::CommitError::Ledger(e)) if e.code() == "contained" => {
+            let agent = memory.committed().agent.clone().unwrap_or_default();
+            return Err(anyhow::anyhow!(e)).context(format!(
+                "committing the head to the ledger: the atoms stay recorded here and go in with the first commit after the agent is reinstated (`sion ledger agent show {agent} --ledger URL` says which agent stops it)"
+            ));
+        }
+        Err(e) => return Err(e).context("committing the head to the ledger"),
+    };
     let h = &c.pulse.header;
     outln!(
         "committed {} atoms (+{}) at Pulse {} ({}){}",

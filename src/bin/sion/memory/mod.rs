@@ -35,6 +35,12 @@ pub(crate) enum MemoryCommand {
     /// Create a memory: a writer key, an empty log, the embedded ledger, and the log opened on
     /// the ledger (for an agent identity, with `--agent`).
     Open(OpenArgs),
+    /// Print this memory's writer key (its account, 64 hex digits), making the key (0600) if
+    /// the directory has none yet. For a robot whose agent sits under a fleet's name: give it to
+    /// the fleet's operator, who registers the agent for it (`sion ledger agent register
+    /// fleet/robot-7 --controller HEX`), then `sion memory open --agent fleet/robot-7` with the
+    /// same --data.
+    Key(DataArg),
     /// Append atoms given as JSON lines (docs/ATOM.md) durably; prints the durable positions.
     ///
     /// Each batch is fsynced before it is reported. An atom the log already holds is not
@@ -152,6 +158,7 @@ pub(crate) enum MemoryCommand {
 pub(crate) fn run(cmd: MemoryCommand) -> Result<ExitCode> {
     match cmd {
         MemoryCommand::Open(a) => open(a),
+        MemoryCommand::Key(a) => open::key(&a),
         MemoryCommand::Space(c) => space::run(c),
         MemoryCommand::Seal(a) => space::seal(a),
         MemoryCommand::OpenPayload(a) => space::open_payload(a),

@@ -43,9 +43,20 @@ pub(crate) fn open(a: OpenArgs) -> Result<ExitCode> {
         }
         other => other.map(str::to_owned),
     };
-    let memory = sion_memory::fleet::options_on(&a.data.data, ledger.as_deref())
+    let memory = match sion_memory::fleet::options_on(&a.data.data, ledger.as_deref())
         .and_then(|o| o.agent(a.agent.as_deref()).sealed(a.sealed).create())
-        .with_context(|| format!("creating a memory at {}", a.data.data.display()))?;
+    {
+        Ok(memory) => memory,
+        // An agent under someone else's name: only that name's controller registers it.
+        Err(sion_memory::memory::OpenError::Ledger(e)) if e.code() == "not_controller" => {
+            let agent = a.agent.as_deref().unwrap_or_default();
+            let dir = a.data.data.display();
+            return Err(anyhow::anyhow!(e)).context(format!(
+                "creating a memory at {dir}: agent {agent} is to be registered by the controller of the agent above it, for this memory's writer key (`sion memory key --data {dir}` prints it, making it if need be): `sion ledger agent register {agent} --controller KEY --ledger URL --key THEIR_KEY`, then open again"
+            ));
+        }
+        Err(e) => return Err(e).with_context(|| format!("creating a memory at {}", a.data.data.display())),
+    };
     let log = memory.committed();
     outln!("opened memory log {} at {}", log.id, a.data.data.display());
     if let Some(space) = memory.space() {
@@ -65,5 +76,27 @@ pub(crate) fn open(a: OpenArgs) -> Result<ExitCode> {
         hex::encode(memory.ledger().public_key().to_bytes())
     );
     outln!("  opened at Pulse {}", log.committed_at);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sion memory key`: the writer key a memory at this directory signs with, made now if there
+/// is none (what `open` would make), so it can be registered before the log is opened.
+pub(crate) fn key(a: &DataArg) -> Result<ExitCode> {
+    let dir = &a.data;
+    let disk = sion_memory::disk::Disk::os();
+    if !dir.exists() {
+        disk.create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
+        // The key's directory is the memory's: others need not list it.
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .with_context(|| format!("chmod 700 {}", dir.display()))?;
+    }
+    let path = dir.join("writer.key");
+    let key = if path.exists() {
+        sion_memory::ledger::read_key(&path)
+    } else {
+        sion_memory::ledger::read_or_make_key(&disk, &path)
+    }
+    .with_context(|| format!("the writer key at {}", path.display()))?;
+    outln!("{}", hex::encode(key.verifying_key().to_bytes()));
     Ok(ExitCode::SUCCESS)
 }
