@@ -23,6 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use sion_ledger::link::Receipt;
 use sion_ledger::state::{Change, State, Undo};
 use sion_ledger::tree;
 use sion_ledger::{
@@ -34,7 +35,7 @@ use sion_verify::merkle::{self, Blake3, Digest, MemoryTree};
 use sion_verify::wire::Reader;
 
 /// Why the fleet ledger did not do what was asked.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum FleetError {
     /// etcd could not be reached or refused the request (no quorum, a member down, …).
@@ -200,6 +201,8 @@ pub struct FleetLedger {
     /// Whether the ledger chains each writer's logs (`P/format` is `2`: every ledger made
     /// since chains were; docs/FLEET-LEDGER.md, "State in etcd"). Read once, at connecting.
     chained: bool,
+    /// What one Pulse's etcd transaction may hold.
+    limits: TxnLimits,
 }
 
 /// The state and the latest header, as of one revision of `P/head`.
@@ -232,22 +235,42 @@ const NAMED_KEYS: usize = 16;
 /// wrongly, when the front-end held no earlier state to compare with.
 const DIAGNOSED_LOGS: u64 = 4096;
 
-/// A Pulse's entry as `P/pulse/N` holds it: `u8 0` and the header (the genesis), or `u8 1`,
-/// `u32` length and the signed transaction, then the header (89 bytes, unsigned).
-pub(crate) fn decode_entry(v: &[u8]) -> Result<(Option<SignedTx>, PulseHeader), String> {
+/// The most transactions one Pulse's entry may hold (a batch is bounded by etcd's limits well
+/// before this; a reader refuses more rather than allocate for them).
+pub const MAX_BATCH: u32 = 65_536;
+
+/// A Pulse's entry as `P/pulse/N` holds it: `u8 0` and the header (the genesis); `u8 1`, `u32`
+/// length and the signed transaction, then the header (89 bytes, unsigned); or `u8 2`, `u32`
+/// count (2 or more), that many (`u32` length, signed transaction), then the header — a Pulse
+/// of many transactions, in the order they were applied (docs/FLEET-LEDGER.md, "Many
+/// transactions, one Pulse").
+pub(crate) fn decode_entry(v: &[u8]) -> Result<(Vec<SignedTx>, PulseHeader), String> {
     let mut r = Reader::new(v);
-    let tx = match r.u8("entry kind").map_err(|e| e.to_string())? {
-        0 => None,
-        1 => {
-            let bytes = r.bytes32(1 << 16, "transaction").map_err(|e| e.to_string())?;
-            Some(SignedTx::decode(bytes).map_err(|e| e.to_string())?)
-        }
+    let e = |e: sion_verify::wire::WireError| e.to_string();
+    let count = match r.u8("entry kind").map_err(e)? {
+        0 => 0,
+        1 => 1,
+        2 => match r.u32("count").map_err(e)? {
+            n @ 2..=MAX_BATCH => n,
+            n => return Err(format!("an entry of kind 2 holding {n} transactions (2 … {MAX_BATCH})")),
+        },
         k => return Err(format!("entry kind {k}")),
     };
-    let header =
-        PulseHeader::decode(r.take(89, "header").map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    r.finish().map_err(|e| e.to_string())?;
-    Ok((tx, header))
+    let mut txs = Vec::with_capacity(count.min(1024) as usize);
+    for i in 0..count {
+        let bytes = r.bytes32(1 << 16, "transaction").map_err(e)?;
+        txs.push(SignedTx::decode(bytes).map_err(|err| format!("transaction {i}: {err}"))?);
+    }
+    let header = PulseHeader::decode(r.take(89, "header").map_err(e)?).map_err(|err| err.to_string())?;
+    r.finish().map_err(e)?;
+    Ok((txs, header))
+}
+
+/// A sender with two transactions among these, if any: a Pulse takes at most one of each
+/// sender (so at most one change of each log, and nonces in order).
+pub(crate) fn sender_twice(txs: &[SignedTx]) -> Option<Account> {
+    let mut seen = std::collections::HashSet::with_capacity(txs.len());
+    txs.iter().find(|tx| !seen.insert(tx.sender)).map(|tx| tx.sender)
 }
 
 /// The keys (under the prefix) whose values differ between two states.
@@ -350,16 +373,20 @@ pub fn agent_value(a: &Agent) -> Vec<u8> {
     v
 }
 
-fn entry(tx: Option<&SignedTx>, header: &PulseHeader) -> Vec<u8> {
+fn entry(txs: &[SignedTx], header: &PulseHeader) -> Vec<u8> {
     let mut v = Vec::new();
-    match tx {
-        None => v.push(0),
-        Some(tx) => {
-            v.push(1);
-            let bytes = tx.encode();
-            v.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            v.extend_from_slice(&bytes);
+    match txs.len() {
+        0 => v.push(0),
+        1 => v.push(1),
+        n => {
+            v.push(2);
+            v.extend_from_slice(&(n as u32).to_le_bytes());
         }
+    }
+    for tx in txs {
+        let bytes = tx.encode();
+        v.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        v.extend_from_slice(&bytes);
     }
     v.extend_from_slice(&header.encode());
     v
@@ -489,6 +516,7 @@ impl FleetLedger {
             archive_dir: None,
             segment: None,
             chained: false,
+            limits: TxnLimits::default(),
         };
         let resp = ledger.get(ledger.key_of("key"), None).await?;
         let Some(kv) = resp.kvs().first() else { return Err(FleetError::Missing(ledger.prefix.clone())) };
@@ -536,7 +564,7 @@ impl FleetLedger {
                 TxnOp::put(k("key"), key.verifying_key().to_bytes().to_vec(), None),
                 TxnOp::put(k("format"), b"2".to_vec(), None),
                 TxnOp::put(k("head"), head_value(&genesis), None),
-                TxnOp::put(k(&format!("pulse/{}", n20(0))), entry(None, &genesis), None),
+                TxnOp::put(k(&format!("pulse/{}", n20(0))), entry(&[], &genesis), None),
                 TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
             ]);
         client.txn(txn).await.map_err(|e| etcd_err(&joined, e))?;
@@ -558,7 +586,15 @@ impl FleetLedger {
             archive_dir: self.archive_dir.clone(),
             segment: None,
             chained: self.chained,
+            limits: self.limits,
         }
+    }
+
+    /// Keep each Pulse's etcd transaction within these limits (those the etcd cluster was
+    /// started with: `sion ledger serve --etcd-max-txn-ops`, `--etcd-max-request-bytes`).
+    pub fn with_limits(mut self, limits: TxnLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// How many compare-and-swaps on the head this front-end has lost to others.
@@ -735,9 +771,14 @@ impl FleetLedger {
                 let Some(value) = find(&entries, &self.key_of(&rest)) else {
                     return Err(bad(format!("Pulse {m} is missing below the head, Pulse {to}")));
                 };
-                let (tx, header) = decode_entry(&value)
+                let (txs, header) = decode_entry(&value)
                     .map_err(|e| bad(format!("Pulse {m}'s entry does not parse: {e}")))?;
-                let Some(tx) = tx else { return Err(bad(format!("Pulse {m}'s entry holds no transaction"))) };
+                if txs.is_empty() {
+                    return Err(bad(format!("Pulse {m}'s entry holds no transaction")));
+                }
+                if let Some(twice) = sender_twice(&txs) {
+                    return Err(bad(format!("Pulse {m}'s entry holds two transactions of {twice}")));
+                }
                 let prev = held.latest;
                 if header.number != m || header.prev != prev.hash() || header.time_ns <= prev.time_ns {
                     return Err(bad(format!("Pulse {m}'s header does not follow Pulse {}'s", m - 1)));
@@ -754,18 +795,25 @@ impl FleetLedger {
                         ),
                     ));
                 }
-                let change = held.state.check(&operator, &tx, m).map_err(|e| {
-                    bad(format!(
-                        "Pulse {m}'s transaction is refused by the rules on the state before it ({e})"
-                    ))
-                })?;
-                undone.push((held.state.apply(tx.sender, change), prev));
+                for (i, tx) in txs.iter().enumerate() {
+                    let change = held.state.check(&operator, tx, m).map_err(|e| {
+                        bad(format!(
+                            "Pulse {m}'s transaction {i} is refused by the rules on the state before it ({e})"
+                        ))
+                    })?;
+                    undone.push((held.state.apply(tx.sender, change), prev));
+                }
                 held.latest = header;
                 let (logs, root) = held.state.root();
                 if (header.logs, header.state_root) != (logs, root) {
                     return Err(bad(format!(
-                        "Pulse {m}'s header does not sign the state its transaction makes ({} logs, state root \
-                         {}; it says {} logs, {})",
+                        "Pulse {m}'s header does not sign the state its {} makes ({} logs, state root {}; it \
+                         says {} logs, {})",
+                        if txs.len() == 1 {
+                            "transaction".to_owned()
+                        } else {
+                            format!("{} transactions", txs.len())
+                        },
                         logs,
                         hex::encode(root),
                         header.logs,
@@ -1629,17 +1677,70 @@ impl FleetLedger {
         SignedHeader::sign(&self.key, *header).signature
     }
 
-    /// Check a transaction by the ledger's rules and, if it passes, make it Pulse `N` by a
-    /// compare-and-swap on the head: acknowledged (the signed header returned) once etcd has
-    /// committed it. Losing the race re-reads the state and decides again, so a commit of a
-    /// version another front-end has just committed is refused as stale.
+    /// Check a transaction by the ledger's rules and, if it passes, make it a Pulse by a
+    /// compare-and-swap on the head ([`FleetLedger::submit_batch`] of one).
     pub async fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, FleetError> {
+        let mut taken = self.submit_batch(vec![tx]).await;
+        match taken.pop() {
+            Some(t) => t.map(|r| r.pulse),
+            None => Err(FleetError::Contention(0)),
+        }
+    }
+
+    /// Take a batch of transactions into as few Pulses as etcd's limits allow (docs/
+    /// FLEET-LEDGER.md, "Many transactions, one Pulse"): each checked by the ledger's rules on
+    /// the state the ones before it made, in the order given; the accepted ones made one Pulse
+    /// by one compare-and-swap on the head, acknowledged (their receipts returned) once etcd has
+    /// committed it. A Pulse takes at most one transaction of each sender and what fits in
+    /// [`TxnLimits`]; the rest go into the next. Losing the race re-reads the state and decides
+    /// again, so a commit of a version another front-end has just committed is refused as
+    /// stale. One answer for each transaction, in the order given.
+    pub async fn submit_batch(&mut self, txs: Vec<SignedTx>) -> Vec<Result<Receipt, FleetError>> {
+        let mut out: Vec<Option<Result<Receipt, FleetError>>> = (0..txs.len()).map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..txs.len()).collect();
+        while !pending.is_empty() {
+            match self.one_pulse(&txs, &pending).await {
+                Ok(decided) => {
+                    for (i, answer) in decided {
+                        out[i] = Some(answer);
+                    }
+                    pending.retain(|&i| out[i].is_none());
+                }
+                // Nothing known to be taken: every one still pending gets the reason.
+                Err(e) => {
+                    for &i in &pending {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                    pending.clear();
+                }
+            }
+        }
+        out.into_iter().map(|a| a.unwrap_or(Err(FleetError::Contention(0)))).collect()
+    }
+
+    /// Make one Pulse of what it can of `txs[pending]`: the answers it decided (refusals, and
+    /// the receipts of those it took); the others wait for the next Pulse. An error when
+    /// nothing was decided (etcd, contention, a state that does not match).
+    async fn one_pulse(
+        &mut self,
+        txs: &[SignedTx],
+        pending: &[usize],
+    ) -> Result<Vec<(usize, Result<Receipt, FleetError>)>, FleetError> {
         let operator = self.operator();
         let mut lost_here = 0u32;
         let mut transport = 0u32;
         // Attempts whose reply was lost: etcd may have committed one of them.
-        let mut unknown: Vec<(u64, Vec<u8>, PulseHeader)> = Vec::new();
+        let mut unknown: Vec<Unknown> = Vec::new();
         for _ in 0..ATTEMPTS {
+            // An attempt whose reply was lost may have landed: then that is this batch's Pulse.
+            for (n, mine, header, receipts) in &unknown {
+                let got = self.get(self.key_of(&format!("pulse/{}", n20(*n))), None).await?;
+                if got.kvs().first().is_some_and(|kv| kv.value() == mine.as_slice()) {
+                    let pulse = SignedHeader { header: *header, signature: self.sign(header) };
+                    self.fresh = false;
+                    return Ok(receipts.iter().map(|(i, r)| (*i, Ok(Receipt { pulse, ..*r }))).collect());
+                }
+            }
             self.snapshot().await?;
             // Taken out to be changed in place (and undone if the swap does not land): no copy of
             // the whole state per Pulse.
@@ -1647,90 +1748,46 @@ impl FleetLedger {
                 return Err(FleetError::Missing(self.prefix.clone()));
             };
             let number = snap.latest.number + 1;
-            let change = match snap.state.check(&operator, &tx, number) {
-                Ok(change) => change,
-                Err(refusal) => {
-                    self.cached = Some(snap);
-                    // Refused now (a replayed nonce, a stale version) perhaps only because an
-                    // earlier attempt of this very submission was committed: then that is its Pulse.
-                    for (n, mine, header) in &unknown {
-                        if self
-                            .get(self.key_of(&format!("pulse/{}", n20(*n))), None)
-                            .await?
-                            .kvs()
-                            .first()
-                            .is_some_and(|kv| kv.value() == mine.as_slice())
-                        {
-                            return Ok(SignedHeader { header: *header, signature: self.sign(header) });
-                        }
-                    }
-                    return Err(refusal.into());
+            let mut batch = Batch::new(self.limits);
+            let mut decided = Vec::new();
+            for &i in pending {
+                let tx = &txs[i];
+                if batch.senders.contains(&tx.sender) {
+                    continue;
                 }
-            };
-            // An opening moves its writer's previous log's `next` too (no version record:
-            // versions are commits).
-            let chained = match &change {
-                Change::Log(log) if log.commits == 0 => snap.state.chained_by(log),
-                _ => None,
-            };
-            let undo = snap.state.apply(tx.sender, change.clone());
+                let change = match snap.state.check(&operator, tx, number) {
+                    Ok(change) => change,
+                    Err(refusal) => {
+                        decided.push((i, Err(FleetError::Refused(refusal))));
+                        continue;
+                    }
+                };
+                // An opening moves its writer's previous last log's `next` too (no version record:
+                // versions are commits).
+                let chained = match &change {
+                    Change::Log(log) if log.commits == 0 => snap.state.chained_by(log),
+                    _ => None,
+                };
+                let undo = snap.state.apply(tx.sender, change.clone());
+                if !batch.take(i, tx, &change, chained, &snap.state) {
+                    // Over etcd's limits with it: it waits for the next Pulse.
+                    snap.state.undo(undo);
+                    break;
+                }
+                batch.undo.push(undo);
+            }
+            if batch.taken.is_empty() {
+                self.cached = Some(snap);
+                return Ok(decided);
+            }
             let time_ns = now_ns().max(snap.latest.time_ns.saturating_add(1));
             let header = snap.state.header(number, time_ns, snap.latest.hash());
-            let nonce = snap.state.nonce(&tx.sender);
-            let mine = entry(Some(&tx), &header);
+            let taken: Vec<SignedTx> = batch.taken.iter().map(|(i, _)| txs[*i].clone()).collect();
+            let mine = entry(&taken, &header);
             // Signed before the swap and written by it: the header and its signature land
             // together or not at all (Ed25519 is deterministic, so a retry signs the same bytes).
             let signature = self.sign(&header);
-            let mut puts = vec![
-                TxnOp::put(self.key_of("head"), head_value(&header), None),
-                TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), mine.clone(), None),
-                TxnOp::put(self.key_of(&format!("sig/{}", n20(number))), signature.to_vec(), None),
-                TxnOp::put(
-                    self.key_of(&format!("nonce/{}", hex::encode(tx.sender.0))),
-                    nonce.to_le_bytes().to_vec(),
-                    None,
-                ),
-            ];
-            match &change {
-                Change::Agent(a) => {
-                    puts.push(TxnOp::put(self.key_of(&format!("agent/{}", a.name)), agent_value(a), None))
-                }
-                Change::Log(log) => {
-                    if let Some(before) = &chained {
-                        puts.push(TxnOp::put(
-                            self.key_of(&format!("log/{}", n20(before.id.0))),
-                            before.encode(),
-                            None,
-                        ));
-                    }
-                    puts.push(TxnOp::put(self.key_of(&format!("log/{}", n20(log.id.0))), log.encode(), None));
-                    puts.push(TxnOp::put(
-                        self.key_of(&format!("version/{}/{}", n20(log.id.0), n20(log.commits))),
-                        encode_version(log).to_vec(),
-                        None,
-                    ));
-                    // The log's inclusion path at this Pulse: its state proofs here (and, for a
-                    // commit, at the Pulse before: no other leaf moved) need no other log read.
-                    if let Some(path) = snap.state.path(log.id) {
-                        puts.push(TxnOp::put(
-                            self.key_of(&format!("path/{}/{}", n20(log.id.0), n20(log.commits))),
-                            encode_path(&path),
-                            None,
-                        ));
-                    }
-                    // Every state-tree node this Pulse set, under its number: a state proof at
-                    // any Pulse takes each node it needs as the last one kept at or before it.
-                    // (Two leaves share their upper ancestors: each node once, as etcd asks.)
-                    let touched = chained.iter().map(|b| b.id).chain([log.id]);
-                    let nodes: BTreeMap<(u32, u64), Digest> = touched
-                        .flat_map(|id| snap.state.ancestors(id))
-                        .map(|(j, m, h)| ((j, m), h))
-                        .collect();
-                    for ((j, m), h) in nodes {
-                        puts.push(TxnOp::put(self.key_of(&node_key(j, m, number)), h.to_vec(), None));
-                    }
-                }
-            }
+            let puts = self.batch_puts(&batch, &snap.state, number, &header, &mine, &signature);
             // The head unmoved, and no Pulse of this number already in etcd (a head put back to an
             // older Pulse would otherwise have this front-end sign a second header for a number).
             let txn = Txn::new()
@@ -1748,7 +1805,9 @@ impl FleetLedger {
                 Ok(resp) if resp.succeeded() => resp,
                 other => {
                     // Not landed (or not known to have): the state goes back to the head it was of.
-                    snap.state.undo(undo);
+                    while let Some(undo) = batch.undo.pop() {
+                        snap.state.undo(undo);
+                    }
                     self.cached = Some(snap);
                     self.fresh = false;
                     match other {
@@ -1763,7 +1822,8 @@ impl FleetLedger {
                         }
                         Err(e) if transient(&e) && transport < TRANSIENT_TRIES => {
                             transport += 1;
-                            unknown.push((number, mine, header));
+                            let receipts = batch.receipts(&header);
+                            unknown.push((number, mine, header, receipts));
                             tokio::time::sleep(backoff(transport, self.lost)).await;
                             continue;
                         }
@@ -1775,8 +1835,215 @@ impl FleetLedger {
             snap.latest = header;
             self.cached = Some(snap);
             self.fresh = true;
-            return Ok(SignedHeader { header, signature });
+            let pulse = SignedHeader { header, signature };
+            for (i, r) in batch.receipts(&header) {
+                decided.push((i, Ok(Receipt { pulse, ..r })));
+            }
+            return Ok(decided);
         }
         Err(FleetError::Contention(ATTEMPTS))
+    }
+
+    /// The puts of one Pulse's compare-and-swap: the head, the entry and its signature, and the
+    /// keys its transactions changed (nonces, agents, logs with their version records and
+    /// paths, and the state-tree nodes set).
+    fn batch_puts(
+        &self,
+        batch: &Batch,
+        state: &State,
+        number: u64,
+        header: &PulseHeader,
+        entry: &[u8],
+        signature: &[u8; 64],
+    ) -> Vec<TxnOp> {
+        let mut puts = vec![
+            TxnOp::put(self.key_of("head"), head_value(header), None),
+            TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), entry.to_vec(), None),
+            TxnOp::put(self.key_of(&format!("sig/{}", n20(number))), signature.to_vec(), None),
+        ];
+        for sender in &batch.senders {
+            puts.push(TxnOp::put(
+                self.key_of(&format!("nonce/{}", hex::encode(sender.0))),
+                state.nonce(sender).to_le_bytes().to_vec(),
+                None,
+            ));
+        }
+        for name in &batch.agents {
+            if let Some(a) = state.agents.get(name) {
+                puts.push(TxnOp::put(self.key_of(&format!("agent/{name}")), agent_value(a), None));
+            }
+        }
+        for id in &batch.logs {
+            let Some(log) = state.logs.get(id.0 as usize) else { continue };
+            puts.push(TxnOp::put(self.key_of(&format!("log/{}", n20(id.0))), log.encode(), None));
+            if !batch.versioned.contains(id) {
+                continue;
+            }
+            puts.push(TxnOp::put(
+                self.key_of(&format!("version/{}/{}", n20(id.0), n20(log.commits))),
+                encode_version(log).to_vec(),
+                None,
+            ));
+            // The log's inclusion path at this Pulse: its state proofs here need no other log read.
+            if let Some(path) = state.path(*id) {
+                puts.push(TxnOp::put(
+                    self.key_of(&format!("path/{}/{}", n20(id.0), n20(log.commits))),
+                    encode_path(&path),
+                    None,
+                ));
+            }
+        }
+        // Every state-tree node this Pulse set, under its number: a state proof at any Pulse
+        // takes each node it needs as the last one kept at or before it. (Leaves share their
+        // upper ancestors: each node once, as etcd asks.)
+        let nodes: BTreeMap<(u32, u64), Digest> =
+            batch.logs.iter().flat_map(|id| state.ancestors(*id)).map(|(j, m, h)| ((j, m), h)).collect();
+        for ((j, m), h) in nodes {
+            puts.push(TxnOp::put(self.key_of(&node_key(j, m, number)), h.to_vec(), None));
+        }
+        puts
+    }
+}
+
+/// What bounds one etcd transaction, which is one Pulse: the operations it may hold (etcd's
+/// `--max-txn-ops`, 128 unless the operator raised it) and its size (etcd's
+/// `--max-request-bytes`, 1.5 MiB unless raised; a front-end keeps its request to
+/// `max_bytes`, leaving room for the request's framing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnLimits {
+    pub max_ops: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for TxnLimits {
+    fn default() -> Self {
+        Self { max_ops: 128, max_bytes: 1 << 20 }
+    }
+}
+
+/// The transactions one Pulse takes, and what they change, counted against [`TxnLimits`].
+struct Batch {
+    limits: TxnLimits,
+    /// (index into the caller's transactions, the log it opened or committed).
+    taken: Vec<(usize, Option<LogId>)>,
+    undo: Vec<Undo>,
+    senders: std::collections::BTreeSet<Account>,
+    agents: std::collections::BTreeSet<String>,
+    /// Logs whose leaves changed; `versioned`, those with a new version record (openings and
+    /// commits, not a chain's `next`).
+    logs: std::collections::BTreeSet<LogId>,
+    versioned: std::collections::BTreeSet<LogId>,
+    /// State-tree nodes the changed leaves set, as (level, index).
+    nodes: std::collections::BTreeSet<(u32, u64)>,
+    /// Bytes of the entry's transactions and of the values put, roughly (keys and framing
+    /// counted at 96 bytes a put).
+    bytes: usize,
+}
+
+/// An attempt whose reply was lost: its Pulse number, its entry, its header and the receipts
+/// it would give.
+type Unknown = (u64, Vec<u8>, PulseHeader, Vec<(usize, Receipt)>);
+
+/// Puts a Pulse makes whatever it holds: the head, the entry, the signature.
+const FIXED_PUTS: usize = 3;
+/// Bytes counted for each put besides its value (its key, etcd's framing).
+const PUT_OVERHEAD: usize = 96;
+/// A log's leaf, version record and path, at most.
+const LOG_PUT_BYTES: usize = 400 + 128 + 64 * 32;
+
+impl Batch {
+    fn new(limits: TxnLimits) -> Self {
+        Self {
+            limits,
+            taken: Vec::new(),
+            undo: Vec::new(),
+            senders: Default::default(),
+            agents: Default::default(),
+            logs: Default::default(),
+            versioned: Default::default(),
+            nodes: Default::default(),
+            bytes: 89 + 64 + 5 + 3 * PUT_OVERHEAD,
+        }
+    }
+
+    fn ops(&self) -> usize {
+        FIXED_PUTS
+            + self.senders.len()
+            + self.agents.len()
+            + self.logs.len()
+            + 2 * self.versioned.len()
+            + self.nodes.len()
+    }
+
+    /// Take transaction `i` (already applied to `state`) if the Pulse stays within its limits
+    /// with it; false, and nothing counted, if not — unless it is the first, which always fits
+    /// (one transaction's puts are far within etcd's defaults: docs/FLEET-LEDGER.md, "What
+    /// etcd limits").
+    fn take(
+        &mut self,
+        i: usize,
+        tx: &SignedTx,
+        change: &Change,
+        chained: Option<MemoryLog>,
+        state: &State,
+    ) -> bool {
+        let (mut logs, mut agent, mut log_id) = (Vec::new(), None, None);
+        match change {
+            Change::Agent(a) => agent = Some(a.name.clone()),
+            Change::Log(log) => {
+                logs.push(log.id);
+                log_id = Some(log.id);
+                if let Some(before) = chained {
+                    logs.push(before.id);
+                }
+            }
+        }
+        let new_nodes: Vec<(u32, u64)> = logs
+            .iter()
+            .flat_map(|id| state.ancestors(*id))
+            .map(|(j, m, _)| (j, m))
+            .filter(|n| !self.nodes.contains(n))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let new_logs = logs.iter().filter(|id| !self.logs.contains(id)).count();
+        let ops = self.ops()
+            + 1
+            + usize::from(agent.as_ref().is_some_and(|a| !self.agents.contains(a)))
+            + new_logs
+            + 2 * usize::from(log_id.is_some())
+            + new_nodes.len();
+        let bytes = self.bytes
+            + tx.encode().len()
+            + 4
+            + PUT_OVERHEAD
+            + 8
+            + logs.len() * (LOG_PUT_BYTES + 3 * PUT_OVERHEAD)
+            + new_nodes.len() * (32 + PUT_OVERHEAD);
+        if !self.taken.is_empty() && (ops > self.limits.max_ops || bytes > self.limits.max_bytes) {
+            return false;
+        }
+        self.bytes = bytes;
+        self.senders.insert(tx.sender);
+        if let Some(a) = agent {
+            self.agents.insert(a);
+        }
+        self.logs.extend(logs.iter().copied());
+        if let Some(id) = log_id {
+            self.versioned.insert(id);
+        }
+        self.nodes.extend(new_nodes);
+        self.taken.push((i, log_id));
+        true
+    }
+
+    /// Each taken transaction's receipt, the header's signature to be filled in.
+    fn receipts(&self, header: &PulseHeader) -> Vec<(usize, Receipt)> {
+        let pulse = SignedHeader { header: *header, signature: [0; 64] };
+        self.taken
+            .iter()
+            .enumerate()
+            .map(|(place, (i, log))| (*i, Receipt { pulse, place: place as u32, log: *log }))
+            .collect()
     }
 }

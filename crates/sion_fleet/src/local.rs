@@ -29,6 +29,16 @@ impl Etcd {
         Ok(etcd)
     }
 
+    /// Start a single-member cluster with these flags added to etcd's command line (say
+    /// `["--max-txn-ops", "1024"]`, for front-ends given raised [`crate::TxnLimits`]).
+    pub async fn start_with(dir: &Path, flags: &[&str]) -> Result<Self, String> {
+        let etcd = Self::spawn(dir, "http", |c| {
+            c.args(flags);
+        })?;
+        etcd.answering(None).await?;
+        Ok(etcd)
+    }
+
     /// One member on free loopback ports, its clients on `scheme`, `more` adding to its
     /// command line.
     fn spawn(dir: &Path, scheme: &str, more: impl FnOnce(&mut Command)) -> Result<Self, String> {

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 
+use sion_ledger::link::Receipt;
 use sion_ledger::{Account, LedgerError, LogId, SignedTx, StateProof};
 use sion_verify::ledger::Cosignature;
 use sion_verify::wire::{Put as _, Reader};
@@ -44,6 +45,8 @@ pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20
 /// reads a robot makes before one. Run more front-ends for more at once.
 pub struct Service {
     ledger: Mutex<FleetLedger>,
+    /// Submissions admitted at the door, waiting to be taken into a Pulse.
+    queue: Queue,
     quick: Mutex<FleetLedger>,
     reader: Mutex<FleetLedger>,
     /// The witnesses whose cosignatures this front-end keeps (none unless told).
@@ -63,6 +66,7 @@ impl Service {
             reader: Mutex::new(ledger.reader()),
             quick: Mutex::new(ledger.reader()),
             ledger: Mutex::new(ledger),
+            queue: Queue::default(),
             witnesses: Vec::new(),
             door: Door::new(Policy::unlimited(), operator),
             operator,
@@ -160,6 +164,19 @@ fn bad(field: &str, e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(format!("{field}: {e}"))
 }
 
+/// `Submit`'s reply: the signed header, `u32` the transaction's place in its Pulse, `u64` the log
+/// it opened or committed (2^64 − 1: none).
+fn receipt_bytes(r: Receipt) -> Vec<u8> {
+    let mut out = Vec::with_capacity(153 + 12);
+    r.pulse.put(&mut out);
+    out.put_u32(r.place);
+    out.put_u64(r.log.map_or(u64::MAX, |l| l.0));
+    out
+}
+
+/// Submissions waiting for the next Pulse, each with where its answer goes.
+type Queue = std::sync::Mutex<Vec<(SignedTx, tokio::sync::oneshot::Sender<Result<Receipt, Status>>)>>;
+
 fn state_bytes(p: &StateProof) -> Vec<u8> {
     let mut out = Vec::new();
     p.put(&mut out);
@@ -181,16 +198,51 @@ impl Rpc for Service {
             return Err(refusal(&LedgerError::BadSignature));
         }
         self.door.admit(&tx).map_err(|r| admission(&r))?;
+        // Group commit: queued, then whoever holds the ledger next takes everything queued into
+        // as few Pulses as etcd's limits allow (docs/FLEET-LEDGER.md, "Many transactions, one
+        // Pulse"). This one's answer may come from another's turn.
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
+        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((tx, reply));
         let mut ledger = self.ledger.lock().await;
-        if self.door.needs_count(&tx) {
-            // The log quota needs the state (the front-end's checked snapshot), not a write.
-            let opened = ledger.logs_opened_by(&tx.sender).await.map_err(status)?;
-            self.door.quota(&tx, opened).map_err(|r| admission(&r))?;
+        if let Ok(answer) = answer.try_recv() {
+            drop(ledger);
+            return answer.map(receipt_bytes).map(|value| Response::new(Blob { value }));
         }
-        let h = ledger.submit(tx).await.map_err(status)?;
-        let mut out = Vec::new();
-        h.put(&mut out);
-        Ok(Response::new(Blob { value: out }))
+        let queued =
+            std::mem::take(&mut *self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let mut txs = Vec::with_capacity(queued.len());
+        let mut replies = Vec::with_capacity(queued.len());
+        // The log quota needs the state (the front-end's checked snapshot), not a write; the
+        // openings queued with it count too.
+        let mut opening: std::collections::HashMap<Account, u64> = std::collections::HashMap::new();
+        for (tx, reply) in queued {
+            if self.door.needs_count(&tx) {
+                let before = match ledger.logs_opened_by(&tx.sender).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        let _ = reply.send(Err(status(e)));
+                        continue;
+                    }
+                };
+                let queued_before = opening.entry(tx.sender).or_insert(0);
+                if let Err(r) = self.door.quota(&tx, before + *queued_before) {
+                    let _ = reply.send(Err(admission(&r)));
+                    continue;
+                }
+                *queued_before += 1;
+            }
+            txs.push(tx);
+            replies.push(reply);
+        }
+        for (answer, reply) in ledger.submit_batch(txs).await.into_iter().zip(replies) {
+            // A sender that went away does not stop the others' answers.
+            let _ = reply.send(answer.map_err(status));
+        }
+        drop(ledger);
+        match answer.await {
+            Ok(answer) => answer.map(receipt_bytes).map(|value| Response::new(Blob { value })),
+            Err(_) => Err(Status::internal("the submission was dropped from the front-end's queue")),
+        }
     }
 
     async fn latest(&self, _: Request<Empty>) -> Result<Response<Blob>, Status> {

@@ -6,13 +6,14 @@
 //! only a Pulse it checked ([`Witness::check_state`]): one whose entry is archived is followed
 //! (its chain) but never cosigned.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use sion_ledger::link::LedgerLink;
 use sion_ledger::{Account, Head, LedgerError, LogId, MemoryLog, SignedHeader, StateProof, Tx};
 use sion_verify::ledger::{Chain, Cosignature, empty_head};
-use sion_verify::merkle::{Blake3, Digest, TreeHasher as _, root_from_inclusion, verify_consistency};
+use sion_verify::merkle::{Blake3, Digest, TreeHasher as _, verify_consistency};
 use sion_verify::wire::{Put as _, Reader};
 
 use crate::client::RemoteLedger;
@@ -315,7 +316,7 @@ impl Witness {
             }
             return Ok(true);
         }
-        let (tx, at) = match link.entry(number) {
+        let (txs, at) = match link.entry(number) {
             Ok(entry) => entry,
             Err(LedgerError::Refused { code, .. }) if code == "archived" => return Ok(false),
             Err(e) => return Err(e.into()),
@@ -323,9 +324,14 @@ impl Witness {
         if at != h.header {
             return Err(bad("its entry holds another header than the signed one".into()));
         }
-        let Some(tx) = tx else { return Err(bad("its entry holds no transaction".into())) };
-        if !tx.signature_holds() {
-            return Err(bad("its transaction's signature does not hold".into()));
+        if txs.is_empty() {
+            return Err(bad("its entry holds no transaction".into()));
+        }
+        if let Some(twice) = crate::sender_twice(&txs) {
+            return Err(bad(format!("its entry holds two transactions of {twice}")));
+        }
+        if let Some(i) = txs.iter().position(|tx| !tx.signature_holds()) {
+            return Err(bad(format!("its transaction {i}'s signature does not hold")));
         }
         let prev = link.header(number - 1)?;
         let (was, now) = (&prev.header, &h.header);
@@ -350,102 +356,221 @@ impl Witness {
             }
             Err(equivocation(want.header.number, want.header.hash(), &p.header))
         };
-        match &tx.tx {
-            Tx::RegisterAgent { .. } | Tx::SetAgentStatus { .. } | Tx::ReassignAgent { .. } => {
-                if (now.logs, now.state_root) != (was.logs, was.state_root) {
-                    return Err(bad("an agent's transaction changed the logs".into()));
-                }
-            }
-            Tx::OpenMemory { agent, policy } => {
-                if now.logs != was.logs + 1 {
-                    return Err(bad(format!("opening a log left {} logs after {}", now.logs, was.logs)));
-                }
-                let id = LogId(was.logs);
-                let opened = link.state_proof(id, number)?;
-                under(&opened, h)?;
-                let want = MemoryLog {
-                    id,
-                    writer: tx.sender,
-                    agent: agent.clone(),
-                    policy: *policy,
-                    head: empty_head(),
-                    commits: 0,
-                    committed_at: number,
-                    sealed: false,
-                    chain: opened.log.chain.map(|c| Chain { prev: c.prev, next: None }),
-                };
-                if opened.log != want {
-                    return Err(bad(format!("log {id} is not the log its transaction opens")));
-                }
-                // The state before it, with the one change an opening may make to it: the
-                // writer's previous last log (its chain's end at the Pulse before: `next` none)
-                // now names this one. That it was the writer's *last* a witness checks by its
-                // `next`; that a log with no `prev` is its writer's first it cannot.
-                let mut expected = was.state_root;
-                if let Some(last) = want.chain.and_then(|c| c.prev) {
-                    let before = link.state_proof(last, number - 1)?;
-                    under(&before, &prev)?;
-                    let end = before.log.chain.is_some_and(|c| c.next.is_none());
-                    if before.log.writer != tx.sender || !end {
+        // What the Pulse changed (each changed leaf's new hash, by position), and what the Pulse
+        // before held, learnt from its state proofs (the hashes of ranges of its tree).
+        let mut changes = Changes::new(was.logs, was.state_root);
+        let mut next = was.logs;
+        for tx in &txs {
+            match &tx.tx {
+                Tx::RegisterAgent { .. } | Tx::SetAgentStatus { .. } | Tx::ReassignAgent { .. } => {}
+                Tx::OpenMemory { agent, policy } => {
+                    // Openings take the next ids in the entry's order.
+                    let id = LogId(next);
+                    next += 1;
+                    if id.0 >= now.logs {
                         return Err(bad(format!(
-                            "log {id} is chained after log {last}, which is not its writer's last log"
+                            "it opens more logs than the {} its header counts",
+                            now.logs
                         )));
                     }
-                    let mut after = before.log.clone();
-                    if let Some(c) = &mut after.chain {
-                        c.next = Some(id);
+                    let opened = link.state_proof(id, number)?;
+                    under(&opened, h)?;
+                    let want = MemoryLog {
+                        id,
+                        writer: tx.sender,
+                        agent: agent.clone(),
+                        policy: *policy,
+                        head: empty_head(),
+                        commits: 0,
+                        committed_at: number,
+                        sealed: false,
+                        chain: opened.log.chain.map(|c| Chain { prev: c.prev, next: None }),
+                    };
+                    if opened.log != want {
+                        return Err(bad(format!("log {id} is not the log its transaction opens")));
                     }
-                    expected = root_from_inclusion::<Blake3, _>(
-                        last.0,
-                        was.logs,
-                        &Blake3::hash_leaf(&after.encode()),
-                        &before.path,
-                    )
-                    .map_err(|e| bad(format!("log {last}'s path at Pulse {}: {e}", number - 1)))?;
+                    changes.set(id.0, &want).map_err(bad)?;
+                    // The one change an opening may make to the logs before: the writer's previous
+                    // last log (its chain's end at the Pulse before: `next` none) now names this
+                    // one. That it was the writer's *last* a witness checks by its `next`; that a
+                    // log with no `prev` is its writer's first it cannot.
+                    if let Some(last) = want.chain.and_then(|c| c.prev) {
+                        if last.0 >= was.logs {
+                            return Err(bad(format!("log {id} is chained after log {last}, opened with it")));
+                        }
+                        let before = link.state_proof(last, number - 1)?;
+                        under(&before, &prev)?;
+                        let end = before.log.chain.is_some_and(|c| c.next.is_none());
+                        if before.log.writer != tx.sender || !end {
+                            return Err(bad(format!(
+                                "log {id} is chained after log {last}, which is not its writer's last log"
+                            )));
+                        }
+                        changes.learn(&before).map_err(bad)?;
+                        let mut after = before.log.clone();
+                        if let Some(c) = &mut after.chain {
+                            c.next = Some(id);
+                        }
+                        changes.set(last.0, &after).map_err(bad)?;
+                    }
                 }
-                // The last leaf's siblings are all on its left, bottom-up: folded, they are the
-                // root of the logs before it, which must be the previous state root (with the
-                // change above).
-                let before = match opened.path.split_first() {
-                    None => Blake3::hash_empty(),
-                    Some((first, rest)) => rest.iter().fold(*first, |r, p| Blake3::hash_children(p, &r)),
-                };
-                if before != expected {
-                    return Err(bad(format!(
-                        "the logs before log {id} are not those of Pulse {}",
-                        number - 1
-                    )));
-                }
-            }
-            Tx::CommitMemory { log, version, head, proof, seal } => {
-                if now.logs != was.logs {
-                    return Err(bad(format!("a commit left {} logs after {}", now.logs, was.logs)));
-                }
-                let before = link.state_proof(*log, number - 1)?;
-                let after = link.state_proof(*log, number)?;
-                under(&before, &prev)?;
-                under(&after, h)?;
-                // The same siblings at the same place in a tree of the same size: no other leaf moved.
-                if before.path != after.path {
-                    return Err(bad(format!("logs other than log {log}, the one it commits, changed")));
-                }
-                let current = &before.log;
-                if let Some(why) = commit_refusal(current, &tx.sender, *version, head, proof) {
-                    return Err(bad(format!("its commit of log {log} breaks the rules: {why}")));
-                }
-                let want = MemoryLog {
-                    head: *head,
-                    commits: current.commits + 1,
-                    committed_at: number,
-                    sealed: *seal,
-                    ..current.clone()
-                };
-                if after.log != want {
-                    return Err(bad(format!("log {log} after it is not what the commit makes of it")));
+                Tx::CommitMemory { log, version, head, proof, seal } => {
+                    if log.0 >= was.logs {
+                        return Err(bad(format!(
+                            "it commits log {log}, which the Pulse before did not hold"
+                        )));
+                    }
+                    let before = link.state_proof(*log, number - 1)?;
+                    let after = link.state_proof(*log, number)?;
+                    under(&before, &prev)?;
+                    under(&after, h)?;
+                    let current = &before.log;
+                    if let Some(why) = commit_refusal(current, &tx.sender, *version, head, proof) {
+                        return Err(bad(format!("its commit of log {log} breaks the rules: {why}")));
+                    }
+                    let want = MemoryLog {
+                        head: *head,
+                        commits: current.commits + 1,
+                        committed_at: number,
+                        sealed: *seal,
+                        ..current.clone()
+                    };
+                    if after.log != want {
+                        return Err(bad(format!("log {log} after it is not what the commit makes of it")));
+                    }
+                    changes.learn(&before).map_err(bad)?;
+                    changes.set(log.0, &want).map_err(bad)?;
                 }
             }
         }
+        if now.logs != next {
+            return Err(bad(format!(
+                "its openings leave {} logs after {}, not the {} its header counts",
+                next, was.logs, now.logs
+            )));
+        }
+        // New logs sit past the old ones: the Pulse before's last log's path shows them all.
+        if next > was.logs && was.logs > 0 && !changes.knows_leaf(was.logs - 1) {
+            let last = link.state_proof(LogId(was.logs - 1), number - 1)?;
+            under(&last, &prev)?;
+            changes.learn(&last).map_err(bad)?;
+        }
+        // Every other leaf as the Pulse before held it, and these as the transactions make them:
+        // the state root the header signs.
+        let root = changes.root(now.logs).map_err(bad)?;
+        if root != now.state_root {
+            let ids: Vec<String> = changes.changed.keys().map(u64::to_string).collect();
+            return Err(bad(match ids.as_slice() {
+                [one] => format!(
+                    "logs other than log {one}, the one it changes, changed (or not as it changes it)"
+                ),
+                many => format!(
+                    "logs other than logs {}, those its transactions change, changed (or not as they change them)",
+                    many.join(", ")
+                ),
+            }));
+        }
         Ok(true)
+    }
+}
+
+/// A Pulse's changes to the state tree, and what a witness knows of the tree before it: enough
+/// to compute the new state root from the old one — each changed leaf's new hash, and for every
+/// range of leaves it did not change, that range's hash at the Pulse before, from the inclusion
+/// paths of state proofs checked against that Pulse's header.
+struct Changes {
+    /// Leaves in the tree before.
+    size: u64,
+    changed: BTreeMap<u64, Digest>,
+    /// `[lo, hi)` → the hash of that node of the tree before.
+    known: HashMap<(u64, u64), Digest>,
+}
+
+/// The largest power of two below `n` (n ≥ 2): where RFC 9162 splits a tree of `n` leaves.
+fn split(n: u64) -> u64 {
+    1 << (63 - (n - 1).leading_zeros())
+}
+
+impl Changes {
+    fn new(size: u64, root: Digest) -> Self {
+        let mut known = HashMap::new();
+        if size > 0 {
+            known.insert((0, size), root);
+        }
+        Self { size, changed: BTreeMap::new(), known }
+    }
+
+    fn set(&mut self, i: u64, log: &MemoryLog) -> Result<(), String> {
+        if self.changed.insert(i, Blake3::hash_leaf(&log.encode())).is_some() {
+            return Err(format!("log {i} is changed twice by one Pulse"));
+        }
+        Ok(())
+    }
+
+    fn knows_leaf(&self, i: u64) -> bool {
+        self.known.contains_key(&(i, i + 1))
+    }
+
+    /// Learn the nodes of a state proof at the Pulse before: its leaf, its path's siblings and
+    /// the ancestors they fold to.
+    fn learn(&mut self, p: &StateProof) -> Result<(), String> {
+        let (i, n) = (p.log.id.0, self.size);
+        if p.header.header.logs != n || i >= n {
+            return Err(format!(
+                "a state proof of log {i} in a tree of {} logs, not {n}",
+                p.header.header.logs
+            ));
+        }
+        // The siblings' ranges, top-down, then bottom-up as the path lists them.
+        let (mut lo, mut hi) = (0, n);
+        let mut ranges = Vec::new();
+        while hi - lo > 1 {
+            let k = split(hi - lo);
+            if i < lo + k {
+                ranges.push((lo + k, hi));
+                hi = lo + k;
+            } else {
+                ranges.push((lo, lo + k));
+                lo += k;
+            }
+        }
+        ranges.reverse();
+        if ranges.len() != p.path.len() {
+            return Err(format!("log {i}'s path has {} steps, not {}", p.path.len(), ranges.len()));
+        }
+        let mut node = ((i, i + 1), Blake3::hash_leaf(&p.log.encode()));
+        self.known.insert(node.0, node.1);
+        for (range, sibling) in ranges.into_iter().zip(&p.path) {
+            self.known.insert(range, *sibling);
+            node = if range.0 < node.0.0 {
+                ((range.0, node.0.1), Blake3::hash_children(sibling, &node.1))
+            } else {
+                ((node.0.0, range.1), Blake3::hash_children(&node.1, sibling))
+            };
+            self.known.insert(node.0, node.1);
+        }
+        Ok(())
+    }
+
+    /// The root of the tree of `size` leaves after the changes.
+    fn root(&self, size: u64) -> Result<Digest, String> {
+        if size == 0 {
+            return Ok(Blake3::hash_empty());
+        }
+        self.node(0, size)
+    }
+
+    fn node(&self, lo: u64, hi: u64) -> Result<Digest, String> {
+        if self.changed.range(lo..hi).next().is_none() {
+            return self.known.get(&(lo, hi)).copied().ok_or_else(|| {
+                format!("nothing it was given shows logs {lo} … {} of the Pulse before", hi - 1)
+            });
+        }
+        if hi - lo == 1 {
+            return self.changed.get(&lo).copied().ok_or_else(|| format!("log {lo}"));
+        }
+        let k = split(hi - lo);
+        Ok(Blake3::hash_children(&self.node(lo, lo + k)?, &self.node(lo + k, hi)?))
     }
 }
 

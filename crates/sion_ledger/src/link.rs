@@ -13,6 +13,17 @@ use super::{
     TxTimeProof,
 };
 
+/// What the ledger says of a transaction it took: its Pulse's signed header, its place among
+/// that Pulse's transactions (0 for the first), and the log it opened or committed (none for an
+/// agent's transaction). Only the header is signed: a client checks the log it is told of
+/// against the state (its writer, and for an opening, that it was opened at that Pulse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Receipt {
+    pub pulse: SignedHeader,
+    pub place: u32,
+    pub log: Option<LogId>,
+}
+
 /// A memory's ledger: the calls `sion_store::memory::Memory` makes of it.
 pub trait LedgerLink: Send + Sync {
     /// Where the ledger is, for people: a directory or a URL.
@@ -37,6 +48,20 @@ pub trait LedgerLink: Send + Sync {
     fn agent(&self, name: &str) -> Result<Option<Agent>, LedgerError>;
     /// Submit a signed transaction: its Pulse's header once it is durable, or the refusal.
     fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError>;
+    /// Submit a signed transaction, and learn which log it opened or committed: a fleet
+    /// ledger's Pulse may take many transactions (docs/LEDGER.md, "Pulses"), so an opening's
+    /// log is not the Pulse's last. A ledger whose Pulses take one transaction each (the
+    /// embedded one) answers from the header.
+    fn submit_receipt(&mut self, tx: SignedTx) -> Result<Receipt, LedgerError> {
+        let log = match &tx.tx {
+            super::Tx::CommitMemory { log, .. } => Some(*log),
+            super::Tx::OpenMemory { .. } => None,
+            _ => return self.submit(tx).map(|pulse| Receipt { pulse, place: 0, log: None }),
+        };
+        let pulse = self.submit(tx)?;
+        let log = log.or(Some(LogId(pulse.header.logs.saturating_sub(1))));
+        Ok(Receipt { pulse, place: 0, log })
+    }
     /// That log `id` stood as it did at Pulse `pulse`.
     fn state_proof(&self, id: LogId, pulse: u64) -> Result<StateProof, LedgerError>;
     /// When `position` of log `id` was recorded.

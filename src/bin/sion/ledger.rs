@@ -255,6 +255,16 @@ pub struct ServeArgs {
     /// openings a second by all unregistered accounts together (burst 50).
     #[arg(long, value_name = "FILE")]
     admission: Option<PathBuf>,
+    /// The most operations one etcd transaction may hold: etcd's own `--max-txn-ops` (128
+    /// unless its operator raised it). A Pulse takes as many queued transactions as fit
+    /// (docs/FLEET-LEDGER.md, "Many transactions, one Pulse"); raise both together for a busy
+    /// fleet (e.g. 1024).
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
+    etcd_max_txn_ops: u64,
+    /// The most bytes one Pulse's etcd transaction may hold: keep it under etcd's own
+    /// `--max-request-bytes` (1.5 MiB unless raised), which also counts the request's framing.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(65_536..=1 << 30))]
+    etcd_max_request_bytes: u64,
 }
 
 pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
@@ -324,12 +334,18 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
         &a.ledger.access()?,
     )
     .await
-    .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?;
+    .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?
+    .with_limits(sion_fleet::TxnLimits {
+        max_ops: a.etcd_max_txn_ops as usize,
+        max_bytes: a.etcd_max_request_bytes as usize,
+    });
     eprintln!(
-        "serving the fleet ledger (key {public}) on http://{}, state in etcd {} under {}; Ctrl-C stops",
+        "serving the fleet ledger (key {public}) on http://{}, state in etcd {} under {}; a Pulse at most {} etcd operations and {} bytes; Ctrl-C stops",
         a.listen,
         a.ledger.etcd.join(","),
-        a.ledger.prefix
+        a.ledger.prefix,
+        a.etcd_max_txn_ops,
+        a.etcd_max_request_bytes
     );
     // Ctrl-C, or SIGTERM from a service manager.
     let stop = async {

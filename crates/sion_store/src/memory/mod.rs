@@ -535,7 +535,7 @@ impl Memory {
                 register_agent_path(ledger.as_mut(), &writer, name)?;
             }
             let tx = Tx::OpenMemory { agent: agent.map(str::to_owned), policy };
-            Ok(ledger.submit(crate::ledger::SignedTx::sign(&writer, ledger.nonce(&me)?, tx))?)
+            Ok(ledger.submit_receipt(crate::ledger::SignedTx::sign(&writer, ledger.nonce(&me)?, tx))?)
         })();
         let opened = match opened {
             Ok(opened) => opened,
@@ -558,10 +558,23 @@ impl Memory {
                 return Err(refused);
             }
         };
-        // One transaction a Pulse: the log it opened is the last of that Pulse's state, even
-        // when other writers open logs on the same (fleet) ledger at the same time.
-        let log_id = LogId(opened.header.logs.saturating_sub(1));
+        // The log the ledger says it opened (a fleet ledger's Pulse may open many), checked: this
+        // writer's, empty, opened at that Pulse.
+        let log_id = opened.log.ok_or(LedgerError::UnknownLog(LogId(u64::MAX)))?;
         let on_ledger = ledger.log(log_id)?.ok_or(LedgerError::UnknownLog(log_id))?;
+        if on_ledger.writer != me
+            || on_ledger.commits != 0
+            || on_ledger.committed_at != opened.pulse.header.number
+        {
+            return Err(LedgerError::Remote {
+                ledger: ledger.describe(),
+                message: format!(
+                    "it says the opening made log {log_id}, which is not this writer's log opened at Pulse {}",
+                    opened.pulse.header.number
+                ),
+            }
+            .into());
+        }
         let config = Config {
             log: log_id.0,
             agent: agent.map(str::to_owned),

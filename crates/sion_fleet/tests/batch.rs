@@ -1,0 +1,281 @@
+//! Many transactions, one Pulse (issue 35, requirement 1; docs/FLEET-LEDGER.md, "Many
+//! transactions, one Pulse"), on a real etcd: a front-end takes a batch of robots' openings and
+//! commits into as few Pulses as etcd's limits allow, each transaction still checked by the
+//! rules on the state the ones before it made (a stale commit among them refused alone, a
+//! sender's second transaction put in the next Pulse); another front-end replays the batched
+//! Pulses from the state it held and one started afresh reads them; every log's state and
+//! transaction-time proofs verify; a witness checks every batched Pulse's state root from its
+//! transactions and cosigns it, and refuses one whose entry lost a transaction; and through the
+//! service, robots submitting at once are taken by group commit.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+use ed25519_dalek::SigningKey;
+use sion_fleet::client::RemoteLedger;
+use sion_fleet::local::Etcd;
+use sion_fleet::service::Service;
+use sion_fleet::witness::{Witness, WitnessError};
+use sion_fleet::{FleetError, FleetLedger, TxnLimits};
+use sion_store::ledger::link::LedgerLink as _;
+use sion_store::ledger::{Head, LedgerError, LogId, SignedTx, Tx, account_of};
+use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
+
+fn tree(n: u64) -> MemoryTree<Blake3> {
+    MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
+}
+
+fn head(n: u64) -> Head {
+    Head { size: n, root: tree(n).root(), index: [n as u8; 32], manifest: [0; 32] }
+}
+
+fn commit(writer: &SigningKey, nonce: u64, log: LogId, version: u64, from: u64, to: u64) -> SignedTx {
+    let proof =
+        if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
+    SignedTx::sign(writer, nonce, Tx::CommitMemory { log, version, head: head(to), proof, seal: false })
+}
+
+fn open(writer: &SigningKey, nonce: u64) -> SignedTx {
+    SignedTx::sign(writer, nonce, Tx::OpenMemory { agent: None, policy: [7; 32] })
+}
+
+fn free_addr() -> SocketAddr {
+    let port = sion_fleet::local::free_port().expect("a free loopback port");
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pulse_takes_many_robots_transactions_each_checked_and_witnessed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // Started as an operator raising etcd's limit of operations a transaction would start it (the
+    // first front-ends below keep to the default, 128).
+    let etcd = Etcd::start_with(tmp.path(), &["--max-txn-ops", "1024"]).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[51; 32]);
+    let prefix = "/sion-ledger/batch/";
+    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    b.latest().await.expect("b holds the genesis");
+    let robots: Vec<SigningKey> = (0..60u8).map(|i| SigningKey::from_bytes(&[100 + i; 32])).collect();
+
+    // 60 openings in one call: fewer Pulses than openings, every log its own robot's, opened in
+    // the order given.
+    let before = a.latest().await.expect("latest").header.number;
+    let taken = a.submit_batch(robots.iter().map(|r| open(r, 0)).collect()).await;
+    let mut logs = Vec::new();
+    for (i, t) in taken.iter().enumerate() {
+        let r = t.as_ref().unwrap_or_else(|e| panic!("opening {i}: {e}"));
+        let id = r.log.expect("an opening names its log");
+        let log = a.log(id).await.expect("log").expect("exists");
+        assert_eq!(log.writer, account_of(&robots[i]), "log {id} is not robot {i}'s");
+        assert_eq!(log.committed_at, r.pulse.header.number);
+        logs.push(id);
+    }
+    let pulses: BTreeSet<u64> =
+        taken.iter().map(|t| t.as_ref().expect("taken").pulse.header.number).collect();
+    let after = a.latest().await.expect("latest").header.number;
+    assert_eq!(pulses.len() as u64, after - before, "every Pulse made holds some of them");
+    assert!(pulses.len() < 20, "60 openings took {} Pulses", pulses.len());
+    eprintln!("60 openings in {} Pulses (etcd's default 128 operations a transaction)", pulses.len());
+
+    // Commits, with what the rules refuse among them: a stale version (refused alone), and a
+    // robot's second commit (its next nonce) — in the next Pulse, after its first.
+    let mut txs: Vec<SignedTx> =
+        robots.iter().zip(&logs).map(|(r, log)| commit(r, 1, *log, 0, 0, 10)).collect();
+    txs[7] = commit(&robots[7], 1, logs[7], 5, 0, 10);
+    txs.push(commit(&robots[3], 2, logs[3], 1, 10, 25));
+    let taken = a.submit_batch(txs).await;
+    assert!(
+        matches!(&taken[7], Err(FleetError::Refused(LedgerError::Stale { .. }))),
+        "the stale commit: {:?}",
+        taken[7]
+    );
+    for (i, t) in taken.iter().enumerate() {
+        if i != 7 {
+            t.as_ref().unwrap_or_else(|e| panic!("commit {i}: {e}"));
+        }
+    }
+    let first = taken[3].as_ref().expect("robot 3's first").pulse.header.number;
+    let second = taken[60].as_ref().expect("robot 3's second").pulse.header.number;
+    assert!(second > first, "robot 3's second commit did not follow its first ({first}, {second})");
+    assert_eq!(a.log(logs[3]).await.expect("log").expect("log").head.size, 25);
+    let batched = taken.iter().filter_map(|t| t.as_ref().ok()).map(|r| r.pulse.header.number);
+    let batched: BTreeSet<u64> = batched.collect();
+    assert!(batched.len() < 20, "60 commits took {} Pulses", batched.len());
+
+    // Raised limits (an etcd started with --max-txn-ops 1024): the next round in fewer Pulses.
+    let mut wide = FleetLedger::connect(&[etcd.url()], prefix, key.clone())
+        .await
+        .expect("connect")
+        .with_limits(TxnLimits { max_ops: 1024, max_bytes: 1 << 20 });
+    let round: Vec<SignedTx> = robots
+        .iter()
+        .zip(&logs)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 7)
+        .map(|(_, (r, log))| commit(r, 2, *log, 1, 10, 20))
+        .collect();
+    let taken = wide.submit_batch(round).await;
+    let numbers: BTreeSet<u64> = taken
+        .iter()
+        .map(|t| t.as_ref().expect("a commit through the wide front-end").pulse.header.number)
+        .collect();
+    assert!(numbers.len() <= 2, "58 commits under 1,024 operations took {} Pulses", numbers.len());
+
+    // The front-end that held the genesis replays every batched Pulse (each transaction checked
+    // again), and one started afresh reads the state and checks it against the signed root.
+    let latest = b.latest().await.expect("b replays the batched Pulses");
+    assert_eq!(latest.header, wide.latest().await.expect("latest").header);
+    let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("fresh");
+    assert_eq!(fresh.log_count().await.expect("count"), 60);
+    // And b goes on building on them.
+    let h = b.submit(commit(&robots[7], 1, logs[7], 0, 0, 10)).await.expect("robot 7 commits now");
+    assert_eq!(h.header.number, latest.header.number + 1);
+
+    // Every log's proofs verify: its state at the last Pulse, and when position 0 and its last
+    // position were recorded.
+    let public = key.verifying_key();
+    let last = b.latest().await.expect("latest").header.number;
+    for (i, log) in logs.iter().enumerate() {
+        let p = b.state_proof(*log, last).await.expect("state proof");
+        p.verify(&public).expect("a state proof verifies");
+        let size = p.log.head.size;
+        for position in [0, size - 1] {
+            let t = b
+                .tx_time_proof(*log, position)
+                .await
+                .unwrap_or_else(|e| panic!("robot {i}, {position}: {e}"));
+            t.verify(&public).unwrap_or_else(|e| panic!("robot {i}'s position {position}: {e}"));
+        }
+    }
+
+    // A witness checks each batched Pulse's state root from its transactions, and cosigns it.
+    let addr = free_addr();
+    let witness_key = SigningKey::from_bytes(&[52; 32]);
+    let service =
+        Service::new(FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("serve"))
+            .accepting(vec![witness_key.verifying_key().to_bytes()]);
+    tokio::spawn(sion_fleet::service::serve_service(service, addr, std::future::pending()));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let url = format!("http://{addr}");
+    let state = tmp.path().join("w.state");
+    let (u, s, wk) = (url.clone(), state.clone(), witness_key.clone());
+    let followed = tokio::task::spawn_blocking(move || {
+        let link = RemoteLedger::connect(&u).expect("link");
+        let mut w = Witness::open(wk, public, &s).expect("witness");
+        w.follow(&link, |_| {}).expect("the witness checks every batched Pulse")
+    })
+    .await
+    .expect("witness");
+    assert_eq!(followed, last + 1, "genesis and every Pulse cosigned");
+
+    // Through the service: robots submitting at once are taken by group commit — their commits
+    // share Pulses — and each is told its own log.
+    let robots2: Vec<SigningKey> = robots.iter().take(40).cloned().collect();
+    let logs2: Vec<LogId> = logs.iter().take(40).copied().collect();
+    let mut versions = Vec::new();
+    for log in &logs2 {
+        versions.push(b.log(*log).await.expect("log").expect("log"));
+    }
+    let mut threads = Vec::new();
+    // Connected first, then all at once.
+    let together = std::sync::Arc::new(std::sync::Barrier::new(robots2.len()));
+    for ((r, log), v) in robots2.into_iter().zip(logs2).zip(versions) {
+        let u = url.clone();
+        let together = together.clone();
+        threads.push(tokio::task::spawn_blocking(move || {
+            let mut link = RemoteLedger::connect(&u).expect("link");
+            let nonce = link.nonce(&account_of(&r)).expect("nonce");
+            let tx = commit(&r, nonce, log, v.commits, v.head.size, v.head.size + 5);
+            together.wait();
+            let receipt = link.submit_receipt(tx).expect("committed through the service");
+            assert_eq!(receipt.log, Some(log), "the receipt names another log");
+            receipt.pulse.header.number
+        }));
+    }
+    let mut numbers = BTreeSet::new();
+    for t in threads {
+        numbers.insert(t.await.expect("robot"));
+    }
+    eprintln!("40 robots at once through one front-end: {} Pulses", numbers.len());
+    assert!(numbers.len() < 40, "every commit took a Pulse of its own: no group commit");
+
+    // The witness again, over the group commits; then a batched Pulse's entry losing one of its
+    // transactions (etcd written by someone else): not cosigned, as damage.
+    let (u, s, wk) = (url.clone(), state.clone(), witness_key.clone());
+    let latest = tokio::task::spawn_blocking(move || {
+        let link = RemoteLedger::connect(&u).expect("link");
+        let mut w = Witness::open(wk, public, &s).expect("witness");
+        w.follow(&link, |_| {}).expect("the witness checks the group commits");
+        w.last().expect("followed").0
+    })
+    .await
+    .expect("witness");
+    let mut more: Vec<SignedTx> = Vec::new();
+    for (r, log) in robots.iter().zip(&logs).skip(40).take(10) {
+        let v = b.log(*log).await.expect("log").expect("log");
+        let nonce = b.nonce(&account_of(r)).await.expect("nonce");
+        more.push(commit(r, nonce, *log, v.commits, v.head.size, v.head.size + 3));
+    }
+    let taken = b.submit_batch(more).await;
+    let n = taken[0].as_ref().expect("taken").pulse.header.number;
+    assert!(taken.iter().all(|t| t.as_ref().is_ok_and(|r| r.pulse.header.number == n)), "one Pulse");
+    assert_eq!(n, latest + 1);
+    let entry_key = format!("{prefix}pulse/{n:020}");
+    let mut client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let entry = client.get(entry_key.as_str(), None).await.expect("get").kvs()[0].value().to_vec();
+    let dropped = drop_last_transaction(&entry);
+    client.put(entry_key.as_str(), dropped, None).await.expect("put");
+    // The front-end that made it replays nothing it made itself; one that held the Pulse before
+    // replays this one and refuses the rewritten entry, naming keys; one started afresh reads
+    // only the header's bytes of it and serves it — to the witness, which refuses it.
+    let refused = a.latest().await.expect_err("a front-end that held the Pulse before replays it");
+    assert!(
+        refused
+            .to_string()
+            .contains(&format!("Pulse {n}'s header does not sign the state its 9 transactions make")),
+        "{refused}"
+    );
+    let addr = free_addr();
+    let afresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("afresh");
+    let service = Service::new(afresh).accepting(vec![witness_key.verifying_key().to_bytes()]);
+    tokio::spawn(sion_fleet::service::serve_service(service, addr, std::future::pending()));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let url = format!("http://{addr}");
+    let (u, s, wk) = (url.clone(), state.clone(), witness_key.clone());
+    tokio::task::spawn_blocking(move || {
+        let link = RemoteLedger::connect(&u).expect("link");
+        let mut w = Witness::open(wk, public, &s).expect("witness");
+        match w.follow(&link, |_| {}) {
+            Err(e @ WitnessError::Damaged { number, .. }) => {
+                assert_eq!(number, n);
+                assert!(e.to_string().contains("logs other than logs"), "{e}");
+            }
+            other => panic!("the witness cosigned an entry missing a transaction: {other:?}"),
+        }
+        assert_eq!(w.last().map(|l| l.0), Some(n - 1));
+    })
+    .await
+    .expect("witness");
+}
+
+/// A batched entry (`u8 2, u32 count, count × (u32 len, tx), header`) with its last
+/// transaction taken out.
+fn drop_last_transaction(entry: &[u8]) -> Vec<u8> {
+    assert_eq!(entry[0], 2, "a batched entry");
+    let count = u32::from_le_bytes(entry[1..5].try_into().expect("count"));
+    let mut at = 5;
+    let mut bodies = Vec::new();
+    for _ in 0..count {
+        let len = u32::from_le_bytes(entry[at..at + 4].try_into().expect("len")) as usize;
+        bodies.push(&entry[at..at + 4 + len]);
+        at += 4 + len;
+    }
+    let header = &entry[at..];
+    let mut out = vec![2];
+    out.extend_from_slice(&(count - 1).to_le_bytes());
+    for b in &bodies[..bodies.len() - 1] {
+        out.extend_from_slice(b);
+    }
+    out.extend_from_slice(header);
+    out
+}
