@@ -266,38 +266,9 @@ impl LedgerLink for RemoteLedger {
     }
 
     fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError> {
-        self.submit_receipt(tx).map(|r| r.pulse)
-    }
-
-    /// The reply to `Submit`: the signed header, then `u32` the transaction's place in its
-    /// Pulse and `u64` the log it opened or committed (2^64 − 1: none); a front-end from before
-    /// batches sends the header alone, its Pulses one transaction each.
-    fn submit_receipt(&mut self, tx: SignedTx) -> Result<sion_ledger::link::Receipt, LedgerError> {
-        let fallback = match &tx.tx {
-            sion_ledger::Tx::CommitMemory { log, .. } => Some(*log),
-            _ => None,
-        };
-        let opening = matches!(tx.tx, sion_ledger::Tx::OpenMemory { .. });
         let value = tx.encode();
         let b = self.call(move |mut c| Box::pin(async move { c.submit(Blob { value }).await }))?;
-        let mut r = Reader::new(&b.value);
-        let pulse = SignedHeader::read(&mut r)
-            .map_err(|e| self.remote(format!("a header that does not parse: {e}")))?;
-        pulse.verify(&self.key).map_err(|e| self.remote(format!("{e}: refused")))?;
-        let receipt = if r.remaining() == 0 {
-            let log = if opening { Some(LogId(pulse.header.logs.saturating_sub(1))) } else { fallback };
-            sion_ledger::link::Receipt { pulse, place: 0, log }
-        } else {
-            let place = r.u32("place").map_err(|e| self.remote(format!("a receipt: {e}")))?;
-            let log = r.u64("log").map_err(|e| self.remote(format!("a receipt: {e}")))?;
-            r.finish().map_err(|e| self.remote(format!("a receipt with bytes after it: {e}")))?;
-            let log = (log != u64::MAX).then_some(LogId(log));
-            if log.is_some_and(|l| l.0 >= pulse.header.logs) || (fallback.is_some() && log != fallback) {
-                return Err(self.remote("a receipt naming a log its transaction did not touch"));
-            }
-            sion_ledger::link::Receipt { pulse, place, log }
-        };
-        Ok(receipt)
+        self.signed(&b.value)
     }
 
     fn state_proof(&self, id: LogId, pulse: u64) -> Result<StateProof, LedgerError> {

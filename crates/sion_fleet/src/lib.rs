@@ -24,11 +24,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use sion_ledger::link::Receipt;
-use sion_ledger::state::{Change, State, Undo};
+use sion_ledger::state::{Change, Signature, State, Undo};
 use sion_ledger::tree;
 use sion_ledger::{
     Account, Agent, AgentStatus, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx,
-    StateProof, TxTimeProof, account_of, decode_version, encode_version,
+    StateProof, Tx, TxTimeProof, account_of, decode_version, encode_version,
 };
 use sion_verify::ledger::Cosignature;
 use sion_verify::merkle::{self, Blake3, Digest, MemoryTree};
@@ -271,6 +271,11 @@ pub(crate) fn decode_entry(v: &[u8]) -> Result<(Vec<SignedTx>, PulseHeader), Str
 pub(crate) fn sender_twice(txs: &[SignedTx]) -> Option<Account> {
     let mut seen = std::collections::HashSet::with_capacity(txs.len());
     txs.iter().find(|tx| !seen.insert(tx.sender)).map(|tx| tx.sender)
+}
+
+/// How many logs these transactions open (a Pulse opens at most one).
+pub(crate) fn openings(txs: &[SignedTx]) -> usize {
+    txs.iter().filter(|tx| matches!(tx.tx, Tx::OpenMemory { .. })).count()
 }
 
 /// The keys (under the prefix) whose values differ between two states.
@@ -779,6 +784,9 @@ impl FleetLedger {
                 if let Some(twice) = sender_twice(&txs) {
                     return Err(bad(format!("Pulse {m}'s entry holds two transactions of {twice}")));
                 }
+                if openings(&txs) > 1 {
+                    return Err(bad(format!("Pulse {m}'s entry opens more than one log")));
+                }
                 let prev = held.latest;
                 if header.number != m || header.prev != prev.hash() || header.time_ns <= prev.time_ns {
                     return Err(bad(format!("Pulse {m}'s header does not follow Pulse {}'s", m - 1)));
@@ -796,7 +804,14 @@ impl FleetLedger {
                     ));
                 }
                 for (i, tx) in txs.iter().enumerate() {
-                    let change = held.state.check(&operator, tx, m).map_err(|e| {
+                    // A log's transaction's effect is fixed by the signed state root checked below
+                    // (its sender is the log's writer, and its nonce the writer's next, by the rules):
+                    // its signature is not checked again. An agent's is: agents are not in the root.
+                    let signature = match tx.tx {
+                        Tx::CommitMemory { .. } | Tx::OpenMemory { .. } => Signature::Checked,
+                        _ => Signature::Check,
+                    };
+                    let change = held.state.check_as(&operator, tx, m, signature).map_err(|e| {
                         bad(format!(
                             "Pulse {m}'s transaction {i} is refused by the rules on the state before it ({e})"
                         ))
@@ -1697,25 +1712,40 @@ impl FleetLedger {
     /// stale. One answer for each transaction, in the order given.
     pub async fn submit_batch(&mut self, txs: Vec<SignedTx>) -> Vec<Result<Receipt, FleetError>> {
         let mut out: Vec<Option<Result<Receipt, FleetError>>> = (0..txs.len()).map(|_| None).collect();
+        self.submit_each(txs, Signature::Check, |i, answer| out[i] = Some(answer)).await;
+        out.into_iter().map(|a| a.unwrap_or(Err(FleetError::Contention(0)))).collect()
+    }
+
+    /// [`FleetLedger::submit_batch`], each transaction's answer given to `answer` (with its
+    /// index) as soon as its Pulse has landed or it was refused — not after the whole batch;
+    /// `signature` says whether their signatures are still to be checked (the service's door
+    /// checks each `Submit`'s before it queues it: not twice).
+    pub async fn submit_each(
+        &mut self,
+        txs: Vec<SignedTx>,
+        signature: Signature,
+        mut answer: impl FnMut(usize, Result<Receipt, FleetError>),
+    ) {
+        let mut done = vec![false; txs.len()];
         let mut pending: Vec<usize> = (0..txs.len()).collect();
         while !pending.is_empty() {
-            match self.one_pulse(&txs, &pending).await {
+            match self.one_pulse(&txs, &pending, signature).await {
                 Ok(decided) => {
-                    for (i, answer) in decided {
-                        out[i] = Some(answer);
+                    for (i, a) in decided {
+                        done[i] = true;
+                        answer(i, a);
                     }
-                    pending.retain(|&i| out[i].is_none());
+                    pending.retain(|&i| !done[i]);
                 }
                 // Nothing known to be taken: every one still pending gets the reason.
                 Err(e) => {
                     for &i in &pending {
-                        out[i] = Some(Err(e.clone()));
+                        answer(i, Err(e.clone()));
                     }
                     pending.clear();
                 }
             }
         }
-        out.into_iter().map(|a| a.unwrap_or(Err(FleetError::Contention(0)))).collect()
     }
 
     /// Make one Pulse of what it can of `txs[pending]`: the answers it decided (refusals, and
@@ -1725,37 +1755,41 @@ impl FleetLedger {
         &mut self,
         txs: &[SignedTx],
         pending: &[usize],
-    ) -> Result<Vec<(usize, Result<Receipt, FleetError>)>, FleetError> {
+        signature: Signature,
+    ) -> Result<Decided, FleetError> {
         let operator = self.operator();
         let mut lost_here = 0u32;
         let mut transport = 0u32;
         // Attempts whose reply was lost: etcd may have committed one of them.
         let mut unknown: Vec<Unknown> = Vec::new();
         for _ in 0..ATTEMPTS {
-            // An attempt whose reply was lost may have landed: then that is this batch's Pulse.
-            for (n, mine, header, receipts) in &unknown {
-                let got = self.get(self.key_of(&format!("pulse/{}", n20(*n))), None).await?;
-                if got.kvs().first().is_some_and(|kv| kv.value() == mine.as_slice()) {
-                    let pulse = SignedHeader { header: *header, signature: self.sign(header) };
-                    self.fresh = false;
-                    return Ok(receipts.iter().map(|(i, r)| (*i, Ok(Receipt { pulse, ..*r }))).collect());
-                }
+            if let Err(e) = self.snapshot().await {
+                return self.landed(&unknown).await?.ok_or(e);
             }
-            self.snapshot().await?;
+            // An attempt whose reply was lost may have landed (then its transactions are in that
+            // Pulse, and would now be refused as replayed): checked once the head is past it.
+            let head = self.cached.as_ref().map_or(0, |c| c.latest.number);
+            if unknown.iter().any(|u| u.0 <= head)
+                && let Some(decided) = self.landed(&unknown).await?
+            {
+                return Ok(decided);
+            }
             // Taken out to be changed in place (and undone if the swap does not land): no copy of
             // the whole state per Pulse.
             let Some(mut snap) = self.cached.take() else {
                 return Err(FleetError::Missing(self.prefix.clone()));
             };
             let number = snap.latest.number + 1;
-            let mut batch = Batch::new(self.limits);
+            let mut batch = Batch::new(self.limits, self.key_of("").len());
             let mut decided = Vec::new();
             for &i in pending {
                 let tx = &txs[i];
-                if batch.senders.contains(&tx.sender) {
+                // One of each sender, and one opening: its log is the Pulse's last (`logs - 1`).
+                let opening = matches!(tx.tx, Tx::OpenMemory { .. });
+                if batch.senders.contains(&tx.sender) || (opening && batch.opened) {
                     continue;
                 }
-                let change = match snap.state.check(&operator, tx, number) {
+                let change = match snap.state.check_as(&operator, tx, number, signature) {
                     Ok(change) => change,
                     Err(refusal) => {
                         decided.push((i, Err(FleetError::Refused(refusal))));
@@ -1827,7 +1861,10 @@ impl FleetLedger {
                             tokio::time::sleep(backoff(transport, self.lost)).await;
                             continue;
                         }
-                        Err(e) => return Err(self.err(e)),
+                        Err(e) => {
+                            let e = self.err(e);
+                            return self.landed(&unknown).await?.ok_or(e);
+                        }
                     }
                 }
             };
@@ -1841,7 +1878,20 @@ impl FleetLedger {
             }
             return Ok(decided);
         }
-        Err(FleetError::Contention(ATTEMPTS))
+        self.landed(&unknown).await?.ok_or(FleetError::Contention(ATTEMPTS))
+    }
+
+    /// The receipts of an attempt whose reply was lost, if etcd holds its entry: it landed.
+    async fn landed(&mut self, unknown: &[Unknown]) -> Result<Option<Decided>, FleetError> {
+        for (n, mine, header, receipts) in unknown {
+            let got = self.get(self.key_of(&format!("pulse/{}", n20(*n))), None).await?;
+            if got.kvs().first().is_some_and(|kv| kv.value() == mine.as_slice()) {
+                let pulse = SignedHeader { header: *header, signature: self.sign(header) };
+                self.fresh = false;
+                return Ok(Some(receipts.iter().map(|(i, r)| (*i, Ok(Receipt { pulse, ..*r }))).collect()));
+            }
+        }
+        Ok(None)
     }
 
     /// The puts of one Pulse's compare-and-swap: the head, the entry and its signature, and the
@@ -1935,26 +1985,46 @@ struct Batch {
     versioned: std::collections::BTreeSet<LogId>,
     /// State-tree nodes the changed leaves set, as (level, index).
     nodes: std::collections::BTreeSet<(u32, u64)>,
-    /// Bytes of the entry's transactions and of the values put, roughly (keys and framing
-    /// counted at 96 bytes a put).
+    /// Bytes of the entry's transactions and of the keys and values put (each put's framing
+    /// counted at [`PUT_OVERHEAD`]).
     bytes: usize,
+    /// Bytes of the entry's transactions.
+    entry: usize,
+    /// The length of a key's prefix (`P/`).
+    prefix: usize,
+    /// Whether it opens a log (one a Pulse).
+    opened: bool,
 }
 
 /// An attempt whose reply was lost: its Pulse number, its entry, its header and the receipts
 /// it would give.
 type Unknown = (u64, Vec<u8>, PulseHeader, Vec<(usize, Receipt)>);
 
+/// What a Pulse decided: for each transaction it took or refused (by its index), the answer.
+type Decided = Vec<(usize, Result<Receipt, FleetError>)>;
+
+/// The most bytes of transactions one Pulse's entry holds (a transaction is at most 64 KiB):
+/// replay reads 32 entries a request within the 16 MiB decode limit, a witness's link reads one
+/// within its 4 MiB, and the archive's segments hold them.
+pub const MAX_ENTRY_BYTES: usize = 256 << 10;
+
 /// Puts a Pulse makes whatever it holds: the head, the entry, the signature.
 const FIXED_PUTS: usize = 3;
-/// Bytes counted for each put besides its value (its key, etcd's framing).
-const PUT_OVERHEAD: usize = 96;
+/// Bytes counted for each put besides its key and value (etcd's framing).
+const PUT_OVERHEAD: usize = 32;
+/// The longest key after the prefix (`version/` or `path/`, two 20-digit numbers; an agent's
+/// name is counted as it is).
+const KEY_REST: usize = 52;
 /// A log's leaf, version record and path, at most.
 const LOG_PUT_BYTES: usize = 400 + 128 + 64 * 32;
 
 impl Batch {
-    fn new(limits: TxnLimits) -> Self {
+    fn new(limits: TxnLimits, prefix: usize) -> Self {
         Self {
             limits,
+            entry: 0,
+            prefix,
+            opened: false,
             taken: Vec::new(),
             undo: Vec::new(),
             senders: Default::default(),
@@ -1962,7 +2032,7 @@ impl Batch {
             logs: Default::default(),
             versioned: Default::default(),
             nodes: Default::default(),
-            bytes: 89 + 64 + 5 + 3 * PUT_OVERHEAD,
+            bytes: 89 + 64 + 5 + 3 * (PUT_OVERHEAD + prefix + KEY_REST),
         }
     }
 
@@ -2013,17 +2083,24 @@ impl Batch {
             + new_logs
             + 2 * usize::from(log_id.is_some())
             + new_nodes.len();
+        let put = PUT_OVERHEAD + self.prefix + KEY_REST;
+        let tx_bytes = tx.encode().len() + 4;
         let bytes = self.bytes
-            + tx.encode().len()
-            + 4
-            + PUT_OVERHEAD
+            + tx_bytes
+            + put
             + 8
-            + logs.len() * (LOG_PUT_BYTES + 3 * PUT_OVERHEAD)
-            + new_nodes.len() * (32 + PUT_OVERHEAD);
-        if !self.taken.is_empty() && (ops > self.limits.max_ops || bytes > self.limits.max_bytes) {
+            + agent.as_ref().map_or(0, |a| put + a.len() + 33)
+            + logs.len() * (LOG_PUT_BYTES + 3 * put)
+            + new_nodes.len() * (32 + put);
+        let over = ops > self.limits.max_ops
+            || bytes > self.limits.max_bytes
+            || self.entry + tx_bytes > MAX_ENTRY_BYTES;
+        if !self.taken.is_empty() && over {
             return false;
         }
         self.bytes = bytes;
+        self.entry += tx_bytes;
+        self.opened |= matches!(tx.tx, Tx::OpenMemory { .. });
         self.senders.insert(tx.sender);
         if let Some(a) = agent {
             self.agents.insert(a);

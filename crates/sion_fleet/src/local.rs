@@ -202,11 +202,18 @@ pub struct Cluster {
     dir: std::path::PathBuf,
     members: Vec<Member>,
     initial: String,
+    /// Added to every member's command line (say `--max-txn-ops 1024`).
+    flags: Vec<String>,
 }
 
 impl Cluster {
     /// Start `n` members under `dir` and wait until the cluster answers a quorum read.
     pub async fn start(dir: &Path, n: usize) -> Result<Self, String> {
+        Self::start_with(dir, n, &[]).await
+    }
+
+    /// Start `n` members with these flags added to each one's command line.
+    pub async fn start_with(dir: &Path, n: usize, flags: &[&str]) -> Result<Self, String> {
         let mut members = Vec::new();
         for i in 0..n {
             let (c, p) =
@@ -220,7 +227,8 @@ impl Cluster {
         }
         let initial =
             members.iter().map(|m| format!("{}={}", m.name, m.peer_url)).collect::<Vec<_>>().join(",");
-        let mut cluster = Self { dir: dir.to_owned(), members, initial };
+        let flags = flags.iter().map(|f| (*f).to_owned()).collect();
+        let mut cluster = Self { dir: dir.to_owned(), members, initial, flags };
         for i in 0..n {
             cluster.spawn(i)?;
         }
@@ -238,6 +246,7 @@ impl Cluster {
             .args(["--initial-cluster", &self.initial, "--initial-cluster-token", "sion-test"])
             // Short elections, so that a test's killed leader is replaced in well under a second.
             .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .args(&self.flags)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

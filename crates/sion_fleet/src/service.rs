@@ -3,7 +3,9 @@
 //! its own: any number may serve one etcd cluster at once, and the compare-and-swap of
 //! [`FleetLedger::submit`] keeps them from forking the chain.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use sion_ledger::link::Receipt;
 use sion_ledger::{Account, LedgerError, LogId, SignedTx, StateProof};
@@ -44,17 +46,70 @@ pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20
 /// versions, so a slow read (a state proof of an old Pulse) holds up neither a commit nor the
 /// reads a robot makes before one. Run more front-ends for more at once.
 pub struct Service {
-    ledger: Mutex<FleetLedger>,
-    /// Submissions admitted at the door, waiting to be taken into a Pulse.
-    queue: Queue,
+    seq: Arc<Sequencer>,
     quick: Mutex<FleetLedger>,
     reader: Mutex<FleetLedger>,
     /// The witnesses whose cosignatures this front-end keeps (none unless told).
     witnesses: Vec<[u8; 32]>,
-    /// The admission policy and its rate buckets, passed before the ledger is locked.
-    door: Door,
     /// The ledger's operator account (always admitted).
     operator: Account,
+}
+
+/// What takes `Submit`s into Pulses: the front-end's ledger, the queue of submissions admitted
+/// at the door, and the door (its quotas are counted as a Pulse is made).
+struct Sequencer {
+    ledger: Mutex<FleetLedger>,
+    queue: Queue,
+    /// The admission policy and its rate buckets, passed before anything is queued.
+    door: Door,
+}
+
+impl Sequencer {
+    /// Take whatever is queued (nothing, if another turn took it first) into Pulses, answering
+    /// each as its Pulse lands.
+    async fn sequence(self: Arc<Self>) {
+        let mut ledger = self.ledger.lock().await;
+        let queued =
+            std::mem::take(&mut *self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        if queued.is_empty() {
+            return;
+        }
+        let mut txs = Vec::with_capacity(queued.len());
+        let mut replies = Vec::with_capacity(queued.len());
+        // The log quota needs the state (the front-end's checked snapshot), not a write: counted
+        // once a turn, with the openings queued with it.
+        let mut counted: HashMap<Account, u64> = HashMap::new();
+        for (tx, reply) in queued {
+            if self.door.needs_count(&tx) {
+                let opened = match counted.get(&tx.sender) {
+                    Some(n) => *n,
+                    None => match ledger.logs_opened_by(&tx.sender).await {
+                        Ok(n) => n,
+                        Err(e) => {
+                            let _ = reply.send(Err(status(e)));
+                            continue;
+                        }
+                    },
+                };
+                if let Err(r) = self.door.quota(&tx, opened) {
+                    let _ = reply.send(Err(admission(&r)));
+                    continue;
+                }
+                counted.insert(tx.sender, opened + 1);
+            }
+            txs.push(tx);
+            replies.push(Some(reply));
+        }
+        // Every signature was checked at the door. A caller that went away does not stop the
+        // others' answers.
+        ledger
+            .submit_each(txs, sion_ledger::state::Signature::Checked, |i, answer| {
+                if let Some(reply) = replies.get_mut(i).and_then(Option::take) {
+                    let _ = reply.send(answer.map_err(status));
+                }
+            })
+            .await;
+    }
 }
 
 impl Service {
@@ -65,17 +120,22 @@ impl Service {
         Self {
             reader: Mutex::new(ledger.reader()),
             quick: Mutex::new(ledger.reader()),
-            ledger: Mutex::new(ledger),
-            queue: Queue::default(),
+            seq: Arc::new(Sequencer {
+                ledger: Mutex::new(ledger),
+                queue: Queue::default(),
+                door: Door::new(Policy::unlimited(), operator),
+            }),
             witnesses: Vec::new(),
-            door: Door::new(Policy::unlimited(), operator),
             operator,
         }
     }
 
     /// Admit submissions by this policy (`sion ledger serve --admission FILE`).
     pub fn admitting(mut self, policy: Policy) -> Self {
-        self.door = Door::new(policy, self.operator);
+        // Built before it serves: the sequencer is not shared yet.
+        if let Some(seq) = Arc::get_mut(&mut self.seq) {
+            seq.door = Door::new(policy, self.operator);
+        }
         self
     }
 
@@ -164,16 +224,6 @@ fn bad(field: &str, e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(format!("{field}: {e}"))
 }
 
-/// `Submit`'s reply: the signed header, `u32` the transaction's place in its Pulse, `u64` the log
-/// it opened or committed (2^64 − 1: none).
-fn receipt_bytes(r: Receipt) -> Vec<u8> {
-    let mut out = Vec::with_capacity(153 + 12);
-    r.pulse.put(&mut out);
-    out.put_u32(r.place);
-    out.put_u64(r.log.map_or(u64::MAX, |l| l.0));
-    out
-}
-
 /// Submissions waiting for the next Pulse, each with where its answer goes.
 type Queue = std::sync::Mutex<Vec<(SignedTx, tokio::sync::oneshot::Sender<Result<Receipt, Status>>)>>;
 
@@ -197,50 +247,19 @@ impl Rpc for Service {
         if !tx.signature_holds() {
             return Err(refusal(&LedgerError::BadSignature));
         }
-        self.door.admit(&tx).map_err(|r| admission(&r))?;
-        // Group commit: queued, then whoever holds the ledger next takes everything queued into
-        // as few Pulses as etcd's limits allow (docs/FLEET-LEDGER.md, "Many transactions, one
-        // Pulse"). This one's answer may come from another's turn.
-        let (reply, mut answer) = tokio::sync::oneshot::channel();
-        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((tx, reply));
-        let mut ledger = self.ledger.lock().await;
-        if let Ok(answer) = answer.try_recv() {
-            drop(ledger);
-            return answer.map(receipt_bytes).map(|value| Response::new(Blob { value }));
-        }
-        let queued =
-            std::mem::take(&mut *self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-        let mut txs = Vec::with_capacity(queued.len());
-        let mut replies = Vec::with_capacity(queued.len());
-        // The log quota needs the state (the front-end's checked snapshot), not a write; the
-        // openings queued with it count too.
-        let mut opening: std::collections::HashMap<Account, u64> = std::collections::HashMap::new();
-        for (tx, reply) in queued {
-            if self.door.needs_count(&tx) {
-                let before = match ledger.logs_opened_by(&tx.sender).await {
-                    Ok(n) => n,
-                    Err(e) => {
-                        let _ = reply.send(Err(status(e)));
-                        continue;
-                    }
-                };
-                let queued_before = opening.entry(tx.sender).or_insert(0);
-                if let Err(r) = self.door.quota(&tx, before + *queued_before) {
-                    let _ = reply.send(Err(admission(&r)));
-                    continue;
-                }
-                *queued_before += 1;
-            }
-            txs.push(tx);
-            replies.push(reply);
-        }
-        for (answer, reply) in ledger.submit_batch(txs).await.into_iter().zip(replies) {
-            // A sender that went away does not stop the others' answers.
-            let _ = reply.send(answer.map_err(status));
-        }
-        drop(ledger);
+        self.seq.door.admit(&tx).map_err(|r| admission(&r))?;
+        // Group commit: queued, then a sequencing task takes everything queued into as few
+        // Pulses as etcd's limits allow (docs/FLEET-LEDGER.md, "Many transactions, one Pulse").
+        // The task is not this call's: a caller that goes away cancels nobody else's answer.
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.seq.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((tx, reply));
+        tokio::spawn(self.seq.clone().sequence());
         match answer.await {
-            Ok(answer) => answer.map(receipt_bytes).map(|value| Response::new(Blob { value })),
+            Ok(answer) => answer.map(|r| {
+                let mut out = Vec::with_capacity(153);
+                r.pulse.put(&mut out);
+                Response::new(Blob { value: out })
+            }),
             Err(_) => Err(Status::internal("the submission was dropped from the front-end's queue")),
         }
     }
@@ -374,7 +393,7 @@ impl Rpc for Service {
                 hex::encode(c.witness)
             ))));
         }
-        self.ledger.lock().await.add_cosignature(q.number, c).await.map_err(status)?;
+        self.seq.ledger.lock().await.add_cosignature(q.number, c).await.map_err(status)?;
         Ok(Response::new(Empty {}))
     }
 

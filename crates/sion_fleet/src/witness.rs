@@ -330,6 +330,9 @@ impl Witness {
         if let Some(twice) = crate::sender_twice(&txs) {
             return Err(bad(format!("its entry holds two transactions of {twice}")));
         }
+        if crate::openings(&txs) > 1 {
+            return Err(bad("its entry opens more than one log".into()));
+        }
         if let Some(i) = txs.iter().position(|tx| !tx.signature_holds()) {
             return Err(bad(format!("its transaction {i}'s signature does not hold")));
         }
@@ -479,8 +482,9 @@ impl Witness {
 /// range of leaves it did not change, that range's hash at the Pulse before, from the inclusion
 /// paths of state proofs checked against that Pulse's header.
 struct Changes {
-    /// Leaves in the tree before.
+    /// Leaves in the tree before, and its root.
     size: u64,
+    before: Digest,
     changed: BTreeMap<u64, Digest>,
     /// `[lo, hi)` → the hash of that node of the tree before.
     known: HashMap<(u64, u64), Digest>,
@@ -497,7 +501,7 @@ impl Changes {
         if size > 0 {
             known.insert((0, size), root);
         }
-        Self { size, changed: BTreeMap::new(), known }
+        Self { size, before: root, changed: BTreeMap::new(), known }
     }
 
     fn set(&mut self, i: u64, log: &MemoryLog) -> Result<(), String> {
@@ -548,6 +552,11 @@ impl Changes {
                 ((node.0.0, range.1), Blake3::hash_children(&node.1, sibling))
             };
             self.known.insert(node.0, node.1);
+        }
+        // It folds to the root of the Pulse before (the link checked it so; checked here too, so
+        // nothing learnt is taken on another's word).
+        if node != ((0, n), self.before) {
+            return Err(format!("log {i}'s path does not fold to the state root of the Pulse before"));
         }
         Ok(())
     }

@@ -57,8 +57,8 @@ async fn a_pulse_takes_many_robots_transactions_each_checked_and_witnessed() {
     b.latest().await.expect("b holds the genesis");
     let robots: Vec<SigningKey> = (0..60u8).map(|i| SigningKey::from_bytes(&[100 + i; 32])).collect();
 
-    // 60 openings in one call: fewer Pulses than openings, every log its own robot's, opened in
-    // the order given.
+    // 60 openings in one call: one a Pulse (an opening's log is its Pulse's last, `logs - 1`, as
+    // robots from before batches take it), every log its own robot's, in the order given.
     let before = a.latest().await.expect("latest").header.number;
     let taken = a.submit_batch(robots.iter().map(|r| open(r, 0)).collect()).await;
     let mut logs = Vec::new();
@@ -68,22 +68,29 @@ async fn a_pulse_takes_many_robots_transactions_each_checked_and_witnessed() {
         let log = a.log(id).await.expect("log").expect("exists");
         assert_eq!(log.writer, account_of(&robots[i]), "log {id} is not robot {i}'s");
         assert_eq!(log.committed_at, r.pulse.header.number);
+        assert_eq!(id.0, r.pulse.header.logs - 1, "the opened log is not its Pulse's last");
         logs.push(id);
     }
     let pulses: BTreeSet<u64> =
         taken.iter().map(|t| t.as_ref().expect("taken").pulse.header.number).collect();
     let after = a.latest().await.expect("latest").header.number;
-    assert_eq!(pulses.len() as u64, after - before, "every Pulse made holds some of them");
-    assert!(pulses.len() < 20, "60 openings took {} Pulses", pulses.len());
-    eprintln!("60 openings in {} Pulses (etcd's default 128 operations a transaction)", pulses.len());
+    assert_eq!((pulses.len() as u64, after - before), (60, 60), "one opening a Pulse");
 
     // Commits, with what the rules refuse among them: a stale version (refused alone), and a
-    // robot's second commit (its next nonce) — in the next Pulse, after its first.
+    // robot's second commit (its next nonce) — in the next Pulse, after its first; and three new
+    // robots' openings among them, one in each of three Pulses.
     let mut txs: Vec<SignedTx> =
         robots.iter().zip(&logs).map(|(r, log)| commit(r, 1, *log, 0, 0, 10)).collect();
     txs[7] = commit(&robots[7], 1, logs[7], 5, 0, 10);
     txs.push(commit(&robots[3], 2, logs[3], 1, 10, 25));
+    let newcomers: Vec<SigningKey> = (0..3u8).map(|i| SigningKey::from_bytes(&[200 + i; 32])).collect();
+    txs.extend(newcomers.iter().map(|r| open(r, 0)));
     let taken = a.submit_batch(txs).await;
+    for (k, t) in taken[61..].iter().enumerate() {
+        let r = t.as_ref().unwrap_or_else(|e| panic!("newcomer {k}: {e}"));
+        assert_eq!(r.log, Some(LogId(60 + k as u64)), "openings take the next ids in order");
+        assert_eq!(r.log.map(|l| l.0 + 1), Some(r.pulse.header.logs));
+    }
     assert!(
         matches!(&taken[7], Err(FleetError::Refused(LedgerError::Stale { .. }))),
         "the stale commit: {:?}",
@@ -91,7 +98,7 @@ async fn a_pulse_takes_many_robots_transactions_each_checked_and_witnessed() {
     );
     for (i, t) in taken.iter().enumerate() {
         if i != 7 {
-            t.as_ref().unwrap_or_else(|e| panic!("commit {i}: {e}"));
+            t.as_ref().unwrap_or_else(|e| panic!("transaction {i}: {e}"));
         }
     }
     let first = taken[3].as_ref().expect("robot 3's first").pulse.header.number;
@@ -100,7 +107,8 @@ async fn a_pulse_takes_many_robots_transactions_each_checked_and_witnessed() {
     assert_eq!(a.log(logs[3]).await.expect("log").expect("log").head.size, 25);
     let batched = taken.iter().filter_map(|t| t.as_ref().ok()).map(|r| r.pulse.header.number);
     let batched: BTreeSet<u64> = batched.collect();
-    assert!(batched.len() < 20, "60 commits took {} Pulses", batched.len());
+    assert!(batched.len() < 20, "60 commits and 3 openings took {} Pulses", batched.len());
+    eprintln!("60 commits and 3 openings in {} Pulses (etcd's default: 128 operations)", batched.len());
 
     // Raised limits (an etcd started with --max-txn-ops 1024): the next round in fewer Pulses.
     let mut wide = FleetLedger::connect(&[etcd.url()], prefix, key.clone())
@@ -126,7 +134,7 @@ async fn a_pulse_takes_many_robots_transactions_each_checked_and_witnessed() {
     let latest = b.latest().await.expect("b replays the batched Pulses");
     assert_eq!(latest.header, wide.latest().await.expect("latest").header);
     let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("fresh");
-    assert_eq!(fresh.log_count().await.expect("count"), 60);
+    assert_eq!(fresh.log_count().await.expect("count"), 63);
     // And b goes on building on them.
     let h = b.submit(commit(&robots[7], 1, logs[7], 0, 0, 10)).await.expect("robot 7 commits now");
     assert_eq!(h.header.number, latest.header.number + 1);

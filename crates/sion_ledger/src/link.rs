@@ -48,10 +48,9 @@ pub trait LedgerLink: Send + Sync {
     fn agent(&self, name: &str) -> Result<Option<Agent>, LedgerError>;
     /// Submit a signed transaction: its Pulse's header once it is durable, or the refusal.
     fn submit(&mut self, tx: SignedTx) -> Result<SignedHeader, LedgerError>;
-    /// Submit a signed transaction, and learn which log it opened or committed: a fleet
-    /// ledger's Pulse may take many transactions (docs/LEDGER.md, "Pulses"), so an opening's
-    /// log is not the Pulse's last. A ledger whose Pulses take one transaction each (the
-    /// embedded one) answers from the header.
+    /// Submit a signed transaction, and learn which log it opened or committed: a Pulse opens
+    /// at most one log, its last (docs/LEDGER.md, "Pulses"), so an opening's log is the header's
+    /// `logs − 1`, whatever else the Pulse took.
     fn submit_receipt(&mut self, tx: SignedTx) -> Result<Receipt, LedgerError> {
         let log = match &tx.tx {
             super::Tx::CommitMemory { log, .. } => Some(*log),

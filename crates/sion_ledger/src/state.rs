@@ -45,6 +45,14 @@ pub enum Change {
     Log(MemoryLog),
 }
 
+/// Whether [`State::check_as`] checks the transaction's signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signature {
+    Check,
+    /// Already checked by the caller, or its effect fixed by what the ledger's key signed.
+    Checked,
+}
+
 impl State {
     /// The header of Pulse `number` over this state (`prev`: the previous header's hash, zeros
     /// for the genesis).
@@ -176,7 +184,19 @@ impl State {
     }
 
     pub fn check(&self, operator: &Account, stx: &SignedTx, pulse: u64) -> Result<Change, LedgerError> {
-        if !stx.signature_holds() {
+        self.check_as(operator, stx, pulse, Signature::Check)
+    }
+
+    /// [`State::check`], its signature check left to the caller when `signature` says it was
+    /// done (a front-end's door checks every `Submit`'s before it queues it) or is not needed.
+    pub fn check_as(
+        &self,
+        operator: &Account,
+        stx: &SignedTx,
+        pulse: u64,
+        signature: Signature,
+    ) -> Result<Change, LedgerError> {
+        if signature == Signature::Check && !stx.signature_holds() {
             return Err(LedgerError::BadSignature);
         }
         let expected = self.nonce(&stx.sender);

@@ -258,8 +258,8 @@ pub struct ServeArgs {
     /// The most operations one etcd transaction may hold: etcd's own `--max-txn-ops` (128
     /// unless its operator raised it). A Pulse takes as many queued transactions as fit
     /// (docs/FLEET-LEDGER.md, "Many transactions, one Pulse"); raise both together for a busy
-    /// fleet (e.g. 1024).
-    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
+    /// fleet (e.g. 1024). At least 128: one transaction alone may need most of that.
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(128..=1_000_000))]
     etcd_max_txn_ops: u64,
     /// The most bytes one Pulse's etcd transaction may hold: keep it under etcd's own
     /// `--max-request-bytes` (1.5 MiB unless raised), which also counts the request's framing.
