@@ -328,6 +328,17 @@ fn node_prefix(j: u32, m: u64) -> String {
     format!("node/{j:02}/{}/", n20(m))
 }
 
+/// A state-tree tier block as Pulse `N = 2^64 − 1 − R` set it: `tier/T/S/R` (T two digits, S
+/// and R twenty; newest first, as for nodes).
+fn tier_key(t: u32, s: u64, pulse: u64) -> String {
+    format!("{}{}", tier_prefix(t, s), n20(u64::MAX - pulse))
+}
+
+/// Every version of one tier block: `tier/T/S/`.
+fn tier_prefix(t: u32, s: u64) -> String {
+    format!("tier/{t:02}/{}/", n20(s))
+}
+
 /// The most reads one etcd transaction carries (etcd's `--max-txn-ops` is 128 by default).
 const NODE_READS_PER_TXN: usize = 64;
 
@@ -1526,7 +1537,49 @@ impl FleetLedger {
         let log = version.as_of_logs(h.logs);
         let wanted = tree::path_nodes(id.0, h.logs);
         let mut nodes: HashMap<(u32, u64), Digest> = HashMap::with_capacity(wanted.len());
-        for chunk in wanted.chunks(NODE_READS_PER_TXN) {
+        // Each node from its tier block as the Pulse left it (O(tiers) keys, at most two a tier,
+        // in one read)…
+        let blocks: Vec<(u32, u64)> = wanted
+            .iter()
+            .map(|&(j, m)| {
+                let (t, b, ..) = tree::tier_of(j, m);
+                (t, b)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut held: HashMap<(u32, u64), Vec<Digest>> = HashMap::new();
+        for chunk in blocks.chunks(NODE_READS_PER_TXN) {
+            let mut ops = Vec::with_capacity(chunk.len());
+            for &(t, b) in chunk {
+                let from = self.key_of(&tier_key(t, b, h.number));
+                let end = prefix_end(self.key_of(&tier_prefix(t, b)).as_bytes());
+                ops.push(TxnOp::get(from, Some(GetOptions::new().with_range(end).with_limit(1))));
+            }
+            let resp = self.read_txn(Txn::new().and_then(ops)).await?;
+            for (r, &(t, b)) in resp.op_responses().into_iter().zip(chunk) {
+                let etcd_client::TxnOpResponse::Get(got) = r else { return Ok(None) };
+                if let Some(kv) = got.kvs().first()
+                    && kv.value().len().is_multiple_of(32)
+                {
+                    let hashes = kv.value().chunks(32).filter_map(|c| <Digest>::try_from(c).ok()).collect();
+                    held.insert((t, b), hashes);
+                }
+            }
+        }
+        let mut wanted_nodes = Vec::new();
+        for &(j, m) in &wanted {
+            let (t, b, ..) = tree::tier_of(j, m);
+            match held.get(&(t, b)).and_then(|block| tree::node_from_tier(j, m, block)) {
+                Some(hash) => {
+                    nodes.insert((j, m), hash);
+                }
+                None => wanted_nodes.push((j, m)),
+            }
+        }
+        // … and, for a block no Pulse since tiers were kept set, from the node keys Pulses before
+        // them kept (unchanged since, or its block would have been written).
+        for chunk in wanted_nodes.chunks(NODE_READS_PER_TXN) {
             let mut ops = Vec::with_capacity(chunk.len());
             for &(j, m) in chunk {
                 // The first key of the node's from Pulse N back: the node as Pulse N left it.
@@ -1943,13 +1996,15 @@ impl FleetLedger {
                 ));
             }
         }
-        // Every state-tree node this Pulse set, under its number: a state proof at any Pulse
-        // takes each node it needs as the last one kept at or before it. (Leaves share their
-        // upper ancestors: each node once, as etcd asks.)
-        let nodes: BTreeMap<(u32, u64), Digest> =
-            batch.logs.iter().flat_map(|id| state.ancestors(*id)).map(|(j, m, h)| ((j, m), h)).collect();
-        for ((j, m), h) in nodes {
-            puts.push(TxnOp::put(self.key_of(&node_key(j, m, number)), h.to_vec(), None));
+        // Every tier block of the state tree this Pulse changed, under its number: a state proof
+        // at any Pulse takes each block it needs as the last one kept at or before it. (Leaves
+        // share blocks: each once, as etcd asks.)
+        for (t, b) in &batch.blocks {
+            puts.push(TxnOp::put(
+                self.key_of(&tier_key(*t, *b, number)),
+                state.tier_block(*t, *b).concat(),
+                None,
+            ));
         }
         puts
     }
@@ -1983,8 +2038,8 @@ struct Batch {
     /// commits, not a chain's `next`).
     logs: std::collections::BTreeSet<LogId>,
     versioned: std::collections::BTreeSet<LogId>,
-    /// State-tree nodes the changed leaves set, as (level, index).
-    nodes: std::collections::BTreeSet<(u32, u64)>,
+    /// State-tree tier blocks the changed leaves set, as (tier, block).
+    blocks: std::collections::BTreeSet<(u32, u64)>,
     /// Bytes of the entry's transactions and of the keys and values put (each put's framing
     /// counted at [`PUT_OVERHEAD`]).
     bytes: usize,
@@ -2031,7 +2086,7 @@ impl Batch {
             agents: Default::default(),
             logs: Default::default(),
             versioned: Default::default(),
-            nodes: Default::default(),
+            blocks: Default::default(),
             bytes: 89 + 64 + 5 + 3 * (PUT_OVERHEAD + prefix + KEY_REST),
         }
     }
@@ -2042,7 +2097,7 @@ impl Batch {
             + self.agents.len()
             + self.logs.len()
             + 2 * self.versioned.len()
-            + self.nodes.len()
+            + self.blocks.len()
     }
 
     /// Take transaction `i` (already applied to `state`) if the Pulse stays within its limits
@@ -2068,11 +2123,11 @@ impl Batch {
                 }
             }
         }
-        let new_nodes: Vec<(u32, u64)> = logs
+        let n = state.logs.len() as u64;
+        let new_blocks: Vec<(u32, u64)> = logs
             .iter()
-            .flat_map(|id| state.ancestors(*id))
-            .map(|(j, m, _)| (j, m))
-            .filter(|n| !self.nodes.contains(n))
+            .flat_map(|id| tree::tier_blocks_of(id.0, n))
+            .filter(|b| !self.blocks.contains(b))
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
@@ -2082,7 +2137,7 @@ impl Batch {
             + usize::from(agent.as_ref().is_some_and(|a| !self.agents.contains(a)))
             + new_logs
             + 2 * usize::from(log_id.is_some())
-            + new_nodes.len();
+            + new_blocks.len();
         let put = PUT_OVERHEAD + self.prefix + KEY_REST;
         let tx_bytes = tx.encode().len() + 4;
         let bytes = self.bytes
@@ -2091,7 +2146,7 @@ impl Batch {
             + 8
             + agent.as_ref().map_or(0, |a| put + a.len() + 33)
             + logs.len() * (LOG_PUT_BYTES + 3 * put)
-            + new_nodes.len() * (32 + put);
+            + new_blocks.len() * ((32 << tree::TIER) + put);
         let over = ops > self.limits.max_ops
             || bytes > self.limits.max_bytes
             || self.entry + tx_bytes > MAX_ENTRY_BYTES;
@@ -2109,7 +2164,7 @@ impl Batch {
         if let Some(id) = log_id {
             self.versioned.insert(id);
         }
-        self.nodes.extend(new_nodes);
+        self.blocks.extend(new_blocks);
         self.taken.push((i, log_id));
         true
     }

@@ -195,11 +195,13 @@ async fn a_slow_read_does_not_hold_up_commits() {
     grow(&mut ledger, &robot, log).await.expect("a first commit");
     let latest = ledger.latest().await.expect("latest").header.number;
     ledger.compact_before(latest).await.expect("compact");
-    // The state-tree nodes gone, as a ledger made before they were kept: the proof below reads
-    // every log's version records.
+    // The state tree's tier blocks (and nodes) gone, as a ledger made before they were kept:
+    // the proof below reads every log's version records.
     let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
-    let nodes = format!("{prefix}node/");
-    raw.delete(nodes, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("delete");
+    for kept in ["node/", "tier/"] {
+        let keys = format!("{prefix}{kept}");
+        raw.delete(keys, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("delete");
+    }
     let addr = sion_fleet::local::free_addr().expect("a free loopback port");
     tokio::spawn(sion_fleet::service::serve_service(Service::new(ledger), addr, std::future::pending()));
     let url = format!("http://{addr}");

@@ -107,6 +107,12 @@ impl State {
         self.tree().map(|t| t.ancestors(id.0)).unwrap_or_default()
     }
 
+    /// Tier block `s` of tier `t` of the kept tree ([`StateTree::tier_block`]); empty when no
+    /// tree is kept.
+    pub fn tier_block(&self, t: u32, s: u64) -> Vec<sion_verify::merkle::Digest> {
+        self.tree().map(|tree| tree.tier_block(t, s)).unwrap_or_default()
+    }
+
     /// The log `writer` opened last, if any: the end of its chain (a log opened more recently
     /// by someone else has a greater id, so the search from the end is short for a busy
     /// writer).

@@ -110,9 +110,54 @@ impl StateTree {
     }
 
     /// Complete subtree `m` of level `j` (leaves `m·2^j … (m+1)·2^j − 1`).
-    fn node(&self, j: u32, m: u64) -> Option<Digest> {
+    pub fn node(&self, j: u32, m: u64) -> Option<Digest> {
         self.levels.get(j as usize)?.get(m as usize).copied()
     }
+
+    /// Tier block `s` of tier `t` ([`TIER`]): the hashes of the complete subtrees of level
+    /// `TIER·t` numbered `64·s … 64·s + 63`, as many of them as are complete, in order.
+    pub fn tier_block(&self, t: u32, s: u64) -> Vec<Digest> {
+        let Some(level) = self.levels.get((TIER * t) as usize) else { return Vec::new() };
+        let from = (s << TIER) as usize;
+        level.get(from..level.len().min(from + (1 << TIER))).map(<[Digest]>::to_vec).unwrap_or_default()
+    }
+}
+
+/// Levels a tier spans: a tier block holds 2^TIER = 64 hashes of one level, `TIER·t`, and with
+/// them every complete subtree of levels `TIER·t … TIER·t + TIER − 1` inside it.
+pub const TIER: u32 = 6;
+
+/// The tier blocks (`(tier, block)`) a change of leaf `i` in a tree of `n` leaves sets: one of
+/// each tier whose level has a complete subtree (`2^(TIER·t) ≤ n`).
+pub fn tier_blocks_of(i: u64, n: u64) -> Vec<(u32, u64)> {
+    let mut out = Vec::new();
+    let mut t = 0;
+    while TIER * t < 64 && (1u128 << (TIER * t)) <= n as u128 {
+        out.push((t, i.checked_shr(TIER * (t + 1)).unwrap_or(0)));
+        t += 1;
+    }
+    out
+}
+
+/// The tier block that holds complete subtree `m` of level `j`, and where its level-`TIER·t`
+/// subtrees start and end in the block: `(tier, block, from, to)`.
+pub fn tier_of(j: u32, m: u64) -> (u32, u64, usize, usize) {
+    let t = j / TIER;
+    let below = j - TIER * t;
+    let first = m << below;
+    let in_block = (first & ((1 << TIER) - 1)) as usize;
+    (t, first >> TIER, in_block, in_block + (1usize << below))
+}
+
+/// Complete subtree `m` of level `j` from its tier block's hashes (as [`StateTree::tier_block`]
+/// gave them): `None` if the block does not hold all of it.
+pub fn node_from_tier(j: u32, m: u64, block: &[Digest]) -> Option<Digest> {
+    let (_, _, from, to) = tier_of(j, m);
+    let mut level: Vec<Digest> = block.get(from..to)?.to_vec();
+    while level.len() > 1 {
+        level = level.chunks(2).map(|p| Blake3::hash_children(&p[0], &p[1])).collect();
+    }
+    level.first().copied()
 }
 
 /// The complete subtrees (`(level, index)`, each once) that leaf `i`'s inclusion path in a tree
@@ -172,6 +217,28 @@ mod tests {
 
     fn leaf(i: u64, v: u64) -> Vec<u8> {
         format!("log {i} version {v}").into_bytes()
+    }
+
+    #[test]
+    fn every_complete_subtree_is_found_in_its_tier_block() {
+        for n in [1u64, 2, 63, 64, 65, 127, 4095, 4096, 4097, 9000] {
+            let tree = StateTree::from_leaves((0..n).map(|i| leaf(i, 0)));
+            for j in 0..14u32 {
+                for m in 0..(n >> j) {
+                    let (t, s, ..) = tier_of(j, m);
+                    let block = tree.tier_block(t, s);
+                    assert_eq!(node_from_tier(j, m, &block), tree.node(j, m), "n {n}, node ({j}, {m})");
+                }
+            }
+            // A change of a leaf sets exactly the blocks holding its complete ancestors.
+            for i in [0, n / 2, n - 1] {
+                let blocks = tier_blocks_of(i, n);
+                for (j, m, _) in tree.ancestors(i) {
+                    let (t, s, ..) = tier_of(j, m);
+                    assert!(blocks.contains(&(t, s)), "n {n}, leaf {i}: ({j}, {m}) in no block set");
+                }
+            }
+        }
     }
 
     #[test]
