@@ -76,6 +76,8 @@ impl Heads {
 struct Tally {
     acked: AtomicU64,
     errors: AtomicU64,
+    /// The first few errors robots saw, with how long each took.
+    seen: std::sync::Mutex<Vec<String>>,
 }
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -164,7 +166,20 @@ async fn drive(
                     SignedHeader::read(&mut r).is_ok_and(|h| h.verify(&ledger).is_ok())
                 }
             }
-            Err(_) => false,
+            Err(status) => {
+                if measuring.load(Ordering::Relaxed) {
+                    let mut seen = tally.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if seen.len() < 4 {
+                        let m: String = status.message().chars().take(160).collect();
+                        seen.push(format!(
+                            "{:?} after {:.2} s: {m}",
+                            status.code(),
+                            t.elapsed().as_secs_f64()
+                        ));
+                    }
+                }
+                false
+            }
         };
         let counted = measuring.load(Ordering::Relaxed);
         if ok {
@@ -398,6 +413,11 @@ async fn main() {
             acked as f64 / pulses as f64,
             cpu / secs
         );
+        for e in tally.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
+            eprintln!("  a robot saw: {e}");
+        }
+        let slow = lat.iter().filter(|d| d.as_secs_f64() > 1.0).count();
+        eprintln!("  commits acknowledged after more than 1 s: {slow}");
         if let Some(v) = killed {
             cluster.restart(v).expect("restart");
             cluster.wait_for_quorum(Duration::from_secs(30)).await.expect("quorum");

@@ -164,6 +164,14 @@ fn transient(e: &etcd_client::Error) -> bool {
             || text.contains("transport error"))
 }
 
+/// How long one compare-and-swap waits for etcd before it is taken as not known to have landed
+/// and tried again (within [`REQUEST_TIMEOUT`] in all; whether it landed is then read from its
+/// entry): a proposal a killed leader held is not answered before etcd's own request timeout
+/// (measured, 1,000 robots: the leader killed, 360 commits failing "no answer within 5 s" and a
+/// p99 of 8 s; waiting 1 s, none failing and a p99 of 1.6 s), while a new leader is elected in
+/// well under a second.
+const CAS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How many times a submission retries after losing its compare-and-swap.
 const ATTEMPTS: u32 = 256;
 
@@ -203,6 +211,10 @@ pub struct FleetLedger {
     chained: bool,
     /// What one Pulse's etcd transaction may hold.
     limits: TxnLimits,
+    /// Members taken out of the client's rotation because their port refused a connection,
+    /// and when the members were last probed ([`FleetLedger::heal`]).
+    benched: std::collections::BTreeSet<String>,
+    probed: Option<std::time::Instant>,
 }
 
 /// The state and the latest header, as of one revision of `P/head`.
@@ -437,13 +449,19 @@ impl FleetLedger {
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
         let mut tries = 0;
+        let started = std::time::Instant::now();
         loop {
             self.reads += u64::from(read);
             // A clone of the client shares its channel.
             match call(self.client.clone()).await {
                 Ok(r) => return Ok(r),
-                Err(e) if transient(&e) && tries < TRANSIENT_TRIES => {
+                // A member killed: its connection fails at once, and the next try may pick it
+                // again; tried while the request's time lasts (at least TRANSIENT_TRIES times).
+                Err(e)
+                    if transient(&e) && (tries < TRANSIENT_TRIES || started.elapsed() < REQUEST_TIMEOUT) =>
+                {
                     tries += 1;
+                    self.heal().await;
                     tokio::time::sleep(backoff(tries, self.lost)).await;
                 }
                 Err(e) => return Err(self.err(e)),
@@ -495,6 +513,39 @@ impl FleetLedger {
         Ok(())
     }
 
+    /// After a connection to a member failed: probe every member's port (at most every 250 ms)
+    /// and keep in the client's rotation only those that accept a connection — the client's
+    /// balancer otherwise keeps picking a killed member for seconds (measured: requests failing
+    /// "tcp connect error" 7 s after a member was killed). A member back up is put back at the
+    /// next probe; if none answers, all are kept.
+    async fn heal(&mut self) {
+        if self.probed.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(250)) {
+            return;
+        }
+        self.probed = Some(std::time::Instant::now());
+        let all: Vec<String> = self.endpoints.split(',').map(str::to_owned).collect();
+        let mut up = Vec::new();
+        for e in &all {
+            let authority =
+                e.split("://").nth(1).unwrap_or(e).split('/').next().unwrap_or_default().to_owned();
+            let probe = tokio::net::TcpStream::connect(authority);
+            if matches!(tokio::time::timeout(std::time::Duration::from_millis(200), probe).await, Ok(Ok(_))) {
+                up.push(e.clone());
+            }
+        }
+        if up.is_empty() {
+            up = all.clone();
+        }
+        for e in &all {
+            let (is_up, benched) = (up.contains(e), self.benched.contains(e));
+            if !is_up && !benched && self.client.remove_endpoint(e).await.is_ok() {
+                self.benched.insert(e.clone());
+            } else if is_up && benched && self.client.add_endpoint(e).await.is_ok() {
+                self.benched.remove(e);
+            }
+        }
+    }
+
     fn key_of(&self, rest: &str) -> String {
         format!("{}{rest}", self.prefix)
     }
@@ -533,6 +584,8 @@ impl FleetLedger {
             segment: None,
             chained: false,
             limits: TxnLimits::default(),
+            benched: Default::default(),
+            probed: None,
         };
         let resp = ledger.get(ledger.key_of("key"), None).await?;
         let Some(kv) = resp.kvs().first() else { return Err(FleetError::Missing(ledger.prefix.clone())) };
@@ -603,6 +656,8 @@ impl FleetLedger {
             segment: None,
             chained: self.chained,
             limits: self.limits,
+            benched: Default::default(),
+            probed: None,
         }
     }
 
@@ -1457,9 +1512,9 @@ impl FleetLedger {
     }
 
     /// The state proof of log `id` at `header`'s Pulse from the path its commit there (or its
-    /// next commit, at the Pulse after: a commit moves no other leaf) kept in `P/path/I/K`,
-    /// checked against the header's root; `None` when no kept path serves that Pulse (the caller
-    /// rebuilds the state).
+    /// next commit, at the Pulse after — which serves only if that Pulse moved no other leaf,
+    /// as a Pulse of one transaction does) kept in `P/path/I/K`, checked against the header's
+    /// root; `None` when no kept path serves that Pulse (the caller reads tier blocks).
     async fn kept_state_proof(
         &mut self,
         id: LogId,
@@ -1811,6 +1866,7 @@ impl FleetLedger {
         signature: Signature,
     ) -> Result<Decided, FleetError> {
         let operator = self.operator();
+        let started = std::time::Instant::now();
         let mut lost_here = 0u32;
         let mut transport = 0u32;
         // Attempts whose reply was lost: etcd may have committed one of them.
@@ -1887,7 +1943,11 @@ impl FleetLedger {
                     ),
                 ])
                 .and_then(puts);
-            let outcome = self.client.txn(txn).await;
+            let outcome = match tokio::time::timeout(CAS_WAIT, self.client.txn(txn)).await {
+                Ok(Ok(resp)) => Ok(resp),
+                Ok(Err(e)) => Err(Some(e)),
+                Err(_) => Err(None),
+            };
             let resp = match outcome {
                 Ok(resp) if resp.succeeded() => resp,
                 other => {
@@ -1907,15 +1967,34 @@ impl FleetLedger {
                             tokio::time::sleep(backoff(lost_here, self.lost)).await;
                             continue;
                         }
-                        Err(e) if transient(&e) && transport < TRANSIENT_TRIES => {
+                        // Not known to have landed: tried again (the entry then checked) while
+                        // the request's time lasts, on whichever member answers.
+                        Err(e) if e.as_ref().is_none_or(transient) && started.elapsed() < REQUEST_TIMEOUT => {
                             transport += 1;
-                            let receipts = batch.receipts(&header);
-                            unknown.push((number, mine, header, receipts));
+                            if e.is_some() {
+                                self.heal().await;
+                            }
+                            // Each attempt once (a retry on the same head builds the same bytes).
+                            if !unknown.iter().any(|u| u.0 == number && u.1 == mine) {
+                                let receipts = batch.receipts(&header);
+                                unknown.push((number, mine, header, receipts));
+                            }
                             tokio::time::sleep(backoff(transport, self.lost)).await;
                             continue;
                         }
                         Err(e) => {
-                            let e = self.err(e);
+                            let e = match e {
+                                Some(e) => self.err(e),
+                                None => FleetError::Etcd {
+                                    endpoints: self.endpoints.clone(),
+                                    message: format!(
+                                        "no answer within {} s: is a quorum of the etcd members up? Nothing is \
+                                         known to have been recorded; the robot keeps its atoms and commits them \
+                                         when the ledger answers",
+                                        REQUEST_TIMEOUT.as_secs()
+                                    ),
+                                },
+                            };
                             return self.landed(&unknown).await?.ok_or(e);
                         }
                     }
