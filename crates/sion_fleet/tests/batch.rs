@@ -8,6 +8,8 @@
 //! transactions and cosigns it, and refuses one whose entry lost a transaction; and through the
 //! service, robots submitting at once are taken by group commit.
 
+mod common;
+use common::commit;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
@@ -18,22 +20,7 @@ use sion_fleet::service::Service;
 use sion_fleet::witness::{Witness, WitnessError};
 use sion_fleet::{FleetError, FleetLedger, TxnLimits};
 use sion_store::ledger::link::LedgerLink as _;
-use sion_store::ledger::{Head, LedgerError, LogId, SignedTx, Tx, account_of};
-use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
-
-fn tree(n: u64) -> MemoryTree<Blake3> {
-    MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
-}
-
-fn head(n: u64) -> Head {
-    Head { size: n, root: tree(n).root(), index: [n as u8; 32], manifest: [0; 32] }
-}
-
-fn commit(writer: &SigningKey, nonce: u64, log: LogId, version: u64, from: u64, to: u64) -> SignedTx {
-    let proof =
-        if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
-    SignedTx::sign(writer, nonce, Tx::CommitMemory { log, version, head: head(to), proof, seal: false })
-}
+use sion_store::ledger::{LedgerError, LogId, SignedTx, Tx, account_of};
 
 fn open(writer: &SigningKey, nonce: u64) -> SignedTx {
     SignedTx::sign(writer, nonce, Tx::OpenMemory { agent: None, policy: [7; 32] })

@@ -2,25 +2,12 @@
 //! that race for the next Pulse never share a number, exactly one commit of a log version
 //! wins, and the chain they leave verifies header by header.
 
+mod common;
+use common::commit;
 use ed25519_dalek::SigningKey;
 use sion_fleet::local::Etcd;
 use sion_fleet::{FleetError, FleetLedger};
-use sion_store::ledger::{Head, LedgerError, LogId, SignedTx, Tx, account_of};
-use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
-
-fn tree(n: u64) -> MemoryTree<Blake3> {
-    MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
-}
-
-fn head(n: u64) -> Head {
-    Head { size: n, root: tree(n).root(), index: [n as u8; 32], manifest: [0; 32] }
-}
-
-fn commit(writer: &SigningKey, nonce: u64, log: LogId, version: u64, from: u64, to: u64) -> SignedTx {
-    let proof =
-        if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
-    SignedTx::sign(writer, nonce, Tx::CommitMemory { log, version, head: head(to), proof, seal: false })
-}
+use sion_store::ledger::{LedgerError, LogId, SignedTx, Tx, account_of};
 
 async fn open_log(ledger: &mut FleetLedger, writer: &SigningKey) -> LogId {
     let nonce = ledger.nonce(&account_of(writer)).await.expect("nonce");

@@ -4,19 +4,13 @@
 //! state tree's nodes as that Pulse left them, not every log. Each is shown by damaging, straight in etcd, what must not be read: the old code read it
 //! and failed; a front-end reading the whole state still finds it.
 
+mod common;
+use common::{head, tree};
 use ed25519_dalek::SigningKey;
 use sion_fleet::local::Etcd;
 use sion_fleet::{FleetError, FleetLedger};
-use sion_store::ledger::{Head, LogId, SignedTx, Tx, account_of};
-use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
-
-fn tree(n: u64) -> MemoryTree<Blake3> {
-    MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
-}
-
-fn head(n: u64) -> Head {
-    Head { size: n, root: tree(n).root(), index: [n as u8; 32], manifest: [0; 32] }
-}
+use sion_store::ledger::{LogId, SignedTx, Tx, account_of};
+use sion_verify::merkle::{Blake3, consistency_path};
 
 async fn open(ledger: &mut FleetLedger, writer: &SigningKey) -> LogId {
     let nonce = ledger.nonce(&account_of(writer)).await.expect("nonce");

@@ -4,6 +4,8 @@
 //! a party with etcd write access can and cannot do"). A robot asking a front-end that refuses
 //! is told so, with the keys, and that nothing of its memory is at fault.
 
+mod common;
+use common::{commit, head};
 use std::net::SocketAddr;
 
 use ed25519_dalek::SigningKey;
@@ -13,23 +15,9 @@ use sion_fleet::{FleetError, FleetLedger, agent_value};
 use sion_sim::{Warehouse, WarehouseConfig};
 use sion_store::index::IndexConfig;
 use sion_store::ledger::link::LedgerLink;
-use sion_store::ledger::{Agent, AgentStatus, Head, LedgerError, LogId, MemoryLog, SignedTx, Tx, account_of};
+use sion_store::ledger::{Agent, AgentStatus, LedgerError, LogId, MemoryLog, SignedTx, Tx, account_of};
 use sion_store::memory::Memory;
-use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
-
-fn tree(n: u64) -> MemoryTree<Blake3> {
-    MemoryTree::from_leaves((0..n).map(|i| format!("atom {i}")))
-}
-
-fn head(n: u64) -> Head {
-    Head { size: n, root: tree(n).root(), index: [n as u8; 32], manifest: [0; 32] }
-}
-
-fn commit(writer: &SigningKey, nonce: u64, log: LogId, version: u64, from: u64, to: u64) -> SignedTx {
-    let proof =
-        if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
-    SignedTx::sign(writer, nonce, Tx::CommitMemory { log, version, head: head(to), proof, seal: false })
-}
+use sion_verify::merkle::{Blake3, MemoryTree};
 
 /// Commit the next 10 atoms of `log` through `ledger` (its nonce and version read there).
 async fn grow(ledger: &mut FleetLedger, writer: &SigningKey, log: LogId) -> Result<u64, FleetError> {
