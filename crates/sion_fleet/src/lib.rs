@@ -442,7 +442,8 @@ impl FleetLedger {
     }
 
     /// `call`, tried again on another member while it fails in a way that another may not
-    /// ([`transient`]), at most [`TRANSIENT_TRIES`] times, with backoff; each try of a `read`
+    /// ([`transient`]), at least [`TRANSIENT_TRIES`] times and while [`REQUEST_TIMEOUT`] lasts,
+    /// with backoff, dead members taken out of rotation ([`FleetLedger::heal`]); each try of a `read`
     /// counted in [`FleetLedger::etcd_reads`].
     async fn retrying<T, F>(&mut self, read: bool, mut call: impl FnMut(Client) -> F) -> Result<T, FleetError>
     where
@@ -2251,10 +2252,6 @@ impl Batch {
     /// Each taken transaction's receipt, the header's signature to be filled in.
     fn receipts(&self, header: &PulseHeader) -> Vec<(usize, Receipt)> {
         let pulse = SignedHeader { header: *header, signature: [0; 64] };
-        self.taken
-            .iter()
-            .enumerate()
-            .map(|(place, (i, log))| (*i, Receipt { pulse, place: place as u32, log: *log }))
-            .collect()
+        self.taken.iter().map(|(i, log)| (*i, Receipt { pulse, log: *log })).collect()
     }
 }

@@ -13,14 +13,13 @@ use super::{
     TxTimeProof,
 };
 
-/// What the ledger says of a transaction it took: its Pulse's signed header, its place among
-/// that Pulse's transactions (0 for the first), and the log it opened or committed (none for an
-/// agent's transaction). Only the header is signed: a client checks the log it is told of
-/// against the state (its writer, and for an opening, that it was opened at that Pulse).
+/// What the ledger says of a transaction it took: its Pulse's signed header, and the log it
+/// opened or committed (none for an agent's transaction). Only the header is signed: a client
+/// checks the log it is told of against the state (its writer, and for an opening, that it was
+/// opened at that Pulse).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Receipt {
     pub pulse: SignedHeader,
-    pub place: u32,
     pub log: Option<LogId>,
 }
 
@@ -55,11 +54,11 @@ pub trait LedgerLink: Send + Sync {
         let log = match &tx.tx {
             super::Tx::CommitMemory { log, .. } => Some(*log),
             super::Tx::OpenMemory { .. } => None,
-            _ => return self.submit(tx).map(|pulse| Receipt { pulse, place: 0, log: None }),
+            _ => return self.submit(tx).map(|pulse| Receipt { pulse, log: None }),
         };
         let pulse = self.submit(tx)?;
         let log = log.or(Some(LogId(pulse.header.logs.saturating_sub(1))));
-        Ok(Receipt { pulse, place: 0, log })
+        Ok(Receipt { pulse, log })
     }
     /// That log `id` stood as it did at Pulse `pulse`.
     fn state_proof(&self, id: LogId, pulse: u64) -> Result<StateProof, LedgerError>;

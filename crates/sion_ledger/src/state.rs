@@ -101,12 +101,6 @@ impl State {
         }
     }
 
-    /// Log `id`'s complete ancestors in the kept tree, its leaf first (`(level, index, hash)`,
-    /// [`StateTree::ancestors`]): what a change of that log set. Empty when no tree is kept.
-    pub fn ancestors(&self, id: LogId) -> Vec<(u32, u64, sion_verify::merkle::Digest)> {
-        self.tree().map(|t| t.ancestors(id.0)).unwrap_or_default()
-    }
-
     /// Tier block `s` of tier `t` of the kept tree ([`StateTree::tier_block`]); empty when no
     /// tree is kept.
     pub fn tier_block(&self, t: u32, s: u64) -> Vec<sion_verify::merkle::Digest> {

@@ -558,15 +558,15 @@ fn show_agent(ledger: &str, name: &str) -> Result<ExitCode> {
     use sion_memory::ledger::link::LedgerLink as _;
     let link = sion_fleet::client::RemoteLedger::connect(ledger)
         .with_context(|| format!("connecting to the fleet ledger at {ledger}"))?;
-    let mut prefix = String::new();
-    for segment in name.split('/') {
-        if !prefix.is_empty() {
-            prefix.push('/');
-        }
-        prefix.push_str(segment);
-        match link.agent(&prefix)? {
-            Some(ag) => outln!("{prefix}: {} (controller {})", ag.status, ag.controller),
-            None => anyhow::bail!("no agent {prefix} on the ledger at {ledger}"),
+    // The top first: the ledger's own walk up a name (`parent_of`), reversed.
+    let mut path = vec![name];
+    while let Some(parent) = path.last().copied().and_then(sion_memory::ledger::parent_of) {
+        path.push(parent);
+    }
+    for agent in path.into_iter().rev() {
+        match link.agent(agent)? {
+            Some(ag) => outln!("{agent}: {} (controller {})", ag.status, ag.controller),
+            None => anyhow::bail!("no agent {agent} on the ledger at {ledger}"),
         }
     }
     Ok(ExitCode::SUCCESS)
