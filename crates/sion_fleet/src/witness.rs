@@ -13,6 +13,7 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 use sion_ledger::link::LedgerLink;
 use sion_ledger::{Account, Head, LedgerError, LogId, MemoryLog, SignedHeader, StateProof, Tx};
 use sion_verify::ledger::{Chain, Cosignature, empty_head};
+use sion_verify::merkle::split_point as split;
 use sion_verify::merkle::{Blake3, Digest, TreeHasher as _, verify_consistency};
 use sion_verify::wire::{Put as _, Reader};
 
@@ -488,11 +489,6 @@ struct Changes {
     changed: BTreeMap<u64, Digest>,
     /// `[lo, hi)` → the hash of that node of the tree before.
     known: HashMap<(u64, u64), Digest>,
-}
-
-/// The largest power of two below `n` (n ≥ 2): where RFC 9162 splits a tree of `n` leaves.
-fn split(n: u64) -> u64 {
-    1 << (63 - (n - 1).leading_zeros())
 }
 
 impl Changes {

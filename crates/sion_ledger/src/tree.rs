@@ -4,6 +4,7 @@
 //! 20,000. Here each change rehashes only its leaf's ancestors, O(log n), and the root and an
 //! inclusion path are read from the nodes kept.
 
+use sion_verify::merkle::split_point as split;
 use sion_verify::merkle::{Blake3, Digest, TreeHasher as _};
 
 /// Every complete subtree's hash, level by level: `levels[0]` the leaf hashes, `levels[j][m]`
@@ -203,11 +204,6 @@ fn range(lo: u64, hi: u64, node: &mut impl FnMut(u32, u64) -> Option<Digest>) ->
     }
     let k = split(n);
     Some(Blake3::hash_children(&range(lo, lo + k, node)?, &range(lo + k, hi, node)?))
-}
-
-/// The largest power of two below `n` (`n ≥ 2`): where RFC 9162 splits a tree of `n` leaves.
-fn split(n: u64) -> u64 {
-    1 << (63 - (n - 1).leading_zeros())
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ pub trait Subtrees {
 }
 
 /// The largest power of two strictly less than `n` (RFC 9162's split point `k`); `n >= 2`.
-pub(crate) fn split_point(n: u64) -> u64 {
+pub fn split_point(n: u64) -> u64 {
     debug_assert!(n >= 2);
     1u64 << (63 - (n - 1).leading_zeros())
 }
