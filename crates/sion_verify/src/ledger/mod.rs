@@ -2,11 +2,17 @@
 //! Pulse headers, state and transaction-time proofs, and the transactions writers sign. The
 //! ledger that keeps and moves heads is the store's (`sion_store::ledger`).
 
+mod checkpoint;
 mod cosign;
 mod pulse;
 mod tx;
 mod types;
 
+pub use checkpoint::{
+    AddCheckpoint, Checkpoint, CheckpointError, MAX_NOTE_BYTES, MAX_NOTE_SIGNATURES, MAX_PROOF_LINES,
+    NoteSignature, SignedNote, cosign_v1, cosignature_message, history_leaf, key_id, ledger_vkey, origin_of,
+    sign_checkpoint, valid_key_name, witness_vkey,
+};
 pub use cosign::{Cosignature, Witnesses, cosign_message};
 pub use pulse::{AttestationError, PulseHeader, SignedHeader, StateProof, TxTimeProof};
 pub use tx::{SignedTx, Tx};
