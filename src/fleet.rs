@@ -42,3 +42,97 @@ pub fn options_on(dir: &Path, ledger: Option<&str>) -> Result<Options<'static>, 
         None => options,
     })
 }
+
+/// Serve a front-end's checkpoints over HTTP on `addr` until `stop` (`sion ledger serve
+/// --http ADDR`): `GET /checkpoint` answers the latest C2SP checkpoint note of the ledger's
+/// history (docs/FLEET-LEDGER.md, "Checkpoints"), as C2SP tlog clients and witnesses fetch it;
+/// any other request 404. Anyone may read it (it is signed; nothing is written). Connections
+/// are bounded as the MCP server's are: 256 at once, each bringing its request head (at most
+/// 8 KiB) within 10 s. `listener` is bound by the caller, so a port in use is its error to
+/// report before anything is served.
+pub async fn serve_checkpoints(
+    listener: tokio::net::TcpListener,
+    checkpoints: sion_fleet::service::Checkpoints,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use crate::mcp::listen::{Bounded, ConnInfo, tcp_door, watch};
+    use axum::http::{StatusCode, header};
+
+    let get = move || {
+        let checkpoints = checkpoints.clone();
+        async move {
+            match checkpoints.latest().await {
+                Ok(note) => {
+                    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], note.encode())
+                }
+                Err(e) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                    format!("no checkpoint now: {e}\n"),
+                ),
+            }
+        }
+    };
+    let router = axum::Router::new()
+        .route("/checkpoint", axum::routing::get(get))
+        .fallback(|| async { StatusCode::NOT_FOUND })
+        .layer(axum::middleware::from_fn(watch))
+        .into_make_service_with_connect_info::<ConnInfo>();
+    let listener = Bounded::new(listener, 256, std::time::Duration::from_secs(10), 8 << 10, tcp_door);
+    axum::serve(listener, router).with_graceful_shutdown(stop).await
+}
+
+/// Serve a C2SP tlog-witness on `addr` until `stop` (`sion ledger witness --serve ADDR`):
+/// `POST /add-checkpoint` takes a ledger's checkpoint with a consistency proof from the size
+/// this witness last cosigned and answers its `cosignature/v1` line once the new size is
+/// durable (docs/FLEET-LEDGER.md, "Checkpoints"), or the status C2SP gives the refusal: 400,
+/// 403 (not signed by the witnessed ledger's key), 404 (another log), 409 (another old size:
+/// the body is the size last cosigned, `text/x.tlog.size`), 422 (the proof fails), 413 (a body
+/// over the bound). Requests are taken one at a time; anything else 404. Connections are
+/// bounded as [`serve_checkpoints`]'s; `heard` is told what each request came to.
+pub async fn serve_witness(
+    listener: tokio::net::TcpListener,
+    witness: sion_fleet::c2sp::C2spWitness,
+    stop: impl Future<Output = ()> + Send + 'static,
+    mut heard: impl FnMut(&str) + Send + 'static,
+) -> std::io::Result<()> {
+    use crate::mcp::listen::{Bounded, ConnInfo, tcp_door, watch};
+    use axum::http::{StatusCode, header};
+
+    let witness = std::sync::Arc::new(tokio::sync::Mutex::new((witness, move |s: &str| heard(s))));
+    let post = move |body: axum::body::Bytes| {
+        let witness = witness.clone();
+        async move {
+            let now =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let mut held = witness.lock().await;
+            let (w, heard) = &mut *held;
+            let text = "text/plain; charset=utf-8";
+            match w.add_checkpoint(&body, now) {
+                Ok(line) => {
+                    heard(&format!("cosigned size {}", w.last().0));
+                    (StatusCode::OK, [(header::CONTENT_TYPE, text)], line)
+                }
+                Err(e) => {
+                    heard(&format!("refused ({}): {e}", e.status()));
+                    let code = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                    match e {
+                        sion_fleet::c2sp::AddError::Conflict { size, .. } => {
+                            (code, [(header::CONTENT_TYPE, "text/x.tlog.size")], format!("{size}\n"))
+                        }
+                        e => (code, [(header::CONTENT_TYPE, text)], format!("{e}\n")),
+                    }
+                }
+            }
+        }
+    };
+    let bound = sion_verify::ledger::MAX_NOTE_BYTES + 64 * (sion_verify::ledger::MAX_PROOF_LINES + 1);
+    let router = axum::Router::new()
+        .route("/add-checkpoint", axum::routing::post(post))
+        .layer(axum::extract::DefaultBodyLimit::max(bound))
+        .fallback(|| async { StatusCode::NOT_FOUND })
+        .layer(axum::middleware::from_fn(watch))
+        .into_make_service_with_connect_info::<ConnInfo>();
+    let listener = Bounded::new(listener, 256, std::time::Duration::from_secs(10), 8 << 10, tcp_door);
+    axum::serve(listener, router).with_graceful_shutdown(stop).await
+}

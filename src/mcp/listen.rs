@@ -331,7 +331,12 @@ pub(crate) async fn watch(
     let response = next.run(request).await;
     match busy {
         Some(busy) if !response.body().is_end_stream() => {
-            let (parts, body) = response.into_parts();
+            let (mut parts, body) = response.into_parts();
+            // A body of known length keeps it (Content-Length, not chunks): simple clients of
+            // `GET /checkpoint` read exactly the note.
+            if let Some(n) = body.size_hint().exact() {
+                parts.headers.insert(axum::http::header::CONTENT_LENGTH, n.into());
+            }
             let tail = Tail { body, chunk: Bytes::new(), _busy: busy };
             let stream = tokio_util::codec::FramedRead::new(tail, tokio_util::codec::BytesCodec::new());
             axum::response::Response::from_parts(parts, Body::from_stream(stream))

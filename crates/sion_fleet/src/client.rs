@@ -15,13 +15,13 @@ use sion_ledger::{
     Account, Agent, LedgerError, LogId, MemoryLog, PulseHeader, SignedHeader, SignedTx, StateProof,
     TxTimeProof,
 };
-use sion_verify::ledger::Cosignature;
+use sion_verify::ledger::{Checkpoint, Cosignature, SignedNote};
 use sion_verify::wire::Reader;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::service::REFUSAL;
 use crate::service::pb::ledger_client::LedgerClient;
-use crate::service::pb::{Blob, Cosigned, Empty, LogAt, Name, Number, VersionsQuery};
+use crate::service::pb::{Blob, Cosigned, Empty, LogAt, Name, Number, Sizes, VersionsQuery};
 
 /// What to look at when the service does not answer.
 const UNREACHABLE: &str = "is the ledger service running there, with a quorum of its etcd members up? \
@@ -180,6 +180,66 @@ impl RemoteLedger {
     pub fn entry(&self, number: u64) -> Result<(Vec<SignedTx>, PulseHeader), LedgerError> {
         let b = self.call(move |mut c| Box::pin(async move { c.entry(Number { value: number }).await }))?;
         crate::decode_entry(&b.value).map_err(|e| self.remote(format!("Pulse {number}'s entry: {e}")))
+    }
+
+    /// The ledger's latest checkpoint, checked: a C2SP signed note by the ledger's key whose
+    /// body is a checkpoint of its history (docs/FLEET-LEDGER.md, "Checkpoints").
+    pub fn checkpoint(&self) -> Result<(SignedNote, Checkpoint), LedgerError> {
+        let b = self.call(move |mut c| Box::pin(async move { c.checkpoint(Empty {}).await }))?;
+        let note = SignedNote::parse(&b.value)
+            .map_err(|e| self.remote(format!("a checkpoint that does not parse: {e}")))?;
+        let checkpoint =
+            note.verify_checkpoint(&self.key).map_err(|e| self.remote(format!("{e}: refused")))?;
+        Ok((note, checkpoint))
+    }
+
+    /// The first cosigned checkpoint covering Pulse `pulse`, its ledger signature checked (the
+    /// cosignatures are the reader's to check, under the witness keys it chose).
+    pub fn cosigned_checkpoint(&self, pulse: u64) -> Result<Option<(SignedNote, Checkpoint)>, LedgerError> {
+        let m = self.call(move |mut c| {
+            Box::pin(async move { c.cosigned_checkpoint(Number { value: pulse }).await })
+        })?;
+        let Some(bytes) = m.value else { return Ok(None) };
+        let note = SignedNote::parse(&bytes)
+            .map_err(|e| self.remote(format!("a checkpoint that does not parse: {e}")))?;
+        let cp = note.verify_checkpoint(&self.key).map_err(|e| self.remote(format!("{e}: refused")))?;
+        if cp.size <= pulse {
+            return Err(
+                self.remote(format!("asked for a checkpoint past Pulse {pulse}, it sent size {}", cp.size))
+            );
+        }
+        Ok(Some((note, cp)))
+    }
+
+    fn hashes(&self, values: Vec<Vec<u8>>, what: &str) -> Result<Vec<[u8; 32]>, LedgerError> {
+        if values.len() > 128 {
+            return Err(self.remote(format!("{what} of {} hashes", values.len())));
+        }
+        values
+            .into_iter()
+            .map(|v| {
+                v.as_slice()
+                    .try_into()
+                    .map_err(|_| self.remote(format!("{what} holding a hash of {} bytes", v.len())))
+            })
+            .collect()
+    }
+
+    /// The history's consistency proof from `old` Pulses to `new`, unchecked (check it with
+    /// [`Checkpoint::extends`]).
+    pub fn history_consistency(&self, old: u64, new: u64) -> Result<Vec<[u8; 32]>, LedgerError> {
+        let l =
+            self.call(move |mut c| Box::pin(async move { c.history_consistency(Sizes { old, new }).await }))?;
+        self.hashes(l.values, "a consistency proof")
+    }
+
+    /// The inclusion proof of Pulse `pulse` in the history of `size` Pulses, unchecked (check
+    /// it with [`Checkpoint::includes`]).
+    pub fn history_inclusion(&self, pulse: u64, size: u64) -> Result<Vec<[u8; 32]>, LedgerError> {
+        let l = self.call(move |mut c| {
+            Box::pin(async move { c.history_inclusion(Sizes { old: pulse, new: size }).await })
+        })?;
+        self.hashes(l.values, "an inclusion proof")
     }
 
     fn log_of(&self, bytes: &[u8]) -> Result<MemoryLog, LedgerError> {

@@ -13,7 +13,9 @@
 pub mod access;
 pub mod admission;
 pub mod archive;
+pub mod c2sp;
 pub mod client;
+pub mod history;
 pub mod local;
 pub mod service;
 pub mod witness;
@@ -61,6 +63,10 @@ pub enum FleetError {
     /// damaged), or an archiving that cannot be done.
     #[error("the archive of old Pulses: {0}")]
     Archive(String),
+    /// A checkpoint or a proof of the history asked for that the ledger cannot give (a size
+    /// past its latest checkpoint, or no checkpoint yet).
+    #[error("the ledger's history: {0}")]
+    History(String),
     /// The head moved under every attempt.
     #[error("the head moved under each of {0} attempts (too many front-ends racing for one Pulse?)")]
     Contention(u32),
@@ -136,7 +142,7 @@ pub const STATE_PAGE: i64 = 1_000;
 pub const DECODE_LIMIT: usize = 16 << 20;
 
 /// The end of the range of keys starting with `prefix` (etcd's `range_end` for a prefix).
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {
@@ -215,6 +221,9 @@ pub struct FleetLedger {
     /// and when the members were last probed ([`FleetLedger::heal`]).
     benched: std::collections::BTreeSet<String>,
     probed: Option<std::time::Instant>,
+    /// The latest checkpoint of the ledger's history this front-end checked or wrote, with its
+    /// open tiles (docs/FLEET-LEDGER.md, "Checkpoints").
+    history: Option<history::Held>,
 }
 
 /// The state and the latest header, as of one revision of `P/head`.
@@ -322,7 +331,7 @@ fn now_ns() -> i64 {
 }
 
 /// Numbers in keys: 20 decimal digits, so keys sort as numbers.
-fn n20(n: u64) -> String {
+pub(crate) fn n20(n: u64) -> String {
     format!("{n:020}")
 }
 
@@ -587,6 +596,7 @@ impl FleetLedger {
             limits: TxnLimits::default(),
             benched: Default::default(),
             probed: None,
+            history: None,
         };
         let resp = ledger.get(ledger.key_of("key"), None).await?;
         let Some(kv) = resp.kvs().first() else { return Err(FleetError::Missing(ledger.prefix.clone())) };
@@ -659,6 +669,7 @@ impl FleetLedger {
             limits: self.limits,
             benched: Default::default(),
             probed: None,
+            history: None,
         }
     }
 

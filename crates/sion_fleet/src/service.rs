@@ -24,7 +24,7 @@ pub mod pb {
 }
 
 use pb::ledger_server::{Ledger as Rpc, LedgerServer};
-use pb::{Blob, Cosigned, Empty, List, LogAt, Maybe, Name, Number, VersionsQuery};
+use pb::{Blob, Cosigned, Empty, List, LogAt, Maybe, Name, Number, Sizes, VersionsQuery};
 
 /// Where a front-end listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -53,6 +53,78 @@ pub struct Service {
     witnesses: Vec<[u8; 32]>,
     /// The ledger's operator account (always admitted).
     operator: Account,
+    /// The history's checkpoints and proofs, shared with `GET /checkpoint`.
+    checkpoints: Checkpoints,
+}
+
+/// A front-end's checkpoints of the ledger's history (docs/FLEET-LEDGER.md, "Checkpoints"),
+/// shared by its gRPC calls and its HTTP `GET /checkpoint`: a state of its own, so no commit
+/// waits for them, and a new checkpoint at most every `every`, however often it is asked.
+#[derive(Clone)]
+pub struct Checkpoints {
+    held: Arc<Mutex<(FleetLedger, Option<std::time::Instant>)>>,
+    every: std::time::Duration,
+    key: ed25519_dalek::VerifyingKey,
+}
+
+/// The most Pulses one call adds to the history (a ledger's first checkpoint, of a long
+/// history, is made over several calls).
+const CHECKPOINT_MOST: u64 = 16 * crate::history::HISTORY_STEP;
+
+impl Checkpoints {
+    fn new(ledger: FleetLedger) -> Self {
+        let key = ledger.public_key();
+        Self { held: Arc::new(Mutex::new((ledger, None))), every: std::time::Duration::from_secs(1), key }
+    }
+
+    /// The latest checkpoint note, extended to the latest Pulse unless one was made within
+    /// the cadence.
+    pub async fn latest(&self) -> Result<sion_verify::ledger::SignedNote, FleetError> {
+        let mut held = self.held.lock().await;
+        let due = held.1.is_none_or(|t| t.elapsed() >= self.every);
+        let most = if due { CHECKPOINT_MOST } else { 0 };
+        let out = held.0.checkpoint(most).await;
+        if due && out.is_ok() {
+            held.1 = Some(std::time::Instant::now());
+        }
+        out.map(|(note, _)| note)
+    }
+
+    /// The checkpoint a note of this ledger signs (checked under its key).
+    pub fn verify(
+        &self,
+        note: &sion_verify::ledger::SignedNote,
+    ) -> Result<sion_verify::ledger::Checkpoint, FleetError> {
+        note.verify_checkpoint(&self.key).map_err(|e| FleetError::History(e.to_string()))
+    }
+
+    /// Keep witnesses' cosignature lines with their checkpoint ([`FleetLedger::keep_cosigned`]).
+    pub async fn keep_cosigned(
+        &self,
+        note: &sion_verify::ledger::SignedNote,
+        checkpoint: &sion_verify::ledger::Checkpoint,
+        lines: Vec<sion_verify::ledger::NoteSignature>,
+    ) -> Result<(), FleetError> {
+        self.held.lock().await.0.keep_cosigned(note, checkpoint, lines).await
+    }
+
+    /// The first cosigned checkpoint covering Pulse `pulse`, as kept.
+    pub async fn cosigned_covering(
+        &self,
+        pulse: u64,
+    ) -> Result<Option<sion_verify::ledger::SignedNote>, FleetError> {
+        self.held.lock().await.0.cosigned_covering(pulse).await
+    }
+
+    /// The history's consistency proof from `old` Pulses to `new`.
+    pub async fn consistency(&self, old: u64, new: u64) -> Result<Vec<[u8; 32]>, FleetError> {
+        self.held.lock().await.0.history_consistency(old, new).await
+    }
+
+    /// The inclusion proof of Pulse `pulse` in the history of `size` Pulses.
+    pub async fn inclusion(&self, pulse: u64, size: u64) -> Result<Vec<[u8; 32]>, FleetError> {
+        self.held.lock().await.0.history_inclusion(pulse, size).await
+    }
 }
 
 /// What takes `Submit`s into Pulses: the front-end's ledger, the queue of submissions admitted
@@ -118,6 +190,7 @@ impl Service {
     pub fn new(ledger: FleetLedger) -> Self {
         let operator = ledger.operator();
         Self {
+            checkpoints: Checkpoints::new(ledger.reader()),
             reader: Mutex::new(ledger.reader()),
             quick: Mutex::new(ledger.reader()),
             seq: Arc::new(Sequencer {
@@ -137,6 +210,17 @@ impl Service {
             seq.door = Door::new(policy, self.operator);
         }
         self
+    }
+
+    /// Make a new checkpoint at most this often (`sion ledger serve --checkpoint-every`).
+    pub fn checkpointing_every(mut self, every: std::time::Duration) -> Self {
+        self.checkpoints.every = every;
+        self
+    }
+
+    /// The front-end's checkpoints, for its HTTP `GET /checkpoint`.
+    pub fn checkpoints(&self) -> Checkpoints {
+        self.checkpoints.clone()
     }
 
     /// Also keep cosignatures by these witnesses (`sion ledger serve --witnesses FILE`).
@@ -178,6 +262,7 @@ fn status(e: FleetError) -> Status {
         FleetError::Contention(_) => Status::resource_exhausted(e.to_string()),
         FleetError::Cosignature(_) => coded(Status::failed_precondition(e.to_string()), "cosignature"),
         FleetError::Archive(_) => coded(Status::failed_precondition(e.to_string()), "archived"),
+        FleetError::History(_) => coded(Status::out_of_range(e.to_string()), "history"),
         // Not the sender's fault and not a rule: the ledger will not sign on what etcd holds.
         FleetError::StateMismatch { .. } => coded(Status::data_loss(e.to_string()), "state_mismatch"),
         other => Status::internal(other.to_string()),
@@ -424,6 +509,41 @@ impl Rpc for Service {
                 })
                 .collect();
             Ok(Response::new(List { values }))
+        })
+        .await
+    }
+
+    async fn checkpoint(&self, _: Request<Empty>) -> Result<Response<Blob>, Status> {
+        deadline(async {
+            let note = self.checkpoints.latest().await.map_err(status)?;
+            Ok(Response::new(Blob { value: note.encode().into_bytes() }))
+        })
+        .await
+    }
+
+    async fn history_consistency(&self, r: Request<Sizes>) -> Result<Response<List>, Status> {
+        let q = r.into_inner();
+        deadline(async {
+            let proof = self.checkpoints.consistency(q.old, q.new).await.map_err(status)?;
+            Ok(Response::new(List { values: proof.iter().map(|h| h.to_vec()).collect() }))
+        })
+        .await
+    }
+
+    async fn cosigned_checkpoint(&self, r: Request<Number>) -> Result<Response<Maybe>, Status> {
+        let pulse = r.into_inner().value;
+        deadline(async {
+            let note = self.checkpoints.cosigned_covering(pulse).await.map_err(status)?;
+            Ok(Response::new(Maybe { value: note.map(|n| n.encode().into_bytes()) }))
+        })
+        .await
+    }
+
+    async fn history_inclusion(&self, r: Request<Sizes>) -> Result<Response<List>, Status> {
+        let q = r.into_inner();
+        deadline(async {
+            let proof = self.checkpoints.inclusion(q.old, q.new).await.map_err(status)?;
+            Ok(Response::new(List { values: proof.iter().map(|h| h.to_vec()).collect() }))
         })
         .await
     }

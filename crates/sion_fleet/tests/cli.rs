@@ -401,3 +401,195 @@ fn contained_robots(tmp: &Path, url: &str, ledger_key: &str, atoms: &[&[u8]]) {
     let o = sion(&["memory", "show", "--data", rd], None);
     assert!(o.status.success() && text(&o).contains("10 atoms not committed yet"), "{}", text(&o));
 }
+
+/// One HTTP/1.1 request on loopback, as a C2SP client sends it: the status, the content type
+/// and the body.
+fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String, Vec<u8>) {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).and_then(|()| s.write_all(body)).expect("send");
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("a status");
+    let kind = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-type: ").map(str::to_owned))
+        .unwrap_or_default();
+    (status, kind, answer[split + 4..].to_vec())
+}
+
+/// A ledger's checkpoints served over HTTP and cosigned by a C2SP witness run with `sion
+/// ledger witness --serve`: the ledger asks it at its cadence, keeps the cosignature, and a
+/// reader finds the cosigned checkpoint covering a Pulse and checks the quorum and the Pulse's
+/// inclusion. The witness refuses what C2SP says it must, with C2SP's status codes: a
+/// checkpoint by another key (403), of another log (404), from a size it did not cosign last
+/// (409, its size in `text/x.tlog.size`), a fork at its size (409), a proof that fails (422),
+/// and a body over its bound (413).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c2sp_witnesses_cosign_the_ledgers_checkpoints() {
+    use sion_verify::ledger::{
+        AddCheckpoint, Checkpoint, ledger_vkey, origin_of, sign_checkpoint, witness_vkey,
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = tmp.path().join("ledger.key");
+    let k = key.to_str().expect("utf8");
+    let o = sion(&["ledger", "init", "--etcd", etcd.url(), "--key", k], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let ledger = ed25519_dalek::SigningKey::from_bytes(
+        &std::fs::read(&key).expect("key").as_slice().try_into().expect("32 bytes"),
+    );
+    let ledger_hex = hex::encode(ledger.verifying_key().to_bytes());
+
+    // The witness, serving C2SP tlog-witness; its vkey on standard output.
+    let wkey = tmp.path().join("w.key");
+    std::fs::write(&wkey, [9u8; 32]).expect("witness key");
+    let wstate = tmp.path().join("w.state");
+    let waddr = format!("127.0.0.1:{}", sion_fleet::local::free_port().expect("port"));
+    let mut child = Command::new(sion_binary())
+        .args(["ledger", "witness", "--serve", &waddr, "--name", "w.test/1", "--ledger-key", &ledger_hex])
+        .args(["--key", wkey.to_str().expect("utf8"), "--state", wstate.to_str().expect("utf8")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("witness");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("the witness prints its vkey");
+    let _witness = Serving(child);
+    let wpub = ed25519_dalek::SigningKey::from_bytes(&[9; 32]).verifying_key().to_bytes();
+    assert_eq!(line.trim(), witness_vkey("w.test/1", &wpub));
+    let cosigners = tmp.path().join("cosigners");
+    std::fs::write(&cosigners, format!("# our witness\n{} http://{waddr}\n", line.trim())).expect("file");
+    let cf = cosigners.to_str().expect("utf8");
+
+    let listen = format!("127.0.0.1:{}", sion_fleet::local::free_port().expect("port"));
+    let haddr = format!("127.0.0.1:{}", sion_fleet::local::free_port().expect("port"));
+    let url = format!("http://{listen}");
+    let _serving = Serving(
+        Command::new(sion_binary())
+            .args([
+                "ledger",
+                "serve",
+                "--etcd",
+                etcd.url(),
+                "--key",
+                k,
+                "--listen",
+                &listen,
+                "--http",
+                &haddr,
+            ])
+            .args(["--cosigners", cf, "--cosign-every", "0.3", "--checkpoint-every", "0.1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&listen).is_err() || std::net::TcpStream::connect(&waddr).is_err() {
+        assert!(Instant::now() < deadline, "the ledger or the witness did not listen");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for name in ["yard", "depot"] {
+        let fk = tmp.path().join(format!("{name}.key"));
+        let o = sion(
+            &["ledger", "agent", "register", name, "--ledger", &url, "--key", fk.to_str().expect("utf8")],
+            None,
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+
+    // GET /checkpoint, read by the independent signed_note under the ledger's vkey.
+    let (status, kind, body) = http(&haddr, "GET", "/checkpoint", b"");
+    assert_eq!(
+        (status, kind.as_str()),
+        (200, "text/plain; charset=utf-8"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let verifier =
+        signed_note::StandardVerifier::new(&ledger_vkey(&ledger.verifying_key().to_bytes())).expect("vkey");
+    let note = signed_note::Note::from_bytes(&body)
+        .unwrap_or_else(|e| panic!("{e:?}: not a signed note: {:?}", String::from_utf8_lossy(&body)));
+    note.verify(&signed_note::VerifierList::new(vec![Box::new(verifier)])).expect("signed by the ledger");
+    assert_eq!(http(&haddr, "GET", "/other", b"").0, 404);
+
+    // The reader: the first cosigned checkpoint covering Pulse 2, its quorum and inclusion.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let out = loop {
+        let o = sion(
+            &[
+                "ledger",
+                "checkpoint",
+                "--ledger",
+                &url,
+                "--ledger-key",
+                &ledger_hex,
+                "--pulse",
+                "2",
+                "--cosigners",
+                cf,
+            ],
+            None,
+        );
+        if o.status.success() {
+            break text(&o);
+        }
+        assert!(Instant::now() < deadline, "never cosigned: {}", text(&o));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(out.contains("cosigned by w.test/1") && out.contains("Pulse 2 ("), "{out}");
+    assert!(out.contains(&format!("— {} ", origin_of(&ledger.verifying_key().to_bytes()))), "{out}");
+    assert!(out.contains("— w.test/1 "), "the cosignature line is printed: {out}");
+    // A quorum the witnesses named cannot meet.
+    let o = sion(
+        &["ledger", "checkpoint", "--ledger", &url, "--pulse", "2", "--cosigners", cf, "--quorum", "2"],
+        None,
+    );
+    assert!(!o.status.success() && text(&o).contains("--quorum 2"), "{}", text(&o));
+
+    // Attacks on the witness, once it cosigned the whole history (the genesis and the two
+    // registrations: 3 Pulses; the ledger's later rounds post the same checkpoint again).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (cosigned, size) = loop {
+        let cosigned = std::fs::read(&wstate).expect("the witness keeps its state");
+        let size = u64::from_le_bytes(cosigned[40..48].try_into().expect("8 bytes"));
+        if size == 3 {
+            break (cosigned, size);
+        }
+        assert!(Instant::now() < deadline, "the witness cosigned size {size}, not 3");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let origin = origin_of(&ledger.verifying_key().to_bytes());
+    let post = |c: &Checkpoint, signer: &ed25519_dalek::SigningKey, old: u64, proof: Vec<[u8; 32]>| {
+        let body = AddCheckpoint { old, proof, note: sign_checkpoint(signer, c) }.encode();
+        http(&waddr, "POST", "/add-checkpoint", body.as_bytes())
+    };
+    let bigger = Checkpoint { origin: origin.clone(), size: size + 5, root: [1; 32], extensions: vec![] };
+    let stranger = ed25519_dalek::SigningKey::from_bytes(&[66; 32]);
+    assert_eq!(post(&bigger, &stranger, size, vec![]).0, 403, "signed by another key");
+    let elsewhere = Checkpoint { origin: "example.com/log".into(), ..bigger.clone() };
+    assert_eq!(post(&elsewhere, &ledger, size, vec![]).0, 404, "another log");
+    let (status, kind, body) = post(&bigger, &ledger, 0, vec![]);
+    assert_eq!(
+        (status, kind.as_str(), String::from_utf8_lossy(&body).into_owned()),
+        (409, "text/x.tlog.size", format!("{size}\n"))
+    );
+    let fork = Checkpoint { size, ..bigger.clone() };
+    assert_eq!(post(&fork, &ledger, size, vec![]).0, 409, "a fork at the cosigned size");
+    assert_eq!(post(&bigger, &ledger, size, vec![[2; 32]]).0, 422, "a proof that fails");
+    let (status, _, _) = http(&waddr, "POST", "/add-checkpoint", &vec![b'a'; 200_000]);
+    assert_eq!(status, 413, "a body over the bound");
+    assert_eq!(std::fs::read(&wstate).expect("state"), cosigned, "nothing refused moved the witness");
+}

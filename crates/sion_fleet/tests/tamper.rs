@@ -481,7 +481,9 @@ struct Liar {
 
 mod liar {
     use sion_fleet::service::pb::ledger_server::Ledger;
-    use sion_fleet::service::pb::{Blob, Cosigned, Empty, List, LogAt, Maybe, Name, Number, VersionsQuery};
+    use sion_fleet::service::pb::{
+        Blob, Cosigned, Empty, List, LogAt, Maybe, Name, Number, Sizes, VersionsQuery,
+    };
     use tonic::{Request, Response, Status};
 
     use super::{Liar, Lie};
@@ -551,6 +553,18 @@ mod liar {
                 return Err(s);
             }
             self.inner.entry(r).await
+        }
+        async fn checkpoint(&self, r: Request<Empty>) -> R<Blob> {
+            self.inner.checkpoint(r).await
+        }
+        async fn history_consistency(&self, r: Request<Sizes>) -> R<List> {
+            self.inner.history_consistency(r).await
+        }
+        async fn history_inclusion(&self, r: Request<Sizes>) -> R<List> {
+            self.inner.history_inclusion(r).await
+        }
+        async fn cosigned_checkpoint(&self, r: Request<Number>) -> R<Maybe> {
+            self.inner.cosigned_checkpoint(r).await
         }
     }
 }

@@ -43,6 +43,32 @@ pub enum LedgerCommand {
     /// it (for good), give a name back to its rightful controller, or show one. Each is one
     /// transaction signed with `--key`: the ledger's own, or the controller of an agent above.
     Agent(AgentArgs),
+    /// Print the ledger's latest checkpoint: a C2SP signed note (origin, history size, root
+    /// hash) over every Pulse header so far, signed by the ledger key and checked here against
+    /// it (docs/FLEET-LEDGER.md, "Checkpoints"). With --pulse, also check that Pulse is in it.
+    Checkpoint(CheckpointArgs),
+}
+
+#[derive(Args)]
+pub struct CheckpointArgs {
+    /// The fleet ledger service.
+    #[arg(long, value_name = "URL")]
+    ledger: String,
+    /// The ledger's key (64 hex digits), obtained apart from the service: the checkpoint must
+    /// be signed by it. Without it, the service's own key is used and printed.
+    #[arg(long, value_name = "HEX")]
+    ledger_key: Option<String>,
+    /// Also check, by an inclusion proof, that this Pulse's signed header is in the history the
+    /// checkpoint signs.
+    #[arg(long, value_name = "N")]
+    pulse: Option<u64>,
+    /// With --pulse: the C2SP witnesses whose cosignatures count (lines `VKEY [URL]`): the
+    /// checkpoint printed is then the first one they cosigned that covers the Pulse.
+    #[arg(long, value_name = "FILE", requires = "pulse")]
+    cosigners: Option<PathBuf>,
+    /// How many of the --cosigners must have cosigned it (default: all of them).
+    #[arg(long, value_name = "K", requires = "cosigners")]
+    quorum: Option<usize>,
 }
 
 #[derive(Args)]
@@ -143,7 +169,7 @@ pub struct ArchiveArgs {
 #[derive(Args)]
 pub struct WitnessArgs {
     /// The fleet ledger service to follow.
-    #[arg(long, value_name = "URL", required_unless_present = "show_key")]
+    #[arg(long, value_name = "URL", required_unless_present_any = ["show_key", "serve"])]
     ledger: Option<String>,
     /// The key of the ledger witnessed (64 hex digits), obtained apart from the service: the
     /// service must sign with it.
@@ -168,6 +194,17 @@ pub struct WitnessArgs {
     /// Follow up to the current head once, then exit.
     #[arg(long)]
     once: bool,
+    /// Be a C2SP tlog-witness instead of following: serve `POST /add-checkpoint` on this
+    /// address, cosigning (`cosignature/v1`) each checkpoint of the ledger that is signed by
+    /// --ledger-key and extends the last one cosigned (docs/FLEET-LEDGER.md, "Checkpoints").
+    /// The ledger's operator lists this witness in `sion ledger serve --cosigners FILE` with
+    /// the vkey it prints. --state then keeps the size and root last cosigned.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["ledger", "once"])]
+    serve: Option<SocketAddr>,
+    /// This witness's name in its cosignatures, with --serve (a schema-less URL that names it,
+    /// e.g. `witness.example.org/w1`).
+    #[arg(long, value_name = "NAME", requires = "serve")]
+    name: Option<String>,
 }
 
 #[derive(Args)]
@@ -265,6 +302,23 @@ pub struct ServeArgs {
     /// `--max-request-bytes` (1.5 MiB unless raised), which also counts the request's framing.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(65_536..=1 << 30))]
     etcd_max_request_bytes: u64,
+    /// Also serve the ledger's C2SP checkpoint over HTTP on this address: `GET /checkpoint`
+    /// (docs/FLEET-LEDGER.md, "Checkpoints"), for C2SP clients and witnesses. Off unless given.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// Seconds between new checkpoints at most, however often one is asked for (the
+    /// checkpoint served in between is the last one made).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    checkpoint_every: f64,
+    /// C2SP witnesses to ask for cosignatures of the latest checkpoint (tlog-witness
+    /// `add-checkpoint`): lines `VKEY URL` (the witness's cosignature/v1 verifier key and its
+    /// submission prefix). Cosignatures are kept in etcd with their checkpoint.
+    #[arg(long, value_name = "FILE")]
+    cosigners: Option<PathBuf>,
+    /// Seconds between rounds of asking the --cosigners (witness networks ask logs to batch:
+    /// once a minute is typical).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0, requires = "cosigners")]
+    cosign_every: f64,
 }
 
 pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
@@ -273,6 +327,7 @@ pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
         LedgerCommand::Witness(a) => return witness(a),
         LedgerCommand::Admit(a) => return admit(a),
         LedgerCommand::Agent(a) => return agent(a),
+        LedgerCommand::Checkpoint(a) => return checkpoint(a),
         cmd => cmd,
     };
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
@@ -281,7 +336,10 @@ pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
             LedgerCommand::Init(a) => init(a).await,
             LedgerCommand::Serve(a) => serve(a).await,
             LedgerCommand::Archive(a) => archive(a).await,
-            LedgerCommand::Witness(_) | LedgerCommand::Admit(_) | LedgerCommand::Agent(_) => {
+            LedgerCommand::Witness(_)
+            | LedgerCommand::Admit(_)
+            | LedgerCommand::Agent(_)
+            | LedgerCommand::Checkpoint(_) => {
                 unreachable!("run on their own above")
             }
         }
@@ -393,7 +451,78 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
             policy.agents.join(", ")
         );
     }
-    let service = sion_fleet::service::Service::new(ledger).accepting(witnesses).admitting(policy);
+    let every = std::time::Duration::try_from_secs_f64(a.checkpoint_every)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| anyhow!("--checkpoint-every {}: a number of seconds above 0", a.checkpoint_every))?;
+    let service = sion_fleet::service::Service::new(ledger)
+        .accepting(witnesses)
+        .admitting(policy)
+        .checkpointing_every(every);
+    if let Some(path) = &a.cosigners {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let cosigners =
+            sion_fleet::c2sp::Cosigner::parse_file(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        if let Some(c) = cosigners.iter().find(|c| c.url.is_empty()) {
+            anyhow::bail!("{}: witness {} has no URL to ask it at (`VKEY URL`)", path.display(), c.name);
+        }
+        let every = std::time::Duration::try_from_secs_f64(a.cosign_every)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| anyhow!("--cosign-every {}: a number of seconds above 0", a.cosign_every))?;
+        eprintln!(
+            "asking {} C2SP witness(es) to cosign the latest checkpoint every {} s: {}",
+            cosigners.len(),
+            a.cosign_every,
+            cosigners.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        let checkpoints = service.checkpoints();
+        let http =
+            sion_fleet::c2sp::http_client().map_err(|e| anyhow!("the HTTP client for witnesses: {e}"))?;
+        tokio::spawn(async move {
+            let mut known = std::collections::HashMap::new();
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                match sion_fleet::c2sp::cosign_round(&checkpoints, &cosigners, &mut known, &http).await {
+                    Ok(round) => {
+                        if !round.cosigned.is_empty() {
+                            eprintln!("checkpoint {} cosigned by {}", round.size, round.cosigned.join(", "));
+                        }
+                        for (w, why) in round.failed {
+                            eprintln!("witness {w} did not cosign checkpoint {}: {why}", round.size);
+                        }
+                    }
+                    Err(e) => eprintln!("no cosigning round: {e}"),
+                }
+            }
+        });
+    }
+    // One stop for both listeners.
+    let (stopped, mut on_stop) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop.await;
+        let _ = stopped.send(true);
+    });
+    if let Some(addr) = a.http {
+        let mut on_stop = on_stop.clone();
+        let stop = async move {
+            let _ = on_stop.changed().await;
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--http)"))?;
+        eprintln!("serving the ledger's checkpoint at http://{}/checkpoint", listener.local_addr()?);
+        let served = sion_memory::fleet::serve_checkpoints(listener, service.checkpoints(), stop);
+        tokio::spawn(async move {
+            if let Err(e) = served.await {
+                eprintln!("the HTTP server (--http) stopped: {e}");
+            }
+        });
+    }
+    let stop = async move {
+        let _ = on_stop.changed().await;
+    };
     sion_fleet::service::serve_service(service, a.listen, stop).await.map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -572,6 +701,41 @@ fn show_agent(ledger: &str, name: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `sion ledger witness --serve ADDR`: a C2SP tlog-witness of one ledger's checkpoints.
+fn c2sp_witness(a: WitnessArgs, key: ed25519_dalek::SigningKey, addr: SocketAddr) -> Result<ExitCode> {
+    let (Some(ledger_key), Some(state)) = (&a.ledger_key, &a.state) else {
+        anyhow::bail!("--ledger-key and --state name what to witness");
+    };
+    let ledger_key = crate::common::ledger_key_arg(ledger_key)?;
+    let name = a
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("sion-witness/{}", hex::encode(&key.verifying_key().to_bytes()[..8])));
+    let witness = sion_fleet::c2sp::C2spWitness::open(key, &name, ledger_key, state)?;
+    eprintln!(
+        "C2SP witness {name} of the ledger {} (origin {}); last cosigned size {}",
+        hex::encode(ledger_key.to_bytes()),
+        sion_verify::ledger::origin_of(&ledger_key.to_bytes()),
+        witness.last().0
+    );
+    // The vkey on standard output: what the operator puts in --cosigners, and readers too.
+    outln!("{}", witness.vkey());
+    let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    runtime.block_on(async move {
+        let stop = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--serve)"))?;
+        eprintln!("serving POST http://{}/add-checkpoint; Ctrl-C stops", listener.local_addr()?);
+        sion_memory::fleet::serve_witness(listener, witness, stop, |s| eprintln!("{s}"))
+            .await
+            .with_context(|| format!("serving the C2SP witness on {addr}"))
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn witness(a: WitnessArgs) -> Result<ExitCode> {
     use sion_fleet::witness::{Witness, WitnessError};
     let key = sion_memory::ledger::read_or_make_key(&sion_memory::disk::Disk::os(), &a.key)
@@ -579,6 +743,9 @@ fn witness(a: WitnessArgs) -> Result<ExitCode> {
     if a.show_key {
         outln!("{}", hex::encode(key.verifying_key().to_bytes()));
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(addr) = a.serve {
+        return c2sp_witness(a, key, addr);
     }
     let (Some(url), Some(ledger_key), Some(state)) = (&a.ledger, &a.ledger_key, &a.state) else {
         anyhow::bail!("--ledger, --ledger-key and --state name what to witness");
@@ -638,4 +805,75 @@ fn witness(a: WitnessArgs) -> Result<ExitCode> {
         }
         std::thread::sleep(std::time::Duration::from_secs_f64(a.interval));
     }
+}
+
+fn checkpoint(a: CheckpointArgs) -> Result<ExitCode> {
+    use sion_memory::ledger::link::LedgerLink as _;
+    let link = sion_fleet::client::RemoteLedger::connect(&a.ledger)?;
+    let served = link.public_key();
+    if let Some(want) = &a.ledger_key {
+        let want = crate::common::ledger_key_arg(want)?;
+        if want != served {
+            anyhow::bail!(
+                "the service at {} signs with key {}, not the --ledger-key given ({})",
+                a.ledger,
+                hex::encode(served.to_bytes()),
+                hex::encode(want.to_bytes())
+            );
+        }
+    } else {
+        eprintln!(
+            "checked against the service's own key {} (give --ledger-key to pin it)",
+            hex::encode(served.to_bytes())
+        );
+    }
+    eprintln!("C2SP verifier key: {}", sion_verify::ledger::ledger_vkey(&served.to_bytes()));
+    let (note, checkpoint) = match (&a.cosigners, a.pulse) {
+        (Some(path), Some(pulse)) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let cosigners = sion_fleet::c2sp::Cosigner::parse_file(&text)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let quorum = a.quorum.unwrap_or(cosigners.len());
+            if quorum == 0 || quorum > cosigners.len() {
+                anyhow::bail!("--quorum {quorum}: between 1 and the {} witness(es) named", cosigners.len());
+            }
+            let Some((note, cp)) = link.cosigned_checkpoint(pulse)? else {
+                anyhow::bail!(
+                    "no cosigned checkpoint covers Pulse {pulse} yet: the witnesses are asked at the ledger's cadence (sion ledger serve --cosign-every)"
+                );
+            };
+            let by: Vec<String> = cosigners
+                .iter()
+                .filter_map(|c| {
+                    note.cosigned_by(&c.name, &c.key).map(|t| {
+                        format!("{} at {}", c.name, sion_verify::time::rfc3339(t as i64 * 1_000_000_000))
+                    })
+                })
+                .collect();
+            if by.len() < quorum {
+                anyhow::bail!(
+                    "the checkpoint of size {} covering Pulse {pulse} is cosigned by {} of the witnesses named ({}), fewer than the quorum of {quorum}",
+                    cp.size,
+                    by.len(),
+                    if by.is_empty() { "none".to_owned() } else { by.join(", ") }
+                );
+            }
+            eprintln!("cosigned by {} (quorum {quorum})", by.join(", "));
+            (note, cp)
+        }
+        _ => link.checkpoint()?,
+    };
+    outln!("{}", note.encode().trim_end_matches('\n'));
+    if let Some(pulse) = a.pulse {
+        let header = link.header(pulse)?;
+        let proof = link.history_inclusion(pulse, checkpoint.size)?;
+        checkpoint.includes(&header.header, &proof)?;
+        eprintln!(
+            "Pulse {pulse} ({}) is leaf {pulse} of the history of {} Pulses this checkpoint signs",
+            sion_verify::time::rfc3339(header.header.time_ns),
+            checkpoint.size
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,370 @@
+//! A C2SP tlog-witness (docs/FLEET-LEDGER.md, "Checkpoints"; c2sp.org/tlog-witness) of a
+//! ledger's history: it takes `add-checkpoint` requests, checks each checkpoint is signed by
+//! the ledger key and extends the last one it cosigned (an RFC 6962 consistency proof), makes
+//! the new one durable, and only then answers its `cosignature/v1`. So it never cosigns two
+//! histories that do not extend one another: a ledger that shows one reader a rewritten past
+//! gets no cosignature for it. This is the protocol every C2SP witness speaks; what the gRPC
+//! witness checks besides (each Pulse's state root from its transactions) it does not.
+
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use sion_verify::ledger::{AddCheckpoint, CheckpointError, cosign_v1, origin_of};
+use sion_verify::merkle::{Digest, Sha256, TreeHasher as _};
+use sion_verify::wire::{Put as _, Reader};
+
+const MAGIC: &[u8; 8] = b"SIONC2W1";
+
+/// Why an `add-checkpoint` was not cosigned, with the HTTP status C2SP tlog-witness gives it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AddError {
+    /// The body does not parse, or its old size is past the checkpoint's (400).
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// The checkpoint is of a log this witness does not witness (404).
+    #[error("unknown log: the checkpoint's origin is {0:?}")]
+    UnknownLog(String),
+    /// No signature of the ledger's key verifies (403).
+    #[error("the checkpoint is not signed by the witnessed ledger's key: {0}")]
+    Forbidden(String),
+    /// The old size is not the size this witness last cosigned, or the same size with another
+    /// root (409, the body the size cosigned last).
+    #[error("conflict: this witness last cosigned size {size}{}", if *.same_size_other_root { " with another root" } else { "" })]
+    Conflict {
+        /// The size it last cosigned.
+        size: u64,
+        /// The request's size equals it, with another root: the log forked.
+        same_size_other_root: bool,
+    },
+    /// The consistency proof does not verify (422).
+    #[error("the consistency proof does not verify: {0}")]
+    Unprocessable(String),
+    /// The state file could not be written: nothing was cosigned (500).
+    #[error("the witness state {path}: {problem}")]
+    State {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        problem: String,
+    },
+}
+
+impl AddError {
+    /// The HTTP status C2SP tlog-witness gives this refusal.
+    pub fn status(&self) -> u16 {
+        match self {
+            AddError::BadRequest(_) => 400,
+            AddError::UnknownLog(_) => 404,
+            AddError::Forbidden(_) => 403,
+            AddError::Conflict { .. } => 409,
+            AddError::Unprocessable(_) => 422,
+            AddError::State { .. } => 500,
+        }
+    }
+}
+
+/// A C2SP witness of one ledger: its key and name, the ledger's key, and the size and root it
+/// last cosigned (durable in its state file).
+pub struct C2spWitness {
+    key: SigningKey,
+    name: String,
+    ledger: VerifyingKey,
+    state: PathBuf,
+    last: (u64, Digest),
+}
+
+impl C2spWitness {
+    /// A witness named `name` (its note key name, e.g. `witness.example/w1`) with signing key
+    /// `key`, of the ledger whose key is `ledger`, remembering what it cosigned in `state`
+    /// (made on first use; refused if damaged or of another ledger).
+    pub fn open(key: SigningKey, name: &str, ledger: VerifyingKey, state: &Path) -> Result<Self, AddError> {
+        let bad = |problem: String| AddError::State { path: state.to_owned(), problem };
+        if !sion_verify::ledger::valid_key_name(name) {
+            return Err(bad(format!("{name:?} cannot name a key (empty, or a space or a plus in it)")));
+        }
+        let last = match std::fs::read(state) {
+            Ok(bytes) => {
+                let (ledger_key, size, root) = decode_state(&bytes).map_err(bad)?;
+                if ledger_key != ledger.to_bytes() {
+                    return Err(bad(format!(
+                        "it is of the ledger with key {}, not {}",
+                        hex::encode(ledger_key),
+                        hex::encode(ledger.to_bytes())
+                    )));
+                }
+                (size, root)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0, Sha256::hash_empty()),
+            Err(e) => return Err(bad(e.to_string())),
+        };
+        Ok(Self { key, name: name.to_owned(), ledger, state: state.to_owned(), last })
+    }
+
+    /// The size and root last cosigned (0 and the empty tree's root before the first).
+    pub fn last(&self) -> (u64, Digest) {
+        self.last
+    }
+
+    /// This witness's C2SP verifier key (`name+id+base64(0x04 || key)`).
+    pub fn vkey(&self) -> String {
+        sion_verify::ledger::witness_vkey(&self.name, &self.key.verifying_key().to_bytes())
+    }
+
+    /// Answer one `add-checkpoint` request body at POSIX time `now`: its cosignature line, the
+    /// new size and root durable before it is returned. Callers take requests one at a time
+    /// (the check of the old size and the write of the new one are one step).
+    pub fn add_checkpoint(&mut self, body: &[u8], now: u64) -> Result<String, AddError> {
+        let request = AddCheckpoint::parse(body).map_err(|e| AddError::BadRequest(e.to_string()))?;
+        let raw = self.ledger.to_bytes();
+        let origin = origin_of(&raw);
+        // The origin first (404 for another log), then the signature under our key for it (403).
+        let claimed = request.note.text.split('\n').next().unwrap_or_default();
+        if claimed != origin {
+            return Err(AddError::UnknownLog(claimed.to_owned()));
+        }
+        let checkpoint = match request.note.verify_checkpoint(&self.ledger) {
+            Ok(c) => c,
+            Err(e @ CheckpointError::Unsigned { .. }) => return Err(AddError::Forbidden(e.to_string())),
+            Err(e) => return Err(AddError::BadRequest(e.to_string())),
+        };
+        if request.old > checkpoint.size {
+            return Err(AddError::BadRequest(format!(
+                "old size {} is past the checkpoint's size {}",
+                request.old, checkpoint.size
+            )));
+        }
+        let (size, root) = self.last;
+        if request.old != size {
+            return Err(AddError::Conflict { size, same_size_other_root: false });
+        }
+        if checkpoint.size == size {
+            if checkpoint.root != root {
+                return Err(AddError::Conflict { size, same_size_other_root: true });
+            }
+        } else if size == 0 {
+            if !request.proof.is_empty() {
+                return Err(AddError::Unprocessable("a consistency proof from size 0 must be empty".into()));
+            }
+        } else {
+            sion_verify::merkle::verify_consistency::<Sha256, _>(
+                size,
+                checkpoint.size,
+                &root,
+                &checkpoint.root,
+                &request.proof,
+            )
+            .map_err(|e| AddError::Unprocessable(e.to_string()))?;
+        }
+        if (checkpoint.size, checkpoint.root) != self.last {
+            let bytes = encode_state(&raw, checkpoint.size, checkpoint.root);
+            sion_disk::Disk::os()
+                .replace_file(&self.state, &bytes)
+                .map_err(|e| AddError::State { path: self.state.clone(), problem: e.to_string() })?;
+            self.last = (checkpoint.size, checkpoint.root);
+        }
+        Ok(cosign_v1(&self.key, &self.name, now, &request.note.text).line())
+    }
+}
+
+/// The state file: "SIONC2W1", 32 ledger key, u64 size, 32 root, u32 CRC-32C (Castagnoli,
+/// little-endian) of what precedes it: 84 bytes, replaced atomically.
+fn encode_state(ledger: &[u8; 32], size: u64, root: Digest) -> Vec<u8> {
+    let mut out = Vec::with_capacity(84);
+    out.put_bytes(MAGIC);
+    out.put_bytes(ledger);
+    out.put_u64(size);
+    out.put_bytes(&root);
+    let crc = crc32c::crc32c(&out);
+    out.put_u32(crc);
+    out
+}
+
+fn decode_state(bytes: &[u8]) -> Result<([u8; 32], u64, Digest), String> {
+    if bytes.len() != 84 {
+        return Err(format!("{} bytes, not 84", bytes.len()));
+    }
+    let (body, crc) = bytes.split_at(80);
+    if crc32c::crc32c(body).to_le_bytes() != crc {
+        return Err("its checksum fails (damaged): restore it, never start it afresh".into());
+    }
+    let mut r = Reader::new(body);
+    if r.take(8, "magic").map_err(|e| e.to_string())? != MAGIC {
+        return Err("not a C2SP witness state file (SIONC2W1)".into());
+    }
+    let ledger = r.array("ledger key").map_err(|e| e.to_string())?;
+    let size = r.u64("size").map_err(|e| e.to_string())?;
+    let root = r.array("root").map_err(|e| e.to_string())?;
+    Ok((ledger, size, root))
+}
+
+/// A C2SP witness the ledger asks for cosignatures: its name and key (from its vkey) and its
+/// submission prefix (`https://witness.example/w1`: requests go to `PREFIX/add-checkpoint`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cosigner {
+    /// The witness's key name.
+    pub name: String,
+    /// Its Ed25519 `cosignature/v1` key.
+    pub key: VerifyingKey,
+    /// Its submission prefix.
+    pub url: String,
+}
+
+impl Cosigner {
+    /// Parse a C2SP `cosignature/v1` verifier key (`name+id+base64(0x04 || key)`), checking
+    /// its key ID.
+    pub fn from_vkey(vkey: &str, url: &str) -> Result<Self, String> {
+        use base64::Engine as _;
+        let mut parts = vkey.splitn(3, '+');
+        let (Some(name), Some(id), Some(material)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(format!("{vkey:?} is not a vkey (name+keyid+base64key)"));
+        };
+        let material = base64::engine::general_purpose::STANDARD
+            .decode(material)
+            .map_err(|_| format!("{vkey:?}: its key is not base64"))?;
+        let (Some(&0x04), Ok(raw)) =
+            (material.first(), <[u8; 32]>::try_from(&material[1.min(material.len())..]))
+        else {
+            return Err(format!("{vkey:?}: not a cosignature/v1 Ed25519 key (type 0x04, 32 bytes)"));
+        };
+        if u32::from_str_radix(id, 16).ok() != Some(sion_verify::ledger::key_id(name, 0x04, &raw))
+            || id.len() != 8
+        {
+            return Err(format!("{vkey:?}: its key ID does not match its name and key"));
+        }
+        let key = VerifyingKey::from_bytes(&raw).map_err(|_| format!("{vkey:?}: not an Ed25519 key"))?;
+        if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!("{url:?}: a witness's submission prefix is an http:// or https:// URL"));
+        }
+        Ok(Self { name: name.to_owned(), key, url: url.trim_end_matches('/').to_owned() })
+    }
+
+    /// Parse a file of witnesses: one per line, `VKEY [URL]` (the URL, where the ledger asks
+    /// it, is needed by `sion ledger serve --cosigners`, not by readers); `#` starts a comment.
+    pub fn parse_file(text: &str) -> Result<Vec<Self>, String> {
+        let mut out: Vec<Self> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or_default().trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut fields = line.split_whitespace();
+            let (Some(vkey), url, None) = (fields.next(), fields.next(), fields.next()) else {
+                return Err(format!("line {}: `VKEY [URL]` expected", i + 1));
+            };
+            let url = url.unwrap_or_default();
+            let c = Self::from_vkey(vkey, url).map_err(|e| format!("line {}: {e}", i + 1))?;
+            if out.iter().any(|o| o.name == c.name) {
+                return Err(format!("line {}: witness {} named twice", i + 1, c.name));
+            }
+            out.push(c);
+        }
+        Ok(out)
+    }
+}
+
+/// What one round of asking witnesses did.
+#[derive(Debug, Default)]
+pub struct Round {
+    /// The checkpoint's size.
+    pub size: u64,
+    /// The witnesses that cosigned it.
+    pub cosigned: Vec<String>,
+    /// The witnesses that did not, and why.
+    pub failed: Vec<(String, String)>,
+}
+
+/// The HTTP client [`cosign_round`] asks witnesses with (HTTPS with the platform's roots, or
+/// plain HTTP).
+pub fn http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// The largest answer read from a witness (a few signature lines).
+const MAX_ANSWER: usize = 16 * 1024;
+
+/// Ask each witness to cosign the ledger's latest checkpoint (C2SP tlog-witness
+/// `add-checkpoint`), with a consistency proof from the size it last cosigned (`known`, learnt
+/// from its 409 answers when not known), and keep the cosignatures that verify under its key
+/// with the checkpoint in etcd (`P/cosigned/SIZE`). At most 10 s a witness.
+pub async fn cosign_round(
+    checkpoints: &crate::service::Checkpoints,
+    witnesses: &[Cosigner],
+    known: &mut std::collections::HashMap<String, u64>,
+    http: &reqwest::Client,
+) -> Result<Round, crate::FleetError> {
+    let note = checkpoints.latest().await?;
+    let checkpoint = checkpoints.verify(&note)?;
+    let mut round = Round { size: checkpoint.size, ..Round::default() };
+    let mut lines = Vec::new();
+    for w in witnesses {
+        if w.url.is_empty() {
+            round.failed.push((w.name.clone(), "no submission URL given for it".into()));
+            continue;
+        }
+        let mut tries = 0;
+        let answer = loop {
+            tries += 1;
+            let old = known.get(&w.name).copied().unwrap_or(0).min(checkpoint.size);
+            let proof = checkpoints.consistency(old, checkpoint.size).await?;
+            let body = AddCheckpoint { old, proof, note: note.clone() }.encode();
+            let sent = http
+                .post(format!("{}/add-checkpoint", w.url))
+                .timeout(std::time::Duration::from_secs(10))
+                .body(body)
+                .send()
+                .await;
+            let resp = match sent {
+                Ok(r) => r,
+                Err(e) => break Err(format!("not reached: {e}")),
+            };
+            let status = resp.status().as_u16();
+            let text = match resp.bytes().await {
+                Ok(b) if b.len() <= MAX_ANSWER => String::from_utf8_lossy(&b).into_owned(),
+                Ok(b) => break Err(format!("an answer of {} bytes", b.len())),
+                Err(e) => break Err(format!("its answer was cut: {e}")),
+            };
+            match status {
+                200 => break Ok(text),
+                // Its size is not the one we knew: learnt, and asked again once.
+                409 if tries < 2 => match text.trim().parse::<u64>() {
+                    Ok(size) if size <= checkpoint.size && size != old => {
+                        known.insert(w.name.clone(), size);
+                    }
+                    _ => break Err(format!("409: {}", text.trim())),
+                },
+                s => break Err(format!("{s}: {}", text.trim())),
+            }
+        };
+        match answer {
+            Ok(text) => {
+                let mut held = false;
+                for line in text.lines() {
+                    let Ok(sig) = sion_verify::ledger::NoteSignature::parse_line(line, "cosignature") else {
+                        continue;
+                    };
+                    let mut one = note.clone();
+                    one.signatures = vec![sig.clone()];
+                    if one.cosigned_by(&w.name, &w.key).is_some() {
+                        lines.push(sig);
+                        held = true;
+                    }
+                }
+                if held {
+                    known.insert(w.name.clone(), checkpoint.size);
+                    round.cosigned.push(w.name.clone());
+                } else {
+                    round.failed.push((w.name.clone(), "no cosignature of its key in its answer".into()));
+                }
+            }
+            Err(e) => round.failed.push((w.name.clone(), e)),
+        }
+    }
+    if !lines.is_empty() {
+        checkpoints.keep_cosigned(&note, &checkpoint, lines).await?;
+    }
+    Ok(round)
+}
