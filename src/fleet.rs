@@ -94,42 +94,70 @@ pub async fn serve_witness(
     listener: tokio::net::TcpListener,
     witness: sion_fleet::c2sp::C2spWitness,
     stop: impl Future<Output = ()> + Send + 'static,
-    mut heard: impl FnMut(&str) + Send + 'static,
+    heard: impl FnMut(&str) + Send + 'static,
 ) -> std::io::Result<()> {
     use crate::mcp::listen::{Bounded, ConnInfo, tcp_door, watch};
     use axum::http::{StatusCode, header};
 
-    let witness = std::sync::Arc::new(tokio::sync::Mutex::new((witness, move |s: &str| heard(s))));
-    let post = move |body: axum::body::Bytes| {
+    let bound = sion_verify::ledger::MAX_NOTE_BYTES + 64 * (sion_verify::ledger::MAX_PROOF_LINES + 1);
+    let ledger = witness.ledger();
+    // Requests take their turn one at a time, on a blocking thread (the state's fsync); what
+    // needs no state (parsing, the signature) is done before, so a costly body holds up none.
+    let witness = std::sync::Arc::new(std::sync::Mutex::new((witness, heard)));
+    let post = move |body: axum::body::Body| {
         let witness = witness.clone();
         async move {
+            let text = "text/plain; charset=utf-8";
+            let refused = |code: StatusCode, why: String| (code, [(header::CONTENT_TYPE, text)], why);
+            // The body within the bound and within 10 s of its head: a client that sends it
+            // slowly does not keep one of the connections for ever.
+            let read =
+                tokio::time::timeout(std::time::Duration::from_secs(10), axum::body::to_bytes(body, bound));
+            let body = match read.await {
+                Ok(Ok(b)) => b,
+                Ok(Err(_)) => {
+                    return refused(StatusCode::PAYLOAD_TOO_LARGE, format!("a body over {bound} bytes\n"));
+                }
+                Err(_) => {
+                    return refused(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "the body did not arrive within 10 s\n".into(),
+                    );
+                }
+            };
             let now =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            let mut held = witness.lock().await;
-            let (w, heard) = &mut *held;
-            let text = "text/plain; charset=utf-8";
-            match w.add_checkpoint(&body, now) {
-                Ok(line) => {
-                    heard(&format!("cosigned size {}", w.last().0));
-                    (StatusCode::OK, [(header::CONTENT_TYPE, text)], line)
-                }
-                Err(e) => {
-                    heard(&format!("refused ({}): {e}", e.status()));
-                    let code = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                    match e {
-                        sion_fleet::c2sp::AddError::Conflict { size, .. } => {
-                            (code, [(header::CONTENT_TYPE, "text/x.tlog.size")], format!("{size}\n"))
-                        }
-                        e => (code, [(header::CONTENT_TYPE, text)], format!("{e}\n")),
+            let answer = match sion_fleet::c2sp::C2spWitness::check(&ledger, &body) {
+                Ok(checked) => tokio::task::spawn_blocking(move || {
+                    let mut held = witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let (w, heard) = &mut *held;
+                    let answer = w.commit(&checked, now);
+                    match &answer {
+                        Ok(_) => heard(&format!("cosigned size {}", w.last().0)),
+                        Err(e) => heard(&format!("refused ({}): {e}", e.status())),
                     }
+                    answer
+                })
+                .await
+                .unwrap_or_else(|e| {
+                    Err(sion_fleet::c2sp::AddError::BadRequest(format!("the witness's turn failed: {e}")))
+                }),
+                Err(e) => Err(e),
+            };
+            match answer {
+                Ok(line) => (StatusCode::OK, [(header::CONTENT_TYPE, text)], line),
+                Err(sion_fleet::c2sp::AddError::Conflict { size, .. }) => {
+                    (StatusCode::CONFLICT, [(header::CONTENT_TYPE, "text/x.tlog.size")], format!("{size}\n"))
                 }
+                Err(e) => refused(
+                    StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                    format!("{e}\n"),
+                ),
             }
         }
     };
-    let bound = sion_verify::ledger::MAX_NOTE_BYTES + 64 * (sion_verify::ledger::MAX_PROOF_LINES + 1);
     let router = axum::Router::new()
         .route("/add-checkpoint", axum::routing::post(post))
-        .layer(axum::extract::DefaultBodyLimit::max(bound))
         .fallback(|| async { StatusCode::NOT_FOUND })
         .layer(axum::middleware::from_fn(watch))
         .into_make_service_with_connect_info::<ConnInfo>();

@@ -72,6 +72,18 @@ pub struct C2spWitness {
     ledger: VerifyingKey,
     state: PathBuf,
     last: (u64, Digest),
+    /// `STATE.lock`, locked while this witness lives: a second process on the same state
+    /// would check old sizes against a state the first is changing.
+    _lock: std::fs::File,
+}
+
+/// An `add-checkpoint` request checked against the ledger key alone: what
+/// [`C2spWitness::commit`] then checks against the witness's state.
+pub struct Checked {
+    old: u64,
+    proof: Vec<Digest>,
+    text: String,
+    checkpoint: sion_verify::ledger::Checkpoint,
 }
 
 impl C2spWitness {
@@ -98,7 +110,20 @@ impl C2spWitness {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0, Sha256::hash_empty()),
             Err(e) => return Err(bad(e.to_string())),
         };
-        Ok(Self { key, name: name.to_owned(), ledger, state: state.to_owned(), last })
+        let lock_path = PathBuf::from(format!("{}.lock", state.display()));
+        let lock = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| bad(format!("{}: {e}", lock_path.display())))?;
+        lock.try_lock().map_err(|_| bad(format!("another witness process holds {}", lock_path.display())))?;
+        Ok(Self { key, name: name.to_owned(), ledger, state: state.to_owned(), last, _lock: lock })
+    }
+
+    /// The witnessed ledger's key.
+    pub fn ledger(&self) -> VerifyingKey {
+        self.ledger
     }
 
     /// The size and root last cosigned (0 and the empty tree's root before the first).
@@ -111,19 +136,24 @@ impl C2spWitness {
         sion_verify::ledger::witness_vkey(&self.name, &self.key.verifying_key().to_bytes())
     }
 
-    /// Answer one `add-checkpoint` request body at POSIX time `now`: its cosignature line, the
-    /// new size and root durable before it is returned. Callers take requests one at a time
-    /// (the check of the old size and the write of the new one are one step).
+    /// Answer one `add-checkpoint` request body at POSIX time `now`: [`C2spWitness::check`],
+    /// then [`C2spWitness::commit`].
     pub fn add_checkpoint(&mut self, body: &[u8], now: u64) -> Result<String, AddError> {
+        let checked = Self::check(&self.ledger, body)?;
+        self.commit(&checked, now)
+    }
+
+    /// Parse a request body and check it against the ledger's key alone (no state read): its
+    /// origin (404 for another log), its signature (403), its old size at most its size
+    /// (400). Done before a request takes its turn, so a costly body holds up no other.
+    pub fn check(ledger: &VerifyingKey, body: &[u8]) -> Result<Checked, AddError> {
         let request = AddCheckpoint::parse(body).map_err(|e| AddError::BadRequest(e.to_string()))?;
-        let raw = self.ledger.to_bytes();
-        let origin = origin_of(&raw);
-        // The origin first (404 for another log), then the signature under our key for it (403).
+        let origin = origin_of(&ledger.to_bytes());
         let claimed = request.note.text.split('\n').next().unwrap_or_default();
         if claimed != origin {
             return Err(AddError::UnknownLog(claimed.to_owned()));
         }
-        let checkpoint = match request.note.verify_checkpoint(&self.ledger) {
+        let checkpoint = match request.note.verify_checkpoint(ledger) {
             Ok(c) => c,
             Err(e @ CheckpointError::Unsigned { .. }) => return Err(AddError::Forbidden(e.to_string())),
             Err(e) => return Err(AddError::BadRequest(e.to_string())),
@@ -134,6 +164,16 @@ impl C2spWitness {
                 request.old, checkpoint.size
             )));
         }
+        Ok(Checked { old: request.old, proof: request.proof, text: request.note.text, checkpoint })
+    }
+
+    /// Answer a checked request at POSIX time `now`: its old size must be the size last
+    /// cosigned (409), the same size the same root (409), the consistency proof must hold
+    /// (422); then the new size and root are made durable and the `cosignature/v1` line
+    /// returned. Callers take requests one at a time (the check of the old size and the write
+    /// of the new one are one step).
+    pub fn commit(&mut self, request: &Checked, now: u64) -> Result<String, AddError> {
+        let checkpoint = &request.checkpoint;
         let (size, root) = self.last;
         if request.old != size {
             return Err(AddError::Conflict { size, same_size_other_root: false });
@@ -141,6 +181,11 @@ impl C2spWitness {
         if checkpoint.size == size {
             if checkpoint.root != root {
                 return Err(AddError::Conflict { size, same_size_other_root: true });
+            }
+            if !request.proof.is_empty() {
+                return Err(AddError::Unprocessable(
+                    "a consistency proof between equal sizes must be empty".into(),
+                ));
             }
         } else if size == 0 {
             if !request.proof.is_empty() {
@@ -157,13 +202,13 @@ impl C2spWitness {
             .map_err(|e| AddError::Unprocessable(e.to_string()))?;
         }
         if (checkpoint.size, checkpoint.root) != self.last {
-            let bytes = encode_state(&raw, checkpoint.size, checkpoint.root);
+            let bytes = encode_state(&self.ledger.to_bytes(), checkpoint.size, checkpoint.root);
             sion_disk::Disk::os()
                 .replace_file(&self.state, &bytes)
                 .map_err(|e| AddError::State { path: self.state.clone(), problem: e.to_string() })?;
             self.last = (checkpoint.size, checkpoint.root);
         }
-        Ok(cosign_v1(&self.key, &self.name, now, &request.note.text).line())
+        Ok(cosign_v1(&self.key, &self.name, now, &request.text).line())
     }
 }
 
@@ -254,8 +299,9 @@ impl Cosigner {
             };
             let url = url.unwrap_or_default();
             let c = Self::from_vkey(vkey, url).map_err(|e| format!("line {}: {e}", i + 1))?;
-            if out.iter().any(|o| o.name == c.name) {
-                return Err(format!("line {}: witness {} named twice", i + 1, c.name));
+            // A cosignature/v1 does not sign the name: one key under two names would count twice.
+            if out.iter().any(|o| o.name == c.name || o.key == c.key) {
+                return Err(format!("line {}: witness {} (or its key) named twice", i + 1, c.name));
             }
             out.push(c);
         }
@@ -279,12 +325,29 @@ pub struct Round {
 pub fn http_client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(5))
+        // A witness answers where it is asked; a redirect is not followed.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| e.to_string())
 }
 
 /// The largest answer read from a witness (a few signature lines).
 const MAX_ANSWER: usize = 16 * 1024;
+
+/// A witness's answer, read a chunk at a time and refused past [`MAX_ANSWER`].
+async fn read_bounded(mut resp: reqwest::Response) -> Result<Vec<u8>, String> {
+    if resp.content_length().is_some_and(|n| n > MAX_ANSWER as u64) {
+        return Err(format!("an answer of {} bytes", resp.content_length().unwrap_or_default()));
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| format!("its answer was cut: {e}"))? {
+        if out.len() + chunk.len() > MAX_ANSWER {
+            return Err(format!("an answer over {MAX_ANSWER} bytes"));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
 
 /// Ask each witness to cosign the ledger's latest checkpoint (C2SP tlog-witness
 /// `add-checkpoint`), with a consistency proof from the size it last cosigned (`known`, learnt
@@ -309,7 +372,10 @@ pub async fn cosign_round(
         let answer = loop {
             tries += 1;
             let old = known.get(&w.name).copied().unwrap_or(0).min(checkpoint.size);
-            let proof = checkpoints.consistency(old, checkpoint.size).await?;
+            let proof = match checkpoints.consistency(old, checkpoint.size).await {
+                Ok(p) => p,
+                Err(e) => break Err(format!("no consistency proof from {old}: {e}")),
+            };
             let body = AddCheckpoint { old, proof, note: note.clone() }.encode();
             let sent = http
                 .post(format!("{}/add-checkpoint", w.url))
@@ -322,10 +388,9 @@ pub async fn cosign_round(
                 Err(e) => break Err(format!("not reached: {e}")),
             };
             let status = resp.status().as_u16();
-            let text = match resp.bytes().await {
-                Ok(b) if b.len() <= MAX_ANSWER => String::from_utf8_lossy(&b).into_owned(),
-                Ok(b) => break Err(format!("an answer of {} bytes", b.len())),
-                Err(e) => break Err(format!("its answer was cut: {e}")),
+            let text = match read_bounded(resp).await {
+                Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+                Err(e) => break Err(e),
             };
             match status {
                 200 => break Ok(text),
@@ -367,4 +432,24 @@ pub async fn cosign_round(
         checkpoints.keep_cosigned(&note, &checkpoint, lines).await?;
     }
     Ok(round)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cosigners_file_names_each_key_once() {
+        let k = SigningKey::from_bytes(&[3; 32]).verifying_key().to_bytes();
+        let a = sion_verify::ledger::witness_vkey("a.example/w", &k);
+        let b = sion_verify::ledger::witness_vkey("b.example/w", &k);
+        let one = Cosigner::parse_file(&format!("{a} http://127.0.0.1:1\n")).expect("one");
+        assert_eq!(one[0].name, "a.example/w");
+        let twice =
+            Cosigner::parse_file(&format!("{a} http://x\n{b} http://y\n")).expect_err("one key, two names");
+        assert!(twice.contains("line 2"), "{twice}");
+        let bad_id = a.replacen('+', "+0", 1);
+        assert!(Cosigner::parse_file(&bad_id).is_err());
+        assert!(Cosigner::parse_file(&format!("{a} ftp://x\n")).is_err());
+    }
 }

@@ -216,6 +216,7 @@ impl FleetLedger {
     /// `GET /checkpoint` serves. Each Pulse added is its signed header, following the last.
     pub async fn checkpoint(&mut self, most: u64) -> Result<(SignedNote, Checkpoint), FleetError> {
         let mut added = 0;
+        let mut lost = 0;
         loop {
             let held = match self.history.take() {
                 Some(h) => Some(h),
@@ -278,8 +279,14 @@ impl FleetLedger {
                 let revision = resp.header().map_or(0, |h| h.revision());
                 added += tiles.size - size;
                 self.history = Some(Held { revision, tiles, last, note, checkpoint });
+            } else {
+                // Lost to another front-end: the next turn reads its checkpoint. Not forever (a
+                // writer of etcd rewriting `P/checkpoint` over and over would hold the turn).
+                lost += 1;
+                if lost >= 16 {
+                    return Err(FleetError::Contention(lost));
+                }
             }
-            // Lost to another front-end: the next turn reads its checkpoint.
         }
     }
 
@@ -313,12 +320,31 @@ impl FleetLedger {
             if kept.text != note.text {
                 return Err(self.damaged(&rest, "holds another checkpoint of that size"));
             }
+            // A witness's line replaces one kept under its name and key ID (each was checked
+            // under its key by the caller; a line kept before may not have been).
             for line in &lines {
-                if !kept.signatures.iter().any(|s| s.name == line.name && s.id == line.id)
-                    && kept.signatures.len() < sion_verify::ledger::MAX_NOTE_SIGNATURES
-                {
-                    kept.signatures.push(line.clone());
+                let count = kept.signatures.len();
+                match kept.signatures.iter_mut().skip(1).find(|s| s.name == line.name && s.id == line.id) {
+                    Some(s) => *s = line.clone(),
+                    None if count < sion_verify::ledger::MAX_NOTE_SIGNATURES => {
+                        kept.signatures.push(line.clone())
+                    }
+                    None => {
+                        return Err(FleetError::History(format!(
+                            "checkpoint {} holds {} signatures already",
+                            checkpoint.size, count
+                        )));
+                    }
                 }
+            }
+            let bytes = kept.encode().into_bytes();
+            if bytes.len() > sion_verify::ledger::MAX_NOTE_BYTES {
+                return Err(FleetError::History(format!(
+                    "checkpoint {} with its cosignatures would be {} bytes, over a note's {}",
+                    checkpoint.size,
+                    bytes.len(),
+                    sion_verify::ledger::MAX_NOTE_BYTES
+                )));
             }
             let txn = Txn::new().when(vec![guard]).and_then(vec![TxnOp::put(
                 key.clone(),

@@ -62,9 +62,16 @@ pub struct Service {
 /// waits for them, and a new checkpoint at most every `every`, however often it is asked.
 #[derive(Clone)]
 pub struct Checkpoints {
-    held: Arc<Mutex<(FleetLedger, Option<std::time::Instant>)>>,
+    held: Arc<Mutex<Held>>,
     every: std::time::Duration,
     key: ed25519_dalek::VerifyingKey,
+}
+
+/// A front-end's history state: its ledger, and the last checkpoint asked for (when, and what
+/// came of it), served again until the cadence allows another.
+struct Held {
+    ledger: FleetLedger,
+    last: Option<(std::time::Instant, Result<sion_verify::ledger::SignedNote, String>)>,
 }
 
 /// The most Pulses one call adds to the history (a ledger's first checkpoint, of a long
@@ -74,20 +81,27 @@ const CHECKPOINT_MOST: u64 = 16 * crate::history::HISTORY_STEP;
 impl Checkpoints {
     fn new(ledger: FleetLedger) -> Self {
         let key = ledger.public_key();
-        Self { held: Arc::new(Mutex::new((ledger, None))), every: std::time::Duration::from_secs(1), key }
+        Self {
+            held: Arc::new(Mutex::new(Held { ledger, last: None })),
+            every: std::time::Duration::from_secs(1),
+            key,
+        }
     }
 
     /// The latest checkpoint note, extended to the latest Pulse unless one was made within
     /// the cadence.
     pub async fn latest(&self) -> Result<sion_verify::ledger::SignedNote, FleetError> {
         let mut held = self.held.lock().await;
-        let due = held.1.is_none_or(|t| t.elapsed() >= self.every);
-        let most = if due { CHECKPOINT_MOST } else { 0 };
-        let out = held.0.checkpoint(most).await;
-        if due && out.is_ok() {
-            held.1 = Some(std::time::Instant::now());
+        if let Some((at, last)) = &held.last
+            && at.elapsed() < self.every
+        {
+            return last.clone().map_err(FleetError::History);
         }
-        out.map(|(note, _)| note)
+        let out = held.ledger.checkpoint(CHECKPOINT_MOST).await.map(|(note, _)| note);
+        // A failure is kept too: anonymous readers asking while etcd refuses cost it one
+        // attempt a cadence, not one each.
+        held.last = Some((std::time::Instant::now(), out.clone().map_err(|e| e.to_string())));
+        out
     }
 
     /// The checkpoint a note of this ledger signs (checked under its key).
@@ -105,7 +119,7 @@ impl Checkpoints {
         checkpoint: &sion_verify::ledger::Checkpoint,
         lines: Vec<sion_verify::ledger::NoteSignature>,
     ) -> Result<(), FleetError> {
-        self.held.lock().await.0.keep_cosigned(note, checkpoint, lines).await
+        self.held.lock().await.ledger.keep_cosigned(note, checkpoint, lines).await
     }
 
     /// The first cosigned checkpoint covering Pulse `pulse`, as kept.
@@ -113,17 +127,17 @@ impl Checkpoints {
         &self,
         pulse: u64,
     ) -> Result<Option<sion_verify::ledger::SignedNote>, FleetError> {
-        self.held.lock().await.0.cosigned_covering(pulse).await
+        self.held.lock().await.ledger.cosigned_covering(pulse).await
     }
 
     /// The history's consistency proof from `old` Pulses to `new`.
     pub async fn consistency(&self, old: u64, new: u64) -> Result<Vec<[u8; 32]>, FleetError> {
-        self.held.lock().await.0.history_consistency(old, new).await
+        self.held.lock().await.ledger.history_consistency(old, new).await
     }
 
     /// The inclusion proof of Pulse `pulse` in the history of `size` Pulses.
     pub async fn inclusion(&self, pulse: u64, size: u64) -> Result<Vec<[u8; 32]>, FleetError> {
-        self.held.lock().await.0.history_inclusion(pulse, size).await
+        self.held.lock().await.ledger.history_inclusion(pulse, size).await
     }
 }
 

@@ -589,6 +589,43 @@ async fn c2sp_witnesses_cosign_the_ledgers_checkpoints() {
     let fork = Checkpoint { size, ..bigger.clone() };
     assert_eq!(post(&fork, &ledger, size, vec![]).0, 409, "a fork at the cosigned size");
     assert_eq!(post(&bigger, &ledger, size, vec![[2; 32]]).0, 422, "a proof that fails");
+    let root: [u8; 32] = cosigned[48..80].try_into().expect("32 bytes");
+    let same = Checkpoint { root, ..fork.clone() };
+    assert_eq!(post(&same, &ledger, size, vec![[2; 32]]).0, 422, "a proof between equal sizes");
+    assert_eq!(post(&same, &ledger, size, vec![]).0, 200, "the same checkpoint again is cosigned again");
+    // A second witness process on the same state is refused: the state is locked.
+    let o =
+        sion(&["ledger", "witness", "--serve", "127.0.0.1:0", "--ledger-key", &ledger_hex, "--key"], None);
+    assert!(!o.status.success(), "{}", text(&o));
+    let o = sion(
+        &[
+            "ledger",
+            "witness",
+            "--serve",
+            "127.0.0.1:0",
+            "--ledger-key",
+            &ledger_hex,
+            "--key",
+            wkey.to_str().expect("utf8"),
+            "--state",
+            wstate.to_str().expect("utf8"),
+        ],
+        None,
+    );
+    assert!(!o.status.success() && text(&o).contains("another witness process holds"), "{}", text(&o));
+    // A body that does not come: the connection is answered 408 within the bound, not held.
+    {
+        use std::io::{Read as _, Write as _};
+        let started = Instant::now();
+        let mut slow = std::net::TcpStream::connect(&waddr).expect("connect");
+        slow.write_all(b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nContent-Length: 1000\r\n\r\nold")
+            .expect("head");
+        slow.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        let mut answer = Vec::new();
+        let _ = slow.read_to_end(&mut answer);
+        assert!(answer.starts_with(b"HTTP/1.1 408"), "{}", String::from_utf8_lossy(&answer));
+        assert!(started.elapsed() < Duration::from_secs(20));
+    }
     let (status, _, _) = http(&waddr, "POST", "/add-checkpoint", &vec![b'a'; 200_000]);
     assert_eq!(status, 413, "a body over the bound");
     assert_eq!(std::fs::read(&wstate).expect("state"), cosigned, "nothing refused moved the witness");

@@ -838,27 +838,40 @@ fn checkpoint(a: CheckpointArgs) -> Result<ExitCode> {
             if quorum == 0 || quorum > cosigners.len() {
                 anyhow::bail!("--quorum {quorum}: between 1 and the {} witness(es) named", cosigners.len());
             }
-            let Some((note, cp)) = link.cosigned_checkpoint(pulse)? else {
-                anyhow::bail!(
-                    "no cosigned checkpoint covers Pulse {pulse} yet: the witnesses are asked at the ledger's cadence (sion ledger serve --cosign-every)"
-                );
-            };
-            let by: Vec<String> = cosigners
-                .iter()
-                .filter_map(|c| {
-                    note.cosigned_by(&c.name, &c.key).map(|t| {
-                        format!("{} at {}", c.name, sion_verify::time::rfc3339(t as i64 * 1_000_000_000))
+            // The first kept checkpoint past the Pulse that the quorum cosigned: a round in which a
+            // witness was down kept fewer lines, and a later checkpoint covers the Pulse too.
+            let mut after = pulse;
+            let mut best: Option<(usize, u64)> = None;
+            let mut looked = 0;
+            let (note, cp, by) = loop {
+                looked += 1;
+                let found = if looked > 1024 { None } else { link.cosigned_checkpoint(after)? };
+                let Some((note, cp)) = found else {
+                    match best {
+                        None => anyhow::bail!(
+                            "no cosigned checkpoint covers Pulse {pulse} yet: the witnesses are asked at the ledger's cadence (sion ledger serve --cosign-every)"
+                        ),
+                        Some((n, size)) => anyhow::bail!(
+                            "no checkpoint covering Pulse {pulse} is cosigned by a quorum of {quorum} of the witnesses named: at most {n} (checkpoint {size})"
+                        ),
+                    }
+                };
+                let by: Vec<String> = cosigners
+                    .iter()
+                    .filter_map(|c| {
+                        let t = note.cosigned_by(&c.name, &c.key)?;
+                        let ns = i64::try_from(t).ok()?.checked_mul(1_000_000_000)?;
+                        Some(format!("{} at {}", c.name, sion_verify::time::rfc3339(ns)))
                     })
-                })
-                .collect();
-            if by.len() < quorum {
-                anyhow::bail!(
-                    "the checkpoint of size {} covering Pulse {pulse} is cosigned by {} of the witnesses named ({}), fewer than the quorum of {quorum}",
-                    cp.size,
-                    by.len(),
-                    if by.is_empty() { "none".to_owned() } else { by.join(", ") }
-                );
-            }
+                    .collect();
+                if by.len() >= quorum {
+                    break (note, cp, by);
+                }
+                if best.is_none_or(|(n, _)| by.len() > n) {
+                    best = Some((by.len(), cp.size));
+                }
+                after = cp.size;
+            };
             eprintln!("cosigned by {} (quorum {quorum})", by.join(", "));
             (note, cp)
         }

@@ -322,11 +322,11 @@ impl SignedNote {
     /// Whether a valid Ed25519 note signature of `key` under `name` is on this note.
     pub fn signed_by(&self, name: &str, key: &VerifyingKey) -> bool {
         let id = key_id(name, TYPE_ED25519, &key.to_bytes());
-        self.signatures.iter().any(|s| {
-            s.name == name
-                && s.id == id
-                && <[u8; 64]>::try_from(s.signature.as_slice())
-                    .is_ok_and(|sig| key.verify(self.text.as_bytes(), &Signature::from_bytes(&sig)).is_ok())
+        // The first line of that name and key ID only: names and IDs are public, and a note
+        // padded with lines under them must not cost a verification each.
+        self.signatures.iter().find(|s| s.name == name && s.id == id).is_some_and(|s| {
+            <[u8; 64]>::try_from(s.signature.as_slice())
+                .is_ok_and(|sig| key.verify(self.text.as_bytes(), &Signature::from_bytes(&sig)).is_ok())
         })
     }
 
@@ -350,7 +350,8 @@ impl SignedNote {
     /// carries one (lines under other names or key IDs are ignored).
     pub fn cosigned_by(&self, name: &str, key: &VerifyingKey) -> Option<u64> {
         let id = key_id(name, TYPE_COSIGNATURE_V1, &key.to_bytes());
-        self.signatures.iter().filter(|s| s.name == name && s.id == id).find_map(|s| {
+        // The first line of that name and key ID only, as for [`SignedNote::signed_by`].
+        self.signatures.iter().find(|s| s.name == name && s.id == id).and_then(|s| {
             let (time, sig) = s.signature.split_first_chunk::<8>()?;
             let sig: [u8; 64] = sig.try_into().ok()?;
             let time = u64::from_be_bytes(*time);
