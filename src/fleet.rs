@@ -164,3 +164,124 @@ pub async fn serve_witness(
     let listener = Bounded::new(listener, 256, std::time::Duration::from_secs(10), 8 << 10, tcp_door);
     axum::serve(listener, router).with_graceful_shutdown(stop).await
 }
+
+/// Why a fleet recall bundle could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FleetRecallError {
+    /// The ledger could not be asked, or refused.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// Two memories of one log were given.
+    #[error("two memories of log {0} were given")]
+    Twice(sion_store::ledger::LogId),
+}
+
+/// What [`recall_bundle`] found wrong while making a bundle: each makes the bundle refused by
+/// its reader, so a caller shows them (or keeps the bundle as evidence of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gap {
+    /// A log in scope holding atoms at the Pulse whose memory was not given.
+    NotGiven { log: u64, agent: Option<String>, size: u64 },
+    /// A memory that could not answer as of the head the Pulse gives its log: its answer is
+    /// as of its own latest head instead (stale), or absent.
+    CannotAnswer { log: u64, size: u64, why: String },
+    /// A memory of a log out of scope (another group, or opened after the Pulse): not asked.
+    OutOfScope { log: u64 },
+}
+
+impl std::fmt::Display for Gap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Gap::NotGiven { log, agent, size } => write!(
+                f,
+                "log {log}{} holds {size} atoms and no memory of it was given",
+                agent.as_ref().map_or(String::new(), |a| format!(" ({a})"))
+            ),
+            Gap::CannotAnswer { log, size, why } => {
+                write!(f, "log {log} cannot answer as of {size} atoms: {why}")
+            }
+            Gap::OutOfScope { log } => {
+                write!(f, "the memory of log {log} is out of the question's scope: not asked")
+            }
+        }
+    }
+}
+
+/// Ask one range question of every robot's memory given, as of Pulse `pulse` (the latest if
+/// `None`), for a fleet recall bundle (docs/PROOFS.md, "Fleet recall"): the Pulse's signed
+/// header, every log's leaf at it (each from a state proof checked against the ledger's key),
+/// and each given memory's range proof as of the head the Pulse gives its log. What could not
+/// be answered is returned beside the bundle (the reader would refuse it: [`Gap`]).
+pub fn recall_bundle(
+    link: &RemoteLedger,
+    pulse: Option<u64>,
+    query: &sion_verify::index::geom::Query,
+    group: Option<&str>,
+    memories: &[Memory],
+    mut progress: impl FnMut(usize, usize),
+) -> Result<(sion_verify::proof::fleet::FleetBundle, Vec<Gap>), FleetRecallError> {
+    use sion_verify::proof::fleet::{FleetBundle, in_group};
+    let header = match pulse {
+        Some(p) => link.header(p)?,
+        None => link.latest()?,
+    };
+    let p = header.header.number;
+    let n = header.header.logs;
+    let mut logs = Vec::with_capacity(n.min(1 << 16) as usize);
+    for i in 0..n {
+        let s = link.state_proof(sion_store::ledger::LogId(i), p)?;
+        if s.header != header || s.log.id.0 != i {
+            return Err(LedgerError::Remote {
+                ledger: link.describe(),
+                message: format!(
+                    "asked for log {i} at Pulse {p}, it sent log {} at Pulse {}",
+                    s.log.id, s.header.header.number
+                ),
+            }
+            .into());
+        }
+        logs.push(s.log);
+        progress(i as usize + 1, n as usize + memories.len());
+    }
+    let mut answers = std::collections::BTreeMap::new();
+    let mut gaps = Vec::new();
+    for (k, m) in memories.iter().enumerate() {
+        let id = m.log_id();
+        let leaf = logs.get(id.0 as usize).filter(|l| in_group(l, group));
+        let Some(leaf) = leaf else {
+            gaps.push(Gap::OutOfScope { log: id.0 });
+            continue;
+        };
+        if answers.contains_key(&id) {
+            return Err(FleetRecallError::Twice(id));
+        }
+        let size = leaf.head.size;
+        if size > 0 {
+            match m.prove_range(query, Some(size)) {
+                Ok(file) => {
+                    answers.insert(id, file.encode());
+                }
+                Err(e) => {
+                    gaps.push(Gap::CannotAnswer { log: id.0, size, why: e.to_string() });
+                    if let Ok(file) = m.prove_range(query, None) {
+                        answers.insert(id, file.encode());
+                    }
+                }
+            }
+        }
+        progress(n as usize + k + 1, n as usize + memories.len());
+    }
+    for l in logs.iter().filter(|l| in_group(l, group) && l.head.size > 0 && !answers.contains_key(&l.id)) {
+        if !gaps.iter().any(|g| matches!(g, Gap::CannotAnswer { log, .. } if *log == l.id.0)) {
+            gaps.push(Gap::NotGiven { log: l.id.0, agent: l.agent.clone(), size: l.head.size });
+        }
+    }
+    let bundle = FleetBundle {
+        ledger_key: link.public_key().to_bytes(),
+        header,
+        logs,
+        answers: answers.into_iter().collect(),
+    };
+    Ok((bundle, gaps))
+}

@@ -23,6 +23,7 @@ mod bag;
 mod brain;
 mod common;
 mod demo;
+mod fleet;
 mod ledger;
 mod mcp;
 mod memory;
@@ -76,6 +77,10 @@ enum Command {
     /// Make ROS 2 bags.
     #[command(subcommand)]
     Bag(bag::BagCommand),
+    /// Ask a whole fleet's memories at once, proved complete across robots against the fleet
+    /// ledger's state (docs/PROOFS.md, "Fleet recall").
+    #[command(subcommand)]
+    Fleet(fleet::FleetCommand),
     /// Run a fleet ledger: one ledger for many robots, its state in etcd, its key on the
     /// operator's machines only (docs/FLEET-LEDGER.md).
     #[command(subcommand)]
@@ -146,6 +151,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim(&args),
         Command::Replay(args) => bag::replay_cmd(&args),
         Command::Bag(cmd) => bag::run(cmd),
+        Command::Fleet(cmd) => fleet::run(cmd),
         Command::Mcp(a) => mcp::run(a),
         Command::Export(args) => bag::export_cmd(&args),
         Command::Viz(args) => viz::run(&args),

@@ -3,6 +3,7 @@
 //! but the file and, to trust the head, the ledger's public key.
 
 mod count;
+pub mod fleet;
 mod list;
 mod parallel;
 mod range;

@@ -1,0 +1,183 @@
+//! Fleet recall (issue 35, requirement 3; docs/PROOFS.md, "Fleet recall"): one range question
+//! asked of 20 robots' memories on one fleet ledger (real etcd, the gRPC service), answered as
+//! of one Pulse with every log's leaf at it, so the reader recomputes the signed state root and
+//! knows the set of logs is whole. A robot left out, a robot answering as of an older head
+//! (stale), a robot answering another question or with bytes that do not hold (lying), a log's
+//! leaf changed, and another ledger key are each refused, naming the log.
+#![cfg(feature = "sim")]
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use ed25519_dalek::SigningKey;
+use sion_fleet::FleetLedger;
+use sion_fleet::local::Etcd;
+use sion_fleet::service::Service;
+use sion_memory::fleet::{Gap, RemoteLedger, options_on, recall_bundle};
+use sion_memory::memory::Memory;
+use sion_verify::atom::BoxMm;
+use sion_verify::index::geom::Query;
+use sion_verify::proof::fleet::{FleetBundle, FleetError, verify_fleet};
+
+const ROBOTS: usize = 20;
+const DAY_NS: i64 = 24 * 3_600 * 1_000_000_000;
+
+fn question(from_ns: i64, days: i64, half: bool) -> Query {
+    let max = if half { [500_000, 1_000_000, 30_000] } else { [1_000_000, 1_000_000, 30_000] };
+    let bounds = BoxMm { min_mm: [0, 0, 0], max_mm: max };
+    Query::new("map", bounds, from_ns, from_ns + days * DAY_NS).expect("query")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_stale_or_lying() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[81; 32]);
+    let prefix = "/sion-ledger/recall/";
+    FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let port = sion_fleet::local::free_port().expect("port");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let service =
+        Service::new(FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("serve"));
+    tokio::spawn(sion_fleet::service::serve_service(service, addr, std::future::pending()));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let url = format!("http://{addr}");
+    let public = key.verifying_key();
+    let dir = tmp.path().to_owned();
+
+    tokio::task::spawn_blocking(move || {
+        let start = sion_sim::WarehouseConfig::default().start_ns;
+        let q = question(start, 10, false);
+        let mut memories: Vec<Memory> = (0..ROBOTS)
+            .map(|i| {
+                let d = dir.join(format!("robot-{i:02}"));
+                let agent = format!("robot-{i:02}");
+                let mut m = options_on(&d, Some(&url)).expect("options").agent(agent.as_str()).create().expect("create");
+                let atoms: Vec<_> = sion_sim::MonthInAWarehouse::new(150, i as u64 + 1).collect();
+                m.remember(atoms).expect("remember");
+                m.commit(false).expect("commit");
+                m
+            })
+            .collect();
+        let link = RemoteLedger::connect(&url).expect("link");
+
+        // Every robot answers: the bundle holds, and its answer is each robot's own.
+        let (first, gaps) = recall_bundle(&link, None, &q, None, &memories, |_, _| {}).expect("bundle");
+        assert!(gaps.is_empty(), "{gaps:?}");
+        let bytes = first.encode();
+        let started = Instant::now();
+        let answer = verify_fleet(&bytes, &public, &q, None).expect("the whole fleet's answer holds");
+        let took = started.elapsed();
+        assert_eq!((answer.in_scope, answer.logs.len()), (ROBOTS, ROBOTS));
+        let each: usize = memories
+            .iter()
+            .map(|m| match m.prove_range(&q, None).expect("prove").verify(Some(&public)).expect("verify").claim {
+                sion_verify::proof::Claim::Range { atoms, .. } => atoms.len(),
+                _ => unreachable!("a range proof"),
+            })
+            .sum();
+        assert!(each > 0, "the question meets some atoms");
+        assert_eq!(answer.atoms(), each);
+        eprintln!(
+            "fleet recall, {ROBOTS} robots: {} atoms, bundle {} bytes ({:.1} KiB), checked in {:.1} ms",
+            answer.atoms(),
+            bytes.len(),
+            bytes.len() as f64 / 1024.0,
+            took.as_secs_f64() * 1e3
+        );
+
+        // Left out: the bundle made without robot 0's memory says so, and its reader refuses it.
+        let (partial, gaps) = recall_bundle(&link, None, &q, None, &memories[1..], |_, _| {}).expect("bundle");
+        assert!(matches!(gaps.as_slice(), [Gap::NotGiven { log: 0, .. }]), "{gaps:?}");
+        match verify_fleet(&partial.encode(), &public, &q, None) {
+            Err(FleetError::LeftOut { log, agent, .. }) => {
+                assert_eq!((log.0, agent.as_deref()), (0, Some("robot-00")))
+            }
+            other => panic!("a robot left out was not refused: {other:?}"),
+        }
+
+        // Robot 5 records more; the fleet is asked again as of the new Pulse.
+        let more: Vec<_> = sion_sim::MonthInAWarehouse::new(400, 99).skip(150).collect();
+        memories[5].remember(more).expect("remember");
+        memories[5].commit(false).expect("commit");
+        let (second, gaps) = recall_bundle(&link, None, &q, None, &memories, |_, _| {}).expect("bundle");
+        assert!(gaps.is_empty(), "{gaps:?}");
+        verify_fleet(&second.encode(), &public, &q, None).expect("the second answer holds");
+        let answer_of = |b: &FleetBundle, log: u64| b.answers.iter().find(|(id, _)| id.0 == log).expect("answer").1.clone();
+
+        // Stale: robot 5's answer as of its older head, in the newer bundle.
+        let mut stale = second.clone();
+        let old = answer_of(&first, memories[5].log_id().0);
+        stale.answers.iter_mut().find(|(id, _)| *id == memories[5].log_id()).expect("5").1 = old;
+        match verify_fleet(&stale.encode(), &public, &q, None) {
+            Err(FleetError::Stale { log, proved, size, .. }) => {
+                assert_eq!(log, memories[5].log_id());
+                assert!(proved < size, "{proved} < {size}");
+            }
+            other => panic!("a stale answer was not refused: {other:?}"),
+        }
+
+        // Lying: robot 7 answers a smaller box (valid for it, not the question), then bytes
+        // that do not hold.
+        let mut lying = second.clone();
+        let smaller = memories[7].prove_range(&question(start, 10, true), None).expect("prove").encode();
+        lying.answers.iter_mut().find(|(id, _)| *id == memories[7].log_id()).expect("7").1 = smaller;
+        assert!(
+            matches!(verify_fleet(&lying.encode(), &public, &q, None), Err(FleetError::Lying { log, .. }) if log == memories[7].log_id())
+        );
+        let mut garbled = second.clone();
+        let a = &mut garbled.answers.iter_mut().find(|(id, _)| *id == memories[7].log_id()).expect("7").1;
+        let at = a.len() - 40;
+        a[at] ^= 1;
+        assert!(
+            matches!(verify_fleet(&garbled.encode(), &public, &q, None), Err(FleetError::Lying { log, .. }) if log == memories[7].log_id())
+        );
+
+        // The set of logs changed (a leaf said to be smaller): not the signed state.
+        let mut shrunk = second.clone();
+        shrunk.logs[3].head.size -= 1;
+        assert!(matches!(verify_fleet(&shrunk.encode(), &public, &q, None), Err(FleetError::StateRoot { .. })));
+        // Another ledger's key, and another question, are refused.
+        let other = SigningKey::from_bytes(&[82; 32]).verifying_key();
+        assert!(matches!(verify_fleet(&second.encode(), &other, &q, None), Err(FleetError::Signature(_))));
+        assert!(verify_fleet(&second.encode(), &public, &question(start, 11, false), None).is_err());
+
+        // A group: one agent's logs only; the same bundle is not the whole fleet's answer.
+        let (one, gaps) = recall_bundle(&link, None, &q, Some("robot-03"), &memories, |_, _| {}).expect("bundle");
+        assert_eq!(gaps.iter().filter(|g| matches!(g, Gap::OutOfScope { .. })).count(), ROBOTS - 1);
+        let answer = verify_fleet(&one.encode(), &public, &q, Some("robot-03")).expect("the group's answer");
+        assert_eq!((answer.in_scope, answer.logs.len()), (1, 1));
+        assert!(matches!(verify_fleet(&one.encode(), &public, &q, None), Err(FleetError::LeftOut { .. })));
+
+        // The same from the command line, as an operator asks it and an auditor checks it.
+        let out = dir.join("fleet.bundle");
+        let (from, to) = (q.from_ns.to_string(), q.to_ns.to_string());
+        let question = ["--frame", "map", "--box", "0,0,0,1000000,1000000,30000", "--from", &from, "--to", &to];
+        let mut recall = std::process::Command::new(env!("CARGO_BIN_EXE_sion"));
+        recall.args(["fleet", "recall", "--ledger", &url, "-o", out.to_str().expect("utf8")]).args(question);
+        for i in 0..ROBOTS {
+            recall.arg("--memory").arg(dir.join(format!("robot-{i:02}")));
+        }
+        let o = recall.output().expect("sion fleet recall");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sion"))
+            .args(["fleet", "verify", out.to_str().expect("utf8"), "--ledger-key", &hex::encode(public.to_bytes())])
+            .args(question)
+            .output()
+            .expect("sion fleet verify");
+        let said = String::from_utf8_lossy(&o.stdout);
+        let atoms = verify_fleet(&second.encode(), &public, &q, None).expect("second").atoms();
+        assert!(o.status.success() && said.contains(&format!("VALID: {atoms} atom(s) from {ROBOTS} log(s)")), "{said}");
+        // Without robot 0's memory: named, and nothing written unless asked.
+        let mut short = std::process::Command::new(env!("CARGO_BIN_EXE_sion"));
+        short.args(["fleet", "recall", "--ledger", &url, "-o", dir.join("short").to_str().expect("utf8")]).args(question);
+        for i in 1..ROBOTS {
+            short.arg("--memory").arg(dir.join(format!("robot-{i:02}")));
+        }
+        let o = short.output().expect("sion fleet recall");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("log 0 (robot-00)") && !dir.join("short").exists(), "{err}");
+    })
+    .await
+    .expect("fleet recall");
+}
