@@ -19,7 +19,10 @@ use sion_verify::atom::BoxMm;
 use sion_verify::index::geom::Query;
 use sion_verify::proof::fleet::{FleetBundle, FleetError, verify_fleet};
 
-const ROBOTS: usize = 20;
+/// 20 robots; `SION_FLEET_ROBOTS=200` for the figure at 200 (docs/PROOFS.md, "Fleet recall").
+fn robots() -> usize {
+    std::env::var("SION_FLEET_ROBOTS").ok().and_then(|v| v.parse().ok()).filter(|n| *n >= 8).unwrap_or(20)
+}
 const DAY_NS: i64 = 24 * 3_600 * 1_000_000_000;
 
 fn question(from_ns: i64, days: i64, half: bool) -> Query {
@@ -46,12 +49,13 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
     let dir = tmp.path().to_owned();
 
     tokio::task::spawn_blocking(move || {
+        let robots = robots();
         let start = sion_sim::WarehouseConfig::default().start_ns;
         let q = question(start, 10, false);
-        let mut memories: Vec<Memory> = (0..ROBOTS)
+        let mut memories: Vec<Memory> = (0..robots)
             .map(|i| {
-                let d = dir.join(format!("robot-{i:02}"));
-                let agent = format!("robot-{i:02}");
+                let d = dir.join(format!("robot-{i:03}"));
+                let agent = format!("robot-{i:03}");
                 let mut m = options_on(&d, Some(&url)).expect("options").agent(agent.as_str()).create().expect("create");
                 let atoms: Vec<_> = sion_sim::MonthInAWarehouse::new(150, i as u64 + 1).collect();
                 m.remember(atoms).expect("remember");
@@ -68,7 +72,7 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
         let started = Instant::now();
         let answer = verify_fleet(&bytes, &public, &q, None).expect("the whole fleet's answer holds");
         let took = started.elapsed();
-        assert_eq!((answer.in_scope, answer.logs.len()), (ROBOTS, ROBOTS));
+        assert_eq!((answer.in_scope, answer.logs.len()), (robots, robots));
         let each: usize = memories
             .iter()
             .map(|m| match m.prove_range(&q, None).expect("prove").verify(Some(&public)).expect("verify").claim {
@@ -79,7 +83,7 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
         assert!(each > 0, "the question meets some atoms");
         assert_eq!(answer.atoms(), each);
         eprintln!(
-            "fleet recall, {ROBOTS} robots: {} atoms, bundle {} bytes ({:.1} KiB), checked in {:.1} ms",
+            "fleet recall, {robots} robots: {} atoms, bundle {} bytes ({:.1} KiB), checked in {:.1} ms",
             answer.atoms(),
             bytes.len(),
             bytes.len() as f64 / 1024.0,
@@ -91,7 +95,7 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
         assert!(matches!(gaps.as_slice(), [Gap::NotGiven { log: 0, .. }]), "{gaps:?}");
         match verify_fleet(&partial.encode(), &public, &q, None) {
             Err(FleetError::LeftOut { log, agent, .. }) => {
-                assert_eq!((log.0, agent.as_deref()), (0, Some("robot-00")))
+                assert_eq!((log.0, agent.as_deref()), (0, Some("robot-000")))
             }
             other => panic!("a robot left out was not refused: {other:?}"),
         }
@@ -143,9 +147,9 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
         assert!(verify_fleet(&second.encode(), &public, &question(start, 11, false), None).is_err());
 
         // A group: one agent's logs only; the same bundle is not the whole fleet's answer.
-        let (one, gaps) = recall_bundle(&link, None, &q, Some("robot-03"), &memories, |_, _| {}).expect("bundle");
-        assert_eq!(gaps.iter().filter(|g| matches!(g, Gap::OutOfScope { .. })).count(), ROBOTS - 1);
-        let answer = verify_fleet(&one.encode(), &public, &q, Some("robot-03")).expect("the group's answer");
+        let (one, gaps) = recall_bundle(&link, None, &q, Some("robot-003"), &memories, |_, _| {}).expect("bundle");
+        assert_eq!(gaps.iter().filter(|g| matches!(g, Gap::OutOfScope { .. })).count(), robots - 1);
+        let answer = verify_fleet(&one.encode(), &public, &q, Some("robot-003")).expect("the group's answer");
         assert_eq!((answer.in_scope, answer.logs.len()), (1, 1));
         assert!(matches!(verify_fleet(&one.encode(), &public, &q, None), Err(FleetError::LeftOut { .. })));
 
@@ -155,8 +159,8 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
         let question = ["--frame", "map", "--box", "0,0,0,1000000,1000000,30000", "--from", &from, "--to", &to];
         let mut recall = std::process::Command::new(env!("CARGO_BIN_EXE_sion"));
         recall.args(["fleet", "recall", "--ledger", &url, "-o", out.to_str().expect("utf8")]).args(question);
-        for i in 0..ROBOTS {
-            recall.arg("--memory").arg(dir.join(format!("robot-{i:02}")));
+        for i in 0..robots {
+            recall.arg("--memory").arg(dir.join(format!("robot-{i:03}")));
         }
         let o = recall.output().expect("sion fleet recall");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -167,16 +171,16 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
             .expect("sion fleet verify");
         let said = String::from_utf8_lossy(&o.stdout);
         let atoms = verify_fleet(&second.encode(), &public, &q, None).expect("second").atoms();
-        assert!(o.status.success() && said.contains(&format!("VALID: {atoms} atom(s) from {ROBOTS} log(s)")), "{said}");
+        assert!(o.status.success() && said.contains(&format!("VALID: {atoms} atom(s) from {robots} log(s)")), "{said}");
         // Without robot 0's memory: named, and nothing written unless asked.
         let mut short = std::process::Command::new(env!("CARGO_BIN_EXE_sion"));
         short.args(["fleet", "recall", "--ledger", &url, "-o", dir.join("short").to_str().expect("utf8")]).args(question);
-        for i in 1..ROBOTS {
-            short.arg("--memory").arg(dir.join(format!("robot-{i:02}")));
+        for i in 1..robots {
+            short.arg("--memory").arg(dir.join(format!("robot-{i:03}")));
         }
         let o = short.output().expect("sion fleet recall");
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success() && err.contains("log 0 (robot-00)") && !dir.join("short").exists(), "{err}");
+        assert!(!o.status.success() && err.contains("log 0 (robot-000)") && !dir.join("short").exists(), "{err}");
     })
     .await
     .expect("fleet recall");
