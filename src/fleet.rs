@@ -259,9 +259,22 @@ pub fn recall_bundle(
         let size = leaf.head.size;
         if size > 0 {
             match m.prove_range(query, Some(size)) {
-                Ok(file) => {
+                // Its head must be the one the Pulse gives its log, under this ledger's key: a
+                // memory of another ledger, or re-indexed, would make a bundle its reader refuses.
+                Ok(file)
+                    if file
+                        .attestation
+                        .as_ref()
+                        .is_some_and(|a| a.ledger_key == link.public_key().to_bytes())
+                        && file.verify(None).is_ok_and(|v| v.head == leaf.head) =>
+                {
                     answers.insert(id, file.encode());
                 }
+                Ok(_) => gaps.push(Gap::CannotAnswer {
+                    log: id.0,
+                    size,
+                    why: "its answer is not of the head (or the ledger) the Pulse gives its log".into(),
+                }),
                 Err(e) => {
                     gaps.push(Gap::CannotAnswer { log: id.0, size, why: e.to_string() });
                     if let Ok(file) = m.prove_range(query, None) {

@@ -146,6 +146,26 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
         assert!(matches!(verify_fleet(&second.encode(), &other, &q, None), Err(FleetError::Signature(_))));
         assert!(verify_fleet(&second.encode(), &public, &question(start, 11, false), None).is_err());
 
+        // The conformance files (tests/conformance/fleet/), written on request from this run:
+        // `SION_FLEET_ROBOTS=8 SION_WRITE_FLEET_FIXTURES=1 cargo test --test fleet_recall`.
+        if std::env::var_os("SION_WRITE_FLEET_FIXTURES").is_some() {
+            let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/fleet");
+            std::fs::create_dir_all(&out).expect("dir");
+            let atoms = verify_fleet(&second.encode(), &public, &q, None).expect("second").atoms();
+            for (name, b) in [("valid", &second), ("left-out", &partial), ("stale", &stale), ("lying", &lying)] {
+                std::fs::write(out.join(format!("{name}.sionfleet")), b.encode()).expect("write");
+            }
+            let question = serde_json::json!({
+                "ledger_key": hex::encode(public.to_bytes()),
+                "frame": q.frame, "box": [0, 0, 0, 1_000_000, 1_000_000, 30_000],
+                "from_ns": q.from_ns, "to_ns": q.to_ns,
+                "valid": { "atoms": atoms, "in_scope": robots },
+                "refused": { "left-out": "left_out", "stale": "stale", "lying": "lying" },
+            });
+            std::fs::write(out.join("question.json"), serde_json::to_string_pretty(&question).expect("json") + "\n")
+                .expect("write");
+        }
+
         // A group: one agent's logs only; the same bundle is not the whole fleet's answer.
         let (one, gaps) = recall_bundle(&link, None, &q, Some("robot-003"), &memories, |_, _| {}).expect("bundle");
         assert_eq!(gaps.iter().filter(|g| matches!(g, Gap::OutOfScope { .. })).count(), robots - 1);
@@ -184,4 +204,54 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
     })
     .await
     .expect("fleet recall");
+}
+
+/// The conformance files of fleet recall (tests/conformance/fleet/, made by the test above):
+/// the valid bundle holds with its count, each broken one is refused with its code — what the
+/// Python package checks too (python/tests/test_conformance.py).
+#[test]
+fn the_fleet_recall_conformance_files() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/fleet");
+    let q: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("question.json")).expect("question"))
+            .expect("json");
+    let key = ed25519_dalek::VerifyingKey::from_bytes(
+        &hex::decode(q["ledger_key"].as_str().expect("key")).expect("hex").try_into().expect("32"),
+    )
+    .expect("key");
+    let b: Vec<i64> = q["box"].as_array().expect("box").iter().map(|v| v.as_i64().expect("mm")).collect();
+    let bounds = BoxMm { min_mm: [b[0], b[1], b[2]], max_mm: [b[3], b[4], b[5]] };
+    let query = Query::new(
+        q["frame"].as_str().expect("frame"),
+        bounds,
+        q["from_ns"].as_i64().expect("from"),
+        q["to_ns"].as_i64().expect("to"),
+    )
+    .expect("query");
+    let valid = verify_fleet(&std::fs::read(dir.join("valid.sionfleet")).expect("valid"), &key, &query, None)
+        .expect("the valid bundle holds");
+    assert_eq!(valid.atoms() as u64, q["valid"]["atoms"].as_u64().expect("atoms"));
+    assert_eq!(valid.in_scope as u64, q["valid"]["in_scope"].as_u64().expect("in scope"));
+    // What a hostile bundle maker could try besides: an answer for a log past the logs, two
+    // answers for one log, a group that is no agent name, and cut bytes.
+    let bytes = std::fs::read(dir.join("valid.sionfleet")).expect("valid");
+    let bundle = FleetBundle::decode(&bytes).expect("decode");
+    let mut past = bundle.clone();
+    let n = past.logs.len() as u64;
+    past.answers.last_mut().expect("answers").0 = sion_verify::ledger::LogId(n);
+    assert_eq!(verify_fleet(&past.encode(), &key, &query, None).expect_err("past").code(), "not_asked");
+    let mut twice = bundle.clone();
+    twice.answers.insert(1, twice.answers[0].clone());
+    assert_eq!(verify_fleet(&twice.encode(), &key, &query, None).expect_err("twice").code(), "malformed");
+    for group in ["", "robot-001/", "Robot-001"] {
+        assert_eq!(verify_fleet(&bytes, &key, &query, Some(group)).expect_err(group).code(), "group");
+    }
+    for cut in [7, 100, bytes.len() - 1] {
+        assert_eq!(verify_fleet(&bytes[..cut], &key, &query, None).expect_err("cut").code(), "malformed");
+    }
+    for (name, code) in q["refused"].as_object().expect("refused") {
+        let bytes = std::fs::read(dir.join(format!("{name}.sionfleet"))).expect("file");
+        let e = verify_fleet(&bytes, &key, &query, None).expect_err(name);
+        assert_eq!(e.code(), code.as_str().expect("code"), "{name}: {e}");
+    }
 }

@@ -27,10 +27,10 @@ import stat
 
 import os
 
-from ._sion_verify import (box_from_metres, check_bundle_json, check_evidence_json, frame_name, parse_box,
+from ._sion_verify import (box_from_metres, check_bundle_json, check_evidence_json, check_fleet_json, frame_name, parse_box,
                            parse_duration, parse_time, seconds_to_ns, verify_json)
 
-__all__ = ["BundleError", "ProofError", "believe", "box_from_metres", "check_evidence", "frame_name",
+__all__ = ["BundleError", "ProofError", "believe", "box_from_metres", "check_evidence", "check_fleet", "frame_name",
            "parse_box", "parse_duration", "parse_time", "seconds_to_ns", "time_ns", "verify"]
 
 
@@ -275,6 +275,30 @@ def check_evidence(directory, ledger_key, **question):
                 blobs.append((name, f.read(size) if size is not None else b""))
     expect = _expectation(**question)
     return _verified(check_evidence_json(proof, _key_bytes(ledger_key), json.dumps(expect), blobs))
+
+
+def check_fleet(bundle, ledger_key, *, group=None, **question):
+    """Check a fleet recall bundle's bytes (`sion fleet recall`, docs/PROOFS.md, "Fleet
+    recall"): one range question answered by every log of a fleet ledger (or of `group`, an
+    agent name, and those under it) as of one Pulse, complete across robots. Raises ProofError
+    (codes left_out, stale, lying, state_root, signature, not_asked, malformed) when a robot was
+    left out, answered as of an older head, or answered otherwise than the question asked.
+
+    ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust.
+    question: the range question, as verify() takes it (frame, box or box_m, from_ns and to_ns
+        or from_time and to_time, and optionally kinds, subject).
+
+    Returns a dict: pulse, time_ns, in_scope (how many logs the question covered), logs (each
+    answering log's id, agent and atoms in their JSON form with positions) and atoms (all of
+    them, with the log's id as "log").
+    """
+    expect = _expectation(**question)
+    outcome = json.loads(check_fleet_json(bytes(bundle), _key_bytes(ledger_key), json.dumps(expect), group))
+    if "error" in outcome:
+        raise ProofError(outcome["error"]["code"], outcome["error"]["message"])
+    answer = outcome["ok"]
+    answer["atoms"] = [dict(atom, log=entry["log"]) for entry in answer["logs"] for atom in entry["atoms"]]
+    return answer
 
 
 def believe(bundle, ledger_key, targets, policy, *, as_of=None, trust_log_set=False):

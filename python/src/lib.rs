@@ -108,6 +108,51 @@ fn check_bundle_json(
     Ok(out.to_string())
 }
 
+/// Check a fleet recall bundle (docs/PROOFS.md, "Fleet recall") against `ledger_key`, the
+/// range question asked (the JSON of an expectation with `frame`, `box`, `from_ns`, `to_ns` and
+/// optionally `kinds`, `subject`) and the group of agents asked about, if any: `{"ok": {"pulse",
+/// "time_ns", "in_scope", "logs": [{"log", "agent", "atoms"}]}}` or `{"error": {"code",
+/// "message"}}` when the bundle is refused. A malformed argument raises ValueError.
+#[pyfunction]
+#[pyo3(signature = (bundle, ledger_key, expect, group=None))]
+fn check_fleet_json(
+    py: Python<'_>,
+    bundle: Vec<u8>,
+    ledger_key: Vec<u8>,
+    expect: &str,
+    group: Option<String>,
+) -> PyResult<String> {
+    let expect: serde_json::Value =
+        serde_json::from_str(expect).map_err(|e| PyValueError::new_err(format!("expectation: {e}")))?;
+    let expect = Expect::from_json(&expect).map_err(PyValueError::new_err)?;
+    let Some(sion_verify::proof::Question::Range(query)) = expect.question else {
+        return Err(PyValueError::new_err(
+            "a fleet recall answers a range question: give frame, box, from_ns, to_ns",
+        ));
+    };
+    let key = key_of(&ledger_key)?;
+    let checked =
+        py.detach(|| sion_verify::proof::fleet::verify_fleet(&bundle, &key, &query, group.as_deref()));
+    let out = match checked {
+        Ok(a) => {
+            let logs: Vec<serde_json::Value> = a
+                .logs
+                .iter()
+                .map(|l| {
+                    serde_json::json!({
+                        "log": l.log.0,
+                        "agent": l.agent,
+                        "atoms": l.atoms.iter().map(|(p, atom)| atom.to_json(Some(*p))).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            serde_json::json!({ "ok": { "pulse": a.pulse, "time_ns": a.time_ns, "in_scope": a.in_scope, "logs": logs } })
+        }
+        Err(e) => serde_json::json!({ "error": { "code": e.code(), "message": e.to_string() } }),
+    };
+    Ok(out.to_string())
+}
+
 /// A box as the command line writes it (`"0m,0m,-1m,5m,5m,3m"`; bare integers millimetres), in
 /// millimetres: `(x0, y0, z0, x1, y1, z1)`, rounded outward (docs/UNITS.md).
 #[pyfunction]
@@ -164,6 +209,7 @@ fn _sion_verify(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_evidence_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_bundle_json, m)?)?;
+    m.add_function(wrap_pyfunction!(check_fleet_json, m)?)?;
     m.add_function(wrap_pyfunction!(parse_box, m)?)?;
     m.add_function(wrap_pyfunction!(box_from_metres, m)?)?;
     m.add_function(wrap_pyfunction!(parse_time, m)?)?;

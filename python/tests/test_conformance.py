@@ -117,6 +117,43 @@ class BeliefConformance(unittest.TestCase):
             sion_verify.believe(b"", "00" * 31, [], {"revisers": [], "prefer": "latest"})
 
 
+class FleetConformance(unittest.TestCase):
+    """tests/conformance/fleet: a fleet recall bundle of 8 robots, complete, and with a robot
+    left out, one stale and one lying, each refused with its code."""
+
+    FLEET = SUITE / "fleet"
+
+    def question(self):
+        q = json.loads((self.FLEET / "question.json").read_text())
+        return q, {"frame": q["frame"], "box": tuple(q["box"]), "from_ns": q["from_ns"], "to_ns": q["to_ns"]}
+
+    def test_the_whole_fleet_answers(self):
+        q, question = self.question()
+        answer = sion_verify.check_fleet((self.FLEET / "valid.sionfleet").read_bytes(), q["ledger_key"], **question)
+        self.assertEqual(len(answer["atoms"]), q["valid"]["atoms"])
+        self.assertEqual(answer["in_scope"], q["valid"]["in_scope"])
+        self.assertTrue(all(a["log"] == entry["log"] for entry in answer["logs"] for a in entry["atoms"]
+                            if a in answer["atoms"]))
+
+    def test_left_out_stale_and_lying_are_refused(self):
+        q, question = self.question()
+        for name, code in q["refused"].items():
+            with self.subTest(case=name):
+                with self.assertRaises(sion_verify.ProofError) as refused:
+                    sion_verify.check_fleet((self.FLEET / f"{name}.sionfleet").read_bytes(), q["ledger_key"],
+                                            **question)
+                self.assertEqual(refused.exception.code, code, str(refused.exception))
+
+    def test_another_question_or_group_is_refused(self):
+        q, question = self.question()
+        bundle = (self.FLEET / "valid.sionfleet").read_bytes()
+        with self.assertRaises(sion_verify.ProofError):
+            sion_verify.check_fleet(bundle, q["ledger_key"], **dict(question, to_ns=question["to_ns"] + 1))
+        with self.assertRaises(sion_verify.ProofError) as refused:
+            sion_verify.check_fleet(bundle, q["ledger_key"], group="Not A Name", **question)
+        self.assertEqual(refused.exception.code, "group")
+
+
 class Vocabulary(unittest.TestCase):
     """docs/UNITS.md through Python: the same parser as Rust (tests/conformance/units.json), and
     a range question asked in metres, ROS Time or RFC 3339 checks the same proof."""

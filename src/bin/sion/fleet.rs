@@ -37,7 +37,7 @@ pub struct RecallArgs {
     #[arg(long, value_name = "N")]
     pulse: Option<u64>,
     /// Only logs of this agent and those under it (`yard` takes `yard/robot-7`).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = group_value)]
     group: Option<String>,
     /// Where to write the bundle.
     #[arg(long, short = 'o', value_name = "FILE")]
@@ -57,10 +57,21 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "HEX")]
     ledger_key: String,
     /// Only logs of this agent and those under it: the bundle must have been asked so.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = group_value)]
     group: Option<String>,
     #[command(flatten)]
     question: QuestionArgs,
+}
+
+/// A group is an agent name (docs/LEDGER.md): anything else would take no log.
+fn group_value(text: &str) -> Result<String, String> {
+    if sion_verify::ledger::valid_agent_name(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?} is not an agent name (1 to 128 bytes, `/`-separated segments of a-z, 0-9, - and _)"
+        ))
+    }
 }
 
 pub fn run(cmd: FleetCommand) -> Result<ExitCode> {
@@ -120,7 +131,16 @@ fn recall(a: RecallArgs) -> Result<ExitCode> {
 fn verify(a: VerifyArgs) -> Result<ExitCode> {
     let query = a.question.query()?;
     let key = crate::common::ledger_key_arg(&a.ledger_key)?;
-    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    // Bounded before it is read: a bundle is at most 1 GiB.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(&a.file).with_context(|| format!("reading {}", a.file.display()))?,
+            sion_verify::proof::fleet::MAX_BUNDLE_BYTES as u64 + 1,
+        ),
+        &mut bytes,
+    )
+    .with_context(|| format!("reading {}", a.file.display()))?;
     match sion_verify::proof::fleet::verify_fleet(&bytes, &key, &query, a.group.as_deref()) {
         Ok(answer) => {
             for l in &answer.logs {

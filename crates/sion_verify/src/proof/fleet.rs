@@ -102,11 +102,31 @@ pub enum FleetError {
         /// Why.
         reason: String,
     },
+    /// The group asked about is not an agent name (so no log would be in it).
+    #[error("{0:?} is not an agent name (1 to 128 bytes, `/`-separated segments of a-z, 0-9, - and _)")]
+    Group(String),
     /// An answer for a log out of the question's scope, or twice for one log.
     #[error(
         "an answer for log {0} that the question did not ask (out of the group, past the logs, or twice)"
     )]
     NotAsked(LogId),
+}
+
+impl FleetError {
+    /// The refusal's code: `malformed`, `signature`, `state_root`, `left_out`, `stale`,
+    /// `lying`, `not_asked` or `group`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            FleetError::Malformed(_) => "malformed",
+            FleetError::Signature(_) => "signature",
+            FleetError::StateRoot { .. } => "state_root",
+            FleetError::LeftOut { .. } => "left_out",
+            FleetError::Stale { .. } => "stale",
+            FleetError::Lying { .. } => "lying",
+            FleetError::NotAsked(_) => "not_asked",
+            FleetError::Group(_) => "group",
+        }
+    }
 }
 
 fn agent_of(agent: &Option<String>) -> String {
@@ -217,6 +237,14 @@ impl FleetBundle {
         let mut answers = Vec::with_capacity(m.min(4096) as usize);
         for _ in 0..m {
             let id = LogId(r.u64("answer's log")?);
+            if answers.last().is_some_and(|(last, _): &(LogId, Vec<u8>)| last.0 >= id.0) {
+                return Err(WireError::Invalid {
+                    field: "answer's log",
+                    problem: format!(
+                        "log {id} after a log at or past it: answers are in strictly ascending log order"
+                    ),
+                });
+            }
             answers.push((id, r.bytes32(super::MAX_FILE_BYTES, "answer")?.to_vec()));
         }
         r.finish()?;
@@ -234,6 +262,11 @@ pub fn verify_fleet(
     query: &Query,
     group: Option<&str>,
 ) -> Result<FleetAnswer, FleetError> {
+    if let Some(g) = group
+        && !crate::ledger::valid_agent_name(g)
+    {
+        return Err(FleetError::Group(g.to_owned()));
+    }
     let b = FleetBundle::decode(bytes)?;
     if b.ledger_key != ledger_key.to_bytes() {
         return Err(FleetError::Signature(format!("the bundle names key {}", hex::encode(b.ledger_key))));
@@ -253,6 +286,8 @@ pub fn verify_fleet(
         }
     }
     let mut out = FleetAnswer { pulse: h.number, time_ns: h.time_ns, in_scope: 0, logs: Vec::new() };
+    // Attestations shared by answers (their Pulses' headers) are checked once.
+    let mut checked = std::collections::HashSet::new();
     for log in b.logs.iter().filter(|l| in_group(l, group)) {
         out.in_scope += 1;
         let size = log.head.size;
@@ -264,12 +299,16 @@ pub fn verify_fleet(
         };
         let lying = |reason: String| FleetError::Lying { log: log.id, agent: log.agent.clone(), reason };
         let file = ProofFile::decode(bytes).map_err(|e| lying(e.to_string()))?;
-        let verified = file.verify(Some(ledger_key)).map_err(|e: VerifyError| lying(e.to_string()))?;
+        let verified = file
+            .verify_sharing(Some(ledger_key), &mut checked)
+            .map_err(|e: VerifyError| lying(e.to_string()))?;
         Expect::answer(Question::Range(query.clone()))
             .of_log(log.id)
             .check(&verified)
             .map_err(|e| lying(e.to_string()))?;
-        if (verified.head.size, verified.head.root) != (size, log.head.root) {
+        // The whole head — size, root, index and manifest: a commit may move the index at the
+        // same size, and an answer over another index could leave atoms out.
+        if verified.head != log.head {
             if verified.head.size < size {
                 return Err(FleetError::Stale {
                     log: log.id,
@@ -280,7 +319,7 @@ pub fn verify_fleet(
                 });
             }
             return Err(lying(format!(
-                "it answers as of a head of {} atoms the ledger did not give it at Pulse {} ({size} atoms)",
+                "it answers as of a head ({} atoms) that is not the one the ledger gave it at Pulse {} ({size} atoms)",
                 verified.head.size, h.number
             )));
         }
