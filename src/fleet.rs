@@ -55,7 +55,6 @@ pub async fn serve_checkpoints(
     checkpoints: sion_fleet::service::Checkpoints,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use crate::mcp::listen::{Bounded, ConnInfo, tcp_door, watch};
     use axum::http::{StatusCode, header};
 
     let get = move || {
@@ -73,13 +72,7 @@ pub async fn serve_checkpoints(
             }
         }
     };
-    let router = axum::Router::new()
-        .route("/checkpoint", axum::routing::get(get))
-        .fallback(|| async { StatusCode::NOT_FOUND })
-        .layer(axum::middleware::from_fn(watch))
-        .into_make_service_with_connect_info::<ConnInfo>();
-    let listener = Bounded::new(listener, 256, std::time::Duration::from_secs(10), 8 << 10, tcp_door);
-    axum::serve(listener, router).with_graceful_shutdown(stop).await
+    serve_bounded(listener, axum::Router::new().route("/checkpoint", axum::routing::get(get)), stop).await
 }
 
 /// Serve a C2SP tlog-witness on `addr` until `stop` (`sion ledger witness --serve ADDR`):
@@ -96,7 +89,6 @@ pub async fn serve_witness(
     stop: impl Future<Output = ()> + Send + 'static,
     heard: impl FnMut(&str) + Send + 'static,
 ) -> std::io::Result<()> {
-    use crate::mcp::listen::{Bounded, ConnInfo, tcp_door, watch};
     use axum::http::{StatusCode, header};
 
     let bound = sion_verify::ledger::MAX_NOTE_BYTES + 64 * (sion_verify::ledger::MAX_PROOF_LINES + 1);
@@ -156,9 +148,20 @@ pub async fn serve_witness(
             }
         }
     };
-    let router = axum::Router::new()
-        .route("/add-checkpoint", axum::routing::post(post))
-        .fallback(|| async { StatusCode::NOT_FOUND })
+    serve_bounded(listener, axum::Router::new().route("/add-checkpoint", axum::routing::post(post)), stop)
+        .await
+}
+
+/// Serve `routes` (anything else 404) on `listener` until `stop`, with the MCP server's bounds
+/// on connections: 256 at once, each bringing its request head (at most 8 KiB) within 10 s.
+async fn serve_bounded(
+    listener: tokio::net::TcpListener,
+    routes: axum::Router,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use crate::mcp::listen::{Bounded, ConnInfo, tcp_door, watch};
+    let router = routes
+        .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
         .layer(axum::middleware::from_fn(watch))
         .into_make_service_with_connect_info::<ConnInfo>();
     let listener = Bounded::new(listener, 256, std::time::Duration::from_secs(10), 8 << 10, tcp_door);

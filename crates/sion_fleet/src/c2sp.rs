@@ -8,11 +8,13 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::witness::{decode_state, encode_state};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use sion_verify::ledger::{AddCheckpoint, CheckpointError, cosign_v1, origin_of};
 use sion_verify::merkle::{Digest, Sha256, TreeHasher as _};
-use sion_verify::wire::{Put as _, Reader};
 
+/// The state file's magic: otherwise the gRPC witness's layout ([`crate::witness`]), the size and
+/// root in place of the number and hash: 84 bytes, replaced atomically.
 const MAGIC: &[u8; 8] = b"SIONC2W1";
 
 /// Why an `add-checkpoint` was not cosigned, with the HTTP status C2SP tlog-witness gives it.
@@ -97,7 +99,7 @@ impl C2spWitness {
         }
         let last = match std::fs::read(state) {
             Ok(bytes) => {
-                let (ledger_key, size, root) = decode_state(&bytes).map_err(bad)?;
+                let (ledger_key, size, root) = decode_state(MAGIC, "C2SP witness", &bytes).map_err(bad)?;
                 if ledger_key != ledger.to_bytes() {
                     return Err(bad(format!(
                         "it is of the ledger with key {}, not {}",
@@ -202,7 +204,7 @@ impl C2spWitness {
             .map_err(|e| AddError::Unprocessable(e.to_string()))?;
         }
         if (checkpoint.size, checkpoint.root) != self.last {
-            let bytes = encode_state(&self.ledger.to_bytes(), checkpoint.size, checkpoint.root);
+            let bytes = encode_state(MAGIC, &self.ledger.to_bytes(), checkpoint.size, checkpoint.root);
             sion_disk::Disk::os()
                 .replace_file(&self.state, &bytes)
                 .map_err(|e| AddError::State { path: self.state.clone(), problem: e.to_string() })?;
@@ -210,37 +212,6 @@ impl C2spWitness {
         }
         Ok(cosign_v1(&self.key, &self.name, now, &request.text).line())
     }
-}
-
-/// The state file: "SIONC2W1", 32 ledger key, u64 size, 32 root, u32 CRC-32C (Castagnoli,
-/// little-endian) of what precedes it: 84 bytes, replaced atomically.
-fn encode_state(ledger: &[u8; 32], size: u64, root: Digest) -> Vec<u8> {
-    let mut out = Vec::with_capacity(84);
-    out.put_bytes(MAGIC);
-    out.put_bytes(ledger);
-    out.put_u64(size);
-    out.put_bytes(&root);
-    let crc = crc32c::crc32c(&out);
-    out.put_u32(crc);
-    out
-}
-
-fn decode_state(bytes: &[u8]) -> Result<([u8; 32], u64, Digest), String> {
-    if bytes.len() != 84 {
-        return Err(format!("{} bytes, not 84", bytes.len()));
-    }
-    let (body, crc) = bytes.split_at(80);
-    if crc32c::crc32c(body).to_le_bytes() != crc {
-        return Err("its checksum fails (damaged): restore it, never start it afresh".into());
-    }
-    let mut r = Reader::new(body);
-    if r.take(8, "magic").map_err(|e| e.to_string())? != MAGIC {
-        return Err("not a C2SP witness state file (SIONC2W1)".into());
-    }
-    let ledger = r.array("ledger key").map_err(|e| e.to_string())?;
-    let size = r.u64("size").map_err(|e| e.to_string())?;
-    let root = r.array("root").map_err(|e| e.to_string())?;
-    Ok((ledger, size, root))
 }
 
 /// A C2SP witness the ledger asks for cosignatures: its name and key (from its vkey) and its

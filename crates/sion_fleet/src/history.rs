@@ -268,13 +268,7 @@ impl FleetLedger {
             } else {
                 Compare::mod_revision(key, CompareOp::Equal, revision)
             };
-            let txn = Txn::new().when(vec![guard]).and_then(puts);
-            let resp = self
-                .retrying(false, |mut c| {
-                    let txn = txn.clone();
-                    async move { c.txn(txn).await }
-                })
-                .await?;
+            let resp = self.write_txn(Txn::new().when(vec![guard]).and_then(puts)).await?;
             if resp.succeeded() {
                 let revision = resp.header().map_or(0, |h| h.revision());
                 added += tiles.size - size;
@@ -346,17 +340,8 @@ impl FleetLedger {
                     sion_verify::ledger::MAX_NOTE_BYTES
                 )));
             }
-            let txn = Txn::new().when(vec![guard]).and_then(vec![TxnOp::put(
-                key.clone(),
-                kept.encode().into_bytes(),
-                None,
-            )]);
-            let resp = self
-                .retrying(false, |mut c| {
-                    let txn = txn.clone();
-                    async move { c.txn(txn).await }
-                })
-                .await?;
+            let put = TxnOp::put(key.clone(), bytes, None);
+            let resp = self.write_txn(Txn::new().when(vec![guard]).and_then(vec![put])).await?;
             if resp.succeeded() {
                 return Ok(());
             }

@@ -513,6 +513,16 @@ impl FleetLedger {
         .await
     }
 
+    /// A conditional write transaction, tried again on another member like a read (its
+    /// compare makes a retry of one that landed fail, not land twice).
+    async fn write_txn(&mut self, txn: Txn) -> Result<etcd_client::TxnResponse, FleetError> {
+        self.retrying(false, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await
+    }
+
     /// A put that is the same whenever it is done (a signature), tried again likewise.
     async fn put(&mut self, key: String, value: Vec<u8>) -> Result<(), FleetError> {
         self.retrying(false, |mut c| {

@@ -117,7 +117,7 @@ impl Witness {
         let bad = |problem: String| WitnessError::State { path: state.to_owned(), problem };
         let last = match std::fs::read(state) {
             Ok(bytes) => {
-                let (ledger_key, number, hash) = decode_state(&bytes).map_err(bad)?;
+                let (ledger_key, number, hash) = decode_state(MAGIC, "witness", &bytes).map_err(bad)?;
                 if ledger_key != ledger.to_bytes() {
                     return Err(bad(format!(
                         "it is of the ledger with key {}, not {}",
@@ -207,7 +207,7 @@ impl Witness {
     }
 
     fn remember(&mut self, number: u64, hash: Digest) -> Result<(), WitnessError> {
-        let bytes = encode_state(&self.ledger.to_bytes(), number, hash);
+        let bytes = encode_state(MAGIC, &self.ledger.to_bytes(), number, hash);
         sion_disk::Disk::os()
             .replace_file(&self.state, &bytes)
             .map_err(|e| WitnessError::State { path: self.state.clone(), problem: e.to_string() })?;
@@ -624,11 +624,12 @@ fn equivocation(number: u64, cosigned: Digest, h: &SignedHeader) -> WitnessError
     }
 }
 
-/// The state file: "SIONWIT1", 32 ledger key, u64 number, 32 hash, u32 CRC-32C (Castagnoli,
-/// little-endian) of what precedes it.
-fn encode_state(ledger: &[u8; 32], number: u64, hash: Digest) -> Vec<u8> {
+/// A witness's state file (this witness's, `SIONWIT1`, and the C2SP witness's, `SIONC2W1`):
+/// the 8-byte `magic`, 32 ledger key, u64 number (or size), 32 hash (or root), u32 CRC-32C
+/// (Castagnoli, little-endian) of what precedes it.
+pub(crate) fn encode_state(magic: &[u8; 8], ledger: &[u8; 32], number: u64, hash: Digest) -> Vec<u8> {
     let mut out = Vec::with_capacity(84);
-    out.put_bytes(MAGIC);
+    out.put_bytes(magic);
     out.put_bytes(ledger);
     out.put_u64(number);
     out.put_bytes(&hash);
@@ -637,7 +638,12 @@ fn encode_state(ledger: &[u8; 32], number: u64, hash: Digest) -> Vec<u8> {
     out
 }
 
-fn decode_state(bytes: &[u8]) -> Result<([u8; 32], u64, Digest), String> {
+/// Read what [`encode_state`] wrote under `magic`; `what` names the file in a refusal.
+pub(crate) fn decode_state(
+    magic: &[u8; 8],
+    what: &str,
+    bytes: &[u8],
+) -> Result<([u8; 32], u64, Digest), String> {
     if bytes.len() != 84 {
         return Err(format!("{} bytes, not 84", bytes.len()));
     }
@@ -646,8 +652,8 @@ fn decode_state(bytes: &[u8]) -> Result<([u8; 32], u64, Digest), String> {
         return Err("its checksum fails (damaged): restore it, never start it afresh".into());
     }
     let mut r = Reader::new(body);
-    if r.take(8, "magic").map_err(|e| e.to_string())? != MAGIC {
-        return Err("not a witness state file (SIONWIT1)".into());
+    if r.take(8, "magic").map_err(|e| e.to_string())? != magic {
+        return Err(format!("not a {what} state file ({})", String::from_utf8_lossy(magic)));
     }
     let ledger = r.array("ledger key").map_err(|e| e.to_string())?;
     let number = r.u64("number").map_err(|e| e.to_string())?;
