@@ -866,6 +866,8 @@ fn main() -> Result<()> {
     )?;
     time_cases(&mut suite, &memory)?;
     witness_cases(&mut suite, &memory)?;
+    let ledger_secret = sion_memory::ledger::read_key(&tmp.path().join("m/ledger/key"))?;
+    checkpoint_cases(&mut suite, &memory, &ledger_secret)?;
     omission_cases(&mut suite, &mut memory, &atoms)?;
 
     // Proofs made under index version 2, kept as they were made: old proofs go on checking.
@@ -990,6 +992,184 @@ fn witness_cases(suite: &mut Suite, memory: &Memory) -> Result<()> {
         &none,
         json!({ "position": 1234 }),
         Err(("format", "attested = 2 with no cosignature")),
+    )?;
+    Ok(())
+}
+
+/// Attestations covered by a C2SP checkpoint (`attested` 3 and 4): the ledger's history of
+/// Pulse headers as a checkpoint, cosigned (`cosignature/v1`) by C2SP witnesses, and a reader's
+/// cosigners and quorum (docs/PROOFS.md, "Covered by a checkpoint").
+fn checkpoint_cases(
+    suite: &mut Suite,
+    memory: &Memory,
+    ledger_secret: &ed25519_dalek::SigningKey,
+) -> Result<()> {
+    use ed25519_dalek::SigningKey;
+    use sion_memory::ledger::Cosignature;
+    use sion_memory::merkle::{MemoryTree, Sha256, inclusion_path};
+    use sion_memory::proof::Covering;
+    use sion_verify::ledger::{Checkpoint, SignedNote, cosign_v1, origin_of, sign_checkpoint, witness_vkey};
+    let witness = |seed: u8| SigningKey::from_bytes(&[seed; 32]);
+    let (w1, w2, w3) = (witness(0x61), witness(0x62), witness(0x63));
+    let names = ["witness.example/w1", "witness.example/w2", "witness.example/w3"];
+    let vkey = |i: usize, k: &SigningKey| witness_vkey(names[i], &k.verifying_key().to_bytes());
+    let (c1, c2, c3) = (vkey(0, &w1), vkey(1, &w2), vkey(2, &w3));
+    let plain = memory.prove_inclusion(1234)?;
+    let attestation = plain.attestation.clone().context("attested")?;
+    let header = attestation.state.header.header;
+    let ledger = attestation.ledger_key;
+    // The history: every Pulse header so far, leaf n Pulse n's 89 bytes.
+    let latest = memory.ledger().latest()?.header.number;
+    let headers =
+        (0..=latest).map(|n| Ok(memory.ledger().header(n)?.header.encode())).collect::<Result<Vec<_>>>()?;
+    let tree = MemoryTree::<Sha256>::from_leaves(&headers);
+    let checkpoint_of = |size: u64| -> Result<(Checkpoint, Vec<[u8; 32]>)> {
+        let sub = MemoryTree::<Sha256>::from_leaves(&headers[..size as usize]);
+        // Past its end, the path of its last leaf: a verifier must still refuse it.
+        let leaf = header.number.min(size.saturating_sub(1));
+        let path = inclusion_path::<Sha256, _>(&tree, leaf, size).unwrap_or_default();
+        Ok((Checkpoint { origin: origin_of(&ledger), size, root: sub.root(), extensions: Vec::new() }, path))
+    };
+    let (checkpoint, path) = checkpoint_of(latest + 1)?;
+    let cosign = |note: &mut SignedNote, who: &[(usize, &SigningKey)]| {
+        for (i, k) in who {
+            note.signatures.push(cosign_v1(k, names[*i], 1_767_225_600 + *i as u64, &note.text.clone()));
+        }
+    };
+    let mut note = sign_checkpoint(ledger_secret, &checkpoint);
+    cosign(&mut note, &[(0, &w1), (1, &w2)]);
+    let covered = |note: SignedNote, path: Vec<[u8; 32]>, cosignatures: Vec<Cosignature>| {
+        let mut f = plain.clone();
+        if let Some(a) = f.attestation.as_mut() {
+            a.checkpoint = Some(Covering { note, path });
+            a.cosignatures = cosignatures;
+        }
+        f.encode()
+    };
+    let bytes = covered(note.clone(), path.clone(), Vec::new());
+    let both = json!({ "position": 1234, "cosigners": [c1, c2], "cosigners_quorum": 2 });
+    suite.case("inclusion-checkpoint", &bytes, both.clone(), Ok(()))?;
+    suite.case(
+        "inclusion-checkpoint-one-of-three",
+        &bytes,
+        json!({ "position": 1234, "cosigners": [c1, c3, c2], "cosigners_quorum": 1 }),
+        Ok(()),
+    )?;
+    suite.case(
+        "inclusion-checkpoint-quorum-unmet",
+        &bytes,
+        json!({ "position": 1234, "cosigners": [c1, c2, c3] }),
+        Err((
+            "witnesses",
+            "two of the three C2SP witnesses named cosigned the checkpoint; the reader's quorum is all three",
+        )),
+    )?;
+    suite.case(
+        "inclusion-checkpoint-by-strangers",
+        &bytes,
+        json!({ "position": 1234, "cosigners": [c3] }),
+        Err(("witnesses", "cosigned, but by C2SP witnesses the reader does not name")),
+    )?;
+    suite.case(
+        "inclusion-not-covered-quorum",
+        &plain.encode(),
+        both.clone(),
+        Err((
+            "witnesses",
+            "attested (attested = 1) but no checkpoint covers it, and the reader names C2SP witnesses",
+        )),
+    )?;
+    // attested = 4: the ledger's own witnesses' cosignatures of the header too.
+    let gw = SigningKey::from_bytes(&[0x51; 32]);
+    let witnessed = covered(note.clone(), path.clone(), vec![Cosignature::sign(&gw, &ledger, &header)]);
+    suite.case(
+        "inclusion-checkpoint-and-cosigned",
+        &witnessed,
+        json!({
+            "position": 1234,
+            "witnesses": [hex::encode(gw.verifying_key().to_bytes())],
+            "cosigners": [c2],
+        }),
+        Ok(()),
+    )?;
+    // The header's inclusion path in the history, one bit flipped.
+    let mut flipped = path.clone();
+    if let Some(first) = flipped.first_mut() {
+        first[0] ^= 1;
+    }
+    suite.case(
+        "inclusion-checkpoint-path-flipped",
+        &covered(note.clone(), flipped, Vec::new()),
+        json!({ "position": 1234 }),
+        Err(("attestation", "the Pulse's header is not the checkpoint's leaf at its number (the path is altered), even for a reader naming no witness")),
+    )?;
+    // The same checkpoint, signed by another key than the attestation's ledger.
+    let mut stranger = SignedNote { text: note.text.clone(), signatures: Vec::new() };
+    stranger.signatures.push(sion_verify::ledger::note_signature(
+        &SigningKey::from_bytes(&[0x77; 32]),
+        &checkpoint.origin,
+        &note.text,
+    ));
+    cosign(&mut stranger, &[(0, &w1), (1, &w2)]);
+    suite.case(
+        "inclusion-checkpoint-other-signer",
+        &covered(stranger, path.clone(), Vec::new()),
+        both.clone(),
+        Err(("attestation", "the checkpoint is not signed by the attestation's ledger key under its origin")),
+    )?;
+    // A checkpoint the ledger signed, of the history before the attested Pulse: it does not
+    // cover it.
+    let (short, short_path) = checkpoint_of(header.number)?;
+    let mut early = sign_checkpoint(ledger_secret, &short);
+    cosign(&mut early, &[(0, &w1), (1, &w2)]);
+    suite.case(
+        "inclusion-checkpoint-before-the-pulse",
+        &covered(early, short_path, Vec::new()),
+        both.clone(),
+        Err(("attestation", "the checkpoint's history ends before the attested Pulse")),
+    )?;
+    // Witness w2's cosignature line, one bit of its signature flipped.
+    let mut bad = note.clone();
+    if let Some(line) = bad.signatures.get_mut(2) {
+        line.signature[20] ^= 1;
+    }
+    let bad = covered(bad, path.clone(), Vec::new());
+    suite.case(
+        "inclusion-checkpoint-cosignature-flipped",
+        &bad,
+        both.clone(),
+        Err(("attestation", "a named C2SP witness's cosignature line on the checkpoint does not hold")),
+    )?;
+    suite.case(
+        "inclusion-checkpoint-cosignature-flipped-unnamed",
+        &bad,
+        json!({ "position": 1234, "cosigners": [c1] }),
+        Ok(()),
+    )?;
+    // A note whose body is not a checkpoint (no root hash line).
+    let text = format!("{}\n{}\n", checkpoint.origin, checkpoint.size);
+    let not_checkpoint = SignedNote {
+        signatures: vec![sion_verify::ledger::note_signature(ledger_secret, &checkpoint.origin, &text)],
+        text,
+    };
+    suite.case(
+        "inclusion-checkpoint-not-a-checkpoint",
+        &covered(not_checkpoint, path.clone(), Vec::new()),
+        json!({ "position": 1234 }),
+        Err(("format", "the note's text is not a checkpoint body (no root hash line)")),
+    )?;
+    // A transaction-time proof covered (`attested = 3`).
+    let mut time = memory.prove_recorded(1234)?;
+    let at = time.attestation.as_ref().context("attested")?.state.header.header;
+    let time_path = inclusion_path::<Sha256, _>(&tree, at.number, latest + 1).unwrap_or_default();
+    if let Some(a) = time.attestation.as_mut() {
+        a.checkpoint = Some(Covering { note: note.clone(), path: time_path });
+    }
+    suite.case(
+        "time-checkpoint",
+        &time.encode(),
+        json!({ "recorded": 1234, "cosigners": [c1], "cosigners_quorum": 1 }),
+        Ok(()),
     )?;
     Ok(())
 }
@@ -1156,6 +1336,7 @@ fn omission_cases(suite: &mut Suite, memory: &mut Memory, atoms: &[Atom]) -> Res
             ledger_key: memory.ledger().public_key().to_bytes(),
             state,
             cosignatures: Vec::new(),
+            checkpoint: None,
         }),
     };
     suite.case("omission", &file.encode(), json!({ "omitted": 123 }), Ok(()))?;

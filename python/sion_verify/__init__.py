@@ -103,7 +103,7 @@ def _key_bytes(ledger_key, name="ledger_key"):
 def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
            box_m=None, from_time=None, to_time=None, subject=None, links_to=None, position=None, omitted=None, extends=None,
            recorded=None, latest=None, nearest=None, count=None, kinds=None, at_least=0, head=None,
-           log=None, witnesses=None, quorum=None):
+           log=None, witnesses=None, quorum=None, cosigners=None, cosigners_quorum=None):
     """Verify a proof file's bytes; return what it proves, or raise ProofError.
 
     ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust; the proof
@@ -142,23 +142,30 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
     witnesses: the witness public keys you trust (64 hex digits or 32 bytes each); with them,
         quorum (default: all of them) must have cosigned the attested Pulse, and the proof file
         must carry their cosignatures.
+    cosigners: the C2SP witnesses you trust, as their cosignature/v1 verifier keys
+        ("name+keyid+base64key", as `sion ledger witness` prints them); with them,
+        cosigners_quorum (default: all of them) must have cosigned the checkpoint of the
+        ledger's history the proof file carries covering its Pulse (docs/PROOFS.md, "Covered by
+        a checkpoint").
 
     Returns a dict: kind, statement (one sentence), log, head (size, root, index, manifest in
-    hex), pulse (number, time_ns, ledger_key), cosigned_by (witness keys, hex), claim (as `sion memory verify --json` prints it)
+    hex), pulse (number, time_ns, ledger_key), cosigned_by (witness keys, hex), checkpoint (the
+    C2SP checkpoint covering the Pulse: size and note; None when the file carries none), claim (as `sion memory verify --json` prints it)
     and atoms: the answer's atoms in their JSON form (docs/ATOM.md) with their positions.
     """
     expect = _expectation(frame=frame, box=box, from_ns=from_ns, to_ns=to_ns, box_m=box_m, from_time=from_time,
                           to_time=to_time, subject=subject, links_to=links_to, position=position, omitted=omitted,
                           extends=extends, recorded=recorded, latest=latest, nearest=nearest, count=count,
                           kinds=kinds,
-                          at_least=at_least, head=head, log=log, witnesses=witnesses, quorum=quorum)
+                          at_least=at_least, head=head, log=log, witnesses=witnesses, quorum=quorum,
+                          cosigners=cosigners, cosigners_quorum=cosigners_quorum)
     return _verified(verify_json(bytes(proof), _key_bytes(ledger_key), json.dumps(expect)))
 
 
 def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, from_time=None, to_time=None,
                  subject=None, links_to=None, position=None, omitted=None, extends=None, recorded=None, latest=None,
                  nearest=None, count=None, kinds=None, at_least=0, head=None, log=None, witnesses=None,
-                 quorum=None):
+                 quorum=None, cosigners=None, cosigners_quorum=None):
     """The question asked (verify()'s keyword arguments) as the verifier's expectation."""
     if isinstance(kinds, str):
         kinds = [kinds]
@@ -227,6 +234,13 @@ def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, 
         expect["quorum"] = quorum
     elif quorum is not None:
         raise ValueError("quorum counts witnesses: name them (witnesses=...)")
+    if cosigners is not None:
+        if isinstance(cosigners, str):
+            raise ValueError("cosigners: a list of C2SP verifier keys, not one string")
+        expect["cosigners"] = [str(c) for c in cosigners]
+        expect["cosigners_quorum"] = cosigners_quorum
+    elif cosigners_quorum is not None:
+        raise ValueError("cosigners_quorum counts C2SP witnesses: name them (cosigners=...)")
     return expect
 
 

@@ -230,29 +230,11 @@ impl Cosigner {
     /// Parse a C2SP `cosignature/v1` verifier key (`name+id+base64(0x04 || key)`), checking
     /// its key ID.
     pub fn from_vkey(vkey: &str, url: &str) -> Result<Self, String> {
-        use base64::Engine as _;
-        let mut parts = vkey.splitn(3, '+');
-        let (Some(name), Some(id), Some(material)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(format!("{vkey:?} is not a vkey (name+keyid+base64key)"));
-        };
-        let material = base64::engine::general_purpose::STANDARD
-            .decode(material)
-            .map_err(|_| format!("{vkey:?}: its key is not base64"))?;
-        let (Some(&0x04), Ok(raw)) =
-            (material.first(), <[u8; 32]>::try_from(&material[1.min(material.len())..]))
-        else {
-            return Err(format!("{vkey:?}: not a cosignature/v1 Ed25519 key (type 0x04, 32 bytes)"));
-        };
-        if u32::from_str_radix(id, 16).ok() != Some(sion_verify::ledger::key_id(name, 0x04, &raw))
-            || id.len() != 8
-        {
-            return Err(format!("{vkey:?}: its key ID does not match its name and key"));
-        }
-        let key = VerifyingKey::from_bytes(&raw).map_err(|_| format!("{vkey:?}: not an Ed25519 key"))?;
+        let (name, key) = sion_verify::ledger::parse_witness_vkey(vkey)?;
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return Err(format!("{url:?}: a witness's submission prefix is an http:// or https:// URL"));
         }
-        Ok(Self { name: name.to_owned(), key, url: url.trim_end_matches('/').to_owned() })
+        Ok(Self { name, key, url: url.trim_end_matches('/').to_owned() })
     }
 
     /// Parse a file of witnesses: one per line, `VKEY [URL]` (the URL, where the ledger asks

@@ -378,6 +378,12 @@ impl LedgerLink for RemoteLedger {
         l.values.iter().map(|b| self.log_of(b)).collect()
     }
 
+    fn covering(&self, pulse: u64) -> Result<Option<sion_verify::proof::Covering>, LedgerError> {
+        let Some((note, checkpoint)) = self.cosigned_checkpoint(pulse)? else { return Ok(None) };
+        let path = self.history_inclusion(pulse, checkpoint.size)?;
+        Ok(Some(sion_verify::proof::Covering { note, path }))
+    }
+
     fn cosignatures(&self, pulse: u64) -> Result<Vec<Cosignature>, LedgerError> {
         let l =
             self.call(move |mut c| Box::pin(async move { c.cosignatures(Number { value: pulse }).await }))?;

@@ -629,4 +629,79 @@ async fn c2sp_witnesses_cosign_the_ledgers_checkpoints() {
     let (status, _, _) = http(&waddr, "POST", "/add-checkpoint", &vec![b'a'; 200_000]);
     assert_eq!(status, 413, "a body over the bound");
     assert_eq!(std::fs::read(&wstate).expect("state"), cosigned, "nothing refused moved the witness");
+    proofs_carry_the_cosigned_checkpoint(tmp.path(), &url, &ledger_hex, cf).await;
+}
+
+/// A robot's memory on a ledger whose checkpoints a C2SP witness cosigns: once a round covers
+/// its commit, its proofs carry that checkpoint (`attested = 3`), and a reader who names the
+/// witness (`--cosigners`) accepts them; one naming another witness, or given a file whose
+/// witness line was altered, refuses; a file without the checkpoint gets it from the ledger
+/// when the reader names it (docs/PROOFS.md, "Covered by a checkpoint").
+async fn proofs_carry_the_cosigned_checkpoint(dir: &Path, url: &str, ledger_hex: &str, cosigners: &str) {
+    use sion_verify::proof::ProofFile;
+    let d = dir.join("rover");
+    let d = d.to_str().expect("utf8");
+    let o = sion(&["memory", "open", "--data", d, "--agent", "rover", "--ledger", url], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let o =
+        sion(&["memory", "remember", "--data", d, "-"], Some(&sion(&["sim", "--atoms", "50"], None).stdout));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "commit", "--data", d], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let f = dir.join("covered.sionproof");
+    let fp = f.to_str().expect("utf8");
+    let verify = |extra: &[&str], file: &str| {
+        let mut args = vec!["memory", "verify", "--ledger-key", ledger_hex, "--expect-position", "10"];
+        args.extend_from_slice(extra);
+        args.push(file);
+        sion(&args, None)
+    };
+    // The next cosigning round covers the commit's Pulse (every 0.3 s here).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let file = loop {
+        let o = sion(&["memory", "prove", "inclusion", "--data", d, "--position", "10", "--out", fp], None);
+        assert!(o.status.success(), "{}", text(&o));
+        let file = ProofFile::decode(&std::fs::read(&f).expect("proof")).expect("decodes");
+        if file.attestation.as_ref().is_some_and(|a| a.checkpoint.is_some()) {
+            break file;
+        }
+        assert!(Instant::now() < deadline, "no proof carried a cosigned checkpoint");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let o = verify(&["--cosigners", cosigners], fp);
+    assert!(
+        o.status.success() && text(&o).contains("covered by the ledger's checkpoint of size"),
+        "{}",
+        text(&o)
+    );
+    // A reader who trusts another witness only.
+    let other = dir.join("other-cosigners");
+    let okey = ed25519_dalek::SigningKey::from_bytes(&[8; 32]).verifying_key().to_bytes();
+    std::fs::write(&other, format!("{}\n", sion_verify::ledger::witness_vkey("w.test/2", &okey)))
+        .expect("file");
+    let o = verify(&["--cosigners", other.to_str().expect("utf8")], fp);
+    assert!(!o.status.success() && text(&o).contains("(witnesses)"), "{}", text(&o));
+    // The witness's line altered: false evidence of a witness the reader names.
+    let mut altered = file.clone();
+    if let Some(c) = altered.attestation.as_mut().and_then(|a| a.checkpoint.as_mut())
+        && let Some(line) = c.note.signatures.iter_mut().find(|l| l.name == "w.test/1")
+    {
+        line.signature[12] ^= 1;
+    }
+    let a = dir.join("altered.sionproof");
+    std::fs::write(&a, altered.encode()).expect("write");
+    let o = verify(&["--cosigners", cosigners], a.to_str().expect("utf8"));
+    assert!(!o.status.success() && text(&o).contains("(attestation)"), "{}", text(&o));
+    // Without the checkpoint: refused, unless the reader asks the ledger for it.
+    let mut bare = file.clone();
+    if let Some(at) = bare.attestation.as_mut() {
+        at.checkpoint = None;
+    }
+    let b = dir.join("bare.sionproof");
+    std::fs::write(&b, bare.encode()).expect("write");
+    let b = b.to_str().expect("utf8");
+    let o = verify(&["--cosigners", cosigners], b);
+    assert!(!o.status.success() && text(&o).contains("(witnesses)"), "{}", text(&o));
+    let o = verify(&["--cosigners", cosigners, "--ledger", url], b);
+    assert!(o.status.success(), "{}", text(&o));
 }

@@ -77,6 +77,14 @@ pub trait LedgerLink: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// The first checkpoint of this ledger's history (docs/FLEET-LEDGER.md, "Checkpoints")
+    /// kept with witnesses' cosignatures that covers Pulse `pulse`, with the header's inclusion
+    /// proof in it, unchecked; none where the ledger keeps no history (an embedded one) or no
+    /// cosigned checkpoint covers the Pulse yet.
+    fn covering(&self, _pulse: u64) -> Result<Option<sion_verify::proof::Covering>, LedgerError> {
+        Ok(None)
+    }
+
     /// Every version of log `id` from version `from` on, oldest first, asked for a page
     /// ([`PAGE`] versions) at a time.
     fn versions_from(

@@ -200,6 +200,7 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
             ledger_key: memory.ledger().public_key().to_bytes(),
             state,
             cosignatures: Vec::new(),
+            checkpoint: None,
         }),
     };
     let verified = ProofFile::decode(&file.encode())

@@ -1065,9 +1065,7 @@ impl Memory {
 
     /// The ledger's attestation of the head committed at `pulse`.
     pub fn attestation_at(&self, pulse: u64) -> Result<Attestation, ProveError> {
-        let state = self.ledger.state_proof(self.log_id, pulse)?;
-        let cosignatures = self.ledger.cosignatures(pulse)?;
-        Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state, cosignatures })
+        self.attestation_of(self.log_id, pulse)
     }
 
     /// The ledger's attestation of another log, `id`, at Pulse `pulse` (a reviser's other logs,
@@ -1075,7 +1073,30 @@ impl Memory {
     pub fn attestation_of(&self, id: LogId, pulse: u64) -> Result<Attestation, ProveError> {
         let state = self.ledger.state_proof(id, pulse)?;
         let cosignatures = self.ledger.cosignatures(pulse)?;
-        Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state, cosignatures })
+        let checkpoint = self.covering(&state.header.header);
+        Ok(Attestation { ledger_key: self.ledger.public_key().to_bytes(), state, cosignatures, checkpoint })
+    }
+
+    /// The ledger's cosigned checkpoint covering `header`'s Pulse, checked. It is further
+    /// evidence, for readers who name C2SP witnesses: without one (none cosigned yet, or a
+    /// ledger that keeps no history) a file is attested as before, and one that does not hold
+    /// is not put in a file (a prover makes no file a verifier refuses).
+    fn covering(&self, header: &sion_verify::ledger::PulseHeader) -> Option<sion_verify::proof::Covering> {
+        let pulse = header.number;
+        match self.ledger.covering(pulse) {
+            Ok(Some(c)) => match c.verify(&self.ledger.public_key(), header) {
+                Ok(_) => Some(c),
+                Err(e) => {
+                    tracing::warn!("the ledger's checkpoint covering Pulse {pulse} is left out: {e}");
+                    None
+                }
+            },
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("no checkpoint covering Pulse {pulse}: {e}");
+                None
+            }
+        }
     }
 
     /// The committed version of the log with `size` atoms (the latest commit if `None`).
@@ -1244,6 +1265,7 @@ impl Memory {
             attestation: Some(Attestation {
                 ledger_key: self.ledger.public_key().to_bytes(),
                 cosignatures: self.ledger.cosignatures(time.at.header.header.number)?,
+                checkpoint: self.covering(&time.at.header.header),
                 state: time.at,
             }),
         })

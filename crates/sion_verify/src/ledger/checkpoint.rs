@@ -68,6 +68,40 @@ pub fn witness_vkey(name: &str, key: &[u8; 32]) -> String {
     format!("{name}+{:08x}+{}", key_id(name, TYPE_COSIGNATURE_V1, key), B64.encode(material))
 }
 
+/// Parse a C2SP `cosignature/v1` verifier key (`name+keyid+base64(0x04 || key)`): its name
+/// and Ed25519 key, its key ID checked against both. The error says what is wrong with it.
+pub fn parse_witness_vkey(vkey: &str) -> Result<(String, VerifyingKey), String> {
+    let mut parts = vkey.splitn(3, '+');
+    let (Some(name), Some(id), Some(material)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(format!("{vkey:?} is not a vkey (name+keyid+base64key)"));
+    };
+    if !valid_key_name(name) {
+        return Err(format!("{vkey:?}: {name:?} is not a key name (no spaces, no plus)"));
+    }
+    let material = B64.decode(material).map_err(|_| format!("{vkey:?}: its key is not base64"))?;
+    let (Some(&TYPE_COSIGNATURE_V1), Ok(raw)) =
+        (material.first(), <[u8; 32]>::try_from(&material[1.min(material.len())..]))
+    else {
+        return Err(format!("{vkey:?}: not a cosignature/v1 Ed25519 key (type 0x04, 32 bytes)"));
+    };
+    if id.len() != 8 || u32::from_str_radix(id, 16).ok() != Some(key_id(name, TYPE_COSIGNATURE_V1, &raw)) {
+        return Err(format!("{vkey:?}: its key ID does not match its name and key"));
+    }
+    let key = VerifyingKey::from_bytes(&raw).map_err(|_| format!("{vkey:?}: not an Ed25519 key"))?;
+    Ok((name.to_owned(), key))
+}
+
+/// How a note's `cosignature/v1` line of one witness stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cosigned {
+    /// No line under the witness's name and key ID.
+    Absent,
+    /// The first such line verifies: the witness's time (POSIX seconds).
+    At(u64),
+    /// The first such line does not verify.
+    Fails,
+}
+
 /// Why a note, a checkpoint or an `add-checkpoint` body was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -349,10 +383,21 @@ impl SignedNote {
     /// The time of a valid `cosignature/v1` of witness `name` with `key` on this note, if it
     /// carries one (lines under other names or key IDs are ignored).
     pub fn cosigned_by(&self, name: &str, key: &VerifyingKey) -> Option<u64> {
+        match self.cosignature_of(name, key) {
+            Cosigned::At(time) => Some(time),
+            Cosigned::Absent | Cosigned::Fails => None,
+        }
+    }
+
+    /// Whether this note carries a `cosignature/v1` of witness `name` with `key`, and whether
+    /// it holds: the first line of that name and key ID only, as for
+    /// [`SignedNote::signed_by`]; a time past 2^63 − 1 fails.
+    pub fn cosignature_of(&self, name: &str, key: &VerifyingKey) -> Cosigned {
         let id = key_id(name, TYPE_COSIGNATURE_V1, &key.to_bytes());
-        // The first line of that name and key ID only, as for [`SignedNote::signed_by`].
-        self.signatures.iter().find(|s| s.name == name && s.id == id).and_then(|s| {
-            let (time, sig) = s.signature.split_first_chunk::<8>()?;
+        let Some(line) = self.signatures.iter().find(|s| s.name == name && s.id == id) else {
+            return Cosigned::Absent;
+        };
+        let holds = line.signature.split_first_chunk::<8>().and_then(|(time, sig)| {
             let sig: [u8; 64] = sig.try_into().ok()?;
             let time = u64::from_be_bytes(*time);
             if time > i64::MAX as u64 {
@@ -361,7 +406,8 @@ impl SignedNote {
             key.verify(&cosignature_message(time, &self.text), &Signature::from_bytes(&sig))
                 .ok()
                 .map(|()| time)
-        })
+        });
+        holds.map_or(Cosigned::Fails, Cosigned::At)
     }
 }
 

@@ -9,9 +9,10 @@ mod tx;
 mod types;
 
 pub use checkpoint::{
-    AddCheckpoint, Checkpoint, CheckpointError, MAX_NOTE_BYTES, MAX_NOTE_SIGNATURES, MAX_PROOF_LINES,
-    NoteSignature, SignedNote, cosign_v1, cosignature_message, history_leaf, key_id, ledger_vkey, origin_of,
-    sign_checkpoint, valid_key_name, witness_vkey,
+    AddCheckpoint, Checkpoint, CheckpointError, Cosigned, MAX_NOTE_BYTES, MAX_NOTE_SIGNATURES,
+    MAX_PROOF_LINES, NoteSignature, SignedNote, cosign_v1, cosignature_message, history_leaf, key_id,
+    ledger_vkey, note_signature, origin_of, parse_witness_vkey, sign_checkpoint, valid_key_name,
+    witness_vkey,
 };
 pub use cosign::{Cosignature, Witnesses, cosign_message};
 pub use pulse::{AttestationError, PulseHeader, SignedHeader, StateProof, TxTimeProof};

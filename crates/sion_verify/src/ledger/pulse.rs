@@ -120,6 +120,16 @@ pub enum AttestationError {
         /// The header's Pulse number.
         number: u64,
     },
+    /// The C2SP checkpoint said to cover the attested Pulse does not: not signed by the
+    /// ledger's key as its origin, too small, the Pulse's header not its leaf, or a named
+    /// witness's cosignature on it failing (docs/PROOFS.md, "Covered by a checkpoint").
+    #[error("the checkpoint said to cover Pulse {pulse}: {reason}")]
+    Checkpoint {
+        /// The attested Pulse.
+        pulse: u64,
+        /// What does not hold.
+        reason: String,
+    },
     /// A state proof's path does not lead from the log's leaf to the header's state root.
     #[error("log {log} is not in the state of Pulse {pulse}: {reason}")]
     NotInState {

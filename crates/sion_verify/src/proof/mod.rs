@@ -20,7 +20,10 @@ use crate::atom::{Atom, AtomId};
 use crate::index::Version;
 use crate::index::geom::Query;
 use crate::leaf::{LogHasher, leaf_hash};
-use crate::ledger::{AttestationError, Cosignature, Head, LogId, StateProof, TxTimeProof, Witnesses};
+use crate::ledger::{
+    AttestationError, Checkpoint, Cosignature, Cosigned, Head, LogId, MAX_NOTE_BYTES, PulseHeader,
+    SignedNote, StateProof, TxTimeProof, Witnesses,
+};
 use crate::merkle::{Digest, ProofError, verify_consistency, verify_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
@@ -46,6 +49,43 @@ pub struct Attestation {
     /// Witnesses' cosignatures of that Pulse's header, in ascending order of witness key, each
     /// witness once (docs/PROOFS.md, "Cosignatures"); empty in a file with `attested = 1`.
     pub cosignatures: Vec<Cosignature>,
+    /// A C2SP checkpoint of the ledger's history that covers that Pulse, with the witnesses'
+    /// `cosignature/v1` lines it was kept with (`attested` 3 or 4).
+    pub checkpoint: Option<Covering>,
+}
+
+/// The most nodes a checkpoint's inclusion path may have (a history of up to 2^64 Pulses).
+const MAX_HISTORY_PATH: usize = 64;
+
+/// A C2SP checkpoint (a signed note whose body is a tlog-checkpoint of the ledger's history of
+/// Pulse headers, docs/FLEET-LEDGER.md "Checkpoints") that covers the attested Pulse, and the
+/// header's RFC 6962 inclusion proof in it (docs/PROOFS.md, "Covered by a checkpoint").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Covering {
+    /// The note as the ledger kept it: the checkpoint, the ledger's signature line and the
+    /// witnesses' `cosignature/v1` lines.
+    pub note: SignedNote,
+    /// The inclusion proof (SHA-256) of the Pulse's header, leaf `number` of the checkpoint's
+    /// history.
+    pub path: Vec<Digest>,
+}
+
+impl Covering {
+    /// Check that the ledger key signed the note as its checkpoint and that `header` is leaf
+    /// `header.number` of it; the checkpoint.
+    pub fn verify(
+        &self,
+        ledger_key: &VerifyingKey,
+        header: &PulseHeader,
+    ) -> Result<Checkpoint, AttestationError> {
+        let fail = |reason: String| AttestationError::Checkpoint { pulse: header.number, reason };
+        let checkpoint = self.note.verify_checkpoint(ledger_key).map_err(|e| fail(e.to_string()))?;
+        if self.path.len() > MAX_HISTORY_PATH {
+            return Err(fail(format!("a path of {} nodes, over {MAX_HISTORY_PATH}", self.path.len())));
+        }
+        checkpoint.includes(header, &self.path).map_err(|e| fail(e.to_string()))?;
+        Ok(checkpoint)
+    }
 }
 
 /// At most this many cosignatures in one file (the count is one byte).
@@ -86,6 +126,9 @@ impl Attestation {
                 witness: hex::encode(c.witness),
                 number: h.number,
             }));
+        }
+        if let Some(c) = &self.checkpoint {
+            c.verify(ledger_key, h)?;
         }
         Ok(())
     }
@@ -310,6 +353,19 @@ pub enum VerifyError {
         /// How many the reader requires.
         quorum: usize,
     },
+    /// `witnesses`: fewer of the reader's C2SP witnesses cosigned the checkpoint covering the
+    /// attested Pulse than its quorum (none when the file carries no checkpoint).
+    #[error("{found} of the {named} C2SP witnesses you named cosigned {covering}; your quorum is {quorum}")]
+    Cosigners {
+        /// What was looked at: the checkpoint and the Pulse it covers, or that there is none.
+        covering: String,
+        /// How many of the reader's witnesses cosigned it.
+        found: usize,
+        /// How many the reader named.
+        named: usize,
+        /// How many the reader requires.
+        quorum: usize,
+    },
     /// `other_head`: the head is not the exact one the reader holds.
     #[error("the proof is as of another head than the expected one ({size} atoms, root {root})")]
     OtherHead {
@@ -342,7 +398,7 @@ impl VerifyError {
             VerifyError::StaleHead { .. } => "stale_head",
             VerifyError::OtherHead { .. } => "other_head",
             VerifyError::RecordedElsewhere(_) => "recorded_elsewhere",
-            VerifyError::Witnesses { .. } => "witnesses",
+            VerifyError::Witnesses { .. } | VerifyError::Cosigners { .. } => "witnesses",
         }
     }
 }
@@ -389,6 +445,41 @@ pub enum Question {
     Count(Query),
 }
 
+/// The C2SP witnesses a reader trusts (names and `cosignature/v1` keys, from their vkeys) and
+/// how many of them must have cosigned the checkpoint covering the attested Pulse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cosigners {
+    /// Each witness's key name and Ed25519 key; no name and no key twice.
+    pub keys: Vec<(String, [u8; 32])>,
+    /// How many of them (at least 1).
+    pub quorum: usize,
+}
+
+impl Cosigners {
+    /// Witnesses from their C2SP vkeys (`name+keyid+base64(0x04 || key)`), `quorum` of them
+    /// (all when `None`). The error names the vkey at fault.
+    pub fn from_vkeys<S: AsRef<str>>(vkeys: &[S], quorum: Option<usize>) -> Result<Self, String> {
+        let mut keys: Vec<(String, [u8; 32])> = Vec::with_capacity(vkeys.len());
+        for (i, v) in vkeys.iter().enumerate() {
+            let (name, key) =
+                crate::ledger::parse_witness_vkey(v.as_ref()).map_err(|e| format!("cosigners[{i}]: {e}"))?;
+            // A cosignature/v1 does not sign the name: one key under two names would count twice.
+            if keys.iter().any(|(n, k)| *n == name || *k == key.to_bytes()) {
+                return Err(format!("cosigners[{i}]: witness {name} (or its key) named twice"));
+            }
+            keys.push((name, key.to_bytes()));
+        }
+        let quorum = quorum.unwrap_or(keys.len());
+        if quorum == 0 || quorum > keys.len() {
+            return Err(format!(
+                "cosigners_quorum: {quorum}, but between 1 and the {} witnesses named",
+                keys.len()
+            ));
+        }
+        Ok(Self { keys, quorum })
+    }
+}
+
 /// What a reader expects of a proof besides its being valid: the question it answers, the log,
 /// and how recent a head it answers as of.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -404,6 +495,9 @@ pub struct Expect {
     /// The witnesses the reader trusts and its quorum: that many of them must have cosigned the
     /// attested Pulse's header.
     pub witnesses: Option<Witnesses>,
+    /// The C2SP witnesses the reader trusts and its quorum: that many of them must have
+    /// cosigned a checkpoint the file shows covers the attested Pulse.
+    pub cosigners: Option<Cosigners>,
 }
 
 impl Expect {
@@ -436,13 +530,21 @@ impl Expect {
         self
     }
 
+    /// Also require a checkpoint covering the attested Pulse, cosigned by enough of these C2SP
+    /// witnesses.
+    pub fn covered_by(mut self, cosigners: Cosigners) -> Self {
+        self.cosigners = Some(cosigners);
+        self
+    }
+
     /// An expectation from its JSON form (docs/PROOFS.md, "What the reader asked"): an object
     /// with, for a range question, `frame`, `box` (six integers: x0, y0, z0, x1, y1, z1 in mm),
     /// `from_ns` and `to_ns` (and `kinds`, an array of kind names, if it names some); or `subject`; or `links_to` (64 hex digits); or `position` (an
     /// inclusion); or `omitted` (a position); or `extends` (`{"size", "root"}`); and
     /// optionally `at_least`, `head` (exactly this head: `{"size", "root"}`), `log`, and
     /// `witnesses` (an array of witness keys, 64 hex digits each) with `quorum` (how many of them
-    /// must have cosigned). Absent or null members are not expected.
+    /// must have cosigned), and `cosigners` (an array of C2SP witness vkeys) with
+    /// `cosigners_quorum`. Absent or null members are not expected.
     pub fn from_json(v: &serde_json::Value) -> Result<Self, String> {
         let int = |name: &str| -> Result<Option<i64>, String> {
             match v.get(name) {
@@ -538,12 +640,33 @@ impl Expect {
                 Some(Witnesses { keys, quorum })
             }
         };
+        let cosigners = match v.get("cosigners").filter(|w| !w.is_null()) {
+            None => {
+                if unsigned("cosigners_quorum")?.is_some() {
+                    return Err("cosigners_quorum: name the C2SP witnesses it counts (cosigners)".into());
+                }
+                None
+            }
+            Some(w) => {
+                let list = w.as_array().ok_or("cosigners: an array of C2SP witness vkeys")?;
+                let vkeys = list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| k.as_str().ok_or_else(|| format!("cosigners[{i}]: not a string")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let quorum = unsigned("cosigners_quorum")?
+                    .map(|q| usize::try_from(q).map_err(|_| "cosigners_quorum: too large"))
+                    .transpose()?;
+                Some(Cosigners::from_vkeys(&vkeys, quorum)?)
+            }
+        };
         Ok(Self {
             question,
             log: unsigned("log")?.map(LogId),
             at_least: unsigned("at_least")?.unwrap_or(0),
             head: size_and_root("head")?,
             witnesses,
+            cosigners,
         })
     }
 
@@ -573,6 +696,9 @@ impl Expect {
                     quorum: w.quorum,
                 });
             }
+        }
+        if let Some(c) = &self.cosigners {
+            verified.covered_by(c)?;
         }
         let Some(question) = &self.question else { return Ok(()) };
         let answers = match (question, &verified.claim) {
@@ -742,6 +868,10 @@ pub struct Verified {
     /// The witnesses whose cosignatures of that Pulse's header the file carries (every one
     /// holds; which of them a reader trusts is its own choice, [`Expect::cosigned_by`]).
     pub cosigned: Vec<[u8; 32]>,
+    /// The C2SP checkpoint covering that Pulse, checked (signed by the ledger's key, the
+    /// header its leaf), as the file carries it with its witnesses' lines; which of them a
+    /// reader trusts is its own choice, [`Expect::covered_by`].
+    pub checkpoint: Option<(Checkpoint, SignedNote)>,
     /// What the proof establishes about the head.
     pub claim: Claim,
 }
@@ -993,7 +1123,9 @@ fn kind_names(q: &Query) -> serde_json::Value {
 impl Verified {
     /// What was verified, as JSON: `kind`, `statement`, `log`, `head` (size and the three roots
     /// in hex), `pulse` (number, time in ns, ledger key; null when unattested), `cosigned_by`
-    /// (the witness keys whose cosignatures the file carries, hex) and `claim`.
+    /// (the witness keys whose cosignatures the file carries, hex), `checkpoint` (the C2SP
+    /// checkpoint covering the Pulse: its size and note, with every line it carries; null when
+    /// none) and `claim`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "kind": self.claim.kind(),
@@ -1009,6 +1141,9 @@ impl Verified {
                 "number": number, "time_ns": time_ns, "ledger_key": hex::encode(key),
             })),
             "cosigned_by": self.cosigned.iter().map(hex::encode).collect::<Vec<_>>(),
+            "checkpoint": self.checkpoint.as_ref().map(|(cp, note)| serde_json::json!({
+                "size": cp.size, "note": note.encode(),
+            })),
             "claim": self.claim.to_json(),
         })
     }
@@ -1153,7 +1288,8 @@ impl ProofFile {
         match &self.attestation {
             None => out.put_u8(0),
             Some(a) => {
-                out.put_u8(if a.cosignatures.is_empty() { 1 } else { 2 });
+                let covered = if a.checkpoint.is_some() { 2 } else { 0 };
+                out.put_u8(covered + if a.cosignatures.is_empty() { 1 } else { 2 });
                 out.put_bytes(&a.ledger_key);
                 a.state.put(out);
                 if !a.cosignatures.is_empty() {
@@ -1165,6 +1301,10 @@ impl ProofFile {
                     for c in &sorted {
                         c.put(out);
                     }
+                }
+                if let Some(c) = &a.checkpoint {
+                    out.put_bytes32(c.note.encode().as_bytes());
+                    put_path(out, &c.path);
                 }
             }
         }
@@ -1385,8 +1525,16 @@ impl ProofFile {
                         number: h.number,
                     }));
                 }
-                Some((h.number, h.time_ns, a.ledger_key))
+                let checkpoint = match &a.checkpoint {
+                    None => None,
+                    Some(c) => Some((covering_holds(&mut checked, c, &key, h)?, c.note.clone())),
+                };
+                Some((h.number, h.time_ns, a.ledger_key, checkpoint))
             }
+        };
+        let (pulse, checkpoint) = match pulse {
+            Some((number, time, key, checkpoint)) => (Some((number, time, key)), checkpoint),
+            None => (None, None),
         };
         let cosigned = self.attestation.as_ref().map(|a| a.cosignatures.iter().map(|c| c.witness).collect());
         let claim = match &self.proof {
@@ -1460,22 +1608,51 @@ impl ProofFile {
                 Claim::Count { query: count.query.clone(), counted }
             }
         };
-        Ok(Verified { log, head, pulse, cosigned: cosigned.unwrap_or_default(), claim })
+        Ok(Verified { log, head, pulse, cosigned: cosigned.unwrap_or_default(), checkpoint, claim })
     }
+}
+
+/// [`Covering::verify`], once for many files that share it (`checked`: see
+/// [`ProofFile::verify_sharing`]).
+fn covering_holds(
+    checked: &mut Option<&mut std::collections::HashSet<Digest>>,
+    covering: &Covering,
+    key: &VerifyingKey,
+    header: &PulseHeader,
+) -> Result<Checkpoint, AttestationError> {
+    let Some(checked) = checked.as_deref_mut() else { return covering.verify(key, header) };
+    let mut h = blake3::Hasher::new();
+    h.update(&[3u8]);
+    h.update(key.as_bytes());
+    h.update(&header.encode());
+    h.update(covering.note.encode().as_bytes());
+    for d in &covering.path {
+        h.update(d);
+    }
+    let digest: Digest = *h.finalize().as_bytes();
+    if checked.contains(&digest) {
+        // Held once: parsed again (it was), not verified again.
+        return Checkpoint::parse_body(&covering.note.text)
+            .map_err(|e| AttestationError::Checkpoint { pulse: header.number, reason: e.to_string() });
+    }
+    let checkpoint = covering.verify(key, header)?;
+    checked.insert(digest);
+    Ok(checkpoint)
 }
 
 /// The envelope's attestation part: `attested` and, if attested, its fields.
 fn read_attestation(r: &mut Reader<'_>) -> Result<Option<Attestation>, WireError> {
     Ok(match r.u8("attested")? {
         0 => None,
-        attested @ (1 | 2) => {
+        attested @ 1..=4 => {
             let ledger_key = r.array("ledger key")?;
             let state = StateProof::read(r)?;
-            let cosignatures = if attested == 2 { read_cosignatures(r)? } else { Vec::new() };
-            Some(Attestation { ledger_key, state, cosignatures })
+            let cosignatures = if attested % 2 == 0 { read_cosignatures(r)? } else { Vec::new() };
+            let checkpoint = if attested >= 3 { Some(read_covering(r)?) } else { None };
+            Some(Attestation { ledger_key, state, cosignatures, checkpoint })
         }
         other => {
-            return Err(WireError::Invalid { field: "attested", problem: format!("{other}, not 0, 1 or 2") });
+            return Err(WireError::Invalid { field: "attested", problem: format!("{other}, not 0 to 4") });
         }
     })
 }
@@ -1607,12 +1784,69 @@ fn read_cosignatures(r: &mut Reader<'_>) -> Result<Vec<Cosignature>, WireError> 
     Ok(out)
 }
 
+/// `u32+n` a signed note (n ≤ [`MAX_NOTE_BYTES`], in the one encoding [`SignedNote::encode`]
+/// gives) whose text is a checkpoint body, then `u8 n` and the history inclusion path.
+fn read_covering(r: &mut Reader<'_>) -> Result<Covering, WireError> {
+    let bytes = r.bytes32(MAX_NOTE_BYTES, "checkpoint")?;
+    let invalid = |problem: String| WireError::Invalid { field: "checkpoint", problem };
+    let note = SignedNote::parse(bytes).map_err(|e| invalid(e.to_string()))?;
+    if note.encode().as_bytes() != bytes {
+        return Err(invalid("not in its one encoding (base64 with padding, no line twice-spaced)".into()));
+    }
+    Checkpoint::parse_body(&note.text).map_err(|e| invalid(e.to_string()))?;
+    Ok(Covering { note, path: read_path(r)? })
+}
+
 fn read_path(r: &mut Reader<'_>) -> Result<Vec<Digest>, WireError> {
     let n = r.u8("path")?;
     (0..n).map(|_| r.array("path")).collect()
 }
 
 impl Verified {
+    /// Whether `quorum` of the reader's C2SP witnesses cosigned the checkpoint the file showed
+    /// covers the attested Pulse: `witnesses` if fewer did (or the file has no checkpoint),
+    /// `attestation` if a line under a named witness's name and key ID does not hold (the file
+    /// carries no false evidence of the witnesses a reader names).
+    pub fn covered_by(&self, cosigners: &Cosigners) -> Result<(), VerifyError> {
+        let pulse = self.pulse.map_or(0, |p| p.0);
+        let named = cosigners.keys.len();
+        let Some((checkpoint, note)) = &self.checkpoint else {
+            return Err(VerifyError::Cosigners {
+                covering: format!("any checkpoint (the file carries none covering Pulse {pulse})"),
+                found: 0,
+                named,
+                quorum: cosigners.quorum,
+            });
+        };
+        let mut found = 0;
+        for (name, raw) in &cosigners.keys {
+            // A key that is not a curve point signs nothing.
+            let Ok(key) = VerifyingKey::from_bytes(raw) else { continue };
+            match note.cosignature_of(name, &key) {
+                Cosigned::Absent => {}
+                Cosigned::At(_) => found += 1,
+                Cosigned::Fails => {
+                    return Err(VerifyError::Attestation(AttestationError::Checkpoint {
+                        pulse,
+                        reason: format!(
+                            "the cosignature/v1 of witness {name} on the checkpoint of size {} does not hold",
+                            checkpoint.size
+                        ),
+                    }));
+                }
+            }
+        }
+        if found < cosigners.quorum {
+            return Err(VerifyError::Cosigners {
+                covering: format!("the checkpoint of size {} covering Pulse {pulse}", checkpoint.size),
+                found,
+                named,
+                quorum: cosigners.quorum,
+            });
+        }
+        Ok(())
+    }
+
     /// The id of the atom proved included, if that is the claim.
     pub fn atom_id(&self) -> Option<AtomId> {
         match &self.claim {

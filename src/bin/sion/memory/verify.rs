@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use sion_memory::atom::BoxMm;
 use sion_memory::index::geom::Query;
-use sion_memory::proof::{Expect, NearQuery, ProofFile, Question, Verified};
+use sion_memory::proof::{Cosigners, Expect, NearQuery, ProofFile, Question, Verified};
 use sion_memory::time::rfc3339;
 
 use super::recall::{point_value, print_verified};
@@ -40,6 +40,16 @@ pub(crate) struct VerifyArgs {
     /// How many of --witnesses must have cosigned (default: all of them).
     #[arg(long, requires = "witnesses")]
     pub(crate) quorum: Option<usize>,
+    /// The C2SP witnesses you trust: a file of lines `VKEY [URL]` (their `cosignature/v1`
+    /// verifier keys, as `sion ledger witness` prints them; `#` starts a comment). The proof's
+    /// Pulse must be covered by a checkpoint of the ledger's history that --cosigners-quorum of
+    /// them cosigned (docs/PROOFS.md, "Covered by a checkpoint"); with --ledger, a file that
+    /// carries none gets the first cosigned one from the service (and checks it here).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) cosigners: Option<PathBuf>,
+    /// How many of --cosigners must have cosigned (default: all of them).
+    #[arg(long, value_name = "K", requires = "cosigners")]
+    pub(crate) cosigners_quorum: Option<usize>,
     /// The question you asked: a range proof must be for exactly this frame (with
     /// --expect-box, --expect-from and --expect-to; or a latest proof with --expect-latest, a
     /// nearest proof with --expect-point). A valid proof for a smaller box or a shorter interval
@@ -215,6 +225,20 @@ impl VerifyArgs {
         if let Some((named, quorum)) = witnesses {
             expect = expect.cosigned_by(named.iter().map(|(_, k)| *k).collect(), *quorum);
         }
+        if let Some(path) = &self.cosigners {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let vkeys: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.split('#').next().unwrap_or_default().split_whitespace().next())
+                .collect();
+            if vkeys.is_empty() {
+                bail!("{}: names no C2SP witness", path.display());
+            }
+            let cosigners = Cosigners::from_vkeys(&vkeys, self.cosigners_quorum)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            expect = expect.covered_by(cosigners);
+        }
         Ok(expect)
     }
 
@@ -279,6 +303,10 @@ pub(crate) fn verify(a: VerifyArgs) -> Result<ExitCode> {
                     "head": { "size": v.head.size, "root": hex::encode(v.head.root) },
                     "pulse": v.pulse.map(|(n, t, k)| serde_json::json!({"number": n, "time": rfc3339(t), "ledger_key": hex::encode(k)})),
                     "cosigned_by": v.cosigned.iter().map(hex::encode).collect::<Vec<_>>(),
+                    "checkpoint": v.checkpoint.as_ref().map(|(cp, note)| serde_json::json!({
+                        "size": cp.size,
+                        "note": note.encode(),
+                    })),
                     "claim": claim,
                 });
                 outln!("{}", serde_json::to_string_pretty(&v)?);
@@ -301,6 +329,13 @@ pub(crate) fn verify(a: VerifyArgs) -> Result<ExitCode> {
                         named.len(),
                         names.join(", ")
                     );
+                }
+                if let Some((cp, _)) = &v.checkpoint {
+                    let by = a
+                        .cosigners
+                        .as_ref()
+                        .map_or(String::new(), |_| ", cosigned by your --cosigners' quorum".into());
+                    outln!("  covered by the ledger's checkpoint of size {} (C2SP){by}", cp.size);
                 }
             } else {
                 outln!(
@@ -437,6 +472,18 @@ pub(crate) fn checked(a: &VerifyArgs) -> Result<Checked> {
     // Cosignatures the file lacks, from the service: each is checked like those it carries.
     if let (Ok(f), Some(service), Some(w)) = (&mut file, &service, &expect.witnesses) {
         add_served_cosignatures(f, service, &w.keys)?;
+    }
+    // A checkpoint covering its Pulse, from the service, for a file that carries none: the
+    // checks below are the same as for one it carries.
+    if let (Ok(f), Some(service), Some(_)) = (&mut file, &service, &expect.cosigners)
+        && let Some(a) = f.attestation.as_mut()
+        && a.checkpoint.is_none()
+    {
+        use sion_memory::ledger::link::LedgerLink as _;
+        let number = a.state.header.header.number;
+        a.checkpoint = service
+            .covering(number)
+            .with_context(|| format!("asking the fleet ledger for a checkpoint covering Pulse {number}"))?;
     }
     let result: Result<Verified, Refusal> = file
         .map_err(sion_memory::proof::VerifyError::from)
