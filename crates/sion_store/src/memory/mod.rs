@@ -331,6 +331,11 @@ pub struct Memory {
     space: Option<std::sync::Arc<Space>>,
     /// The committed head, for those who wait for the next.
     heads: HeadWatch,
+    /// The ledger's cosigned checkpoint covering each Pulse lately asked about (by its
+    /// header's hash), and when it was found.
+    coverings: std::sync::Mutex<
+        std::collections::HashMap<[u8; 32], (std::time::Instant, sion_verify::proof::Covering)>,
+    >,
 }
 
 /// A sealed memory's space id, as memory.json names it.
@@ -602,6 +607,7 @@ impl Memory {
             log,
             ledger,
             heads: HeadWatch::new(on_ledger.clone()),
+            coverings: std::sync::Mutex::default(),
             on_ledger,
             writer,
             log_id,
@@ -664,6 +670,7 @@ impl Memory {
             log,
             ledger,
             heads: HeadWatch::new(on_ledger.clone()),
+            coverings: std::sync::Mutex::default(),
             on_ledger,
             writer,
             log_id,
@@ -744,6 +751,7 @@ impl Memory {
             log_id,
             agent: config.agent,
             heads: HeadWatch::new(on_ledger.clone()),
+            coverings: std::sync::Mutex::default(),
             on_ledger,
             recovery: Recovery::default(),
             blobs: BlobStore::open_read_only(&dir.join("blobs"))?,
@@ -860,6 +868,12 @@ impl Memory {
     /// Whether this memory was opened to be read only ([`Options::open_read_only`]).
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// The fleet ledger's URL this log is on, as memory.json names it; none for a log on an
+    /// embedded ledger (or a memory.json that no longer reads).
+    pub fn ledger_url(&self) -> Option<String> {
+        read_config(&self.dir).ok().and_then(|c| c.ledger_url)
     }
 
     pub fn dir(&self) -> &Path {
@@ -1083,9 +1097,27 @@ impl Memory {
     /// is not put in a file (a prover makes no file a verifier refuses).
     fn covering(&self, header: &sion_verify::ledger::PulseHeader) -> Option<sion_verify::proof::Covering> {
         let pulse = header.number;
+        let hash = header.hash();
+        // Kept by the header's hash (checked against this very header when it was kept), for a
+        // few seconds: a burst of proofs asks the ledger once, and witnesses' lines merged into
+        // the kept note later (a round in which one was slow) are picked up after.
+        if let Some((at, c)) =
+            self.coverings.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&hash)
+            && at.elapsed() < std::time::Duration::from_secs(10)
+        {
+            return Some(c.clone());
+        }
         match self.ledger.covering(pulse) {
             Ok(Some(c)) => match c.verify(&self.ledger.public_key(), header) {
-                Ok(_) => Some(c),
+                Ok(_) => {
+                    let mut kept = self.coverings.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    // Bounded: a long-lived prover asked about many Pulses keeps the latest.
+                    if kept.len() >= 1024 {
+                        kept.clear();
+                    }
+                    kept.insert(hash, (std::time::Instant::now(), c.clone()));
+                    Some(c)
+                }
                 Err(e) => {
                     tracing::warn!("the ledger's checkpoint covering Pulse {pulse} is left out: {e}");
                     None

@@ -353,14 +353,16 @@ impl SignedNote {
         Ok(Self { text: text.to_owned(), signatures })
     }
 
-    /// Whether a valid Ed25519 note signature of `key` under `name` is on this note.
+    /// Whether a valid Ed25519 note signature of `key` under `name` is on this note (checked
+    /// strictly, as the ledger's Pulse signatures are: `verify_strict`).
     pub fn signed_by(&self, name: &str, key: &VerifyingKey) -> bool {
         let id = key_id(name, TYPE_ED25519, &key.to_bytes());
         // The first line of that name and key ID only: names and IDs are public, and a note
         // padded with lines under them must not cost a verification each.
         self.signatures.iter().find(|s| s.name == name && s.id == id).is_some_and(|s| {
-            <[u8; 64]>::try_from(s.signature.as_slice())
-                .is_ok_and(|sig| key.verify(self.text.as_bytes(), &Signature::from_bytes(&sig)).is_ok())
+            <[u8; 64]>::try_from(s.signature.as_slice()).is_ok_and(|sig| {
+                key.verify_strict(self.text.as_bytes(), &Signature::from_bytes(&sig)).is_ok()
+            })
         })
     }
 

@@ -1416,7 +1416,7 @@ impl ProofFile {
     }
 
     /// Read an envelope's attestation part alone (as [`ProofFile::encode_split`] gives it):
-    /// exactly one attestation (`attested` 1 or 2), nothing after.
+    /// exactly one attestation (`attested` 1 to 4), nothing after.
     pub fn decode_attestation(part: &[u8]) -> Result<Attestation, WireError> {
         let mut r = Reader::new(part);
         let attestation = read_attestation(&mut r)?.ok_or_else(|| WireError::Invalid {
@@ -1621,11 +1621,15 @@ fn covering_holds(
     header: &PulseHeader,
 ) -> Result<Checkpoint, AttestationError> {
     let Some(checked) = checked.as_deref_mut() else { return covering.verify(key, header) };
+    // Over the wire form (lengths included), so no two coverings hash alike.
+    let note = covering.note.encode();
     let mut h = blake3::Hasher::new();
     h.update(&[3u8]);
     h.update(key.as_bytes());
     h.update(&header.encode());
-    h.update(covering.note.encode().as_bytes());
+    h.update(&(note.len() as u64).to_le_bytes());
+    h.update(note.as_bytes());
+    h.update(&(covering.path.len() as u64).to_le_bytes());
     for d in &covering.path {
         h.update(d);
     }

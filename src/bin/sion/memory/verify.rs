@@ -228,15 +228,22 @@ impl VerifyArgs {
         if let Some(path) = &self.cosigners {
             let text =
                 std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            let vkeys: Vec<&str> = text
-                .lines()
-                .filter_map(|l| l.split('#').next().unwrap_or_default().split_whitespace().next())
-                .collect();
-            if vkeys.is_empty() {
+            // The file `sion ledger serve --cosigners` reads, read the same way.
+            let named = sion_fleet::c2sp::Cosigner::parse_file(&text)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            if named.is_empty() {
                 bail!("{}: names no C2SP witness", path.display());
             }
-            let cosigners = Cosigners::from_vkeys(&vkeys, self.cosigners_quorum)
-                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let quorum = self.cosigners_quorum.unwrap_or(named.len());
+            if quorum == 0 || quorum > named.len() {
+                bail!(
+                    "--cosigners-quorum {quorum}: between 1 and the {} witnesses {} names",
+                    named.len(),
+                    path.display()
+                );
+            }
+            let cosigners =
+                Cosigners { keys: named.into_iter().map(|c| (c.name, c.key.to_bytes())).collect(), quorum };
             expect = expect.covered_by(cosigners);
         }
         Ok(expect)
