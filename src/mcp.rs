@@ -284,6 +284,21 @@ impl LastSeenArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct FleetRecallArgs {
+    /// The question: frame, box corners, interval (and kinds and subject), as
+    /// sion_memory_last_seen takes it; `as_of` is not read (each log answers as of the head
+    /// the Pulse gives it).
+    #[serde(flatten)]
+    pub question: LastSeenArgs,
+    /// Only the logs of this agent and the agents under it ("warehouse-3"); absent: every log.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// The Pulse to answer as of; the fleet ledger's latest if absent.
+    #[serde(default)]
+    pub pulse: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct NearestArgs {
     /// The frame the point is in (`map`).
     pub frame: String,
@@ -526,6 +541,20 @@ impl MemoryServer {
         Parameters(a): Parameters<BelieveArgs>,
     ) -> Result<CallToolResult, McpError> {
         self.call(Work::Prove, move |r| r.believe(&a.policy, &a.targets, &a.positions)).await
+    }
+
+    #[tool(
+        description = "What any robot of the fleet recorded in this box during this interval (of these kinds, about this subject, if named), as of one Pulse of the fleet ledger (the latest unless pulse is given), from every log on it (or of one group of agents: an agent name and every agent under it): how many atoms each robot's log answers with, and the bundle (base64, docs/PROOFS.md \"Fleet recall\") that proves the answer complete across robots — a robot left out, a stale answer or a lying one is refused by its reader. Check it with `sion fleet verify` or Python sion_verify.check_fleet against a ledger key you trust. Needs this memory on a fleet ledger and the other robots' memories named by `sion mcp --also`; refused, naming the log, when one in scope cannot answer. Corners in metres (\"1.5m\") or whole millimetres; times as sion_memory_recall takes them."
+    )]
+    async fn sion_fleet_recall(
+        &self,
+        Parameters(a): Parameters<FleetRecallArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.call(Work::Prove, move |r| {
+            let query = a.question.query()?;
+            r.fleet_recall(&query, a.group.as_deref(), a.pulse)
+        })
+        .await
     }
 
     #[tool(

@@ -414,6 +414,40 @@ pub struct Believed {
     pub bundle: Vec<u8>,
 }
 
+/// What `fleet_recall` found: one range question asked of every robot's memory on the fleet
+/// ledger as of one Pulse, proved complete across them by the bundle.
+#[derive(Debug, Serialize)]
+pub struct FleetRecalled {
+    /// The Pulse the answer is as of, and its time (RFC 3339).
+    pub pulse: u64,
+    pub time: String,
+    /// The logs the question reaches (of the group, if named), holding atoms or not.
+    pub logs_in_scope: usize,
+    /// How many atoms answer, in all.
+    pub atoms: usize,
+    /// Each log that answered with atoms: its id, agent and how many.
+    pub answered: Vec<FleetLogAnswer>,
+    /// One sentence: what the bundle proves.
+    pub statement: String,
+    /// The bundle (docs/PROOFS.md, "Fleet recall": SIONFLT1), checked here against the
+    /// ledger's key; base64 in JSON. Check it with `sion fleet verify` or Python
+    /// `sion_verify.check_fleet`.
+    #[serde(serialize_with = "base64_bytes")]
+    pub bundle: Vec<u8>,
+}
+
+/// One log's part of a fleet answer.
+#[derive(Debug, Serialize)]
+pub struct FleetLogAnswer {
+    pub log: u64,
+    pub agent: Option<String>,
+    pub atoms: usize,
+}
+
+/// The largest fleet bundle `fleet_recall` hands over a protocol answer (base64 in JSON);
+/// a larger one is for `sion fleet recall -o FILE`.
+pub const MAX_FLEET_ANSWER_BYTES: usize = 16 << 20;
+
 fn base64_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&B64.encode(bytes))
 }
@@ -829,6 +863,89 @@ impl Protocol {
         let checked = bundle::check(&bytes, &self.ledger_key(), &ids, &policy, Some(pulse))
             .map_err(|e| ProtocolError::Refused(e.to_string()))?;
         Ok(Believed { pulse, beliefs: checked.beliefs, bundle: bytes })
+    }
+
+    /// fleet_recall: one range question asked of this memory and the others it was given (the
+    /// robots' memories this server reads, on the same fleet ledger), as of Pulse `pulse` (the
+    /// latest if none), of every log (or of `group`'s agents only): the bundle that proves the
+    /// answer complete across robots (docs/PROOFS.md, "Fleet recall"), checked here against
+    /// this memory's ledger key. A log in scope holding atoms whose memory this server was not
+    /// given, or that cannot answer as of the Pulse, refuses the question, naming it.
+    pub fn fleet_recall(
+        &self,
+        query: &Query,
+        group: Option<&str>,
+        pulse: Option<u64>,
+    ) -> Result<FleetRecalled, ProtocolError> {
+        use crate::fleet::Gap;
+        if let Some(g) = group
+            && !sion_verify::ledger::valid_agent_name(g)
+        {
+            return Err(input("group", format!("{g:?} is not an agent name")));
+        }
+        let Some(url) = self.readers.ledger_url() else {
+            return Err(ProtocolError::Refused(
+                "this memory is on an embedded ledger, which holds only its own log: a fleet recall asks a fleet ledger's logs (sion memory open --ledger URL)".into(),
+            ));
+        };
+        let key = self.ledger_key();
+        let link = crate::fleet::RemoteLedger::connect(&url).map_err(MemoryError::from)?;
+        {
+            use sion_store::ledger::link::LedgerLink as _;
+            if link.public_key() != key {
+                return Err(ProtocolError::Refused(format!(
+                    "the fleet ledger at {url} answers with key {}, not the key {} this memory pinned",
+                    hex::encode(link.public_key().to_bytes()),
+                    hex::encode(key.to_bytes())
+                )));
+            }
+        }
+        let mut dirs = vec![self.readers.dir()];
+        dirs.extend(self.others.iter().cloned());
+        let memories =
+            dirs.iter().map(|d| crate::fleet::options(d).open_read_only()).collect::<Result<Vec<_>, _>>()?;
+        let (bundle, gaps) = crate::fleet::recall_bundle(&link, pulse, query, group, &memories, |_, _| {})
+            .map_err(|e| ProtocolError::Refused(e.to_string()))?;
+        let missing: Vec<String> =
+            gaps.iter().filter(|g| !matches!(g, Gap::OutOfScope { .. })).map(ToString::to_string).collect();
+        if !missing.is_empty() {
+            return Err(ProtocolError::Refused(format!(
+                "the answer would not be complete, so no bundle is given: {} (this server reads the memories `sion mcp --also` names)",
+                missing.join("; ")
+            )));
+        }
+        let bytes = bundle.encode();
+        if bytes.len() > MAX_FLEET_ANSWER_BYTES {
+            return Err(ProtocolError::Refused(format!(
+                "the bundle is {} bytes, over the {MAX_FLEET_ANSWER_BYTES} this answer carries: ask a smaller box or a shorter interval, or use `sion fleet recall -o FILE`",
+                bytes.len()
+            )));
+        }
+        let answer = sion_verify::proof::fleet::verify_fleet(&bytes, &key, query, group)
+            .map_err(|e| ProtocolError::Refused(format!("the bundle just made does not hold: {e}")))?;
+        let time = sion_verify::time::rfc3339(answer.time_ns);
+        let statement = format!(
+            "these {} atoms are everything the {} log(s){} of this fleet ledger had recorded in {} as of Pulse {} ({time})",
+            answer.atoms(),
+            answer.in_scope,
+            group.map_or(String::new(), |g| format!(" of group {g}")),
+            sion_verify::proof::Question::Range(query.clone()),
+            answer.pulse,
+        );
+        Ok(FleetRecalled {
+            pulse: answer.pulse,
+            time,
+            logs_in_scope: answer.in_scope,
+            atoms: answer.atoms(),
+            answered: answer
+                .logs
+                .iter()
+                .filter(|l| !l.atoms.is_empty())
+                .map(|l| FleetLogAnswer { log: l.log.0, agent: l.agent.clone(), atoms: l.atoms.len() })
+                .collect(),
+            statement,
+            bundle: bytes,
+        })
     }
 
     /// forget: the payloads of sealed atoms (docs/SEAL.md), recorded and committed; the forget

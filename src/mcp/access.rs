@@ -60,7 +60,8 @@ impl Role {
             | "sion_memory_nearest"
             | "sion_memory_verify"
             | "sion_memory_believe"
-            | "sion_memory_audit" => Role::Read,
+            | "sion_memory_audit"
+            | "sion_fleet_recall" => Role::Read,
             "sion_memory_remember" | "sion_memory_commit" | "sion_memory_revise" => Role::Remember,
             "sion_memory_forget" => Role::Forget,
             "sion_memory_share" => Role::Share,

@@ -38,8 +38,21 @@ const MAX_REPLY: usize = 4 << 20;
 pub struct RemoteLedger {
     url: String,
     key: VerifyingKey,
-    runtime: tokio::runtime::Runtime,
+    runtime: LinkRuntime,
     client: Mutex<LedgerClient<Channel>>,
+}
+
+/// The link's own runtime, shut down in the background when the link is dropped: a link may be
+/// dropped on an async runtime's thread (a server's memory at shutdown), where dropping a
+/// runtime the ordinary way panics.
+struct LinkRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for LinkRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl RemoteLedger {
@@ -72,7 +85,8 @@ impl RemoteLedger {
         let (runtime, endpoint) = runtime_and_endpoint(url)?;
         // The channel's worker is spawned on the link's own runtime.
         let channel = {
-            let _inside = runtime.enter();
+            // Always Some here: only a drop takes it.
+            let _inside = runtime.0.as_ref().map(tokio::runtime::Runtime::enter);
             endpoint.connect_lazy()
         };
         Ok(Self { url: url.to_owned(), key, runtime, client: Mutex::new(LedgerClient::new(channel)) })
@@ -248,7 +262,7 @@ impl RemoteLedger {
 }
 
 /// The link's own runtime (one worker) and the endpoint of the service at `url`.
-fn runtime_and_endpoint(url: &str) -> Result<(tokio::runtime::Runtime, Endpoint), LedgerError> {
+fn runtime_and_endpoint(url: &str) -> Result<(LinkRuntime, Endpoint), LedgerError> {
     let remote = |message: String| LedgerError::Remote { ledger: url.to_owned(), message };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -260,15 +274,13 @@ fn runtime_and_endpoint(url: &str) -> Result<(tokio::runtime::Runtime, Endpoint)
         .map_err(|e| remote(format!("not a URL the link understands (http://host:port): {e}")))?
         .connect_timeout(Duration::from_secs(5))
         .timeout(CALL_TIMEOUT);
-    Ok((runtime, endpoint))
+    Ok((LinkRuntime(Some(runtime)), endpoint))
 }
 
 /// Run `fut` on the link's runtime and wait for it, from any thread (inside another runtime
 /// included: the future runs on the link's own worker, this thread only waits).
-fn run<T: Send + 'static>(
-    runtime: &tokio::runtime::Runtime,
-    fut: impl Future<Output = T> + Send + 'static,
-) -> Option<T> {
+fn run<T: Send + 'static>(runtime: &LinkRuntime, fut: impl Future<Output = T> + Send + 'static) -> Option<T> {
+    let runtime = runtime.0.as_ref()?;
     let (tx, rx) = std::sync::mpsc::channel();
     runtime.spawn(async move {
         let _ = tx.send(fut.await);

@@ -300,6 +300,16 @@ impl Readers {
         self.memory().ledger().public_key()
     }
 
+    /// The memory's directory.
+    pub fn dir(&self) -> PathBuf {
+        self.memory().dir().to_path_buf()
+    }
+
+    /// The fleet ledger's URL the log is on (none: an embedded ledger).
+    pub fn ledger_url(&self) -> Option<String> {
+        self.memory().ledger_url()
+    }
+
     /// The log's number on the ledger and its writer's key.
     pub fn identity(&self) -> (LogId, VerifyingKey) {
         self.identity

@@ -1,0 +1,136 @@
+"""sion_fleet_recall over MCP, driven by the Python `mcp` package: three robots' memories on a
+fleet ledger (a real etcd member, `sion ledger serve`), one `sion mcp` reading them all (its
+own memory and `--also` the others). The bundle it hands back is checked by `sion fleet verify`
+against the ledger key the test holds; a server not given one robot's memory refuses, naming
+that robot; a group asks one agent's logs; a memory on an embedded ledger is refused.
+
+    SION_BIN=target/debug/sion bash scripts/isolated.sh python3 -m unittest tests/mcp/test_fleet.py -v
+"""
+
+import asyncio
+import base64
+import json
+import subprocess
+import tempfile
+import time
+import unittest
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from test_mcp import SION, T0, call, free_port
+
+DAY = 86_400 * 10**9
+QUESTION = {"frame": "map", "min": [0, 0, 0], "max": [1_000_000, 1_000_000, 30_000], "from": T0, "to": T0 + 40 * DAY}
+CLI_QUESTION = ["--frame", "map", "--box", "0,0,0,1000000,1000000,30000", "--from", str(T0), "--to", str(T0 + 40 * DAY)]
+
+
+def run(*args, stdin=None):
+    out = subprocess.run([SION, *args], input=stdin, capture_output=True, timeout=120)
+    if out.returncode != 0:
+        raise AssertionError(f"sion {' '.join(args)}: {out.stderr.decode()} {out.stdout.decode()}")
+    return out.stdout.decode()
+
+
+class FleetRecall(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        client, peer = free_port(), free_port()
+        self.etcd = subprocess.Popen(
+            ["etcd", "--name", "m1", "--data-dir", f"{self.tmp}/etcd",
+             "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
+             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-cluster", f"m1=http://127.0.0.1:{peer}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        etcd_url = f"http://127.0.0.1:{client}"
+        key = f"{self.tmp}/ledger.key"
+        deadline = time.time() + 30
+        while True:
+            init = subprocess.run([SION, "ledger", "init", "--etcd", etcd_url, "--key", key], capture_output=True)
+            if init.returncode == 0:
+                break
+            if time.time() > deadline:
+                raise AssertionError(f"sion ledger init: {init.stderr.decode()}")
+            time.sleep(0.3)
+        with open(key, "rb") as f:
+            seed = f.read()
+        self.assertEqual(len(seed), 32)
+        listen = free_port()
+        self.url = f"http://127.0.0.1:{listen}"
+        self.ledger = subprocess.Popen([SION, "ledger", "serve", "--etcd", etcd_url, "--key", key,
+                                        "--listen", f"127.0.0.1:{listen}"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        atoms = run("sim", "--atoms", "60").encode()
+        deadline = time.time() + 30
+        while True:
+            opened = subprocess.run([SION, "memory", "open", "--data", f"{self.tmp}/robot-0", "--agent", "robot-0",
+                                     "--ledger", self.url], capture_output=True)
+            if opened.returncode == 0:
+                break
+            if time.time() > deadline:
+                raise AssertionError(f"sion memory open: {opened.stderr.decode()}")
+            time.sleep(0.3)
+        for i in range(3):
+            d = f"{self.tmp}/robot-{i}"
+            if i > 0:
+                run("memory", "open", "--data", d, "--agent", f"robot-{i}", "--ledger", self.url)
+            run("memory", "remember", "--data", d, "-", stdin=atoms)
+            run("memory", "commit", "--data", d)
+        # The ledger key, as the operator hands it to readers (from the service's own word).
+        self.ledger_key = json.loads(run("memory", "show", "--data", f"{self.tmp}/robot-0", "--json"))["ledger"]["key"]
+
+    def tearDown(self):
+        for p in (self.ledger, self.etcd):
+            p.kill()
+            p.wait()
+        subprocess.run(["rm", "-rf", self.tmp], check=False)
+
+    def test_a_fleet_recall_over_mcp_is_checked_and_names_a_robot_left_out(self):
+        asyncio.run(self.fleet())
+
+    async def session(self, *args):
+        return StdioServerParameters(command=SION, args=["mcp", *args])
+
+    async def fleet(self):
+        everyone = ["--data", f"{self.tmp}/robot-0", "--also", f"{self.tmp}/robot-1", "--also", f"{self.tmp}/robot-2"]
+        async with stdio_client(await self.session(*everyone)) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                tools = {t.name: t for t in (await s.list_tools()).tools}
+                self.assertIn("sion_fleet_recall", tools)
+                self.assertIn("group", tools["sion_fleet_recall"].input_schema["properties"])
+                err, out = await call(s, "sion_fleet_recall", QUESTION)
+                self.assertFalse(err, out)
+                self.assertEqual(out["logs_in_scope"], 3)
+                self.assertEqual(len(out["answered"]), 3)
+                self.assertGreater(out["atoms"], 0)
+                self.assertEqual(sum(a["atoms"] for a in out["answered"]), out["atoms"])
+                bundle = f"{self.tmp}/fleet.bundle"
+                with open(bundle, "wb") as f:
+                    f.write(base64.b64decode(out["bundle"]))
+                said = run("fleet", "verify", bundle, "--ledger-key", self.ledger_key, *CLI_QUESTION)
+                self.assertIn(f"VALID: {out['atoms']} atom(s) from 3 log(s)", said)
+                # One robot's logs only.
+                err, one = await call(s, "sion_fleet_recall", {**QUESTION, "group": "robot-1"})
+                self.assertFalse(err, one)
+                self.assertEqual((one["logs_in_scope"], [a["agent"] for a in one["answered"]]), (1, ["robot-1"]))
+                err, bad = await call(s, "sion_fleet_recall", {**QUESTION, "group": "Robot 1"})
+                self.assertTrue(err and "group" in bad, bad)
+        # A server not given robot 2's memory: no bundle, and the robot named.
+        async with stdio_client(await self.session(*everyone[:4])) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                err, out = await call(s, "sion_fleet_recall", QUESTION)
+                self.assertTrue(err, out)
+                self.assertIn("robot-2", out)
+                self.assertIn("no memory of it was given", out)
+        # A memory on an embedded ledger holds only its own log.
+        async with stdio_client(await self.session("--data", f"{self.tmp}/alone")) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                err, out = await call(s, "sion_fleet_recall", QUESTION)
+                self.assertTrue(err and "embedded ledger" in out, out)
+
+
+if __name__ == "__main__":
+    unittest.main()
