@@ -418,9 +418,10 @@ pub struct Believed {
 /// ledger as of one Pulse, proved complete across them by the bundle.
 #[derive(Debug, Serialize)]
 pub struct FleetRecalled {
-    /// The Pulse the answer is as of, and its time (RFC 3339).
+    /// The Pulse the answer is as of, and its time (RFC 3339; and in ns since the Unix epoch).
     pub pulse: u64,
     pub time: String,
+    pub time_ns: i64,
     /// The logs the question reaches (of the group, if named), holding atoms or not.
     pub logs_in_scope: usize,
     /// How many atoms answer, in all.
@@ -935,6 +936,7 @@ impl Protocol {
         Ok(FleetRecalled {
             pulse: answer.pulse,
             time,
+            time_ns: answer.time_ns,
             logs_in_scope: answer.in_scope,
             atoms: answer.atoms(),
             answered: answer

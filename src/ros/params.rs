@@ -70,7 +70,8 @@ pub struct Params {
         0711 directory, the peer's uid alone keeping other users out"]
     pub mcp_unix_allow: String,
     #[doc = "Other revisers' memory directories (read-only, on this memory's ledger), comma-separated, \
-        that ~/believe and the MCP tool draw belief bundles from too"]
+        that ~/believe and the MCP tool draw belief bundles from too, and ~/fleet_recall and the MCP \
+        tool sion_fleet_recall ask with this one (the robots' memories on its fleet ledger)"]
     pub believe_from: String,
     #[doc = "Take the time the node stamps (/sion_memory/stats, /diagnostics, /rosout) from /clock \
         (rosgraph_msgs/Clock), as a simulation or `ros2 bag play --clock` publishes it. Atoms keep \

@@ -501,6 +501,46 @@ impl Services {
             }
         });
 
+        // One question of the whole fleet's memories (this one and believe_from's), proved
+        // complete across robots.
+        let protocol = self.protocol.clone();
+        let requests = node
+            .create_service::<srv::FleetRecall::Service>("~/fleet_recall", qos())
+            .context("creating ~/fleet_recall")?;
+        serve(requests, move |req: srv::FleetRecall::Request| {
+            let protocol = protocol.clone();
+            async move {
+                let result = blocking(move || {
+                    let query = box_question(
+                        &req.frame_id,
+                        (&req.min, &req.max),
+                        (&req.from_time, &req.to_time),
+                        (&req.kinds, &req.subject),
+                    )?;
+                    let group = (!req.group.is_empty()).then_some(req.group.as_str());
+                    let pulse = (req.pulse != 0).then_some(req.pulse);
+                    protocol.fleet_recall(&query, group, pulse).map_err(|e| e.to_string())
+                })
+                .await;
+                match result {
+                    Ok(f) => srv::FleetRecall::Response {
+                        ok: true,
+                        error: String::new(),
+                        pulse: f.pulse,
+                        pulse_time: convert::time(f.time_ns),
+                        logs_in_scope: f.logs_in_scope as u64,
+                        atoms: f.atoms as u64,
+                        logs: f.answered.iter().map(|a| a.log).collect(),
+                        agents: f.answered.iter().map(|a| a.agent.clone().unwrap_or_default()).collect(),
+                        counts: f.answered.iter().map(|a| a.atoms as u64).collect(),
+                        statement: f.statement,
+                        bundle: f.bundle,
+                    },
+                    Err(error) => srv::FleetRecall::Response { ok: false, error, ..Default::default() },
+                }
+            }
+        });
+
         let protocol = self.protocol.clone();
         let requests =
             node.create_service::<srv::Believe::Service>("~/believe", qos()).context("creating ~/believe")?;

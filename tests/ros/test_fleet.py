@@ -113,10 +113,11 @@ class Fleet(unittest.TestCase):
         # Two robots: their own memory directories, namespaces and topics; neither holds a
         # ledger key.
         node = launcher.find_executable('sion_memory', 'sion_memory_node')
-        cls.data = {}
+        cls.data = {robot: os.path.join(cls.work, robot) for robot in ('robot_a', 'robot_b')}
         for robot, topics in (('robot_a', ''), ('robot_b', '/robot_b')):
-            cls.data[robot] = os.path.join(cls.work, robot)
             params = os.path.join(cls.work, f'{robot}.yaml')
+            # Robot A also reads B's memory (read-only): ~/fleet_recall asks both.
+            others = cls.data['robot_b'] if robot == 'robot_a' else ''
             with open(params, 'w') as f:
                 f.write('/**:\n  ros__parameters:\n'
                         f'    data_dir: "{cls.data[robot]}"\n'
@@ -125,6 +126,7 @@ class Fleet(unittest.TestCase):
                         f'    robot: "{robot}"\n'
                         '    commit_period_s: 3600.0\n'
                         '    commit_every_atoms: 1000000\n'
+                        f'    believe_from: "{others}"\n'
                         '    topics:\n' + ''.join(
                             f'      {k}: "{topics}/{v}"\n' for k, v in (
                                 ('pose', 'pose'), ('odom', 'odom'), ('tf', 'tf'), ('tf_static', 'tf_static'),
@@ -233,6 +235,42 @@ class Fleet(unittest.TestCase):
         with self.assertRaises(ask.sion_verify.ProofError) as refused:
             ask.sion_verify.verify(bytes(answer.proof), self.ledger_key, witnesses=['11' * 32], **self.question())
         self.assertEqual(refused.exception.code, 'witnesses')
+
+    def test_a_fleet_recall_over_ros_is_complete_across_both_robots(self):
+        from builtin_interfaces.msg import Time
+        from sion_memory_msgs.srv import FleetRecall
+        # B's claims are valid at 1 ns, A's observations now: one interval holds both.
+        to_ns = self.last + 1
+        request = FleetRecall.Request()
+        request.frame_id = '/map'
+        request.min.x, request.min.y, request.min.z = (v / 1000 for v in self.box[:3])
+        request.max.x, request.max.y, request.max.z = (v / 1000 for v in self.box[3:])
+        request.from_time = Time(sec=0, nanosec=0)
+        request.to_time = Time(sec=to_ns // 10**9, nanosec=to_ns % 10**9)
+        answer = ask.call(self.client, FleetRecall, f'{A}/fleet_recall', request)
+        self.assertTrue(answer.ok, answer.error)
+        self.assertEqual((answer.logs_in_scope, sorted(answer.agents)), (2, ['robot_a', 'robot_b']))
+        self.assertEqual(sum(answer.counts), answer.atoms)
+        self.assertEqual(answer.counts[list(answer.agents).index('robot_b')], 2, 'both of B\'s claims')
+        # Checked here, against the operator's key: neither robot's word decides it.
+        checked = ask.sion_verify.check_fleet(bytes(answer.bundle), self.ledger_key, frame='map', box=self.box,
+                                              from_ns=0, to_ns=to_ns)
+        self.assertEqual((checked['in_scope'], len(checked['atoms'])), (2, answer.atoms))
+        self.assertEqual(checked['pulse'], answer.pulse)
+        # Robot B alone (a group of one agent); and another group's question is not this one.
+        request.group = 'robot_b'
+        one = ask.call(self.client, FleetRecall, f'{A}/fleet_recall', request)
+        self.assertTrue(one.ok, one.error)
+        self.assertEqual((one.logs_in_scope, list(one.agents), list(one.counts)), (1, ['robot_b'], [2]))
+        with self.assertRaises(ask.sion_verify.ProofError) as refused:
+            ask.sion_verify.check_fleet(bytes(one.bundle), self.ledger_key, frame='map', box=self.box,
+                                        from_ns=0, to_ns=to_ns)
+        self.assertEqual(refused.exception.code, 'left_out')
+        # Robot B's node was given no other memory: it cannot answer for A, and says so.
+        request.group = ''
+        refused = ask.call(self.client, FleetRecall, f'{B}/fleet_recall', request)
+        self.assertFalse(refused.ok)
+        self.assertIn('robot_a', refused.error)
 
     def test_robot_b_checks_robot_a_in_rust(self):
         self.witness_once()
