@@ -178,6 +178,9 @@ pub enum FleetRecallError {
     /// Two memories of one log were given.
     #[error("two memories of log {0} were given")]
     Twice(sion_store::ledger::LogId),
+    /// The answers would pass the bytes the caller allows.
+    #[error("the answers pass {0} bytes: ask a smaller box or a shorter interval")]
+    TooLarge(usize),
 }
 
 /// What [`recall_bundle`] found wrong while making a bundle: each makes the bundle refused by
@@ -222,9 +225,25 @@ pub fn recall_bundle(
     query: &sion_verify::index::geom::Query,
     group: Option<&str>,
     memories: &[Memory],
+    progress: impl FnMut(usize, usize),
+) -> Result<(sion_verify::proof::fleet::FleetBundle, Vec<Gap>), FleetRecallError> {
+    let most = sion_verify::proof::fleet::MAX_BUNDLE_BYTES;
+    recall_bundle_within(link, pulse, query, group, memories, most, progress)
+}
+
+/// [`recall_bundle`], its answers held to `most` bytes in all (refused past it, before more
+/// are made).
+pub fn recall_bundle_within(
+    link: &RemoteLedger,
+    pulse: Option<u64>,
+    query: &sion_verify::index::geom::Query,
+    group: Option<&str>,
+    memories: &[Memory],
+    most: usize,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<(sion_verify::proof::fleet::FleetBundle, Vec<Gap>), FleetRecallError> {
     use sion_verify::proof::fleet::{FleetBundle, in_group};
+    let mut held = 0usize;
     let header = match pulse {
         Some(p) => link.header(p)?,
         None => link.latest()?,
@@ -271,7 +290,12 @@ pub fn recall_bundle(
                         .is_some_and(|a| a.ledger_key == link.public_key().to_bytes())
                         && file.verify(None).is_ok_and(|v| v.head == leaf.head) =>
                 {
-                    answers.insert(id, file.encode());
+                    let bytes = file.encode();
+                    held = held.saturating_add(bytes.len());
+                    if held > most {
+                        return Err(FleetRecallError::TooLarge(most));
+                    }
+                    answers.insert(id, bytes);
                 }
                 Ok(_) => gaps.push(Gap::CannotAnswer {
                     log: id.0,

@@ -286,14 +286,14 @@ impl LastSeenArgs {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct FleetRecallArgs {
     /// The question: frame, box corners, interval (and kinds and subject), as
-    /// sion_memory_last_seen takes it; `as_of` is not read (each log answers as of the head
-    /// the Pulse gives it).
+    /// sion_memory_last_seen takes it, but no `as_of` (refused: each log answers as of the
+    /// head the Pulse gives it).
     #[serde(flatten)]
     pub question: LastSeenArgs,
     /// Only the logs of this agent and the agents under it ("warehouse-3"); absent: every log.
     #[serde(default)]
     pub group: Option<String>,
-    /// The Pulse to answer as of; the fleet ledger's latest if absent.
+    /// The Pulse to answer as of; the fleet ledger's latest if absent or 0.
     #[serde(default)]
     pub pulse: Option<u64>,
 }
@@ -551,8 +551,17 @@ impl MemoryServer {
         Parameters(a): Parameters<FleetRecallArgs>,
     ) -> Result<CallToolResult, McpError> {
         self.call(Work::Prove, move |r| {
+            if a.question.as_of.is_some() {
+                return Err(ProtocolError::Input {
+                    field: "as_of".into(),
+                    problem:
+                        "a fleet recall is asked as of a Pulse (pulse), each log as of the head it gives"
+                            .into(),
+                });
+            }
             let query = a.question.query()?;
-            r.fleet_recall(&query, a.group.as_deref(), a.pulse)
+            // Pulse 0, the genesis, holds no log: 0 asks for the latest, as over ROS.
+            r.fleet_recall(&query, a.group.as_deref(), a.pulse.filter(|p| *p != 0))
         })
         .await
     }

@@ -515,8 +515,11 @@ pub struct Protocol {
     intake: Intake,
     readers: Readers,
     committer: Committer,
-    /// Other revisers' memories (read-only, on the same ledger) that `believe` draws from.
+    /// Other revisers' memories (read-only, on the same ledger) that `believe` draws from,
+    /// and `fleet_recall` asks.
     others: Vec<PathBuf>,
+    /// Held while a fleet recall is answered.
+    fleet_turn: Mutex<()>,
 }
 
 fn refused_second_writer(dir: &Path) -> impl Fn(OpenError) -> ProtocolError + '_ {
@@ -551,6 +554,7 @@ impl Protocol {
             readers: Readers::new(Arc::clone(&memory)),
             committer: Committer::Own(memory),
             others: Vec::new(),
+            fleet_turn: Mutex::new(()),
         }
     }
 
@@ -561,6 +565,7 @@ impl Protocol {
             readers: doors.readers,
             committer: Committer::Brain { told: doors.told, commit_now: doors.commit_now },
             others: Vec::new(),
+            fleet_turn: Mutex::new(()),
         }
     }
 
@@ -901,17 +906,45 @@ impl Protocol {
                 )));
             }
         }
+        // One at a time: each asks the ledger for every log's state and proves from every
+        // memory; a caller past it is told, not queued (ROS callers are not counted otherwise).
+        let _turn = match self.fleet_turn.try_lock() {
+            Ok(turn) => turn,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(ProtocolError::Refused(
+                    "another fleet recall is being answered: ask again when it is done".into(),
+                ));
+            }
+        };
+        // The Pulse first, then the memories: one that commits in between is read as of its
+        // newer head, which holds the Pulse's.
+        let pulse = match pulse {
+            Some(p) => p,
+            None => {
+                use sion_store::ledger::link::LedgerLink as _;
+                link.latest().map_err(MemoryError::from)?.header.number
+            }
+        };
         let mut dirs = vec![self.readers.dir()];
         dirs.extend(self.others.iter().cloned());
         let memories =
             dirs.iter().map(|d| crate::fleet::options(d).open_read_only()).collect::<Result<Vec<_>, _>>()?;
-        let (bundle, gaps) = crate::fleet::recall_bundle(&link, pulse, query, group, &memories, |_, _| {})
-            .map_err(|e| ProtocolError::Refused(e.to_string()))?;
+        let (bundle, gaps) = crate::fleet::recall_bundle_within(
+            &link,
+            Some(pulse),
+            query,
+            group,
+            &memories,
+            MAX_FLEET_ANSWER_BYTES,
+            |_, _| {},
+        )
+        .map_err(|e| ProtocolError::Refused(e.to_string()))?;
         let missing: Vec<String> =
             gaps.iter().filter(|g| !matches!(g, Gap::OutOfScope { .. })).map(ToString::to_string).collect();
         if !missing.is_empty() {
             return Err(ProtocolError::Refused(format!(
-                "the answer would not be complete, so no bundle is given: {} (this server reads the memories `sion mcp --also` names)",
+                "the answer would not be complete, so no bundle is given: {} (this server reads its own memory and those it was given: `sion mcp --also`, the node's believe_from)",
                 missing.join("; ")
             )));
         }

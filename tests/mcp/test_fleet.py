@@ -35,6 +35,7 @@ def run(*args, stdin=None):
 class FleetRecall(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", self.tmp], check=False)
         client, peer = free_port(), free_port()
         self.etcd = subprocess.Popen(
             ["etcd", "--name", "m1", "--data-dir", f"{self.tmp}/etcd",
@@ -42,6 +43,7 @@ class FleetRecall(unittest.TestCase):
              "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
              "--initial-cluster", f"m1=http://127.0.0.1:{peer}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(self.stop, self.etcd)
         etcd_url = f"http://127.0.0.1:{client}"
         key = f"{self.tmp}/ledger.key"
         deadline = time.time() + 30
@@ -52,14 +54,15 @@ class FleetRecall(unittest.TestCase):
             if time.time() > deadline:
                 raise AssertionError(f"sion ledger init: {init.stderr.decode()}")
             time.sleep(0.3)
-        with open(key, "rb") as f:
-            seed = f.read()
-        self.assertEqual(len(seed), 32)
+        # The ledger key, as the operator hands it to readers: from `sion ledger init`, not from
+        # any robot or server.
+        self.ledger_key = init.stdout.decode().split("key ")[1][:64]
         listen = free_port()
         self.url = f"http://127.0.0.1:{listen}"
         self.ledger = subprocess.Popen([SION, "ledger", "serve", "--etcd", etcd_url, "--key", key,
                                         "--listen", f"127.0.0.1:{listen}"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(self.stop, self.ledger)
         atoms = run("sim", "--atoms", "60").encode()
         deadline = time.time() + 30
         while True:
@@ -76,14 +79,13 @@ class FleetRecall(unittest.TestCase):
                 run("memory", "open", "--data", d, "--agent", f"robot-{i}", "--ledger", self.url)
             run("memory", "remember", "--data", d, "-", stdin=atoms)
             run("memory", "commit", "--data", d)
-        # The ledger key, as the operator hands it to readers (from the service's own word).
-        self.ledger_key = json.loads(run("memory", "show", "--data", f"{self.tmp}/robot-0", "--json"))["ledger"]["key"]
+        shown = json.loads(run("memory", "show", "--data", f"{self.tmp}/robot-0", "--json"))
+        self.assertEqual(shown["ledger"]["key"], self.ledger_key, "the robot pinned the operator's key")
 
-    def tearDown(self):
-        for p in (self.ledger, self.etcd):
-            p.kill()
-            p.wait()
-        subprocess.run(["rm", "-rf", self.tmp], check=False)
+    @staticmethod
+    def stop(process):
+        process.kill()
+        process.wait()
 
     def test_a_fleet_recall_over_mcp_is_checked_and_names_a_robot_left_out(self):
         asyncio.run(self.fleet())
@@ -116,6 +118,12 @@ class FleetRecall(unittest.TestCase):
                 self.assertEqual((one["logs_in_scope"], [a["agent"] for a in one["answered"]]), (1, ["robot-1"]))
                 err, bad = await call(s, "sion_fleet_recall", {**QUESTION, "group": "Robot 1"})
                 self.assertTrue(err and "group" in bad, bad)
+                err, bad = await call(s, "sion_fleet_recall", {**QUESTION, "as_of": 10})
+                self.assertTrue(err and "as_of" in bad, bad)
+                # As of the Pulse the first answer was of: the same answer.
+                err, again = await call(s, "sion_fleet_recall", {**QUESTION, "pulse": out["pulse"]})
+                self.assertFalse(err, again)
+                self.assertEqual((again["pulse"], again["bundle"]), (out["pulse"], out["bundle"]))
         # A server not given robot 2's memory: no bundle, and the robot named.
         async with stdio_client(await self.session(*everyone[:4])) as (r, w):
             async with ClientSession(r, w) as s:

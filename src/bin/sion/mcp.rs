@@ -16,8 +16,9 @@ pub struct McpArgs {
     /// process becomes its one writer.
     #[arg(long, env = "SION_DATA")]
     data: PathBuf,
-    /// Other revisers' memories, read-only (on the same ledger), that `sion_memory_believe`
-    /// draws its bundles from too (repeat).
+    /// Other memories, read-only (on the same ledger), that `sion_memory_believe` draws its
+    /// bundles from too, and `sion_fleet_recall` asks with this one: every client with the
+    /// role `read` gets their answers (repeat).
     #[arg(long)]
     also: Vec<PathBuf>,
     /// Serve streamable HTTP on this loopback address (`127.0.0.1:8765`: the endpoint is
