@@ -13,6 +13,7 @@
 
 pub mod atom;
 pub mod belief;
+pub mod cells;
 pub mod evidence;
 pub mod hex32;
 pub mod index;

@@ -1,0 +1,556 @@
+//! Map cells and the cell trie: the first block of a fleet's shared world memory (issue 35,
+//! "cell digests"). A **cell** is a square of the map, per frame, at one of 39 levels (level
+//! `l`'s edge is `2^(13 + l)` mm: 8.192 m at level 0, past the ±10^15 mm of any atom at level
+//! 38). An atom lies in the cells of the one level at which its box is no wider (in x and in y)
+//! than a cell's edge — so at most 2 × 2 of them — that its box meets. A **cell key** is 128
+//! bits: 16 bits of the frame's BLAKE3 hash, 6 bits of level, and the Morton interleaving of the
+//! cell's column and row (each offset by 2^52), so the cells of one frame and level near one
+//! another share long prefixes.
+//!
+//! The **cell trie** commits to a map from cell keys to digests (a cell's digest commits to the
+//! logs that hold atoms there): a binary Merkle trie over the keys' bits, most significant
+//! first, in which a subtree holding no key hashes to 32 zero bytes, one holding exactly one
+//! key hashes to that key's leaf `H(0x10 || key (16 bytes, big-endian) || digest)` whatever its
+//! depth, and any other is `H(0x11 || left || right)`. So its root is a function of the map
+//! alone, and a proof that a key is present (its digest) or absent (an empty subtree, or
+//! another key's leaf, where its path ends) is the siblings along its path. Not yet committed
+//! by any ledger: this module is the part every later one builds on.
+
+use std::collections::BTreeMap;
+
+use crate::atom::BoxMm;
+use crate::merkle::Digest;
+
+/// The edge of a level-0 cell: 2^13 mm (8.192 m).
+pub const LEVEL0_BITS: u32 = 13;
+/// The highest level: its cells are wider than the whole ±10^15 mm an atom may span.
+pub const MAX_LEVEL: u8 = 38;
+/// What a column or row is offset by, so both are unsigned in 53 bits.
+const OFFSET: i64 = 1 << 52;
+
+const LEAF: u8 = 0x10;
+const NODE: u8 = 0x11;
+const LOGS: u8 = 0x12;
+
+/// The 16-bit tag of a frame in its cells' keys: the first two bytes of BLAKE3 of its name. Two
+/// frames with one tag share cells, which can only make a reader open more logs.
+pub fn frame_tag(frame: &str) -> u16 {
+    let h = blake3::hash(frame.as_bytes());
+    u16::from_be_bytes([h.as_bytes()[0], h.as_bytes()[1]])
+}
+
+/// The key of the cell at `level` whose column and row are `cx` and `cy` (floor of a
+/// coordinate over the level's edge).
+pub fn cell_key(tag: u16, level: u8, cx: i64, cy: i64) -> u128 {
+    let (x, y) = ((cx + OFFSET) as u64, (cy + OFFSET) as u64);
+    let mut morton: u128 = 0;
+    for bit in (0..53).rev() {
+        morton = (morton << 2) | (u128::from((x >> bit) & 1) << 1) | u128::from((y >> bit) & 1);
+    }
+    (u128::from(tag) << 112) | (u128::from(level & 0x3f) << 106) | morton
+}
+
+/// The level an atom's box lies at: the lowest whose cell edge is at least the box's extent in
+/// x and in y (the box then meets at most two columns and two rows).
+pub fn level_of(b: &BoxMm) -> u8 {
+    let extent = (0..2).map(|i| b.max_mm[i].saturating_sub(b.min_mm[i]).max(0)).max().unwrap_or(0);
+    let mut level = 0u8;
+    while level < MAX_LEVEL && extent > (1i64 << (LEVEL0_BITS + u32::from(level))) {
+        level += 1;
+    }
+    level
+}
+
+/// The cells, ascending, that an atom with this box in `frame` lies in (one to four).
+pub fn cells_of(frame: &str, b: &BoxMm) -> Vec<u128> {
+    let (tag, level) = (frame_tag(frame), level_of(b));
+    let shift = LEVEL0_BITS + u32::from(level);
+    let span = |i: usize| (b.min_mm[i] >> shift)..=(b.max_mm[i] >> shift);
+    let mut out: Vec<u128> =
+        span(0).flat_map(|cx| span(1).map(move |cy| cell_key(tag, level, cx, cy))).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// A cell's digest: which logs hold atoms there, `H(0x12 || u32 n || n × u64 id)`, the ids
+/// strictly ascending (little-endian).
+pub fn logs_digest(ids: &[u64]) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(&[LOGS]);
+    h.update(&(ids.len() as u32).to_le_bytes());
+    for id in ids {
+        h.update(&id.to_le_bytes());
+    }
+    *h.finalize().as_bytes()
+}
+
+fn leaf_hash(key: u128, digest: &Digest) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(&[LEAF]);
+    h.update(&key.to_be_bytes());
+    h.update(digest);
+    *h.finalize().as_bytes()
+}
+
+fn node_hash(left: &Digest, right: &Digest) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(&[NODE]);
+    h.update(left);
+    h.update(right);
+    *h.finalize().as_bytes()
+}
+
+fn bit(key: u128, depth: usize) -> bool {
+    (key >> (127 - depth)) & 1 == 1
+}
+
+/// A map from cell keys to digests, and its trie's root and proofs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CellTrie {
+    leaves: BTreeMap<u128, Digest>,
+}
+
+/// What a proof says of a key: present with this digest, or absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The key's digest.
+    Present(Digest),
+    /// The key is not in the map.
+    Absent,
+}
+
+/// Where a key's path ends in the trie, and the siblings on the way down (root first; an empty
+/// sibling is 32 zero bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellProof {
+    /// The leaf at the end of the path: the key's own, another key's (the key is then absent),
+    /// or none (an empty subtree: absent).
+    pub end: Option<(u128, Digest)>,
+    /// The siblings from the root down, one per bit of the path (at most 128).
+    pub siblings: Vec<Digest>,
+}
+
+/// Why a cell proof does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CellProofError {
+    /// More than 128 siblings.
+    #[error("a path of {0} siblings, over 128")]
+    TooDeep(usize),
+    /// Another key's leaf that does not share the asked key's path to its depth.
+    #[error("the leaf at the path's end is of a key off the asked key's path")]
+    OffPath,
+    /// The path does not lead to the root.
+    #[error("the path does not lead to the trie's root")]
+    Root,
+}
+
+impl CellTrie {
+    /// The empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set `key`'s digest.
+    pub fn insert(&mut self, key: u128, digest: Digest) {
+        self.leaves.insert(key, digest);
+    }
+
+    /// How many keys the map holds.
+    pub fn len(&self) -> usize {
+        self.leaves.len()
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.leaves.is_empty()
+    }
+
+    /// A key's digest.
+    pub fn get(&self, key: u128) -> Option<&Digest> {
+        self.leaves.get(&key)
+    }
+
+    fn slice(&self) -> Vec<(u128, Digest)> {
+        self.leaves.iter().map(|(k, d)| (*k, *d)).collect()
+    }
+
+    /// The trie's root (32 zero bytes for the empty map).
+    pub fn root(&self) -> Digest {
+        subtree(&self.slice(), 0)
+    }
+
+    /// The proof of what the map holds at `key`.
+    pub fn prove(&self, key: u128) -> CellProof {
+        let all = self.slice();
+        let mut part: &[(u128, Digest)] = &all;
+        let mut siblings = Vec::new();
+        let mut depth = 0;
+        loop {
+            match part {
+                [] => return CellProof { end: None, siblings },
+                [one] => return CellProof { end: Some(*one), siblings },
+                _ => {
+                    let split = part.partition_point(|(k, _)| !bit(*k, depth));
+                    let (left, right) = part.split_at(split);
+                    if bit(key, depth) {
+                        siblings.push(subtree(left, depth + 1));
+                        part = right;
+                    } else {
+                        siblings.push(subtree(right, depth + 1));
+                        part = left;
+                    }
+                    depth += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The hash of the subtree at `depth` holding `keys` (ascending, sharing their first `depth`
+/// bits).
+fn subtree(keys: &[(u128, Digest)], depth: usize) -> Digest {
+    match keys {
+        [] => [0; 32],
+        [(k, d)] => leaf_hash(*k, d),
+        _ => {
+            let split = keys.partition_point(|(k, _)| !bit(*k, depth));
+            node_hash(&subtree(&keys[..split], depth + 1), &subtree(&keys[split..], depth + 1))
+        }
+    }
+}
+
+impl CellProof {
+    /// What the trie whose root is `root` holds at `key`, if this proof shows it.
+    pub fn verify(&self, root: &Digest, key: u128) -> Result<Found, CellProofError> {
+        let depth = self.siblings.len();
+        if depth > 128 {
+            return Err(CellProofError::TooDeep(depth));
+        }
+        let (mut node, found) = match self.end {
+            None => ([0; 32], Found::Absent),
+            Some((k, d)) => {
+                // Another key's leaf ends the path only where both keys' paths run together.
+                if k != key && (0..depth).any(|i| bit(k, i) != bit(key, i)) {
+                    return Err(CellProofError::OffPath);
+                }
+                (leaf_hash(k, &d), if k == key { Found::Present(d) } else { Found::Absent })
+            }
+        };
+        for (i, s) in self.siblings.iter().enumerate().rev() {
+            node = if bit(key, i) { node_hash(s, &node) } else { node_hash(&node, s) };
+        }
+        if node == *root { Ok(found) } else { Err(CellProofError::Root) }
+    }
+}
+
+/// The keys of the cells at `level` of a frame (`tag`) whose columns are `cx` and rows `cy`
+/// (both inclusive), as few ascending, disjoint key ranges (each inclusive): the rectangle's
+/// Morton blocks, adjacent ones merged.
+pub fn rect_ranges(tag: u16, level: u8, cx: (i64, i64), cy: (i64, i64)) -> Vec<(u128, u128)> {
+    let clamp = |v: i64| (v.clamp(-OFFSET, OFFSET - 1) + OFFSET) as u64;
+    let (x0, x1, y0, y1) = (clamp(cx.0), clamp(cx.1), clamp(cy.0), clamp(cy.1));
+    let mut out: Vec<(u128, u128)> = Vec::new();
+    if x0 > x1 || y0 > y1 {
+        return out;
+    }
+    let key = |x: u64, y: u64| cell_key(tag, level, x as i64 - OFFSET, y as i64 - OFFSET);
+    // Blocks of side 2^s at (bx, by), from the whole space down, in Morton order.
+    let mut stack: Vec<(u64, u64, u32)> = vec![(0, 0, 53)];
+    while let Some((bx, by, s)) = stack.pop() {
+        let last = |b: u64| b + ((1u64 << s) - 1);
+        if bx > x1 || last(bx) < x0 || by > y1 || last(by) < y0 {
+            continue;
+        }
+        if bx >= x0 && last(bx) <= x1 && by >= y0 && last(by) <= y1 {
+            let (a, b) = (key(bx, by), key(last(bx), last(by)));
+            match out.last_mut() {
+                Some(prev) if prev.1.checked_add(1) == Some(a) => prev.1 = b,
+                _ => out.push((a, b)),
+            }
+            continue;
+        }
+        let h = 1u64 << (s - 1);
+        // Pushed in reverse so that they come off in Morton order (x is the higher bit).
+        for (dx, dy) in [(h, h), (h, 0), (0, h), (0, 0)] {
+            stack.push((bx + dx, by + dy, s - 1));
+        }
+    }
+    out
+}
+
+/// The cells a question about `frame` and box `b` must look in: at every level, those the box
+/// meets (as ascending key ranges). An atom whose box meets `b` lies in at least one of them
+/// (the point they share is in a cell of the atom's level that both meet).
+pub fn query_ranges(frame: &str, b: &BoxMm) -> Vec<(u128, u128)> {
+    let tag = frame_tag(frame);
+    let mut out = Vec::new();
+    for level in 0..=MAX_LEVEL {
+        let shift = LEVEL0_BITS + u32::from(level);
+        let span = |i: usize| (b.min_mm[i] >> shift, b.max_mm[i] >> shift);
+        out.extend(rect_ranges(tag, level, span(0), span(1)));
+    }
+    out.sort_unstable();
+    out
+}
+
+/// One node of a range proof, in depth-first order (left before right).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeNode {
+    /// A subtree that meets no asked range: its hash.
+    Opaque(Digest),
+    /// A subtree, meeting an asked range, that holds no key.
+    Empty,
+    /// A subtree, meeting an asked range, that holds one key: the key and its digest.
+    Leaf(u128, Digest),
+    /// A subtree, meeting an asked range, that holds more: its two halves follow.
+    Node,
+}
+
+/// A proof of every key a trie holds within some key ranges, and their digests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeCellProof {
+    /// The nodes, depth first.
+    pub nodes: Vec<RangeNode>,
+}
+
+fn interval(depth: usize, prefix: u128) -> (u128, u128) {
+    (prefix, prefix | u128::MAX.checked_shr(depth as u32).unwrap_or(0))
+}
+
+fn meets(lo: u128, hi: u128, ranges: &[(u128, u128)]) -> bool {
+    ranges.iter().any(|&(a, b)| a <= hi && b >= lo)
+}
+
+impl CellTrie {
+    /// The proof of every key in `ranges` (each inclusive) and its digest.
+    pub fn prove_ranges(&self, ranges: &[(u128, u128)]) -> RangeCellProof {
+        fn emit(
+            keys: &[(u128, Digest)],
+            depth: usize,
+            prefix: u128,
+            ranges: &[(u128, u128)],
+            out: &mut Vec<RangeNode>,
+        ) {
+            let (lo, hi) = interval(depth, prefix);
+            if !meets(lo, hi, ranges) {
+                out.push(RangeNode::Opaque(subtree(keys, depth)));
+                return;
+            }
+            match keys {
+                [] => out.push(RangeNode::Empty),
+                [(k, d)] => out.push(RangeNode::Leaf(*k, *d)),
+                _ => {
+                    out.push(RangeNode::Node);
+                    let split = keys.partition_point(|(k, _)| !bit(*k, depth));
+                    emit(&keys[..split], depth + 1, prefix, ranges, out);
+                    emit(&keys[split..], depth + 1, prefix | (1u128 << (127 - depth)), ranges, out);
+                }
+            }
+        }
+        let mut nodes = Vec::new();
+        emit(&self.slice(), 0, 0, ranges, &mut nodes);
+        RangeCellProof { nodes }
+    }
+}
+
+impl RangeCellProof {
+    /// Every key the trie whose root is `root` holds in `ranges` (each inclusive), ascending,
+    /// with its digest, if this proof shows them all.
+    pub fn verify(
+        &self,
+        root: &Digest,
+        ranges: &[(u128, u128)],
+    ) -> Result<Vec<(u128, Digest)>, CellProofError> {
+        fn rebuild(
+            nodes: &[RangeNode],
+            at: &mut usize,
+            depth: usize,
+            prefix: u128,
+            ranges: &[(u128, u128)],
+            out: &mut Vec<(u128, Digest)>,
+        ) -> Result<Digest, CellProofError> {
+            let node = *nodes.get(*at).ok_or(CellProofError::Root)?;
+            *at += 1;
+            let (lo, hi) = interval(depth, prefix);
+            if !meets(lo, hi, ranges) {
+                // Only a subtree that meets no range may be given by its hash alone.
+                return match node {
+                    RangeNode::Opaque(h) => Ok(h),
+                    _ => Err(CellProofError::Root),
+                };
+            }
+            match node {
+                RangeNode::Opaque(_) => Err(CellProofError::Root),
+                RangeNode::Empty => Ok([0; 32]),
+                RangeNode::Leaf(k, d) => {
+                    if k < lo || k > hi {
+                        return Err(CellProofError::OffPath);
+                    }
+                    if meets(k, k, ranges) {
+                        out.push((k, d));
+                    }
+                    Ok(leaf_hash(k, &d))
+                }
+                RangeNode::Node => {
+                    if depth >= 128 {
+                        return Err(CellProofError::TooDeep(depth));
+                    }
+                    let left = rebuild(nodes, at, depth + 1, prefix, ranges, out)?;
+                    let right =
+                        rebuild(nodes, at, depth + 1, prefix | (1u128 << (127 - depth)), ranges, out)?;
+                    Ok(node_hash(&left, &right))
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        let got = rebuild(&self.nodes, &mut at, 0, 0, ranges, &mut out)?;
+        if at != self.nodes.len() || got != *root {
+            return Err(CellProofError::Root);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn an_atom_lies_in_at_most_four_cells_of_its_level() {
+        let small = BoxMm { min_mm: [8000, 100, 0], max_mm: [8300, 200, 10] };
+        assert_eq!(level_of(&small), 0);
+        assert_eq!(cells_of("map", &small).len(), 2, "it straddles x = 8192 mm");
+        let wide = BoxMm { min_mm: [0, 0, 0], max_mm: [20_000, 100, 0] };
+        assert_eq!(level_of(&wide), 2, "20 m fits a 32.768 m cell, not a 16.384 m one");
+        let huge = BoxMm { min_mm: [-1_000_000_000_000_000; 3], max_mm: [1_000_000_000_000_000; 3] };
+        assert!(level_of(&huge) <= MAX_LEVEL);
+        assert!(cells_of("map", &huge).len() <= 4);
+        assert_ne!(cells_of("map", &small), cells_of("odom", &small));
+    }
+
+    #[test]
+    fn the_empty_trie_and_one_key() {
+        let mut t = CellTrie::new();
+        assert_eq!(t.root(), [0; 32]);
+        assert_eq!(t.prove(7).verify(&t.root(), 7), Ok(Found::Absent));
+        t.insert(7, [1; 32]);
+        assert_eq!(t.root(), leaf_hash(7, &[1; 32]));
+        assert_eq!(t.prove(7).verify(&t.root(), 7), Ok(Found::Present([1; 32])));
+        assert_eq!(t.prove(8).verify(&t.root(), 8), Ok(Found::Absent));
+    }
+
+    #[test]
+    fn a_rectangle_is_its_cells() {
+        let tag = frame_tag("map");
+        for (cx, cy) in [((-3, 4), (-2, 5)), ((0, 0), (0, 0)), ((7, 9), (-1, 30)), ((-40, -33), (100, 101))] {
+            let ranges = rect_ranges(tag, 3, cx, cy);
+            let mut want: Vec<u128> =
+                (cx.0..=cx.1).flat_map(|x| (cy.0..=cy.1).map(move |y| cell_key(tag, 3, x, y))).collect();
+            want.sort_unstable();
+            let mut got: Vec<u128> = Vec::new();
+            for w in ranges.windows(2) {
+                assert!(w[0].1 + 1 < w[1].0, "disjoint, ascending, merged: {ranges:?}");
+            }
+            for (a, b) in &ranges {
+                // Every key in a range is a cell of the rectangle (ranges are exact).
+                let mut k = *a;
+                loop {
+                    got.push(k);
+                    if k == *b {
+                        break;
+                    }
+                    k += 1;
+                }
+            }
+            assert_eq!(got, want, "{cx:?} {cy:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn range_proofs_give_every_key_in_the_ranges(
+            keys in proptest::collection::btree_map(0u128..4096, any::<[u8; 32]>(), 0..60),
+            far in proptest::collection::btree_map(any::<u128>(), any::<[u8; 32]>(), 0..10),
+            asked in proptest::collection::vec((0u128..4200, 0u128..300), 0..4),
+        ) {
+            let mut t = CellTrie::new();
+            for (k, d) in keys.iter().chain(far.iter()) {
+                t.insert(*k, *d);
+            }
+            let mut ranges: Vec<(u128, u128)> = asked.iter().map(|(a, n)| (*a, a + n)).collect();
+            ranges.sort_unstable();
+            let root = t.root();
+            let proof = t.prove_ranges(&ranges);
+            let want: Vec<(u128, Digest)> = t
+                .leaves
+                .iter()
+                .filter(|(k, _)| ranges.iter().any(|(a, b)| *a <= **k && **k <= *b))
+                .map(|(k, d)| (*k, *d))
+                .collect();
+            prop_assert_eq!(proof.verify(&root, &ranges), Ok(want.clone()));
+            // Dropping a key, or showing a subtree that meets a range by its hash alone, fails.
+            for i in 0..proof.nodes.len() {
+                let mut cut = proof.clone();
+                match cut.nodes[i] {
+                    RangeNode::Leaf(k, d) => cut.nodes[i] = RangeNode::Leaf(k, [d[0] ^ 1; 32]),
+                    RangeNode::Empty => cut.nodes[i] = RangeNode::Opaque([0; 32]),
+                    RangeNode::Opaque(h) => cut.nodes[i] = RangeNode::Opaque([h[0] ^ 1; 32]),
+                    RangeNode::Node => continue,
+                }
+                prop_assert!(cut.verify(&root, &ranges).is_err(), "node {} altered", i);
+            }
+        }
+
+        #[test]
+        fn an_atom_that_meets_a_question_lies_in_one_of_its_cells(
+            a in (-100_000_000i64..100_000_000, -100_000_000i64..100_000_000, 0i64..2_000_000, 0i64..2_000_000),
+            q in (-100_000_000i64..100_000_000, -100_000_000i64..100_000_000, 0i64..3_000_000, 0i64..3_000_000),
+        ) {
+            let atom = BoxMm { min_mm: [a.0, a.1, 0], max_mm: [a.0 + a.2, a.1 + a.3, 0] };
+            let question = BoxMm { min_mm: [q.0, q.1, 0], max_mm: [q.0 + q.2, q.1 + q.3, 0] };
+            let meets = (0..2).all(|i| atom.min_mm[i] <= question.max_mm[i] && question.min_mm[i] <= atom.max_mm[i]);
+            let ranges = query_ranges("map", &question);
+            let found = cells_of("map", &atom).iter().any(|k| ranges.iter().any(|(lo, hi)| lo <= k && k <= hi));
+            if meets {
+                prop_assert!(found, "{:?} meets {:?} but none of its cells is asked", atom, question);
+            }
+        }
+
+        #[test]
+        fn proofs_agree_with_the_map(
+            keys in proptest::collection::btree_map(any::<u128>(), any::<[u8; 32]>(), 0..40),
+            near in proptest::collection::vec(0u128..64, 0..10),
+            asked in any::<u128>(),
+        ) {
+            let mut t = CellTrie::new();
+            for (k, d) in &keys {
+                t.insert(*k, *d);
+            }
+            // Keys that share long prefixes, as neighbouring cells do.
+            for (i, k) in near.iter().enumerate() {
+                t.insert(*k, [i as u8; 32]);
+            }
+            let root = t.root();
+            for key in t.leaves.keys().copied().chain([asked, 0, 1, 63, u128::MAX]) {
+                let want = t.get(key).map_or(Found::Absent, |d| Found::Present(*d));
+                let proof = t.prove(key);
+                prop_assert_eq!(proof.verify(&root, key), Ok(want));
+                // A proof of one key is no proof of another's absence or digest.
+                if let Some((k, d)) = proof.end {
+                    let mut lying = proof.clone();
+                    lying.end = Some((k, [d[0] ^ 1; 32]));
+                    prop_assert!(lying.verify(&root, key).is_err());
+                }
+                if let Some(s) = proof.siblings.first() {
+                    let mut flipped = proof.clone();
+                    flipped.siblings[0] = [s[0] ^ 1; 32];
+                    prop_assert!(flipped.verify(&root, key).is_err());
+                }
+            }
+        }
+    }
+}
