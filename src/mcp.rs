@@ -1297,7 +1297,7 @@ mod tests {
     #[test]
     fn every_tool_is_given_its_role() {
         let tools = MemoryServer::tool_router().list_all();
-        assert_eq!(tools.len(), 13);
+        assert_eq!(tools.len(), 14);
         for t in tools {
             assert_ne!(
                 Role::of_tool(&t.name),
