@@ -95,7 +95,11 @@ class FleetRecall(unittest.TestCase):
 
     async def fleet(self):
         everyone = ["--data", f"{self.tmp}/robot-0", "--also", f"{self.tmp}/robot-1", "--also", f"{self.tmp}/robot-2"]
-        async with stdio_client(await self.session(*everyone)) as (r, w):
+        # The server's standard error, read after it stops: a server holding a fleet ledger's
+        # link used to panic at exit, dropping the link's runtime on an async thread.
+        errlog = open(f"{self.tmp}/server.err", "w+")
+        self.addCleanup(errlog.close)
+        async with stdio_client(await self.session(*everyone), errlog=errlog) as (r, w):
             async with ClientSession(r, w) as s:
                 await s.initialize()
                 tools = {t.name: t for t in (await s.list_tools()).tools}
@@ -124,6 +128,8 @@ class FleetRecall(unittest.TestCase):
                 err, again = await call(s, "sion_fleet_recall", {**QUESTION, "pulse": out["pulse"]})
                 self.assertFalse(err, again)
                 self.assertEqual((again["pulse"], again["bundle"]), (out["pulse"], out["bundle"]))
+        errlog.seek(0)
+        self.assertNotIn("panicked", errlog.read())
         # A server not given robot 2's memory: no bundle, and the robot named.
         async with stdio_client(await self.session(*everyone[:4])) as (r, w):
             async with ClientSession(r, w) as s:
