@@ -402,6 +402,27 @@ fn main() -> Result<()> {
         range_expect(&q),
         Err(("format", "the file ends early")),
     )?;
+    // Version 2 headers (a ledger with cells): the cells root is signed with the rest, and a
+    // header read as version 1 leaves 32 bytes the file's next field does not take.
+    let mut bytes = range.encode();
+    bytes[8 + 1 + 32 + 89] ^= 0x01; // the first byte of the header's cells root
+    suite.case(
+        "range-cells-root-flipped",
+        &bytes,
+        range_expect(&q),
+        Err(("attestation", "the header's cells root changed: the ledger's signature does not hold")),
+    )?;
+    let mut bytes = range.encode();
+    bytes[8 + 1 + 32] = 1; // the header's version byte
+    suite.case(
+        "range-header-version-changed",
+        &bytes,
+        range_expect(&q),
+        Err((
+            "format",
+            "a version 2 header read as version 1: the bytes that follow are not a signature and a log",
+        )),
+    )?;
     let mut bytes = range.encode();
     bytes[..8].copy_from_slice(b"SIONPRF1");
     suite.case(
@@ -410,8 +431,9 @@ fn main() -> Result<()> {
         range_expect(&q),
         Err(("format", "the first proof format (SIONPRF1) is refused")),
     )?;
+    let header_len = range.attestation.as_ref().map_or(89, |a| a.state.header.header.len());
     let mut bytes = range.encode();
-    bytes[8 + 1 + 32 + 89] ^= 0x80; // the first byte of the ledger's signature
+    bytes[8 + 1 + 32 + header_len] ^= 0x80; // the first byte of the ledger's signature
     suite.case(
         "range-signature-flipped",
         &bytes,
@@ -449,7 +471,7 @@ fn main() -> Result<()> {
     parts.confidence = Permille(if parts.confidence.0 == 1000 { 999 } else { parts.confidence.0 + 1 });
     range_of(&mut m).atoms[0] = (first, Atom::new(parts)?.bytes().to_vec());
     let mut bytes = m.encode();
-    bytes[8 + 1 + 32 + 89] ^= 0x80;
+    bytes[8 + 1 + 32 + header_len] ^= 0x80;
     suite.case(
         "range-atom-edited-and-signature-flipped",
         &bytes,
@@ -875,10 +897,13 @@ fn main() -> Result<()> {
     suite.cases.extend(v2["cases"].as_array().cloned().unwrap_or_default());
     let v3: Value = serde_json::from_slice(&std::fs::read(out.join("v3/manifest.json"))?)?;
     suite.cases.extend(v3["cases"].as_array().cloned().unwrap_or_default());
+    // And files attested by version 1 headers (a ledger made before cells).
+    let h1: Value = serde_json::from_slice(&std::fs::read(out.join("h1/manifest.json"))?)?;
+    suite.cases.extend(h1["cases"].as_array().cloned().unwrap_or_default());
 
     let manifest = json!({
         "suite": "sion_memory proof conformance",
-        "format": "SIONPRF4, and SIONPRF3 in v3/ and SIONPRF2 in v2/ (docs/PROOFS.md)",
+        "format": "SIONPRF4, and SIONPRF3 in v3/ and SIONPRF2 in v2/ (docs/PROOFS.md); version 2 Pulse headers (with cells), and version 1 in h1/ (docs/LEDGER.md)",
         "about": "Each case: a proof file, the ledger key a reader trusts, what the reader asked (expect: docs/PROOFS.md, \"What the reader asked\"), and the verdict a verifier must reach: valid (with the answer's positions) or invalid (with the refusal's code, docs/PROOFS.md \"Refusals\", and why). our_message is what the Rust verifier says, for information only.",
         "ledger_key": ledger_key,
         "cases": suite.cases,
@@ -1310,7 +1335,7 @@ fn omission_cases(suite: &mut Suite, memory: &mut Memory, atoms: &[Atom]) -> Res
         .submit(SignedTx::sign(
             &writer,
             nonce,
-            Tx::CommitMemory { log, version, head, proof: vec![], seal: false },
+            Tx::CommitMemory { log, version, head, proof: vec![], seal: false, cells: Vec::new() },
         ))
         .context("the ledger does not check index roots")?;
     let atom = &atoms[123];

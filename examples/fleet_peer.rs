@@ -225,7 +225,7 @@ fn backdate(data: &std::path::Path, url: &str) -> Result<bool> {
         let tx = SignedTx::sign(
             &writer,
             nonce,
-            Tx::CommitMemory { log, version, head, proof: vec![], seal: false },
+            Tx::CommitMemory { log, version, head, proof: vec![], seal: false, cells: Vec::new() },
         );
         match ledger.submit(tx) {
             Err(LedgerError::Refused { code, message, .. }) => println!("REFUSED {what}: {code} ({message})"),

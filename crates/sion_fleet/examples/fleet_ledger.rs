@@ -173,7 +173,11 @@ fn commit_tx(k: &SigningKey, log: LogId, version: u64, trees: &[MemoryTree<Blake
     let t = &trees[version as usize + 1];
     let proof = if from == 0 { vec![] } else { consistency_path::<Blake3, _>(t, from, to).expect("proof") };
     let head = Head { size: to, root: t.root(), index: [0; 32], manifest: [0; 32] };
-    SignedTx::sign(k, version + 1, Tx::CommitMemory { log, version, head, proof, seal: false })
+    SignedTx::sign(
+        k,
+        version + 1,
+        Tx::CommitMemory { log, version, head, proof, seal: false, cells: Vec::new() },
+    )
 }
 
 /// W writers through `fronts` service front-ends on one etcd, as robots reach it.
@@ -294,7 +298,7 @@ impl Writer {
         Ok(SignedTx::sign(
             &self.key,
             version + 1,
-            Tx::CommitMemory { log: self.log, version, head, proof, seal: false },
+            Tx::CommitMemory { log: self.log, version, head, proof, seal: false, cells: Vec::new() },
         ))
     }
 }

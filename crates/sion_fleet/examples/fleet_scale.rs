@@ -68,7 +68,11 @@ impl Heads {
             manifest: [0; 32],
         };
         let proof = self.proofs.get(k)?.clone();
-        Some(SignedTx::sign(key, nonce, Tx::CommitMemory { log, version, head, proof, seal: false }))
+        Some(SignedTx::sign(
+            key,
+            nonce,
+            Tx::CommitMemory { log, version, head, proof, seal: false, cells: Vec::new() },
+        ))
     }
 }
 

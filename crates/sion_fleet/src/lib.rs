@@ -1930,7 +1930,7 @@ impl FleetLedger {
                 // An opening moves its writer's previous last log's `next` too (no version record:
                 // versions are commits).
                 let chained = match &change {
-                    Change::Log(log) if log.commits == 0 => snap.state.chained_by(log),
+                    Change::Log(log, _) if log.commits == 0 => snap.state.chained_by(log),
                     _ => None,
                 };
                 let undo = snap.state.apply(tx.sender, change.clone());
@@ -2216,7 +2216,7 @@ impl Batch {
         let (mut logs, mut agent, mut log_id) = (Vec::new(), None, None);
         match change {
             Change::Agent(a) => agent = Some(a.name.clone()),
-            Change::Log(log) => {
+            Change::Log(log, _) => {
                 logs.push(log.id);
                 log_id = Some(log.id);
                 if let Some(before) = chained {

@@ -418,7 +418,7 @@ impl Witness {
                         changes.set(last.0, &after).map_err(bad)?;
                     }
                 }
-                Tx::CommitMemory { log, version, head, proof, seal } => {
+                Tx::CommitMemory { log, version, head, proof, seal, .. } => {
                     if log.0 >= was.logs {
                         return Err(bad(format!(
                             "it commits log {log}, which the Pulse before did not hold"

@@ -57,7 +57,14 @@ fn code(e: &LedgerError) -> &str {
 /// The robot's `k`-th commit of its log (0-based: version `k`, nonce `k + 1`) at the same size
 /// — the head kept, no proof: each a Pulse, as a robot's commit is — and how long it took.
 fn commit(link: &mut RemoteLedger, robot: &SigningKey, log: &MemoryLog, k: u64) -> Duration {
-    let tx = Tx::CommitMemory { log: log.id, version: k, head: log.head, proof: vec![], seal: false };
+    let tx = Tx::CommitMemory {
+        log: log.id,
+        version: k,
+        head: log.head,
+        proof: vec![],
+        seal: false,
+        cells: Vec::new(),
+    };
     let t = Instant::now();
     link.submit(SignedTx::sign(robot, k + 1, tx)).expect("the registered robot's commit");
     t.elapsed()
@@ -242,8 +249,10 @@ async fn write_openings(c: &mut Client, prefix: &str, key: &SigningKey, n: u64) 
     for i in 0..n {
         let number = i + 1;
         let tx = open_tx(&writer, i);
-        let Ok(Change::Log(log)) = state.check(&operator, &tx, number) else { panic!("opening {i} refused") };
-        state.apply(tx.sender, Change::Log(log.clone()));
+        let Ok(Change::Log(log, _)) = state.check(&operator, &tx, number) else {
+            panic!("opening {i} refused")
+        };
+        state.apply(tx.sender, Change::Log(log.clone(), Vec::new()));
         tree.push_leaf(&log.encode());
         let header = PulseHeader {
             number,
@@ -251,6 +260,7 @@ async fn write_openings(c: &mut Client, prefix: &str, key: &SigningKey, n: u64) 
             logs: tree.size(),
             state_root: tree.root(),
             prev: prev.hash(),
+            cells: None,
         };
         let mut entry = vec![1u8];
         let bytes = tx.encode();
@@ -334,7 +344,7 @@ async fn a_state_over_4_mib_in_one_prefix_is_read_a_page_at_a_time() {
 
 fn open_log() -> MemoryLog {
     let writer = SigningKey::from_bytes(&[42; 32]);
-    let Ok(Change::Log(log)) = State::default().check(&Account([0; 32]), &open_tx(&writer, 0), 1) else {
+    let Ok(Change::Log(log, _)) = State::default().check(&Account([0; 32]), &open_tx(&writer, 0), 1) else {
         panic!("an opening refused")
     };
     log

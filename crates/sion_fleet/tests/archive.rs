@@ -19,7 +19,11 @@ fn commit(writer: &SigningKey, nonce: u64, log: LogId, version: u64, from: u64, 
     let proof =
         if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
     let head = Head { size: to, root: tree(to).root(), index: [0; 32], manifest: [0; 32] };
-    SignedTx::sign(writer, nonce, Tx::CommitMemory { log, version, head, proof, seal: false })
+    SignedTx::sign(
+        writer,
+        nonce,
+        Tx::CommitMemory { log, version, head, proof, seal: false, cells: Vec::new() },
+    )
 }
 
 async fn keys(etcd: &Etcd, prefix: &str) -> usize {

@@ -54,6 +54,7 @@ impl Robot {
             head: head(self.recorded),
             proof,
             seal: false,
+            cells: Vec::new(),
         };
         let h = ledger.submit(SignedTx::sign(&self.key, nonce, tx)).await?;
         self.acked.push(h);
@@ -210,8 +211,14 @@ async fn members_killed_leader_killed_quorum_lost_no_fork_and_nothing_acknowledg
         let from = on.head.size;
         let tx = |to: u64| {
             let proof = consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof");
-            let tx =
-                Tx::CommitMemory { log: robot.log, version: on.commits, head: head(to), proof, seal: false };
+            let tx = Tx::CommitMemory {
+                log: robot.log,
+                version: on.commits,
+                head: head(to),
+                proof,
+                seal: false,
+                cells: Vec::new(),
+            };
             SignedTx::sign(&robot.key, nonce, tx)
         };
         let (a, b) = tokio::join!(fresh.submit(tx(from + 10)), other.submit(tx(from + 11)));

@@ -28,7 +28,14 @@ async fn grow(ledger: &mut FleetLedger, writer: &SigningKey, log: LogId) -> Resu
     let (from, to) = (current.head.size, current.head.size + 10);
     let proof =
         if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
-    let tx = Tx::CommitMemory { log, version: current.commits, head: head(to), proof, seal: false };
+    let tx = Tx::CommitMemory {
+        log,
+        version: current.commits,
+        head: head(to),
+        proof,
+        seal: false,
+        cells: Vec::new(),
+    };
     Ok(ledger.submit(SignedTx::sign(writer, nonce, tx)).await?.header.number)
 }
 
@@ -218,7 +225,7 @@ async fn a_slow_read_does_not_hold_up_commits() {
             let nonce = link.nonce(&account_of(&robot)).expect("nonce");
             let to = size + 10;
             let proof = consistency_path::<Blake3, _>(&tree(to), size, to).expect("proof");
-            let tx = Tx::CommitMemory { log, version, head: head(to), proof, seal: false };
+            let tx = Tx::CommitMemory { log, version, head: head(to), proof, seal: false, cells: Vec::new() };
             link.submit(SignedTx::sign(&robot, nonce, tx)).expect("a commit");
             acked.push(Instant::now());
             (size, version) = (to, version + 1);

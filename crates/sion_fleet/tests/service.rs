@@ -83,7 +83,7 @@ async fn a_memory_on_the_fleet_ledger_through_two_front_ends() {
         let stale = SignedTx::sign(
             &writer,
             nonce,
-            Tx::CommitMemory { log, version: 1, head, proof: vec![], seal: false },
+            Tx::CommitMemory { log, version: 1, head, proof: vec![], seal: false, cells: Vec::new() },
         );
         match memory.submit(stale) {
             Err(e) => assert!(e.to_string().contains("(stale)"), "{e}"),
@@ -92,7 +92,7 @@ async fn a_memory_on_the_fleet_ledger_through_two_front_ends() {
         let replay = SignedTx::sign(
             &writer,
             0,
-            Tx::CommitMemory { log, version: 2, head, proof: vec![], seal: false },
+            Tx::CommitMemory { log, version: 2, head, proof: vec![], seal: false, cells: Vec::new() },
         );
         match memory.submit(replay) {
             Err(e) => assert!(e.to_string().contains("(nonce)"), "{e}"),

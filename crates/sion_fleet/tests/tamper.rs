@@ -381,6 +381,7 @@ async fn forged_pulse(seed: u8, prefix: &'static str) -> Forged {
         logs: 2,
         state_root: tree.root(),
         prev: last.hash(),
+        cells: None,
     };
     let signature = SignedHeader::sign(&key, header).signature;
     let mut entry = vec![1u8];
@@ -605,6 +606,7 @@ async fn a_witness_refuses_state_proofs_under_another_signed_header() {
         logs: 2,
         state_root: tree.root(),
         prev: f.last.hash(),
+        cells: None,
     };
     let path = sion_verify::merkle::inclusion_path::<Blake3, _>(&tree, f.own.0, 2).expect("path");
     let proof = StateProof { header: SignedHeader::sign(&f.key, second), log: f.moved.clone(), path };

@@ -8,7 +8,7 @@ use sion_verify::ledger::{Account, Agent, AgentStatus, Head, MemoryLog};
 use sion_verify::merkle::Digest;
 use sion_verify::wire::{Put as _, Reader, WireError};
 
-use super::state::State;
+use super::state::{Cells, State};
 
 /// Bytes of one `pulses` entry: u64 journal offset, u32 frame length, u32 CRC-32C.
 pub const PULSE_ENTRY: u64 = 16;
@@ -122,6 +122,18 @@ impl Checkpoint {
             out.put_bytes(&account.0);
             out.put_u64(*nonce);
         }
+        // A ledger made with cells: its cell map, each cell's logs ascending.
+        if let Some(cells) = &self.state.cells {
+            let sorted = cells.sorted();
+            out.put_u32(sorted.len() as u32);
+            for (key, logs) in sorted {
+                out.put_bytes(&key.to_be_bytes());
+                out.put_u32(logs.len() as u32);
+                for id in logs {
+                    out.put_u64(*id);
+                }
+            }
+        }
         let crc = crc32c::crc32c(&out);
         out.put_u32(crc);
         out
@@ -174,6 +186,16 @@ impl Checkpoint {
         for _ in 0..count(&mut r, "nonces", 40)? {
             let account = Account(r.array("account").map_err(wire)?);
             state.nonces.insert(account, r.u64("nonce").map_err(wire)?);
+        }
+        if r.remaining() > 0 {
+            let mut cells = Cells::default();
+            for _ in 0..count(&mut r, "cells", 20)? {
+                let key = u128::from_be_bytes(r.array("cell").map_err(wire)?);
+                for _ in 0..count(&mut r, "cell logs", 8)? {
+                    cells.add(key, r.u64("cell log").map_err(wire)?);
+                }
+            }
+            state.cells = Some(cells);
         }
         r.finish().map_err(wire)?;
         Ok(Self { pulses, journal_len, last, state })

@@ -37,8 +37,11 @@ use sion_disk::shadow::DiskFile;
 use sion_disk::{Disk, Open};
 use state::State;
 
-/// A ledger whose logs' leaves chain each writer's logs (leaf version 2).
-const FORMAT: &str = "sion-ledger 3\n";
+/// A ledger with cells (header version 2, docs/LEDGER.md, "Cells") whose logs' leaves chain
+/// each writer's logs (leaf version 2): every ledger made now.
+const FORMAT: &str = "sion-ledger 4\n";
+/// A ledger from before cells: chained leaves, version 1 headers, for good.
+const FORMAT_3: &str = "sion-ledger 3\n";
 /// A ledger from before chains: its leaves stay version 1, which its headers sign.
 const FORMAT_2: &str = "sion-ledger 2\n";
 /// A ledger from before the acknowledged mark: opened, it is given one (from its journal), and
@@ -87,6 +90,8 @@ pub enum LedgerError {
     Stale { log: LogId, version: u64, current: u64 },
     #[error("log {log} cannot shrink from {from} to {to} atoms")]
     Shrinks { log: LogId, from: u64, to: u64 },
+    #[error("log {log}'s commit carries cells the ledger does not take: {problem}")]
+    Cells { log: LogId, problem: String },
     #[error("a commit of log {log} at the same size ({size}) must keep the root and carry no proof")]
     RootChanged { log: LogId, size: u64 },
     #[error(
@@ -146,6 +151,7 @@ impl LedgerError {
             Self::Sealed(_) => "sealed",
             Self::Stale { .. } => "stale",
             Self::Shrinks { .. } => "shrinks",
+            Self::Cells { .. } => "cells",
             Self::RootChanged { .. } => "root_changed",
             Self::Fork { .. } => "fork",
             Self::NoPulse(_) => "no_pulse",
@@ -288,7 +294,7 @@ fn now_ns() -> i64 {
 }
 
 /// The header of Pulse `number` over `state`.
-fn pulse_header(state: &State, number: u64, time_ns: i64, prev: Option<&SignedHeader>) -> PulseHeader {
+fn pulse_header(state: &mut State, number: u64, time_ns: i64, prev: Option<&SignedHeader>) -> PulseHeader {
     state.header(number, time_ns, prev.map(|h| h.header.hash()).unwrap_or([0; 32]))
 }
 
@@ -350,13 +356,21 @@ impl Ledger {
         Self::create_format(&Disk::os(), dir, FORMAT_2)
     }
 
+    /// A ledger as made before cells (`sion-ledger 3`: version 1 headers), for tests of what
+    /// readers and writers do with one.
+    #[doc(hidden)]
+    pub fn create_without_cells(dir: &Path) -> Result<Self, LedgerError> {
+        Self::create_format(&Disk::os(), dir, FORMAT_3)
+    }
+
     fn create_format(disk: &Disk, dir: &Path, format: &str) -> Result<Self, LedgerError> {
         if dir.join("FORMAT").exists() {
             return Err(LedgerError::Exists(dir.to_owned()));
         }
         disk.create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
         let key = read_or_make_key(disk, &dir.join("key"))?;
-        let genesis = SignedHeader::sign(&key, pulse_header(&State::default(), 0, now_ns(), None));
+        let mut empty = State::new_ledger(format == FORMAT);
+        let genesis = SignedHeader::sign(&key, pulse_header(&mut empty, 0, now_ns(), None));
         let mut entry = vec![0u8];
         genesis.put(&mut entry);
         let mut frame = Vec::new();
@@ -391,10 +405,11 @@ impl Ledger {
     }
 
     fn open_with(disk: &Disk, dir: &Path, writable: bool) -> Result<Self, LedgerError> {
-        let (legacy, chained) = match fs::read_to_string(dir.join("FORMAT")) {
-            Ok(f) if f == FORMAT => (false, true),
-            Ok(f) if f == FORMAT_2 => (false, false),
-            Ok(f) if f == FORMAT_1 => (true, false),
+        let (legacy, chained, cells) = match fs::read_to_string(dir.join("FORMAT")) {
+            Ok(f) if f == FORMAT => (false, true, true),
+            Ok(f) if f == FORMAT_3 => (false, true, false),
+            Ok(f) if f == FORMAT_2 => (false, false, false),
+            Ok(f) if f == FORMAT_1 => (true, false, false),
             Ok(_) => return Err(LedgerError::Journal { entry: 0, reason: "unknown ledger format".into() }),
             Err(_) => return Err(LedgerError::Missing(dir.to_owned())),
         };
@@ -439,20 +454,22 @@ impl Ledger {
         let mut resumed = if dir.join(DAMAGED).exists() {
             Err("a read found a file beside the journal damaged".to_owned())
         } else {
-            Self::resume(disk, dir, &key.verifying_key(), &journal, &pulse_file, file_len)
+            Self::resume(disk, dir, &key.verifying_key(), &journal, &pulse_file, file_len, cells)
         };
         if !writable && resumed.is_err() && !dir.join(DAMAGED).exists() {
             // A writer may have checkpointed between our opening the pulse index and reading
             // its checkpoint: once more with the pulse index as it is now, else a full replay.
             pulse_file = beside(&dir.join("pulses"))?;
-            resumed = Self::resume(disk, dir, &key.verifying_key(), &journal, &pulse_file, file_len);
+            resumed = Self::resume(disk, dir, &key.verifying_key(), &journal, &pulse_file, file_len, cells);
         }
-        let genesis_placeholder = SignedHeader::sign(&key, pulse_header(&State::default(), 0, 0, None));
+        let mut empty = State::new_ledger(cells);
+        empty.chained = chained;
+        let genesis_placeholder = SignedHeader::sign(&key, pulse_header(&mut empty, 0, 0, None));
         let mut ledger = Self {
             disk: disk.clone(),
             dir: dir.to_owned(),
             key,
-            state: State::default(),
+            state: empty,
             latest: genesis_placeholder,
             pulses: 0,
             journal_len: 0,
@@ -551,6 +568,7 @@ impl Ledger {
         journal: &File,
         pulse_file: &DiskFile,
         file_len: u64,
+        cells: bool,
     ) -> Result<Resume, String> {
         let path = dir.join("checkpoint");
         let len = match fs::metadata(&path) {
@@ -561,7 +579,11 @@ impl Ledger {
             return Err(format!("the checkpoint claims {len} bytes"));
         }
         let bytes = fs::read(&path).map_err(|e| format!("reading the checkpoint: {e}"))?;
-        let c = files::Checkpoint::decode(&bytes).map_err(|e| format!("the checkpoint is damaged: {e}"))?;
+        let mut c =
+            files::Checkpoint::decode(&bytes).map_err(|e| format!("the checkpoint is damaged: {e}"))?;
+        if c.state.cells.is_some() != cells {
+            return Err("the checkpoint's state is not of this ledger's format (cells)".into());
+        }
         if c.pulses == 0 || c.journal_len > file_len {
             return Err(format!("the checkpoint covers {} bytes of a journal of {file_len}", c.journal_len));
         }
@@ -576,8 +598,9 @@ impl Ledger {
             return Err(format!("the journal's Pulse {last} is not the one the checkpoint names"));
         }
         header.verify(key).map_err(|e| e.to_string())?;
-        let expected = pulse_header(&c.state, last, header.header.time_ns, None);
-        if (expected.logs, expected.state_root) != (header.header.logs, header.header.state_root) {
+        let expected = pulse_header(&mut c.state, last, header.header.time_ns, None);
+        let h = &header.header;
+        if (expected.logs, expected.state_root, expected.cells) != (h.logs, h.state_root, h.cells) {
             return Err(format!("the checkpoint's state is not the state Pulse {last} signs"));
         }
         for log in &c.state.logs {
@@ -641,7 +664,7 @@ impl Ledger {
                 change = Some(c);
             }
             let prev = (entry > 0).then_some(&self.latest);
-            let expected = pulse_header(&self.state, entry, header.header.time_ns, prev);
+            let expected = pulse_header(&mut self.state, entry, header.header.time_ns, prev);
             if header.header != expected {
                 return Err(bad("header does not match the replayed state".into()));
             }
@@ -665,7 +688,7 @@ impl Ledger {
         self.pulse_file
             .write_all_at(&at.encode(), number * files::PULSE_ENTRY)
             .map_err(io_err("writing the pulse index"))?;
-        if let Some(state::Change::Log(log)) = change {
+        if let Some(state::Change::Log(log, _)) = change {
             let id = log.id.0 as usize;
             if id == self.version_files.len() {
                 let path = self.dir.join("versions").join(log.id.0.to_string());
@@ -756,6 +779,17 @@ impl Ledger {
 
     pub fn agent(&self, name: &str) -> Option<&Agent> {
         self.state.agents.get(name)
+    }
+
+    /// The cell map as of the latest Pulse (`None` on a ledger made without cells).
+    pub fn cells(&self) -> Option<&state::Cells> {
+        self.state.cells.as_ref()
+    }
+
+    /// The latest signed header and the proof, against its cell root, of which logs cell `key`
+    /// lists (`None` on a ledger made without cells).
+    pub fn cell_proof(&self, key: u128) -> Option<(SignedHeader, sion_verify::cells::CellProof)> {
+        Some((self.latest, self.state.cells.as_ref()?.prove(key)))
     }
 
     pub fn latest(&self) -> &SignedHeader {
@@ -887,7 +921,7 @@ impl Ledger {
         let undo = self.state.apply(tx.sender, change.clone());
         let time_ns = now_ns().max(self.latest.header.time_ns.saturating_add(1));
         let header =
-            SignedHeader::sign(&self.key, pulse_header(&self.state, number, time_ns, Some(&self.latest)));
+            SignedHeader::sign(&self.key, pulse_header(&mut self.state, number, time_ns, Some(&self.latest)));
         let mut entry = vec![1u8];
         entry.put_bytes32(&tx.encode());
         header.put(&mut entry);

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::LedgerError;
 use super::tree::StateTree;
+use sion_verify::cells::{CellProof, CellTrie, RangeCellProof, logs_digest};
+use sion_verify::ledger::MAX_TX_CELLS;
 use sion_verify::ledger::{
     Account, Agent, AgentStatus, Chain, LogId, MemoryLog, SignedTx, Tx, empty_head, parent_of,
     valid_agent_name,
@@ -22,9 +24,84 @@ pub struct State {
     /// version 2): every ledger made since chains were; an older one keeps its version 1
     /// leaves, which its signed headers commit to (docs/LEDGER.md, "Pulses").
     pub chained: bool,
+    /// The cell map, on a ledger made with cells (docs/LEDGER.md, "Cells"); `None` on one made
+    /// before them, whose headers are of version 1.
+    pub cells: Option<Cells>,
     /// The state tree over `logs`, kept as [`State::apply`] changes them ([`State::index`]
     /// builds it after a state is read whole); one out of step with `logs` is not used.
     tree: Option<StateTree>,
+}
+
+/// The cell map: for each map cell, the logs that hold atoms there (ascending), and the trie
+/// over the cells' digests whose root a version 2 header carries. It only grows: a log once
+/// listed in a cell stays listed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cells {
+    logs: HashMap<u128, Vec<u64>>,
+    trie: CellTrie,
+}
+
+impl Cells {
+    /// The logs listed in cell `key` (empty for a cell no log has met).
+    pub fn logs_at(&self, key: u128) -> &[u64] {
+        self.logs.get(&key).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// How many cells some log has met.
+    pub fn len(&self) -> usize {
+        self.logs.len()
+    }
+
+    /// Whether no log has met any cell.
+    pub fn is_empty(&self) -> bool {
+        self.logs.is_empty()
+    }
+
+    /// Every cell and its logs, in key order (for a snapshot of the state).
+    pub fn sorted(&self) -> Vec<(u128, &[u64])> {
+        let mut out: Vec<(u128, &[u64])> = self.logs.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        out.sort_unstable_by_key(|(k, _)| *k);
+        out
+    }
+
+    /// The trie's root: what the header carries.
+    pub fn root(&mut self) -> sion_verify::merkle::Digest {
+        self.trie.root()
+    }
+
+    /// The proof of which logs cell `key` lists (or that it lists none).
+    pub fn prove(&self, key: u128) -> CellProof {
+        self.trie.prove(key)
+    }
+
+    /// The proof of every cell within `ranges` (inclusive key ranges, ascending).
+    pub fn prove_ranges(&self, ranges: &[(u128, u128)]) -> RangeCellProof {
+        self.trie.prove_ranges(ranges)
+    }
+
+    /// List `log` in cell `key`; whether it was not listed before.
+    pub fn add(&mut self, key: u128, log: u64) -> bool {
+        let ids = self.logs.entry(key).or_default();
+        let Err(at) = ids.binary_search(&log) else { return false };
+        ids.insert(at, log);
+        self.trie.insert(key, logs_digest(ids));
+        true
+    }
+
+    /// Take `log` out of cell `key` again (undoing [`Cells::add`]).
+    fn take_out(&mut self, key: u128, log: u64) {
+        let Some(ids) = self.logs.get_mut(&key) else { return };
+        if let Ok(at) = ids.binary_search(&log) {
+            ids.remove(at);
+        }
+        if ids.is_empty() {
+            self.logs.remove(&key);
+            self.trie.remove(key);
+        } else {
+            let d = logs_digest(ids);
+            self.trie.insert(key, d);
+        }
+    }
 }
 
 /// What [`State::apply`] changed, to put back with [`State::undo`] (a Pulse that could not be
@@ -36,13 +113,16 @@ pub struct Undo {
     agent: Option<(String, Option<Agent>)>,
     replaced: Vec<MemoryLog>,
     pushed: bool,
+    /// The cells the change listed its log in.
+    listed: Vec<(u128, u64)>,
 }
 
-/// What an accepted transaction changes.
+/// What an accepted transaction changes: an agent, or a log and the cells it is listed in.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per transaction, moved once: not worth a box
 pub enum Change {
     Agent(Agent),
-    Log(MemoryLog),
+    Log(MemoryLog, Vec<u128>),
 }
 
 /// Whether [`State::check_as`] checks the transaction's signature.
@@ -57,13 +137,19 @@ impl State {
     /// The header of Pulse `number` over this state (`prev`: the previous header's hash, zeros
     /// for the genesis).
     pub fn header(
-        &self,
+        &mut self,
         number: u64,
         time_ns: i64,
         prev: sion_verify::merkle::Digest,
     ) -> sion_verify::ledger::PulseHeader {
         let (logs, state_root) = self.root();
-        sion_verify::ledger::PulseHeader { number, time_ns, logs, state_root, prev }
+        let cells = self.cells.as_mut().map(Cells::root);
+        sion_verify::ledger::PulseHeader { number, time_ns, logs, state_root, prev, cells }
+    }
+
+    /// A state for a new ledger: chained, and with cells when `cells`.
+    pub fn new_ledger(cells: bool) -> Self {
+        Self { chained: true, cells: cells.then(Cells::default), ..Self::default() }
     }
 
     /// Build the state tree over the logs as they are (once, after a state is read whole):
@@ -248,20 +334,24 @@ impl State {
                     }
                     self.require_live(name)?;
                 }
-                Ok(Change::Log(MemoryLog {
-                    id: LogId(self.logs.len() as u64),
-                    writer: sender,
-                    agent: agent.clone(),
-                    policy: *policy,
-                    head: empty_head(),
-                    commits: 0,
-                    committed_at: pulse,
-                    sealed: false,
-                    chain: self.chained.then(|| Chain { prev: self.last_log_of(&sender), next: None }),
-                }))
+                Ok(Change::Log(
+                    MemoryLog {
+                        id: LogId(self.logs.len() as u64),
+                        writer: sender,
+                        agent: agent.clone(),
+                        policy: *policy,
+                        head: empty_head(),
+                        commits: 0,
+                        committed_at: pulse,
+                        sealed: false,
+                        chain: self.chained.then(|| Chain { prev: self.last_log_of(&sender), next: None }),
+                    },
+                    Vec::new(),
+                ))
             }
-            Tx::CommitMemory { log, version, head, proof, seal } => {
+            Tx::CommitMemory { log, version, head, proof, seal, cells } => {
                 let current = self.logs.get(log.0 as usize).ok_or(LedgerError::UnknownLog(*log))?;
+                self.check_cells(*log, cells)?;
                 if current.writer != sender {
                     return Err(LedgerError::NotWriter { log: *log, sender });
                 }
@@ -312,14 +402,42 @@ impl State {
                             reason: e.to_string(),
                         })?;
                 }
-                Ok(Change::Log(MemoryLog {
-                    head: *new,
-                    commits: current.commits + 1,
-                    committed_at: pulse,
-                    sealed: *seal,
-                    ..current.clone()
-                }))
+                Ok(Change::Log(
+                    MemoryLog {
+                        head: *new,
+                        commits: current.commits + 1,
+                        committed_at: pulse,
+                        sealed: *seal,
+                        ..current.clone()
+                    },
+                    cells.clone(),
+                ))
             }
+        }
+    }
+
+    /// A commit's cells: none on a ledger made without cells; at most [`MAX_TX_CELLS`],
+    /// strictly increasing, each of a level the cells have (the encoding says the same, but a
+    /// transaction made in this process was never decoded).
+    fn check_cells(&self, log: LogId, cells: &[u128]) -> Result<(), LedgerError> {
+        if cells.is_empty() {
+            return Ok(());
+        }
+        let problem = if self.cells.is_none() {
+            Some("this ledger was made without cells: its commits carry none".to_owned())
+        } else if cells.len() > MAX_TX_CELLS {
+            Some(format!("{} cells, over {MAX_TX_CELLS}", cells.len()))
+        } else if cells.windows(2).any(|w| w[0] >= w[1]) {
+            Some("the cells are not in strictly increasing key order".to_owned())
+        } else {
+            cells
+                .iter()
+                .position(|&k| sion_verify::cells::key_level(k) > sion_verify::cells::MAX_LEVEL)
+                .map(|i| format!("cell {i} is of a level past {}", sion_verify::cells::MAX_LEVEL))
+        };
+        match problem {
+            None => Ok(()),
+            Some(problem) => Err(LedgerError::Cells { log, problem }),
         }
     }
 
@@ -329,7 +447,8 @@ impl State {
         let synced = self.tree().is_some();
         let nonce = self.nonces.get(&sender).copied();
         *self.nonces.entry(sender).or_insert(0) += 1;
-        let mut undo = Undo { sender, nonce, agent: None, replaced: Vec::new(), pushed: false };
+        let mut undo =
+            Undo { sender, nonce, agent: None, replaced: Vec::new(), pushed: false, listed: Vec::new() };
         let mut touched: Vec<u64> = Vec::new();
         match change {
             Change::Agent(a) => {
@@ -337,8 +456,15 @@ impl State {
                 let before = self.agents.insert(name.clone(), a);
                 undo.agent = Some((name, before));
             }
-            Change::Log(log) => match self.logs.get_mut(log.id.0 as usize) {
+            Change::Log(log, cells) => match self.logs.get_mut(log.id.0 as usize) {
                 Some(slot) => {
+                    if let Some(map) = self.cells.as_mut() {
+                        for key in cells {
+                            if map.add(key, log.id.0) {
+                                undo.listed.push((key, log.id.0));
+                            }
+                        }
+                    }
                     touched.push(log.id.0);
                     undo.replaced.push(std::mem::replace(slot, log));
                 }
@@ -361,6 +487,11 @@ impl State {
     /// Put back what [`State::apply`] changed (the last change applied, first).
     pub fn undo(&mut self, undo: Undo) {
         let synced = self.tree().is_some();
+        if let Some(map) = self.cells.as_mut() {
+            for &(key, log) in undo.listed.iter().rev() {
+                map.take_out(key, log);
+            }
+        }
         match undo.nonce {
             Some(n) => self.nonces.insert(undo.sender, n),
             None => self.nonces.remove(&undo.sender),

@@ -30,6 +30,17 @@ impl Writer {
     }
 
     fn commit(&self, ledger: &mut Ledger, log: LogId, to: u64, seal: bool) -> Result<u64, LedgerError> {
+        self.commit_cells(ledger, log, to, seal, Vec::new())
+    }
+
+    fn commit_cells(
+        &self,
+        ledger: &mut Ledger,
+        log: LogId,
+        to: u64,
+        seal: bool,
+        cells: Vec<u128>,
+    ) -> Result<u64, LedgerError> {
         let current = ledger.log(log).expect("log").clone();
         let from = current.head.size;
         let proof = if from == 0 || from == to {
@@ -37,7 +48,10 @@ impl Writer {
         } else {
             consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof")
         };
-        self.send(ledger, Tx::CommitMemory { log, version: current.commits, head: head(to), proof, seal })
+        self.send(
+            ledger,
+            Tx::CommitMemory { log, version: current.commits, head: head(to), proof, seal, cells },
+        )
     }
 }
 
@@ -78,14 +92,27 @@ fn bad_commits_are_refused_with_their_reason() {
 
     // Stale: built on version 0, the log is at version 1.
     let proof = consistency_path::<Blake3, _>(&tree(10), 8, 10).expect("proof");
-    let stale = Tx::CommitMemory { log, version: 0, head: head(10), proof: proof.clone(), seal: false };
+    let stale = Tx::CommitMemory {
+        log,
+        version: 0,
+        head: head(10),
+        proof: proof.clone(),
+        seal: false,
+        cells: Vec::new(),
+    };
     assert!(matches!(w.send(&mut ledger, stale), Err(LedgerError::Stale { version: 0, current: 1, .. })));
 
     // Forked: a new head over different atoms.
     let forked_tree = MemoryTree::<Blake3>::from_leaves((0..10).map(|i| format!("other {i}")));
     let forked = Head { root: forked_tree.root(), ..head(10) };
-    let fork =
-        Tx::CommitMemory { log, version: current(&ledger), head: forked, proof: proof.clone(), seal: false };
+    let fork = Tx::CommitMemory {
+        log,
+        version: current(&ledger),
+        head: forked,
+        proof: proof.clone(),
+        seal: false,
+        cells: Vec::new(),
+    };
     let err = w.send(&mut ledger, fork).expect_err("fork");
     assert!(matches!(err, LedgerError::Fork { from: 8, to: 10, .. }), "{err}");
     assert!(err.to_string().starts_with("fork:"));
@@ -94,19 +121,34 @@ fn bad_commits_are_refused_with_their_reason() {
     let mut forged = SignedTx::sign(
         &key(2),
         0,
-        Tx::CommitMemory { log, version: 1, head: head(10), proof: proof.clone(), seal: false },
+        Tx::CommitMemory {
+            log,
+            version: 1,
+            head: head(10),
+            proof: proof.clone(),
+            seal: false,
+            cells: Vec::new(),
+        },
     );
     forged.sender = account_of(&w.key);
     assert!(matches!(ledger.submit(forged), Err(LedgerError::BadSignature)));
     let stranger = Writer { key: key(3) };
-    let tx = Tx::CommitMemory { log, version: 1, head: head(10), proof: proof.clone(), seal: false };
+    let tx = Tx::CommitMemory {
+        log,
+        version: 1,
+        head: head(10),
+        proof: proof.clone(),
+        seal: false,
+        cells: Vec::new(),
+    };
     assert!(matches!(stranger.send(&mut ledger, tx), Err(LedgerError::NotWriter { .. })));
 
     // Shrinking, and a same-size commit that changes the root.
-    let tx = Tx::CommitMemory { log, version: 1, head: head(4), proof: vec![], seal: false };
+    let tx =
+        Tx::CommitMemory { log, version: 1, head: head(4), proof: vec![], seal: false, cells: Vec::new() };
     assert!(matches!(w.send(&mut ledger, tx), Err(LedgerError::Shrinks { from: 8, to: 4, .. })));
     let moved = Head { root: [7; 32], ..head(8) };
-    let tx = Tx::CommitMemory { log, version: 1, head: moved, proof: vec![], seal: false };
+    let tx = Tx::CommitMemory { log, version: 1, head: moved, proof: vec![], seal: false, cells: Vec::new() };
     assert!(matches!(w.send(&mut ledger, tx), Err(LedgerError::RootChanged { size: 8, .. })));
 
     // A replayed transaction: same nonce twice.
@@ -114,7 +156,7 @@ fn bad_commits_are_refused_with_their_reason() {
     let tx = SignedTx::sign(
         &w.key,
         nonce,
-        Tx::CommitMemory { log, version: 1, head: head(10), proof, seal: false },
+        Tx::CommitMemory { log, version: 1, head: head(10), proof, seal: false, cells: Vec::new() },
     );
     ledger.submit(tx.clone()).expect("honest");
     assert!(matches!(ledger.submit(tx), Err(LedgerError::Nonce { .. })));
@@ -676,4 +718,83 @@ fn transaction_time_is_proved_by_two_state_proofs() {
     assert!(wrong.verify(&ledger.public_key()).is_err());
     assert!(matches!(ledger.tx_time_proof(log, 20), Err(LedgerError::NotRecorded { .. })));
     let _: Account = account_of(&w.key);
+}
+
+#[test]
+fn commits_list_their_log_in_the_cells_the_header_commits_to() {
+    use sion_verify::cells::{CellTrie, Found, cell_key, frame_tag, logs_digest};
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut ledger = Ledger::create(dir.path()).expect("create");
+    assert_eq!(ledger.latest().header.cells, Some([0; 32]), "a new ledger keeps cells, none met yet");
+    assert_eq!(ledger.latest().header.encode().len(), 121);
+    let (a, b) = (Writer { key: key(1) }, Writer { key: key(2) });
+    let (la, lb) = (open_log(&mut ledger, &a, None), open_log(&mut ledger, &b, None));
+    let tag = frame_tag("map");
+    let (c1, c2, c3) = (cell_key(tag, 0, 0, 0), cell_key(tag, 0, 1, 0), cell_key(tag, 3, 5, -2));
+    let mut two = vec![c1, c2];
+    two.sort_unstable();
+    a.commit_cells(&mut ledger, la, 5, false, two.clone()).expect("a's cells");
+    b.commit_cells(&mut ledger, lb, 3, false, vec![c2]).expect("b's cell");
+    // Cells ahead of the atoms, at the same size; and a cell listed again changes nothing.
+    a.commit_cells(&mut ledger, la, 5, false, vec![c3]).expect("ahead");
+    let before = ledger.latest().header.cells;
+    b.commit_cells(&mut ledger, lb, 4, false, vec![c2]).expect("again");
+    assert_eq!(ledger.latest().header.cells, before);
+
+    let cells = ledger.cells().expect("cells");
+    assert_eq!(cells.logs_at(c1), [la.0]);
+    assert_eq!(cells.logs_at(c2), [la.0, lb.0]);
+    assert_eq!(cells.logs_at(c3), [la.0]);
+    let mut fresh = CellTrie::new();
+    fresh.insert(c1, logs_digest(&[la.0]));
+    fresh.insert(c2, logs_digest(&[la.0, lb.0]));
+    fresh.insert(c3, logs_digest(&[la.0]));
+    let root = ledger.latest().header.cells.expect("root");
+    assert_eq!(root, fresh.root());
+    let (signed, proof) = ledger.cell_proof(c2).expect("proof");
+    signed.verify(&ledger.public_key()).expect("signed");
+    assert_eq!(proof.verify(&root, c2), Ok(Found::Present(logs_digest(&[la.0, lb.0]))));
+    let elsewhere = cell_key(tag, 0, 9, 9);
+    assert_eq!(ledger.cell_proof(elsewhere).expect("proof").1.verify(&root, elsewhere), Ok(Found::Absent));
+
+    // Refused, naming why: out of order, repeated, a level past 38; and on another's log.
+    let refused = |r: Result<u64, LedgerError>| r.expect_err("refused").code().to_owned();
+    let mut backwards = two.clone();
+    backwards.reverse();
+    assert_eq!(refused(a.commit_cells(&mut ledger, la, 6, false, backwards)), "cells");
+    assert_eq!(refused(a.commit_cells(&mut ledger, la, 6, false, vec![c1, c1])), "cells");
+    assert_eq!(refused(a.commit_cells(&mut ledger, la, 6, false, vec![cell_key(tag, 45, 0, 0)])), "cells");
+    assert_eq!(ledger.latest().header.cells, Some(root), "a refusal changes no cell");
+
+    // Reopened from the checkpoint, and replayed without it: the same cells.
+    ledger.set_checkpoint_every(1);
+    a.commit_cells(&mut ledger, la, 6, false, vec![cell_key(tag, 0, -1, -1)]).expect("one more");
+    let last = *ledger.latest();
+    drop(ledger);
+    let ledger = Ledger::open(dir.path()).expect("reopen");
+    assert!(matches!(ledger.boot(), LedgerBoot::Checkpoint { .. }), "{:?}", ledger.boot());
+    assert_eq!(*ledger.latest(), last);
+    assert_eq!(ledger.cells().expect("cells").logs_at(c2), [la.0, lb.0]);
+    drop(ledger);
+    std::fs::remove_file(dir.path().join("checkpoint")).expect("rm");
+    let ledger = Ledger::open(dir.path()).expect("replayed");
+    assert!(matches!(ledger.boot(), LedgerBoot::Replayed { .. }), "{:?}", ledger.boot());
+    assert_eq!(ledger.cells().expect("cells").len(), 4);
+}
+
+#[test]
+fn a_ledger_made_before_cells_keeps_version_1_headers_and_takes_no_cells() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut ledger = Ledger::create_without_cells(dir.path()).expect("create");
+    assert_eq!(ledger.latest().header.cells, None);
+    let w = Writer { key: key(1) };
+    let log = open_log(&mut ledger, &w, None);
+    let cell = sion_verify::cells::cell_key(1, 0, 0, 0);
+    let e = w.commit_cells(&mut ledger, log, 5, false, vec![cell]).expect_err("no cells here");
+    assert_eq!(e.code(), "cells");
+    w.commit(&mut ledger, log, 5, false).expect("a commit without cells");
+    assert_eq!(ledger.latest().header.encode().len(), 89);
+    drop(ledger);
+    let ledger = Ledger::open(dir.path()).expect("reopen");
+    assert!(ledger.cells().is_none());
 }

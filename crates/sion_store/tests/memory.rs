@@ -172,7 +172,7 @@ fn an_index_that_leaves_an_atom_out_is_convicted() {
         .submit(SignedTx::sign(
             &writer,
             nonce,
-            Tx::CommitMemory { log, version: 0, head, proof: vec![], seal: false },
+            Tx::CommitMemory { log, version: 0, head, proof: vec![], seal: false, cells: Vec::new() },
         ))
         .expect("the ledger does not check index roots");
 
@@ -303,4 +303,31 @@ fn a_question_too_large_to_prove_is_refused_as_such() {
     assert_eq!(verified.head.size, head.size, "as of the head the prover was taken at");
     let e = ProveError::from(IndexError::TooLarge(50));
     assert!(e.to_string().contains("50 steps"), "{e}");
+}
+
+/// Each commit lists the log in every map cell its new atoms lie in (docs/LEDGER.md, "Cells"),
+/// so the ledger's cells never leave out an atom it holds.
+#[test]
+fn commits_list_the_log_in_every_cell_of_its_atoms() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("m");
+    let mut memory = Memory::options(&dir).create().expect("create");
+    let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(3000).collect();
+    memory.remember(atoms[..1000].to_vec()).expect("remember");
+    memory.commit(false).expect("commit");
+    memory.remember(atoms[1000..].to_vec()).expect("remember");
+    memory.commit(false).expect("commit");
+    let log = memory.log_id().0;
+    let ledger_dir = memory.embedded_ledger_dir().expect("config").expect("embedded");
+    drop(memory);
+    let ledger = sion_ledger::Ledger::open_read_only(&ledger_dir).expect("ledger");
+    let cells = ledger.cells().expect("a new memory's ledger keeps cells");
+    let mut met = std::collections::BTreeSet::new();
+    for a in &atoms {
+        for c in sion_verify::cells::cells_of(&a.parts().frame, &a.parts().bounds) {
+            assert_eq!(cells.logs_at(c), [log], "cell {c:x} of {a:?}");
+            met.insert(c);
+        }
+    }
+    assert_eq!(cells.len(), met.len(), "no cell listed that no atom lies in");
 }

@@ -50,6 +50,11 @@ pub fn cell_key(tag: u16, level: u8, cx: i64, cy: i64) -> u128 {
     (u128::from(tag) << 112) | (u128::from(level & 0x3f) << 106) | morton
 }
 
+/// The level a cell key names (bits 106 to 111).
+pub fn key_level(key: u128) -> u8 {
+    ((key >> 106) & 0x3f) as u8
+}
+
 /// The level an atom's box lies at: the lowest whose cell edge is at least the box's extent in
 /// x and in y (the box then meets at most two columns and two rows).
 pub fn level_of(b: &BoxMm) -> u8 {
@@ -174,6 +179,18 @@ impl CellTrie {
         if self.leaves.insert(key, digest) == Some(digest) {
             return;
         }
+        self.forget_path(key);
+    }
+
+    /// Take `key` out of the map.
+    pub fn remove(&mut self, key: u128) {
+        if self.leaves.remove(&key).is_some() {
+            self.forget_path(key);
+        }
+    }
+
+    /// Drop the kept hashes of the subtrees on `key`'s path.
+    fn forget_path(&mut self, key: u128) {
         for depth in 0..128 {
             self.kept.remove(&(depth as u8, interval(depth, prefix_of(key, depth)).0));
         }
@@ -225,8 +242,28 @@ impl CellTrie {
         }
     }
 
+    /// [`CellTrie::hash_at`] for a reader: a kept hash where there is one, else computed and
+    /// not kept.
+    fn hash_read(&self, depth: usize, prefix: u128) -> Digest {
+        let (lo, hi) = interval(depth, prefix);
+        let mut keys = self.leaves.range(lo..=hi);
+        match (keys.next(), keys.next()) {
+            (None, _) => [0; 32],
+            (Some((k, d)), None) => leaf_hash(*k, d),
+            _ => match self.kept.get(&(depth as u8, prefix)) {
+                Some(h) => *h,
+                None => node_hash(
+                    &self.hash_read(depth + 1, prefix),
+                    &self.hash_read(depth + 1, prefix | (1u128 << (127 - depth))),
+                ),
+            },
+        }
+    }
+
     /// The proof of what the map holds at `key`.
-    pub fn prove(&mut self, key: u128) -> CellProof {
+    /// (Fast after [`CellTrie::root`]: it reads the hashes the root kept, computing only those
+    /// an insert since has dropped.)
+    pub fn prove(&self, key: u128) -> CellProof {
         let mut siblings = Vec::new();
         let (mut depth, mut prefix) = (0usize, 0u128);
         loop {
@@ -239,7 +276,7 @@ impl CellTrie {
                     let one = 1u128 << (127 - depth);
                     let (mine, other) =
                         if bit(key, depth) { (prefix | one, prefix) } else { (prefix, prefix | one) };
-                    siblings.push(self.hash_at(depth + 1, other));
+                    siblings.push(self.hash_read(depth + 1, other));
                     (depth, prefix) = (depth + 1, mine);
                 }
             }
@@ -365,16 +402,17 @@ fn meets(lo: u128, hi: u128, ranges: &[(u128, u128)]) -> bool {
 
 impl CellTrie {
     /// The proof of every key in `ranges` (each inclusive) and its digest.
-    pub fn prove_ranges(&mut self, ranges: &[(u128, u128)]) -> RangeCellProof {
+    /// (Fast after [`CellTrie::root`], as [`CellTrie::prove`].)
+    pub fn prove_ranges(&self, ranges: &[(u128, u128)]) -> RangeCellProof {
         let mut nodes = Vec::new();
         self.emit(0, 0, ranges, &mut nodes);
         RangeCellProof { nodes }
     }
 
-    fn emit(&mut self, depth: usize, prefix: u128, ranges: &[(u128, u128)], out: &mut Vec<RangeNode>) {
+    fn emit(&self, depth: usize, prefix: u128, ranges: &[(u128, u128)], out: &mut Vec<RangeNode>) {
         let (lo, hi) = interval(depth, prefix);
         if !meets(lo, hi, ranges) {
-            out.push(RangeNode::Opaque(self.hash_at(depth, prefix)));
+            out.push(RangeNode::Opaque(self.hash_read(depth, prefix)));
             return;
         }
         let mut keys = self.leaves.range(lo..=hi);
@@ -563,7 +601,8 @@ mod tests {
             for (k, d, look) in steps {
                 // Neighbouring keys and far ones, each new or moved.
                 let key = if d % 3 == 0 { k << 100 } else { k };
-                t.insert(key, [d; 32]);
+                // Now and then one taken out again (a Pulse undone).
+                if d % 7 == 0 { t.remove(key) } else { t.insert(key, [d; 32]) }
                 if look {
                     prop_assert_eq!(t.root(), subtree(&t.slice(), 0));
                 }

@@ -141,7 +141,14 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
     let forked = SignedTx::sign(
         &writer,
         nonce,
-        Tx::CommitMemory { log: current.id, version: current.commits, head: forged_head, proof, seal: false },
+        Tx::CommitMemory {
+            log: current.id,
+            version: current.commits,
+            head: forged_head,
+            proof,
+            seal: false,
+            cells: Vec::new(),
+        },
     );
     match memory.submit(forked) {
         Err(e) => outln!("refused  a forked head: {e}"),
@@ -156,6 +163,7 @@ pub fn run(dir: &Path, atoms: usize, commit_every: usize, fresh: bool) -> Result
             head: current.head,
             proof: vec![],
             seal: false,
+            cells: Vec::new(),
         },
     );
     match memory.submit(stale) {

@@ -22,5 +22,9 @@ pub fn head(n: u64) -> Head {
 pub fn commit(writer: &SigningKey, nonce: u64, log: LogId, version: u64, from: u64, to: u64) -> SignedTx {
     let proof =
         if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
-    SignedTx::sign(writer, nonce, Tx::CommitMemory { log, version, head: head(to), proof, seal: false })
+    SignedTx::sign(
+        writer,
+        nonce,
+        Tx::CommitMemory { log, version, head: head(to), proof, seal: false, cells: Vec::new() },
+    )
 }

@@ -336,6 +336,10 @@ pub struct Memory {
     coverings: std::sync::Mutex<
         std::collections::HashMap<[u8; 32], (std::time::Instant, sion_verify::proof::Covering)>,
     >,
+    /// Whether the ledger keeps cells (asked once: a ledger's format does not change), and
+    /// the cells this process has had it list this log in already.
+    cells: Option<bool>,
+    cells_sent: std::collections::HashSet<u128>,
 }
 
 /// A sealed memory's space id, as memory.json names it.
@@ -608,6 +612,8 @@ impl Memory {
             ledger,
             heads: HeadWatch::new(on_ledger.clone()),
             coverings: std::sync::Mutex::default(),
+            cells: None,
+            cells_sent: std::collections::HashSet::new(),
             on_ledger,
             writer,
             log_id,
@@ -671,6 +677,8 @@ impl Memory {
             ledger,
             heads: HeadWatch::new(on_ledger.clone()),
             coverings: std::sync::Mutex::default(),
+            cells: None,
+            cells_sent: std::collections::HashSet::new(),
             on_ledger,
             writer,
             log_id,
@@ -752,6 +760,8 @@ impl Memory {
             agent: config.agent,
             heads: HeadWatch::new(on_ledger.clone()),
             coverings: std::sync::Mutex::default(),
+            cells: None,
+            cells_sent: std::collections::HashSet::new(),
             on_ledger,
             recovery: Recovery::default(),
             blobs: BlobStore::open_read_only(&dir.join("blobs"))?,
@@ -1040,10 +1050,36 @@ impl Memory {
         let manifest = manifest.unwrap_or(current.head.manifest);
         let head = Head { size, root: self.log.root_at(size)?, index: index_root, manifest };
         let me = account_of(&self.writer);
+        let mut cells = self.new_cells(current.head.size, size)?;
+        // Cells past what one transaction takes go first, in commits that keep the head: the
+        // ledger lists the log in every cell of its atoms before it holds them (docs/LEDGER.md,
+        // "Cells"), so no Pulse shows an atom the cells leave out.
+        let mut current = current;
+        while cells.len() > sion_verify::ledger::MAX_TX_CELLS {
+            let ahead: Vec<u128> = cells.drain(..sion_verify::ledger::MAX_TX_CELLS).collect();
+            let tx = crate::ledger::SignedTx::sign(
+                &self.writer,
+                self.ledger.nonce(&me)?,
+                Tx::CommitMemory {
+                    log: self.log_id,
+                    version: current.commits,
+                    head: current.head,
+                    proof: Vec::new(),
+                    seal: false,
+                    cells: ahead.clone(),
+                },
+            );
+            let pulse = self.ledger.submit(tx).inspect_err(|_| self.stale_view = true)?;
+            self.cells_sent.extend(ahead);
+            current =
+                MemoryLog { commits: current.commits + 1, committed_at: pulse.header.number, ..current };
+            self.set_on_ledger(current.clone());
+        }
+        let sent = cells.clone();
         let tx = crate::ledger::SignedTx::sign(
             &self.writer,
             self.ledger.nonce(&me)?,
-            Tx::CommitMemory { log: self.log_id, version: current.commits, head, proof, seal },
+            Tx::CommitMemory { log: self.log_id, version: current.commits, head, proof, seal, cells },
         );
         let pulse = match self.ledger.submit(tx) {
             Ok(pulse) => pulse,
@@ -1053,6 +1089,7 @@ impl Memory {
                 return Err(e.into());
             }
         };
+        self.cells_sent.extend(sent);
         // What the ledger's rules make of an accepted commit (docs/LEDGER.md, "Transactions").
         self.set_on_ledger(MemoryLog {
             head,
@@ -1071,6 +1108,44 @@ impl Memory {
             self.log.seal();
         }
         Ok(Committed { pulse, head, previous: current.head })
+    }
+
+    /// The cells the atoms at `from..to` lie in that this process has not yet had the ledger
+    /// list this log in (docs/LEDGER.md, "Cells"), ascending; none on a ledger without cells.
+    fn new_cells(&mut self, from: u64, to: u64) -> Result<Vec<u128>, CommitError> {
+        use rayon::prelude::*;
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let keeps = match self.cells {
+            Some(k) => k,
+            None => {
+                let k = self.ledger.latest()?.header.cells.is_some();
+                self.cells = Some(k);
+                k
+            }
+        };
+        if !keeps {
+            return Ok(Vec::new());
+        }
+        let mut found = std::collections::BTreeSet::new();
+        let mut records = self.log.scan_bytes(from).take((to - from) as usize);
+        loop {
+            let batch: Vec<(u64, Vec<u8>)> = records.by_ref().take(FOLD_BATCH).collect::<Result<_, _>>()?;
+            if batch.is_empty() {
+                break;
+            }
+            let cells: Vec<Vec<u128>> = batch
+                .into_par_iter()
+                .map(|(position, bytes)| {
+                    let atom = Atom::decode_owned(bytes)
+                        .map_err(|e| LogError::Corrupt { position, reason: e.to_string() })?;
+                    Ok(sion_verify::cells::cells_of(&atom.parts().frame, &atom.parts().bounds))
+                })
+                .collect::<Result<_, LogError>>()?;
+            found.extend(cells.into_iter().flatten().filter(|c| !self.cells_sent.contains(c)));
+        }
+        Ok(found.into_iter().collect())
     }
 
     fn attestation(&self) -> Result<Attestation, ProveError> {

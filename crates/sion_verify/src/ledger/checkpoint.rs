@@ -515,7 +515,14 @@ mod tests {
     use super::*;
 
     fn header(number: u64) -> PulseHeader {
-        PulseHeader { number, time_ns: number as i64, logs: 0, state_root: [0; 32], prev: [0; 32] }
+        PulseHeader {
+            number,
+            time_ns: number as i64,
+            logs: 0,
+            state_root: [0; 32],
+            prev: [0; 32],
+            cells: None,
+        }
     }
 
     #[test]

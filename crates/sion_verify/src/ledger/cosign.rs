@@ -116,7 +116,8 @@ mod tests {
     /// The message is the 94 bytes docs/PROOFS.md names, in its order.
     #[test]
     fn the_cosigned_message_is_94_bytes() {
-        let header = PulseHeader { number: 7, time_ns: 1, logs: 2, state_root: [3; 32], prev: [4; 32] };
+        let header =
+            PulseHeader { number: 7, time_ns: 1, logs: 2, state_root: [3; 32], prev: [4; 32], cells: None };
         let m = cosign_message(&[9; 32], &header);
         assert_eq!(m.len(), 94);
         assert_eq!(&m[..22], b"sion-witness-cosign-v1");

@@ -15,8 +15,8 @@ pub use checkpoint::{
     witness_vkey,
 };
 pub use cosign::{Cosignature, Witnesses, cosign_message};
-pub use pulse::{AttestationError, PulseHeader, SignedHeader, StateProof, TxTimeProof};
-pub use tx::{SignedTx, Tx};
+pub use pulse::{AttestationError, HEADER_V1, HEADER_V2, PulseHeader, SignedHeader, StateProof, TxTimeProof};
+pub use tx::{MAX_TX_CELLS, SignedTx, Tx};
 pub use types::{
     Account, Agent, AgentStatus, Chain, Head, LogId, MemoryLog, empty_head, parent_of, valid_agent_name,
 };

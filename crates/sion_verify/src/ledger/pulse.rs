@@ -8,6 +8,10 @@ use crate::merkle::{Blake3, Digest, TreeHasher as _, verify_inclusion};
 use crate::wire::{Put as _, Reader, WireError};
 
 const PULSE_DOMAIN: &[u8] = b"sion-ledger-pulse-v1";
+/// A version 1 header's length.
+pub const HEADER_V1: usize = 89;
+/// A version 2 header's length (with the cell root).
+pub const HEADER_V2: usize = 121;
 
 /// One Pulse: its number, when it happened, the Merkle root over every log's head (leaf `i`
 /// is log `i`'s encoding, `logs` leaves) and the hash of the header before it.
@@ -23,24 +27,42 @@ pub struct PulseHeader {
     pub state_root: Digest,
     /// BLAKE3 of the previous header's encoding; zeros for Pulse 0.
     pub prev: Digest,
+    /// The root of the cell trie (docs/LEDGER.md, "Cells"): which logs hold atoms in which
+    /// map cell. Present on a ledger made with cells (header version 2), `None` on one made
+    /// before them (version 1).
+    pub cells: Option<Digest>,
 }
 
 impl PulseHeader {
-    /// The 89 bytes signed and hashed: u8 1, u64 number, i64 time_ns, u64 logs, state root, prev.
+    /// The bytes signed and hashed: u8 version, u64 number, i64 time_ns, u64 logs, state root,
+    /// prev, and on version 2 the cell root (89 bytes for version 1, 121 for version 2).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(89);
-        out.put_u8(1);
+        let mut out = Vec::with_capacity(self.len());
+        out.put_u8(if self.cells.is_some() { 2 } else { 1 });
         out.put_u64(self.number);
         out.put_i64(self.time_ns);
         out.put_u64(self.logs);
         out.put_bytes(&self.state_root);
         out.put_bytes(&self.prev);
+        if let Some(c) = &self.cells {
+            out.put_bytes(c);
+        }
         out
     }
 
+    /// The length of [`PulseHeader::encode`]: 89 bytes, or 121 with a cell root.
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        if self.cells.is_some() { HEADER_V2 } else { HEADER_V1 }
+    }
+
     fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
-        if r.u8("header version")? != 1 {
-            return Err(WireError::Invalid { field: "header version", problem: "unknown".into() });
+        let version = r.u8("header version")?;
+        if version != 1 && version != 2 {
+            return Err(WireError::Invalid {
+                field: "header version",
+                problem: format!("unknown version {version} (1 or 2)"),
+            });
         }
         Ok(Self {
             number: r.u64("number")?,
@@ -48,10 +70,26 @@ impl PulseHeader {
             logs: r.u64("logs")?,
             state_root: r.array("state_root")?,
             prev: r.array("prev")?,
+            cells: if version == 2 { Some(r.array("cells_root")?) } else { None },
         })
     }
 
-    /// Read exactly the 89 bytes [`PulseHeader::encode`] writes.
+    /// Read the header that ends `bytes` (a fleet ledger's entry ends with its header): the
+    /// last 121 bytes on a ledger made with cells, else the last 89.
+    pub fn decode_tail(bytes: &[u8], cells: bool) -> Result<Self, WireError> {
+        let len = if cells { HEADER_V2 } else { HEADER_V1 };
+        let at = bytes.len().checked_sub(len).ok_or(WireError::Truncated("header"))?;
+        let header = Self::decode(&bytes[at..])?;
+        if header.cells.is_some() != cells {
+            return Err(WireError::Invalid {
+                field: "header version",
+                problem: "not this ledger's (with or without cells)".into(),
+            });
+        }
+        Ok(header)
+    }
+
+    /// Read exactly the bytes [`PulseHeader::encode`] writes.
     pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(bytes);
         let header = Self::read(&mut r)?;
@@ -96,7 +134,7 @@ impl SignedHeader {
         out.put_bytes(&self.signature);
     }
 
-    /// Read a signed header as [`SignedHeader::put`] writes it; header version 1 only.
+    /// Read a signed header as [`SignedHeader::put`] writes it (header version 1 or 2).
     pub fn read(r: &mut Reader<'_>) -> Result<Self, WireError> {
         Ok(Self { header: PulseHeader::read(r)?, signature: r.array("signature")? })
     }

@@ -8,6 +8,9 @@ use crate::wire::{Put as _, Reader, WireError};
 
 const TX_DOMAIN: &[u8] = b"sion-ledger-tx-v1";
 
+/// The most cells one `CommitMemory` may carry (16 KiB of keys).
+pub const MAX_TX_CELLS: usize = 1024;
+
 /// A transaction, before it is signed (docs/LEDGER.md, "Transactions", says when each is
 /// accepted).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +53,11 @@ pub enum Tx {
         proof: Vec<Digest>,
         /// Seal the log with this commit: no commit may follow.
         seal: bool,
+        /// The map cells the atoms this commit adds lie in (docs/LEDGER.md, "Cells"), strictly
+        /// increasing, at most [`MAX_TX_CELLS`]; empty on a ledger made without cells. A commit
+        /// at the same size may carry cells too: a writer whose atoms meet more cells than one
+        /// transaction takes sends them ahead of the commit that adds the atoms.
+        cells: Vec<u128>,
     },
     /// Give an agent to another controller: signed by the ledger's operator or the controller
     /// of an agent above it. So a name taken first by the wrong account can be given back; the
@@ -102,8 +110,9 @@ fn body(tx: &Tx, sender: &Account, nonce: u64) -> Vec<u8> {
             }
             out.put_bytes(policy);
         }
-        Tx::CommitMemory { log, version, head, proof, seal } => {
-            out.put_u8(3);
+        Tx::CommitMemory { log, version, head, proof, seal, cells } => {
+            // Kind 3 without cells, as before them; kind 5 is kind 3 and its cells.
+            out.put_u8(if cells.is_empty() { 3 } else { 5 });
             out.put_u64(log.0);
             out.put_u64(*version);
             head.put(&mut out);
@@ -112,6 +121,12 @@ fn body(tx: &Tx, sender: &Account, nonce: u64) -> Vec<u8> {
                 out.put_bytes(p);
             }
             out.put_u8(u8::from(*seal));
+            if !cells.is_empty() {
+                out.put_u16(cells.len() as u16);
+                for c in cells {
+                    out.put_bytes(&c.to_be_bytes());
+                }
+            }
         }
         Tx::ReassignAgent { name, controller } => {
             out.put_u8(4);
@@ -120,6 +135,38 @@ fn body(tx: &Tx, sender: &Account, nonce: u64) -> Vec<u8> {
         }
     }
     out
+}
+
+/// A kind 5 commit's cells: `u16 n` (1 to [`MAX_TX_CELLS`]), then `n` 16-byte keys,
+/// big-endian, strictly increasing, each of a level no higher than
+/// [`MAX_LEVEL`](crate::cells::MAX_LEVEL).
+fn read_cells(r: &mut Reader<'_>) -> Result<Vec<u128>, WireError> {
+    let n = usize::from(r.u16("cells")?);
+    if n == 0 || n > MAX_TX_CELLS {
+        return Err(WireError::Invalid {
+            field: "cells",
+            problem: format!("{n} cells: a kind 5 commit carries 1 to {MAX_TX_CELLS}"),
+        });
+    }
+    let mut cells = Vec::with_capacity(n);
+    for i in 0..n {
+        let key = u128::from_be_bytes(r.array("cells")?);
+        let level = crate::cells::key_level(key);
+        if level > crate::cells::MAX_LEVEL {
+            return Err(WireError::Invalid {
+                field: "cells",
+                problem: format!("cell {i} is of level {level}, past {}", crate::cells::MAX_LEVEL),
+            });
+        }
+        if cells.last().is_some_and(|&last| last >= key) {
+            return Err(WireError::Invalid {
+                field: "cells",
+                problem: format!("cell {i} does not follow the one before it in key order"),
+            });
+        }
+        cells.push(key);
+    }
+    Ok(cells)
 }
 
 fn signed_message(body: &[u8]) -> Vec<u8> {
@@ -141,7 +188,7 @@ impl SignedTx {
         key.verify_strict(&signed_message(&body(&self.tx, &self.sender, self.nonce)), &sig).is_ok()
     }
 
-    /// The body (sender, u64 nonce, a kind byte 0 to 4 and the fields), then the signature.
+    /// The body (sender, u64 nonce, a kind byte 0 to 5 and the fields), then the signature.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = body(&self.tx, &self.sender, self.nonce);
         out.put_bytes(&self.signature);
@@ -168,13 +215,15 @@ impl SignedTx {
                 let agent = if r.flag("agent")? { Some(r.str8("agent")?) } else { None };
                 Tx::OpenMemory { agent, policy: r.array("policy")? }
             }
-            3 => {
+            kind @ (3 | 5) => {
                 let log = LogId(r.u64("log")?);
                 let version = r.u64("version")?;
                 let head = Head::read(&mut r)?;
                 let n = r.u8("proof")?;
                 let proof = (0..n).map(|_| r.array("proof")).collect::<Result<_, _>>()?;
-                Tx::CommitMemory { log, version, head, proof, seal: r.flag("seal")? }
+                let seal = r.flag("seal")?;
+                let cells = if kind == 5 { read_cells(&mut r)? } else { Vec::new() };
+                Tx::CommitMemory { log, version, head, proof, seal, cells }
             }
             4 => Tx::ReassignAgent { name: agent_name(&mut r)?, controller: Account(r.array("controller")?) },
             k => {
