@@ -18,7 +18,9 @@ use sion_memory::index::tree::Step;
 use sion_memory::index::{FrameWitness, Index};
 use sion_memory::ledger::{Head, SignedTx, Tx, account_of};
 use sion_memory::memory::Memory;
-use sion_memory::proof::{self, Attestation, Expect, ListKey, Proof, ProofFile, RangeProof, VerifyError};
+use sion_memory::proof::{
+    self, Attestation, CellEnd, Expect, ListKey, Proof, ProofFile, RangeProof, VerifyError,
+};
 use sion_memory::sim::{Warehouse, WarehouseConfig};
 
 struct Suite {
@@ -508,12 +510,12 @@ fn main() -> Result<()> {
         )),
     )?;
     let mut bytes = range.encode();
-    bytes[8 + 1 + 32] = 2; // the attested header's version byte
+    bytes[8 + 1 + 32] = 3; // the attested header's version byte
     suite.case(
-        "range-header-version-2",
+        "range-header-version-3",
         &bytes,
         range_expect(&q),
-        Err(("format", "the attested Pulse header has version 2: it does not decode")),
+        Err(("format", "the attested Pulse header has version 3: it does not decode")),
     )?;
     let mut m = range.clone();
     {
@@ -891,6 +893,7 @@ fn main() -> Result<()> {
     let ledger_secret = sion_memory::ledger::read_key(&tmp.path().join("m/ledger/key"))?;
     checkpoint_cases(&mut suite, &memory, &ledger_secret)?;
     omission_cases(&mut suite, &mut memory, &atoms)?;
+    cell_omission_cases(&mut suite, &memory, &atoms, tmp.path())?;
 
     // Proofs made under index version 2, kept as they were made: old proofs go on checking.
     let v2: Value = serde_json::from_slice(&std::fs::read(out.join("v2/manifest.json"))?)?;
@@ -1282,6 +1285,243 @@ fn time_cases(suite: &mut Suite, memory: &Memory) -> Result<()> {
         &m.encode(),
         json!({}),
         Err(("format", "a transaction-time proof without the ledger's attestation is not one")),
+    )?;
+    Ok(())
+}
+
+/// A writer that withholds its atoms' cells from the ledger (docs/LEDGER.md, "Cells"), and the
+/// cell omission proof (kind 10) that convicts it; its mutations; and the honest memory's
+/// atom with a cell proof faked to say the same.
+fn cell_omission_cases(suite: &mut Suite, honest: &Memory, atoms: &[Atom], tmp: &Path) -> Result<()> {
+    let mut liar = Memory::options(tmp.join("liar")).agent("fleet/robot-9").create()?;
+    // Honest for its first 300 atoms, so the ledger's cells are not empty; then it withholds
+    // them, and the first atom of a cell not listed yet convicts it.
+    liar.remember(atoms[..300].to_vec())?;
+    liar.commit(false)?;
+    liar.withhold_cells();
+    liar.remember(atoms[300..600].to_vec())?;
+    liar.commit(false)?;
+    let key = hex::encode(liar.ledger().public_key().to_bytes());
+    let key = Some(key.as_str());
+    let (p, file) = (300..600)
+        .find_map(|p| liar.prove_cell_omission(p).ok().map(|f| (p, f)))
+        .context("an atom of the liar's in a cell not listed")?;
+    suite.case_with_key("cell-omission", &file.encode(), json!({ "cell_omitted": p }), Ok(()), key)?;
+    suite.case_with_key(
+        "cell-omission-other-position",
+        &file.encode(),
+        json!({ "cell_omitted": p + 1 }),
+        Err(("other_question", "convicts the writer over one position, the reader asked about the next")),
+        key,
+    )?;
+    suite.case_with_key(
+        "cell-omission-asked-as-omission",
+        &file.encode(),
+        json!({ "omitted": p }),
+        Err(("other_question", "a cell omission is not an index omission (kind 5)")),
+        key,
+    )?;
+    let Proof::CellOmission { log, .. } = &file.proof else { bail!("a cell omission proof") };
+    let log = *log;
+    let mut m = file.clone();
+    if let Proof::CellOmission { end, .. } = &mut m.proof {
+        *end = CellEnd::Listed(vec![log.0]);
+    }
+    suite.case_with_key(
+        "cell-omission-said-listed",
+        &m.encode(),
+        json!({ "cell_omitted": p }),
+        Err(("cells", "the cell's leaf made to list the log: the path no longer leads to the cells root")),
+        key,
+    )?;
+    let mut m = file.clone();
+    if let Proof::CellOmission { cell, .. } = &mut m.proof {
+        *cell ^= 1 << 20;
+    }
+    suite.case_with_key(
+        "cell-omission-other-cell",
+        &m.encode(),
+        json!({ "cell_omitted": p }),
+        Err(("cells", "a cell the atom does not lie in")),
+        key,
+    )?;
+    let mut m = file.clone();
+    if let Proof::CellOmission { siblings, .. } = &mut m.proof
+        && let Some(s) = siblings.last_mut()
+    {
+        s[0] ^= 1;
+    }
+    suite.case_with_key(
+        "cell-omission-sibling-flipped",
+        &m.encode(),
+        json!({ "cell_omitted": p }),
+        Err(("cells", "a sibling of the cell's path flipped")),
+        key,
+    )?;
+    let mut m = file.clone();
+    if let Proof::CellOmission { position, .. } = &mut m.proof {
+        *position += 1;
+    }
+    suite.case_with_key(
+        "cell-omission-position-moved",
+        &m.encode(),
+        json!({ "cell_omitted": p + 1 }),
+        Err(("merkle", "the atom claimed at another position: its inclusion path fails")),
+        key,
+    )?;
+    // Refused while decoding (`format`): the cell given as another's leaf, a cell leaf listing
+    // no log or logs out of order, an unknown end, too many siblings, a kind 10 in a SIONPRF3
+    // file.
+    let Proof::CellOmission { cell, .. } = &file.proof else { bail!("a cell omission proof") };
+    let cell = *cell;
+    let formats: [(&str, CellEnd, usize, &str); 4] = [
+        (
+            "cell-omission-own-leaf-as-another",
+            CellEnd::Other(cell, [7; 32]),
+            0,
+            "end 1 naming the cell itself",
+        ),
+        ("cell-omission-listing-none", CellEnd::Listed(vec![]), 0, "end 2 listing no log"),
+        ("cell-omission-logs-unsorted", CellEnd::Listed(vec![5, 3]), 0, "end 2's logs not ascending"),
+        ("cell-omission-129-siblings", CellEnd::Empty, 129, "129 siblings, over 128"),
+    ];
+    for (name, new_end, n, why) in formats {
+        let mut m = file.clone();
+        if let Proof::CellOmission { end, siblings, .. } = &mut m.proof {
+            *end = new_end;
+            if n > 0 {
+                *siblings = vec![[1; 32]; n];
+            }
+        }
+        suite.case_with_key(name, &m.encode(), json!({ "cell_omitted": p }), Err(("format", why)), key)?;
+    }
+    let mut m = file.clone();
+    if let Proof::CellOmission { end, siblings, .. } = &mut m.proof {
+        (*end, *siblings) = (CellEnd::Empty, Vec::new());
+    }
+    let mut bytes = m.encode();
+    let at = bytes.len() - 2; // the end byte, before the siblings' count
+    bytes[at] = 3;
+    suite.case_with_key(
+        "cell-omission-end-3",
+        &bytes,
+        json!({ "cell_omitted": p }),
+        Err(("format", "an end byte of 3")),
+        key,
+    )?;
+    let mut bytes = file.encode();
+    bytes[..8].copy_from_slice(b"SIONPRF3");
+    suite.case_with_key(
+        "cell-omission-in-a-version-3-file",
+        &bytes,
+        json!({ "cell_omitted": p }),
+        Err(("format", "a kind 10 in a SIONPRF3 file")),
+        key,
+    )?;
+    // Another cell's leaf off the asked cell's path.
+    let mut m = file.clone();
+    if let Proof::CellOmission { end, siblings, .. } = &mut m.proof {
+        (*end, *siblings) = (CellEnd::Other(cell ^ (1 << 127), [3; 32]), vec![[4; 32]]);
+    }
+    suite.case_with_key(
+        "cell-omission-leaf-off-the-path",
+        &m.encode(),
+        json!({ "cell_omitted": p }),
+        Err(("cells", "the path ends, one bit down, in another cell's leaf whose first bit differs")),
+        key,
+    )?;
+    // A writer on a ledger made before cells (version 1 headers): no cells root to prove
+    // against, refused at the kind byte.
+    let old_ledger = tmp.join("before-cells");
+    sion_memory::ledger::Ledger::create_without_cells(&old_ledger)?;
+    let mut old = Memory::options(tmp.join("old")).ledger_dir(&old_ledger).create()?;
+    old.remember(atoms[..50].to_vec())?;
+    old.commit(false)?;
+    let inclusion = old.prove_inclusion(3)?;
+    let Proof::Inclusion { log, head, position, atom, path } = inclusion.proof else { bail!("inclusion") };
+    let a = Atom::decode(&atom)?;
+    let old_cell = sion_memory::cells::cells_of(&a.parts().frame, &a.parts().bounds)[0];
+    let v1 = ProofFile {
+        proof: Proof::CellOmission {
+            log,
+            head,
+            position,
+            atom,
+            path,
+            cell: old_cell,
+            end: CellEnd::Empty,
+            siblings: vec![],
+        },
+        attestation: inclusion.attestation,
+    };
+    let old_key = hex::encode(old.ledger().public_key().to_bytes());
+    suite.case_with_key(
+        "cell-omission-header-version-1",
+        &v1.encode(),
+        json!({ "cell_omitted": 3 }),
+        Err(("format", "a kind 10 attested by a version 1 header (a ledger made before cells)")),
+        Some(&old_key),
+    )?;
+    let unattested = ProofFile { attestation: None, ..file.clone() };
+    suite.case_with_key(
+        "cell-omission-unattested",
+        &unattested.encode(),
+        json!({}),
+        Err(("format", "a kind 10 without an attestation: there are no cells to have left the log out")),
+        None,
+    )?;
+    // The honest memory's atom 321 and its cell's true proof: the cell lists its log.
+    let inclusion = honest.prove_inclusion(321)?;
+    let Proof::Inclusion { log, position, atom, .. } = inclusion.proof else { bail!("inclusion") };
+    let a = Atom::decode(&atom)?;
+    let cell = sion_memory::cells::cells_of(&a.parts().frame, &a.parts().bounds)[0];
+    let Some((at, cell_proof, logs)) = honest.ledger().cell_proof(cell, None)? else {
+        bail!("a ledger with cells")
+    };
+    let attestation = honest.attestation_at(at.header.number)?;
+    let head = attestation.state.log.head;
+    let listed = ProofFile {
+        proof: Proof::CellOmission {
+            log,
+            head,
+            position,
+            atom: atom.clone(),
+            path: honest.log().inclusion_proof(position, head.size)?,
+            cell,
+            end: CellEnd::Listed(logs),
+            siblings: cell_proof.siblings,
+        },
+        attestation: Some(attestation),
+    };
+    suite.case(
+        "cell-omission-of-a-listed-log",
+        &listed.encode(),
+        json!({ "cell_omitted": 321 }),
+        Err(("not_omitted", "the cell's true proof: it lists the log")),
+    )?;
+    // The honest memory's atom 321, its cell said empty: the path fails (its cell lists it).
+    let inclusion = honest.prove_inclusion(321)?;
+    let Proof::Inclusion { log, head, position, atom, path } = inclusion.proof else { bail!("inclusion") };
+    let a = Atom::decode(&atom)?;
+    let cell = sion_memory::cells::cells_of(&a.parts().frame, &a.parts().bounds)[0];
+    let forged = ProofFile {
+        proof: Proof::CellOmission {
+            log,
+            head,
+            position,
+            atom,
+            path,
+            cell,
+            end: CellEnd::Empty,
+            siblings: vec![],
+        },
+        attestation: inclusion.attestation,
+    };
+    suite.case(
+        "cell-omission-of-an-honest-writer",
+        &forged.encode(),
+        json!({ "cell_omitted": 321 }),
+        Err(("cells", "an honest writer's atom, its cell claimed empty: the cells root says otherwise")),
     )?;
     Ok(())
 }

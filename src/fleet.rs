@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use ed25519_dalek::VerifyingKey;
-use sion_store::ledger::LedgerError;
 use sion_store::ledger::link::LedgerLink;
+use sion_store::ledger::{LedgerError, LogId};
 use sion_store::memory::{Memory, OpenError, Options};
 
 pub use sion_fleet::client::RemoteLedger;
@@ -177,10 +177,13 @@ pub enum FleetRecallError {
     Ledger(#[from] LedgerError),
     /// Two memories of one log were given.
     #[error("two memories of log {0} were given")]
-    Twice(sion_store::ledger::LogId),
+    Twice(LogId),
     /// The answers would pass the bytes the caller allows.
     #[error("the answers pass {0} bytes: ask a smaller box or a shorter interval")]
     TooLarge(usize),
+    /// A recall by cells of a ledger that keeps none (made before cells, or a fleet ledger).
+    #[error("the ledger keeps no map cells (made before them): recall every log instead")]
+    NoCells,
 }
 
 /// What [`recall_bundle`] found wrong while making a bundle: each makes the bundle refused by
@@ -220,7 +223,7 @@ impl std::fmt::Display for Gap {
 /// and each given memory's range proof as of the head the Pulse gives its log. What could not
 /// be answered is returned beside the bundle (the reader would refuse it: [`Gap`]).
 pub fn recall_bundle(
-    link: &RemoteLedger,
+    link: &dyn LedgerLink,
     pulse: Option<u64>,
     query: &sion_verify::index::geom::Query,
     group: Option<&str>,
@@ -234,7 +237,7 @@ pub fn recall_bundle(
 /// [`recall_bundle`], its answers held to `most` bytes in all (refused past it, before more
 /// are made).
 pub fn recall_bundle_within(
-    link: &RemoteLedger,
+    link: &dyn LedgerLink,
     pulse: Option<u64>,
     query: &sion_verify::index::geom::Query,
     group: Option<&str>,
@@ -243,35 +246,134 @@ pub fn recall_bundle_within(
     mut progress: impl FnMut(usize, usize),
 ) -> Result<(sion_verify::proof::fleet::FleetBundle, Vec<Gap>), FleetRecallError> {
     use sion_verify::proof::fleet::{FleetBundle, in_group};
-    let mut held = 0usize;
     let header = match pulse {
         Some(p) => link.header(p)?,
         None => link.latest()?,
     };
-    let p = header.header.number;
     let n = header.header.logs;
     let mut logs = Vec::with_capacity(n.min(1 << 16) as usize);
     for i in 0..n {
-        let s = link.state_proof(sion_store::ledger::LogId(i), p)?;
-        if s.header != header || s.log.id.0 != i {
-            return Err(LedgerError::Remote {
-                ledger: link.describe(),
-                message: format!(
-                    "asked for log {i} at Pulse {p}, it sent log {} at Pulse {}",
-                    s.log.id, s.header.header.number
-                ),
-            }
-            .into());
-        }
-        logs.push(s.log);
+        logs.push(stated(link, &header, i)?.log);
         progress(i as usize + 1, n as usize + memories.len());
     }
+    let leaf_of = |id: LogId| logs.get(id.0 as usize).filter(|l| in_group(l, group));
+    let (answers, mut gaps) = answer_memories(link, &leaf_of, query, memories, most, |k| {
+        progress(n as usize + k, n as usize + memories.len())
+    })?;
+    not_given(logs.iter().filter(|l| in_group(l, group)), &answers, &mut gaps);
+    let bundle = FleetBundle {
+        ledger_key: link.public_key().to_bytes(),
+        header,
+        logs,
+        answers: answers.into_iter().collect(),
+    };
+    Ok((bundle, gaps))
+}
+
+/// A fleet recall answered by the ledger's cells (SIONFLT2, docs/PROOFS.md, "Fleet recall by
+/// cells"): the cells the question's box meets, proved against a cells root, name the only
+/// logs that can hold an answer; only those are stated and asked. As of Pulse `pulse` (the
+/// latest if `None`: the ledger proves its latest cells, which list every log an earlier
+/// Pulse's would). Refused on a ledger without cells.
+pub fn recall_by_cells(
+    link: &dyn LedgerLink,
+    pulse: Option<u64>,
+    query: &sion_verify::index::geom::Query,
+    group: Option<&str>,
+    memories: &[Memory],
+    most: usize,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<(sion_verify::proof::fleet::CellBundle, Vec<Gap>), FleetRecallError> {
+    use sion_verify::cells::{CellQuery, RangeNode};
+    use sion_verify::proof::fleet::{CellBundle, CellNode, in_group};
+    let asked = CellQuery::new(&query.frame, &query.bounds);
+    let (latest, proof, lists) = link.cells_asked(&asked)?.ok_or(FleetRecallError::NoCells)?;
+    let header = match pulse {
+        Some(p) if p < latest.header.number => link.header(p)?,
+        Some(p) if p > latest.header.number => return Err(LedgerError::NoPulse(p).into()),
+        _ => latest,
+    };
+    let cells_header = (header.header.number != latest.header.number).then_some(latest);
+    let cells = proof
+        .nodes
+        .iter()
+        .map(|n| match *n {
+            RangeNode::Opaque(d) => CellNode::Opaque(d),
+            RangeNode::Empty => CellNode::Empty,
+            RangeNode::Leaf(k, d) => match lists.get(&k) {
+                Some(ids) => CellNode::Listed(k, ids.clone()),
+                None => CellNode::Other(k, d),
+            },
+            RangeNode::Node => CellNode::Node,
+        })
+        .collect();
+    let listed: std::collections::BTreeSet<u64> =
+        lists.values().flatten().copied().filter(|id| *id < header.header.logs).collect();
+    let mut logs = Vec::with_capacity(listed.len());
+    for (k, id) in listed.iter().enumerate() {
+        let s = stated(link, &header, *id)?;
+        logs.push((s.log, s.path));
+        progress(k + 1, listed.len() + memories.len());
+    }
+    let leaf_of = |id: LogId| {
+        logs.binary_search_by_key(&id.0, |(l, _)| l.id.0)
+            .ok()
+            .and_then(|i| logs.get(i))
+            .map(|(l, _)| l)
+            .filter(|l| in_group(l, group))
+    };
+    let (answers, mut gaps) = answer_memories(link, &leaf_of, query, memories, most, |k| {
+        progress(listed.len() + k, listed.len() + memories.len())
+    })?;
+    not_given(logs.iter().map(|(l, _)| l).filter(|l| in_group(l, group)), &answers, &mut gaps);
+    let bundle = CellBundle {
+        ledger_key: link.public_key().to_bytes(),
+        header,
+        cells_header,
+        cells,
+        logs,
+        answers: answers.into_iter().collect(),
+    };
+    Ok((bundle, gaps))
+}
+
+/// Log `i`'s state proof at `header`'s Pulse, which must be of that very header.
+fn stated(
+    link: &dyn LedgerLink,
+    header: &sion_store::ledger::SignedHeader,
+    i: u64,
+) -> Result<sion_store::ledger::StateProof, FleetRecallError> {
+    let p = header.header.number;
+    let s = link.state_proof(LogId(i), p)?;
+    if s.header != *header || s.log.id.0 != i {
+        return Err(LedgerError::Remote {
+            ledger: link.describe(),
+            message: format!(
+                "asked for log {i} at Pulse {p}, it sent log {} at Pulse {}",
+                s.log.id, s.header.header.number
+            ),
+        }
+        .into());
+    }
+    Ok(s)
+}
+
+/// Each memory's range proof as of the head `leaf_of` gives its log (none: out of scope), held
+/// to `most` bytes in all; what could not be answered, as gaps.
+fn answer_memories<'a>(
+    link: &dyn LedgerLink,
+    leaf_of: &dyn Fn(LogId) -> Option<&'a sion_store::ledger::MemoryLog>,
+    query: &sion_verify::index::geom::Query,
+    memories: &[Memory],
+    most: usize,
+    mut progress: impl FnMut(usize),
+) -> Result<(Answers, Vec<Gap>), FleetRecallError> {
+    let mut held = 0usize;
     let mut answers = std::collections::BTreeMap::new();
     let mut gaps = Vec::new();
     for (k, m) in memories.iter().enumerate() {
         let id = m.log_id();
-        let leaf = logs.get(id.0 as usize).filter(|l| in_group(l, group));
-        let Some(leaf) = leaf else {
+        let Some(leaf) = leaf_of(id) else {
             gaps.push(Gap::OutOfScope { log: id.0 });
             continue;
         };
@@ -310,18 +412,23 @@ pub fn recall_bundle_within(
                 }
             }
         }
-        progress(n as usize + k + 1, n as usize + memories.len());
+        progress(k + 1);
     }
-    for l in logs.iter().filter(|l| in_group(l, group) && l.head.size > 0 && !answers.contains_key(&l.id)) {
+    Ok((answers, gaps))
+}
+
+/// Range proofs by log.
+type Answers = std::collections::BTreeMap<LogId, Vec<u8>>;
+
+/// Gaps for the logs in scope holding atoms that no memory answered.
+fn not_given<'a>(
+    in_scope: impl Iterator<Item = &'a sion_store::ledger::MemoryLog>,
+    answers: &Answers,
+    gaps: &mut Vec<Gap>,
+) {
+    for l in in_scope.filter(|l| l.head.size > 0 && !answers.contains_key(&l.id)) {
         if !gaps.iter().any(|g| matches!(g, Gap::CannotAnswer { log, .. } if *log == l.id.0)) {
             gaps.push(Gap::NotGiven { log: l.id.0, agent: l.agent.clone(), size: l.head.size });
         }
     }
-    let bundle = FleetBundle {
-        ledger_key: link.public_key().to_bytes(),
-        header,
-        logs,
-        answers: answers.into_iter().collect(),
-    };
-    Ok((bundle, gaps))
 }

@@ -18,7 +18,7 @@ pub use sion_ingest as ingest;
 #[cfg(feature = "sim")]
 pub use sion_sim as sim;
 pub use sion_store::{index, ledger, log, memory};
-pub use sion_verify::{atom, belief, evidence, leaf, merkle, proof, time, units, wire};
+pub use sion_verify::{atom, belief, cells, evidence, leaf, merkle, proof, time, units, wire};
 pub use sion_viz as viz;
 
 #[cfg(feature = "ros")]

@@ -169,6 +169,8 @@ fn a_session_at_the_command_line() {
     assert!(o.status.success(), "{}", text(&o));
     let o = sion(&["memory", "prove", "omission", "--data", d, "--position", "1"], None);
     assert!(!o.status.success() && text(&o).contains("not omitted"), "{}", text(&o));
+    let o = sion(&["memory", "prove", "cell-omission", "--data", d, "--position", "1"], None);
+    assert!(!o.status.success() && text(&o).contains("nothing omitted"), "{}", text(&o));
 
     let o = sion(&["memory", "prove", "inclusion", "--data", d, "--position", "3"], None);
     assert!(!o.status.success() && text(&o).contains("not committed"), "{}", text(&o));
@@ -954,4 +956,41 @@ fn recall_of_a_kind_is_proved_for_that_kind_alone() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["claim"]["count"]["count"], 0, "{v}");
     assert!(v["warnings"].as_array().is_some_and(|w| !w.is_empty()), "{v}");
+}
+
+/// A writer that withheld its atoms' cells (made with the library: the command line never
+/// does) is convicted at the command line, and the proof checked as the reader asks.
+#[test]
+fn a_cell_omission_is_proved_and_checked_at_the_command_line() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("liar");
+    let d = data.to_str().expect("utf8");
+    let mut liar = sion_memory::memory::Memory::options(&data).create().expect("create");
+    liar.withhold_cells();
+    let atoms: Vec<_> =
+        sion_memory::sim::Warehouse::new(sion_memory::sim::WarehouseConfig::default()).take(50).collect();
+    liar.remember(atoms).expect("remember");
+    liar.commit(false).expect("commit");
+    drop(liar);
+    let out = tmp.path().join("c.sionproof");
+    let o = sion(
+        &[
+            "memory",
+            "prove",
+            "cell-omission",
+            "--data",
+            d,
+            "--position",
+            "9",
+            "--out",
+            out.to_str().expect("utf8"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let f = out.to_str().expect("utf8");
+    let o = sion(&["memory", "verify", f, "--data", d, "--expect-cell-omitted", "9"], None);
+    assert!(o.status.success() && text(&o).contains("broke the cells rule"), "{}", text(&o));
+    let o = sion(&["memory", "verify", f, "--data", d, "--expect-cell-omitted", "8", "--json"], None);
+    assert!(!o.status.success() && text(&o).contains("other_question"), "{}", text(&o));
 }

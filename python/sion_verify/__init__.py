@@ -102,8 +102,8 @@ def _key_bytes(ledger_key, name="ledger_key"):
 
 def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
            box_m=None, from_time=None, to_time=None, subject=None, links_to=None, position=None, omitted=None, extends=None,
-           recorded=None, latest=None, nearest=None, count=None, kinds=None, at_least=0, head=None,
-           log=None, witnesses=None, quorum=None, cosigners=None, cosigners_quorum=None):
+           recorded=None, latest=None, nearest=None, count=None, cell_omitted=None, kinds=None, at_least=0,
+           head=None, log=None, witnesses=None, quorum=None, cosigners=None, cosigners_quorum=None):
     """Verify a proof file's bytes; return what it proves, or raise ProofError.
 
     ledger_key: the ledger's ed25519 public key (32 bytes or 64 hex digits) you trust; the proof
@@ -135,6 +135,9 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
             atom's box), nearest first; `claim["nearest"]["distances_mm"]` gives each distance.
         count: {"frame", "box", "from_ns", "to_ns"} (and "kinds"): how many atoms answer that
             range question, for how long in all, first and last when (`claim["count"]`).
+        cell_omitted: the position of an atom a cell omission proof shows in a map cell the
+            ledger's cells leave the log out of: its writer broke the cells rule (docs/PROOFS.md,
+            kind 10; the cell is `claim["cell_omitted"]["cell"]`).
     at_least: the head must hold at least this many atoms (refuses an older answer).
     head: (size, root as 64 hex digits) of exactly the head the proof must answer as of (a head
         you hold; another is refused with other_head).
@@ -156,7 +159,7 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
     expect = _expectation(frame=frame, box=box, from_ns=from_ns, to_ns=to_ns, box_m=box_m, from_time=from_time,
                           to_time=to_time, subject=subject, links_to=links_to, position=position, omitted=omitted,
                           extends=extends, recorded=recorded, latest=latest, nearest=nearest, count=count,
-                          kinds=kinds,
+                          cell_omitted=cell_omitted, kinds=kinds,
                           at_least=at_least, head=head, log=log, witnesses=witnesses, quorum=quorum,
                           cosigners=cosigners, cosigners_quorum=cosigners_quorum)
     return _verified(verify_json(bytes(proof), _key_bytes(ledger_key), json.dumps(expect)))
@@ -164,8 +167,8 @@ def verify(proof, ledger_key, *, frame=None, box=None, from_ns=None, to_ns=None,
 
 def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, from_time=None, to_time=None,
                  subject=None, links_to=None, position=None, omitted=None, extends=None, recorded=None, latest=None,
-                 nearest=None, count=None, kinds=None, at_least=0, head=None, log=None, witnesses=None,
-                 quorum=None, cosigners=None, cosigners_quorum=None):
+                 nearest=None, count=None, cell_omitted=None, kinds=None, at_least=0, head=None, log=None,
+                 witnesses=None, quorum=None, cosigners=None, cosigners_quorum=None):
     """The question asked (verify()'s keyword arguments) as the verifier's expectation."""
     if isinstance(kinds, str):
         kinds = [kinds]
@@ -188,10 +191,10 @@ def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, 
         frame = frame_name(frame)
     # With a frame, a subject filters the range question; alone, it is the subject question.
     asked = sum(v is not None for v in (frame, None if frame is not None else subject, links_to, position,
-                                        omitted, extends, recorded, latest, nearest, count))
+                                        omitted, extends, recorded, latest, nearest, count, cell_omitted))
     if asked > 1:
         raise ValueError("ask one question: a range (frame, box, interval), a subject, links_to, "
-                         "a position, omitted, extends, recorded, latest or nearest")
+                         "a position, omitted, extends, recorded, latest, nearest, count or cell_omitted")
     def box_question(q):
         q = dict(q)
         if isinstance(q.get("box"), str):
@@ -224,6 +227,7 @@ def _expectation(*, frame=None, box=None, from_ns=None, to_ns=None, box_m=None, 
         "latest": latest,
         "nearest": nearest,
         "count": count,
+        "cell_omitted": cell_omitted,
         "extends": {"size": extends[0], "root": extends[1]} if extends is not None else None,
         "at_least": at_least,
         "head": {"size": head[0], "root": head[1]} if head is not None else None,

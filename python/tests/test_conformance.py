@@ -154,6 +154,21 @@ class FleetConformance(unittest.TestCase):
         self.assertEqual(refused.exception.code, "group")
 
 
+class FleetCellsConformance(FleetConformance):
+    """tests/conformance/fleet-cells: a recall answered by the ledger's cells (SIONFLT2): only
+    the logs the question's cells list are stated and answer; a stated log dropped, a cell's
+    logs edited and a lying answer are refused with their codes."""
+
+    FLEET = SUITE / "fleet-cells"
+
+    def test_as_of_an_earlier_pulse_by_later_cells(self):
+        q, question = self.question()
+        for name in q["also_valid"]:
+            answer = sion_verify.check_fleet((self.FLEET / f"{name}.sionfleet").read_bytes(), q["ledger_key"],
+                                             **question)
+            self.assertEqual(len(answer["atoms"]), q["valid"]["atoms"])
+
+
 class Vocabulary(unittest.TestCase):
     """docs/UNITS.md through Python: the same parser as Rust (tests/conformance/units.json), and
     a range question asked in metres, ROS Time or RFC 3339 checks the same proof."""

@@ -282,7 +282,9 @@ pub(crate) fn decode_entry(v: &[u8]) -> Result<(Vec<SignedTx>, PulseHeader), Str
         let bytes = r.bytes32(1 << 16, "transaction").map_err(e)?;
         txs.push(SignedTx::decode(bytes).map_err(|err| format!("transaction {i}: {err}"))?);
     }
-    let header = PulseHeader::decode(r.take(89, "header").map_err(e)?).map_err(|err| err.to_string())?;
+    // A fleet ledger keeps no cells yet: its headers are of version 1 (89 bytes).
+    let header = PulseHeader::decode(r.take(sion_verify::ledger::HEADER_V1, "header").map_err(e)?)
+        .map_err(|err| err.to_string())?;
     r.finish().map_err(e)?;
     Ok((txs, header))
 }
@@ -1337,10 +1339,8 @@ impl FleetLedger {
 
     /// The header at the end of a Pulse's entry (`P/pulse/N`).
     fn entry_header(&self, rest: &str, v: &[u8]) -> Result<PulseHeader, FleetError> {
-        if v.len() < 89 {
-            return Err(self.damaged(rest, "shorter than a header"));
-        }
-        PulseHeader::decode(&v[v.len() - 89..]).map_err(|e| self.damaged(rest, e.to_string()))
+        // A fleet ledger keeps no cells yet: its headers are of version 1.
+        PulseHeader::decode_tail(v, false).map_err(|e| self.damaged(rest, e.to_string()))
     }
 
     /// Pulse `number`'s signed header, its signature completed if the front-end that won it

@@ -307,6 +307,11 @@ impl Witness {
         let number = h.header.number;
         h.verify(&self.ledger).map_err(|_| WitnessError::Signature(number))?;
         let bad = |why: String| WitnessError::Damaged { number, why };
+        // A fleet ledger keeps no cells yet, and this witness checks none: a header with a
+        // cells root, or a commit naming cells, is not one it can vouch for.
+        if h.header.cells.is_some() {
+            return Err(bad("its header carries a cells root, which this witness does not check".into()));
+        }
         if number == 0 {
             if h.header.logs != 0 || h.header.state_root != Blake3::hash_empty() {
                 return Err(WitnessError::DoesNotExtend {
@@ -417,6 +422,11 @@ impl Witness {
                         }
                         changes.set(last.0, &after).map_err(bad)?;
                     }
+                }
+                Tx::CommitMemory { log, cells, .. } if !cells.is_empty() => {
+                    return Err(bad(format!(
+                        "its commit of log {log} names cells, which a fleet ledger does not keep"
+                    )));
                 }
                 Tx::CommitMemory { log, version, head, proof, seal, .. } => {
                     if log.0 >= was.logs {

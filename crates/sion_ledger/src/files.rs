@@ -129,8 +129,9 @@ impl Checkpoint {
             for (key, logs) in sorted {
                 out.put_bytes(&key.to_be_bytes());
                 out.put_u32(logs.len() as u32);
-                for id in logs {
-                    out.put_u64(*id);
+                for (id, pulse) in logs {
+                    out.put_u64(id);
+                    out.put_u64(pulse);
                 }
             }
         }
@@ -191,8 +192,9 @@ impl Checkpoint {
             let mut cells = Cells::default();
             for _ in 0..count(&mut r, "cells", 20)? {
                 let key = u128::from_be_bytes(r.array("cell").map_err(wire)?);
-                for _ in 0..count(&mut r, "cell logs", 8)? {
-                    cells.add(key, r.u64("cell log").map_err(wire)?);
+                for _ in 0..count(&mut r, "cell logs", 16)? {
+                    let id = r.u64("cell log").map_err(wire)?;
+                    cells.add(key, id, r.u64("cell log's Pulse").map_err(wire)?);
                 }
             }
             state.cells = Some(cells);

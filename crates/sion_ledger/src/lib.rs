@@ -792,6 +792,24 @@ impl Ledger {
         Some((self.latest, self.state.cells.as_ref()?.prove(key)))
     }
 
+    /// Pulse `pulse`'s signed header, the proof against its cells root of which logs cell `key`
+    /// listed then, and those logs (`Ok(None)` on a ledger made without cells). The map as of
+    /// that Pulse is rebuilt from the Pulse that listed each log (a cost of the map's size).
+    pub fn cell_proof_at(
+        &self,
+        key: u128,
+        pulse: u64,
+    ) -> Result<Option<(SignedHeader, sion_verify::cells::CellProof, Vec<u64>)>, LedgerError> {
+        let Some(cells) = &self.state.cells else { return Ok(None) };
+        let header = self.header(pulse)?;
+        let (mut trie, logs) = cells.as_of(pulse);
+        if Some(trie.root()) != header.header.cells {
+            return Err(self
+                .damaged("checkpoint", format!("the cells as of Pulse {pulse} are not the ones it signed")));
+        }
+        Ok(Some((header, trie.prove(key), logs.get(&key).cloned().unwrap_or_default())))
+    }
+
     pub fn latest(&self) -> &SignedHeader {
         &self.latest
     }

@@ -85,6 +85,23 @@ pub trait LedgerLink: Send + Sync {
         Ok(None)
     }
 
+    /// Pulse `pulse`'s signed header (the latest's for `None`), the proof against its cells
+    /// root of which logs cell `key` listed then, and those logs (ascending; empty for none);
+    /// `None` where the ledger keeps no cells (one made before them, or a fleet ledger).
+    fn cell_proof(&self, _key: u128, _pulse: Option<u64>) -> Result<Option<CellAnswer>, LedgerError> {
+        Ok(None)
+    }
+
+    /// The latest signed header, the proof against its cells root of every cell `asked` asks
+    /// (docs/LEDGER.md, "A question's cells"), and the logs each lists; `None` where the ledger
+    /// keeps no cells.
+    fn cells_asked(
+        &self,
+        _asked: &sion_verify::cells::CellQuery,
+    ) -> Result<Option<CellsAnswer>, LedgerError> {
+        Ok(None)
+    }
+
     /// Every version of log `id` from version `from` on, oldest first, asked for a page
     /// ([`PAGE`] versions) at a time.
     fn versions_from(
@@ -114,10 +131,34 @@ pub trait LedgerLink: Send + Sync {
     }
 }
 
+/// What a ledger answers of a cell: its latest signed header, the cell's proof against that
+/// header's cells root, and the logs the cell lists.
+pub type CellAnswer = (SignedHeader, sion_verify::cells::CellProof, Vec<u64>);
+
+/// What a ledger answers of a question's cells: its latest signed header, the proof of every
+/// cell the question asks, and the logs each of them lists.
+pub type CellsAnswer =
+    (SignedHeader, sion_verify::cells::RangeCellProof, std::collections::BTreeMap<u128, Vec<u64>>);
+
 /// Versions asked of a ledger at a time.
 pub const PAGE: u64 = 1024;
 
 impl LedgerLink for Ledger {
+    fn cells_asked(&self, asked: &sion_verify::cells::CellQuery) -> Result<Option<CellsAnswer>, LedgerError> {
+        Ok(self.cells().map(|c| {
+            let (proof, lists) = c.prove_asked(asked);
+            (*self.latest(), proof, lists)
+        }))
+    }
+    fn cell_proof(&self, key: u128, pulse: Option<u64>) -> Result<Option<CellAnswer>, LedgerError> {
+        match pulse {
+            Some(p) if p != self.latest().header.number => self.cell_proof_at(key, p),
+            _ => Ok(Ledger::cell_proof(self, key).map(|(header, proof)| {
+                let logs = self.cells().map(|c| c.logs_at(key).to_vec()).unwrap_or_default();
+                (header, proof, logs)
+            })),
+        }
+    }
     fn describe(&self) -> String {
         format!("embedded ledger at {}", self.dir().display())
     }

@@ -34,10 +34,13 @@ pub struct State {
 
 /// The cell map: for each map cell, the logs that hold atoms there (ascending), and the trie
 /// over the cells' digests whose root a version 2 header carries. It only grows: a log once
-/// listed in a cell stays listed.
+/// listed in a cell stays listed. The Pulse that listed each is kept, so the map as of any
+/// Pulse can be proved again (a writer that lists a cell late is convicted as of the Pulse
+/// that recorded its atom).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cells {
     logs: HashMap<u128, Vec<u64>>,
+    listed_at: HashMap<(u128, u64), u64>,
     trie: CellTrie,
 }
 
@@ -57,11 +60,42 @@ impl Cells {
         self.logs.is_empty()
     }
 
-    /// Every cell and its logs, in key order (for a snapshot of the state).
-    pub fn sorted(&self) -> Vec<(u128, &[u64])> {
-        let mut out: Vec<(u128, &[u64])> = self.logs.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    /// Every cell and its logs with the Pulse that listed each, in key order (for a snapshot
+    /// of the state).
+    pub fn sorted(&self) -> Vec<(u128, Vec<(u64, u64)>)> {
+        let mut out: Vec<(u128, Vec<(u64, u64)>)> = self
+            .logs
+            .iter()
+            .map(|(k, ids)| {
+                (
+                    *k,
+                    ids.iter()
+                        .map(|id| (*id, self.listed_at.get(&(*k, *id)).copied().unwrap_or(0)))
+                        .collect(),
+                )
+            })
+            .collect();
         out.sort_unstable_by_key(|(k, _)| *k);
         out
+    }
+
+    /// The map as it stood after Pulse `pulse`: its trie (root computed) and each cell's logs.
+    pub fn as_of(&self, pulse: u64) -> (CellTrie, HashMap<u128, Vec<u64>>) {
+        let mut trie = CellTrie::new();
+        let mut logs = HashMap::new();
+        for (key, ids) in &self.logs {
+            let then: Vec<u64> = ids
+                .iter()
+                .copied()
+                .filter(|id| self.listed_at.get(&(*key, *id)).is_some_and(|p| *p <= pulse))
+                .collect();
+            if !then.is_empty() {
+                trie.insert(*key, logs_digest(&then));
+                logs.insert(*key, then);
+            }
+        }
+        trie.root();
+        (trie, logs)
     }
 
     /// The trie's root: what the header carries.
@@ -74,17 +108,37 @@ impl Cells {
         self.trie.prove(key)
     }
 
+    /// The proof of every cell `asked` asks, and the logs each of them lists.
+    pub fn prove_asked<A: sion_verify::cells::Asked + ?Sized>(
+        &self,
+        asked: &A,
+    ) -> (RangeCellProof, BTreeMap<u128, Vec<u64>>) {
+        let proof = self.trie.prove_asked(asked);
+        let lists = proof
+            .nodes
+            .iter()
+            .filter_map(|n| match n {
+                sion_verify::cells::RangeNode::Leaf(k, _) if asked.meets(128, *k) => {
+                    Some((*k, self.logs_at(*k).to_vec()))
+                }
+                _ => None,
+            })
+            .collect();
+        (proof, lists)
+    }
+
     /// The proof of every cell within `ranges` (inclusive key ranges, ascending).
     pub fn prove_ranges(&self, ranges: &[(u128, u128)]) -> RangeCellProof {
         self.trie.prove_ranges(ranges)
     }
 
-    /// List `log` in cell `key`; whether it was not listed before.
-    pub fn add(&mut self, key: u128, log: u64) -> bool {
+    /// List `log` in cell `key` at Pulse `pulse`; whether it was not listed before.
+    pub fn add(&mut self, key: u128, log: u64, pulse: u64) -> bool {
         let ids = self.logs.entry(key).or_default();
         let Err(at) = ids.binary_search(&log) else { return false };
         ids.insert(at, log);
         self.trie.insert(key, logs_digest(ids));
+        self.listed_at.insert((key, log), pulse);
         true
     }
 
@@ -94,6 +148,7 @@ impl Cells {
         if let Ok(at) = ids.binary_search(&log) {
             ids.remove(at);
         }
+        self.listed_at.remove(&(key, log));
         if ids.is_empty() {
             self.logs.remove(&key);
             self.trie.remove(key);
@@ -369,7 +424,9 @@ impl State {
                 if new.size < old.size {
                     return Err(LedgerError::Shrinks { log: *log, from: old.size, to: new.size });
                 }
-                if new.size > old.size
+                // Growing, or naming cells (which makes readers open the log): a contained agent
+                // does neither.
+                if (new.size > old.size || !cells.is_empty())
                     && let Some(name) = &current.agent
                 {
                     self.require_live(name)?;
@@ -460,7 +517,7 @@ impl State {
                 Some(slot) => {
                     if let Some(map) = self.cells.as_mut() {
                         for key in cells {
-                            if map.add(key, log.id.0) {
+                            if map.add(key, log.id.0, log.committed_at) {
                                 undo.listed.push((key, log.id.0));
                             }
                         }

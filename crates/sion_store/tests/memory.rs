@@ -331,3 +331,98 @@ fn commits_list_the_log_in_every_cell_of_its_atoms() {
     }
     assert_eq!(cells.len(), met.len(), "no cell listed that no atom lies in");
 }
+
+/// A writer that withholds its atoms' cells is convicted by anyone holding its log: the proof
+/// (kind 10) shows an atom it holds in a cell the ledger's cells leave it out of. An honest
+/// writer's memory cannot make one, and every single-bit flip of the proof is refused.
+#[test]
+fn a_writer_that_withholds_its_cells_is_convicted() {
+    use sion_verify::proof::{CellEnd, Expect, Proof, Question};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(500).collect();
+
+    let mut honest = Memory::options(tmp.path().join("honest")).create().expect("create");
+    honest.remember(atoms.clone()).expect("remember");
+    honest.commit(false).expect("commit");
+    assert!(matches!(honest.prove_cell_omission(7), Err(ProveError::Query(_))), "nothing omitted");
+
+    let mut liar = Memory::options(tmp.path().join("liar")).create().expect("create");
+    liar.withhold_cells();
+    liar.remember(atoms.clone()).expect("remember");
+    liar.commit(false).expect("commit");
+    let key = liar.ledger().public_key();
+    let file = liar.prove_cell_omission(7).expect("convicted");
+    let bytes = file.encode();
+    let verified = ProofFile::decode(&bytes).expect("decode").verify(Some(&key)).expect("valid");
+    match &verified.claim {
+        Claim::CellOmitted { position, atom, cell } => {
+            assert_eq!((*position, &**atom), (7, &atoms[7]));
+            let parts = atoms[7].parts();
+            assert!(sion_verify::cells::cells_of(&parts.frame, &parts.bounds).contains(cell));
+        }
+        other => panic!("unexpected claim {other:?}"),
+    }
+    Expect::answer(Question::CellOmitted { position: 7 }).check(&verified).expect("answers");
+    let other = Expect::answer(Question::CellOmitted { position: 8 }).check(&verified);
+    assert_eq!(other.expect_err("another position").code(), "other_question");
+
+    // The cell listed after all, or another cell named: refused.
+    let mut listed = file.clone();
+    if let Proof::CellOmission { end, log, .. } = &mut listed.proof {
+        *end = CellEnd::Listed(vec![log.0]);
+    }
+    assert_eq!(listed.verify(Some(&key)).expect_err("listed").code(), "cells");
+    let mut moved = file.clone();
+    if let Proof::CellOmission { cell, .. } = &mut moved.proof {
+        *cell ^= 1;
+    }
+    assert_eq!(moved.verify(Some(&key)).expect_err("moved").code(), "cells");
+
+    for i in 0..bytes.len() {
+        for bit in [0, 3, 7] {
+            let mut flipped = bytes.clone();
+            flipped[i] ^= 1 << bit;
+            let ok = ProofFile::decode(&flipped).map(|f| f.verify(Some(&key)).is_ok()).unwrap_or(false);
+            assert!(!ok, "a flip at byte {i} bit {bit} still verified");
+        }
+    }
+}
+
+/// A writer that lists its cells late — after the Pulse that recorded its atoms — is convicted
+/// as of that Pulse: the ledger keeps when it listed each log, and proves its cells as they were.
+#[test]
+fn a_writer_that_lists_its_cells_late_is_convicted_all_the_same() {
+    use sion_verify::ledger::{SignedTx, Tx};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(200).collect();
+    let mut late = Memory::options(tmp.path().join("late")).create().expect("create");
+    late.withhold_cells();
+    late.remember(atoms.clone()).expect("remember");
+    let recorded = late.commit(false).expect("commit").pulse.header.number;
+    // Now it lists every cell, at the same size.
+    let mut cells: Vec<u128> = atoms
+        .iter()
+        .flat_map(|a| sion_verify::cells::cells_of(&a.parts().frame, &a.parts().bounds))
+        .collect();
+    cells.sort_unstable();
+    cells.dedup();
+    let writer = late.writer().clone();
+    let me = sion_ledger::account_of(&writer);
+    let current = late.committed().clone();
+    let nonce = late.ledger().nonce(&me).expect("nonce");
+    let tx = Tx::CommitMemory {
+        log: current.id,
+        version: current.commits,
+        head: current.head,
+        proof: vec![],
+        seal: false,
+        cells,
+    };
+    late.submit(SignedTx::sign(&writer, nonce, tx)).expect("listed late");
+    let key = late.ledger().public_key();
+    assert!(late.prove_cell_omission_at(7, None).is_err(), "the latest cells list it");
+    let file = late.prove_cell_omission(7).expect("convicted as of the Pulse that recorded it");
+    let v = file.verify(Some(&key)).expect("valid");
+    assert_eq!(v.pulse.map(|p| p.0), Some(recorded));
+    assert!(matches!(v.claim, Claim::CellOmitted { position: 7, .. }));
+}

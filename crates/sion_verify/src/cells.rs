@@ -13,8 +13,8 @@
 //! key hashes to that key's leaf `H(0x10 || key (16 bytes, big-endian) || digest)` whatever its
 //! depth, and any other is `H(0x11 || left || right)`. So its root is a function of the map
 //! alone, and a proof that a key is present (its digest) or absent (an empty subtree, or
-//! another key's leaf, where its path ends) is the siblings along its path. Not yet committed
-//! by any ledger: this module is the part every later one builds on.
+//! another key's leaf, where its path ends) is the siblings along its path. A ledger made with
+//! cells commits to its map in every Pulse header (docs/LEDGER.md, "Cells").
 
 use std::collections::BTreeMap;
 
@@ -400,18 +400,100 @@ fn meets(lo: u128, hi: u128, ranges: &[(u128, u128)]) -> bool {
     ranges.iter().any(|&(a, b)| a <= hi && b >= lo)
 }
 
+/// What a range proof is asked about: which subtrees of the trie it must open. A subtree is
+/// given by its depth and its keys' common first `depth` bits (`prefix`, the rest zero); one
+/// that meets nothing asked is given by its hash alone.
+pub trait Asked {
+    /// Whether some key of the subtree is asked.
+    fn meets(&self, depth: usize, prefix: u128) -> bool;
+}
+
+impl Asked for [(u128, u128)] {
+    fn meets(&self, depth: usize, prefix: u128) -> bool {
+        let (lo, hi) = interval(depth, prefix);
+        meets(lo, hi, self)
+    }
+}
+
+/// The cells a question about a frame and a box asks (docs/LEDGER.md, "A question's cells"):
+/// at every level, those its box's x–y extent meets. Whether a subtree holds one is read from
+/// its prefix — frame tag, level, then the Morton bits that fix an aligned block of columns
+/// and rows — so a proof's cost follows the keys the trie holds, never the box's area in cells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellQuery {
+    tag: u16,
+    /// Per level, the columns and rows asked (offset by 2^52: `x0, x1, y0, y1`, inclusive).
+    spans: [(u64, u64, u64, u64); MAX_LEVEL as usize + 1],
+}
+
+impl CellQuery {
+    /// The cells of `frame` a question with box `b` asks.
+    pub fn new(frame: &str, b: &BoxMm) -> Self {
+        let clamp = |v: i64| (v.clamp(-OFFSET, OFFSET - 1) + OFFSET) as u64;
+        let mut spans = [(0, 0, 0, 0); MAX_LEVEL as usize + 1];
+        for (level, span) in spans.iter_mut().enumerate() {
+            let shift = LEVEL0_BITS + level as u32;
+            let (x0, x1) = (b.min_mm[0].min(b.max_mm[0]), b.min_mm[0].max(b.max_mm[0]));
+            let (y0, y1) = (b.min_mm[1].min(b.max_mm[1]), b.min_mm[1].max(b.max_mm[1]));
+            *span = (clamp(x0 >> shift), clamp(x1 >> shift), clamp(y0 >> shift), clamp(y1 >> shift));
+        }
+        Self { tag: frame_tag(frame), spans }
+    }
+
+    /// Whether the question asks cell `key`.
+    pub fn contains(&self, key: u128) -> bool {
+        self.meets(128, key)
+    }
+}
+
+impl Asked for CellQuery {
+    fn meets(&self, depth: usize, prefix: u128) -> bool {
+        let depth = depth.min(128);
+        let tag = (prefix >> 112) as u16;
+        if depth <= 16 {
+            let mask = u16::MAX.checked_shl(16 - depth as u32).unwrap_or(0);
+            return tag & mask == self.tag & mask;
+        }
+        if tag != self.tag {
+            return false;
+        }
+        let level = key_level(prefix);
+        if depth <= 22 {
+            // Some level up to 38 begins with these bits: the least of them does.
+            let mask = 0x3fu8 & (0x3f << (22 - depth));
+            return level & mask <= MAX_LEVEL;
+        }
+        let Some(&(x0, x1, y0, y1)) = self.spans.get(usize::from(level)) else { return false };
+        // The first `m` Morton bits fix X's top ceil(m/2) bits and Y's top floor(m/2).
+        let m = depth - 22;
+        let (mut xp, mut yp) = (0u64, 0u64);
+        for b in 0..53 {
+            xp |= (((prefix >> (2 * b + 1)) & 1) as u64) << b;
+            yp |= (((prefix >> (2 * b)) & 1) as u64) << b;
+        }
+        let (xfree, yfree) = (53 - m.div_ceil(2), 53 - m / 2);
+        let (xhi, yhi) = (xp | ((1u64 << xfree) - 1), yp | ((1u64 << yfree) - 1));
+        xp <= x1 && xhi >= x0 && yp <= y1 && yhi >= y0
+    }
+}
+
 impl CellTrie {
     /// The proof of every key in `ranges` (each inclusive) and its digest.
     /// (Fast after [`CellTrie::root`], as [`CellTrie::prove`].)
     pub fn prove_ranges(&self, ranges: &[(u128, u128)]) -> RangeCellProof {
+        self.prove_asked(ranges)
+    }
+
+    /// The proof of every key `asked` asks and its digest.
+    pub fn prove_asked<A: Asked + ?Sized>(&self, asked: &A) -> RangeCellProof {
         let mut nodes = Vec::new();
-        self.emit(0, 0, ranges, &mut nodes);
+        self.emit(0, 0, asked, &mut nodes);
         RangeCellProof { nodes }
     }
 
-    fn emit(&self, depth: usize, prefix: u128, ranges: &[(u128, u128)], out: &mut Vec<RangeNode>) {
+    fn emit<A: Asked + ?Sized>(&self, depth: usize, prefix: u128, ranges: &A, out: &mut Vec<RangeNode>) {
         let (lo, hi) = interval(depth, prefix);
-        if !meets(lo, hi, ranges) {
+        if !ranges.meets(depth, prefix) {
             out.push(RangeNode::Opaque(self.hash_read(depth, prefix)));
             return;
         }
@@ -436,18 +518,28 @@ impl RangeCellProof {
         root: &Digest,
         ranges: &[(u128, u128)],
     ) -> Result<Vec<(u128, Digest)>, CellProofError> {
-        fn rebuild(
+        self.verify_asked(root, ranges)
+    }
+
+    /// Every key the trie whose root is `root` holds that `asked` asks, ascending, with its
+    /// digest, if this proof shows them all.
+    pub fn verify_asked<A: Asked + ?Sized>(
+        &self,
+        root: &Digest,
+        asked: &A,
+    ) -> Result<Vec<(u128, Digest)>, CellProofError> {
+        fn rebuild<A: Asked + ?Sized>(
             nodes: &[RangeNode],
             at: &mut usize,
             depth: usize,
             prefix: u128,
-            ranges: &[(u128, u128)],
+            ranges: &A,
             out: &mut Vec<(u128, Digest)>,
         ) -> Result<Digest, CellProofError> {
             let node = *nodes.get(*at).ok_or(CellProofError::Root)?;
             *at += 1;
             let (lo, hi) = interval(depth, prefix);
-            if !meets(lo, hi, ranges) {
+            if !ranges.meets(depth, prefix) {
                 // Only a subtree that meets no range may be given by its hash alone.
                 return match node {
                     RangeNode::Opaque(h) => Ok(h),
@@ -461,7 +553,7 @@ impl RangeCellProof {
                     if k < lo || k > hi {
                         return Err(CellProofError::OffPath);
                     }
-                    if meets(k, k, ranges) {
+                    if ranges.meets(128, k) {
                         out.push((k, d));
                     }
                     Ok(leaf_hash(k, &d))
@@ -479,7 +571,7 @@ impl RangeCellProof {
         }
         let mut out = Vec::new();
         let mut at = 0;
-        let got = rebuild(&self.nodes, &mut at, 0, 0, ranges, &mut out)?;
+        let got = rebuild(&self.nodes, &mut at, 0, 0, asked, &mut out)?;
         if at != self.nodes.len() || got != *root {
             return Err(CellProofError::Root);
         }
@@ -514,6 +606,21 @@ mod tests {
         assert_eq!(t.root(), leaf_hash(7, &[1; 32]));
         assert_eq!(t.prove(7).verify(&t.root(), 7), Ok(Found::Present([1; 32])));
         assert_eq!(t.prove(8).verify(&t.root(), 8), Ok(Found::Absent));
+    }
+
+    #[test]
+    fn a_question_as_wide_as_the_world_costs_the_keys_held_not_its_area() {
+        let mut t = CellTrie::new();
+        for i in 0..1000i64 {
+            t.insert(cell_key(frame_tag("map"), (i % 5) as u8, i * 7 - 3000, 11 - i), [1; 32]);
+        }
+        let world = BoxMm { min_mm: [-1_000_000_000_000_000; 3], max_mm: [1_000_000_000_000_000; 3] };
+        let asked = CellQuery::new("map", &world);
+        let root = t.root();
+        let proof = t.prove_asked(&asked);
+        // A few nodes a key (the empty halves beside shared prefixes), whatever the box's area.
+        assert!(proof.nodes.len() < 16 * 1000, "{} nodes", proof.nodes.len());
+        assert_eq!(proof.verify_asked(&root, &asked).map(|v| v.len()), Ok(1000));
     }
 
     #[test]
@@ -591,6 +698,37 @@ mod tests {
             if meets {
                 prop_assert!(found, "{:?} meets {:?} but none of its cells is asked", atom, question);
             }
+            // The question's cells read from key prefixes are exactly its ranges' keys.
+            let asked = CellQuery::new("map", &question);
+            for k in cells_of("map", &atom).into_iter().chain(cells_of("other", &atom)) {
+                let in_ranges = ranges.iter().any(|(lo, hi)| *lo <= k && k <= *hi);
+                prop_assert_eq!(asked.contains(k), in_ranges, "{:x}", k);
+            }
+        }
+
+        #[test]
+        fn a_question_s_proof_gives_exactly_the_cells_it_asks(
+            cells in proptest::collection::vec((0u8..4, -40i64..40, -40i64..40, any::<bool>()), 0..80),
+            q in (-200_000i64..200_000, -200_000i64..200_000, 0i64..300_000, 0i64..300_000),
+        ) {
+            let question = BoxMm { min_mm: [q.0, q.1, 0], max_mm: [q.0 + q.2, q.1 + q.3, 0] };
+            let asked = CellQuery::new("map", &question);
+            let mut t = CellTrie::new();
+            for (level, cx, cy, other) in cells {
+                let tag = frame_tag(if other { "other" } else { "map" });
+                let key = cell_key(tag, level, cx, cy);
+                // The definition: the frame's tag, and a column and row the box spans at the level.
+                let sh = LEVEL0_BITS + u32::from(level);
+                let spans = (q.0 >> sh..=(q.0 + q.2) >> sh).contains(&cx)
+                    && (q.1 >> sh..=(q.1 + q.3) >> sh).contains(&cy);
+                prop_assert_eq!(asked.contains(key), !other && spans, "level {} ({}, {})", level, cx, cy);
+                t.insert(key, [level; 32]);
+            }
+            let root = t.root();
+            let proof = t.prove_asked(&asked);
+            let want: Vec<(u128, Digest)> =
+                t.leaves.iter().filter(|(k, _)| asked.contains(**k)).map(|(k, d)| (*k, *d)).collect();
+            prop_assert_eq!(proof.verify_asked(&root, &asked), Ok(want));
         }
 
         #[test]

@@ -226,12 +226,14 @@ impl Scene {
             | Proof::Recorded { head, .. }
             | Proof::Latest { head, .. }
             | Proof::Nearest { head, .. }
-            | Proof::Count { head, .. } => {
+            | Proof::Count { head, .. }
+            | Proof::CellOmission { head, .. } => {
                 let atoms = match &verified {
                     Ok(v) => match &v.claim {
                         Claim::Range { atoms, .. } | Claim::List { atoms, .. } => atoms.clone(),
                         Claim::Included { position, atom }
                         | Claim::Recorded { position, atom, .. }
+                        | Claim::CellOmitted { position, atom, .. }
                         | Claim::Latest { atom: Some((position, atom)), .. } => {
                             vec![(*position, (**atom).clone())]
                         }

@@ -337,7 +337,8 @@ pub struct Memory {
         std::collections::HashMap<[u8; 32], (std::time::Instant, sion_verify::proof::Covering)>,
     >,
     /// Whether the ledger keeps cells (asked once: a ledger's format does not change), and
-    /// the cells this process has had it list this log in already.
+    /// the cells this process has had it list this log in already. `Some(false)` also for a
+    /// writer told to withhold them ([`Memory::withhold_cells`]).
     cells: Option<bool>,
     cells_sent: std::collections::HashSet<u128>,
 }
@@ -1110,6 +1111,13 @@ impl Memory {
         Ok(Committed { pulse, head, previous: current.head })
     }
 
+    /// Send no cells with the commits from now on: a writer that breaks the ledger's cells
+    /// rule, for tests of what readers catch (docs/PROOFS.md, kind 10).
+    #[doc(hidden)]
+    pub fn withhold_cells(&mut self) {
+        self.cells = Some(false);
+    }
+
     /// The cells the atoms at `from..to` lie in that this process has not yet had the ledger
     /// list this log in (docs/LEDGER.md, "Cells"), ascending; none on a ledger without cells.
     fn new_cells(&mut self, from: u64, to: u64) -> Result<Vec<u128>, CommitError> {
@@ -1331,6 +1339,70 @@ impl Memory {
             path: self.log.inclusion_proof(position, head.size)?,
         };
         Ok(ProofFile { proof, attestation: Some(self.attestation()?) })
+    }
+
+    /// Prove that the ledger's cells leave this log out of a cell the atom at `position` lies
+    /// in (docs/PROOFS.md, kind 10): evidence that the log's writer broke the cells rule, made
+    /// by anyone who holds the log (an honest writer's memory cannot make one). As of the
+    /// Pulse that recorded the position — so a writer that lists the cell later is convicted
+    /// all the same — else as of the latest.
+    pub fn prove_cell_omission(&self, position: u64) -> Result<ProofFile, ProveError> {
+        let recorded = self.ledger.first_commit_over(self.log_id, position)?.map(|v| v.committed_at);
+        if let Some(pulse) = recorded
+            && let Ok(file) = self.prove_cell_omission_at(position, Some(pulse))
+        {
+            return Ok(file);
+        }
+        self.prove_cell_omission_at(position, None)
+    }
+
+    /// [`Memory::prove_cell_omission`] as of Pulse `pulse` (the latest for `None`).
+    pub fn prove_cell_omission_at(&self, position: u64, pulse: Option<u64>) -> Result<ProofFile, ProveError> {
+        let committed = self.committed().head;
+        if position >= committed.size {
+            return Err(ProveError::NotCommitted { position, committed: committed.size });
+        }
+        let bytes = self.log.read_bytes(position)?;
+        let atom = Atom::decode(&bytes).map_err(|e| LogError::Corrupt { position, reason: e.to_string() })?;
+        let parts = atom.parts();
+        for cell in sion_verify::cells::cells_of(&parts.frame, &parts.bounds) {
+            let Some((header, cell_proof, logs)) = self.ledger.cell_proof(cell, pulse)? else {
+                return Err(ProveError::Query(
+                    "this memory's ledger keeps no cells (made before them): there is no cell to have left it out"
+                        .into(),
+                ));
+            };
+            if logs.binary_search(&self.log_id.0).is_ok() {
+                continue;
+            }
+            let attestation = self.attestation_at(header.header.number)?;
+            if attestation.state.header != header {
+                return Err(ProveError::Query(format!(
+                    "the ledger moved past Pulse {} while asked: ask again",
+                    header.header.number
+                )));
+            }
+            let head = attestation.state.log.head;
+            let end = match cell_proof.end {
+                None => sion_verify::proof::CellEnd::Empty,
+                Some((key, _)) if key == cell => sion_verify::proof::CellEnd::Listed(logs),
+                Some((key, digest)) => sion_verify::proof::CellEnd::Other(key, digest),
+            };
+            let proof = Proof::CellOmission {
+                log: self.log_id,
+                head,
+                position,
+                atom: bytes,
+                path: self.log.inclusion_proof(position, head.size)?,
+                cell,
+                end,
+                siblings: cell_proof.siblings,
+            };
+            return Ok(ProofFile { proof, attestation: Some(attestation) });
+        }
+        Err(ProveError::Query(format!(
+            "the ledger's cells list this log in every cell the atom at position {position} lies in: nothing omitted"
+        )))
     }
 
     /// Prove that the log's first `old_size` atoms are a prefix of the committed head.

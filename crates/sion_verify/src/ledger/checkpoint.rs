@@ -4,8 +4,8 @@
 //! of them (`cosignature/v1`, <https://c2sp.org/tlog-cosignature>) and the body of a C2SP
 //! tlog-witness `add-checkpoint` request (<https://c2sp.org/tlog-witness>).
 //!
-//! The history tree is RFC 6962's (SHA-256, leaf `0x00`, node `0x01`): leaf `n` is the 89-byte
-//! encoding of Pulse `n`'s header, so a checkpoint of size `n` commits to Pulses `0 … n − 1`
+//! The history tree is RFC 6962's (SHA-256, leaf `0x00`, node `0x01`): leaf `n` is the encoding
+//! of Pulse `n`'s header (89 bytes, or 121 with cells), so a checkpoint of size `n` commits to Pulses `0 … n − 1`
 //! and a consistency proof between two checkpoints is the one every C2SP witness checks.
 
 use base64::Engine as _;
@@ -31,7 +31,7 @@ const TYPE_ED25519: u8 = 0x01;
 /// Signed-note signature type of an Ed25519 `cosignature/v1` (a witness's).
 const TYPE_COSIGNATURE_V1: u8 = 0x04;
 
-/// The history tree's leaf hash of a Pulse: SHA-256(0x00 || its 89-byte header encoding).
+/// The history tree's leaf hash of a Pulse: SHA-256(0x00 || its header's encoding: 89 or 121 bytes).
 pub fn history_leaf(header: &PulseHeader) -> Digest {
     Sha256::hash_leaf(&header.encode())
 }

@@ -7,7 +7,7 @@
 //! ```text
 //! "SIONFLT1"
 //! 32      ledger key
-//! 153     the Pulse's signed header (89-byte header, 64-byte signature)
+//! 153     the Pulse's signed header (89-byte header, 64-byte signature; 121 with cells)
 //! u64     n, the Pulse's `logs`
 //! n ×     (u32 length, the log's leaf encoding at that Pulse), in log order
 //! u32     m, answers
@@ -20,10 +20,14 @@ use super::{Claim, Expect, ProofFile, Question, VerifyError};
 use crate::atom::Atom;
 use crate::index::geom::Query;
 use crate::ledger::{LogId, MemoryLog, SignedHeader};
-use crate::merkle::{Blake3, MemoryTree, TreeHasher as _};
+use crate::merkle::{Blake3, Digest, MemoryTree, TreeHasher as _};
 use crate::wire::{Put as _, Reader, WireError};
 
 const MAGIC: &[u8; 8] = b"SIONFLT1";
+const MAGIC_CELLS: &[u8; 8] = b"SIONFLT2";
+
+/// The most nodes a bundle's cell proof may have.
+pub const MAX_CELL_NODES: u32 = 1 << 22;
 
 /// The most logs a bundle names (a fleet ledger's state of a million logs is 200 MB of leaves:
 /// past that, ask by group).
@@ -105,6 +109,21 @@ pub enum FleetError {
     /// The group asked about is not an agent name (so no log would be in it).
     #[error("{0:?} is not an agent name (1 to 128 bytes, `/`-separated segments of a-z, 0-9, - and _)")]
     Group(String),
+    /// The cells part of a SIONFLT2 bundle does not hold: a header without cells, a later
+    /// header that is not later, a cell proof that does not lead to the cells root, or a cell
+    /// the question asks given without its logs.
+    #[error("the bundle's cells do not hold: {0}")]
+    Cells(String),
+    /// A log the question's cells list, whose state the bundle does not give.
+    #[error(
+        "the cells the question asks list log {log}, whose state at Pulse {pulse} the bundle does not give: a robot was left out"
+    )]
+    Unstated {
+        /// The log.
+        log: LogId,
+        /// The Pulse.
+        pulse: u64,
+    },
     /// An answer for a log out of the question's scope, or twice for one log.
     #[error(
         "an answer for log {0} that the question did not ask (out of the group, past the logs, or twice)"
@@ -114,7 +133,7 @@ pub enum FleetError {
 
 impl FleetError {
     /// The refusal's code: `malformed`, `signature`, `state_root`, `left_out`, `stale`,
-    /// `lying`, `not_asked` or `group`.
+    /// `lying`, `not_asked`, `group` or `cells`.
     pub fn code(&self) -> &'static str {
         match self {
             FleetError::Malformed(_) => "malformed",
@@ -125,6 +144,8 @@ impl FleetError {
             FleetError::Lying { .. } => "lying",
             FleetError::NotAsked(_) => "not_asked",
             FleetError::Group(_) => "group",
+            FleetError::Cells(_) => "cells",
+            FleetError::Unstated { .. } => "left_out",
         }
     }
 }
@@ -267,6 +288,9 @@ pub fn verify_fleet(
     {
         return Err(FleetError::Group(g.to_owned()));
     }
+    if bytes.starts_with(MAGIC_CELLS) {
+        return verify_cells(bytes, ledger_key, query, group);
+    }
     let b = FleetBundle::decode(bytes)?;
     if b.ledger_key != ledger_key.to_bytes() {
         return Err(FleetError::Signature(format!("the bundle names key {}", hex::encode(b.ledger_key))));
@@ -278,24 +302,298 @@ pub fn verify_fleet(
     if root != h.state_root {
         return Err(FleetError::StateRoot { pulse: h.number, logs: b.logs.len() });
     }
+    answer_logs(&b.logs, &b.answers, ledger_key, query, group, h.number, h.time_ns)
+}
+
+/// One node of a SIONFLT2 bundle's cell proof, depth first (docs/PROOFS.md, "Fleet recall by
+/// cells").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CellNode {
+    /// A subtree the question asks no cell of: its hash.
+    Opaque(Digest),
+    /// A subtree, holding a cell the question may ask, that holds no cell.
+    Empty,
+    /// A cell the question asks, with the logs it lists (ascending).
+    Listed(u128, Vec<u64>),
+    /// A subtree's one cell, which the question does not ask: its key and digest.
+    Other(u128, Digest),
+    /// A subtree of two cells or more: its halves follow.
+    Node,
+}
+
+/// A fleet recall answered by cells (SIONFLT2): the question's cells at a Pulse with cells, so
+/// only the logs they list are stated and answer; a log they leave out holds nothing in the
+/// box, or its writer broke the cells rule (proof kind 10 convicts it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellBundle {
+    /// The key the bundle says signed the headers.
+    pub ledger_key: [u8; 32],
+    /// The Pulse asked as of (a version 2 header).
+    pub header: SignedHeader,
+    /// A later Pulse whose cells are given, when the ledger keeps only its latest cells (they
+    /// only grow, so they list every log the asked Pulse's would).
+    pub cells_header: Option<SignedHeader>,
+    /// The cell proof, against the cells root of `cells_header`, else of `header`.
+    pub cells: Vec<CellNode>,
+    /// The logs the asked cells list, opened by the Pulse asked about: each as that Pulse's
+    /// state holds it, with its state path, ascending id.
+    pub logs: Vec<(MemoryLog, Vec<Digest>)>,
+    /// The range proofs, by log, ascending.
+    pub answers: Vec<(LogId, Vec<u8>)>,
+}
+
+impl CellBundle {
+    /// The bundle's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.put_bytes(MAGIC_CELLS);
+        out.put_bytes(&self.ledger_key);
+        self.header.put(&mut out);
+        match &self.cells_header {
+            None => out.put_u8(0),
+            Some(h) => {
+                out.put_u8(1);
+                h.put(&mut out);
+            }
+        }
+        out.put_u32(self.cells.len() as u32);
+        for node in &self.cells {
+            match node {
+                CellNode::Opaque(d) => {
+                    out.put_u8(0);
+                    out.put_bytes(d);
+                }
+                CellNode::Empty => out.put_u8(1),
+                CellNode::Listed(key, ids) => {
+                    out.put_u8(2);
+                    out.put_bytes(&key.to_be_bytes());
+                    out.put_u32(ids.len() as u32);
+                    for id in ids {
+                        out.put_u64(*id);
+                    }
+                }
+                CellNode::Other(key, d) => {
+                    out.put_u8(3);
+                    out.put_bytes(&key.to_be_bytes());
+                    out.put_bytes(d);
+                }
+                CellNode::Node => out.put_u8(4),
+            }
+        }
+        out.put_u32(self.logs.len() as u32);
+        for (log, path) in &self.logs {
+            out.put_bytes32(&log.encode());
+            out.put_u8(path.len() as u8);
+            for d in path {
+                out.put_bytes(d);
+            }
+        }
+        out.put_u32(self.answers.len() as u32);
+        for (id, proof) in &self.answers {
+            out.put_u64(id.0);
+            out.put_bytes32(proof);
+        }
+        out
+    }
+
+    /// Read a SIONFLT2 bundle, bounded ([`MAX_BUNDLE_BYTES`], [`MAX_CELL_NODES`], [`MAX_LOGS`]).
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        let bad = |field: &'static str, problem: String| WireError::Invalid { field, problem };
+        if bytes.len() > MAX_BUNDLE_BYTES {
+            return Err(bad("bundle", format!("{} bytes, over {MAX_BUNDLE_BYTES}", bytes.len())));
+        }
+        let mut r = Reader::new(bytes);
+        if r.take(8, "magic")? != MAGIC_CELLS {
+            return Err(bad("magic", "not SIONFLT2".into()));
+        }
+        let ledger_key = r.array("ledger key")?;
+        let header = SignedHeader::read(&mut r)?;
+        let cells_header = match r.u8("later cells")? {
+            0 => None,
+            1 => Some(SignedHeader::read(&mut r)?),
+            f => return Err(bad("later cells", format!("{f}, not 0 or 1"))),
+        };
+        let k = r.u32("cell nodes")?;
+        // Every node takes at least its tag byte.
+        if k > MAX_CELL_NODES || k as usize > r.remaining() {
+            return Err(bad("cell nodes", format!("{k}, over {MAX_CELL_NODES} or the bytes left")));
+        }
+        let mut cells = Vec::with_capacity(k as usize);
+        for _ in 0..k {
+            cells.push(match r.u8("cell node")? {
+                0 => CellNode::Opaque(r.array("cell node hash")?),
+                1 => CellNode::Empty,
+                2 => {
+                    let key = u128::from_be_bytes(r.array("cell")?);
+                    let m = r.u32("cell logs")? as usize;
+                    if m == 0 || m > r.remaining() / 8 {
+                        return Err(bad("cell logs", format!("{m}: at least 1, each 8 bytes, that fit")));
+                    }
+                    let ids = (0..m).map(|_| r.u64("cell log")).collect::<Result<Vec<_>, _>>()?;
+                    if ids.windows(2).any(|w| w[0] >= w[1]) {
+                        return Err(bad("cell logs", "not strictly ascending".into()));
+                    }
+                    CellNode::Listed(key, ids)
+                }
+                3 => CellNode::Other(u128::from_be_bytes(r.array("cell")?), r.array("cell digest")?),
+                4 => CellNode::Node,
+                t => return Err(bad("cell node", format!("tag {t}, not 0 to 4"))),
+            });
+        }
+        let s = r.u32("logs")?;
+        if u64::from(s) > MAX_LOGS || s as usize > r.remaining() / 5 {
+            return Err(bad("logs", format!("{s}, over {MAX_LOGS} or the bytes left")));
+        }
+        let mut logs: Vec<(MemoryLog, Vec<Digest>)> = Vec::with_capacity(s as usize);
+        for _ in 0..s {
+            let log = MemoryLog::decode(r.bytes32(4096, "leaf")?)?;
+            if logs.last().is_some_and(|(l, _)| l.id.0 >= log.id.0) {
+                return Err(bad("leaf", format!("log {} after a log at or past it: ascending ids", log.id)));
+            }
+            let n = r.u8("state path")?;
+            let path = (0..n).map(|_| r.array("state path")).collect::<Result<Vec<_>, _>>()?;
+            logs.push((log, path));
+        }
+        let m = r.u32("answers")?;
+        if m > s {
+            return Err(bad("answers", format!("{m} answers for {s} logs")));
+        }
+        let mut answers: Vec<(LogId, Vec<u8>)> = Vec::with_capacity(m as usize);
+        for _ in 0..m {
+            let id = LogId(r.u64("answer's log")?);
+            if answers.last().is_some_and(|(last, _)| last.0 >= id.0) {
+                return Err(bad(
+                    "answer's log",
+                    format!("log {id} after a log at or past it: ascending ids"),
+                ));
+            }
+            answers.push((id, r.bytes32(super::MAX_FILE_BYTES, "answer")?.to_vec()));
+        }
+        r.finish()?;
+        Ok(Self { ledger_key, header, cells_header, cells, logs, answers })
+    }
+}
+
+/// Check a SIONFLT2 bundle ([`verify_fleet`] reads either kind): the headers signed by the
+/// reader's key, the cell proof against the cells root for the question's own cells (the
+/// reader computes which those are), every log they list (opened by the Pulse) stated at the
+/// Pulse, and every one of those in scope holding atoms answering exactly this question at
+/// exactly its head.
+fn verify_cells(
+    bytes: &[u8],
+    ledger_key: &VerifyingKey,
+    query: &Query,
+    group: Option<&str>,
+) -> Result<FleetAnswer, FleetError> {
+    use crate::cells::{CellQuery, RangeCellProof, RangeNode, logs_digest};
+    let b = CellBundle::decode(bytes)?;
+    if b.ledger_key != ledger_key.to_bytes() {
+        return Err(FleetError::Signature(format!("the bundle names key {}", hex::encode(b.ledger_key))));
+    }
+    b.header.verify(ledger_key).map_err(|e| FleetError::Signature(e.to_string()))?;
+    let h = &b.header.header;
+    let cells_root = match &b.cells_header {
+        None => h.cells,
+        Some(q) => {
+            q.verify(ledger_key).map_err(|e| FleetError::Signature(e.to_string()))?;
+            if q.header.number <= h.number {
+                return Err(FleetError::Cells(format!(
+                    "the cells' Pulse {} is not after the Pulse asked, {}",
+                    q.header.number, h.number
+                )));
+            }
+            q.header.cells
+        }
+    };
+    let cells_root = cells_root.ok_or_else(|| {
+        FleetError::Cells("a header carries no cells root (a ledger made before cells)".into())
+    })?;
+    let asked = CellQuery::new(&query.frame, &query.bounds);
+    let nodes: Vec<RangeNode> = b
+        .cells
+        .iter()
+        .map(|n| match n {
+            CellNode::Opaque(d) => RangeNode::Opaque(*d),
+            CellNode::Empty => RangeNode::Empty,
+            CellNode::Listed(k, ids) => RangeNode::Leaf(*k, logs_digest(ids)),
+            CellNode::Other(k, d) => RangeNode::Leaf(*k, *d),
+            CellNode::Node => RangeNode::Node,
+        })
+        .collect();
+    RangeCellProof { nodes }
+        .verify_asked(&cells_root, &asked)
+        .map_err(|e| FleetError::Cells(e.to_string()))?;
+    // Each asked cell the proof shows is a tag 2 (with its logs), and no other is.
+    let mut listed = std::collections::BTreeSet::new();
+    for node in &b.cells {
+        match node {
+            CellNode::Listed(k, ids) if asked.contains(*k) => listed.extend(ids.iter().copied()),
+            CellNode::Listed(k, _) => {
+                return Err(FleetError::Cells(format!("cell {k:032x} is given with its logs but not asked")));
+            }
+            CellNode::Other(k, _) if asked.contains(*k) => {
+                return Err(FleetError::Cells(format!("cell {k:032x} is asked but given without its logs")));
+            }
+            _ => {}
+        }
+    }
+    // Logs opened after the Pulse asked are not in its state.
+    let listed: Vec<u64> = listed.into_iter().filter(|id| *id < h.logs).collect();
+    let mut stated = b.logs.iter().peekable();
+    for id in &listed {
+        match stated.peek() {
+            Some((l, _)) if l.id.0 == *id => {
+                stated.next();
+            }
+            _ => return Err(FleetError::Unstated { log: LogId(*id), pulse: h.number }),
+        }
+    }
+    if let Some((l, _)) = stated.next() {
+        return Err(FleetError::NotAsked(l.id));
+    }
+    for (log, path) in &b.logs {
+        let leaf = Blake3::hash_leaf(&log.encode());
+        crate::merkle::verify_inclusion::<Blake3, _>(log.id.0, h.logs, &leaf, path, &h.state_root)
+            .map_err(|_| FleetError::StateRoot { pulse: h.number, logs: b.logs.len() })?;
+    }
+    let logs: Vec<MemoryLog> = b.logs.iter().map(|(l, _)| l.clone()).collect();
+    answer_logs(&logs, &b.answers, ledger_key, query, group, h.number, h.time_ns)
+}
+
+/// Every stated log in scope holding atoms answers exactly `query` at exactly its head; no
+/// answer is of a log not stated or out of scope.
+fn answer_logs(
+    logs: &[MemoryLog],
+    given: &[(LogId, Vec<u8>)],
+    ledger_key: &VerifyingKey,
+    query: &Query,
+    group: Option<&str>,
+    pulse: u64,
+    time_ns: i64,
+) -> Result<FleetAnswer, FleetError> {
     let mut answers = std::collections::BTreeMap::new();
-    for (id, bytes) in &b.answers {
-        let asked = b.logs.get(id.0 as usize).is_some_and(|l| in_group(l, group));
+    for (id, bytes) in given {
+        // Logs are in ascending id order (SIONFLT1: every log; SIONFLT2: those stated).
+        let asked = logs
+            .binary_search_by_key(&id.0, |l| l.id.0)
+            .ok()
+            .and_then(|i| logs.get(i))
+            .is_some_and(|l| in_group(l, group));
         if !asked || answers.insert(*id, bytes).is_some() {
             return Err(FleetError::NotAsked(*id));
         }
     }
-    let mut out = FleetAnswer { pulse: h.number, time_ns: h.time_ns, in_scope: 0, logs: Vec::new() };
+    let mut out = FleetAnswer { pulse, time_ns, in_scope: 0, logs: Vec::new() };
     // Attestations shared by answers (their Pulses' headers) are checked once.
     let mut checked = std::collections::HashSet::new();
-    for log in b.logs.iter().filter(|l| in_group(l, group)) {
+    for log in logs.iter().filter(|l| in_group(l, group)) {
         out.in_scope += 1;
         let size = log.head.size;
         let Some(bytes) = answers.get(&log.id) else {
             if size == 0 {
                 continue;
             }
-            return Err(FleetError::LeftOut { log: log.id, agent: log.agent.clone(), size, pulse: h.number });
+            return Err(FleetError::LeftOut { log: log.id, agent: log.agent.clone(), size, pulse });
         };
         let lying = |reason: String| FleetError::Lying { log: log.id, agent: log.agent.clone(), reason };
         let file = ProofFile::decode(bytes).map_err(|e| lying(e.to_string()))?;
@@ -315,12 +613,12 @@ pub fn verify_fleet(
                     agent: log.agent.clone(),
                     proved: verified.head.size,
                     size,
-                    pulse: h.number,
+                    pulse,
                 });
             }
             return Err(lying(format!(
                 "it answers as of a head ({} atoms) that is not the one the ledger gave it at Pulse {} ({size} atoms)",
-                verified.head.size, h.number
+                verified.head.size, pulse
             )));
         }
         let Claim::Range { atoms, .. } = verified.claim else {

@@ -242,6 +242,38 @@ pub enum Proof {
         /// The question, its answer and the walk it is read from.
         count: Box<CountProof>,
     },
+    /// The atom at `position` lies in map cell `cell`, and the attested Pulse's cell map does
+    /// not list the log there: its writer broke the ledger's cells rule (docs/LEDGER.md,
+    /// "Cells"). Always attested, by a version 2 header.
+    CellOmission {
+        /// The log.
+        log: LogId,
+        /// The head attested at the Pulse.
+        head: Head,
+        /// The atom's position.
+        position: u64,
+        /// The atom's canonical encoding.
+        atom: Vec<u8>,
+        /// RFC 9162 inclusion path of the atom's leaf, from the leaf up.
+        path: Vec<Digest>,
+        /// One of the atom's cells.
+        cell: u128,
+        /// Where the cell's path ends in the cell trie.
+        end: CellEnd,
+        /// The cell proof's siblings, root first (at most 128).
+        siblings: Vec<Digest>,
+    },
+}
+
+/// Where a cell omission proof's path ends in the header's cell trie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CellEnd {
+    /// An empty subtree: no log is listed in the cell.
+    Empty,
+    /// Another cell's leaf (its key and digest): no log is listed in the cell.
+    Other(u128, Digest),
+    /// The cell's own leaf: the logs it lists, ascending.
+    Listed(Vec<u64>),
 }
 
 /// A proof and, usually, the ledger's attestation of the head it names.
@@ -310,6 +342,10 @@ pub enum VerifyError {
     /// `index_root`: the proof recomputes to another index root than the head's.
     #[error("the proof does not lead to the head's index root")]
     IndexRoot,
+    /// `cells`: a cell omission proof's cell is not one of its atom's cells, or its cell proof
+    /// does not lead to the header's cells root.
+    #[error("the cell proof fails: {0}")]
+    Cells(String),
     /// `not_omitted`: an omission proof's range answer holds the atom at this position.
     #[error("no omission: the committed index answers position {0} for the atom's own box and interval")]
     NotOmitted(u64),
@@ -393,6 +429,7 @@ impl VerifyError {
             VerifyError::List(_) => "list",
             VerifyError::IndexRoot => "index_root",
             VerifyError::NotOmitted(_) => "not_omitted",
+            VerifyError::Cells(_) => "cells",
             VerifyError::OtherQuestion { .. } => "other_question",
             VerifyError::OtherLog { .. } => "other_log",
             VerifyError::StaleHead { .. } => "stale_head",
@@ -434,6 +471,12 @@ pub enum Question {
     },
     /// When the atom at this position was recorded (a transaction-time proof).
     Recorded {
+        /// The log position.
+        position: u64,
+    },
+    /// The ledger's cells leave out the log where the atom at this position lies (a cell
+    /// omission proof).
+    CellOmitted {
         /// The log position.
         position: u64,
     },
@@ -608,7 +651,7 @@ impl Expect {
         } else if let Some(c) = v.get("count").filter(|c| c.is_object()) {
             Some(Question::Count(range_of(c, "count")?))
         } else {
-            None
+            unsigned("cell_omitted")?.map(|position| Question::CellOmitted { position })
         };
         let witnesses = match v.get("witnesses").filter(|w| !w.is_null()) {
             None => {
@@ -711,6 +754,7 @@ impl Expect {
             }
             (Question::Omitted { position }, Claim::Omitted { position: p, .. }) => position == p,
             (Question::Recorded { position }, Claim::Recorded { position: p, .. }) => position == p,
+            (Question::CellOmitted { position }, Claim::CellOmitted { position: p, .. }) => position == p,
             (Question::Latest(q), Claim::Latest { query, .. }) => q == query,
             (Question::Count(q), Claim::Count { query, .. }) => q == query,
             (Question::Nearest(q), Claim::Nearest { query, .. }) => q == query,
@@ -835,6 +879,9 @@ impl std::fmt::Display for Question {
             }
             Question::Omitted { position } => write!(f, "the index leaves out position {position}"),
             Question::Recorded { position } => write!(f, "when position {position} was recorded"),
+            Question::CellOmitted { position } => {
+                write!(f, "the ledger's cells leave out the log where position {position} lies")
+            }
             Question::Latest(q) => write!(f, "the atom seen last in {}", Question::Range(q.clone())),
             Question::Count(q) => write!(f, "how many atoms are in {}", Question::Range(q.clone())),
             Question::Nearest(q) => write!(
@@ -914,6 +961,16 @@ pub enum Claim {
         /// The atom, decoded and valid.
         atom: Box<Atom>,
     },
+    /// The atom at `position` lies in `cell`, which the attested Pulse's cells do not list the
+    /// log in: the log's writer broke the cells rule.
+    CellOmitted {
+        /// The atom's log position.
+        position: u64,
+        /// The atom, decoded and valid.
+        atom: Box<Atom>,
+        /// The cell that leaves the log out.
+        cell: u128,
+    },
     /// The atom at `position` was recorded at the attested Pulse ([`Verified::pulse`]): the
     /// log held `size_before` atoms (no more than `position`) at the Pulse before.
     Recorded {
@@ -976,6 +1033,7 @@ impl Proof {
             Proof::Latest { .. } => "latest",
             Proof::Nearest { .. } => "nearest",
             Proof::Count { .. } => "count",
+            Proof::CellOmission { .. } => "cell_omission",
         }
     }
 }
@@ -1008,6 +1066,14 @@ impl Claim {
             },
             Claim::Omitted { position, atom } => serde_json::json!({
                 "omitted": { "position": position, "atom": atom.to_json(Some(*position)) }
+            }),
+            Claim::CellOmitted { position, atom, cell } => serde_json::json!({
+                "cell_omitted": {
+                    "position": position,
+                    "atom": atom.to_json(Some(*position)),
+                    "cell": format!("{cell:032x}"),
+                    "level": crate::cells::key_level(*cell),
+                }
             }),
             Claim::Recorded { position, atom, size_before, time_before_ns } => serde_json::json!({
                 "recorded": {
@@ -1058,6 +1124,7 @@ impl Claim {
             Claim::List { key: ListKey::Subject(s), .. } => Question::Subject(s.clone()),
             Claim::List { key: ListKey::LinksTo(id), .. } => Question::LinksTo(*id),
             Claim::Omitted { position, .. } => Question::Omitted { position: *position },
+            Claim::CellOmitted { position, .. } => Question::CellOmitted { position: *position },
             Claim::Recorded { position, .. } => Question::Recorded { position: *position },
             Claim::Latest { query, .. } => Question::Latest(query.clone()),
             Claim::Nearest { query, .. } => Question::Nearest(query.clone()),
@@ -1074,6 +1141,7 @@ impl Claim {
             Claim::Nearest { atoms, .. } => atoms.iter().map(|(p, _, _)| *p).collect(),
             Claim::Included { position, .. }
             | Claim::Omitted { position, .. }
+            | Claim::CellOmitted { position, .. }
             | Claim::Recorded { position, .. } => {
                 vec![*position]
             }
@@ -1090,6 +1158,7 @@ impl Claim {
             Claim::Range { .. } => "range",
             Claim::List { .. } => "list",
             Claim::Omitted { .. } => "omission",
+            Claim::CellOmitted { .. } => "cell_omission",
             Claim::Recorded { .. } => "time",
             Claim::Latest { .. } => "latest",
             Claim::Nearest { .. } => "nearest",
@@ -1204,6 +1273,13 @@ impl Verified {
             Claim::Omitted { position, atom } => format!(
                 "the writer's committed index leaves out atom {} at position {position} of log {log}, though the log holds it",
                 atom.id()
+            ),
+            Claim::CellOmitted { position, atom, cell } => format!(
+                "atom {} at position {position} of log {log} lies in map cell {cell:032x} (frame {:?}, level {}), which the ledger's cells at Pulse {} do not list log {log} in: its writer broke the cells rule",
+                atom.id(),
+                atom.parts().frame,
+                crate::cells::key_level(*cell),
+                self.pulse.map_or(0, |p| p.0)
             ),
             Claim::Recorded { position, atom, size_before, .. } => match self.pulse {
                 Some((pulse, time_ns, _)) => format!(
@@ -1376,6 +1452,34 @@ impl ProofFile {
                 head.put(out);
                 count.put(out);
             }
+            Proof::CellOmission { log, head, position, atom, path, cell, end, siblings } => {
+                out.put_u8(10);
+                out.put_u64(log.0);
+                head.put(out);
+                out.put_u64(*position);
+                out.put_bytes32(atom);
+                put_path(out, path);
+                out.put_bytes(&cell.to_be_bytes());
+                match end {
+                    CellEnd::Empty => out.put_u8(0),
+                    CellEnd::Other(key, digest) => {
+                        out.put_u8(1);
+                        out.put_bytes(&key.to_be_bytes());
+                        out.put_bytes(digest);
+                    }
+                    CellEnd::Listed(ids) => {
+                        out.put_u8(2);
+                        out.put_u32(ids.len() as u32);
+                        for id in ids {
+                            out.put_u64(*id);
+                        }
+                    }
+                }
+                out.put_u8(siblings.len() as u8);
+                for d in siblings {
+                    out.put_bytes(d);
+                }
+            }
         }
     }
 
@@ -1410,7 +1514,8 @@ impl ProofFile {
             }
         };
         let attestation = read_attestation(&mut r)?;
-        let proof = read_body(&mut r, attestation.is_some(), version)?;
+        let cells = attestation.as_ref().is_some_and(|a| a.state.header.header.cells.is_some());
+        let proof = read_body(&mut r, attestation.is_some(), version, cells)?;
         r.finish()?;
         Ok(Self { proof, attestation })
     }
@@ -1437,7 +1542,8 @@ impl ProofFile {
             });
         }
         let mut r = Reader::new(body);
-        let proof = read_body(&mut r, true, Version::V4)?;
+        let cells = attestation.state.header.header.cells.is_some();
+        let proof = read_body(&mut r, true, Version::V4, cells)?;
         r.finish()?;
         Ok(Self { proof, attestation: Some(attestation) })
     }
@@ -1475,7 +1581,8 @@ impl ProofFile {
             | Proof::Recorded { log, head, .. }
             | Proof::Latest { log, head, .. }
             | Proof::Nearest { log, head, .. }
-            | Proof::Count { log, head, .. } => (*log, *head),
+            | Proof::Count { log, head, .. }
+            | Proof::CellOmission { log, head, .. } => (*log, *head),
         };
         let mut checked = checked;
         let pulse = match (&self.attestation, expected_ledger) {
@@ -1607,6 +1714,38 @@ impl ProofFile {
                 let counted = count.verify(&head.index, head.size)?;
                 Claim::Count { query: count.query.clone(), counted }
             }
+            Proof::CellOmission { position, atom, path, cell, end, siblings, .. } => {
+                let atom = Atom::decode(atom).map_err(|e| VerifyError::Atom(e.to_string()))?;
+                let leaf = leaf_hash(&atom);
+                verify_inclusion::<LogHasher, _>(*position, head.size, &leaf, path, &head.root)?;
+                let parts = atom.parts();
+                if !crate::cells::cells_of(&parts.frame, &parts.bounds).contains(cell) {
+                    return Err(VerifyError::Cells(format!(
+                        "cell {cell:032x} is not one of the cells atom {position} lies in"
+                    )));
+                }
+                // Decoding refuses a kind 10 without an attestation by a version 2 header.
+                let root = self
+                    .attestation
+                    .as_ref()
+                    .and_then(|a| a.state.header.header.cells)
+                    .ok_or(VerifyError::Unattested)?;
+                let proof = crate::cells::CellProof {
+                    end: match end {
+                        CellEnd::Empty => None,
+                        CellEnd::Other(k, d) => Some((*k, *d)),
+                        CellEnd::Listed(ids) => Some((*cell, crate::cells::logs_digest(ids))),
+                    },
+                    siblings: siblings.clone(),
+                };
+                proof.verify(&root, *cell).map_err(|e| VerifyError::Cells(e.to_string()))?;
+                if let CellEnd::Listed(ids) = end
+                    && ids.binary_search(&log.0).is_ok()
+                {
+                    return Err(VerifyError::NotOmitted(*position));
+                }
+                Claim::CellOmitted { position: *position, atom: Box::new(atom), cell: *cell }
+            }
         };
         Ok(Verified { log, head, pulse, cosigned: cosigned.unwrap_or_default(), checkpoint, claim })
     }
@@ -1662,7 +1801,7 @@ fn read_attestation(r: &mut Reader<'_>) -> Result<Option<Attestation>, WireError
 }
 
 /// The envelope from `kind` on: the proof. A transaction-time proof needs `attested`.
-fn read_body(r: &mut Reader<'_>, attested: bool, version: Version) -> Result<Proof, WireError> {
+fn read_body(r: &mut Reader<'_>, attested: bool, version: Version, cells: bool) -> Result<Proof, WireError> {
     Ok(match r.u8("proof kind")? {
         1 => Proof::Inclusion {
             log: LogId(r.u64("log")?),
@@ -1733,10 +1872,58 @@ fn read_body(r: &mut Reader<'_>, attested: bool, version: Version) -> Result<Pro
             head: Head::read(r)?,
             count: Box::new(CountProof::read(r, version)?),
         },
+        10 if version != Version::V4 || !cells => {
+            return Err(WireError::Invalid {
+                field: "proof kind",
+                problem: "a cell omission proof (kind 10) is SIONPRF4 only, and attested by a version 2 \
+                          Pulse header (a ledger with cells)"
+                    .into(),
+            });
+        }
+        10 => read_cell_omission(r)?,
         k => {
             return Err(WireError::Invalid { field: "proof kind", problem: format!("unknown kind {k}") });
         }
     })
+}
+
+/// A cell omission proof's fields from its log on (kind 10, docs/PROOFS.md).
+fn read_cell_omission(r: &mut Reader<'_>) -> Result<Proof, WireError> {
+    let log = LogId(r.u64("log")?);
+    let head = Head::read(r)?;
+    let position = r.u64("position")?;
+    let atom = r.bytes32(crate::atom::limits::MAX_ATOM_BYTES, "atom")?.to_vec();
+    let path = read_path(r)?;
+    let cell = u128::from_be_bytes(r.array("cell")?);
+    let bad = |problem: String| WireError::Invalid { field: "cell proof", problem };
+    let end = match r.u8("cell end")? {
+        0 => CellEnd::Empty,
+        1 => {
+            let key = u128::from_be_bytes(r.array("cell end key")?);
+            if key == cell {
+                return Err(bad("the cell's own leaf is given as another's (end 1): it is end 2".into()));
+            }
+            CellEnd::Other(key, r.array("cell end digest")?)
+        }
+        2 => {
+            let n = r.u32("cell logs")? as usize;
+            if n == 0 || n > r.remaining() / 8 {
+                return Err(bad(format!("{n} logs listed: 1 or more, each 8 bytes, that fit the file")));
+            }
+            let ids = (0..n).map(|_| r.u64("cell log")).collect::<Result<Vec<_>, _>>()?;
+            if ids.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(bad("the cell's logs are not strictly ascending".into()));
+            }
+            CellEnd::Listed(ids)
+        }
+        e => return Err(bad(format!("end {e}, not 0, 1 or 2"))),
+    };
+    let n = r.u8("cell siblings")?;
+    if n > 128 {
+        return Err(bad(format!("{n} siblings, over 128")));
+    }
+    let siblings = (0..n).map(|_| r.array("cell sibling")).collect::<Result<_, _>>()?;
+    Ok(Proof::CellOmission { log, head, position, atom, path, cell, end, siblings })
 }
 
 /// Whether a state proof holds under a key; with `checked`, one whose bytes held once is not

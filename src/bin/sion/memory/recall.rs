@@ -99,6 +99,19 @@ pub(crate) enum ProveCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Prove that the ledger's map cells leave this log out where the atom at a position lies
+    /// (convicting its writer, who must list its log in every cell its atoms lie in:
+    /// docs/LEDGER.md, "Cells"); fails if every cell of the atom lists the log, as an honest
+    /// writer's do.
+    CellOmission {
+        #[command(flatten)]
+        data: DataArg,
+        #[arg(long)]
+        position: u64,
+        /// Where to write the proof [default: cell-omission-POSITION.sionproof].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Prove when the atom at a position was recorded: the Pulse whose commit first covered
     /// it, and the log's state at the Pulse before (the ledger's clock, not the writer's).
     Time {
@@ -235,6 +248,7 @@ pub(crate) fn prove(cmd: ProveCommand) -> Result<ExitCode> {
         ProveCommand::Inclusion { data, position, out } => (data, out, "inclusion", *position),
         ProveCommand::Omission { data, position, out } => (data, out, "omission", *position),
         ProveCommand::Time { data, position, out } => (data, out, "recorded", *position),
+        ProveCommand::CellOmission { data, position, out } => (data, out, "cell-omission", *position),
         ProveCommand::Consistency { data, from, out } => (data, out, "consistency", *from),
     };
     let memory = open_memory_read_only(&data.data)?;
@@ -242,6 +256,7 @@ pub(crate) fn prove(cmd: ProveCommand) -> Result<ExitCode> {
         ProveCommand::Inclusion { .. } => memory.prove_inclusion(n)?,
         ProveCommand::Omission { .. } => memory.prove_omission(n)?,
         ProveCommand::Time { .. } => memory.prove_recorded(n)?,
+        ProveCommand::CellOmission { .. } => memory.prove_cell_omission(n)?,
         ProveCommand::Consistency { .. } => memory.prove_consistency(n)?,
     };
     let out = out.clone().unwrap_or_else(|| PathBuf::from(format!("{name}-{n}.sionproof")));

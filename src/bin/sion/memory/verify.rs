@@ -143,6 +143,9 @@ pub(crate) struct VerifyArgs {
     /// An omission proof must convict the index of leaving out exactly this position.
     #[arg(long, value_name = "POSITION", group = "question", help_heading = "The question asked")]
     pub(crate) expect_omitted: Option<u64>,
+    /// A cell omission proof must convict the writer over exactly the atom at this position.
+    #[arg(long, value_name = "POSITION", group = "question", help_heading = "The question asked")]
+    pub(crate) expect_cell_omitted: Option<u64>,
     /// A consistency proof must show the log extends exactly this earlier head: its size and
     /// root (64 hex digits).
     #[arg(long, value_name = "SIZE:ROOT", group = "question", help_heading = "The question asked")]
@@ -208,6 +211,8 @@ impl VerifyArgs {
             Some(Question::Included { position })
         } else if let Some(position) = self.expect_omitted {
             Some(Question::Omitted { position })
+        } else if let Some(position) = self.expect_cell_omitted {
+            Some(Question::CellOmitted { position })
         } else if let Some(head) = &self.expect_extends {
             let (size, root) = size_and_root(head).context("--expect-extends")?;
             Some(Question::Extends { size, root })
