@@ -271,10 +271,9 @@ pub fn recall_bundle_within(
 }
 
 /// A fleet recall answered by the ledger's cells (SIONFLT2, docs/PROOFS.md, "Fleet recall by
-/// cells"): the cells the question's box meets, proved against a cells root, name the only
-/// logs that can hold an answer; only those are stated and asked. As of Pulse `pulse` (the
-/// latest if `None`: the ledger proves its latest cells, which list every log an earlier
-/// Pulse's would). Refused on a ledger without cells.
+/// cells"): the cells the question's box meets at Pulse `pulse` (the latest if `None`), proved
+/// against its cells root, name the only logs that can hold an answer; only those are stated
+/// and asked. Refused on a ledger without cells.
 pub fn recall_by_cells(
     link: &dyn LedgerLink,
     pulse: Option<u64>,
@@ -285,15 +284,22 @@ pub fn recall_by_cells(
     mut progress: impl FnMut(usize, usize),
 ) -> Result<(sion_verify::proof::fleet::CellBundle, Vec<Gap>), FleetRecallError> {
     use sion_verify::cells::{CellQuery, RangeNode};
-    use sion_verify::proof::fleet::{CellBundle, CellNode, in_group};
+    use sion_verify::proof::fleet::{CellBundle, CellNode, MAX_CELL_NODES, in_group};
     let asked = CellQuery::new(&query.frame, &query.bounds);
-    let (latest, proof, lists) = link.cells_asked(&asked)?.ok_or(FleetRecallError::NoCells)?;
-    let header = match pulse {
-        Some(p) if p < latest.header.number => link.header(p)?,
-        Some(p) if p > latest.header.number => return Err(LedgerError::NoPulse(p).into()),
-        _ => latest,
-    };
-    let cells_header = (header.header.number != latest.header.number).then_some(latest);
+    let (header, proof, lists) = link.cells_asked(&asked, pulse)?.ok_or(FleetRecallError::NoCells)?;
+    if pulse.is_some_and(|p| p != header.header.number) {
+        return Err(LedgerError::Remote {
+            ledger: link.describe(),
+            message: format!(
+                "asked for the cells at Pulse {pulse:?}, it sent Pulse {}",
+                header.header.number
+            ),
+        }
+        .into());
+    }
+    if proof.nodes.len() > MAX_CELL_NODES as usize {
+        return Err(FleetRecallError::TooLarge(MAX_CELL_NODES as usize));
+    }
     let cells = proof
         .nodes
         .iter()
@@ -329,7 +335,6 @@ pub fn recall_by_cells(
     let bundle = CellBundle {
         ledger_key: link.public_key().to_bytes(),
         header,
-        cells_header,
         cells,
         logs,
         answers: answers.into_iter().collect(),

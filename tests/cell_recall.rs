@@ -12,12 +12,14 @@ use sion_memory::index::geom::Query;
 use sion_memory::memory::Memory;
 use sion_memory::proof::fleet::{CellBundle, CellNode, verify_fleet};
 
-const ROBOTS: usize = 8;
-const LIAR: usize = 7;
+/// How many robots (`SION_CELL_ROBOTS`, default 8); the last is the liar.
+fn robots() -> usize {
+    std::env::var("SION_CELL_ROBOTS").ok().and_then(|v| v.parse().ok()).unwrap_or(8).max(4)
+}
 
 /// Robot `i`'s atoms: along its own aisle, 100 m from the next robot's (the liar's in robot 2's).
-fn atoms_of(i: usize) -> Vec<Atom> {
-    let x0 = if i == LIAR { 200_000 + 500 } else { i as i64 * 100_000 };
+fn atoms_of(i: usize, liar: usize) -> Vec<Atom> {
+    let x0 = if i == liar { 200_000 + 500 } else { i as i64 * 100_000 };
     (0..40)
         .map(|j| {
             let (x, y) = (x0 + j * 1000, j * 500);
@@ -34,16 +36,16 @@ fn atoms_of(i: usize) -> Vec<Atom> {
         .collect()
 }
 
-fn robot(dir: &Path, ledger: &Path, i: usize) {
+fn robot(dir: &Path, ledger: &Path, i: usize, liar: usize) {
     let mut m = Memory::options(dir.join(format!("robot-{i}")))
         .agent(format!("robot-{i}").as_str())
         .ledger_dir(ledger)
         .create()
         .expect("create");
-    if i == LIAR {
+    if i == liar {
         m.withhold_cells();
     }
-    m.remember(atoms_of(i)).expect("remember");
+    m.remember(atoms_of(i, liar)).expect("remember");
     m.commit(false).expect("commit");
 }
 
@@ -51,10 +53,12 @@ fn robot(dir: &Path, ledger: &Path, i: usize) {
 fn a_recall_by_cells_asks_only_the_logs_there_and_misses_only_a_liar() {
     let tmp = tempfile::tempdir().expect("tmp");
     let ledger_dir = tmp.path().join("ledger");
-    for i in 0..ROBOTS {
-        robot(tmp.path(), &ledger_dir, i);
+    let robots = robots();
+    let liar_index = robots - 1;
+    for i in 0..robots {
+        robot(tmp.path(), &ledger_dir, i, liar_index);
     }
-    let memories: Vec<Memory> = (0..ROBOTS)
+    let memories: Vec<Memory> = (0..robots)
         .map(|i| Memory::options(tmp.path().join(format!("robot-{i}"))).open_read_only().expect("open"))
         .collect();
     let ledger = sion_memory::ledger::Ledger::open_read_only(&ledger_dir).expect("ledger");
@@ -74,7 +78,9 @@ fn a_recall_by_cells_asks_only_the_logs_there_and_misses_only_a_liar() {
         "only robot 2's log is listed in its aisle's cells (the liar withheld its own)"
     );
     let bytes = bundle.encode();
+    let started = std::time::Instant::now();
     let by_cells = verify_fleet(&bytes, &key, &q, None).expect("valid");
+    let cells_took = started.elapsed();
     assert_eq!(by_cells.atoms(), 40);
 
     // The bundle of every log answers the same, and the liar's atoms beside: it is in the
@@ -82,17 +88,21 @@ fn a_recall_by_cells_asks_only_the_logs_there_and_misses_only_a_liar() {
     let (every, gaps) = recall_bundle(&ledger, None, &q, None, &memories, |_, _| {}).expect("every log");
     assert!(gaps.is_empty(), "{gaps:?}");
     let all = every.encode();
+    let started = std::time::Instant::now();
     let by_logs = verify_fleet(&all, &key, &q, None).expect("valid");
+    let logs_took = started.elapsed();
     assert_eq!(by_logs.atoms(), 80);
-    let liar = memories[LIAR].log_id();
+    let liar = memories[liar_index].log_id();
     assert!(by_logs.logs.iter().any(|l| l.log == liar && l.atoms.len() == 40));
-    let convicted = memories[LIAR].prove_cell_omission(0).expect("convicted");
+    let convicted = memories[liar_index].prove_cell_omission(0).expect("convicted");
     convicted.verify(Some(&key)).expect("the liar's omission holds");
     eprintln!(
-        "{ROBOTS} robots: by cells {} bytes ({} logs stated), every log {} bytes",
+        "{robots} robots: by cells {} bytes ({} logs stated), checked in {:.2} ms; every log {} bytes, checked in {:.2} ms",
         bytes.len(),
         bundle.logs.len(),
-        all.len()
+        cells_took.as_secs_f64() * 1e3,
+        all.len(),
+        logs_took.as_secs_f64() * 1e3,
     );
 
     // Refused: a listed log's state dropped; a cell's logs edited; an answer dropped; the
@@ -121,12 +131,12 @@ fn a_recall_by_cells_asks_only_the_logs_there_and_misses_only_a_liar() {
     assert!(verify_fleet(&bytes, &key, &elsewhere, None).is_err());
     assert_eq!(CellBundle::decode(&bytes).expect("decode"), bundle);
 
-    // As of an earlier Pulse: the latest cells, under their own header, list every log the
-    // earlier Pulse's would.
+    // As of an earlier Pulse: the cells as they stood then (the ledger keeps when it listed
+    // each log).
     let first = bundle.header.header.number - 3;
     let (earlier, _) =
         recall_by_cells(&ledger, Some(first), &q, None, &memories, 1 << 30, |_, _| {}).expect("earlier");
-    assert!(earlier.cells_header.is_some());
+    assert_eq!(earlier.header.header.number, first);
     verify_fleet(&earlier.encode(), &key, &q, None).expect("valid as of the earlier Pulse");
 
     // The conformance files (tests/conformance/fleet-cells/), written on request from this run:
@@ -143,6 +153,23 @@ fn a_recall_by_cells_asks_only_the_logs_there_and_misses_only_a_liar() {
                 *ids = vec![memories[0].log_id().0];
             }
         }
+        let mut opaque = bundle.clone();
+        for n in &mut opaque.cells {
+            if let CellNode::Listed(..) = n {
+                *n = CellNode::Opaque([0; 32]);
+            }
+        }
+        let mut unlisted = bundle.clone();
+        for n in &mut unlisted.cells {
+            if let CellNode::Listed(k, ids) = n {
+                *n = CellNode::Other(*k, sion_memory::cells::logs_digest(ids));
+            }
+        }
+        let mut extra = bundle.clone();
+        let zero = ledger.state_proof(memories[0].log_id(), bundle.header.header.number).expect("state");
+        extra.logs.insert(0, (zero.log, zero.path));
+        let mut path_flipped = bundle.clone();
+        path_flipped.logs[0].1[0][0] ^= 1;
         let mut lying = bundle.clone();
         let other = Query::new("map", aisle, 0, 3_999_999_999).expect("another question");
         lying.answers[0].1 = memories[2].prove_range(&other, None).expect("its answer").encode();
@@ -152,6 +179,10 @@ fn a_recall_by_cells_asks_only_the_logs_there_and_misses_only_a_liar() {
             ("left-out", &left_out),
             ("cells-edited", &edited),
             ("lying", &lying),
+            ("opaque-over-an-asked-cell", &opaque),
+            ("asked-cell-without-its-logs", &unlisted),
+            ("a-log-not-listed-stated", &extra),
+            ("state-path-flipped", &path_flipped),
         ];
         for (name, b) in files {
             std::fs::write(out.join(format!("{name}.sionfleet")), b.encode()).expect("write");
@@ -162,7 +193,11 @@ fn a_recall_by_cells_asks_only_the_logs_there_and_misses_only_a_liar() {
             "from_ns": 0, "to_ns": 4_000_000_000i64,
             "valid": { "atoms": 40, "in_scope": 1 },
             "also_valid": ["as-of-earlier"],
-            "refused": { "left-out": "left_out", "cells-edited": "cells", "lying": "lying" },
+            "refused": {
+                "left-out": "left_out", "cells-edited": "cells", "lying": "lying",
+                "opaque-over-an-asked-cell": "cells", "asked-cell-without-its-logs": "cells",
+                "a-log-not-listed-stated": "not_asked", "state-path-flipped": "state_root",
+            },
         });
         let text = serde_json::to_string_pretty(&question).expect("json") + "\n";
         std::fs::write(out.join("question.json"), text).expect("write");

@@ -192,9 +192,16 @@ impl Checkpoint {
             let mut cells = Cells::default();
             for _ in 0..count(&mut r, "cells", 20)? {
                 let key = u128::from_be_bytes(r.array("cell").map_err(wire)?);
+                let mut listed = Vec::new();
                 for _ in 0..count(&mut r, "cell logs", 16)? {
                     let id = r.u64("cell log").map_err(wire)?;
-                    cells.add(key, id, r.u64("cell log's Pulse").map_err(wire)?);
+                    listed.push((id, r.u64("cell log's Pulse").map_err(wire)?));
+                }
+                // One trie insert a cell, not one a log.
+                if !cells.load(key, listed) {
+                    return Err(format!(
+                        "cell {key:032x}: its logs are not strictly ascending, or none, or listed twice"
+                    ));
                 }
             }
             state.cells = Some(cells);

@@ -588,6 +588,11 @@ impl Ledger {
             return Err(format!("the checkpoint covers {} bytes of a journal of {file_len}", c.journal_len));
         }
         let last = c.pulses - 1;
+        if let Some(cells) = &c.state.cells
+            && cells.last_listing() > last
+        {
+            return Err(format!("the checkpoint's cells were listed past its last Pulse, {last}"));
+        }
         let entry = read_pulse_entry(pulse_file, last)?;
         if entry.offset + 8 + u64::from(entry.len) != c.journal_len {
             return Err(format!("the pulse index and the checkpoint disagree on where Pulse {last} ends"));
@@ -790,6 +795,35 @@ impl Ledger {
     /// lists (`None` on a ledger made without cells).
     pub fn cell_proof(&self, key: u128) -> Option<(SignedHeader, sion_verify::cells::CellProof)> {
         Some((self.latest, self.state.cells.as_ref()?.prove(key)))
+    }
+
+    /// Pulse `pulse`'s signed header, the proof against its cells root of every cell `asked`
+    /// asks, and the logs each listed then (`Ok(None)` on a ledger made without cells).
+    pub fn cells_asked_at(
+        &self,
+        asked: &sion_verify::cells::CellQuery,
+        pulse: u64,
+    ) -> Result<Option<link::CellsAnswer>, LedgerError> {
+        use sion_verify::cells::Asked as _;
+        let Some(cells) = &self.state.cells else { return Ok(None) };
+        let header = self.header(pulse)?;
+        let (mut trie, logs) = cells.as_of(pulse);
+        if Some(trie.root()) != header.header.cells {
+            return Err(self
+                .damaged("checkpoint", format!("the cells as of Pulse {pulse} are not the ones it signed")));
+        }
+        let proof = trie.prove_asked(asked);
+        let lists = proof
+            .nodes
+            .iter()
+            .filter_map(|n| match n {
+                sion_verify::cells::RangeNode::Leaf(k, _) if asked.meets(128, *k) => {
+                    Some((*k, logs.get(k).cloned().unwrap_or_default()))
+                }
+                _ => None,
+            })
+            .collect();
+        Ok(Some((header, proof, lists)))
     }
 
     /// Pulse `pulse`'s signed header, the proof against its cells root of which logs cell `key`

@@ -92,12 +92,13 @@ pub trait LedgerLink: Send + Sync {
         Ok(None)
     }
 
-    /// The latest signed header, the proof against its cells root of every cell `asked` asks
-    /// (docs/LEDGER.md, "A question's cells"), and the logs each lists; `None` where the ledger
-    /// keeps no cells.
+    /// Pulse `pulse`'s signed header (the latest's for `None`), the proof against its cells
+    /// root of every cell `asked` asks (docs/LEDGER.md, "A question's cells"), and the logs
+    /// each listed then; `None` where the ledger keeps no cells.
     fn cells_asked(
         &self,
         _asked: &sion_verify::cells::CellQuery,
+        _pulse: Option<u64>,
     ) -> Result<Option<CellsAnswer>, LedgerError> {
         Ok(None)
     }
@@ -144,11 +145,18 @@ pub type CellsAnswer =
 pub const PAGE: u64 = 1024;
 
 impl LedgerLink for Ledger {
-    fn cells_asked(&self, asked: &sion_verify::cells::CellQuery) -> Result<Option<CellsAnswer>, LedgerError> {
-        Ok(self.cells().map(|c| {
-            let (proof, lists) = c.prove_asked(asked);
-            (*self.latest(), proof, lists)
-        }))
+    fn cells_asked(
+        &self,
+        asked: &sion_verify::cells::CellQuery,
+        pulse: Option<u64>,
+    ) -> Result<Option<CellsAnswer>, LedgerError> {
+        match pulse {
+            Some(p) if p != self.latest().header.number => self.cells_asked_at(asked, p),
+            _ => Ok(self.cells().map(|c| {
+                let (proof, lists) = c.prove_asked(asked);
+                (*self.latest(), proof, lists)
+            })),
+        }
     }
     fn cell_proof(&self, key: u128, pulse: Option<u64>) -> Result<Option<CellAnswer>, LedgerError> {
         match pulse {

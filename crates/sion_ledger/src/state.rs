@@ -79,6 +79,11 @@ impl Cells {
         out
     }
 
+    /// The latest Pulse that listed a log in a cell (0 for none).
+    pub fn last_listing(&self) -> u64 {
+        self.listed_at.values().copied().max().unwrap_or(0)
+    }
+
     /// The map as it stood after Pulse `pulse`: its trie (root computed) and each cell's logs.
     pub fn as_of(&self, pulse: u64) -> (CellTrie, HashMap<u128, Vec<u64>>) {
         let mut trie = CellTrie::new();
@@ -139,6 +144,19 @@ impl Cells {
         ids.insert(at, log);
         self.trie.insert(key, logs_digest(ids));
         self.listed_at.insert((key, log), pulse);
+        true
+    }
+
+    /// Cell `key`'s logs and the Pulse that listed each, as a snapshot holds them (ids strictly
+    /// ascending, at least one, the cell not loaded before); whether they were.
+    pub fn load(&mut self, key: u128, listed: Vec<(u64, u64)>) -> bool {
+        if listed.is_empty() || listed.windows(2).any(|w| w[0].0 >= w[1].0) || self.logs.contains_key(&key) {
+            return false;
+        }
+        let ids: Vec<u64> = listed.iter().map(|(id, _)| *id).collect();
+        self.trie.insert(key, logs_digest(&ids));
+        self.listed_at.extend(listed.into_iter().map(|(id, pulse)| ((key, id), pulse)));
+        self.logs.insert(key, ids);
         true
     }
 

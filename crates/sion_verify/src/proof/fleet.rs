@@ -114,6 +114,14 @@ pub enum FleetError {
     /// the question asks given without its logs.
     #[error("the bundle's cells do not hold: {0}")]
     Cells(String),
+    /// A stated log's path does not lead to the Pulse's state root (SIONFLT2).
+    #[error("log {log}'s state path does not lead to Pulse {pulse}'s signed state root")]
+    StatePath {
+        /// The log.
+        log: LogId,
+        /// The Pulse.
+        pulse: u64,
+    },
     /// A log the question's cells list, whose state the bundle does not give.
     #[error(
         "the cells the question asks list log {log}, whose state at Pulse {pulse} the bundle does not give: a robot was left out"
@@ -126,7 +134,7 @@ pub enum FleetError {
     },
     /// An answer for a log out of the question's scope, or twice for one log.
     #[error(
-        "an answer for log {0} that the question did not ask (out of the group, past the logs, or twice)"
+        "log {0} is given but the question did not ask it (an answer out of the group, past the logs, or twice; or a state the question's cells do not list)"
     )]
     NotAsked(LogId),
 }
@@ -146,6 +154,7 @@ impl FleetError {
             FleetError::Group(_) => "group",
             FleetError::Cells(_) => "cells",
             FleetError::Unstated { .. } => "left_out",
+            FleetError::StatePath { .. } => "state_root",
         }
     }
 }
@@ -321,19 +330,16 @@ pub enum CellNode {
     Node,
 }
 
-/// A fleet recall answered by cells (SIONFLT2): the question's cells at a Pulse with cells, so
+/// A fleet recall answered by cells (SIONFLT2): the question's cells at the Pulse asked, so
 /// only the logs they list are stated and answer; a log they leave out holds nothing in the
 /// box, or its writer broke the cells rule (proof kind 10 convicts it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CellBundle {
-    /// The key the bundle says signed the headers.
+    /// The key the bundle says signed the header.
     pub ledger_key: [u8; 32],
-    /// The Pulse asked as of (a version 2 header).
+    /// The Pulse asked as of (a version 2 header: its cells root).
     pub header: SignedHeader,
-    /// A later Pulse whose cells are given, when the ledger keeps only its latest cells (they
-    /// only grow, so they list every log the asked Pulse's would).
-    pub cells_header: Option<SignedHeader>,
-    /// The cell proof, against the cells root of `cells_header`, else of `header`.
+    /// The cell proof, against the header's cells root.
     pub cells: Vec<CellNode>,
     /// The logs the asked cells list, opened by the Pulse asked about: each as that Pulse's
     /// state holds it, with its state path, ascending id.
@@ -349,13 +355,6 @@ impl CellBundle {
         out.put_bytes(MAGIC_CELLS);
         out.put_bytes(&self.ledger_key);
         self.header.put(&mut out);
-        match &self.cells_header {
-            None => out.put_u8(0),
-            Some(h) => {
-                out.put_u8(1);
-                h.put(&mut out);
-            }
-        }
         out.put_u32(self.cells.len() as u32);
         for node in &self.cells {
             match node {
@@ -408,17 +407,12 @@ impl CellBundle {
         }
         let ledger_key = r.array("ledger key")?;
         let header = SignedHeader::read(&mut r)?;
-        let cells_header = match r.u8("later cells")? {
-            0 => None,
-            1 => Some(SignedHeader::read(&mut r)?),
-            f => return Err(bad("later cells", format!("{f}, not 0 or 1"))),
-        };
         let k = r.u32("cell nodes")?;
         // Every node takes at least its tag byte.
         if k > MAX_CELL_NODES || k as usize > r.remaining() {
             return Err(bad("cell nodes", format!("{k}, over {MAX_CELL_NODES} or the bytes left")));
         }
-        let mut cells = Vec::with_capacity(k as usize);
+        let mut cells = Vec::with_capacity(k.min(4096) as usize);
         for _ in 0..k {
             cells.push(match r.u8("cell node")? {
                 0 => CellNode::Opaque(r.array("cell node hash")?),
@@ -444,7 +438,7 @@ impl CellBundle {
         if u64::from(s) > MAX_LOGS || s as usize > r.remaining() / 5 {
             return Err(bad("logs", format!("{s}, over {MAX_LOGS} or the bytes left")));
         }
-        let mut logs: Vec<(MemoryLog, Vec<Digest>)> = Vec::with_capacity(s as usize);
+        let mut logs: Vec<(MemoryLog, Vec<Digest>)> = Vec::with_capacity(s.min(4096) as usize);
         for _ in 0..s {
             let log = MemoryLog::decode(r.bytes32(4096, "leaf")?)?;
             if logs.last().is_some_and(|(l, _)| l.id.0 >= log.id.0) {
@@ -458,7 +452,7 @@ impl CellBundle {
         if m > s {
             return Err(bad("answers", format!("{m} answers for {s} logs")));
         }
-        let mut answers: Vec<(LogId, Vec<u8>)> = Vec::with_capacity(m as usize);
+        let mut answers: Vec<(LogId, Vec<u8>)> = Vec::with_capacity(m.min(4096) as usize);
         for _ in 0..m {
             let id = LogId(r.u64("answer's log")?);
             if answers.last().is_some_and(|(last, _)| last.0 >= id.0) {
@@ -470,7 +464,7 @@ impl CellBundle {
             answers.push((id, r.bytes32(super::MAX_FILE_BYTES, "answer")?.to_vec()));
         }
         r.finish()?;
-        Ok(Self { ledger_key, header, cells_header, cells, logs, answers })
+        Ok(Self { ledger_key, header, cells, logs, answers })
     }
 }
 
@@ -492,21 +486,8 @@ fn verify_cells(
     }
     b.header.verify(ledger_key).map_err(|e| FleetError::Signature(e.to_string()))?;
     let h = &b.header.header;
-    let cells_root = match &b.cells_header {
-        None => h.cells,
-        Some(q) => {
-            q.verify(ledger_key).map_err(|e| FleetError::Signature(e.to_string()))?;
-            if q.header.number <= h.number {
-                return Err(FleetError::Cells(format!(
-                    "the cells' Pulse {} is not after the Pulse asked, {}",
-                    q.header.number, h.number
-                )));
-            }
-            q.header.cells
-        }
-    };
-    let cells_root = cells_root.ok_or_else(|| {
-        FleetError::Cells("a header carries no cells root (a ledger made before cells)".into())
+    let cells_root = h.cells.ok_or_else(|| {
+        FleetError::Cells("the header carries no cells root (a ledger made before cells)".into())
     })?;
     let asked = CellQuery::new(&query.frame, &query.bounds);
     let nodes: Vec<RangeNode> = b
@@ -537,24 +518,21 @@ fn verify_cells(
             _ => {}
         }
     }
-    // Logs opened after the Pulse asked are not in its state.
-    let listed: Vec<u64> = listed.into_iter().filter(|id| *id < h.logs).collect();
-    let mut stated = b.logs.iter().peekable();
-    for id in &listed {
-        match stated.peek() {
-            Some((l, _)) if l.id.0 == *id => {
-                stated.next();
-            }
-            _ => return Err(FleetError::Unstated { log: LogId(*id), pulse: h.number }),
-        }
-    }
-    if let Some((l, _)) = stated.next() {
-        return Err(FleetError::NotAsked(l.id));
+    // The stated logs are exactly those listed (both ascending): the first id in one and not
+    // the other decides — listed, not stated: left out; stated, not listed: not asked.
+    let stated: Vec<u64> = b.logs.iter().map(|(l, _)| l.id.0).collect();
+    let listed: Vec<u64> = listed.into_iter().collect();
+    if let Some(i) = (0..listed.len().max(stated.len())).find(|&i| listed.get(i) != stated.get(i)) {
+        return Err(match (listed.get(i), stated.get(i)) {
+            (Some(l), Some(s)) if s < l => FleetError::NotAsked(LogId(*s)),
+            (Some(l), _) => FleetError::Unstated { log: LogId(*l), pulse: h.number },
+            (None, s) => FleetError::NotAsked(LogId(s.copied().unwrap_or_default())),
+        });
     }
     for (log, path) in &b.logs {
         let leaf = Blake3::hash_leaf(&log.encode());
         crate::merkle::verify_inclusion::<Blake3, _>(log.id.0, h.logs, &leaf, path, &h.state_root)
-            .map_err(|_| FleetError::StateRoot { pulse: h.number, logs: b.logs.len() })?;
+            .map_err(|_| FleetError::StatePath { log: log.id, pulse: h.number })?;
     }
     let logs: Vec<MemoryLog> = b.logs.iter().map(|(l, _)| l.clone()).collect();
     answer_logs(&logs, &b.answers, ledger_key, query, group, h.number, h.time_ns)
