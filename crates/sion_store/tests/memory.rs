@@ -426,3 +426,16 @@ fn a_writer_that_lists_its_cells_late_is_convicted_all_the_same() {
     assert_eq!(v.pulse.map(|p| p.0), Some(recorded));
     assert!(matches!(v.claim, Claim::CellOmitted { position: 7, .. }));
 }
+
+/// Where an atom is, read from its encoding's first fields alone (what a commit reads to name
+/// its cells): the same frame and box as the whole decode; a cut encoding is refused.
+#[test]
+fn an_atoms_placement_is_read_from_its_first_fields() {
+    use sion_verify::atom::Atom;
+    for a in Warehouse::new(WarehouseConfig::default()).take(500) {
+        let (frame, bounds) = Atom::placement(a.bytes()).expect("placement");
+        assert_eq!((&frame, &bounds), (&a.parts().frame, &a.parts().bounds));
+        let cut = &a.bytes()[..2 + 1 + frame.len() + 40];
+        assert!(Atom::placement(cut).is_err(), "a cut box is refused");
+    }
+}

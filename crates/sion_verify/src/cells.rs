@@ -68,7 +68,12 @@ pub fn level_of(b: &BoxMm) -> u8 {
 
 /// The cells, ascending, that an atom with this box in `frame` lies in (one to four).
 pub fn cells_of(frame: &str, b: &BoxMm) -> Vec<u128> {
-    let (tag, level) = (frame_tag(frame), level_of(b));
+    cells_of_tagged(frame_tag(frame), b)
+}
+
+/// [`cells_of`] for a frame whose tag ([`frame_tag`]) is `tag`.
+pub fn cells_of_tagged(tag: u16, b: &BoxMm) -> Vec<u128> {
+    let level = level_of(b);
     let shift = LEVEL0_BITS + u32::from(level);
     let span = |i: usize| (b.min_mm[i] >> shift)..=(b.max_mm[i] >> shift);
     let mut out: Vec<u128> =

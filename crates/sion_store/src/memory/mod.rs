@@ -1121,7 +1121,6 @@ impl Memory {
     /// The cells the atoms at `from..to` lie in that this process has not yet had the ledger
     /// list this log in (docs/LEDGER.md, "Cells"), ascending; none on a ledger without cells.
     fn new_cells(&mut self, from: u64, to: u64) -> Result<Vec<u128>, CommitError> {
-        use rayon::prelude::*;
         if from >= to {
             return Ok(Vec::new());
         }
@@ -1136,24 +1135,32 @@ impl Memory {
         if !keeps {
             return Ok(Vec::new());
         }
-        let mut found = std::collections::BTreeSet::new();
-        let mut records = self.log.scan_bytes(from).take((to - from) as usize);
-        loop {
-            let batch: Vec<(u64, Vec<u8>)> = records.by_ref().take(FOLD_BATCH).collect::<Result<_, _>>()?;
-            if batch.is_empty() {
-                break;
+        let mut found: Vec<u128> = Vec::new();
+        // Most atoms share a frame: its tag (a hash) is taken once per run of one frame.
+        let mut tag_of: Option<(String, u16)> = None;
+        for record in self.log.scan_bytes(from).take((to - from) as usize) {
+            let (position, bytes) = record?;
+            // Where it is, read from its first fields: the log took it as a valid atom.
+            let (frame, bounds) =
+                Atom::placement(&bytes).map_err(|e| LogError::Corrupt { position, reason: e.to_string() })?;
+            let tag = match &tag_of {
+                Some((f, t)) if *f == frame => *t,
+                _ => {
+                    let t = sion_verify::cells::frame_tag(&frame);
+                    tag_of = Some((frame, t));
+                    t
+                }
+            };
+            found.extend(sion_verify::cells::cells_of_tagged(tag, &bounds));
+            if found.len() > 1 << 16 {
+                found.sort_unstable();
+                found.dedup();
             }
-            let cells: Vec<Vec<u128>> = batch
-                .into_par_iter()
-                .map(|(position, bytes)| {
-                    let atom = Atom::decode_owned(bytes)
-                        .map_err(|e| LogError::Corrupt { position, reason: e.to_string() })?;
-                    Ok(sion_verify::cells::cells_of(&atom.parts().frame, &atom.parts().bounds))
-                })
-                .collect::<Result<_, LogError>>()?;
-            found.extend(cells.into_iter().flatten().filter(|c| !self.cells_sent.contains(c)));
         }
-        Ok(found.into_iter().collect())
+        found.sort_unstable();
+        found.dedup();
+        found.retain(|c| !self.cells_sent.contains(c));
+        Ok(found)
     }
 
     fn attestation(&self) -> Result<Attestation, ProveError> {

@@ -99,6 +99,26 @@ pub(super) fn encode(p: &AtomParts) -> Vec<u8> {
     out
 }
 
+/// An encoding's frame and box alone (its first fields), for a reader that needs to know only
+/// where an atom is; nothing after them is read or checked.
+pub(super) fn placement(bytes: &[u8]) -> Result<(String, BoxMm), AtomError> {
+    if bytes.len() > MAX_ATOM_BYTES {
+        return Err(AtomError::TooLong(bytes.len()));
+    }
+    let mut r = Reader::new(bytes);
+    let version = r.u8("version")?;
+    if version != VERSION && version != VERSION_STATES {
+        return Err(AtomError::Version(version));
+    }
+    r.u8("kind")?;
+    let frame = r.str8("frame")?;
+    let mut bounds = BoxMm { min_mm: [0; 3], max_mm: [0; 3] };
+    for v in bounds.min_mm.iter_mut().chain(bounds.max_mm.iter_mut()) {
+        *v = r.i64("bounds")?;
+    }
+    Ok((frame, bounds))
+}
+
 pub(super) fn decode(bytes: &[u8]) -> Result<AtomParts, AtomError> {
     if bytes.len() > MAX_ATOM_BYTES {
         return Err(AtomError::TooLong(bytes.len()));

@@ -60,6 +60,12 @@ impl Atom {
         Ok(Self { parts, bytes: bytes.into_boxed_slice(), id })
     }
 
+    /// The frame and box of an atom's canonical encoding, read from its first fields alone:
+    /// nothing after them is checked (for bytes a log took as a valid atom already).
+    pub fn placement(bytes: &[u8]) -> Result<(String, BoxMm), AtomError> {
+        codec::placement(bytes)
+    }
+
     /// What the atom says.
     pub fn parts(&self) -> &AtomParts {
         &self.parts
