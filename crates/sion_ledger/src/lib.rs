@@ -298,6 +298,9 @@ fn pulse_header(state: &mut State, number: u64, time_ns: i64, prev: Option<&Sign
     state.header(number, time_ns, prev.map(|h| h.header.hash()).unwrap_or([0; 32]))
 }
 
+/// A Pulse's signed header, and its cell trie and each cell's logs as they stood then.
+type CellsThen = (SignedHeader, sion_verify::cells::CellTrie, std::collections::HashMap<u128, Vec<u64>>);
+
 /// A log's version record (docs/LEDGER.md, "Files beside the journal"), as the fleet ledger
 /// keeps it too.
 pub fn encode_version(log: &MemoryLog) -> [u8; 128] {
@@ -804,36 +807,26 @@ impl Ledger {
         asked: &sion_verify::cells::CellQuery,
         pulse: u64,
     ) -> Result<Option<link::CellsAnswer>, LedgerError> {
-        use sion_verify::cells::Asked as _;
-        let Some(cells) = &self.state.cells else { return Ok(None) };
-        let header = self.header(pulse)?;
-        let (mut trie, logs) = cells.as_of(pulse);
-        if Some(trie.root()) != header.header.cells {
-            return Err(self
-                .damaged("checkpoint", format!("the cells as of Pulse {pulse} are not the ones it signed")));
-        }
-        let proof = trie.prove_asked(asked);
-        let lists = proof
-            .nodes
-            .iter()
-            .filter_map(|n| match n {
-                sion_verify::cells::RangeNode::Leaf(k, _) if asked.meets(128, *k) => {
-                    Some((*k, logs.get(k).cloned().unwrap_or_default()))
-                }
-                _ => None,
-            })
-            .collect();
+        let Some((header, trie, logs)) = self.cells_at(pulse)? else { return Ok(None) };
+        let (proof, lists) = state::prove_asked(&trie, asked, |k| logs.get(&k).cloned().unwrap_or_default());
         Ok(Some((header, proof, lists)))
     }
 
     /// Pulse `pulse`'s signed header, the proof against its cells root of which logs cell `key`
-    /// listed then, and those logs (`Ok(None)` on a ledger made without cells). The map as of
-    /// that Pulse is rebuilt from the Pulse that listed each log (a cost of the map's size).
+    /// listed then, and those logs (`Ok(None)` on a ledger made without cells).
     pub fn cell_proof_at(
         &self,
         key: u128,
         pulse: u64,
     ) -> Result<Option<(SignedHeader, sion_verify::cells::CellProof, Vec<u64>)>, LedgerError> {
+        let Some((header, trie, logs)) = self.cells_at(pulse)? else { return Ok(None) };
+        Ok(Some((header, trie.prove(key), logs.get(&key).cloned().unwrap_or_default())))
+    }
+
+    /// Pulse `pulse`'s signed header and the cell map as it stood then, checked against the
+    /// header's cells root: rebuilt from the Pulse that listed each log (a cost of the map's
+    /// size). `Ok(None)` on a ledger made without cells.
+    fn cells_at(&self, pulse: u64) -> Result<Option<CellsThen>, LedgerError> {
         let Some(cells) = &self.state.cells else { return Ok(None) };
         let header = self.header(pulse)?;
         let (mut trie, logs) = cells.as_of(pulse);
@@ -841,7 +834,7 @@ impl Ledger {
             return Err(self
                 .damaged("checkpoint", format!("the cells as of Pulse {pulse} are not the ones it signed")));
         }
-        Ok(Some((header, trie.prove(key), logs.get(&key).cloned().unwrap_or_default())))
+        Ok(Some((header, trie, logs)))
     }
 
     pub fn latest(&self) -> &SignedHeader {

@@ -118,18 +118,7 @@ impl Cells {
         &self,
         asked: &A,
     ) -> (RangeCellProof, BTreeMap<u128, Vec<u64>>) {
-        let proof = self.trie.prove_asked(asked);
-        let lists = proof
-            .nodes
-            .iter()
-            .filter_map(|n| match n {
-                sion_verify::cells::RangeNode::Leaf(k, _) if asked.meets(128, *k) => {
-                    Some((*k, self.logs_at(*k).to_vec()))
-                }
-                _ => None,
-            })
-            .collect();
-        (proof, lists)
+        prove_asked(&self.trie, asked, |k| self.logs_at(k).to_vec())
     }
 
     /// The proof of every cell within `ranges` (inclusive key ranges, ascending).
@@ -175,6 +164,25 @@ impl Cells {
             self.trie.insert(key, d);
         }
     }
+}
+
+/// The proof of every cell `asked` asks in `trie`, and the logs (`logs_of`) of each asked cell
+/// the proof shows.
+pub fn prove_asked<A: sion_verify::cells::Asked + ?Sized>(
+    trie: &CellTrie,
+    asked: &A,
+    logs_of: impl Fn(u128) -> Vec<u64>,
+) -> (RangeCellProof, BTreeMap<u128, Vec<u64>>) {
+    let proof = trie.prove_asked(asked);
+    let lists = proof
+        .nodes
+        .iter()
+        .filter_map(|n| match n {
+            sion_verify::cells::RangeNode::Leaf(k, _) if asked.meets(128, *k) => Some((*k, logs_of(*k))),
+            _ => None,
+        })
+        .collect();
+    (proof, lists)
 }
 
 /// What [`State::apply`] changed, to put back with [`State::undo`] (a Pulse that could not be
