@@ -283,8 +283,8 @@ pub fn recall_by_cells(
     most: usize,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<(sion_verify::proof::fleet::CellBundle, Vec<Gap>), FleetRecallError> {
-    use sion_verify::cells::{CellQuery, RangeNode};
-    use sion_verify::proof::fleet::{CellBundle, CellNode, MAX_CELL_NODES, in_group};
+    use sion_verify::cells::CellQuery;
+    use sion_verify::proof::fleet::{CellBundle, MAX_CELL_NODES, cell_nodes, in_group};
     let asked = CellQuery::new(&query.frame, &query.bounds);
     let (header, proof, lists) = link.cells_asked(&asked, pulse)?.ok_or(FleetRecallError::NoCells)?;
     if pulse.is_some_and(|p| p != header.header.number) {
@@ -300,19 +300,7 @@ pub fn recall_by_cells(
     if proof.nodes.len() > MAX_CELL_NODES as usize {
         return Err(FleetRecallError::TooLarge(MAX_CELL_NODES as usize));
     }
-    let cells = proof
-        .nodes
-        .iter()
-        .map(|n| match *n {
-            RangeNode::Opaque(d) => CellNode::Opaque(d),
-            RangeNode::Empty => CellNode::Empty,
-            RangeNode::Leaf(k, d) => match lists.get(&k) {
-                Some(ids) => CellNode::Listed(k, ids.clone()),
-                None => CellNode::Other(k, d),
-            },
-            RangeNode::Node => CellNode::Node,
-        })
-        .collect();
+    let cells = cell_nodes(&proof, &lists);
     let listed: std::collections::BTreeSet<u64> =
         lists.values().flatten().copied().filter(|id| *id < header.header.logs).collect();
     let mut logs = Vec::with_capacity(listed.len());

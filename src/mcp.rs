@@ -296,6 +296,10 @@ pub struct FleetRecallArgs {
     /// The Pulse to answer as of; the fleet ledger's latest if absent or 0.
     #[serde(default)]
     pub pulse: Option<u64>,
+    /// Ask only the logs the fleet ledger's cells list in the box (docs/PROOFS.md, "Fleet
+    /// recall by cells"): a smaller bundle when the box is small beside where the fleet goes.
+    #[serde(default)]
+    pub by_cells: bool,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -561,7 +565,7 @@ impl MemoryServer {
             }
             let query = a.question.query()?;
             // Pulse 0, the genesis, holds no log: 0 asks for the latest, as over ROS.
-            r.fleet_recall(&query, a.group.as_deref(), a.pulse.filter(|p| *p != 0))
+            r.fleet_recall(&query, a.group.as_deref(), a.pulse.filter(|p| *p != 0), a.by_cells)
         })
         .await
     }

@@ -882,6 +882,7 @@ impl Protocol {
         query: &Query,
         group: Option<&str>,
         pulse: Option<u64>,
+        by_cells: bool,
     ) -> Result<FleetRecalled, ProtocolError> {
         use crate::fleet::Gap;
         if let Some(g) = group
@@ -930,16 +931,32 @@ impl Protocol {
         dirs.extend(self.others.iter().cloned());
         let memories =
             dirs.iter().map(|d| crate::fleet::options(d).open_read_only()).collect::<Result<Vec<_>, _>>()?;
-        let (bundle, gaps) = crate::fleet::recall_bundle_within(
-            &link,
-            Some(pulse),
-            query,
-            group,
-            &memories,
-            MAX_FLEET_ANSWER_BYTES,
-            |_, _| {},
-        )
-        .map_err(|e| ProtocolError::Refused(e.to_string()))?;
+        // By cells (SIONFLT2): only the logs the box's cells list are stated and asked.
+        let (bytes, gaps) = if by_cells {
+            let (b, gaps) = crate::fleet::recall_by_cells(
+                &link,
+                Some(pulse),
+                query,
+                group,
+                &memories,
+                MAX_FLEET_ANSWER_BYTES,
+                |_, _| {},
+            )
+            .map_err(|e| ProtocolError::Refused(e.to_string()))?;
+            (b.encode(), gaps)
+        } else {
+            let (b, gaps) = crate::fleet::recall_bundle_within(
+                &link,
+                Some(pulse),
+                query,
+                group,
+                &memories,
+                MAX_FLEET_ANSWER_BYTES,
+                |_, _| {},
+            )
+            .map_err(|e| ProtocolError::Refused(e.to_string()))?;
+            (b.encode(), gaps)
+        };
         let missing: Vec<String> =
             gaps.iter().filter(|g| !matches!(g, Gap::OutOfScope { .. })).map(ToString::to_string).collect();
         if !missing.is_empty() {
@@ -948,7 +965,6 @@ impl Protocol {
                 missing.join("; ")
             )));
         }
-        let bytes = bundle.encode();
         if bytes.len() > MAX_FLEET_ANSWER_BYTES {
             return Err(ProtocolError::Refused(format!(
                 "the bundle is {} bytes, over the {MAX_FLEET_ANSWER_BYTES} this answer carries: ask a smaller box or a shorter interval, or use `sion fleet recall -o FILE`",

@@ -13,7 +13,7 @@ use ed25519_dalek::SigningKey;
 use sion_fleet::FleetLedger;
 use sion_fleet::local::Etcd;
 use sion_fleet::service::Service;
-use sion_memory::fleet::{Gap, RemoteLedger, options_on, recall_bundle};
+use sion_memory::fleet::{Gap, RemoteLedger, options_on, recall_bundle, recall_by_cells};
 use sion_memory::memory::Memory;
 use sion_verify::atom::BoxMm;
 use sion_verify::index::geom::Query;
@@ -57,6 +57,11 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
                 let d = dir.join(format!("robot-{i:03}"));
                 let agent = format!("robot-{i:03}");
                 let mut m = options_on(&d, Some(&url)).expect("options").agent(agent.as_str()).create().expect("create");
+                // The last robot withholds its cells (the ledger keeps them: docs/FLEET-LEDGER.md,
+                // "Cells"): a recall by cells misses it, and its omission convicts it.
+                if i == robots - 1 {
+                    m.withhold_cells();
+                }
                 let atoms: Vec<_> = sion_sim::MonthInAWarehouse::new(150, i as u64 + 1).collect();
                 m.remember(atoms).expect("remember");
                 m.commit(false).expect("commit");
@@ -173,6 +178,65 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
         assert_eq!((answer.in_scope, answer.logs.len()), (1, 1));
         assert!(matches!(verify_fleet(&one.encode(), &public, &q, None), Err(FleetError::LeftOut { .. })));
 
+        // By cells (SIONFLT2): only the logs the box's cells list are stated and answer — every
+        // robot but the one that withheld its cells, whose own memory convicts it (kind 10).
+        let (every, _) = recall_bundle(&link, None, &q, None, &memories, |_, _| {}).expect("bundle");
+        let every = verify_fleet(&every.encode(), &public, &q, None).expect("every log");
+        let (cells, gaps) =
+            recall_by_cells(&link, None, &q, None, &memories, 1 << 30, |_, _| {}).expect("by cells");
+        let liar = memories[robots - 1].log_id();
+        assert!(matches!(gaps.as_slice(), [Gap::OutOfScope { log }] if *log == liar.0), "{gaps:?}");
+        let cell_bytes = cells.encode();
+        let started = Instant::now();
+        let by_cells = verify_fleet(&cell_bytes, &public, &q, None).expect("the answer by cells holds");
+        let cells_took = started.elapsed();
+        assert_eq!(by_cells.logs.len(), robots - 1);
+        assert!(!by_cells.logs.iter().any(|l| l.log == liar));
+        let withheld = every.logs.iter().find(|l| l.log == liar).map_or(0, |l| l.atoms.len());
+        assert!(withheld > 0, "the liar was in the box");
+        assert_eq!(by_cells.atoms() + withheld, every.atoms());
+        let convicted = memories[robots - 1].prove_cell_omission(0).expect("the liar's omission");
+        convicted.verify(Some(&public)).expect("the omission holds, attested by the fleet ledger");
+        let mut edited = cells.clone();
+        for n in &mut edited.cells {
+            if let sion_verify::proof::fleet::CellNode::Listed(_, ids) = n {
+                ids.push(u64::MAX - 1);
+            }
+        }
+        assert_eq!(verify_fleet(&edited.encode(), &public, &q, None).expect_err("edited").code(), "cells");
+        eprintln!(
+            "fleet recall by cells, {robots} robots: {} logs stated, bundle {} bytes ({:.1} KiB), checked in {:.1} ms",
+            cells.logs.len(),
+            cell_bytes.len(),
+            cell_bytes.len() as f64 / 1024.0,
+            cells_took.as_secs_f64() * 1e3
+        );
+
+        // A 50 m × 50 m corner of the 1 km warehouse: by cells, only the robots whose atoms lie
+        // there are stated; every log, all of them.
+        let corner = BoxMm { min_mm: [100_000, 100_000, 0], max_mm: [150_000, 150_000, 30_000] };
+        let small = Query::new("map", corner, start, start + 10 * DAY_NS).expect("query");
+        let (every, _) = recall_bundle(&link, None, &small, None, &memories, |_, _| {}).expect("bundle");
+        let (cells, _) = recall_by_cells(&link, None, &small, None, &memories, 1 << 30, |_, _| {}).expect("cells");
+        let (every_bytes, cell_bytes) = (every.encode(), cells.encode());
+        let started = Instant::now();
+        let all = verify_fleet(&every_bytes, &public, &small, None).expect("every log");
+        let every_took = started.elapsed();
+        let started = Instant::now();
+        let listed = verify_fleet(&cell_bytes, &public, &small, None).expect("by cells");
+        let cells_took = started.elapsed();
+        let withheld_here = all.logs.iter().find(|l| l.log == liar).map_or(0, |l| l.atoms.len());
+        assert_eq!(listed.atoms() + withheld_here, all.atoms());
+        eprintln!(
+            "a 50 m × 50 m box, {robots} robots, {} atoms: every log {:.1} KiB, checked in {:.1} ms; by cells {} logs stated, {:.1} KiB, checked in {:.1} ms",
+            all.atoms(),
+            every_bytes.len() as f64 / 1024.0,
+            every_took.as_secs_f64() * 1e3,
+            cells.logs.len(),
+            cell_bytes.len() as f64 / 1024.0,
+            cells_took.as_secs_f64() * 1e3
+        );
+
         // The same from the command line, as an operator asks it and an auditor checks it.
         let out = dir.join("fleet.bundle");
         let (from, to) = (q.from_ns.to_string(), q.to_ns.to_string());
@@ -192,6 +256,24 @@ async fn a_fleet_recall_is_complete_across_robots_and_names_the_one_left_out_sta
         let said = String::from_utf8_lossy(&o.stdout);
         let atoms = verify_fleet(&second.encode(), &public, &q, None).expect("second").atoms();
         assert!(o.status.success() && said.contains(&format!("VALID: {atoms} atom(s) from {robots} log(s)")), "{said}");
+        // By cells, from the command line: the robots the box's cells list, checked alike.
+        let by_cells_out = dir.join("fleet-cells.bundle");
+        let mut recall = std::process::Command::new(env!("CARGO_BIN_EXE_sion"));
+        recall
+            .args(["fleet", "recall", "--by-cells", "--ledger", &url, "-o", by_cells_out.to_str().expect("utf8")])
+            .args(question);
+        for i in 0..robots {
+            recall.arg("--memory").arg(dir.join(format!("robot-{i:03}")));
+        }
+        let o = recall.output().expect("sion fleet recall --by-cells");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sion"))
+            .args(["fleet", "verify", by_cells_out.to_str().expect("utf8"), "--ledger-key", &hex::encode(public.to_bytes())])
+            .args(question)
+            .output()
+            .expect("sion fleet verify");
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && said.contains(&format!("VALID: {} atom(s) from {} log(s)", atoms - withheld, robots - 1)), "{said}");
         // Without robot 0's memory: named, and nothing written unless asked.
         let mut short = std::process::Command::new(env!("CARGO_BIN_EXE_sion"));
         short.args(["fleet", "recall", "--ledger", &url, "-o", dir.join("short").to_str().expect("utf8")]).args(question);

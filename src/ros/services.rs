@@ -519,7 +519,7 @@ impl Services {
                     )?;
                     let group = (!req.group.is_empty()).then_some(req.group.as_str());
                     let pulse = (req.pulse != 0).then_some(req.pulse);
-                    protocol.fleet_recall(&query, group, pulse).map_err(|e| e.to_string())
+                    protocol.fleet_recall(&query, group, pulse, req.by_cells).map_err(|e| e.to_string())
                 })
                 .await;
                 match result {

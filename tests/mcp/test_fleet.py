@@ -124,6 +124,16 @@ class FleetRecall(unittest.TestCase):
                 self.assertTrue(err and "group" in bad, bad)
                 err, bad = await call(s, "sion_fleet_recall", {**QUESTION, "as_of": 10})
                 self.assertTrue(err and "as_of" in bad, bad)
+                # By cells (SIONFLT2): the same atoms, checked by the same command.
+                self.assertIn("by_cells", tools["sion_fleet_recall"].input_schema["properties"])
+                err, cells = await call(s, "sion_fleet_recall", {**QUESTION, "by_cells": True})
+                self.assertFalse(err, cells)
+                self.assertEqual(cells["atoms"], out["atoms"])
+                self.assertTrue(base64.b64decode(cells["bundle"]).startswith(b"SIONFLT2"))
+                with open(bundle, "wb") as f:
+                    f.write(base64.b64decode(cells["bundle"]))
+                said = run("fleet", "verify", bundle, "--ledger-key", self.ledger_key, *CLI_QUESTION)
+                self.assertIn(f"VALID: {out['atoms']} atom(s)", said)
                 # As of the Pulse the first answer was of: the same answer.
                 err, again = await call(s, "sion_fleet_recall", {**QUESTION, "pulse": out["pulse"]})
                 self.assertFalse(err, again)

@@ -257,6 +257,16 @@ class Fleet(unittest.TestCase):
                                               from_ns=0, to_ns=to_ns)
         self.assertEqual((checked['in_scope'], len(checked['atoms'])), (2, answer.atoms))
         self.assertEqual(checked['pulse'], answer.pulse)
+        # By cells (SIONFLT2): only the logs the ledger's cells list in the box; the same atoms.
+        request.by_cells = True
+        cells = ask.call(self.client, FleetRecall, f'{A}/fleet_recall', request)
+        request.by_cells = False
+        self.assertTrue(cells.ok, cells.error)
+        self.assertEqual(cells.atoms, answer.atoms)
+        self.assertTrue(bytes(cells.bundle).startswith(b'SIONFLT2'))
+        checked = ask.sion_verify.check_fleet(bytes(cells.bundle), self.ledger_key, frame='map', box=self.box,
+                                              from_ns=0, to_ns=to_ns)
+        self.assertEqual(len(checked['atoms']), answer.atoms)
         # Robot B alone (a group of one agent); and another group's question is not this one.
         request.group = 'robot_b'
         one = ask.call(self.client, FleetRecall, f'{A}/fleet_recall', request)

@@ -143,8 +143,7 @@ impl FleetLedger {
         let mut pulses: Vec<ArchivedPulse> = Vec::with_capacity((to - from).min(SEGMENT_PULSES) as usize);
         for number in from..to {
             let entry = r.bytes32(1 << 20, "entry").map_err(wire)?;
-            // A fleet ledger keeps no cells yet: its headers are of version 1.
-            let header = PulseHeader::decode_tail(entry, false)
+            let header = PulseHeader::decode_tail(entry, self.cells)
                 .map_err(|e| format!("Pulse {number}: the entry's header: {e}"))?;
             let signature: [u8; 64] = r.array("signature").map_err(wire)?;
             let n = r.u8("cosignatures").map_err(wire)?;
@@ -190,6 +189,15 @@ impl FleetLedger {
             return Err(FleetError::Archive(format!(
                 "Pulses before {before} asked, but the latest is {latest}: the latest Pulse stays in etcd"
             )));
+        }
+        // A front-end holding nothing rebuilds the cells from their latest snapshot and the
+        // entries since: a snapshot as of the latest Pulse first, and nothing after the latest
+        // snapshot is archived (its pointer only moves forward).
+        let mut before = before;
+        if self.cells {
+            self.write_cell_snapshot().await?;
+            let kept = self.cell_snapshot_pulse().await?.unwrap_or(0);
+            before = before.min(kept + 1);
         }
         let per_segment = per_segment.clamp(1, SEGMENT_PULSES * 16);
         let mut report = ArchiveReport::default();

@@ -21,7 +21,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::service::REFUSAL;
 use crate::service::pb::ledger_client::LedgerClient;
-use crate::service::pb::{Blob, Cosigned, Empty, LogAt, Name, Number, Sizes, VersionsQuery};
+use crate::service::pb::{Blob, CellsAsked, Cosigned, Empty, LogAt, Name, Number, Sizes, VersionsQuery};
 
 /// What to look at when the service does not answer.
 const UNREACHABLE: &str = "is the ledger service running there, with a quorum of its etcd members up? \
@@ -256,6 +256,31 @@ impl RemoteLedger {
         self.hashes(l.values, "an inclusion proof")
     }
 
+    /// The cells `asked` asks as of Pulse `pulse` (the latest for `None`; docs/FLEET-LEDGER.md,
+    /// "Cells"): the header, checked to be signed by the ledger's key (and of the Pulse asked),
+    /// the cell proof and each asked cell's logs, unchecked against its cells root (a reader
+    /// checks them against the question it asked). `None` on a ledger without cells.
+    pub fn cells(
+        &self,
+        asked: &crate::cells::AskedCells,
+        pulse: Option<u64>,
+    ) -> Result<Option<sion_ledger::link::CellsAnswer>, LedgerError> {
+        let q = CellsAsked { asked: asked.encode(), at: pulse };
+        let m = self.call(move |mut c| Box::pin(async move { c.cells(q).await }))?;
+        let Some(b) = m.value else { return Ok(None) };
+        let (header, nodes) = crate::cells::decode_answer(&b)
+            .map_err(|e| self.remote(format!("cells that do not parse: {e}")))?;
+        header.verify(&self.key).map_err(|e| self.remote(format!("{e}: refused")))?;
+        if pulse.is_some_and(|p| p != header.header.number) {
+            return Err(self.remote(format!(
+                "asked for the cells at Pulse {pulse:?}, it sent Pulse {}",
+                header.header.number
+            )));
+        }
+        let (proof, lists) = sion_verify::proof::fleet::range_of_nodes(&nodes);
+        Ok(Some((header, proof, lists)))
+    }
+
     fn log_of(&self, bytes: &[u8]) -> Result<MemoryLog, LedgerError> {
         MemoryLog::decode(bytes).map_err(|e| self.remote(format!("a log that does not parse: {e}")))
     }
@@ -394,6 +419,45 @@ impl LedgerLink for RemoteLedger {
         let Some((note, checkpoint)) = self.cosigned_checkpoint(pulse)? else { return Ok(None) };
         let path = self.history_inclusion(pulse, checkpoint.size)?;
         Ok(Some(sion_verify::proof::Covering { note, path }))
+    }
+
+    fn cells_asked(
+        &self,
+        asked: &sion_verify::cells::CellQuery,
+        pulse: Option<u64>,
+    ) -> Result<Option<sion_ledger::link::CellsAnswer>, LedgerError> {
+        self.cells(&crate::cells::AskedCells::Question(Box::new(asked.clone())), pulse)
+    }
+
+    fn cell_proof(
+        &self,
+        key: u128,
+        pulse: Option<u64>,
+    ) -> Result<Option<sion_ledger::link::CellAnswer>, LedgerError> {
+        let Some((header, proof, lists)) = self.cells(&crate::cells::AskedCells::keys(&[key]), pulse)? else {
+            return Ok(None);
+        };
+        let path = proof
+            .path_of(key)
+            .ok_or_else(|| self.remote("a cell proof that does not open the cell's path"))?;
+        let logs = lists.get(&key).cloned().unwrap_or_default();
+        // Checked here, so a lying service cannot have a robot build, against itself, a proof
+        // that does not hold: the path leads to the header's cells root and shows these logs.
+        let root =
+            header.header.cells.ok_or_else(|| self.remote("cells under a header without a cells root"))?;
+        let shown = path
+            .verify(&root, key)
+            .map_err(|e| self.remote(format!("a cell proof that does not hold: {e}")))?;
+        let holds = match shown {
+            sion_verify::cells::Found::Present(d) => {
+                !logs.is_empty() && d == sion_verify::cells::logs_digest(&logs)
+            }
+            sion_verify::cells::Found::Absent => logs.is_empty(),
+        };
+        if !holds {
+            return Err(self.remote(format!("cell {key:032x}'s logs are not the ones its proof shows")));
+        }
+        Ok(Some((header, path, logs)))
     }
 
     fn cosignatures(&self, pulse: u64) -> Result<Vec<Cosignature>, LedgerError> {

@@ -14,6 +14,7 @@ pub mod access;
 pub mod admission;
 pub mod archive;
 pub mod c2sp;
+pub mod cells;
 pub mod client;
 pub mod history;
 pub mod local;
@@ -212,9 +213,12 @@ pub struct FleetLedger {
     archive_dir: Option<std::path::PathBuf>,
     /// The last segment read, checked.
     segment: Option<archive::Segment>,
-    /// Whether the ledger chains each writer's logs (`P/format` is `2`: every ledger made
-    /// since chains were; docs/FLEET-LEDGER.md, "State in etcd"). Read once, at connecting.
+    /// Whether the ledger chains each writer's logs (`P/format` is `2` or `3`: every ledger
+    /// made since chains were; docs/FLEET-LEDGER.md, "State in etcd"). Read once, at connecting.
     chained: bool,
+    /// Whether the ledger keeps cells (`P/format` is `3`: every ledger made since fleets keep
+    /// them; docs/FLEET-LEDGER.md, "Cells"): its headers are of version 2.
+    cells: bool,
     /// What one Pulse's etcd transaction may hold.
     limits: TxnLimits,
     /// Members taken out of the client's rotation because their port refused a connection,
@@ -261,7 +265,7 @@ const DIAGNOSED_LOGS: u64 = 4096;
 pub const MAX_BATCH: u32 = 65_536;
 
 /// A Pulse's entry as `P/pulse/N` holds it: `u8 0` and the header (the genesis); `u8 1`, `u32`
-/// length and the signed transaction, then the header (89 bytes, unsigned); or `u8 2`, `u32`
+/// length and the signed transaction, then the header (89 bytes, or 121 with cells; unsigned); or `u8 2`, `u32`
 /// count (2 or more), that many (`u32` length, signed transaction), then the header — a Pulse
 /// of many transactions, in the order they were applied (docs/FLEET-LEDGER.md, "Many
 /// transactions, one Pulse").
@@ -282,10 +286,10 @@ pub(crate) fn decode_entry(v: &[u8]) -> Result<(Vec<SignedTx>, PulseHeader), Str
         let bytes = r.bytes32(1 << 16, "transaction").map_err(e)?;
         txs.push(SignedTx::decode(bytes).map_err(|err| format!("transaction {i}: {err}"))?);
     }
-    // A fleet ledger keeps no cells yet: its headers are of version 1 (89 bytes).
-    let header = PulseHeader::decode(r.take(sion_verify::ledger::HEADER_V1, "header").map_err(e)?)
-        .map_err(|err| err.to_string())?;
-    r.finish().map_err(e)?;
+    // The rest is the header, of either version (its first byte): whether it is this ledger's
+    // is checked where the ledger's format is known.
+    let header =
+        PulseHeader::decode(r.take(r.remaining(), "header").map_err(e)?).map_err(|err| err.to_string())?;
     Ok((txs, header))
 }
 
@@ -605,6 +609,7 @@ impl FleetLedger {
             archive_dir: None,
             segment: None,
             chained: false,
+            cells: false,
             limits: TxnLimits::default(),
             benched: Default::default(),
             probed: None,
@@ -621,11 +626,12 @@ impl FleetLedger {
             });
         }
         let format = ledger.get(ledger.key_of("format"), None).await?;
-        ledger.chained = match format.kvs().first().map(|kv| kv.value()) {
-            None => false,
-            Some(b"2") => true,
+        (ledger.chained, ledger.cells) = match format.kvs().first().map(|kv| kv.value()) {
+            None => (false, false),
+            Some(b"2") => (true, false),
+            Some(b"3") => (true, true),
             Some(v) => {
-                return Err(ledger.damaged("format", format!("{:?}, not 2", String::from_utf8_lossy(v))));
+                return Err(ledger.damaged("format", format!("{:?}, not 2 or 3", String::from_utf8_lossy(v))));
             }
         };
         Ok(ledger)
@@ -644,17 +650,38 @@ impl FleetLedger {
         key: SigningKey,
         access: &EtcdAccess,
     ) -> Result<Self, FleetError> {
+        Self::init_as(endpoints, prefix, key, access, true).await
+    }
+
+    /// Make a fleet ledger as those made before fleets kept cells (`P/format` 2, headers of
+    /// version 1): for tests that a front-end still serves one.
+    #[doc(hidden)]
+    pub async fn init_without_cells(
+        endpoints: &[&str],
+        prefix: &str,
+        key: SigningKey,
+    ) -> Result<Self, FleetError> {
+        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), false).await
+    }
+
+    async fn init_as(
+        endpoints: &[&str],
+        prefix: &str,
+        key: SigningKey,
+        access: &EtcdAccess,
+        cells: bool,
+    ) -> Result<Self, FleetError> {
         let joined = endpoints.join(",");
         let mut client = Client::connect(endpoints, Some(connect_options(access)))
             .await
             .map_err(|e| etcd_err(&joined, e))?;
-        let genesis = State::default().header(0, now_ns(), [0; 32]);
+        let genesis = State::new_ledger(cells).header(0, now_ns(), [0; 32]);
         let signature = SignedHeader::sign(&key, genesis).signature;
         let k = |rest: &str| format!("{prefix}{rest}");
         let txn =
             Txn::new().when(vec![Compare::create_revision(k("key"), CompareOp::Equal, 0)]).and_then(vec![
                 TxnOp::put(k("key"), key.verifying_key().to_bytes().to_vec(), None),
-                TxnOp::put(k("format"), b"2".to_vec(), None),
+                TxnOp::put(k("format"), if cells { b"3".to_vec() } else { b"2".to_vec() }, None),
                 TxnOp::put(k("head"), head_value(&genesis), None),
                 TxnOp::put(k(&format!("pulse/{}", n20(0))), entry(&[], &genesis), None),
                 TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
@@ -678,6 +705,7 @@ impl FleetLedger {
             archive_dir: self.archive_dir.clone(),
             segment: None,
             chained: self.chained,
+            cells: self.cells,
             limits: self.limits,
             benched: Default::default(),
             probed: None,
@@ -740,6 +768,10 @@ impl FleetLedger {
                 state.index();
                 let latest =
                     self.check_state(number, hash, (at, head_revision), read.written_after, &state).await?;
+                // The cells are not kept key by key: rebuilt from a snapshot and the entries since.
+                if self.cells {
+                    state.cells = Some(self.rebuild_cells(&latest, at).await?);
+                }
                 self.cached = Some(Snapshot { head_revision, state, latest });
             }
             self.fresh = true;
@@ -925,6 +957,19 @@ impl FleetLedger {
                         hex::encode(header.state_root)
                     )));
                 }
+                let cells = held.state.cells.as_mut().map(sion_ledger::state::Cells::root);
+                if header.cells != cells {
+                    return Err(bad(format!(
+                        "Pulse {m}'s header does not sign the cells its {} make (cells root {}; it says {})",
+                        if txs.len() == 1 {
+                            "transaction".to_owned()
+                        } else {
+                            format!("{} transactions", txs.len())
+                        },
+                        cells.map_or("none".into(), hex::encode),
+                        header.cells.map_or("none".into(), hex::encode),
+                    )));
+                }
             }
             n = end;
         }
@@ -1009,7 +1054,7 @@ impl FleetLedger {
     /// written after the head's revision `head_revision` (no front-end writes one of them but
     /// together with `P/head`).
     async fn read_state(&mut self, at: i64, head_revision: i64) -> Result<ReadState, FleetError> {
-        let mut state = State::default();
+        let mut state = State::new_ledger(self.cells);
         state.chained = self.chained;
         let mut written_after = Vec::new();
         let mut note = |kv: &etcd_client::KeyValue| {
@@ -1337,10 +1382,10 @@ impl FleetLedger {
         Ok(out)
     }
 
-    /// The header at the end of a Pulse's entry (`P/pulse/N`).
+    /// The header at the end of a Pulse's entry (`P/pulse/N`): of version 2 on a ledger with
+    /// cells, else of version 1.
     fn entry_header(&self, rest: &str, v: &[u8]) -> Result<PulseHeader, FleetError> {
-        // A fleet ledger keeps no cells yet: its headers are of version 1.
-        PulseHeader::decode_tail(v, false).map_err(|e| self.damaged(rest, e.to_string()))
+        PulseHeader::decode_tail(v, self.cells).map_err(|e| self.damaged(rest, e.to_string()))
     }
 
     /// Pulse `number`'s signed header, its signature completed if the front-end that won it
@@ -1861,11 +1906,23 @@ impl FleetLedger {
         while !pending.is_empty() {
             match self.one_pulse(&txs, &pending, signature).await {
                 Ok(decided) => {
+                    let mut made = None;
                     for (i, a) in decided {
                         done[i] = true;
+                        if let Ok(r) = &a {
+                            made = Some(r.pulse.header.number);
+                        }
                         answer(i, a);
                     }
                     pending.retain(|&i| !done[i]);
+                    // Whoever makes every 1,024th Pulse snapshots the cells, after answering: a
+                    // cache, so a failure is only reported.
+                    if self.cells
+                        && made.is_some_and(|n| n % cells::SNAPSHOT_EVERY == 0)
+                        && let Err(e) = self.write_cell_snapshot().await
+                    {
+                        tracing::warn!("the cells' snapshot was not written ({e}); the next one will be");
+                    }
                 }
                 // Nothing known to be taken: every one still pending gets the reason.
                 Err(e) => {
@@ -2188,7 +2245,7 @@ impl Batch {
             logs: Default::default(),
             versioned: Default::default(),
             blocks: Default::default(),
-            bytes: 89 + 64 + 5 + 3 * (PUT_OVERHEAD + prefix + KEY_REST),
+            bytes: sion_verify::ledger::HEADER_V2 + 64 + 5 + 3 * (PUT_OVERHEAD + prefix + KEY_REST),
         }
     }
 

@@ -24,7 +24,7 @@ pub mod pb {
 }
 
 use pb::ledger_server::{Ledger as Rpc, LedgerServer};
-use pb::{Blob, Cosigned, Empty, List, LogAt, Maybe, Name, Number, Sizes, VersionsQuery};
+use pb::{Blob, CellsAsked, Cosigned, Empty, List, LogAt, Maybe, Name, Number, Sizes, VersionsQuery};
 
 /// Where a front-end listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -549,6 +549,36 @@ impl Rpc for Service {
         deadline(async {
             let note = self.checkpoints.cosigned_covering(pulse).await.map_err(status)?;
             Ok(Response::new(Maybe { value: note.map(|n| n.encode().into_bytes()) }))
+        })
+        .await
+    }
+
+    async fn cells(&self, r: Request<CellsAsked>) -> Result<Response<Maybe>, Status> {
+        let q = r.into_inner();
+        let asked = crate::cells::AskedCells::decode(&q.asked).map_err(|e| bad("asked", e))?;
+        deadline(async {
+            let got = self.reader.lock().await.cells_asked(&asked, q.at).await.map_err(status)?;
+            let value = match got {
+                None => None,
+                Some((header, proof, lists)) => {
+                    let nodes = sion_verify::proof::fleet::cell_nodes(&proof, &lists);
+                    let bytes = crate::cells::encode_answer(&header, &nodes);
+                    // Bounded as a reader bounds what it decodes: a box over more cells is asked
+                    // in parts.
+                    if bytes.len() > crate::cells::MAX_ANSWER_BYTES {
+                        let mut s = Status::out_of_range(format!(
+                            "the cells asked take {} bytes, over {}: ask about a smaller box, or fewer cells",
+                            bytes.len(),
+                            crate::cells::MAX_ANSWER_BYTES
+                        ));
+                        s.metadata_mut()
+                            .insert(REFUSAL, tonic::metadata::MetadataValue::from_static("too_large"));
+                        return Err(s);
+                    }
+                    Some(bytes)
+                }
+            };
+            Ok(Response::new(Maybe { value }))
         })
         .await
     }

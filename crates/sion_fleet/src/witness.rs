@@ -21,6 +21,9 @@ use crate::client::RemoteLedger;
 
 const MAGIC: &[u8; 8] = b"SIONWIT1";
 
+/// Cells a witness asks of the ledger at a time when it checks a Pulse's cells root.
+const CELLS_ASKED: usize = 256;
+
 /// Why a witness did not cosign.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -39,7 +42,8 @@ pub enum WitnessError {
         cosigned: String,
         /// The hash of the header it was shown, hex.
         offered: String,
-        /// The signed header it was shown, hex (89-byte header, 64-byte signature).
+        /// The signed header it was shown, hex (the header, 89 or 121 bytes, then the 64-byte
+        /// signature).
         offered_header: String,
     },
     /// A header that does not extend the last cosigned one (its number or its `prev`).
@@ -307,13 +311,11 @@ impl Witness {
         let number = h.header.number;
         h.verify(&self.ledger).map_err(|_| WitnessError::Signature(number))?;
         let bad = |why: String| WitnessError::Damaged { number, why };
-        // A fleet ledger keeps no cells yet, and this witness checks none: a header with a
-        // cells root, or a commit naming cells, is not one it can vouch for.
-        if h.header.cells.is_some() {
-            return Err(bad("its header carries a cells root, which this witness does not check".into()));
-        }
         if number == 0 {
-            if h.header.logs != 0 || h.header.state_root != Blake3::hash_empty() {
+            if h.header.logs != 0
+                || h.header.state_root != Blake3::hash_empty()
+                || h.header.cells.is_some_and(|c| c != [0; 32])
+            {
                 return Err(WitnessError::DoesNotExtend {
                     number,
                     last: 0,
@@ -423,9 +425,9 @@ impl Witness {
                         changes.set(last.0, &after).map_err(bad)?;
                     }
                 }
-                Tx::CommitMemory { log, cells, .. } if !cells.is_empty() => {
+                Tx::CommitMemory { log, cells, .. } if !cells.is_empty() && now.cells.is_none() => {
                     return Err(bad(format!(
-                        "its commit of log {log} names cells, which a fleet ledger does not keep"
+                        "its commit of log {log} names cells, which this ledger (made before cells) does not keep"
                     )));
                 }
                 Tx::CommitMemory { log, version, head, proof, seal, .. } => {
@@ -484,7 +486,113 @@ impl Witness {
                 ),
             }));
         }
+        self.check_cells(link, h, &prev, &txs)?;
         Ok(true)
+    }
+
+    /// The cells root `h` signs is what its commits' cells make of the Pulse before's
+    /// (docs/FLEET-LEDGER.md, "Cells"): each cell a commit names lists its log from then on,
+    /// and no other cell changes. From the proof of the named cells at the Pulse before (under
+    /// exactly `prev`) alone: a subtree it gives by its hash holds no named cell, so the root
+    /// after is computed from it
+    /// ([`verify_update`](sion_verify::cells::RangeCellProof::verify_update)).
+    fn check_cells(
+        &self,
+        link: &RemoteLedger,
+        h: &SignedHeader,
+        prev: &SignedHeader,
+        txs: &[sion_ledger::SignedTx],
+    ) -> Result<(), WitnessError> {
+        let number = h.header.number;
+        let bad = |why: String| WitnessError::Damaged { number, why };
+        let (was, now) = match (prev.header.cells, h.header.cells) {
+            (None, None) => return Ok(()),
+            (Some(was), Some(now)) => (was, now),
+            _ => {
+                return Err(bad(
+                    "its header and the one before disagree on whether the ledger keeps cells".into()
+                ));
+            }
+        };
+        let mut named: BTreeMap<u128, Vec<u64>> = BTreeMap::new();
+        for tx in txs {
+            if let Tx::CommitMemory { log, cells, .. } = &tx.tx {
+                for key in cells {
+                    named.entry(*key).or_default().push(log.0);
+                }
+            }
+        }
+        if named.is_empty() {
+            return if was == now {
+                Ok(())
+            } else {
+                Err(bad("its cells root changed, though no commit names a cell".into()))
+            };
+        }
+        let keys: Vec<u128> = named.keys().copied().collect();
+        let asked = crate::cells::AskedCells::keys(&keys);
+        // Asked a part at a time (each answer carries every log its cells list, and is bounded),
+        // every part under exactly the header followed, merged into one proof of them all.
+        let mut proof: Option<sion_verify::cells::RangeCellProof> = None;
+        let mut lists: BTreeMap<u128, Vec<u64>> = BTreeMap::new();
+        // Parts too large to answer (their cells list many logs) are halved and asked again.
+        let mut parts: Vec<&[u128]> = keys.chunks(CELLS_ASKED).rev().collect();
+        while let Some(part) = parts.pop() {
+            let answer = match link.cells(&crate::cells::AskedCells::keys(part), Some(number - 1)) {
+                Err(LedgerError::Refused { code, .. }) if code == "too_large" && part.len() > 1 => {
+                    let (left, right) = part.split_at(part.len() / 2);
+                    parts.push(right);
+                    parts.push(left);
+                    continue;
+                }
+                other => other?,
+            };
+            let (at, p, l) =
+                answer.ok_or_else(|| bad("the ledger gives no cells for the Pulse before".into()))?;
+            if at.header != prev.header {
+                return Err(equivocation(prev.header.number, prev.header.hash(), &at));
+            }
+            // Only the logs of cells asked in this part count.
+            lists.extend(l.into_iter().filter(|(k, _)| part.binary_search(k).is_ok()));
+            proof = Some(match proof {
+                None => p,
+                Some(so_far) => so_far.merge(&p).ok_or_else(|| {
+                    bad("its cells at the Pulse before, asked in parts, are of two tries".into())
+                })?,
+            });
+        }
+        let proof = proof.ok_or_else(|| bad("no cells asked".into()))?;
+        let mut updates = BTreeMap::new();
+        for (key, logs) in &named {
+            let mut ids = lists.get(key).cloned().unwrap_or_default();
+            for id in logs {
+                if let Err(i) = ids.binary_search(id) {
+                    ids.insert(i, *id);
+                }
+            }
+            updates.insert(*key, sion_verify::cells::logs_digest(&ids));
+        }
+        let (before, after) = proof
+            .verify_update(&was, &asked, &updates)
+            .map_err(|e| bad(format!("the proof of its cells at the Pulse before: {e}")))?;
+        // The logs given for each named cell are the ones the proof shows it listed.
+        let before: BTreeMap<u128, Digest> = before.into_iter().collect();
+        for key in &keys {
+            let shown = before.get(key).copied();
+            let given = lists.get(key).filter(|l| !l.is_empty()).map(|l| sion_verify::cells::logs_digest(l));
+            if shown != given {
+                return Err(bad(format!(
+                    "cell {key:032x}'s logs at the Pulse before are not the ones its proof shows"
+                )));
+            }
+        }
+        if after != now {
+            return Err(bad(format!(
+                "its cells root is not what its commits' {} named cells make of the Pulse before's",
+                keys.len()
+            )));
+        }
+        Ok(())
     }
 }
 

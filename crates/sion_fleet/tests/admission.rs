@@ -244,7 +244,8 @@ async fn write_openings(c: &mut Client, prefix: &str, key: &SigningKey, n: u64) 
     let mut tree = MemoryTree::<Blake3>::default();
     let genesis = c.get(format!("{prefix}pulse/{:020}", 0), None).await.expect("genesis");
     let value = genesis.kvs()[0].value();
-    let mut prev = PulseHeader::decode(&value[value.len() - 89..]).expect("genesis header");
+    // The genesis's entry: `u8 0`, then its header (of version 2: the ledger keeps cells).
+    let mut prev = PulseHeader::decode(&value[1..]).expect("genesis header");
     let mut ops = Vec::new();
     for i in 0..n {
         let number = i + 1;
@@ -260,7 +261,8 @@ async fn write_openings(c: &mut Client, prefix: &str, key: &SigningKey, n: u64) 
             logs: tree.size(),
             state_root: tree.root(),
             prev: prev.hash(),
-            cells: None,
+            // Openings name no cells: the map stays as it was.
+            cells: prev.cells,
         };
         let mut entry = vec![1u8];
         let bytes = tx.encode();

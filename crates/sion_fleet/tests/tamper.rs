@@ -381,7 +381,7 @@ async fn forged_pulse(seed: u8, prefix: &'static str) -> Forged {
         logs: 2,
         state_root: tree.root(),
         prev: last.hash(),
-        cells: None,
+        cells: last.cells,
     };
     let signature = SignedHeader::sign(&key, header).signature;
     let mut entry = vec![1u8];
@@ -470,6 +470,9 @@ enum Lie {
     ProofsUnder { number: u64, proof: Vec<u8>, log: LogId },
     /// `Entry(number)` refused as archived.
     Archived { number: u64 },
+    /// `Cells` as of Pulse `number − 1` (what a witness asks to check Pulse `number`'s cells
+    /// root) with a hash or digest of the proof changed.
+    CellsEdited { number: u64 },
 }
 
 /// The key holder's own service: a real front-end behind it, and one lie.
@@ -483,7 +486,7 @@ struct Liar {
 mod liar {
     use sion_fleet::service::pb::ledger_server::Ledger;
     use sion_fleet::service::pb::{
-        Blob, Cosigned, Empty, List, LogAt, Maybe, Name, Number, Sizes, VersionsQuery,
+        Blob, CellsAsked, Cosigned, Empty, List, LogAt, Maybe, Name, Number, Sizes, VersionsQuery,
     };
     use tonic::{Request, Response, Status};
 
@@ -567,6 +570,31 @@ mod liar {
         async fn cosigned_checkpoint(&self, r: Request<Number>) -> R<Maybe> {
             self.inner.cosigned_checkpoint(r).await
         }
+        async fn cells(&self, r: Request<CellsAsked>) -> R<Maybe> {
+            use sion_verify::proof::fleet::CellNode;
+            let at = r.get_ref().at;
+            let mut answer = self.inner.cells(r).await?;
+            if let Lie::CellsEdited { number } = &self.lie
+                && at == Some(number - 1)
+                && let Some(bytes) = answer.get_mut().value.as_mut()
+            {
+                let (header, mut nodes) = sion_fleet::cells::decode_answer(bytes).expect("an answer");
+                let edited = nodes.iter_mut().find_map(|n| match n {
+                    CellNode::Opaque(d) | CellNode::Other(_, d) => {
+                        d[0] ^= 1;
+                        Some(())
+                    }
+                    CellNode::Listed(_, ids) => {
+                        ids.push(u64::MAX - 1);
+                        Some(())
+                    }
+                    _ => None,
+                });
+                assert!(edited.is_some(), "a node to edit");
+                *bytes = sion_fleet::cells::encode_answer(&header, &nodes);
+            }
+            Ok(answer)
+        }
     }
 }
 
@@ -606,7 +634,7 @@ async fn a_witness_refuses_state_proofs_under_another_signed_header() {
         logs: 2,
         state_root: tree.root(),
         prev: f.last.hash(),
-        cells: None,
+        cells: f.last.cells,
     };
     let path = sion_verify::merkle::inclusion_path::<Blake3, _>(&tree, f.own.0, 2).expect("path");
     let proof = StateProof { header: SignedHeader::sign(&f.key, second), log: f.moved.clone(), path };
@@ -805,4 +833,59 @@ async fn a_front_end_refuses_a_fork_past_the_pulse_it_held_once_archived() {
     let (_, text) = mismatch("a, which held Pulse M of the other chain", grow(&mut a, &w, log).await);
     assert!(text.contains("rolled back and extended again"), "{text}");
     assert_eq!(raw_get(&mut raw, &format!("{prefix}head")).await, head_before, "a Pulse was signed");
+}
+
+/// A lying service's answer to the witness's `Cells` call (the proof of the cells a Pulse's
+/// commit names, at the Pulse before) is refused, not trusted: the witness computes the cells
+/// root from it and the proof no longer leads to the signed root of the Pulse before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_refuses_cells_the_service_edited() {
+    use sion_fleet::witness::{Witness, WitnessError};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[93; 32]);
+    let prefix = "/sion-ledger/tamper-witness-cells/";
+    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let robot = SigningKey::from_bytes(&[94; 32]);
+    let opened = a
+        .submit_batch(vec![SignedTx::sign(&robot, 0, Tx::OpenMemory { agent: None, policy: [7; 32] })])
+        .await;
+    let log = opened[0].as_ref().expect("opened").log.expect("log");
+    let tag = sion_verify::cells::frame_tag("map");
+    let with_cells = |nonce: u64, version: u64, from: u64, to: u64, cell: u128| {
+        let Tx::CommitMemory { log, version, head, proof, seal, .. } =
+            commit(&robot, nonce, log, version, from, to).tx
+        else {
+            unreachable!("a commit")
+        };
+        SignedTx::sign(&robot, nonce, Tx::CommitMemory { log, version, head, proof, seal, cells: vec![cell] })
+    };
+    a.submit(with_cells(1, 0, 0, 1, sion_verify::cells::cell_key(tag, 0, 1, 1))).await.expect("commit 1");
+    let number = a
+        .submit(with_cells(2, 1, 1, 2, sion_verify::cells::cell_key(tag, 0, 1, 2)))
+        .await
+        .expect("commit 2")
+        .header
+        .number;
+    let witness_key = SigningKey::from_bytes(&[95; 32]);
+    let accepted = [witness_key.verifying_key().to_bytes()];
+    let ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let (url, cosigned) = serve_liar(ledger, &accepted, Lie::CellsEdited { number });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (ledger_key, state) = (key.verifying_key(), tmp.path().join("witness.state"));
+    tokio::task::spawn_blocking(move || {
+        let mut witness = Witness::open(witness_key, ledger_key, &state).expect("witness");
+        let link = RemoteLedger::connect(&url).expect("link");
+        match witness.follow(&link, |_| {}) {
+            Err(e @ WitnessError::Damaged { number: n, .. }) => {
+                assert_eq!(n, number);
+                assert!(e.to_string().contains("cells"), "{e}");
+            }
+            other => panic!("the witness took edited cells: {other:?}"),
+        }
+        assert_eq!(witness.last().map(|l| l.0), Some(number - 1), "it cosigned past the edited cells");
+    })
+    .await
+    .expect("witness");
+    assert!(!cosigned.lock().expect("lock").contains(&number), "a cosignature was handed");
 }

@@ -87,7 +87,7 @@ pub trait LedgerLink: Send + Sync {
 
     /// Pulse `pulse`'s signed header (the latest's for `None`), the proof against its cells
     /// root of which logs cell `key` listed then, and those logs (ascending; empty for none);
-    /// `None` where the ledger keeps no cells (one made before them, or a fleet ledger).
+    /// `None` where the ledger keeps no cells (an embedded or fleet ledger made before them).
     fn cell_proof(&self, _key: u128, _pulse: Option<u64>) -> Result<Option<CellAnswer>, LedgerError> {
         Ok(None)
     }

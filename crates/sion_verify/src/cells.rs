@@ -171,6 +171,10 @@ pub enum CellProofError {
     /// The path does not lead to the root.
     #[error("the path does not lead to the trie's root")]
     Root,
+    /// A change to a key the proof was not asked about (so it may lie in a subtree given by
+    /// its hash alone).
+    #[error("a change to a cell the proof was not asked about")]
+    NotAsked,
 }
 
 impl CellTrie {
@@ -290,8 +294,8 @@ impl CellTrie {
 }
 
 /// The hash of the subtree at `depth` holding `keys` (ascending, sharing their first `depth`
-/// bits), from scratch: what [`CellTrie::root`] keeps, checked in the tests.
-#[cfg(test)]
+/// bits), from scratch: what [`CellTrie::root`] keeps (checked in the tests), and what a
+/// witness computes of an opened subtree after a Pulse's changes.
 fn subtree(keys: &[(u128, Digest)], depth: usize) -> Digest {
     match keys {
         [] => [0; 32],
@@ -426,6 +430,8 @@ impl Asked for [(u128, u128)] {
 /// and rows — so a proof's cost follows the keys the trie holds, never the box's area in cells.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CellQuery {
+    frame: String,
+    bounds: BoxMm,
     tag: u16,
     /// Per level, the columns and rows asked (offset by 2^52: `x0, x1, y0, y1`, inclusive).
     spans: [(u64, u64, u64, u64); MAX_LEVEL as usize + 1],
@@ -442,7 +448,17 @@ impl CellQuery {
             let (y0, y1) = (b.min_mm[1].min(b.max_mm[1]), b.min_mm[1].max(b.max_mm[1]));
             *span = (clamp(x0 >> shift), clamp(x1 >> shift), clamp(y0 >> shift), clamp(y1 >> shift));
         }
-        Self { tag: frame_tag(frame), spans }
+        Self { frame: frame.to_owned(), bounds: *b, tag: frame_tag(frame), spans }
+    }
+
+    /// The frame asked about.
+    pub fn frame(&self) -> &str {
+        &self.frame
+    }
+
+    /// The box asked about.
+    pub fn bounds(&self) -> &BoxMm {
+        &self.bounds
     }
 
     /// Whether the question asks cell `key`.
@@ -581,6 +597,180 @@ impl RangeCellProof {
             return Err(CellProofError::Root);
         }
         Ok(out)
+    }
+
+    /// What a Pulse made of the trie whose root is `root`: every key `asked` asks that it holds
+    /// (as [`RangeCellProof::verify_asked`]), and the root after `updates` (each key's new
+    /// digest; every key asked) are set. A subtree given by its hash alone holds no updated key,
+    /// so the root after is computed from the proof alone: a witness checks a header's cells
+    /// root without holding the map (docs/FLEET-LEDGER.md, "Cells").
+    pub fn verify_update<A: Asked + ?Sized>(
+        &self,
+        root: &Digest,
+        asked: &A,
+        updates: &BTreeMap<u128, Digest>,
+    ) -> Result<(Vec<(u128, Digest)>, Digest), CellProofError> {
+        if updates.keys().any(|k| !asked.meets(128, *k)) {
+            return Err(CellProofError::NotAsked);
+        }
+        let before = self.verify_asked(root, asked)?;
+        // (hash before, hash after) of the subtree at `depth` with `prefix`, the proof's shape
+        // already checked by `verify_asked`.
+        fn after(
+            nodes: &[RangeNode],
+            at: &mut usize,
+            depth: usize,
+            prefix: u128,
+            updates: &BTreeMap<u128, Digest>,
+        ) -> Result<Digest, CellProofError> {
+            let node = *nodes.get(*at).ok_or(CellProofError::Root)?;
+            *at += 1;
+            let (lo, hi) = interval(depth, prefix);
+            let changed = updates.range(lo..=hi);
+            let mut keys: BTreeMap<u128, Digest> = BTreeMap::new();
+            match node {
+                RangeNode::Opaque(h) => {
+                    return match changed.clone().next() {
+                        None => Ok(h),
+                        Some(_) => Err(CellProofError::NotAsked),
+                    };
+                }
+                RangeNode::Node => {
+                    if depth >= 128 {
+                        return Err(CellProofError::TooDeep(depth));
+                    }
+                    let left = after(nodes, at, depth + 1, prefix, updates)?;
+                    let right = after(nodes, at, depth + 1, prefix | (1u128 << (127 - depth)), updates)?;
+                    return Ok(node_hash(&left, &right));
+                }
+                RangeNode::Empty => {}
+                RangeNode::Leaf(k, d) => {
+                    keys.insert(k, d);
+                }
+            }
+            keys.extend(changed.map(|(k, d)| (*k, *d)));
+            let keys: Vec<(u128, Digest)> = keys.into_iter().collect();
+            Ok(subtree(&keys, depth))
+        }
+        let mut at = 0;
+        let root_after = after(&self.nodes, &mut at, 0, 0, updates)?;
+        Ok((before, root_after))
+    }
+
+    /// One proof opening every subtree either proof opens, both of the same trie (answers to
+    /// parts of one question, under one header): a subtree one gives by its hash and the other
+    /// opens is taken opened. `None` where they disagree on a subtree both open or both give by
+    /// its hash. What it proves is checked as any proof is, against the root.
+    pub fn merge(&self, other: &RangeCellProof) -> Option<RangeCellProof> {
+        // The nodes of the subtree at `at`, and the index past it.
+        fn extent(nodes: &[RangeNode], at: usize, depth: usize) -> Option<usize> {
+            match nodes.get(at)? {
+                RangeNode::Node if depth < 128 => {
+                    let mid = extent(nodes, at + 1, depth + 1)?;
+                    extent(nodes, mid, depth + 1)
+                }
+                RangeNode::Node => None,
+                _ => Some(at + 1),
+            }
+        }
+        fn go(
+            a: &[RangeNode],
+            ia: &mut usize,
+            b: &[RangeNode],
+            ib: &mut usize,
+            depth: usize,
+            out: &mut Vec<RangeNode>,
+        ) -> Option<()> {
+            let (na, nb) = (*a.get(*ia)?, *b.get(*ib)?);
+            match (na, nb) {
+                (RangeNode::Opaque(x), RangeNode::Opaque(y)) => {
+                    (x == y).then_some(())?;
+                    out.push(na);
+                    *ia += 1;
+                    *ib += 1;
+                }
+                (RangeNode::Opaque(_), _) => {
+                    let end = extent(b, *ib, depth)?;
+                    out.extend_from_slice(b.get(*ib..end)?);
+                    *ia += 1;
+                    *ib = end;
+                }
+                (_, RangeNode::Opaque(_)) => {
+                    let end = extent(a, *ia, depth)?;
+                    out.extend_from_slice(a.get(*ia..end)?);
+                    *ia = end;
+                    *ib += 1;
+                }
+                (RangeNode::Node, RangeNode::Node) if depth < 128 => {
+                    out.push(RangeNode::Node);
+                    *ia += 1;
+                    *ib += 1;
+                    go(a, ia, b, ib, depth + 1, out)?;
+                    go(a, ia, b, ib, depth + 1, out)?;
+                }
+                (x, y) if x == y && x != RangeNode::Node => {
+                    out.push(x);
+                    *ia += 1;
+                    *ib += 1;
+                }
+                _ => return None,
+            }
+            Some(())
+        }
+        let (mut ia, mut ib, mut out) = (0, 0, Vec::new());
+        go(&self.nodes, &mut ia, &other.nodes, &mut ib, 0, &mut out)?;
+        (ia == self.nodes.len() && ib == other.nodes.len()).then_some(RangeCellProof { nodes: out })
+    }
+
+    /// The path proof of `key` within this proof (one that opens every subtree on `key`'s path):
+    /// what [`CellTrie::prove`] gives of it. `None` if the proof leaves the path unopened or is
+    /// not a proof's shape. One pass: each node is hashed once.
+    pub fn path_of(&self, key: u128) -> Option<CellProof> {
+        struct Walk<'a> {
+            nodes: &'a [RangeNode],
+            at: usize,
+            key: u128,
+            end: Option<Option<(u128, Digest)>>,
+            siblings: Vec<(usize, Digest)>,
+        }
+        // The hash of the subtree at node `w.at` (depth `depth`), moving past it; on `key`'s
+        // path, its end and the siblings along it are noted.
+        fn go(w: &mut Walk<'_>, depth: usize, on_path: bool) -> Option<Digest> {
+            let node = *w.nodes.get(w.at)?;
+            w.at += 1;
+            match node {
+                RangeNode::Opaque(h) => (!on_path).then_some(h),
+                RangeNode::Empty => {
+                    if on_path {
+                        w.end = Some(None);
+                    }
+                    Some([0; 32])
+                }
+                RangeNode::Leaf(k, d) => {
+                    if on_path {
+                        w.end = Some(Some((k, d)));
+                    }
+                    Some(leaf_hash(k, &d))
+                }
+                RangeNode::Node if depth < 128 => {
+                    let right_side = bit(w.key, depth);
+                    let left = go(w, depth + 1, on_path && !right_side)?;
+                    let right = go(w, depth + 1, on_path && right_side)?;
+                    if on_path {
+                        w.siblings.push((depth, if right_side { left } else { right }));
+                    }
+                    Some(node_hash(&left, &right))
+                }
+                RangeNode::Node => None,
+            }
+        }
+        let mut w = Walk { nodes: &self.nodes, at: 0, key, end: None, siblings: Vec::new() };
+        go(&mut w, 0, true)?;
+        if w.at != self.nodes.len() {
+            return None;
+        }
+        w.siblings.sort_unstable_by_key(|(depth, _)| *depth);
+        Some(CellProof { end: w.end?, siblings: w.siblings.into_iter().map(|(_, d)| d).collect() })
     }
 }
 
@@ -734,6 +924,49 @@ mod tests {
             let want: Vec<(u128, Digest)> =
                 t.leaves.iter().filter(|(k, _)| asked.contains(**k)).map(|(k, d)| (*k, *d)).collect();
             prop_assert_eq!(proof.verify_asked(&root, &asked), Ok(want));
+        }
+
+        #[test]
+        fn a_pulses_changes_are_computed_from_the_proof_before_them(
+            keys in proptest::collection::btree_map(0u128..4096, any::<u8>(), 0..60),
+            changes in proptest::collection::btree_map(0u128..4096, any::<u8>(), 1..12),
+            far in any::<bool>(),
+        ) {
+            // Near keys (long shared prefixes) and, half the time, spread over the whole key space.
+            let at = |k: u128| if far { k.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) } else { k };
+            let mut t = CellTrie::new();
+            for (k, d) in &keys {
+                t.insert(at(*k), [*d; 32]);
+            }
+            let root = t.root();
+            let asked: Vec<(u128, u128)> = {
+                let mut v: Vec<u128> = changes.keys().map(|k| at(*k)).collect();
+                v.sort_unstable();
+                v.into_iter().map(|k| (k, k)).collect()
+            };
+            let proof = t.prove_ranges(&asked);
+            let updates: BTreeMap<u128, Digest> = changes.iter().map(|(k, d)| (at(*k), [*d; 32])).collect();
+            let (before, after) = proof.verify_update(&root, asked.as_slice(), &updates).expect("holds");
+            let want: Vec<(u128, Digest)> =
+                asked.iter().filter_map(|(k, _)| t.get(*k).map(|d| (*k, *d))).collect();
+            prop_assert_eq!(&before, &want);
+            // Asked in two parts, merged: the same proof of the whole.
+            let half = asked.len() / 2;
+            let merged = t.prove_ranges(&asked[..half]).merge(&t.prove_ranges(&asked[half..])).expect("merges");
+            prop_assert_eq!(&merged, &proof);
+            prop_assert_eq!(merged.verify_update(&root, asked.as_slice(), &updates).map(|v| v.0), Ok(want.clone()));
+            // Each asked key's path is in the proof: the path proof of it.
+            for (k, _) in &asked {
+                prop_assert_eq!(proof.path_of(*k), Some(t.prove(*k)));
+            }
+            for (k, d) in &updates {
+                t.insert(*k, *d);
+            }
+            prop_assert_eq!(after, t.root());
+            // A change outside what was asked is refused, not computed.
+            let mut more = updates.clone();
+            more.insert(at(5000), [9; 32]);
+            prop_assert_eq!(proof.verify_update(&root, asked.as_slice(), &more).err(), Some(CellProofError::NotAsked));
         }
 
         #[test]

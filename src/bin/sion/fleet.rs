@@ -45,6 +45,12 @@ pub struct RecallArgs {
     /// Write the bundle even if a robot in scope is missing or cannot answer (as evidence).
     #[arg(long)]
     partial: bool,
+    /// Ask only the logs the ledger's cells list in the box (SIONFLT2, docs/PROOFS.md, "Fleet
+    /// recall by cells"): the bundle states those logs alone, with the proof of the box's cells,
+    /// so its size follows the robots that were there, not the fleet. Only a memory whose log
+    /// is listed is needed; a ledger made before cells refuses it.
+    #[arg(long)]
+    by_cells: bool,
     #[command(flatten)]
     question: QuestionArgs,
 }
@@ -93,17 +99,33 @@ fn recall(a: RecallArgs) -> Result<ExitCode> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar.set_message("logs' states, then answers");
-    let (bundle, gaps) = sion_memory::fleet::recall_bundle(
-        &link,
-        a.pulse,
-        &query,
-        a.group.as_deref(),
-        &memories,
-        |done, all| {
-            bar.set_length(all as u64);
-            bar.set_position(done as u64);
-        },
-    )?;
+    let progress = |done: usize, all: usize| {
+        bar.set_length(all as u64);
+        bar.set_position(done as u64);
+    };
+    // (bytes, Pulse, its time, logs stated, answers)
+    let (bytes, pulse, time_ns, logs, answers, gaps) = if a.by_cells {
+        let (b, gaps) = sion_memory::fleet::recall_by_cells(
+            &link,
+            a.pulse,
+            &query,
+            a.group.as_deref(),
+            &memories,
+            sion_verify::proof::fleet::MAX_BUNDLE_BYTES,
+            progress,
+        )?;
+        (b.encode(), b.header.header.number, b.header.header.time_ns, b.logs.len(), b.answers.len(), gaps)
+    } else {
+        let (b, gaps) = sion_memory::fleet::recall_bundle(
+            &link,
+            a.pulse,
+            &query,
+            a.group.as_deref(),
+            &memories,
+            progress,
+        )?;
+        (b.encode(), b.header.header.number, b.header.header.time_ns, b.logs.len(), b.answers.len(), gaps)
+    };
     bar.finish_and_clear();
     for g in &gaps {
         eprintln!("{g}");
@@ -112,17 +134,16 @@ fn recall(a: RecallArgs) -> Result<ExitCode> {
     if missing && !a.partial {
         bail!("the bundle would not hold (above); nothing written (--partial writes it anyway)");
     }
-    let bytes = bundle.encode();
     sion_memory::disk::Disk::os()
         .replace_file(&a.out, &bytes)
         .with_context(|| format!("writing {}", a.out.display()))?;
     outln!(
         "{}: Pulse {} ({}), {} logs, {} answers, {} bytes",
         a.out.display(),
-        bundle.header.header.number,
-        sion_verify::time::rfc3339(bundle.header.header.time_ns),
-        bundle.logs.len(),
-        bundle.answers.len(),
+        pulse,
+        sion_verify::time::rfc3339(time_ns),
+        logs,
+        answers,
         bytes.len()
     );
     Ok(if missing { ExitCode::from(3) } else { ExitCode::SUCCESS })

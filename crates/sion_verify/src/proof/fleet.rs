@@ -330,6 +330,113 @@ pub enum CellNode {
     Node,
 }
 
+/// A cell proof's nodes as SIONFLT2 and the ledger's `Cells` answer hold them: `u32` count,
+/// then each node (docs/PROOFS.md, "Fleet recall by cells").
+pub fn put_cell_nodes(out: &mut Vec<u8>, nodes: &[CellNode]) {
+    out.put_u32(nodes.len() as u32);
+    for node in nodes {
+        match node {
+            CellNode::Opaque(d) => {
+                out.put_u8(0);
+                out.put_bytes(d);
+            }
+            CellNode::Empty => out.put_u8(1),
+            CellNode::Listed(key, ids) => {
+                out.put_u8(2);
+                out.put_bytes(&key.to_be_bytes());
+                out.put_u32(ids.len() as u32);
+                for id in ids {
+                    out.put_u64(*id);
+                }
+            }
+            CellNode::Other(key, d) => {
+                out.put_u8(3);
+                out.put_bytes(&key.to_be_bytes());
+                out.put_bytes(d);
+            }
+            CellNode::Node => out.put_u8(4),
+        }
+    }
+}
+
+/// Read what [`put_cell_nodes`] writes, bounded ([`MAX_CELL_NODES`]).
+pub fn read_cell_nodes(r: &mut Reader<'_>) -> Result<Vec<CellNode>, WireError> {
+    let bad = |field: &'static str, problem: String| WireError::Invalid { field, problem };
+    let k = r.u32("cell nodes")?;
+    // Every node takes at least its tag byte.
+    if k > MAX_CELL_NODES || k as usize > r.remaining() {
+        return Err(bad("cell nodes", format!("{k}, over {MAX_CELL_NODES} or the bytes left")));
+    }
+    let mut cells = Vec::with_capacity(k.min(4096) as usize);
+    for _ in 0..k {
+        cells.push(match r.u8("cell node")? {
+            0 => CellNode::Opaque(r.array("cell node hash")?),
+            1 => CellNode::Empty,
+            2 => {
+                let key = u128::from_be_bytes(r.array("cell")?);
+                let m = r.u32("cell logs")? as usize;
+                if m == 0 || m > r.remaining() / 8 {
+                    return Err(bad("cell logs", format!("{m}: at least 1, each 8 bytes, that fit")));
+                }
+                let ids = (0..m).map(|_| r.u64("cell log")).collect::<Result<Vec<_>, _>>()?;
+                if ids.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(bad("cell logs", "not strictly ascending".into()));
+                }
+                CellNode::Listed(key, ids)
+            }
+            3 => CellNode::Other(u128::from_be_bytes(r.array("cell")?), r.array("cell digest")?),
+            4 => CellNode::Node,
+            t => return Err(bad("cell node", format!("tag {t}, not 0 to 4"))),
+        });
+    }
+    Ok(cells)
+}
+
+/// A range cell proof and the logs of the cells it lists, as nodes: a leaf whose logs are
+/// given is [`CellNode::Listed`], any other leaf [`CellNode::Other`].
+pub fn cell_nodes(
+    proof: &crate::cells::RangeCellProof,
+    lists: &std::collections::BTreeMap<u128, Vec<u64>>,
+) -> Vec<CellNode> {
+    use crate::cells::RangeNode;
+    proof
+        .nodes
+        .iter()
+        .map(|n| match *n {
+            RangeNode::Opaque(d) => CellNode::Opaque(d),
+            RangeNode::Empty => CellNode::Empty,
+            RangeNode::Leaf(k, d) => match lists.get(&k) {
+                Some(ids) => CellNode::Listed(k, ids.clone()),
+                None => CellNode::Other(k, d),
+            },
+            RangeNode::Node => CellNode::Node,
+        })
+        .collect()
+}
+
+/// The range cell proof the nodes make (a listed cell's digest is its logs' digest), and the
+/// logs of each listed cell: what [`cell_nodes`] was made from.
+pub fn range_of_nodes(
+    nodes: &[CellNode],
+) -> (crate::cells::RangeCellProof, std::collections::BTreeMap<u128, Vec<u64>>) {
+    use crate::cells::{RangeNode, logs_digest};
+    let mut lists = std::collections::BTreeMap::new();
+    let nodes = nodes
+        .iter()
+        .map(|n| match n {
+            CellNode::Opaque(d) => RangeNode::Opaque(*d),
+            CellNode::Empty => RangeNode::Empty,
+            CellNode::Listed(k, ids) => {
+                lists.insert(*k, ids.clone());
+                RangeNode::Leaf(*k, logs_digest(ids))
+            }
+            CellNode::Other(k, d) => RangeNode::Leaf(*k, *d),
+            CellNode::Node => RangeNode::Node,
+        })
+        .collect();
+    (crate::cells::RangeCellProof { nodes }, lists)
+}
+
 /// A fleet recall answered by cells (SIONFLT2): the question's cells at the Pulse asked, so
 /// only the logs they list are stated and answer; a log they leave out holds nothing in the
 /// box, or its writer broke the cells rule (proof kind 10 convicts it).
@@ -355,30 +462,7 @@ impl CellBundle {
         out.put_bytes(MAGIC_CELLS);
         out.put_bytes(&self.ledger_key);
         self.header.put(&mut out);
-        out.put_u32(self.cells.len() as u32);
-        for node in &self.cells {
-            match node {
-                CellNode::Opaque(d) => {
-                    out.put_u8(0);
-                    out.put_bytes(d);
-                }
-                CellNode::Empty => out.put_u8(1),
-                CellNode::Listed(key, ids) => {
-                    out.put_u8(2);
-                    out.put_bytes(&key.to_be_bytes());
-                    out.put_u32(ids.len() as u32);
-                    for id in ids {
-                        out.put_u64(*id);
-                    }
-                }
-                CellNode::Other(key, d) => {
-                    out.put_u8(3);
-                    out.put_bytes(&key.to_be_bytes());
-                    out.put_bytes(d);
-                }
-                CellNode::Node => out.put_u8(4),
-            }
-        }
+        put_cell_nodes(&mut out, &self.cells);
         out.put_u32(self.logs.len() as u32);
         for (log, path) in &self.logs {
             out.put_bytes32(&log.encode());
@@ -407,33 +491,7 @@ impl CellBundle {
         }
         let ledger_key = r.array("ledger key")?;
         let header = SignedHeader::read(&mut r)?;
-        let k = r.u32("cell nodes")?;
-        // Every node takes at least its tag byte.
-        if k > MAX_CELL_NODES || k as usize > r.remaining() {
-            return Err(bad("cell nodes", format!("{k}, over {MAX_CELL_NODES} or the bytes left")));
-        }
-        let mut cells = Vec::with_capacity(k.min(4096) as usize);
-        for _ in 0..k {
-            cells.push(match r.u8("cell node")? {
-                0 => CellNode::Opaque(r.array("cell node hash")?),
-                1 => CellNode::Empty,
-                2 => {
-                    let key = u128::from_be_bytes(r.array("cell")?);
-                    let m = r.u32("cell logs")? as usize;
-                    if m == 0 || m > r.remaining() / 8 {
-                        return Err(bad("cell logs", format!("{m}: at least 1, each 8 bytes, that fit")));
-                    }
-                    let ids = (0..m).map(|_| r.u64("cell log")).collect::<Result<Vec<_>, _>>()?;
-                    if ids.windows(2).any(|w| w[0] >= w[1]) {
-                        return Err(bad("cell logs", "not strictly ascending".into()));
-                    }
-                    CellNode::Listed(key, ids)
-                }
-                3 => CellNode::Other(u128::from_be_bytes(r.array("cell")?), r.array("cell digest")?),
-                4 => CellNode::Node,
-                t => return Err(bad("cell node", format!("tag {t}, not 0 to 4"))),
-            });
-        }
+        let cells = read_cell_nodes(&mut r)?;
         let s = r.u32("logs")?;
         if u64::from(s) > MAX_LOGS || s as usize > r.remaining() / 5 {
             return Err(bad("logs", format!("{s}, over {MAX_LOGS} or the bytes left")));
@@ -479,7 +537,7 @@ fn verify_cells(
     query: &Query,
     group: Option<&str>,
 ) -> Result<FleetAnswer, FleetError> {
-    use crate::cells::{CellQuery, RangeCellProof, RangeNode, logs_digest};
+    use crate::cells::CellQuery;
     let b = CellBundle::decode(bytes)?;
     if b.ledger_key != ledger_key.to_bytes() {
         return Err(FleetError::Signature(format!("the bundle names key {}", hex::encode(b.ledger_key))));
@@ -490,18 +548,8 @@ fn verify_cells(
         FleetError::Cells("the header carries no cells root (a ledger made before cells)".into())
     })?;
     let asked = CellQuery::new(&query.frame, &query.bounds);
-    let nodes: Vec<RangeNode> = b
-        .cells
-        .iter()
-        .map(|n| match n {
-            CellNode::Opaque(d) => RangeNode::Opaque(*d),
-            CellNode::Empty => RangeNode::Empty,
-            CellNode::Listed(k, ids) => RangeNode::Leaf(*k, logs_digest(ids)),
-            CellNode::Other(k, d) => RangeNode::Leaf(*k, *d),
-            CellNode::Node => RangeNode::Node,
-        })
-        .collect();
-    RangeCellProof { nodes }
+    range_of_nodes(&b.cells)
+        .0
         .verify_asked(&cells_root, &asked)
         .map_err(|e| FleetError::Cells(e.to_string()))?;
     // Each asked cell the proof shows is a tag 2 (with its logs), and no other is.
