@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp};
-use sion_ledger::state::{Cells, prove_asked};
+use sion_ledger::state::{Cells, prove_asked_within};
 use sion_ledger::{LedgerError, PulseHeader, SignedHeader, Tx};
 use sion_verify::cells::{Asked, CellQuery, MAX_LEVEL, RangeCellProof, key_level};
 use sion_verify::proof::fleet::{CellNode, put_cell_nodes, read_cell_nodes};
@@ -31,6 +31,10 @@ pub const MAX_ASKED_KEYS: usize = 65_536;
 /// The most bytes of the `Cells` call's answer: within a link's largest reply (4 MiB), with
 /// room for its framing.
 pub const MAX_ANSWER_BYTES: usize = (4 << 20) - (64 << 10);
+
+/// The most nodes of the `Cells` call's proof a front-end builds (about 50 MiB of them held
+/// while it is encoded): past it the call is refused (`too_large`) before it is sent.
+pub const MAX_ANSWER_NODES: usize = 1 << 20;
 
 /// The longest frame name a question's cells may be asked of, in bytes.
 pub const MAX_FRAME_BYTES: usize = 256;
@@ -228,13 +232,25 @@ impl FleetLedger {
             return Err(LedgerError::NoPulse(p).into());
         }
         let Some(cells) = snap.state.cells.as_ref() else { return Ok(None) };
+        // Bounded before anything is sent: no answer past MAX_ANSWER_BYTES is built whole (a
+        // node is at least a byte, a listed log 8).
+        let too_large = || {
+            FleetError::TooLarge(format!(
+                "the cells asked take over {MAX_ANSWER_BYTES} bytes: ask about a smaller box, or fewer cells"
+            ))
+        };
+        let (most_nodes, most_logs) = (MAX_ANSWER_NODES, MAX_ANSWER_BYTES / 8);
         let (proof, lists, root) = if p == latest {
-            let (proof, lists) = cells.prove_asked(asked);
+            let (proof, lists) =
+                cells.prove_asked_within(asked, most_nodes, most_logs).ok_or_else(too_large)?;
             (proof, lists, snap.latest.cells)
         } else {
             // The map as it stood then: each log's listing Pulse is kept.
             let (mut trie, logs) = cells.as_of(p);
-            let (proof, lists) = prove_asked(&trie, asked, |k| logs.get(&k).cloned().unwrap_or_default());
+            let (proof, lists) = prove_asked_within(&trie, asked, most_nodes, most_logs, |k| {
+                logs.get(&k).cloned().unwrap_or_default()
+            })
+            .ok_or_else(too_large)?;
             (proof, lists, Some(trie.root()))
         };
         let header = self.header(p).await?;

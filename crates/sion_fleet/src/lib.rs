@@ -91,6 +91,9 @@ pub enum FleetError {
         /// What differs, in words.
         problem: String,
     },
+    /// An answer past what the service sends (the `Cells` call: refusal code `too_large`).
+    #[error("{0}")]
+    TooLarge(String),
     /// Refused at the door by the operator's admission policy (docs/FLEET-LEDGER.md,
     /// "Admission"), before anything was read or written in etcd.
     #[error("{0}")]

@@ -277,6 +277,7 @@ fn status(e: FleetError) -> Status {
         FleetError::Cosignature(_) => coded(Status::failed_precondition(e.to_string()), "cosignature"),
         FleetError::Archive(_) => coded(Status::failed_precondition(e.to_string()), "archived"),
         FleetError::History(_) => coded(Status::out_of_range(e.to_string()), "history"),
+        FleetError::TooLarge(_) => coded(Status::out_of_range(e.to_string()), "too_large"),
         // Not the sender's fault and not a rule: the ledger will not sign on what etcd holds.
         FleetError::StateMismatch { .. } => coded(Status::data_loss(e.to_string()), "state_mismatch"),
         other => Status::internal(other.to_string()),
@@ -566,14 +567,11 @@ impl Rpc for Service {
                     // Bounded as a reader bounds what it decodes: a box over more cells is asked
                     // in parts.
                     if bytes.len() > crate::cells::MAX_ANSWER_BYTES {
-                        let mut s = Status::out_of_range(format!(
+                        return Err(status(FleetError::TooLarge(format!(
                             "the cells asked take {} bytes, over {}: ask about a smaller box, or fewer cells",
                             bytes.len(),
                             crate::cells::MAX_ANSWER_BYTES
-                        ));
-                        s.metadata_mut()
-                            .insert(REFUSAL, tonic::metadata::MetadataValue::from_static("too_large"));
-                        return Err(s);
+                        ))));
                     }
                     Some(bytes)
                 }

@@ -121,6 +121,16 @@ impl Cells {
         prove_asked(&self.trie, asked, |k| self.logs_at(k).to_vec())
     }
 
+    /// [`Cells::prove_asked`] within a budget ([`prove_asked_within`]).
+    pub fn prove_asked_within<A: sion_verify::cells::Asked + ?Sized>(
+        &self,
+        asked: &A,
+        most_nodes: usize,
+        most_logs: usize,
+    ) -> Option<(RangeCellProof, BTreeMap<u128, Vec<u64>>)> {
+        prove_asked_within(&self.trie, asked, most_nodes, most_logs, |k| self.logs_at(k).to_vec())
+    }
+
     /// The proof of every cell within `ranges` (inclusive key ranges, ascending).
     pub fn prove_ranges(&self, ranges: &[(u128, u128)]) -> RangeCellProof {
         self.trie.prove_ranges(ranges)
@@ -183,6 +193,34 @@ pub fn prove_asked<A: sion_verify::cells::Asked + ?Sized>(
         })
         .collect();
     (proof, lists)
+}
+
+/// [`prove_asked`] within a budget (`None` past it): at most `most_nodes` nodes, and at most
+/// `most_logs` logs listed over the asked cells, so a service bounds what a stranger's question
+/// costs it before it is sent.
+pub fn prove_asked_within<A: sion_verify::cells::Asked + ?Sized>(
+    trie: &CellTrie,
+    asked: &A,
+    most_nodes: usize,
+    most_logs: usize,
+    logs_of: impl Fn(u128) -> Vec<u64>,
+) -> Option<(RangeCellProof, BTreeMap<u128, Vec<u64>>)> {
+    let proof = trie.prove_asked_within(asked, most_nodes)?;
+    let mut lists = BTreeMap::new();
+    let mut logs = 0usize;
+    for n in &proof.nodes {
+        if let sion_verify::cells::RangeNode::Leaf(k, _) = n
+            && asked.meets(128, *k)
+        {
+            let l = logs_of(*k);
+            logs += l.len();
+            if logs > most_logs {
+                return None;
+            }
+            lists.insert(*k, l);
+        }
+    }
+    Some((proof, lists))
 }
 
 /// What [`State::apply`] changed, to put back with [`State::undo`] (a Pulse that could not be

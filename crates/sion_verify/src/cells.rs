@@ -508,15 +508,33 @@ impl CellTrie {
     /// The proof of every key `asked` asks and its digest.
     pub fn prove_asked<A: Asked + ?Sized>(&self, asked: &A) -> RangeCellProof {
         let mut nodes = Vec::new();
-        self.emit(0, 0, asked, &mut nodes);
+        self.emit(0, 0, asked, usize::MAX, &mut nodes);
         RangeCellProof { nodes }
     }
 
-    fn emit<A: Asked + ?Sized>(&self, depth: usize, prefix: u128, ranges: &A, out: &mut Vec<RangeNode>) {
+    /// [`CellTrie::prove_asked`], given up (`None`) once the proof passes `most` nodes: a
+    /// service answering strangers' questions bounds its work and memory by what it may send.
+    pub fn prove_asked_within<A: Asked + ?Sized>(&self, asked: &A, most: usize) -> Option<RangeCellProof> {
+        let mut nodes = Vec::new();
+        self.emit(0, 0, asked, most, &mut nodes).then_some(RangeCellProof { nodes })
+    }
+
+    /// Emit the subtree's nodes; false (stopped) once `out` holds more than `most`.
+    fn emit<A: Asked + ?Sized>(
+        &self,
+        depth: usize,
+        prefix: u128,
+        ranges: &A,
+        most: usize,
+        out: &mut Vec<RangeNode>,
+    ) -> bool {
+        if out.len() >= most {
+            return false;
+        }
         let (lo, hi) = interval(depth, prefix);
         if !ranges.meets(depth, prefix) {
             out.push(RangeNode::Opaque(self.hash_read(depth, prefix)));
-            return;
+            return true;
         }
         let mut keys = self.leaves.range(lo..=hi);
         match (keys.next(), keys.next()) {
@@ -524,10 +542,11 @@ impl CellTrie {
             (Some((k, d)), None) => out.push(RangeNode::Leaf(*k, *d)),
             _ => {
                 out.push(RangeNode::Node);
-                self.emit(depth + 1, prefix, ranges, out);
-                self.emit(depth + 1, prefix | (1u128 << (127 - depth)), ranges, out);
+                return self.emit(depth + 1, prefix, ranges, most, out)
+                    && self.emit(depth + 1, prefix | (1u128 << (127 - depth)), ranges, most, out);
             }
         }
+        true
     }
 }
 
@@ -816,6 +835,20 @@ mod tests {
         // A few nodes a key (the empty halves beside shared prefixes), whatever the box's area.
         assert!(proof.nodes.len() < 16 * 1000, "{} nodes", proof.nodes.len());
         assert_eq!(proof.verify_asked(&root, &asked).map(|v| v.len()), Ok(1000));
+    }
+
+    #[test]
+    fn a_proof_past_its_budget_is_given_up() {
+        let mut t = CellTrie::new();
+        for i in 0..1000i64 {
+            t.insert(cell_key(frame_tag("map"), 0, i, -i), [1; 32]);
+        }
+        let world = BoxMm { min_mm: [-1_000_000_000_000_000; 3], max_mm: [1_000_000_000_000_000; 3] };
+        let asked = CellQuery::new("map", &world);
+        let whole = t.prove_asked(&asked);
+        assert_eq!(t.prove_asked_within(&asked, 100), None);
+        assert_eq!(t.prove_asked_within(&asked, whole.nodes.len()), Some(whole.clone()));
+        assert_eq!(t.prove_asked_within(&asked, whole.nodes.len() - 1), None);
     }
 
     #[test]
