@@ -10,7 +10,9 @@ that robot; a group asks one agent's logs; a memory on an embedded ledger is ref
 import asyncio
 import base64
 import json
+import os
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -19,6 +21,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from test_mcp import SION, T0, call, free_port
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts"))
+import etcd_member  # noqa: E402
 
 DAY = 86_400 * 10**9
 QUESTION = {"frame": "map", "min": [0, 0, 0], "max": [1_000_000, 1_000_000, 30_000], "from": T0, "to": T0 + 40 * DAY}
@@ -36,15 +41,8 @@ class FleetRecall(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
         self.addCleanup(subprocess.run, ["rm", "-rf", self.tmp], check=False)
-        client, peer = free_port(), free_port()
-        self.etcd = subprocess.Popen(
-            ["etcd", "--name", "m1", "--data-dir", f"{self.tmp}/etcd",
-             "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
-             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", f"m1=http://127.0.0.1:{peer}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.etcd, etcd_url = etcd_member.start(self.tmp)
         self.addCleanup(self.stop, self.etcd)
-        etcd_url = f"http://127.0.0.1:{client}"
         key = f"{self.tmp}/ledger.key"
         deadline = time.time() + 30
         while True:

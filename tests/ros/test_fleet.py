@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 
 import ask  # noqa: E402
+import etcd_member  # noqa: E402
 import launch as launcher  # noqa: E402
 import robot_run  # noqa: E402
 
@@ -79,14 +80,8 @@ class Fleet(unittest.TestCase):
             cls.processes.append(p)
             return p
 
-        client, peer = free_port(), free_port()
-        etcd = f'http://127.0.0.1:{client}'
-        start('etcd', ['etcd', '--name', 'm1', '--data-dir', os.path.join(cls.work, 'etcd'),
-                       '--listen-client-urls', etcd, '--advertise-client-urls', etcd,
-                       '--listen-peer-urls', f'http://127.0.0.1:{peer}',
-                       '--initial-advertise-peer-urls', f'http://127.0.0.1:{peer}',
-                       '--initial-cluster', f'm1=http://127.0.0.1:{peer}'])
-        wait_port(client, 'etcd')
+        etcd_process, etcd = etcd_member.start(cls.work)
+        cls.processes.append(etcd_process)
         # The operator: the ledger's key stays here; robots and readers get its public half.
         ledger_key_file = os.path.join(cls.work, 'ledger.key')
         for _ in range(50):
