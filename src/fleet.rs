@@ -217,6 +217,61 @@ impl std::fmt::Display for Gap {
     }
 }
 
+/// A fleet recall's bundle encoded, by whichever form was asked, with what a caller shows of it.
+#[derive(Debug, Clone)]
+pub struct Recalled {
+    /// The bundle: SIONFLT2 (by cells) or SIONFLT1 (every log).
+    pub bytes: Vec<u8>,
+    pub pulse: u64,
+    pub time_ns: i64,
+    /// Logs whose state the bundle carries.
+    pub logs: usize,
+    /// Range answers it carries.
+    pub answers: usize,
+}
+
+/// [`recall_by_cells`] when `by_cells`, else [`recall_bundle_within`]: the one choice the
+/// CLI, MCP and the node make alike.
+#[allow(clippy::too_many_arguments)]
+pub fn recall(
+    link: &dyn LedgerLink,
+    pulse: Option<u64>,
+    query: &sion_verify::index::geom::Query,
+    group: Option<&str>,
+    memories: &[Memory],
+    most: usize,
+    by_cells: bool,
+    progress: impl FnMut(usize, usize),
+) -> Result<(Recalled, Vec<Gap>), FleetRecallError> {
+    if by_cells {
+        let (b, gaps) = recall_by_cells(link, pulse, query, group, memories, most, progress)?;
+        let h = b.header.header;
+        Ok((
+            Recalled {
+                bytes: b.encode(),
+                pulse: h.number,
+                time_ns: h.time_ns,
+                logs: b.logs.len(),
+                answers: b.answers.len(),
+            },
+            gaps,
+        ))
+    } else {
+        let (b, gaps) = recall_bundle_within(link, pulse, query, group, memories, most, progress)?;
+        let h = b.header.header;
+        Ok((
+            Recalled {
+                bytes: b.encode(),
+                pulse: h.number,
+                time_ns: h.time_ns,
+                logs: b.logs.len(),
+                answers: b.answers.len(),
+            },
+            gaps,
+        ))
+    }
+}
+
 /// Ask one range question of every robot's memory given, as of Pulse `pulse` (the latest if
 /// `None`), for a fleet recall bundle (docs/PROOFS.md, "Fleet recall"): the Pulse's signed
 /// header, every log's leaf at it (each from a state proof checked against the ledger's key),

@@ -932,31 +932,18 @@ impl Protocol {
         let memories =
             dirs.iter().map(|d| crate::fleet::options(d).open_read_only()).collect::<Result<Vec<_>, _>>()?;
         // By cells (SIONFLT2): only the logs the box's cells list are stated and asked.
-        let (bytes, gaps) = if by_cells {
-            let (b, gaps) = crate::fleet::recall_by_cells(
-                &link,
-                Some(pulse),
-                query,
-                group,
-                &memories,
-                MAX_FLEET_ANSWER_BYTES,
-                |_, _| {},
-            )
-            .map_err(|e| ProtocolError::Refused(e.to_string()))?;
-            (b.encode(), gaps)
-        } else {
-            let (b, gaps) = crate::fleet::recall_bundle_within(
-                &link,
-                Some(pulse),
-                query,
-                group,
-                &memories,
-                MAX_FLEET_ANSWER_BYTES,
-                |_, _| {},
-            )
-            .map_err(|e| ProtocolError::Refused(e.to_string()))?;
-            (b.encode(), gaps)
-        };
+        let (recalled, gaps) = crate::fleet::recall(
+            &link,
+            Some(pulse),
+            query,
+            group,
+            &memories,
+            MAX_FLEET_ANSWER_BYTES,
+            by_cells,
+            |_, _| {},
+        )
+        .map_err(|e| ProtocolError::Refused(e.to_string()))?;
+        let bytes = recalled.bytes;
         let missing: Vec<String> =
             gaps.iter().filter(|g| !matches!(g, Gap::OutOfScope { .. })).map(ToString::to_string).collect();
         if !missing.is_empty() {

@@ -163,6 +163,37 @@ pub fn decode_answer(bytes: &[u8]) -> Result<(SignedHeader, Vec<CellNode>), Wire
 /// A snapshot's chunks: each cell in key order — key (16 bytes, big-endian), `u32` count, then
 /// that many (`u64` log, `u64` the Pulse that listed it) — cut between cells past
 /// [`CHUNK_BYTES`].
+/// `P/cellsnap`: the Pulse of the latest snapshot of the cells, how many chunks it is, and
+/// the BLAKE3 hash of their values in order (docs/FLEET-LEDGER.md, "Cells").
+struct SnapshotPointer {
+    pulse: u64,
+    count: u32,
+    hash: [u8; 32],
+}
+
+impl SnapshotPointer {
+    const LEN: usize = 8 + 4 + 32;
+
+    fn parse(v: &[u8]) -> Result<Self, String> {
+        if v.len() != Self::LEN {
+            return Err(format!("P/cellsnap is {} bytes, not {}", v.len(), Self::LEN));
+        }
+        let mut r = Reader::new(v);
+        let read = |r: &mut Reader| -> Result<Self, WireError> {
+            Ok(Self { pulse: r.u64("pulse")?, count: r.u32("count")?, hash: r.array("hash")? })
+        };
+        read(&mut r).map_err(|e| format!("P/cellsnap: {e}"))
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(Self::LEN);
+        out.put_u64(self.pulse);
+        out.put_u32(self.count);
+        out.put_bytes(&self.hash);
+        out
+    }
+}
+
 fn chunks(cells: &Cells) -> Vec<Vec<u8>> {
     let mut out = vec![Vec::new()];
     for (key, listed) in cells.sorted() {
@@ -338,13 +369,7 @@ impl FleetLedger {
         let options = || Some(GetOptions::new().with_revision(at));
         let resp = self.get(self.key_of("cellsnap"), options()).await.map_err(|e| e.to_string())?;
         let Some(kv) = resp.kvs().first() else { return Ok(None) };
-        let v = kv.value();
-        if v.len() != 44 {
-            return Err(format!("P/cellsnap is {} bytes, not 44", v.len()));
-        }
-        let s = u64::from_le_bytes(v[..8].try_into().unwrap_or_default());
-        let count = u32::from_le_bytes(v[8..12].try_into().unwrap_or_default());
-        let hash: [u8; 32] = v[12..44].try_into().unwrap_or_default();
+        let SnapshotPointer { pulse: s, count, hash } = SnapshotPointer::parse(kv.value())?;
         if s > head {
             return Ok(None);
         }
@@ -398,11 +423,8 @@ impl FleetLedger {
         let parts = chunks(cells);
         let was = self.get(self.key_of("cellsnap"), None).await?;
         let revision = was.kvs().first().map_or(0, |kv| kv.mod_revision());
-        let old = was
-            .kvs()
-            .first()
-            .filter(|kv| kv.value().len() == 44)
-            .map(|kv| u64::from_le_bytes(kv.value()[..8].try_into().unwrap_or_default()));
+        // A damaged pointer is overwritten: the snapshot is a cache.
+        let old = was.kvs().first().and_then(|kv| SnapshotPointer::parse(kv.value()).ok()).map(|p| p.pulse);
         if old.is_some_and(|o| o >= s) {
             return Ok(None);
         }
@@ -413,10 +435,9 @@ impl FleetLedger {
             hasher.update(part);
             self.put(self.key_of(&format!("cellchunk/{}/{}", n20(s), n20(i as u64))), part.clone()).await?;
         }
-        let mut pointer = Vec::with_capacity(44);
-        pointer.put_u64(s);
-        pointer.put_u32(parts.len() as u32);
-        pointer.put_bytes(hasher.finalize().as_bytes());
+        let pointer =
+            SnapshotPointer { pulse: s, count: parts.len() as u32, hash: *hasher.finalize().as_bytes() }
+                .encode();
         // Only forward, and only over the pointer read: a slow front-end never puts it back to
         // an older snapshot (whose entries since may be archived by then).
         let txn = Txn::new()
@@ -441,11 +462,7 @@ impl FleetLedger {
     /// must stay in etcd (a front-end holding nothing rebuilds the map from them).
     pub(crate) async fn cell_snapshot_pulse(&mut self) -> Result<Option<u64>, FleetError> {
         let got = self.get(self.key_of("cellsnap"), None).await?;
-        Ok(got
-            .kvs()
-            .first()
-            .filter(|kv| kv.value().len() == 44)
-            .map(|kv| u64::from_le_bytes(kv.value()[..8].try_into().unwrap_or_default())))
+        Ok(got.kvs().first().and_then(|kv| SnapshotPointer::parse(kv.value()).ok()).map(|p| p.pulse))
     }
 
     async fn delete_prefix(&mut self, rest: &str) -> Result<(), FleetError> {

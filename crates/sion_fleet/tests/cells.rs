@@ -5,6 +5,7 @@
 //! damaged, from the entries since the genesis — to exactly the signed root.
 
 mod common;
+use common::commit_cells;
 
 use std::collections::BTreeMap;
 
@@ -12,23 +13,8 @@ use ed25519_dalek::SigningKey;
 use sion_fleet::FleetLedger;
 use sion_fleet::cells::{AskedCells, SNAPSHOT_EVERY};
 use sion_fleet::local::Etcd;
-use sion_store::ledger::{LogId, SignedTx, Tx};
+use sion_store::ledger::{SignedTx, Tx};
 use sion_verify::cells::{CellQuery, cell_key, frame_tag, logs_digest};
-
-/// `writer`'s commit of `log` from `from` to `to` atoms naming `cells`.
-fn commit_cells(
-    writer: &SigningKey,
-    nonce: u64,
-    log: LogId,
-    version: u64,
-    from: u64,
-    to: u64,
-    cells: Vec<u128>,
-) -> SignedTx {
-    let plain = common::commit(writer, nonce, log, version, from, to);
-    let Tx::CommitMemory { log, version, head, proof, seal, .. } = plain.tx else { unreachable!("a commit") };
-    SignedTx::sign(writer, nonce, Tx::CommitMemory { log, version, head, proof, seal, cells })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_ledger_keeps_cells_and_a_front_end_rebuilds_them() {

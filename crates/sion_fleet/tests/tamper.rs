@@ -5,7 +5,7 @@
 //! is told so, with the keys, and that nothing of its memory is at fault.
 
 mod common;
-use common::{commit, head};
+use common::{commit, commit_cells, head};
 use std::net::SocketAddr;
 
 use ed25519_dalek::SigningKey;
@@ -853,12 +853,7 @@ async fn a_witness_refuses_cells_the_service_edited() {
     let log = opened[0].as_ref().expect("opened").log.expect("log");
     let tag = sion_verify::cells::frame_tag("map");
     let with_cells = |nonce: u64, version: u64, from: u64, to: u64, cell: u128| {
-        let Tx::CommitMemory { log, version, head, proof, seal, .. } =
-            commit(&robot, nonce, log, version, from, to).tx
-        else {
-            unreachable!("a commit")
-        };
-        SignedTx::sign(&robot, nonce, Tx::CommitMemory { log, version, head, proof, seal, cells: vec![cell] })
+        commit_cells(&robot, nonce, log, version, from, to, vec![cell])
     };
     a.submit(with_cells(1, 0, 0, 1, sion_verify::cells::cell_key(tag, 0, 1, 1))).await.expect("commit 1");
     let number = a

@@ -103,29 +103,16 @@ fn recall(a: RecallArgs) -> Result<ExitCode> {
         bar.set_length(all as u64);
         bar.set_position(done as u64);
     };
-    // (bytes, Pulse, its time, logs stated, answers)
-    let (bytes, pulse, time_ns, logs, answers, gaps) = if a.by_cells {
-        let (b, gaps) = sion_memory::fleet::recall_by_cells(
-            &link,
-            a.pulse,
-            &query,
-            a.group.as_deref(),
-            &memories,
-            sion_verify::proof::fleet::MAX_BUNDLE_BYTES,
-            progress,
-        )?;
-        (b.encode(), b.header.header.number, b.header.header.time_ns, b.logs.len(), b.answers.len(), gaps)
-    } else {
-        let (b, gaps) = sion_memory::fleet::recall_bundle(
-            &link,
-            a.pulse,
-            &query,
-            a.group.as_deref(),
-            &memories,
-            progress,
-        )?;
-        (b.encode(), b.header.header.number, b.header.header.time_ns, b.logs.len(), b.answers.len(), gaps)
-    };
+    let (recalled, gaps) = sion_memory::fleet::recall(
+        &link,
+        a.pulse,
+        &query,
+        a.group.as_deref(),
+        &memories,
+        sion_verify::proof::fleet::MAX_BUNDLE_BYTES,
+        a.by_cells,
+        progress,
+    )?;
     bar.finish_and_clear();
     for g in &gaps {
         eprintln!("{g}");
@@ -135,16 +122,16 @@ fn recall(a: RecallArgs) -> Result<ExitCode> {
         bail!("the bundle would not hold (above); nothing written (--partial writes it anyway)");
     }
     sion_memory::disk::Disk::os()
-        .replace_file(&a.out, &bytes)
+        .replace_file(&a.out, &recalled.bytes)
         .with_context(|| format!("writing {}", a.out.display()))?;
     outln!(
         "{}: Pulse {} ({}), {} logs, {} answers, {} bytes",
         a.out.display(),
-        pulse,
-        sion_verify::time::rfc3339(time_ns),
-        logs,
-        answers,
-        bytes.len()
+        recalled.pulse,
+        sion_verify::time::rfc3339(recalled.time_ns),
+        recalled.logs,
+        recalled.answers,
+        recalled.bytes.len()
     );
     Ok(if missing { ExitCode::from(3) } else { ExitCode::SUCCESS })
 }

@@ -20,11 +20,24 @@ pub fn head(n: u64) -> Head {
 
 /// `writer`'s commit of `log` from `from` to `to` atoms, with its consistency proof.
 pub fn commit(writer: &SigningKey, nonce: u64, log: LogId, version: u64, from: u64, to: u64) -> SignedTx {
+    commit_cells(writer, nonce, log, version, from, to, Vec::new())
+}
+
+/// [`commit`], naming the map cells (docs/LEDGER.md, "Cells") its new atoms are in.
+pub fn commit_cells(
+    writer: &SigningKey,
+    nonce: u64,
+    log: LogId,
+    version: u64,
+    from: u64,
+    to: u64,
+    cells: Vec<u128>,
+) -> SignedTx {
     let proof =
         if from == 0 { vec![] } else { consistency_path::<Blake3, _>(&tree(to), from, to).expect("proof") };
     SignedTx::sign(
         writer,
         nonce,
-        Tx::CommitMemory { log, version, head: head(to), proof, seal: false, cells: Vec::new() },
+        Tx::CommitMemory { log, version, head: head(to), proof, seal: false, cells },
     )
 }
