@@ -473,6 +473,9 @@ enum Lie {
     /// `Cells` as of Pulse `number − 1` (what a witness asks to check Pulse `number`'s cells
     /// root) with a hash or digest of the proof changed.
     CellsEdited { number: u64 },
+    /// No lie: a service whose `Cells` answers are bounded tighter, refusing (`too_large`) any
+    /// question naming more than `most` cells; the count of cells each question named, kept.
+    CellsAtMost { most: usize, asked: std::sync::Arc<std::sync::Mutex<Vec<usize>>> },
 }
 
 /// The key holder's own service: a real front-end behind it, and one lie.
@@ -573,6 +576,20 @@ mod liar {
         async fn cells(&self, r: Request<CellsAsked>) -> R<Maybe> {
             use sion_verify::proof::fleet::CellNode;
             let at = r.get_ref().at;
+            if let Lie::CellsAtMost { most, asked } = &self.lie
+                && let Ok(sion_fleet::cells::AskedCells::Keys(keys)) =
+                    sion_fleet::cells::AskedCells::decode(&r.get_ref().asked)
+            {
+                asked.lock().expect("lock").push(keys.len());
+                if keys.len() > *most {
+                    let mut refused =
+                        Status::out_of_range(format!("{} cells: past this service's bound", keys.len()));
+                    refused
+                        .metadata_mut()
+                        .insert(sion_fleet::service::REFUSAL, "too_large".parse().expect("ascii"));
+                    return Err(refused);
+                }
+            }
             let mut answer = self.inner.cells(r).await?;
             if let Lie::CellsEdited { number } = &self.lie
                 && at == Some(number - 1)
@@ -883,4 +900,50 @@ async fn a_witness_refuses_cells_the_service_edited() {
     .await
     .expect("witness");
     assert!(!cosigned.lock().expect("lock").contains(&number), "a cosignature was handed");
+}
+
+/// A witness checks a Pulse whose commit names more cells than the service answers at once:
+/// each part refused as too large is halved and asked again, down to single cells, and the
+/// parts' proofs, merged, give the signed cells root — so it cosigns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_halves_a_cells_question_the_service_refuses_as_too_large() {
+    use sion_fleet::witness::Witness;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[96; 32]);
+    let prefix = "/sion-ledger/witness-cells-halved/";
+    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let robot = SigningKey::from_bytes(&[97; 32]);
+    let opened = a
+        .submit_batch(vec![SignedTx::sign(&robot, 0, Tx::OpenMemory { agent: None, policy: [7; 32] })])
+        .await;
+    let log = opened[0].as_ref().expect("opened").log.expect("log");
+    let tag = sion_verify::cells::frame_tag("map");
+    let cells =
+        |xs: std::ops::Range<i64>| xs.map(|x| sion_verify::cells::cell_key(tag, 0, x, 3)).collect::<Vec<_>>();
+    a.submit(commit_cells(&robot, 1, log, 0, 0, 1, cells(0..3))).await.expect("commit 1");
+    // Five cells, two of them listed already.
+    let head =
+        a.submit(commit_cells(&robot, 2, log, 1, 1, 2, cells(1..6))).await.expect("commit 2").header.number;
+    let witness_key = SigningKey::from_bytes(&[98; 32]);
+    let accepted = [witness_key.verifying_key().to_bytes()];
+    let ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (url, cosigned) = serve_liar(ledger, &accepted, Lie::CellsAtMost { most: 1, asked: asked.clone() });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (ledger_key, state) = (key.verifying_key(), tmp.path().join("witness.state"));
+    tokio::task::spawn_blocking(move || {
+        let mut witness = Witness::open(witness_key, ledger_key, &state).expect("witness");
+        let link = RemoteLedger::connect(&url).expect("link");
+        witness.follow(&link, |_| {}).expect("the witness checks every Pulse");
+        assert_eq!(witness.last().map(|l| l.0), Some(head));
+    })
+    .await
+    .expect("witness");
+    assert!(cosigned.lock().expect("lock").contains(&head), "the Pulse naming five cells was cosigned");
+    let asked = asked.lock().expect("lock").clone();
+    // Commit 1: 3 refused, then 1 and 2 (2 refused: 1 and 1). Commit 2: 5 refused, then 2 and 3,
+    // each refused and halved down to single cells.
+    assert_eq!(asked.iter().filter(|&&n| n == 1).count(), 3 + 5, "{asked:?}");
+    assert!(asked.contains(&5) && asked.contains(&3), "{asked:?}");
 }
