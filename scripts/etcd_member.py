@@ -27,8 +27,9 @@ def _healthy(url):
     # etcd's own answer, not any listener's: a port someone else took would also connect.
     try:
         with _DIRECT.open(f'{url}/health', timeout=1) as r:
-            return json.load(r).get('health') == 'true'
-    except (OSError, ValueError):
+            answer = json.load(r)
+            return isinstance(answer, dict) and answer.get('health') == 'true'
+    except Exception:  # whatever else holds the port may answer anything, or not HTTP at all
         return False
 
 
@@ -61,15 +62,25 @@ def start(workdir, attempts=3, seconds=60.0):
                  '--initial-advertise-peer-urls', f'http://127.0.0.1:{peer}',
                  '--initial-cluster', f'm1=http://127.0.0.1:{peer}'],
                 stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + seconds
-        while time.time() < deadline and process.poll() is None:
-            if _healthy(url):
-                return process, url
-            time.sleep(0.1)
-        exited = process.poll()
-        process.kill()
-        process.wait()
-        how = f'exited with {exited}' if exited is not None else f'did not listen within {seconds:.0f} s'
+        handed = False
+        try:
+            deadline = time.time() + seconds
+            while time.time() < deadline and process.poll() is None:
+                if _healthy(url):
+                    # Another etcd on the port would answer too: ours must still be running
+                    # once it would have failed to bind.
+                    time.sleep(0.3)
+                    if process.poll() is None:
+                        handed = True
+                        return process, url
+                time.sleep(0.1)
+            exited = process.poll()
+        finally:
+            # Never left running unless handed to the caller (an exception included).
+            if not handed:
+                process.kill()
+                process.wait()
+        how = f'exited with {exited}' if exited is not None else f'was not healthy within {seconds:.0f} s'
         failures.append(f'attempt {attempt + 1} (client port {client}, peer port {peer}): {how}\n'
                         f'{_tail(log_path)}')
     raise RuntimeError('etcd did not start:\n' + '\n'.join(failures))

@@ -160,9 +160,6 @@ pub fn decode_answer(bytes: &[u8]) -> Result<(SignedHeader, Vec<CellNode>), Wire
     Ok((header, nodes))
 }
 
-/// A snapshot's chunks: each cell in key order — key (16 bytes, big-endian), `u32` count, then
-/// that many (`u64` log, `u64` the Pulse that listed it) — cut between cells past
-/// [`CHUNK_BYTES`].
 /// `P/cellsnap`: the Pulse of the latest snapshot of the cells, how many chunks it is, and
 /// the BLAKE3 hash of their values in order (docs/FLEET-LEDGER.md, "Cells").
 struct SnapshotPointer {
@@ -194,6 +191,9 @@ impl SnapshotPointer {
     }
 }
 
+/// A snapshot's chunks: each cell in key order — key (16 bytes, big-endian), `u32` count, then
+/// that many (`u64` log, `u64` the Pulse that listed it) — cut between cells past
+/// [`CHUNK_BYTES`].
 fn chunks(cells: &Cells) -> Vec<Vec<u8>> {
     let mut out = vec![Vec::new()];
     for (key, listed) in cells.sorted() {
