@@ -243,33 +243,15 @@ pub fn recall(
     by_cells: bool,
     progress: impl FnMut(usize, usize),
 ) -> Result<(Recalled, Vec<Gap>), FleetRecallError> {
-    if by_cells {
+    // The two bundles differ in form only: what a caller shows of them is read alike.
+    let (bytes, header, logs, answers, gaps) = if by_cells {
         let (b, gaps) = recall_by_cells(link, pulse, query, group, memories, most, progress)?;
-        let h = b.header.header;
-        Ok((
-            Recalled {
-                bytes: b.encode(),
-                pulse: h.number,
-                time_ns: h.time_ns,
-                logs: b.logs.len(),
-                answers: b.answers.len(),
-            },
-            gaps,
-        ))
+        (b.encode(), b.header.header, b.logs.len(), b.answers.len(), gaps)
     } else {
         let (b, gaps) = recall_bundle_within(link, pulse, query, group, memories, most, progress)?;
-        let h = b.header.header;
-        Ok((
-            Recalled {
-                bytes: b.encode(),
-                pulse: h.number,
-                time_ns: h.time_ns,
-                logs: b.logs.len(),
-                answers: b.answers.len(),
-            },
-            gaps,
-        ))
-    }
+        (b.encode(), b.header.header, b.logs.len(), b.answers.len(), gaps)
+    };
+    Ok((Recalled { bytes, pulse: header.number, time_ns: header.time_ns, logs, answers }, gaps))
 }
 
 /// Ask one range question of every robot's memory given, as of Pulse `pulse` (the latest if

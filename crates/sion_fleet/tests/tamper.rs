@@ -864,10 +864,7 @@ async fn a_witness_refuses_cells_the_service_edited() {
     let prefix = "/sion-ledger/tamper-witness-cells/";
     let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
     let robot = SigningKey::from_bytes(&[94; 32]);
-    let opened = a
-        .submit_batch(vec![SignedTx::sign(&robot, 0, Tx::OpenMemory { agent: None, policy: [7; 32] })])
-        .await;
-    let log = opened[0].as_ref().expect("opened").log.expect("log");
+    let log = open_log(&mut a, &robot, None).await;
     let tag = sion_verify::cells::frame_tag("map");
     let with_cells = |nonce: u64, version: u64, from: u64, to: u64, cell: u128| {
         commit_cells(&robot, nonce, log, version, from, to, vec![cell])
@@ -914,10 +911,7 @@ async fn a_witness_halves_a_cells_question_the_service_refuses_as_too_large() {
     let prefix = "/sion-ledger/witness-cells-halved/";
     let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
     let robot = SigningKey::from_bytes(&[97; 32]);
-    let opened = a
-        .submit_batch(vec![SignedTx::sign(&robot, 0, Tx::OpenMemory { agent: None, policy: [7; 32] })])
-        .await;
-    let log = opened[0].as_ref().expect("opened").log.expect("log");
+    let log = open_log(&mut a, &robot, None).await;
     let tag = sion_verify::cells::frame_tag("map");
     let cells =
         |xs: std::ops::Range<i64>| xs.map(|x| sion_verify::cells::cell_key(tag, 0, x, 3)).collect::<Vec<_>>();
