@@ -6,7 +6,10 @@
 //! leader is.
 //!
 //!     cargo run --release -p sion_fleet --example fleet_scale -- [--robots 1000] [--seconds 10]
-//!         [--max-txn-ops 1024]
+//!         [--max-txn-ops 1024] [--format 4]
+//!
+//! `--format 3` makes the ledger as ledgers were made before the entries were the ledger (each
+//! Pulse also writes its logs', nonces' and paths' keys), to measure one against the other.
 //!
 //! A robot commits in a loop: sign a `CommitMemory` (its log grows by 2 atoms, with the RFC 9162
 //! consistency proof from its last head), send it, check the receipt's header against the
@@ -270,8 +273,12 @@ async fn main() {
     let public = key.verifying_key();
     let prefix = "/sion-ledger/scale/";
     let limits = TxnLimits { max_ops: max_ops as usize, max_bytes: 1 << 20 };
-    let mut setup =
-        FleetLedger::init(&endpoints, prefix, key.clone()).await.expect("init").with_limits(limits);
+    let made = if arg("--format", 4) == 3 {
+        FleetLedger::init_keyed(&endpoints, prefix, key.clone()).await
+    } else {
+        FleetLedger::init(&endpoints, prefix, key.clone()).await
+    };
+    let mut setup = made.expect("init").with_limits(limits);
 
     // The robots' logs, opened in batches (not measured).
     let keys: Vec<SigningKey> = (0..robots_n)

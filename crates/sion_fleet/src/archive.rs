@@ -194,7 +194,12 @@ impl FleetLedger {
         // entries since: a snapshot as of the latest Pulse first, and nothing after the latest
         // snapshot is archived (its pointer only moves forward).
         let mut before = before;
-        if self.cells {
+        if !self.keyed {
+            // Likewise the state, on format 4.
+            self.write_state_snapshot().await?;
+            let kept = self.state_snapshot_pulse().await?.unwrap_or(0);
+            before = before.min(kept + 1);
+        } else if self.cells {
             self.write_cell_snapshot().await?;
             let kept = self.cell_snapshot_pulse().await?.unwrap_or(0);
             before = before.min(kept + 1);

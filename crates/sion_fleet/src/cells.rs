@@ -9,21 +9,17 @@
 
 use std::collections::BTreeMap;
 
-use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp};
+use etcd_client::GetOptions;
 use sion_ledger::state::{Cells, prove_asked_within};
 use sion_ledger::{LedgerError, PulseHeader, SignedHeader, Tx};
-use sion_verify::cells::{Asked, CellQuery, MAX_LEVEL, RangeCellProof, key_level};
+use sion_verify::cells::{Asked, CellQuery, RangeCellProof};
 use sion_verify::proof::fleet::{CellNode, put_cell_nodes, read_cell_nodes};
 use sion_verify::wire::{Put as _, Reader, WireError};
 
-use crate::{FleetError, FleetLedger, REPLAY_PAGE, decode_entry, n20, prefix_end};
+use crate::snapshot::{CELLS, put_cell, read_cell};
+use crate::{FleetError, FleetLedger, REPLAY_PAGE, decode_entry, n20};
 
-/// A front-end writes a snapshot of the cells after making a Pulse whose number is a multiple
-/// of this: a front-end that restarts replays at most about twice as many entries' cells.
-pub const SNAPSHOT_EVERY: u64 = 1024;
-
-/// The most bytes of one snapshot chunk (`P/cellchunk/S/I`), far within etcd's request size.
-const CHUNK_BYTES: usize = 512 << 10;
+pub use crate::snapshot::SNAPSHOT_EVERY;
 
 /// The most cells a request may name.
 pub const MAX_ASKED_KEYS: usize = 65_536;
@@ -191,22 +187,16 @@ impl SnapshotPointer {
     }
 }
 
-/// A snapshot's chunks: each cell in key order — key (16 bytes, big-endian), `u32` count, then
-/// that many (`u64` log, `u64` the Pulse that listed it) — cut between cells past
-/// [`CHUNK_BYTES`].
+/// A snapshot's chunks: each cell in key order as [`crate::snapshot::put_cell`] writes it, cut
+/// between cells past [`crate::snapshot::CHUNK_BYTES`].
 fn chunks(cells: &Cells) -> Vec<Vec<u8>> {
     let mut out = vec![Vec::new()];
     for (key, listed) in cells.sorted() {
-        if out.last().is_some_and(|c| c.len() >= CHUNK_BYTES) {
+        if out.last().is_some_and(|c| c.len() >= crate::snapshot::CHUNK_BYTES) {
             out.push(Vec::new());
         }
         let Some(chunk) = out.last_mut() else { continue };
-        chunk.put_bytes(&key.to_be_bytes());
-        chunk.put_u32(listed.len() as u32);
-        for (id, pulse) in listed {
-            chunk.put_u64(id);
-            chunk.put_u64(pulse);
-        }
+        put_cell(chunk, key, &listed);
     }
     out
 }
@@ -214,27 +204,8 @@ fn chunks(cells: &Cells) -> Vec<Vec<u8>> {
 /// Load one chunk into `cells`; what is wrong with it, if anything.
 fn load_chunk(cells: &mut Cells, bytes: &[u8], head: u64) -> Result<(), String> {
     let mut r = Reader::new(bytes);
-    let wire = |e: WireError| e.to_string();
     while r.remaining() > 0 {
-        let key = u128::from_be_bytes(r.array("cell").map_err(wire)?);
-        if key_level(key) > MAX_LEVEL {
-            return Err(format!("cell {key:032x} of a level past {MAX_LEVEL}"));
-        }
-        let n = r.u32("logs").map_err(wire)? as usize;
-        if n == 0 || n > r.remaining() / 16 {
-            return Err(format!("cell {key:032x} lists {n} logs"));
-        }
-        let mut listed = Vec::with_capacity(n);
-        for _ in 0..n {
-            let (id, pulse) = (r.u64("log").map_err(wire)?, r.u64("pulse").map_err(wire)?);
-            if pulse == 0 || pulse > head {
-                return Err(format!("cell {key:032x} lists log {id} at Pulse {pulse}, not 1 … {head}"));
-            }
-            listed.push((id, pulse));
-        }
-        if !cells.load(key, listed) {
-            return Err(format!("cell {key:032x}: logs not ascending, or the cell twice"));
-        }
+        read_cell(&mut r, cells, head)?;
     }
     Ok(())
 }
@@ -373,38 +344,8 @@ impl FleetLedger {
         if s > head {
             return Ok(None);
         }
-        let prefix = self.key_of(&format!("cellchunk/{}/", n20(s)));
-        let options = GetOptions::new().with_range(prefix_end(prefix.as_bytes())).with_revision(at);
-        let mut hasher = blake3::Hasher::new();
         let mut cells = Cells::default();
-        let mut read = 0u32;
-        // A chunk at a time: each is at most CHUNK_BYTES and a cell.
-        let mut start = prefix.clone().into_bytes();
-        loop {
-            let resp = self
-                .get(start.clone(), Some(options.clone().with_limit(8)))
-                .await
-                .map_err(|e| e.to_string())?;
-            for kv in resp.kvs() {
-                let want = self.key_of(&format!("cellchunk/{}/{}", n20(s), n20(u64::from(read))));
-                if kv.key() != want.as_bytes() {
-                    return Err(format!("{} where {want} was expected", String::from_utf8_lossy(kv.key())));
-                }
-                hasher.update(kv.value());
-                load_chunk(&mut cells, kv.value(), s).map_err(|e| format!("{want}: {e}"))?;
-                read += 1;
-            }
-            match resp.kvs().last() {
-                Some(last) if resp.more() => {
-                    start = last.key().to_vec();
-                    start.push(0);
-                }
-                _ => break,
-            }
-        }
-        if read != count || *hasher.finalize().as_bytes() != hash {
-            return Err(format!("Pulse {s}'s snapshot is not the {count} chunks P/cellsnap names"));
-        }
+        self.read_chunks(&CELLS, (s, count, hash), at, |bytes| load_chunk(&mut cells, bytes, s)).await?;
         Ok(Some((s, cells)))
     }
 
@@ -421,41 +362,9 @@ impl FleetLedger {
         let s = snap.latest.number;
         let Some(cells) = snap.state.cells.as_ref() else { return Ok(None) };
         let parts = chunks(cells);
-        let was = self.get(self.key_of("cellsnap"), None).await?;
-        let revision = was.kvs().first().map_or(0, |kv| kv.mod_revision());
-        // A damaged pointer is overwritten: the snapshot is a cache.
-        let old = was.kvs().first().and_then(|kv| SnapshotPointer::parse(kv.value()).ok()).map(|p| p.pulse);
-        if old.is_some_and(|o| o >= s) {
-            return Ok(None);
-        }
-        // Chunks a front-end that died midway left under this number go first.
-        self.delete_prefix(&format!("cellchunk/{}/", n20(s))).await?;
-        let mut hasher = blake3::Hasher::new();
-        for (i, part) in parts.iter().enumerate() {
-            hasher.update(part);
-            self.put(self.key_of(&format!("cellchunk/{}/{}", n20(s), n20(i as u64))), part.clone()).await?;
-        }
-        let pointer =
-            SnapshotPointer { pulse: s, count: parts.len() as u32, hash: *hasher.finalize().as_bytes() }
-                .encode();
-        // Only forward, and only over the pointer read: a slow front-end never puts it back to
-        // an older snapshot (whose entries since may be archived by then).
-        let txn = Txn::new()
-            .when(vec![Compare::mod_revision(self.key_of("cellsnap"), CompareOp::Equal, revision)])
-            .and_then(vec![TxnOp::put(self.key_of("cellsnap"), pointer, None)]);
-        if !self.write_txn(txn).await?.succeeded() {
-            self.delete_prefix(&format!("cellchunk/{}/", n20(s))).await?;
-            return Ok(None);
-        }
-        // Every older snapshot's chunks go: the one replaced, and any a front-end that died
-        // midway left. Newer ones are not touched: another front-end may be writing them.
-        let (from, to) = (self.key_of("cellchunk/"), self.key_of(&format!("cellchunk/{}/", n20(s))));
-        self.retrying(false, |mut c| {
-            let (from, to) = (from.clone(), to.clone());
-            async move { c.delete(from, Some(DeleteOptions::new().with_range(to))).await }
-        })
-        .await?;
-        Ok(Some(s))
+        let pointer = |count, hash| SnapshotPointer { pulse: s, count, hash }.encode();
+        self.write_chunks(&CELLS, s, &parts, pointer, |v| SnapshotPointer::parse(v).ok().map(|p| p.pulse))
+            .await
     }
 
     /// The Pulse of the latest snapshot of the cells (`P/cellsnap`), if any: entries after it
@@ -463,15 +372,5 @@ impl FleetLedger {
     pub(crate) async fn cell_snapshot_pulse(&mut self) -> Result<Option<u64>, FleetError> {
         let got = self.get(self.key_of("cellsnap"), None).await?;
         Ok(got.kvs().first().and_then(|kv| SnapshotPointer::parse(kv.value()).ok()).map(|p| p.pulse))
-    }
-
-    async fn delete_prefix(&mut self, rest: &str) -> Result<(), FleetError> {
-        let key = self.key_of(rest);
-        self.retrying(false, |mut c| {
-            let key = key.clone();
-            async move { c.delete(key, Some(DeleteOptions::new().with_prefix())).await }
-        })
-        .await?;
-        Ok(())
     }
 }

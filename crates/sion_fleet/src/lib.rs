@@ -19,6 +19,7 @@ pub mod client;
 pub mod history;
 pub mod local;
 pub mod service;
+pub mod snapshot;
 pub mod witness;
 
 use std::collections::{BTreeMap, HashMap};
@@ -222,6 +223,13 @@ pub struct FleetLedger {
     /// Whether the ledger keeps cells (`P/format` is `3`: every ledger made since fleets keep
     /// them; docs/FLEET-LEDGER.md, "Cells"): its headers are of version 2.
     cells: bool,
+    /// Whether the ledger keeps its state key by key (`P/format` `3` and before: `P/log/I`,
+    /// `P/nonce/A`, `P/agent/NAME`, `P/path/I/K` written by each Pulse); on format `4` the
+    /// entries are the ledger and the state is kept as a signed snapshot
+    /// (docs/FLEET-LEDGER.md, "The state snapshot").
+    keyed: bool,
+    /// Transactions this front-end committed since it last wrote a state snapshot.
+    since_snapshot: u64,
     /// What one Pulse's etcd transaction may hold.
     limits: TxnLimits,
     /// Members taken out of the client's rotation because their port refused a connection,
@@ -231,6 +239,27 @@ pub struct FleetLedger {
     /// The latest checkpoint of the ledger's history this front-end checked or wrote, with its
     /// open tiles (docs/FLEET-LEDGER.md, "Checkpoints").
     history: Option<history::Held>,
+}
+
+/// How a new ledger keeps its state in etcd (`P/format`, docs/FLEET-LEDGER.md "State in etcd").
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// `2`: chained logs, no cells (headers of version 1).
+    Unchained,
+    /// `3`: cells, and the state kept key by key.
+    Keyed,
+    /// `4`: the entries are the ledger; the state kept as a signed snapshot.
+    Entries,
+}
+
+impl Format {
+    fn value(self) -> &'static [u8] {
+        match self {
+            Format::Unchained => b"2",
+            Format::Keyed => b"3",
+            Format::Entries => b"4",
+        }
+    }
 }
 
 /// The state and the latest header, as of one revision of `P/head`.
@@ -613,6 +642,8 @@ impl FleetLedger {
             segment: None,
             chained: false,
             cells: false,
+            keyed: true,
+            since_snapshot: 0,
             limits: TxnLimits::default(),
             benched: Default::default(),
             probed: None,
@@ -629,12 +660,15 @@ impl FleetLedger {
             });
         }
         let format = ledger.get(ledger.key_of("format"), None).await?;
-        (ledger.chained, ledger.cells) = match format.kvs().first().map(|kv| kv.value()) {
-            None => (false, false),
-            Some(b"2") => (true, false),
-            Some(b"3") => (true, true),
+        (ledger.chained, ledger.cells, ledger.keyed) = match format.kvs().first().map(|kv| kv.value()) {
+            None => (false, false, true),
+            Some(b"2") => (true, false, true),
+            Some(b"3") => (true, true, true),
+            Some(b"4") => (true, true, false),
             Some(v) => {
-                return Err(ledger.damaged("format", format!("{:?}, not 2 or 3", String::from_utf8_lossy(v))));
+                return Err(
+                    ledger.damaged("format", format!("{:?}, not 2, 3 or 4", String::from_utf8_lossy(v)))
+                );
             }
         };
         Ok(ledger)
@@ -653,7 +687,7 @@ impl FleetLedger {
         key: SigningKey,
         access: &EtcdAccess,
     ) -> Result<Self, FleetError> {
-        Self::init_as(endpoints, prefix, key, access, true).await
+        Self::init_as(endpoints, prefix, key, access, Format::Entries).await
     }
 
     /// Make a fleet ledger as those made before fleets kept cells (`P/format` 2, headers of
@@ -664,7 +698,15 @@ impl FleetLedger {
         prefix: &str,
         key: SigningKey,
     ) -> Result<Self, FleetError> {
-        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), false).await
+        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), Format::Unchained).await
+    }
+
+    /// Make a fleet ledger as those made before the entries were the ledger (`P/format` 3: the
+    /// state kept key by key): for tests that a front-end still serves one, and to measure
+    /// one against the other.
+    #[doc(hidden)]
+    pub async fn init_keyed(endpoints: &[&str], prefix: &str, key: SigningKey) -> Result<Self, FleetError> {
+        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), Format::Keyed).await
     }
 
     async fn init_as(
@@ -672,8 +714,9 @@ impl FleetLedger {
         prefix: &str,
         key: SigningKey,
         access: &EtcdAccess,
-        cells: bool,
+        format: Format,
     ) -> Result<Self, FleetError> {
+        let cells = format != Format::Unchained;
         let joined = endpoints.join(",");
         let mut client = Client::connect(endpoints, Some(connect_options(access)))
             .await
@@ -684,7 +727,7 @@ impl FleetLedger {
         let txn =
             Txn::new().when(vec![Compare::create_revision(k("key"), CompareOp::Equal, 0)]).and_then(vec![
                 TxnOp::put(k("key"), key.verifying_key().to_bytes().to_vec(), None),
-                TxnOp::put(k("format"), if cells { b"3".to_vec() } else { b"2".to_vec() }, None),
+                TxnOp::put(k("format"), format.value().to_vec(), None),
                 TxnOp::put(k("head"), head_value(&genesis), None),
                 TxnOp::put(k(&format!("pulse/{}", n20(0))), entry(&[], &genesis), None),
                 TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
@@ -709,6 +752,8 @@ impl FleetLedger {
             segment: None,
             chained: self.chained,
             cells: self.cells,
+            keyed: self.keyed,
+            since_snapshot: 0,
             limits: self.limits,
             benched: Default::default(),
             probed: None,
@@ -766,13 +811,18 @@ impl FleetLedger {
             // rehashing only what it changes; the whole state is read only without one (or past
             // what can be replayed).
             if !self.advance(number, hash, at, head_revision).await? {
-                let read = self.read_state(at, head_revision).await?;
-                let mut state = read.state;
+                let (mut state, written_after) = if self.keyed {
+                    let read = self.read_state(at, head_revision).await?;
+                    (read.state, read.written_after)
+                } else {
+                    // The entries are the ledger: the latest signed snapshot and the Pulses since.
+                    (self.load_state(number, at).await?, Vec::new())
+                };
                 state.index();
                 let latest =
-                    self.check_state(number, hash, (at, head_revision), read.written_after, &state).await?;
+                    self.check_state(number, hash, (at, head_revision), written_after, &state).await?;
                 // The cells are not kept key by key: rebuilt from a snapshot and the entries since.
-                if self.cells {
+                if self.cells && self.keyed {
                     state.cells = Some(self.rebuild_cells(&latest, at).await?);
                 }
                 self.cached = Some(Snapshot { head_revision, state, latest });
@@ -798,6 +848,17 @@ impl FleetLedger {
     ) -> Result<bool, FleetError> {
         let Some(mut held) = self.cached.take() else { return Ok(false) };
         let was = held.latest.number;
+        // On format 4 nothing but the entries makes the state: the head where it was is the
+        // state held (a lost reply, a swap not known to have landed), once nothing lies past it.
+        if !self.keyed && number == was && hash == held.latest.hash() {
+            self.cached = Some(held);
+            let archived = self.archived_mark_at(Some(at)).await?.0;
+            self.nothing_past(number, at, archived).await?;
+            if let Some(c) = self.cached.as_mut() {
+                c.head_revision = head_revision;
+            }
+            return Ok(true);
+        }
         if number <= was || number - was > MAX_REPLAY {
             self.cached = Some(held);
             return Ok(false);
@@ -825,6 +886,8 @@ impl FleetLedger {
             // Agents and nonces are not in the state root: what etcd holds of them, written since
             // the Pulse held, must be what the Pulses replayed made (read are only the keys
             // written since).
+            // No such keys on format 4: the state is what the entries make.
+            Ok(()) if !self.keyed => self.nothing_past(number, at, archived).await,
             Ok(()) => match self.written_since(since, at, &held.state, false).await {
                 Ok(differ) if !differ.is_empty() => Err(self.mismatch(
                     number,
@@ -841,7 +904,7 @@ impl FleetLedger {
             // A Pulse whose signed root is not what its transaction makes: name the logs etcd
             // holds otherwise than the replay made them, if any.
             Err(FleetError::StateMismatch { pulse, keys, problem })
-                if problem.contains("does not sign the state") =>
+                if self.keyed && problem.contains("does not sign the state") =>
             {
                 match self.written_since(since, at, &held.state, true).await {
                     Ok(differ) if !differ.is_empty() => Err(self.mismatch(pulse, &differ, problem)),
@@ -877,8 +940,6 @@ impl FleetLedger {
         at: i64,
         undone: &mut Vec<(Undo, PulseHeader)>,
     ) -> Result<(), FleetError> {
-        let operator = self.operator();
-        let key = self.public_key();
         let mut n = held.latest.number + 1;
         while n <= to {
             let end = (n + REPLAY_PAGE).min(to + 1);
@@ -891,90 +952,105 @@ impl FleetLedger {
             let ((pulses, pulse_range), (sigs, sig_range)) = (range("pulse"), range("sig"));
             let entries = self.get(pulses, pulse_range).await?;
             let sigs = self.get(sigs, sig_range).await?;
-            let find = |resp: &etcd_client::GetResponse, k: &str| {
-                resp.kvs().iter().find(|kv| kv.key() == k.as_bytes()).map(|kv| kv.value().to_vec())
-            };
-            for m in n..end {
-                let rest = format!("pulse/{}", n20(m));
-                let sig_rest = format!("sig/{}", n20(m));
-                let bad = |problem: String| self.mismatch(to, std::slice::from_ref(&rest), problem);
-                let Some(value) = find(&entries, &self.key_of(&rest)) else {
-                    return Err(bad(format!("Pulse {m} is missing below the head, Pulse {to}")));
-                };
-                let (txs, header) = decode_entry(&value)
-                    .map_err(|e| bad(format!("Pulse {m}'s entry does not parse: {e}")))?;
-                if txs.is_empty() {
-                    return Err(bad(format!("Pulse {m}'s entry holds no transaction")));
-                }
-                if let Some(twice) = sender_twice(&txs) {
-                    return Err(bad(format!("Pulse {m}'s entry holds two transactions of {twice}")));
-                }
-                if openings(&txs) > 1 {
-                    return Err(bad(format!("Pulse {m}'s entry opens more than one log")));
-                }
-                let prev = held.latest;
-                if header.number != m || header.prev != prev.hash() || header.time_ns <= prev.time_ns {
-                    return Err(bad(format!("Pulse {m}'s header does not follow Pulse {}'s", m - 1)));
-                }
-                let signature: Option<[u8; 64]> =
-                    find(&sigs, &self.key_of(&sig_rest)).and_then(|v| v.as_slice().try_into().ok());
-                if signature.is_none_or(|signature| SignedHeader { header, signature }.verify(&key).is_err())
-                {
-                    return Err(self.mismatch(
-                        to,
-                        &[sig_rest],
-                        format!(
-                            "Pulse {m} has no signature of the ledger's key: not made by a front-end's commit"
-                        ),
-                    ));
-                }
-                for (i, tx) in txs.iter().enumerate() {
-                    // A log's transaction's effect is fixed by the signed state root checked below
-                    // (its sender is the log's writer, and its nonce the writer's next, by the rules):
-                    // its signature is not checked again. An agent's is: agents are not in the root.
-                    let signature = match tx.tx {
-                        Tx::CommitMemory { .. } | Tx::OpenMemory { .. } => Signature::Checked,
-                        _ => Signature::Check,
-                    };
-                    let change = held.state.check_as(&operator, tx, m, signature).map_err(|e| {
-                        bad(format!(
-                            "Pulse {m}'s transaction {i} is refused by the rules on the state before it ({e})"
-                        ))
-                    })?;
-                    undone.push((held.state.apply(tx.sender, change), prev));
-                }
-                held.latest = header;
-                let (logs, root) = held.state.root();
-                if (header.logs, header.state_root) != (logs, root) {
-                    return Err(bad(format!(
-                        "Pulse {m}'s header does not sign the state its {} makes ({} logs, state root {}; it \
-                         says {} logs, {})",
-                        if txs.len() == 1 {
-                            "transaction".to_owned()
-                        } else {
-                            format!("{} transactions", txs.len())
-                        },
-                        logs,
-                        hex::encode(root),
-                        header.logs,
-                        hex::encode(header.state_root)
-                    )));
-                }
-                let cells = held.state.cells.as_mut().map(sion_ledger::state::Cells::root);
-                if header.cells != cells {
-                    return Err(bad(format!(
-                        "Pulse {m}'s header does not sign the cells its {} make (cells root {}; it says {})",
-                        if txs.len() == 1 {
-                            "transaction".to_owned()
-                        } else {
-                            format!("{} transactions", txs.len())
-                        },
-                        cells.map_or("none".into(), hex::encode),
-                        header.cells.map_or("none".into(), hex::encode),
-                    )));
-                }
-            }
+            self.replay_page(held, (n, end, to), (entries.kvs(), sigs.kvs()), undone)?;
             n = end;
+        }
+        Ok(())
+    }
+
+    /// Replay Pulses `n … end − 1` (of a replay to Pulse `to`) onto `held`, their entries and
+    /// signatures among `entries` and `sigs` (read at one revision): [`FleetLedger::replay_in_place`]'s
+    /// work on one page.
+    fn replay_page(
+        &self,
+        held: &mut Snapshot,
+        (n, end, to): (u64, u64, u64),
+        (entries, sigs): (&[etcd_client::KeyValue], &[etcd_client::KeyValue]),
+        undone: &mut Vec<(Undo, PulseHeader)>,
+    ) -> Result<(), FleetError> {
+        let operator = self.operator();
+        let key = self.public_key();
+        let find = |kvs: &[etcd_client::KeyValue], k: &str| {
+            kvs.iter().find(|kv| kv.key() == k.as_bytes()).map(|kv| kv.value().to_vec())
+        };
+        for m in n..end {
+            let rest = format!("pulse/{}", n20(m));
+            let sig_rest = format!("sig/{}", n20(m));
+            let bad = |problem: String| self.mismatch(to, std::slice::from_ref(&rest), problem);
+            let Some(value) = find(entries, &self.key_of(&rest)) else {
+                return Err(bad(format!("Pulse {m} is missing below the head, Pulse {to}")));
+            };
+            let (txs, header) =
+                decode_entry(&value).map_err(|e| bad(format!("Pulse {m}'s entry does not parse: {e}")))?;
+            if txs.is_empty() {
+                return Err(bad(format!("Pulse {m}'s entry holds no transaction")));
+            }
+            if let Some(twice) = sender_twice(&txs) {
+                return Err(bad(format!("Pulse {m}'s entry holds two transactions of {twice}")));
+            }
+            if openings(&txs) > 1 {
+                return Err(bad(format!("Pulse {m}'s entry opens more than one log")));
+            }
+            let prev = held.latest;
+            if header.number != m || header.prev != prev.hash() || header.time_ns <= prev.time_ns {
+                return Err(bad(format!("Pulse {m}'s header does not follow Pulse {}'s", m - 1)));
+            }
+            let signature: Option<[u8; 64]> =
+                find(sigs, &self.key_of(&sig_rest)).and_then(|v| v.as_slice().try_into().ok());
+            if signature.is_none_or(|signature| SignedHeader { header, signature }.verify(&key).is_err()) {
+                return Err(self.mismatch(
+                    to,
+                    &[sig_rest],
+                    format!(
+                        "Pulse {m} has no signature of the ledger's key: not made by a front-end's commit"
+                    ),
+                ));
+            }
+            for (i, tx) in txs.iter().enumerate() {
+                // A log's transaction's effect is fixed by the signed state root checked below
+                // (its sender is the log's writer, and its nonce the writer's next, by the rules):
+                // its signature is not checked again. An agent's is: agents are not in the root.
+                let signature = match tx.tx {
+                    Tx::CommitMemory { .. } | Tx::OpenMemory { .. } => Signature::Checked,
+                    _ => Signature::Check,
+                };
+                let change = held.state.check_as(&operator, tx, m, signature).map_err(|e| {
+                    bad(format!(
+                        "Pulse {m}'s transaction {i} is refused by the rules on the state before it ({e})"
+                    ))
+                })?;
+                undone.push((held.state.apply(tx.sender, change), prev));
+            }
+            held.latest = header;
+            let (logs, root) = held.state.root();
+            if (header.logs, header.state_root) != (logs, root) {
+                return Err(bad(format!(
+                    "Pulse {m}'s header does not sign the state its {} makes ({} logs, state root {}; it \
+                         says {} logs, {})",
+                    if txs.len() == 1 {
+                        "transaction".to_owned()
+                    } else {
+                        format!("{} transactions", txs.len())
+                    },
+                    logs,
+                    hex::encode(root),
+                    header.logs,
+                    hex::encode(header.state_root)
+                )));
+            }
+            let cells = held.state.cells.as_mut().map(sion_ledger::state::Cells::root);
+            if header.cells != cells {
+                return Err(bad(format!(
+                    "Pulse {m}'s header does not sign the cells its {} make (cells root {}; it says {})",
+                    if txs.len() == 1 {
+                        "transaction".to_owned()
+                    } else {
+                        format!("{} transactions", txs.len())
+                    },
+                    cells.map_or("none".into(), hex::encode),
+                    header.cells.map_or("none".into(), hex::encode),
+                )));
+            }
         }
         Ok(())
     }
@@ -1553,10 +1629,17 @@ impl FleetLedger {
         }
         // A ledger made before the nodes were kept: at a Pulse that committed (or opened) this
         // log, or the Pulse before one of its commits, the path kept with that version.
-        if let Ok(Some(proof)) = self.kept_state_proof(id, &header).await {
+        if self.keyed
+            && let Ok(Some(proof)) = self.kept_state_proof(id, &header).await
+        {
             return Ok(proof);
         }
         let rest = format!("pulse/{}", n20(pulse));
+        // No log keys on format 4: the logs then are their version records'.
+        if !self.keyed {
+            let logs = self.logs_at_pulse(pulse, header.header.logs).await?;
+            return self.state_proof_over(id, header, logs, &rest);
+        }
         let resp = self.get(self.key_of(&rest), None).await?;
         // An archived Pulse has no revision in etcd any more: its logs come from version records.
         let Some(revision) = resp.kvs().first().map(|kv| kv.mod_revision()) else {
@@ -1909,19 +1992,28 @@ impl FleetLedger {
         while !pending.is_empty() {
             match self.one_pulse(&txs, &pending, signature).await {
                 Ok(decided) => {
-                    let mut made = None;
+                    let (mut made, mut taken) = (None, 0);
                     for (i, a) in decided {
                         done[i] = true;
                         if let Ok(r) = &a {
                             made = Some(r.pulse.header.number);
+                            taken += 1;
                         }
                         answer(i, a);
                     }
                     pending.retain(|&i| !done[i]);
-                    // Whoever makes every 1,024th Pulse snapshots the cells, after answering: a
-                    // cache, so a failure is only reported.
-                    if self.cells
-                        && made.is_some_and(|n| n % cells::SNAPSHOT_EVERY == 0)
+                    self.since_snapshot += taken;
+                    // Whoever makes every 1,024th Pulse snapshots the state (or, on a ledger that
+                    // keeps it key by key, the cells), after answering; so does a front-end that
+                    // made many transactions since its last one. A cache: a failure is only
+                    // reported.
+                    let due = made.is_some_and(|n| n % snapshot::SNAPSHOT_EVERY == 0);
+                    if !self.keyed && (due || self.since_snapshot >= snapshot::SNAPSHOT_AFTER_TXS) {
+                        if let Err(e) = self.write_state_snapshot().await {
+                            tracing::warn!("the state snapshot was not written ({e}); the next one will be");
+                        }
+                    } else if self.cells
+                        && due
                         && let Err(e) = self.write_cell_snapshot().await
                     {
                         tracing::warn!("the cells' snapshot was not written ({e}); the next one will be");
@@ -1971,7 +2063,7 @@ impl FleetLedger {
                 return Err(FleetError::Missing(self.prefix.clone()));
             };
             let number = snap.latest.number + 1;
-            let mut batch = Batch::new(self.limits, self.key_of("").len());
+            let mut batch = Batch::new(self.limits, self.key_of("").len(), self.keyed);
             let mut decided = Vec::new();
             for &i in pending {
                 let tx = &txs[i];
@@ -2125,21 +2217,25 @@ impl FleetLedger {
             TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), entry.to_vec(), None),
             TxnOp::put(self.key_of(&format!("sig/{}", n20(number))), signature.to_vec(), None),
         ];
-        for sender in &batch.senders {
+        // On format 4 the entry is the change: only what proofs of earlier Pulses read is kept
+        // beside it (version records, tier blocks).
+        for sender in batch.senders.iter().filter(|_| self.keyed) {
             puts.push(TxnOp::put(
                 self.key_of(&format!("nonce/{}", hex::encode(sender.0))),
                 state.nonce(sender).to_le_bytes().to_vec(),
                 None,
             ));
         }
-        for name in &batch.agents {
+        for name in batch.agents.iter().filter(|_| self.keyed) {
             if let Some(a) = state.agents.get(name) {
                 puts.push(TxnOp::put(self.key_of(&format!("agent/{name}")), agent_value(a), None));
             }
         }
         for id in &batch.logs {
             let Some(log) = state.logs.get(id.0 as usize) else { continue };
-            puts.push(TxnOp::put(self.key_of(&format!("log/{}", n20(id.0))), log.encode(), None));
+            if self.keyed {
+                puts.push(TxnOp::put(self.key_of(&format!("log/{}", n20(id.0))), log.encode(), None));
+            }
             if !batch.versioned.contains(id) {
                 continue;
             }
@@ -2149,7 +2245,9 @@ impl FleetLedger {
                 None,
             ));
             // The log's inclusion path at this Pulse: its state proofs here need no other log read.
-            if let Some(path) = state.path(*id) {
+            if self.keyed
+                && let Some(path) = state.path(*id)
+            {
                 puts.push(TxnOp::put(
                     self.key_of(&format!("path/{}/{}", n20(id.0), n20(log.commits))),
                     encode_path(&path),
@@ -2210,6 +2308,8 @@ struct Batch {
     prefix: usize,
     /// Whether it opens a log (one a Pulse).
     opened: bool,
+    /// Whether its Pulse writes the state key by key (format 3 and before).
+    keyed: bool,
 }
 
 /// An attempt whose reply was lost: its Pulse number, its entry, its header and the receipts
@@ -2235,9 +2335,10 @@ const KEY_REST: usize = 52;
 const LOG_PUT_BYTES: usize = 400 + 128 + 64 * 32;
 
 impl Batch {
-    fn new(limits: TxnLimits, prefix: usize) -> Self {
+    fn new(limits: TxnLimits, prefix: usize, keyed: bool) -> Self {
         Self {
             limits,
+            keyed,
             entry: 0,
             prefix,
             opened: false,
@@ -2253,12 +2354,12 @@ impl Batch {
     }
 
     fn ops(&self) -> usize {
-        FIXED_PUTS
-            + self.senders.len()
-            + self.agents.len()
-            + self.logs.len()
-            + 2 * self.versioned.len()
-            + self.blocks.len()
+        let keyed = if self.keyed {
+            self.senders.len() + self.agents.len() + self.logs.len() + self.versioned.len()
+        } else {
+            0
+        };
+        FIXED_PUTS + keyed + self.versioned.len() + self.blocks.len()
     }
 
     /// Take transaction `i` (already applied to `state`) if the Pulse stays within its limits
@@ -2293,21 +2394,23 @@ impl Batch {
             .into_iter()
             .collect();
         let new_logs = logs.iter().filter(|id| !self.logs.contains(id)).count();
-        let ops = self.ops()
-            + 1
-            + usize::from(agent.as_ref().is_some_and(|a| !self.agents.contains(a)))
-            + new_logs
-            + 2 * usize::from(log_id.is_some())
-            + new_blocks.len();
         let put = PUT_OVERHEAD + self.prefix + KEY_REST;
         let tx_bytes = tx.encode().len() + 4;
-        let bytes = self.bytes
-            + tx_bytes
-            + put
-            + 8
-            + agent.as_ref().map_or(0, |a| put + a.len() + 33)
-            + logs.len() * (LOG_PUT_BYTES + 3 * put)
-            + new_blocks.len() * ((32 << tree::TIER) + put);
+        let (ops, bytes) = if self.keyed {
+            (
+                1 + usize::from(agent.as_ref().is_some_and(|a| !self.agents.contains(a)))
+                    + new_logs
+                    + 2 * usize::from(log_id.is_some()),
+                put + 8
+                    + agent.as_ref().map_or(0, |a| put + a.len() + 33)
+                    + logs.len() * (LOG_PUT_BYTES + 3 * put),
+            )
+        } else {
+            // A version record.
+            (usize::from(log_id.is_some()), usize::from(log_id.is_some()) * (128 + put))
+        };
+        let ops = self.ops() + ops + new_blocks.len();
+        let bytes = self.bytes + tx_bytes + bytes + new_blocks.len() * ((32 << tree::TIER) + put);
         let over = ops > self.limits.max_ops
             || bytes > self.limits.max_bytes
             || self.entry + tx_bytes > MAX_ENTRY_BYTES;

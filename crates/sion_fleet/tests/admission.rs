@@ -41,10 +41,10 @@ async fn serve(etcd: &Etcd, prefix: &str, key: &SigningKey, policy: Policy) -> S
     format!("http://{addr}")
 }
 
-async fn count(etcd: &Etcd, prefix: &str) -> i64 {
-    let mut c = Client::connect([etcd.url()], None).await.expect("etcd client");
-    let options = GetOptions::new().with_prefix().with_count_only();
-    c.get(format!("{prefix}log/"), Some(options)).await.expect("count").count()
+/// How many logs the ledger holds, as a front-end that held nothing reads them.
+async fn count(etcd: &Etcd, prefix: &str, key: &SigningKey) -> u64 {
+    let mut ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    ledger.log_count().await.expect("log count")
 }
 
 fn code(e: &LedgerError) -> &str {
@@ -88,7 +88,7 @@ async fn a_flood_of_strangers_is_refused_at_the_door_while_a_registered_robot_co
     // The robot commits as fast as it can here: no per-account rate in the way of its figures.
     policy.rate = None;
     let url = serve(&etcd, prefix, &key, policy).await;
-    let logs_before = count(&etcd, prefix).await;
+    let logs_before = count(&etcd, prefix, &key).await;
 
     // The robot opens its log and commits 200 times before the flood: its figures alone.
     let (mut link, id, log, baseline) = {
@@ -167,7 +167,7 @@ async fn a_flood_of_strangers_is_refused_at_the_door_while_a_registered_robot_co
         percentile(&baseline, 0.5).as_secs_f64() * 1e3,
         percentile(&baseline, 0.99).as_secs_f64() * 1e3,
     );
-    let logs_after = count(&etcd, prefix).await;
+    let logs_after = count(&etcd, prefix, &key).await;
     eprintln!(
         "flood: {refused} openings from fresh keys refused (not_admitted) in {:.1} s ({:.0}/s); the registered \
          robot committed {} times meanwhile, p50 {:.2} ms, p99 {:.2} ms; P/log/ keys {logs_before} -> {logs_after}",
@@ -231,7 +231,7 @@ async fn quotas_and_rates_refuse_with_their_codes() {
         .and_then(|v| v.parse().ok())
         .expect("retry-after-ms");
     assert!(wait > 0 && wait <= 2_000, "{wait} ms");
-    assert_eq!(count(&etcd, prefix).await, 2);
+    assert_eq!(count(&etcd, prefix, &key).await, 2);
 }
 
 /// Write `n` openings by one account into etcd as front-ends would have (each Pulse's entry,
@@ -305,7 +305,8 @@ async fn a_state_over_4_mib_in_one_prefix_is_read_a_page_at_a_time() {
     let etcd = Etcd::start(tmp.path()).await.expect("etcd");
     let key = SigningKey::from_bytes(&[41; 32]);
     let prefix = "/sion-ledger/big/";
-    FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    // The state key by key (format 3): on format 4 there is no `P/log/` to read.
+    FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
     let mut c = Client::connect([etcd.url()], None).await.expect("etcd client");
     // Enough logs that `P/log/` is over 5 MiB in one reply (key, value and etcd's fields).
     let sample = MemoryLog { id: LogId(0), ..open_log() };
@@ -358,7 +359,9 @@ async fn a_reply_over_the_limit_says_so_and_not_that_the_service_is_down() {
     let etcd = Etcd::start(tmp.path()).await.expect("etcd");
     let key = SigningKey::from_bytes(&[51; 32]);
     let prefix = "/sion-ledger/huge/";
-    FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    // A ledger that reads `P/agent/` (format 3); on format 4 the same reply would be a page of
+    // entries.
+    FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
     let url = serve(&etcd, prefix, &key, Policy::unlimited()).await;
     // Whoever can write to etcd puts 13 values of 1.4 MiB (under etcd's 1.5 MiB request limit)
     // under `P/agent/`: one page of them is over the front-end's 16 MiB decode limit.
@@ -433,5 +436,8 @@ async fn the_operator_closes_the_door_with_an_admission_file() {
     assert!(!ok, "{out}");
     assert!(out.contains("not_admitted") && out.contains("not registered"), "{out}");
     assert!(!out.contains("cannot be reached"), "{out}");
-    assert_eq!(count(&etcd, "/sion-ledger/").await, 0);
+    // No log opened: no version record written (every opening writes its first).
+    let mut c = Client::connect([etcd.url()], None).await.expect("etcd client");
+    let options = GetOptions::new().with_prefix().with_count_only();
+    assert_eq!(c.get("/sion-ledger/version/", Some(options)).await.expect("count").count(), 0);
 }

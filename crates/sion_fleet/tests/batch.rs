@@ -221,8 +221,8 @@ async fn a_pulse_takes_many_robots_transactions_each_checked_and_witnessed() {
     let dropped = drop_last_transaction(&entry);
     client.put(entry_key.as_str(), dropped, None).await.expect("put");
     // The front-end that made it replays nothing it made itself; one that held the Pulse before
-    // replays this one and refuses the rewritten entry, naming keys; one started afresh reads
-    // only the header's bytes of it and serves it — to the witness, which refuses it.
+    // replays this one and refuses the rewritten entry, naming keys; so does one started afresh
+    // while no state snapshot is as late as it (it replays every entry since the genesis).
     let refused = a.latest().await.expect_err("a front-end that held the Pulse before replays it");
     assert!(
         refused
@@ -230,6 +230,13 @@ async fn a_pulse_takes_many_robots_transactions_each_checked_and_witnessed() {
             .contains(&format!("Pulse {n}'s header does not sign the state its 9 transactions make")),
         "{refused}"
     );
+    let mut afresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("afresh");
+    let refused = afresh.latest().await.expect_err("a front-end started afresh replays the entries");
+    assert!(refused.to_string().contains("does not sign the state its 9 transactions make"), "{refused}");
+    // Once a state snapshot is as of that Pulse (b held it: its own), one started afresh loads
+    // the snapshot, reads only the header's bytes of the entry and serves it — to the witness,
+    // which refuses it.
+    assert_eq!(b.write_state_snapshot().await.expect("b's snapshot"), Some(n));
     let addr = free_addr();
     let afresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("afresh");
     let service = Service::new(afresh).accepting(vec![witness_key.verifying_key().to_bytes()]);

@@ -18,11 +18,28 @@ use sion_verify::cells::{CellQuery, cell_key, frame_tag, logs_digest};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_ledger_keeps_cells_and_a_front_end_rebuilds_them() {
+    keeps_cells(false).await;
+}
+
+/// The same on a ledger that keeps its state key by key (format 3), whose cells have a
+/// snapshot of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_of_format_3_keeps_cells_and_a_front_end_rebuilds_them() {
+    keeps_cells(true).await;
+}
+
+/// The cells' snapshot: in the state snapshot (format 4), or its own (`keyed`, format 3).
+async fn keeps_cells(keyed: bool) {
     let tmp = tempfile::tempdir().expect("tmp");
     let etcd = Etcd::start(tmp.path()).await.expect("etcd");
     let key = SigningKey::from_bytes(&[61; 32]);
     let prefix = "/sion-ledger/cells/";
-    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let (pointer, chunks) = if keyed { ("cellsnap", "cellchunk") } else { ("statesnap", "statechunk") };
+    let mut a = if keyed {
+        FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init")
+    } else {
+        FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init")
+    };
     assert!(a.keeps_cells());
     assert_eq!(a.latest().await.expect("genesis").header.cells, Some([0; 32]), "the empty map");
 
@@ -82,7 +99,7 @@ async fn a_fleet_ledger_keeps_cells_and_a_front_end_rebuilds_them() {
 
     // The snapshot of Pulse 1,024 is in etcd.
     let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
-    let snap = raw.get(format!("{prefix}cellsnap"), None).await.expect("get");
+    let snap = raw.get(format!("{prefix}{pointer}"), None).await.expect("get");
     let value = snap.kvs().first().expect("a snapshot").value().to_vec();
     assert_eq!(u64::from_le_bytes(value[..8].try_into().expect("8")), SNAPSHOT_EVERY);
 
@@ -93,7 +110,7 @@ async fn a_fleet_ledger_keeps_cells_and_a_front_end_rebuilds_them() {
     assert_eq!((hb.header, &lists_b), (latest.header, &want));
 
     // A damaged snapshot is a cache: passed over for the entries from the genesis.
-    let chunk = format!("{prefix}cellchunk/{:020}/{:020}", SNAPSHOT_EVERY, 0);
+    let chunk = format!("{prefix}{chunks}/{:020}/{:020}", SNAPSHOT_EVERY, 0);
     let mut bytes = raw.get(chunk.clone(), None).await.expect("get").kvs()[0].value().to_vec();
     bytes[20] ^= 1;
     raw.put(chunk, bytes, None).await.expect("damage");

@@ -45,7 +45,8 @@ async fn a_front_end_that_held_the_state_reads_only_what_the_pulses_since_change
     let etcd = Etcd::start(tmp.path()).await.expect("etcd");
     let key = SigningKey::from_bytes(&[91; 32]);
     let prefix = "/sion-ledger/scale-held/";
-    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    // A ledger that keeps its state key by key (format 3): on format 4 no log key is read at all.
+    let mut a = FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
     let writers: Vec<SigningKey> = (0..3u8).map(|i| SigningKey::from_bytes(&[92 + i; 32])).collect();
     let mut logs = Vec::new();
     for w in &writers {

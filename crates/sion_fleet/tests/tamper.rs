@@ -68,7 +68,9 @@ async fn a_forged_log_leaf_put_into_etcd_is_never_signed() {
     let etcd = Etcd::start(tmp.path()).await.expect("etcd");
     let key = SigningKey::from_bytes(&[51; 32]);
     let prefix = "/sion-ledger/tamper/";
-    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    // A ledger that keeps its state key by key (format 3, as every ledger did when this was
+    // found); on format 4 no log key is read (`keys_under_the_state_s_old_names_are_never_read`).
+    let mut a = FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
     let (w0, w1) = (SigningKey::from_bytes(&[52; 32]), SigningKey::from_bytes(&[53; 32]));
     let (l0, l1) = (open_log(&mut a, &w0, None).await, open_log(&mut a, &w1, None).await);
     grow(&mut a, &w0, l0).await.expect("commit log 0");
@@ -208,7 +210,8 @@ async fn a_forged_agent_and_nonce_are_named_by_a_front_end_that_held_the_state()
     let etcd = Etcd::start(tmp.path()).await.expect("etcd");
     let key = SigningKey::from_bytes(&[61; 32]);
     let prefix = "/sion-ledger/tamper-agents/";
-    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    // Format 3: agents and nonces kept key by key (on format 4 they are not read from keys).
+    let mut a = FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
     let operator = SigningKey::from_bytes(&[62; 32]);
     let robot = SigningKey::from_bytes(&[63; 32]);
     let register = SignedTx::sign(
@@ -248,15 +251,120 @@ async fn a_forged_agent_and_nonce_are_named_by_a_front_end_that_held_the_state()
     assert!(text.contains("made of the state this front-end held at Pulse 3"), "{text}");
 }
 
+/// On format 4 the entries are the ledger: what etcd holds under the state's old key names
+/// (`log/`, `agent/`, `nonce/`) is never read, so forging it does nothing; the state snapshot a
+/// front-end starts from is signed by the ledger key, and one that does not check out is passed
+/// over for the entries; and a snapshot signed as of a Pulse past the head is proof that the
+/// head was put back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_format_4_forged_state_keys_are_never_read_and_the_snapshot_is_signed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[121; 32]);
+    let prefix = "/sion-ledger/tamper-format4/";
+    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let operator = SigningKey::from_bytes(&[122; 32]);
+    let robot = SigningKey::from_bytes(&[123; 32]);
+    let register = SignedTx::sign(
+        &operator,
+        0,
+        Tx::RegisterAgent { name: "fleet".into(), controller: account_of(&robot) },
+    );
+    a.submit(register).await.expect("register");
+    let log = open_log(&mut a, &robot, Some("fleet")).await;
+    let size = grow(&mut a, &robot, log).await.expect("commit");
+    let nonce = a.nonce(&account_of(&robot)).await.expect("nonce");
+
+    // The attack of issue 30 and of agents and nonces, on their old keys: a log with 10^9 atoms,
+    // the agent handed to the attacker, the robot's nonce put back to 0.
+    let attacker = SigningKey::from_bytes(&[124; 32]);
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let mut forged = a.log(log).await.expect("log").expect("exists");
+    forged.head.size = 1_000_000_000;
+    raw.put(log_key(prefix, log), forged.encode(), None).await.expect("put log");
+    let stolen = Agent { name: "fleet".into(), controller: account_of(&attacker), status: AgentStatus::Live };
+    raw.put(format!("{prefix}agent/fleet"), agent_value(&stolen), None).await.expect("put agent");
+    let nonce_key = format!("{prefix}nonce/{}", hex::encode(account_of(&robot).0));
+    raw.put(nonce_key, 0u64.to_le_bytes().to_vec(), None).await.expect("put nonce");
+    // A front-end started now holds what the entries say, and refuses the attacker by the rules.
+    let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    assert_eq!(fresh.log(log).await.expect("log").expect("exists").head.size, size);
+    assert_eq!(fresh.nonce(&account_of(&robot)).await.expect("nonce"), nonce);
+    assert_eq!(
+        fresh.agent("fleet").await.expect("agent").expect("registered").controller,
+        account_of(&robot)
+    );
+    let open = SignedTx::sign(&attacker, 0, Tx::OpenMemory { agent: Some("fleet".into()), policy: [0; 32] });
+    match fresh.submit(open).await {
+        Err(FleetError::Refused(LedgerError::NotController { .. })) => {}
+        other => panic!("the attacker opened a log under the agent: {other:?}"),
+    }
+    let size = grow(&mut fresh, &robot, log).await.expect("the robot commits on");
+
+    // A snapshot of the state, then a chunk of it edited: passed over for the entries.
+    let s = fresh.write_state_snapshot().await.expect("snapshot").expect("written");
+    let chunk = format!("{prefix}statechunk/{s:020}/{:020}", 0);
+    let honest = raw_get(&mut raw, &chunk).await.expect("the chunk");
+    let mut edited = honest.clone();
+    let at = edited.len() - 1;
+    edited[at] ^= 1;
+    raw.put(chunk.clone(), edited, None).await.expect("edit the chunk");
+    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    assert_eq!(b.log(log).await.expect("from the entries").expect("exists").head.size, size);
+    raw.put(chunk, honest, None).await.expect("put back");
+    // A pointer signed by another key: passed over too.
+    let pointer = format!("{prefix}statesnap");
+    let signed = raw_get(&mut raw, &pointer).await.expect("the pointer");
+    let mut unsigned = signed.clone();
+    let at = unsigned.len() - 1;
+    unsigned[at] ^= 1;
+    raw.put(pointer.clone(), unsigned, None).await.expect("forge the pointer");
+    let mut c = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    assert_eq!(c.log(log).await.expect("from the entries").expect("exists").head.size, size);
+    raw.put(pointer.clone(), signed, None).await.expect("put back");
+
+    // The head put back to the Pulse before the snapshot's, the Pulses past it and their version
+    // records deleted: the signed snapshot of a later Pulse tells.
+    let last = fresh.log(log).await.expect("log").expect("exists").commits;
+    let old = fresh.header(s - 1).await.expect("Pulse before").header;
+    let mut value = old.number.to_le_bytes().to_vec();
+    value.extend_from_slice(&old.hash());
+    raw.put(format!("{prefix}head"), value, None).await.expect("put the old head");
+    raw.delete(format!("{prefix}pulse/{s:020}"), None).await.expect("delete");
+    raw.delete(format!("{prefix}sig/{s:020}"), None).await.expect("delete");
+    raw.delete(format!("{prefix}version/{:020}/{last:020}", log.0), None).await.expect("delete");
+    let mut d = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let (keys, text) = mismatch("a commit on the hidden rollback", grow(&mut d, &robot, log).await);
+    assert_eq!(keys, vec![format!("{prefix}head"), pointer], "{text}");
+    assert!(
+        text.contains(&format!("signed a snapshot of the state as of Pulse {s}, past the head")),
+        "{text}"
+    );
+}
+
 /// A head put back to an older Pulse would have the next front-end sign a second header for a
 /// number already signed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_put_back_to_an_older_pulse_is_not_built_on() {
+    head_put_back(false).await;
+}
+
+/// The same on a ledger that keeps its state key by key (format 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_put_back_on_a_ledger_of_format_3_is_not_built_on() {
+    head_put_back(true).await;
+}
+
+async fn head_put_back(keyed: bool) {
     let tmp = tempfile::tempdir().expect("tmp");
     let etcd = Etcd::start(tmp.path()).await.expect("etcd");
     let key = SigningKey::from_bytes(&[71; 32]);
     let prefix = "/sion-ledger/tamper-head/";
-    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let mut a = if keyed {
+        FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init")
+    } else {
+        FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init")
+    };
     let w = SigningKey::from_bytes(&[72; 32]);
     let log = open_log(&mut a, &w, None).await;
     for _ in 0..3 {
@@ -278,14 +386,25 @@ async fn a_head_put_back_to_an_older_pulse_is_not_built_on() {
     assert_eq!(keys, vec![format!("{prefix}head"), format!("{prefix}pulse/{:020}", 3)], "{text}");
     assert!(raw_get(&mut raw, &format!("{prefix}pulse/{:020}", latest + 1)).await.is_none());
 
-    // The later Pulses deleted as well, to hide them: the logs are ahead of Pulse 2's state root.
+    // The later Pulses deleted as well, to hide them: on format 3 the logs are ahead of Pulse 2's
+    // state root; on either, their version records are more than the Pulses up to 2 made.
     for n in 3..=latest {
         raw.delete(format!("{prefix}pulse/{n:020}"), None).await.expect("delete");
         raw.delete(format!("{prefix}sig/{n:020}"), None).await.expect("delete");
     }
     let mut c = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
-    let (keys, _) = mismatch("a commit on the hidden rollback", grow(&mut c, &w, log).await);
-    assert_eq!(keys, vec![log_key(prefix, log)]);
+    let (keys, text) = mismatch("a commit on the hidden rollback", grow(&mut c, &w, log).await);
+    if keyed {
+        assert_eq!(keys, vec![log_key(prefix, log)]);
+    } else {
+        assert_eq!(keys, vec![format!("{prefix}head"), format!("{prefix}version/")], "{text}");
+        assert!(
+            text.contains(
+                "etcd holds 4 version records, but the signed Pulses up to the head, Pulse 2, made 2"
+            ),
+            "{text}"
+        );
+    }
     let (_, text) = mismatch("a, which held the later Pulse", grow(&mut a, &w, log).await);
     assert!(text.contains("rolled back"), "{text}");
     assert_eq!(raw_get(&mut raw, &format!("{prefix}head")).await, Some(value), "a Pulse was signed");
@@ -330,7 +449,10 @@ async fn forged_pulse(seed: u8, prefix: &'static str) -> Forged {
     let tmp = tempfile::tempdir().expect("tmp");
     let etcd = Etcd::start(tmp.path()).await.expect("etcd");
     let key = SigningKey::from_bytes(&[seed; 32]);
-    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    // Format 3, whose front-end started afresh takes the logs as etcd holds them once they hash
+    // to the signed root. On format 4 one replays the entries since the last state snapshot, and
+    // the key holder would forge a snapshot as well: the witness's check is the same.
+    let mut a = FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
     let (robot, insider) = (SigningKey::from_bytes(&[seed + 1; 32]), SigningKey::from_bytes(&[seed + 2; 32]));
     let (victim, own) = (open_log(&mut a, &robot, None).await, open_log(&mut a, &insider, None).await);
     grow(&mut a, &robot, victim).await.expect("commit");
@@ -756,6 +878,9 @@ async fn a_rewritten_entry_is_damage_to_a_witness_not_a_fork() {
     let earlier = a.latest().await.expect("latest").header.number;
     grow(&mut a, &w, log).await.expect("commit");
     let number = a.latest().await.expect("latest").header.number;
+    // A state snapshot as of it: a front-end started afresh loads it and replays no entry up to
+    // it (without one, it would replay this Pulse from the genesis and refuse it itself).
+    assert_eq!(a.write_state_snapshot().await.expect("snapshot"), Some(number));
 
     // The attack: the head entry's transaction rewritten with etcd's own client, its header left.
     let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
@@ -772,7 +897,8 @@ async fn a_rewritten_entry_is_damage_to_a_witness_not_a_fork() {
     for (what, bytes) in [("a flipped byte", flipped), ("an older transaction", replaced)] {
         raw.put(entry_key.clone(), bytes, None).await.expect("rewrite the entry");
         // A front-end that held Pulse 2 replays Pulse 3 and refuses; one started after the
-        // rewrite reads only the head's header bytes, and serves the entry as it is.
+        // rewrite loads the snapshot of Pulse 3, reads only the head's header bytes, and serves
+        // the entry as it is.
         let url = service_url(
             FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"),
             &[witness_key.verifying_key().to_bytes()],
