@@ -198,11 +198,11 @@ impl FleetLedger {
             // Likewise the state, on format 4.
             self.write_state_snapshot().await?;
             let kept = self.state_snapshot_pulse().await?.unwrap_or(0);
-            before = before.min(kept + 1);
+            before = before.min(kept.saturating_add(1));
         } else if self.cells {
             self.write_cell_snapshot().await?;
             let kept = self.cell_snapshot_pulse().await?.unwrap_or(0);
-            before = before.min(kept + 1);
+            before = before.min(kept.saturating_add(1));
         }
         let per_segment = per_segment.clamp(1, SEGMENT_PULSES * 16);
         let mut report = ArchiveReport::default();

@@ -186,6 +186,22 @@ const CAS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// How many times a submission retries after losing its compare-and-swap.
 const ATTEMPTS: u32 = 256;
 
+/// A front-end that lost this many compare-and-swaps in a row asks for the next Pulse
+/// (`P/turn`).
+const TURN_AFTER: u32 = 2;
+
+/// The longest a front-end waits for the Pulse of one that asked for it.
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A front-end's mark in `P/turn`: different for each front-end (the clock, the process and a
+/// counter), nothing secret.
+fn turn_mark() -> [u8; 8] {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let x = (now_ns() as u64) ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x.to_le_bytes()
+}
+
 /// A wait before the `k`-th retry: uniform in [0, 2^min(k, 7) × 100 µs), from a cheap hash of
 /// the clock and `salt` (no need for a cryptographic source to spread retries).
 fn backoff(k: u32, salt: u64) -> std::time::Duration {
@@ -239,6 +255,10 @@ pub struct FleetLedger {
     /// The latest checkpoint of the ledger's history this front-end checked or wrote, with its
     /// open tiles (docs/FLEET-LEDGER.md, "Checkpoints").
     history: Option<history::Held>,
+    /// The revision of `P/turn` this front-end last saw, and its own mark to put there when it
+    /// asks for the next Pulse ("Agreeing on the next Pulse": taking turns).
+    turn_seen: i64,
+    turn_mark: [u8; 8],
 }
 
 /// How a new ledger keeps its state in etcd (`P/format`, docs/FLEET-LEDGER.md "State in etcd").
@@ -648,6 +668,8 @@ impl FleetLedger {
             benched: Default::default(),
             probed: None,
             history: None,
+            turn_seen: 0,
+            turn_mark: turn_mark(),
         };
         let resp = ledger.get(ledger.key_of("key"), None).await?;
         let Some(kv) = resp.kvs().first() else { return Err(FleetError::Missing(ledger.prefix.clone())) };
@@ -659,6 +681,8 @@ impl FleetLedger {
                 ours: hex::encode(ours),
             });
         }
+        let turn = ledger.get(ledger.key_of("turn"), None).await?;
+        ledger.turn_seen = turn.kvs().first().map_or(0, |kv| kv.mod_revision());
         let format = ledger.get(ledger.key_of("format"), None).await?;
         (ledger.chained, ledger.cells, ledger.keyed) = match format.kvs().first().map(|kv| kv.value()) {
             None => (false, false, true),
@@ -758,6 +782,8 @@ impl FleetLedger {
             benched: Default::default(),
             probed: None,
             history: None,
+            turn_seen: self.turn_seen,
+            turn_mark: turn_mark(),
         }
     }
 
@@ -2115,8 +2141,11 @@ impl FleetLedger {
                         CompareOp::Equal,
                         0,
                     ),
+                    // No front-end asked for the next Pulse since this one last looked.
+                    Compare::mod_revision(self.key_of("turn"), CompareOp::Equal, self.turn_seen),
                 ])
-                .and_then(puts);
+                .and_then(puts)
+                .or_else(vec![TxnOp::get(self.key_of("turn"), None), TxnOp::get(self.key_of("head"), None)]);
             let outcome = match tokio::time::timeout(CAS_WAIT, self.client.txn(txn)).await {
                 Ok(Ok(resp)) => Ok(resp),
                 Ok(Err(e)) => Err(Some(e)),
@@ -2132,9 +2161,22 @@ impl FleetLedger {
                     self.cached = Some(snap);
                     self.fresh = false;
                     match other {
-                        Ok(_) => {
+                        Ok(resp) => {
                             self.lost += 1;
                             lost_here += 1;
+                            // Another front-end asked for the next Pulse: it is given it. (Turns are
+                            // scheduling: a failure to read or write `P/turn` is only a slower try,
+                            // never the submission's answer.)
+                            if self.yield_turn(&resp, number).await.unwrap_or(false) {
+                                continue;
+                            }
+                            // Lost twice in a row: ask for the next Pulse (a front-end that just
+                            // made one builds the next before another has replayed it, so
+                            // without turns one could win for seconds: measured, 1,000 robots,
+                            // 80 lost in a row and 500 commits waiting over 1 s).
+                            if lost_here >= TURN_AFTER && self.ask_turn().await.is_ok() {
+                                continue;
+                            }
                             // Randomised exponential backoff: front-ends that lose together do
                             // not all come back together (measured: without it, 16 racing
                             // writers starved some of them).
@@ -2185,6 +2227,59 @@ impl FleetLedger {
             return Ok(decided);
         }
         self.landed(&unknown).await?.ok_or(FleetError::Contention(ATTEMPTS))
+    }
+
+    /// After a lost compare-and-swap: if `P/turn` (read by the swap when it failed, with the
+    /// head) was put since this front-end last looked, by another, and no Pulse was made since,
+    /// wait until the head moves past Pulse `number − 1` (the other's Pulse) or [`TURN_WAIT`]
+    /// passes. Whether to try again at once (a turn seen: given, or already served).
+    async fn yield_turn(&mut self, resp: &etcd_client::TxnResponse, number: u64) -> Result<bool, FleetError> {
+        let ops = resp.op_responses();
+        let [etcd_client::TxnOpResponse::Get(got), etcd_client::TxnOpResponse::Get(head)] = ops.as_slice()
+        else {
+            return Ok(false);
+        };
+        let (revision, mark) =
+            got.kvs().first().map_or((0, None), |kv| (kv.mod_revision(), Some(kv.value())));
+        if revision == self.turn_seen {
+            return Ok(false);
+        }
+        self.turn_seen = revision;
+        // Its own mark, or a Pulse made since it was put (the asker's, or one after): no wait.
+        let served = head.kvs().first().is_some_and(|kv| kv.mod_revision() > revision);
+        if mark == Some(self.turn_mark.as_slice()) || served {
+            return Ok(true);
+        }
+        let until = std::time::Instant::now() + TURN_WAIT;
+        while std::time::Instant::now() < until {
+            let head = self.get(self.key_of("head"), None).await?;
+            let moved = head
+                .kvs()
+                .first()
+                .and_then(|kv| kv.value().get(..8))
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .is_some_and(|b| u64::from_le_bytes(b) >= number);
+            if moved {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        Ok(true)
+    }
+
+    /// Ask for the next Pulse: put this front-end's mark in `P/turn`, so that every other's
+    /// swap in flight fails and the others wait for this one's ([`FleetLedger::yield_turn`]).
+    async fn ask_turn(&mut self) -> Result<(), FleetError> {
+        let key = self.key_of("turn");
+        let mark = self.turn_mark.to_vec();
+        let resp = self
+            .retrying(false, |mut c| {
+                let (key, mark) = (key.clone(), mark.clone());
+                async move { c.put(key, mark, None).await }
+            })
+            .await?;
+        self.turn_seen = resp.header().map_or(0, |h| h.revision());
+        Ok(())
     }
 
     /// The receipts of an attempt whose reply was lost, if etcd holds its entry: it landed.

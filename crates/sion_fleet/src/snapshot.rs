@@ -94,6 +94,16 @@ impl StatePointer {
     }
 }
 
+/// The Pulse a state snapshot's pointer names, if it parses and the ledger key signed it: an
+/// unsigned one is as none (never a reason to stop writing snapshots, nor a mark the archive
+/// keeps to).
+fn signed_pulse(v: &[u8], key: &ed25519_dalek::VerifyingKey) -> Option<u64> {
+    let p = StatePointer::parse(v).ok()?;
+    let signature = ed25519_dalek::Signature::from_bytes(&p.signature);
+    key.verify(&p.signed_bytes(), &signature).ok()?;
+    Some(p.pulse)
+}
+
 /// Chunks of records, each cut after the record that takes it to [`CHUNK_BYTES`] or past.
 struct Chunks(Vec<Vec<u8>>);
 
@@ -124,7 +134,7 @@ pub(crate) fn put_cell(out: &mut Vec<u8>, key: u128, listed: &[(u64, u64)]) {
 }
 
 /// Read one cell that [`put_cell`] wrote into `cells`, its listings no later than Pulse `head`.
-pub(crate) fn read_cell(r: &mut Reader, cells: &mut Cells, head: u64) -> Result<(), String> {
+pub(crate) fn read_cell(r: &mut Reader, cells: &mut Cells, head: u64) -> Result<u128, String> {
     let wire = |e: WireError| e.to_string();
     let key = u128::from_be_bytes(r.array("cell").map_err(wire)?);
     if key_level(key) > MAX_LEVEL {
@@ -145,7 +155,7 @@ pub(crate) fn read_cell(r: &mut Reader, cells: &mut Cells, head: u64) -> Result<
     if !cells.load(key, listed) {
         return Err(format!("cell {key:032x}: logs not ascending, or the cell twice"));
     }
-    Ok(())
+    Ok(key)
 }
 
 /// A state's chunks: every log in id order (`u8 0`, `u32` length, its leaf), every agent by
@@ -186,17 +196,25 @@ fn state_chunks(state: &State) -> Vec<Vec<u8>> {
     out.0
 }
 
+/// The last record loaded, across chunks: its kind, and the last account and cell key.
+#[derive(Default)]
+struct Last {
+    tag: u8,
+    nonce: Option<[u8; 32]>,
+    cell: Option<u128>,
+}
+
 /// Load one chunk [`state_chunks`] wrote into `state` (the chunks before it loaded): records in
 /// tag order, logs numbered from 0 on, agents and nonces strictly ascending.
-fn load_state_chunk(state: &mut State, last_tag: &mut u8, bytes: &[u8], head: u64) -> Result<(), String> {
+fn load_state_chunk(state: &mut State, last: &mut Last, bytes: &[u8], head: u64) -> Result<(), String> {
     let mut r = Reader::new(bytes);
     let wire = |e: WireError| e.to_string();
     while r.remaining() > 0 {
         let tag = r.u8("record").map_err(wire)?;
-        if tag < *last_tag || tag > CELL {
-            return Err(format!("a record of kind {tag} after one of kind {last_tag}"));
+        if tag < last.tag || tag > CELL {
+            return Err(format!("a record of kind {tag} after one of kind {}", last.tag));
         }
-        *last_tag = tag;
+        last.tag = tag;
         match tag {
             LOG => {
                 let leaf = r.bytes32(1 << 16, "log").map_err(wire)?;
@@ -220,13 +238,22 @@ fn load_state_chunk(state: &mut State, last_tag: &mut u8, bytes: &[u8], head: u6
             NONCE => {
                 let account = Account(r.array("account").map_err(wire)?);
                 let n = r.u64("nonce").map_err(wire)?;
-                if state.nonces.insert(account, n).is_some() || n == 0 {
-                    return Err(format!("nonce {n} of {} twice, or 0", hex::encode(account.0)));
+                if last.nonce.is_some_and(|a| a >= account.0) || n == 0 {
+                    return Err(format!(
+                        "nonce {n} of {}: 0, or not after the one before",
+                        hex::encode(account.0)
+                    ));
                 }
+                last.nonce = Some(account.0);
+                state.nonces.insert(account, n);
             }
             _ => {
                 let cells = state.cells.as_mut().ok_or("a cell on a ledger without cells")?;
-                read_cell(&mut r, cells, head)?;
+                let key = read_cell(&mut r, cells, head)?;
+                if last.cell.is_some_and(|k| k >= key) {
+                    return Err(format!("cell {key:032x} not after the one before"));
+                }
+                last.cell = Some(key);
             }
         }
     }
@@ -256,6 +283,10 @@ impl FleetLedger {
                 .await
                 .map_err(|e| e.to_string())?;
             for kv in resp.kvs() {
+                // No more than the pointer names is read, whatever etcd holds past them.
+                if read == count {
+                    return Err(format!("more chunks than the {count} P/{} names", place.pointer));
+                }
                 let want = format!("{prefix}{}", n20(u64::from(read)));
                 if kv.key() != want.as_bytes() {
                     return Err(format!("{} where {want} was expected", String::from_utf8_lossy(kv.key())));
@@ -299,8 +330,9 @@ impl FleetLedger {
             return Ok(None);
         }
         let mine = format!("{}{}/", place.chunks, n20(s));
-        // Chunks a front-end that died midway left under this number go first.
-        self.delete_prefix(&mine).await?;
+        // The chunks of one Pulse's snapshot are the same whoever writes them (the state at a
+        // Pulse is one, encoded one way): a writer overwrites what one that died midway left,
+        // and two writing at once write the same bytes. None deletes them first.
         let mut hasher = blake3::Hasher::new();
         for (i, part) in parts.iter().enumerate() {
             hasher.update(part);
@@ -311,7 +343,11 @@ impl FleetLedger {
             .when(vec![Compare::mod_revision(self.key_of(place.pointer), CompareOp::Equal, revision)])
             .and_then(vec![TxnOp::put(self.key_of(place.pointer), value, None)]);
         if !self.write_txn(txn).await?.succeeded() {
-            self.delete_prefix(&mine).await?;
+            // Lost to another writer: its chunks are these keys if its pointer names this Pulse.
+            let now = self.get(self.key_of(place.pointer), None).await?;
+            if now.kvs().first().and_then(|kv| old(kv.value())) != Some(s) {
+                self.delete_prefix(&mine).await?;
+            }
             return Ok(None);
         }
         // Every older snapshot's chunks go: the one replaced, and any a front-end that died
@@ -351,12 +387,10 @@ impl FleetLedger {
             p.signature = key.sign(&p.signed_bytes()).to_bytes();
             p.encode()
         };
-        let written = self
-            .write_chunks(&STATE, s, &parts, pointer, |v| StatePointer::parse(v).ok().map(|p| p.pulse))
-            .await?;
-        if written.is_some() {
-            self.since_snapshot = 0;
-        }
+        let public = self.public_key();
+        let written = self.write_chunks(&STATE, s, &parts, pointer, |v| signed_pulse(v, &public)).await?;
+        // Written, or one as late already there: counted afresh either way.
+        self.since_snapshot = 0;
         Ok(written)
     }
 
@@ -364,7 +398,8 @@ impl FleetLedger {
     /// stay in etcd.
     pub(crate) async fn state_snapshot_pulse(&mut self) -> Result<Option<u64>, FleetError> {
         let got = self.get(self.key_of(STATE.pointer), None).await?;
-        Ok(got.kvs().first().and_then(|kv| StatePointer::parse(kv.value()).ok()).map(|p| p.pulse))
+        let public = self.public_key();
+        Ok(got.kvs().first().and_then(|kv| signed_pulse(kv.value(), &public)))
     }
 
     /// The latest state snapshot as etcd holds it at revision `at`, if there is one, checked:
@@ -407,9 +442,9 @@ impl FleetLedger {
     async fn load_state_snapshot(&mut self, p: StatePointer, at: i64) -> Result<Option<Snapshot>, String> {
         let mut state = State::new_ledger(self.cells);
         state.chained = self.chained;
-        let mut last_tag = LOG;
+        let mut last = Last::default();
         self.read_chunks(&STATE, (p.pulse, p.count, p.hash), at, |bytes| {
-            load_state_chunk(&mut state, &mut last_tag, bytes, p.pulse)
+            load_state_chunk(&mut state, &mut last, bytes, p.pulse)
         })
         .await?;
         let latest: PulseHeader = self.header(p.pulse).await.map_err(|e| e.to_string())?.header;
@@ -419,6 +454,10 @@ impl FleetLedger {
         state.index();
         if state.root() != (latest.logs, latest.state_root) {
             return Err(format!("its logs do not hash to Pulse {}'s state root", p.pulse));
+        }
+        // Checked here too: with the snapshot at the head, no replay compares them.
+        if state.cells.as_mut().map(Cells::root) != latest.cells {
+            return Err(format!("its cells do not hash to Pulse {}'s cells root", p.pulse));
         }
         Ok(Some(Snapshot { head_revision: 0, state, latest }))
     }

@@ -181,3 +181,34 @@ async fn state_proofs_outlive_the_compaction_of_etcds_history() {
         again.verify(&key.verifying_key()).expect("holds");
     }
 }
+
+/// Taking turns (docs/FLEET-LEDGER.md, "Agreeing on the next Pulse"): a front-end that lost
+/// twice in a row puts its mark in `P/turn`; every other front-end's compare-and-swap in flight
+/// then fails, and it waits for the asker's Pulse (at most 200 ms) before it tries again. Here
+/// the asker is played by a raw put that makes no Pulse: the front-end loses once, waits, and
+/// commits — a mark in `P/turn` never stops the ledger. (That a front-end asks after two
+/// losses is run by the race above and by examples/fleet_scale, not asserted: which front-end
+/// loses twice is the scheduler's.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_end_gives_the_next_pulse_to_one_that_asked_for_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let endpoints = [etcd.url()];
+    let key = SigningKey::from_bytes(&[44; 32]);
+    let prefix = "/sion-ledger/turns/";
+    let mut a = FleetLedger::init(&endpoints, prefix, key.clone()).await.expect("init");
+    let writer = SigningKey::from_bytes(&[45; 32]);
+    let log = open_log(&mut a, &writer).await;
+    assert_eq!(a.lost_races(), 0);
+    let mut raw = etcd_client::Client::connect(endpoints, None).await.expect("etcd client");
+    raw.put(format!("{prefix}turn"), b"another!".to_vec(), None).await.expect("put a turn");
+    let started = std::time::Instant::now();
+    a.submit(commit(&writer, 1, log, 0, 0, 10)).await.expect("committed after giving the turn");
+    assert_eq!(a.lost_races(), 1, "the swap in flight did not fail on the turn asked");
+    // It waited for the asker's Pulse (which never came) before trying again.
+    let waited = started.elapsed();
+    assert!(waited >= std::time::Duration::from_millis(190), "committed in {waited:?} without waiting");
+    // Seen once, the same turn is not given again.
+    a.submit(commit(&writer, 2, log, 1, 10, 20)).await.expect("committed");
+    assert_eq!(a.lost_races(), 1);
+}

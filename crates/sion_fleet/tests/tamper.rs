@@ -311,8 +311,11 @@ async fn on_format_4_forged_state_keys_are_never_read_and_the_snapshot_is_signed
     raw.put(chunk.clone(), edited, None).await.expect("edit the chunk");
     let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     assert_eq!(b.log(log).await.expect("from the entries").expect("exists").head.size, size);
+    // The last record is the last account's nonce: the edited one is not the one held.
+    let truth = fresh.nonce(&account_of(&robot)).await.expect("nonce");
+    assert_eq!(b.nonce(&account_of(&robot)).await.expect("nonce"), truth);
     raw.put(chunk, honest, None).await.expect("put back");
-    // A pointer signed by another key: passed over too.
+    // A pointer whose signature does not hold: passed over too.
     let pointer = format!("{prefix}statesnap");
     let signed = raw_get(&mut raw, &pointer).await.expect("the pointer");
     let mut unsigned = signed.clone();
