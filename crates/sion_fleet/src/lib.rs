@@ -440,6 +440,13 @@ fn head_value(h: &PulseHeader) -> Vec<u8> {
     v
 }
 
+/// `P/head`'s value read back: the Pulse's number and its header's hash (`None` unless 40 bytes).
+fn decode_head(v: &[u8]) -> Option<(u64, Digest)> {
+    let number: [u8; 8] = v.get(..8)?.try_into().ok()?;
+    let hash: Digest = v.get(8..)?.try_into().ok()?;
+    Some((u64::from_le_bytes(number), hash))
+}
+
 /// An agent's value as etcd (and the service's `Agent` reply) holds it, read back: 32
 /// controller, u8 status; the problem in words if it is not one.
 pub fn decode_agent_value(name: &str, v: &[u8]) -> Result<Agent, String> {
@@ -824,29 +831,31 @@ impl FleetLedger {
         let fresh = self.fresh && self.cached.as_ref().is_some_and(|c| c.head_revision == head_revision);
         if !fresh {
             let value = kv.value();
-            if value.len() != 40 {
+            let Some((number, hash)) = decode_head(value) else {
                 return Err(self.damaged("head", format!("{} bytes, not 40", value.len())));
-            }
-            let mut number = [0u8; 8];
-            number.copy_from_slice(&value[..8]);
-            let number = u64::from_le_bytes(number);
-            let mut hash = [0u8; 32];
-            hash.copy_from_slice(&value[8..]);
+            };
             let at = head.header().map_or(0, |h| h.revision());
             // From the state this front-end held, the Pulses since are replayed, each checked and
             // rehashing only what it changes; the whole state is read only without one (or past
             // what can be replayed).
             if !self.advance(number, hash, at, head_revision).await? {
+                let held_nothing = self.cached.is_none();
                 let (mut state, written_after) = if self.keyed {
-                    let read = self.read_state(at, head_revision).await?;
+                    let mut read = self.read_state(at, head_revision).await?;
+                    read.state.index();
                     (read.state, read.written_after)
                 } else {
-                    // The entries are the ledger: the latest signed snapshot and the Pulses since.
+                    // The entries are the ledger: the latest signed snapshot and the Pulses since
+                    // (its tree kept as they are replayed).
                     (self.load_state(number, at).await?, Vec::new())
                 };
-                state.index();
                 let latest =
                     self.check_state(number, hash, (at, head_revision), written_after, &state).await?;
+                // Holding nothing before, the version records the Pulses left are counted too
+                // (one that held a state tells a head put back by it, in `check_state`).
+                if !self.keyed && held_nothing {
+                    self.no_version_past(&state, number, at).await?;
+                }
                 // The cells are not kept key by key: rebuilt from a snapshot and the entries since.
                 if self.cells && self.keyed {
                     state.cells = Some(self.rebuild_cells(&latest, at).await?);
@@ -2253,12 +2262,8 @@ impl FleetLedger {
         let until = std::time::Instant::now() + TURN_WAIT;
         while std::time::Instant::now() < until {
             let head = self.get(self.key_of("head"), None).await?;
-            let moved = head
-                .kvs()
-                .first()
-                .and_then(|kv| kv.value().get(..8))
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .is_some_and(|b| u64::from_le_bytes(b) >= number);
+            let moved =
+                head.kvs().first().and_then(|kv| decode_head(kv.value())).is_some_and(|(n, _)| n >= number);
             if moved {
                 break;
             }

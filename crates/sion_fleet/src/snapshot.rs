@@ -98,10 +98,16 @@ impl StatePointer {
 /// unsigned one is as none (never a reason to stop writing snapshots, nor a mark the archive
 /// keeps to).
 fn signed_pulse(v: &[u8], key: &ed25519_dalek::VerifyingKey) -> Option<u64> {
-    let p = StatePointer::parse(v).ok()?;
+    signed_pointer(v, key).ok().map(|p| p.pulse)
+}
+
+/// A state snapshot's pointer, parsed and its signature checked under the ledger key.
+fn signed_pointer(v: &[u8], key: &ed25519_dalek::VerifyingKey) -> Result<StatePointer, String> {
+    let p = StatePointer::parse(v)?;
     let signature = ed25519_dalek::Signature::from_bytes(&p.signature);
-    key.verify(&p.signed_bytes(), &signature).ok()?;
-    Some(p.pulse)
+    key.verify(&p.signed_bytes(), &signature)
+        .map_err(|_| "P/statesnap is not signed by the ledger's key".to_owned())?;
+    Ok(p)
 }
 
 /// Chunks of records, each cut after the record that takes it to [`CHUNK_BYTES`] or past.
@@ -416,14 +422,10 @@ impl FleetLedger {
     ) -> Result<Result<Option<Snapshot>, String>, FleetError> {
         let resp = self.get(self.key_of(STATE.pointer), Some(GetOptions::new().with_revision(at))).await?;
         let Some(kv) = resp.kvs().first() else { return Ok(Ok(None)) };
-        let p = match StatePointer::parse(kv.value()) {
+        let p = match signed_pointer(kv.value(), &self.public_key()) {
             Ok(p) => p,
             Err(why) => return Ok(Err(why)),
         };
-        let signature = ed25519_dalek::Signature::from_bytes(&p.signature);
-        if self.public_key().verify(&p.signed_bytes(), &signature).is_err() {
-            return Ok(Err("P/statesnap is not signed by the ledger's key".to_owned()));
-        }
         if p.pulse > head {
             return Err(self.mismatch(
                 head,
@@ -496,13 +498,6 @@ impl FleetLedger {
             Err(e) if from_snapshot => return Err(e),
             Err(e) => return Err(self.unloadable(number, passed, e)),
         }
-        // Holding nothing, the records the Pulses left are counted (a front-end that held a
-        // state tells a head put back by it: `check_state`); a Pulse past the head first.
-        if self.cached.is_none() {
-            let archived = self.archived_mark_at(Some(at)).await?.0;
-            self.nothing_past(number, at, archived).await?;
-            self.no_version_past(&held.state, number, at).await?;
-        }
         Ok(held.state)
     }
 
@@ -512,7 +507,12 @@ impl FleetLedger {
     /// head put back to an older Pulse with the Pulses past it deleted — the next header would
     /// reuse a number already signed — or records forged; fewer, records withheld (their proofs
     /// are refused as damaged when asked for, not a reason to refuse the state).
-    async fn no_version_past(&mut self, state: &State, number: u64, at: i64) -> Result<(), FleetError> {
+    pub(crate) async fn no_version_past(
+        &mut self,
+        state: &State,
+        number: u64,
+        at: i64,
+    ) -> Result<(), FleetError> {
         let prefix = self.key_of("version/");
         let options =
             GetOptions::new().with_range(prefix_end(prefix.as_bytes())).with_revision(at).with_count_only();
