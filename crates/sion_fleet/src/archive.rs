@@ -242,6 +242,7 @@ impl FleetLedger {
                 TxnOp::put(self.key_of(&format!("segment/{}", n20(to))), segment, None),
                 range("pulse"),
                 range("sig"),
+                range("esig"),
                 range("cosig"),
             ]);
             let resp = self.client.txn(txn).await.map_err(|e| self.err(e))?;

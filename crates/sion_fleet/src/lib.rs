@@ -25,7 +25,7 @@ pub mod witness;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ed25519_dalek::{SigningKey, VerifyingKey};
+use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use sion_ledger::link::Receipt;
 use sion_ledger::state::{Change, Signature, State, Undo};
@@ -475,6 +475,21 @@ pub fn agent_value(a: &Agent) -> Vec<u8> {
     v
 }
 
+/// The domain of the ledger key's signature over a Pulse's entry (`P/esig/N`, format 4).
+const ENTRY_DOMAIN: &[u8] = b"sion-fleet-entry-v1";
+
+/// What the ledger key signs of Pulse `number`'s entry on format 4 (`P/esig/N`): the domain,
+/// the number (`u64`, little-endian) and the BLAKE3 of the entry's bytes, 59 bytes in all. The
+/// header's signature does not cover the transactions (a header commits to the logs only), so
+/// without this an agent's transaction could be taken out of an entry unseen.
+fn entry_message(number: u64, entry: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(ENTRY_DOMAIN.len() + 40);
+    m.extend_from_slice(ENTRY_DOMAIN);
+    m.extend_from_slice(&number.to_le_bytes());
+    m.extend_from_slice(blake3::hash(entry).as_bytes());
+    m
+}
+
 fn entry(txs: &[SignedTx], header: &PulseHeader) -> Vec<u8> {
     let mut v = Vec::new();
     match txs.len() {
@@ -755,14 +770,20 @@ impl FleetLedger {
         let genesis = State::new_ledger(cells).header(0, now_ns(), [0; 32]);
         let signature = SignedHeader::sign(&key, genesis).signature;
         let k = |rest: &str| format!("{prefix}{rest}");
+        let genesis_entry = entry(&[], &genesis);
+        let mut puts = vec![
+            TxnOp::put(k("key"), key.verifying_key().to_bytes().to_vec(), None),
+            TxnOp::put(k("format"), format.value().to_vec(), None),
+            TxnOp::put(k("head"), head_value(&genesis), None),
+            TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
+        ];
+        if format == Format::Entries {
+            let esig = key.sign(&entry_message(0, &genesis_entry)).to_bytes();
+            puts.push(TxnOp::put(k(&format!("esig/{}", n20(0))), esig.to_vec(), None));
+        }
+        puts.push(TxnOp::put(k(&format!("pulse/{}", n20(0))), genesis_entry, None));
         let txn =
-            Txn::new().when(vec![Compare::create_revision(k("key"), CompareOp::Equal, 0)]).and_then(vec![
-                TxnOp::put(k("key"), key.verifying_key().to_bytes().to_vec(), None),
-                TxnOp::put(k("format"), format.value().to_vec(), None),
-                TxnOp::put(k("head"), head_value(&genesis), None),
-                TxnOp::put(k(&format!("pulse/{}", n20(0))), entry(&[], &genesis), None),
-                TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
-            ]);
+            Txn::new().when(vec![Compare::create_revision(k("key"), CompareOp::Equal, 0)]).and_then(puts);
         client.txn(txn).await.map_err(|e| etcd_err(&joined, e))?;
         Self::connect_with(endpoints, prefix, key, access).await
     }
@@ -978,16 +999,28 @@ impl FleetLedger {
         let mut n = held.latest.number + 1;
         while n <= to {
             let end = (n + REPLAY_PAGE).min(to + 1);
+            // Entries, signatures and (format 4) entry signatures in one read at one revision.
             let range = |what: &str| {
                 let options = GetOptions::new()
                     .with_range(self.key_of(&format!("{what}/{}", n20(end))))
                     .with_revision(at);
-                (self.key_of(&format!("{what}/{}", n20(n))), Some(options))
+                TxnOp::get(self.key_of(&format!("{what}/{}", n20(n))), Some(options))
             };
-            let ((pulses, pulse_range), (sigs, sig_range)) = (range("pulse"), range("sig"));
-            let entries = self.get(pulses, pulse_range).await?;
-            let sigs = self.get(sigs, sig_range).await?;
-            self.replay_page(held, (n, end, to), (entries.kvs(), sigs.kvs()), undone)?;
+            let mut ops = vec![range("pulse"), range("sig")];
+            if !self.keyed {
+                ops.push(range("esig"));
+            }
+            let resp = self.read_txn(Txn::new().and_then(ops)).await?;
+            let mut pages = resp.op_responses().into_iter().map(|r| match r {
+                etcd_client::TxnOpResponse::Get(got) => got.kvs().to_vec(),
+                _ => Vec::new(),
+            });
+            let (entries, sigs, esigs) = (
+                pages.next().unwrap_or_default(),
+                pages.next().unwrap_or_default(),
+                pages.next().unwrap_or_default(),
+            );
+            self.replay_page(held, (n, end, to), (&entries, &sigs, &esigs), undone)?;
             n = end;
         }
         Ok(())
@@ -1000,7 +1033,11 @@ impl FleetLedger {
         &self,
         held: &mut Snapshot,
         (n, end, to): (u64, u64, u64),
-        (entries, sigs): (&[etcd_client::KeyValue], &[etcd_client::KeyValue]),
+        (entries, sigs, esigs): (
+            &[etcd_client::KeyValue],
+            &[etcd_client::KeyValue],
+            &[etcd_client::KeyValue],
+        ),
         undone: &mut Vec<(Undo, PulseHeader)>,
     ) -> Result<(), FleetError> {
         let operator = self.operator();
@@ -1085,6 +1122,26 @@ impl FleetLedger {
                     cells.map_or("none".into(), hex::encode),
                     header.cells.map_or("none".into(), hex::encode),
                 )));
+            }
+            // Checked last, so a change the roots tell is named by them: what only this tells is
+            // a transaction the header does not commit to (an agent's) taken out or put in.
+            let esig_rest = format!("esig/{}", n20(m));
+            let esig: Option<[u8; 64]> =
+                find(esigs, &self.key_of(&esig_rest)).and_then(|v| v.as_slice().try_into().ok());
+            if !self.keyed
+                && esig.is_none_or(|esig| {
+                    key.verify_strict(&entry_message(m, &value), &ed25519_dalek::Signature::from_bytes(&esig))
+                        .is_err()
+                })
+            {
+                return Err(self.mismatch(
+                    to,
+                    &[rest, esig_rest],
+                    format!(
+                        "Pulse {m}'s entry is not the one the ledger's key signed (P/esig/{m}): rewritten since \
+                         its Pulse was made"
+                    ),
+                ));
             }
         }
         Ok(())
@@ -2317,6 +2374,10 @@ impl FleetLedger {
             TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), entry.to_vec(), None),
             TxnOp::put(self.key_of(&format!("sig/{}", n20(number))), signature.to_vec(), None),
         ];
+        if !self.keyed {
+            let esig = self.key.sign(&entry_message(number, entry)).to_bytes();
+            puts.push(TxnOp::put(self.key_of(&format!("esig/{}", n20(number))), esig.to_vec(), None));
+        }
         // On format 4 the entry is the change: only what proofs of earlier Pulses read is kept
         // beside it (version records, tier blocks).
         for sender in batch.senders.iter().filter(|_| self.keyed) {

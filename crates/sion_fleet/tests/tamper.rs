@@ -345,6 +345,81 @@ async fn on_format_4_forged_state_keys_are_never_read_and_the_snapshot_is_signed
     );
 }
 
+/// An agent's transaction (a suspension) taken out of a batched Pulse's entry: no header commits
+/// to agents, so the roots do not tell; the ledger key's signature over the entry (`P/esig/N`)
+/// does, and a front-end replaying the entry refuses it rather than take the robot as live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_format_4_an_agents_transaction_taken_out_of_an_entry_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[125; 32]);
+    let prefix = "/sion-ledger/tamper-entry/";
+    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let robot = SigningKey::from_bytes(&[126; 32]);
+    let register =
+        SignedTx::sign(&key, 0, Tx::RegisterAgent { name: "fleet".into(), controller: account_of(&robot) });
+    a.submit(register).await.expect("register");
+    let log = open_log(&mut a, &robot, Some("fleet")).await;
+    // A front-end holding the state before the Pulse, so that it replays it.
+    let mut held = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    held.latest().await.expect("held");
+
+    // One Pulse: the robot's commit, then the operator's suspension of its agent.
+    let nonce = a.nonce(&account_of(&robot)).await.expect("nonce");
+    let current = a.log(log).await.expect("log").expect("exists");
+    let size = current.head.size;
+    let c = commit(&robot, nonce, log, current.commits, size, size + 10);
+    let operator_nonce = a.nonce(&account_of(&key)).await.expect("nonce");
+    let suspend = SignedTx::sign(
+        &key,
+        operator_nonce,
+        Tx::SetAgentStatus { name: "fleet".into(), status: AgentStatus::Suspended },
+    );
+    let taken = a.submit_batch(vec![c, suspend]).await;
+    let n = taken[0].as_ref().expect("the commit taken").pulse.header.number;
+    assert_eq!(taken[1].as_ref().expect("the suspension taken").pulse.header.number, n, "one Pulse");
+
+    // The entry rewritten by a party with etcd write access, the suspension taken out: the
+    // commit alone (kind 1), the header as it was.
+    let entry_key = format!("{prefix}pulse/{n:020}");
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let honest = raw_get(&mut raw, &entry_key).await.expect("the entry");
+    assert_eq!((honest[0], u32::from_le_bytes(honest[1..5].try_into().expect("count"))), (2, 2));
+    let len = u32::from_le_bytes(honest[5..9].try_into().expect("length")) as usize;
+    let second = u32::from_le_bytes(honest[9 + len..13 + len].try_into().expect("length")) as usize;
+    let mut rewritten = vec![1];
+    rewritten.extend_from_slice(&honest[5..9 + len]);
+    rewritten.extend_from_slice(&honest[13 + len + second..]);
+    raw.put(entry_key.as_str(), rewritten, None).await.expect("rewrite the entry");
+
+    // A front-end started afresh and the one that held the Pulse before both replay it: refused,
+    // naming the entry and its signature — the robot's agent is never taken as live.
+    let esig_key = format!("{prefix}esig/{n:020}");
+    let mut afresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    for (who, refused) in [("afresh", afresh.latest().await), ("held", held.latest().await)] {
+        let (keys, text) = mismatch(who, refused);
+        assert_eq!(keys, vec![entry_key.clone(), esig_key.clone()], "{who}: {text}");
+        assert!(
+            text.contains(&format!("Pulse {n}'s entry is not the one the ledger's key signed")),
+            "{text}"
+        );
+    }
+    let next = commit(&robot, nonce + 1, log, current.commits + 1, size + 10, size + 20);
+    mismatch("a commit of the robot whose suspension was taken out", afresh.submit(next.clone()).await);
+
+    // The entry put back: served again, and the robot's commit refused as contained.
+    raw.put(entry_key.as_str(), honest, None).await.expect("put back");
+    let mut again = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    assert_eq!(
+        again.agent("fleet").await.expect("agent").expect("registered").status,
+        AgentStatus::Suspended
+    );
+    match again.submit(next).await {
+        Err(FleetError::Refused(LedgerError::AgentNotLive { .. })) => {}
+        other => panic!("a suspended robot's commit: {other:?}"),
+    }
+}
+
 /// A head put back to an older Pulse would have the next front-end sign a second header for a
 /// number already signed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
