@@ -2485,7 +2485,8 @@ type Decided = Vec<(usize, Result<Receipt, FleetError>)>;
 /// within its 4 MiB, and the archive's segments hold them.
 pub const MAX_ENTRY_BYTES: usize = 256 << 10;
 
-/// Puts a Pulse makes whatever it holds: the head, the entry, the signature.
+/// Puts a Pulse makes whatever it holds: the head, the entry, the signature (and on format 4
+/// the entry's signature: [`Batch::fixed_puts`]).
 const FIXED_PUTS: usize = 3;
 /// Bytes counted for each put besides its key and value (etcd's framing).
 const PUT_OVERHEAD: usize = 32;
@@ -2510,8 +2511,17 @@ impl Batch {
             logs: Default::default(),
             versioned: Default::default(),
             blocks: Default::default(),
-            bytes: sion_verify::ledger::HEADER_V2 + 64 + 5 + 3 * (PUT_OVERHEAD + prefix + KEY_REST),
+            bytes: sion_verify::ledger::HEADER_V2
+                + 64
+                + 5
+                + Self::fixed_puts(keyed) * (PUT_OVERHEAD + prefix + KEY_REST)
+                + if keyed { 0 } else { 64 },
         }
+    }
+
+    /// The puts every Pulse makes: [`FIXED_PUTS`], and `P/esig/N` on format 4.
+    fn fixed_puts(keyed: bool) -> usize {
+        FIXED_PUTS + usize::from(!keyed)
     }
 
     fn ops(&self) -> usize {
@@ -2520,7 +2530,7 @@ impl Batch {
         } else {
             0
         };
-        FIXED_PUTS + keyed + self.versioned.len() + self.blocks.len()
+        Self::fixed_puts(self.keyed) + keyed + self.versioned.len() + self.blocks.len()
     }
 
     /// Take transaction `i` (already applied to `state`) if the Pulse stays within its limits

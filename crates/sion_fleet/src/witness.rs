@@ -79,7 +79,7 @@ pub enum WitnessError {
     /// put right, it goes on). The same refusal meets a key holder that signed a state root that
     /// does not follow (docs/FLEET-LEDGER.md, "Witnesses").
     #[error(
-        "Pulse {number}'s entry does not explain its signed header: {why} (its stored transaction is damaged or rewritten — no signature covers it — or the ledger's key signed a state that does not follow; not cosigned)"
+        "Pulse {number}'s entry does not explain its signed header: {why} (its stored transaction is damaged or rewritten — no signature a witness reads covers it — or the ledger's key signed a state that does not follow; not cosigned)"
     )]
     Damaged {
         /// The Pulse.
@@ -306,7 +306,8 @@ impl Witness {
     /// whether an agent above a log was live. Returns false when the Pulse's entry is archived
     /// (nothing was checked beyond the chain): the caller must not cosign it. An entry that does
     /// not explain the header is [`WitnessError::Damaged`], not evidence of a fork: no signature
-    /// covers the entry's transaction.
+    /// a witness reads covers the entry's transactions (a front-end checks format 4's `P/esig/N`;
+    /// the service does not serve it).
     pub fn check_state(&self, link: &RemoteLedger, h: &SignedHeader) -> Result<bool, WitnessError> {
         let number = h.header.number;
         h.verify(&self.ledger).map_err(|_| WitnessError::Signature(number))?;
