@@ -156,3 +156,60 @@ async fn old_pulses_move_to_segments_and_read_back_the_same() {
     let e = fresh.header(2).await.expect_err("damaged segment");
     assert!(e.to_string().contains("pulses-") && e.to_string().contains("damaged"), "{e}");
 }
+
+/// A state snapshot pointer put into etcd by someone without the ledger key (format 4), naming
+/// a Pulse far past the head: the archive takes it as no pointer — it writes a snapshot of its
+/// own over it and archives nothing past that — so a front-end started afterwards still loads
+/// the state. (Found by a read-only review: trusted, the forged pointer stopped snapshots for
+/// good, overflowed the archive's kept mark, and had the archive move out the entries a front-
+/// end holding nothing replays.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_state_pointer_neither_stops_snapshots_nor_moves_the_archive() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let archive = tmp.path().join("archive");
+    std::fs::create_dir_all(&archive).expect("archive dir");
+    let key = SigningKey::from_bytes(&[45; 32]);
+    let prefix = "/sion-ledger/archive-forged/";
+    let mut ledger =
+        FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init").with_archive(&archive);
+    let w = SigningKey::from_bytes(&[46; 32]);
+    ledger
+        .submit(SignedTx::sign(&w, 0, Tx::OpenMemory { agent: None, policy: [0; 32] }))
+        .await
+        .expect("open");
+    let log = LogId(ledger.log_count().await.expect("count") - 1);
+    let mut size = 0;
+    for round in 0..6 {
+        ledger.submit(commit(&w, round + 1, log, round, size, size + 5)).await.expect("commit");
+        size += 5;
+    }
+    let latest = ledger.latest().await.expect("latest").header.number;
+
+    // The pointer's layout (docs/FLEET-LEDGER.md, "The state snapshot"): u64 S, u32 count, 32 hash,
+    // 32 H(header S), 64 signature — here S = u64::MAX and a signature of nobody.
+    let mut forged = u64::MAX.to_le_bytes().to_vec();
+    forged.extend_from_slice(&1u32.to_le_bytes());
+    forged.extend_from_slice(&[7; 32]);
+    forged.extend_from_slice(&[8; 32]);
+    forged.extend_from_slice(&[9; 64]);
+    let pointer = format!("{prefix}statesnap");
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    raw.put(pointer.as_str(), forged.clone(), None).await.expect("forge the pointer");
+
+    // Archiving up to the Pulse before the latest: the archive writes its own snapshot (as of
+    // the latest) over the forged pointer, and archives up to it, not past.
+    let report = ledger.archive_before(latest - 1, 100).await.expect("archive");
+    assert_eq!(report.archived_to, latest - 1);
+    let now = raw.get(pointer.as_str(), None).await.expect("get").kvs()[0].value().to_vec();
+    assert_ne!(now, forged, "the forged pointer was left in place: snapshots stopped");
+    assert_eq!(u64::from_le_bytes(now[..8].try_into().expect("S")), latest, "the archive's snapshot");
+
+    // A front-end holding nothing loads that snapshot and serves, and the robot commits on.
+    let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone())
+        .await
+        .expect("connect")
+        .with_archive(&archive);
+    assert_eq!(fresh.log(log).await.expect("the state").expect("the log").head.size, size);
+    fresh.submit(commit(&w, 7, log, 6, size, size + 5)).await.expect("a commit after the archive");
+}
