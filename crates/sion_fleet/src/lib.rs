@@ -932,7 +932,7 @@ impl FleetLedger {
         }
         let mut undone = Vec::new();
         let since = held.head_revision;
-        let replayed = self.replay_in_place(&mut held, number, at, &mut undone).await;
+        let replayed = self.replay_in_place(&mut held, number, at, Some(&mut undone)).await;
         let checked = match replayed {
             Ok(()) if held.latest.hash() != hash => Err(self.mismatch(
                 number,
@@ -988,13 +988,13 @@ impl FleetLedger {
     }
 
     /// Replay Pulses `held.latest + 1 … to` onto `held` in place, read at revision `at` a page
-    /// at a time; each change's undo (and the header before it) pushed on `undone`.
+    /// at a time; each change's undo (and the header before it) pushed on `undone` if given (a caller that drops the state on a refusal keeps none).
     async fn replay_in_place(
         &mut self,
         held: &mut Snapshot,
         to: u64,
         at: i64,
-        undone: &mut Vec<(Undo, PulseHeader)>,
+        mut undone: Option<&mut Vec<(Undo, PulseHeader)>>,
     ) -> Result<(), FleetError> {
         let mut n = held.latest.number + 1;
         while n <= to {
@@ -1020,7 +1020,7 @@ impl FleetLedger {
                 pages.next().unwrap_or_default(),
                 pages.next().unwrap_or_default(),
             );
-            self.replay_page(held, (n, end, to), (&entries, &sigs, &esigs), undone)?;
+            self.replay_page(held, (n, end, to), (&entries, &sigs, &esigs), undone.as_deref_mut())?;
             n = end;
         }
         Ok(())
@@ -1038,7 +1038,7 @@ impl FleetLedger {
             &[etcd_client::KeyValue],
             &[etcd_client::KeyValue],
         ),
-        undone: &mut Vec<(Undo, PulseHeader)>,
+        mut undone: Option<&mut Vec<(Undo, PulseHeader)>>,
     ) -> Result<(), FleetError> {
         let operator = self.operator();
         let key = self.public_key();
@@ -1091,7 +1091,10 @@ impl FleetLedger {
                         "Pulse {m}'s transaction {i} is refused by the rules on the state before it ({e})"
                     ))
                 })?;
-                undone.push((held.state.apply(tx.sender, change), prev));
+                let undo = held.state.apply(tx.sender, change);
+                if let Some(undone) = undone.as_mut() {
+                    undone.push((undo, prev));
+                }
             }
             held.latest = header;
             let (logs, root) = held.state.root();
@@ -1477,7 +1480,7 @@ impl FleetLedger {
         // The same replay as a front-end's own advance, on a copy: the state read whole is
         // then compared with it key by key.
         let mut copy = held.clone();
-        self.replay_in_place(&mut copy, to, at, &mut Vec::new()).await?;
+        self.replay_in_place(&mut copy, to, at, None).await?;
         Ok(Some(copy.state))
     }
 

@@ -493,7 +493,8 @@ impl FleetLedger {
                 }
             }
         };
-        match self.replay_in_place(&mut held, number, at, &mut Vec::new()).await {
+        // Nothing to put back on a refusal (the state is dropped): no undo kept per transaction.
+        match self.replay_in_place(&mut held, number, at, None).await {
             Ok(()) => {}
             Err(e) if from_snapshot => return Err(e),
             Err(e) => return Err(self.unloadable(number, passed, e)),
