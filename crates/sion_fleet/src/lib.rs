@@ -988,7 +988,8 @@ impl FleetLedger {
     }
 
     /// Replay Pulses `held.latest + 1 … to` onto `held` in place, read at revision `at` a page
-    /// at a time; each change's undo (and the header before it) pushed on `undone` if given (a caller that drops the state on a refusal keeps none).
+    /// at a time; each change's undo (and the header before it) pushed on `undone` if given
+    /// (a caller that drops the state on a refusal keeps none).
     async fn replay_in_place(
         &mut self,
         held: &mut Snapshot,

@@ -198,7 +198,8 @@ async fn a_forged_state_pointer_neither_stops_snapshots_nor_moves_the_archive() 
     raw.put(pointer.as_str(), forged.clone(), None).await.expect("forge the pointer");
 
     // Archiving up to the Pulse before the latest: the archive writes its own snapshot (as of
-    // the latest) over the forged pointer, and archives up to it, not past.
+    // the latest) over the forged pointer. (That nothing it needs was archived is shown by the
+    // front-end started afterwards, which loads that snapshot and replays from it.)
     let report = ledger.archive_before(latest - 1, 100).await.expect("archive");
     assert_eq!(report.archived_to, latest - 1);
     let now = raw.get(pointer.as_str(), None).await.expect("get").kvs()[0].value().to_vec();
