@@ -490,6 +490,19 @@ fn entry_message(number: u64, entry: &[u8]) -> Vec<u8> {
     m
 }
 
+/// The ledger key's signature over Pulse `number`'s entry (`P/esig/N`).
+fn sign_entry(key: &SigningKey, number: u64, entry: &[u8]) -> [u8; 64] {
+    key.sign(&entry_message(number, entry)).to_bytes()
+}
+
+/// Whether `signature` (`P/esig/N` as etcd holds it, if at all) is the ledger key's over Pulse
+/// `number`'s entry.
+fn entry_signed(key: &VerifyingKey, number: u64, entry: &[u8], signature: Option<&[u8]>) -> bool {
+    let Some(signature) = signature.and_then(|s| <[u8; 64]>::try_from(s).ok()) else { return false };
+    key.verify_strict(&entry_message(number, entry), &ed25519_dalek::Signature::from_bytes(&signature))
+        .is_ok()
+}
+
 fn entry(txs: &[SignedTx], header: &PulseHeader) -> Vec<u8> {
     let mut v = Vec::new();
     match txs.len() {
@@ -603,14 +616,16 @@ impl FleetLedger {
         .await
     }
 
-    /// A put that is the same whenever it is done (a signature), tried again likewise.
-    async fn put(&mut self, key: String, value: Vec<u8>) -> Result<(), FleetError> {
-        self.retrying(false, |mut c| {
-            let (key, value) = (key.clone(), value.clone());
-            async move { c.put(key, value, None).await }
-        })
-        .await?;
-        Ok(())
+    /// A put that is the same whenever it is done (a signature, a front-end's turn mark), tried
+    /// again likewise: the revision etcd gave it.
+    async fn put(&mut self, key: String, value: Vec<u8>) -> Result<i64, FleetError> {
+        let resp = self
+            .retrying(false, |mut c| {
+                let (key, value) = (key.clone(), value.clone());
+                async move { c.put(key, value, None).await }
+            })
+            .await?;
+        Ok(resp.header().map_or(0, |h| h.revision()))
     }
 
     /// After a connection to a member failed: probe every member's port (at most every 250 ms)
@@ -778,7 +793,7 @@ impl FleetLedger {
             TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
         ];
         if format == Format::Entries {
-            let esig = key.sign(&entry_message(0, &genesis_entry)).to_bytes();
+            let esig = sign_entry(&key, 0, &genesis_entry);
             puts.push(TxnOp::put(k(&format!("esig/{}", n20(0))), esig.to_vec(), None));
         }
         puts.push(TxnOp::put(k(&format!("pulse/{}", n20(0))), genesis_entry, None));
@@ -1130,13 +1145,7 @@ impl FleetLedger {
             // Checked last, so a change the roots tell is named by them: what only this tells is
             // a transaction the header does not commit to (an agent's) taken out or put in.
             let esig_rest = format!("esig/{}", n20(m));
-            let esig: Option<[u8; 64]> =
-                find(esigs, &self.key_of(&esig_rest)).and_then(|v| v.as_slice().try_into().ok());
-            if !self.keyed
-                && esig.is_none_or(|esig| {
-                    key.verify_strict(&entry_message(m, &value), &ed25519_dalek::Signature::from_bytes(&esig))
-                        .is_err()
-                })
+            if !self.keyed && !entry_signed(&key, m, &value, find(esigs, &self.key_of(&esig_rest)).as_deref())
             {
                 return Err(self.mismatch(
                     to,
@@ -2019,7 +2028,8 @@ impl FleetLedger {
             )));
         }
         let key = self.key_of(&format!("cosig/{}/{}", n20(number), hex::encode(c.witness)));
-        self.put(key, c.signature.to_vec()).await
+        self.put(key, c.signature.to_vec()).await?;
+        Ok(())
     }
 
     /// The cosignatures of Pulse `number` held, in ascending order of witness key (etcd's key
@@ -2336,15 +2346,7 @@ impl FleetLedger {
     /// Ask for the next Pulse: put this front-end's mark in `P/turn`, so that every other's
     /// swap in flight fails and the others wait for this one's ([`FleetLedger::yield_turn`]).
     async fn ask_turn(&mut self) -> Result<(), FleetError> {
-        let key = self.key_of("turn");
-        let mark = self.turn_mark.to_vec();
-        let resp = self
-            .retrying(false, |mut c| {
-                let (key, mark) = (key.clone(), mark.clone());
-                async move { c.put(key, mark, None).await }
-            })
-            .await?;
-        self.turn_seen = resp.header().map_or(0, |h| h.revision());
+        self.turn_seen = self.put(self.key_of("turn"), self.turn_mark.to_vec()).await?;
         Ok(())
     }
 
@@ -2379,7 +2381,7 @@ impl FleetLedger {
             TxnOp::put(self.key_of(&format!("sig/{}", n20(number))), signature.to_vec(), None),
         ];
         if !self.keyed {
-            let esig = self.key.sign(&entry_message(number, entry)).to_bytes();
+            let esig = sign_entry(&self.key, number, entry);
             puts.push(TxnOp::put(self.key_of(&format!("esig/{}", n20(number))), esig.to_vec(), None));
         }
         // On format 4 the entry is the change: only what proofs of earlier Pulses read is kept
