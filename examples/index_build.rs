@@ -2,12 +2,12 @@
 //! pays for fresh memory) and the best of several, with the CPU time and page faults of each;
 //! then commits of 1,000 more atoms, their fold and seal timed apart.
 //!
-//!     cargo run --release --example index_build -- [ATOMS] [BUILDS]
+//!     cargo run --release --example index_build -- [ATOMS] [BUILDS] [--on-disk] [--commits N]
 
 use std::time::Instant;
 
 use sion_memory::atom::Atom;
-use sion_memory::index::Index;
+use sion_memory::index::{Index, IndexConfig};
 use sion_memory::sim::MonthInAWarehouse;
 
 /// User and system CPU seconds and minor page faults of this process so far.
@@ -24,8 +24,18 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
     let builds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3).max(1);
+    // With `--on-disk`, the index a memory keeps: records on disk, the writer in its budgets.
+    let on_disk = args.iter().any(|a| a == "--on-disk");
+    // `--commits N`: how many commits of 1,000 atoms to time after the last build.
+    let commits: usize = args
+        .iter()
+        .position(|a| a == "--commits")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let scratch = tempfile::tempdir().expect("a scratch directory");
     eprintln!("generating {n} atoms…");
-    let all: Vec<Atom> = MonthInAWarehouse::new(n + 20_000, 2026).collect();
+    let all: Vec<Atom> = MonthInAWarehouse::new(n + 1_000 * commits as u64, 2026).collect();
     let (atoms, later) = all.split_at(n as usize);
     println!("| build | wall | user CPU | system CPU | page faults | root |");
     println!("| --- | --- | --- | --- | --- | --- |");
@@ -33,7 +43,14 @@ fn main() {
     for b in 1..=builds {
         let before = usage();
         let started = Instant::now();
-        let mut index = Index::build(atoms).expect("build");
+        let mut index = if on_disk {
+            let dir = scratch.path().join(format!("index-{b}"));
+            let mut index = Index::create(&dir, IndexConfig::default()).expect("create");
+            index.fold_all(atoms).expect("fold");
+            index
+        } else {
+            Index::build(atoms).expect("build")
+        };
         let root = index.root().expect("root");
         let wall = started.elapsed().as_secs_f64();
         let after = usage();

@@ -1,6 +1,8 @@
 //! The seed's proof-size table, reproduced and measured against its figures.
 //!
 //!     cargo run --release --example proof_sizes -- [ATOMS]
+//!     cargo run --release --example proof_sizes -- --write-log DIR [ATOMS]
+//!     cargo run --release --example proof_sizes -- --cold-boot DIR [--on-disk]
 //!
 //! A simulated 1 km × 1 km × 30 m warehouse over 30 days (`sim::MonthInAWarehouse`), 10^6
 //! atoms by default; for each of the seed's four query rows, the mean over 25 random queries
@@ -82,6 +84,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let root = index.root().expect("root");
         let secs = started.elapsed().as_secs_f64();
         println!("{secs} {} {base} {}", status_kib("VmHWM:"), hex::encode(root));
+        return Ok(());
+    }
+    if args.get(1).map(String::as_str) == Some("--write-log") {
+        // The log a cold boot reads, kept in DIR (to time or profile `--cold-boot DIR` alone).
+        let n: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+        let (log, _) = Log::create(Path::new(&args[2]), LogOptions::default())?;
+        let atoms: Vec<Atom> = MonthInAWarehouse::new(n, 2026).collect();
+        for chunk in atoms.chunks(8192) {
+            log.append(chunk.to_vec())?;
+        }
         return Ok(());
     }
     let n: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);

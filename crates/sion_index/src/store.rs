@@ -427,14 +427,25 @@ impl Store {
 
     /// Read a record. One found damaged marks the store so that the next open rebuilds it.
     pub fn read(&self, ptr: Ptr) -> Result<Arc<Record>, IndexError> {
-        let read = self.read_unmarked(ptr);
+        self.read_keeping(ptr, true)
+    }
+
+    /// Read a record the writer is about to replace (a bucket, its runs, a list, a subject's
+    /// places, taken up again to grow): from the cache if it is there, but not put in it, so
+    /// what readers keep there is not pushed out by what no one reads twice.
+    pub fn read_to_replace(&self, ptr: Ptr) -> Result<Arc<Record>, IndexError> {
+        self.read_keeping(ptr, false)
+    }
+
+    fn read_keeping(&self, ptr: Ptr, keep: bool) -> Result<Arc<Record>, IndexError> {
+        let read = self.read_unmarked(ptr, keep);
         if let (Err(IndexError::Damaged(why)), Some(dir)) = (&read, &self.dir) {
             let _ = self.disk.write_file(&dir.join(DAMAGED), format!("{why}\n").as_bytes());
         }
         read
     }
 
-    fn read_unmarked(&self, ptr: Ptr) -> Result<Arc<Record>, IndexError> {
+    fn read_unmarked(&self, ptr: Ptr, keep: bool) -> Result<Arc<Record>, IndexError> {
         if let Some(r) = self.cache.get(ptr) {
             return Ok(r);
         }
@@ -473,7 +484,9 @@ impl Store {
         }
         let record =
             Arc::new(Record::decode(body).map_err(|e| damaged(format!("the record at {ptr}: {e}")))?);
-        self.cache.put(ptr, Arc::clone(&record));
+        if keep {
+            self.cache.put(ptr, Arc::clone(&record));
+        }
         Ok(record)
     }
 

@@ -27,7 +27,7 @@ use super::record::{
 };
 use super::store::Store;
 use super::tree::{BlockTree, Shape, root_of};
-use super::walk::{read_runs, recompute_root};
+use super::walk::recompute_root;
 use super::{BLOCK, CELL_MM, HOUR_NS, IndexError, MONTH_NS, SHORT_LIVED_NS, SUBJECT_BLOCK};
 
 /// Whether an atom valid for `valid` is short-lived (docs/INDEX.md, "Where an atom goes").
@@ -89,8 +89,14 @@ struct HotBucket {
     count: u64,
     first_position: u64,
     last_position: u64,
-    /// Every entry of the partial block (log order); `runs` hold the first `in_runs`.
+    /// The partial block's entries held (log order), after the `unread` first ones.
     partial: Vec<Entry>,
+    /// The partial block's first entries not held: they are in `runs`, read back only when
+    /// the block fills or a seal needs them. A bucket loaded again after it was let go holds
+    /// none, so an atom that comes to it costs no read, and between seals it holds only
+    /// what came since.
+    unread: usize,
+    /// How many of the partial block's first entries `runs` hold.
     in_runs: usize,
     runs: Vec<RunRef>,
     full: Vec<Slot>,
@@ -166,6 +172,8 @@ const HOT_PLACES_BYTES: usize = 256;
 const PLACE_FRAME_BYTES: usize = 200;
 /// About what a hot list costs besides its fresh positions.
 const HOT_LIST_BYTES: usize = 320;
+/// How many dirty buckets a seal works on at once.
+const SEAL_SLICE: usize = 4096;
 
 fn damaged(what: String) -> IndexError {
     IndexError::Damaged(what)
@@ -393,17 +401,17 @@ impl Writer {
         self.buckets.get_mut(&key).ok_or_else(|| damaged("a bucket vanished".into()))
     }
 
-    /// A sealed bucket, hot again: its partial block's entries read back from their runs.
+    /// A sealed bucket, hot again: its record only (its partial block's entries stay in their
+    /// runs until they are needed).
     fn load_bucket(&mut self, ptr: Ptr) -> Result<HotBucket, IndexError> {
-        let rec = match &*self.store.read(ptr)? {
+        let rec = match &*self.store.read_to_replace(ptr)? {
             Record::Bucket(b) => b.clone(),
             _ => return Err(damaged(format!("the bucket at {ptr} is not one"))),
         };
-        let partial = read_runs(&self.store, &rec)?;
-        self.hot_bytes += partial.len() * size_of::<Entry>();
+        let in_runs = rec.runs.iter().map(|r| r.count as usize).sum();
         Ok(HotBucket {
-            in_runs: partial.len(),
-            partial,
+            unread: in_runs,
+            in_runs,
             runs: rec.runs.clone(),
             full: rec.full.clone(),
             count: rec.count,
@@ -419,7 +427,7 @@ impl Writer {
             let store = Arc::clone(&self.store);
             let mut hot = HotPlaces::default();
             if let Some(ptr) = self.map(PLACES)?.get(&store, &key)? {
-                match &*store.read(ptr)? {
+                match &*store.read_to_replace(ptr)? {
                     Record::Places(p) => hot.frames = p.frames.clone(),
                     _ => return Err(damaged(format!("the places at {ptr} are not places"))),
                 }
@@ -473,7 +481,7 @@ impl Writer {
             let mut found = None;
             let store = self.store.clone();
             if let Some(ptr) = self.map(m)?.get(&store, &key)?
-                && let Record::List(l) = &*self.store.read(ptr)?
+                && let Record::List(l) = &*self.store.read_to_replace(ptr)?
             {
                 found = Some(l.clone());
             }
@@ -515,12 +523,13 @@ impl Writer {
         let seals = self.seals;
         let position = p.entry.position;
         let key = BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind };
-        if self.bucket(key)?.push(p.entry, seals, BLOCK) {
+        let store = Arc::clone(&self.store);
+        if self.bucket(key)?.push(&store, p.entry, seals, BLOCK)? {
             self.dirty_buckets.push(Owner::Place(key));
         }
         self.hot_bytes += size_of::<Entry>();
         if let Some(key) = p.subject {
-            if self.subject_bucket(key, frame)?.push(p.entry, seals, SUBJECT_BLOCK) {
+            if self.subject_bucket(key, frame)?.push(&store, p.entry, seals, SUBJECT_BLOCK)? {
                 self.dirty_buckets.push(Owner::Subject(key, frame));
             }
             self.hot_bytes += size_of::<Entry>();
@@ -601,33 +610,17 @@ impl Writer {
                 dirty.push((owner, std::mem::take(b)));
             }
         }
-        let trees: Vec<(Vec<BlockTree>, Option<Summary>)> = dirty
-            .par_iter_mut()
-            .map(|(_, b)| {
-                let full: Vec<BlockTree> = b.completed.drain(..).map(BlockTree::build).collect();
-                let partial = (!b.partial.is_empty()).then(|| BlockTree::build(b.partial.clone()).root());
-                (full, partial)
-            })
-            .collect();
         let mut changed_cells: BTreeMap<(u32, Period), Vec<CellItem>> = BTreeMap::new();
         let mut changed_places: BTreeMap<[u8; 32], Vec<(u32, Ptr, Summary)>> = BTreeMap::new();
-        for ((owner, mut b), (full, partial)) in dirty.into_iter().zip(trees) {
-            let (ptr, root) = b.write(&store, full, partial)?;
-            match owner {
-                Owner::Place(key) => {
-                    changed_cells.entry((key.frame, key.period)).or_default().push(CellItem {
-                        cell: key.cell,
-                        kind: key.kind,
-                        bucket: ptr,
-                        summary: root,
-                    });
-                    self.buckets.insert(key, b);
-                }
-                Owner::Subject(subject, frame) => {
-                    changed_places.entry(subject).or_default().push((frame, ptr, root));
-                    self.subject_buckets.insert((subject, frame), b);
-                }
+        // A slice at a time, so the partial blocks read back for this seal are let go again
+        // before the next slice's are read (what the seal holds stays bounded).
+        let mut rest = dirty.into_iter();
+        loop {
+            let slice: Vec<(Owner, HotBucket)> = rest.by_ref().take(SEAL_SLICE).collect();
+            if slice.is_empty() {
+                break;
             }
+            self.seal_buckets(&store, slice, &mut changed_cells, &mut changed_places)?;
         }
 
         marks.push(("buckets", t0.elapsed()));
@@ -803,9 +796,67 @@ impl Writer {
         Ok(root)
     }
 
+    /// Write a slice of a seal's dirty buckets: the k-d trees of their filled and partial
+    /// blocks on every core (reading back the partial blocks' entries not held), then their
+    /// records in order. A bucket that held none of its earlier entries lets them go again
+    /// unless the budget has room for them.
+    fn seal_buckets(
+        &mut self,
+        store: &Store,
+        mut slice: Vec<(Owner, HotBucket)>,
+        changed_cells: &mut BTreeMap<(u32, Period), Vec<CellItem>>,
+        changed_places: &mut BTreeMap<[u8; 32], Vec<(u32, Ptr, Summary)>>,
+    ) -> Result<(), IndexError> {
+        let unheld: Vec<bool> = slice.iter().map(|(_, b)| b.unread > 0).collect();
+        let trees: Vec<(Vec<BlockTree>, Option<Summary>)> = slice
+            .par_iter_mut()
+            .map(|(_, b)| {
+                b.read_back(store)?;
+                let full: Vec<BlockTree> = b.completed.drain(..).map(BlockTree::build).collect();
+                let partial = (!b.partial.is_empty()).then(|| BlockTree::build(b.partial.clone()).root());
+                Ok((full, partial))
+            })
+            .collect::<Result<_, IndexError>>()?;
+        for (((owner, mut b), (full, partial)), unheld) in slice.into_iter().zip(trees).zip(unheld) {
+            let (ptr, root) = b.write(store, full, partial)?;
+            if unheld {
+                // Held again only while there is room (a commit's few buckets); a seal forced
+                // by the budget lets every one go.
+                let held = bucket_bytes(&b);
+                if self.hot_bytes + held > self.budget.hot_bytes {
+                    b.let_go();
+                } else {
+                    self.hot_bytes += held;
+                }
+            }
+            match owner {
+                Owner::Place(key) => {
+                    changed_cells.entry((key.frame, key.period)).or_default().push(CellItem {
+                        cell: key.cell,
+                        kind: key.kind,
+                        bucket: ptr,
+                        summary: root,
+                    });
+                    self.buckets.insert(key, b);
+                }
+                Owner::Subject(subject, frame) => {
+                    changed_places.entry(subject).or_default().push((frame, ptr, root));
+                    self.subject_buckets.insert((subject, frame), b);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Let clean hot buckets and lists go, oldest first, while over the budget (dirty ones wait
     /// for the next seal).
     fn evict(&mut self) {
+        if self.hot_bytes <= self.budget.hot_bytes {
+            return;
+        }
+        // The running count only grows between seals (what a seal wrote out is not taken off
+        // it): count afresh first, so what is let go is what is over.
+        self.recount();
         if self.hot_bytes <= self.budget.hot_bytes {
             return;
         }
@@ -824,8 +875,7 @@ impl Writer {
             if !dirty.contains(&key)
                 && let Some(p) = self.places.remove(&key)
             {
-                self.hot_bytes =
-                    self.hot_bytes.saturating_sub(HOT_PLACES_BYTES + p.frames.len() * PLACE_FRAME_BYTES);
+                self.hot_bytes = self.hot_bytes.saturating_sub(places_bytes(&p));
             }
         }
         for m in [SUBJECTS, LINKS] {
@@ -836,34 +886,38 @@ impl Writer {
                 if self.hot_bytes <= self.budget.hot_bytes / 2 {
                     break;
                 }
-                if self.lists[m].get(&key).is_some_and(|l| !l.dirty) && self.lists[m].remove(&key).is_some() {
-                    self.hot_bytes = self.hot_bytes.saturating_sub(HOT_LIST_BYTES);
+                if self.lists[m].get(&key).is_some_and(|l| !l.dirty)
+                    && let Some(l) = self.lists[m].remove(&key)
+                {
+                    self.hot_bytes = self.hot_bytes.saturating_sub(list_bytes(&l));
                 }
             }
         }
-        // What remains hot is counted afresh.
-        self.hot_bytes = self
-            .buckets
-            .values()
-            .chain(self.subject_buckets.values())
-            .map(|b| {
-                (b.partial.capacity() + b.completed.iter().map(Vec::capacity).sum::<usize>())
-                    * size_of::<Entry>()
-                    + 256
-            })
-            .sum::<usize>()
-            + self
-                .lists
-                .iter()
-                .flat_map(|m| m.values())
-                .map(|l| HOT_LIST_BYTES + l.tail.capacity() * 8)
-                .sum::<usize>()
-            + self
-                .places
-                .values()
-                .map(|p| HOT_PLACES_BYTES + p.frames.len() * PLACE_FRAME_BYTES)
-                .sum::<usize>();
+        self.recount();
     }
+
+    /// Count what is hot afresh.
+    fn recount(&mut self) {
+        self.hot_bytes =
+            self.buckets.values().chain(self.subject_buckets.values()).map(bucket_bytes).sum::<usize>()
+                + self.lists.iter().flat_map(|m| m.values()).map(list_bytes).sum::<usize>()
+                + self.places.values().map(places_bytes).sum::<usize>();
+    }
+}
+
+/// About what a hot bucket costs.
+fn bucket_bytes(b: &HotBucket) -> usize {
+    (b.partial.capacity() + b.completed.iter().map(Vec::capacity).sum::<usize>()) * size_of::<Entry>() + 256
+}
+
+/// About what a hot list costs.
+fn list_bytes(l: &HotList) -> usize {
+    HOT_LIST_BYTES + l.tail.capacity() * 8
+}
+
+/// About what a subject's hot places cost.
+fn places_bytes(p: &HotPlaces) -> usize {
+    HOT_PLACES_BYTES + p.frames.len() * PLACE_FRAME_BYTES
 }
 
 /// Let a map's clean buckets go, least lately touched first, until `hot_bytes` is at `floor`.
@@ -881,7 +935,7 @@ fn evict_buckets<K: Copy + Ord + std::hash::Hash>(
         if buckets.get(&key).is_some_and(|b| !b.dirty)
             && let Some(b) = buckets.remove(&key)
         {
-            *hot_bytes = hot_bytes.saturating_sub(b.partial.capacity() * size_of::<Entry>() + 256);
+            *hot_bytes = hot_bytes.saturating_sub(bucket_bytes(&b));
         }
     }
 }
@@ -971,7 +1025,7 @@ impl HotBucket {
 
     /// Take the next entry of this bucket (log order), its blocks `block` entries long;
     /// whether the bucket was clean until now.
-    fn push(&mut self, entry: Entry, seals: u64, block: usize) -> bool {
+    fn push(&mut self, store: &Store, entry: Entry, seals: u64, block: usize) -> Result<bool, IndexError> {
         let was_clean = !self.dirty;
         if self.count == 0 {
             self.first_position = entry.position;
@@ -981,18 +1035,55 @@ impl HotBucket {
         self.partial.push(entry);
         self.dirty = true;
         self.touched = seals;
-        if self.partial.len() == block {
+        if self.unread + self.partial.len() == block {
+            self.read_back(store)?;
             let full = std::mem::take(&mut self.partial);
             self.completed.push(full);
             self.in_runs = 0;
             self.runs.clear();
         }
-        was_clean
+        Ok(was_clean)
+    }
+
+    /// Hold the whole partial block again: its first `unread` entries read back from the runs.
+    fn read_back(&mut self, store: &Store) -> Result<(), IndexError> {
+        if self.unread == 0 {
+            return Ok(());
+        }
+        let mut entries = Vec::with_capacity(self.unread + self.partial.len());
+        for run in &self.runs {
+            match &*store.read_to_replace(run.ptr)? {
+                Record::Run(r) if r.entries.len() == run.count as usize => {
+                    entries.extend_from_slice(&r.entries)
+                }
+                _ => return Err(damaged(format!("the run at {} is not one", run.ptr))),
+            }
+        }
+        if entries.len() != self.unread {
+            return Err(damaged(format!(
+                "a bucket's runs hold {} entries where its record says {}",
+                entries.len(),
+                self.unread
+            )));
+        }
+        entries.append(&mut self.partial);
+        self.partial = entries;
+        self.unread = 0;
+        Ok(())
+    }
+
+    /// Let the partial block's entries go once its runs hold them all (after a seal wrote it).
+    fn let_go(&mut self) {
+        if self.unread == 0 && self.in_runs == self.partial.len() {
+            self.unread = self.in_runs;
+            self.partial = Vec::new();
+        }
     }
 
     /// Write the partial block's new entries as a run, merging runs so that each is smaller
     /// than the one before it (a few runs, each entry rewritten a few times at most).
     fn write_runs(&mut self, store: &Store) {
+        debug_assert_eq!(self.unread, 0, "a seal reads a bucket's entries back before it writes");
         if self.in_runs == self.partial.len() {
             return;
         }
