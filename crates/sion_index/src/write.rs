@@ -172,8 +172,6 @@ const HOT_PLACES_BYTES: usize = 256;
 const PLACE_FRAME_BYTES: usize = 200;
 /// About what a hot list costs besides its fresh positions.
 const HOT_LIST_BYTES: usize = 320;
-/// How many dirty buckets a seal works on at once.
-const SEAL_SLICE: usize = 4096;
 
 fn damaged(what: String) -> IndexError {
     IndexError::Damaged(what)
@@ -523,13 +521,24 @@ impl Writer {
         let seals = self.seals;
         let position = p.entry.position;
         let key = BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind };
+        // Every read first (what the atom goes to, taken up again; a block it fills, read
+        // back): one that fails leaves the index as it was, the atom not taken.
         let store = Arc::clone(&self.store);
-        if self.bucket(key)?.push(&store, p.entry, seals, BLOCK)? {
+        let mut read = self.bucket(key)?.ready(&store, BLOCK)?;
+        if let Some(subject) = p.subject {
+            read += self.subject_bucket(subject, frame)?.ready(&store, SUBJECT_BLOCK)?;
+            self.list(SUBJECTS, subject, || parts.subject.clone())?;
+        }
+        for link in &parts.links {
+            self.list(LINKS, link.target.0, String::new)?;
+        }
+        self.hot_bytes += read * size_of::<Entry>();
+        if self.bucket(key)?.push(p.entry, seals, BLOCK) {
             self.dirty_buckets.push(Owner::Place(key));
         }
         self.hot_bytes += size_of::<Entry>();
         if let Some(key) = p.subject {
-            if self.subject_bucket(key, frame)?.push(&store, p.entry, seals, SUBJECT_BLOCK)? {
+            if self.subject_bucket(key, frame)?.push(p.entry, seals, SUBJECT_BLOCK) {
                 self.dirty_buckets.push(Owner::Subject(key, frame));
             }
             self.hot_bytes += size_of::<Entry>();
@@ -590,37 +599,67 @@ impl Writer {
         {
             return Ok(Arc::clone(latest));
         }
-        let store = Arc::clone(&self.store);
         self.seals += 1;
+        let mut owners = std::mem::take(&mut self.dirty_buckets);
+        owners.sort_unstable();
+        owners.dedup();
+        owners.retain(|o| self.hot_bucket(*o).is_some_and(|b| b.dirty));
+        match self.seal_owners(&owners) {
+            Ok(root) => Ok(root),
+            Err(e) => {
+                // Nothing folded is lost: every bucket of this seal is dirty again (those it
+                // wrote are written again, the same, by the next seal, with their cells and
+                // places).
+                for o in &owners {
+                    if let Some(b) = self.hot_bucket_mut(*o) {
+                        b.dirty = true;
+                    }
+                }
+                self.dirty_buckets.extend(owners);
+                Err(e)
+            }
+        }
+    }
+
+    fn hot_bucket(&self, owner: Owner) -> Option<&HotBucket> {
+        match owner {
+            Owner::Place(key) => self.buckets.get(&key),
+            Owner::Subject(subject, frame) => self.subject_buckets.get(&(subject, frame)),
+        }
+    }
+
+    fn hot_bucket_mut(&mut self, owner: Owner) -> Option<&mut HotBucket> {
+        match owner {
+            Owner::Place(key) => self.buckets.get_mut(&key),
+            Owner::Subject(subject, frame) => self.subject_buckets.get_mut(&(subject, frame)),
+        }
+    }
+
+    /// The seal of [`Writer::seal`], given its dirty buckets (sorted).
+    fn seal_owners(&mut self, owners: &[Owner]) -> Result<Arc<RootRec>, IndexError> {
+        let store = Arc::clone(&self.store);
         let trace = std::env::var_os("SION_SEAL_TRACE").is_some();
         let t0 = std::time::Instant::now();
         let mut marks: Vec<(&str, std::time::Duration)> = Vec::new();
 
-        // Buckets: the k-d trees of filled and partial blocks, on every core.
-        let mut owners = std::mem::take(&mut self.dirty_buckets);
-        owners.sort_unstable();
-        owners.dedup();
-        let mut dirty: Vec<(Owner, HotBucket)> = Vec::with_capacity(owners.len());
-        for owner in owners {
-            let hot = match owner {
-                Owner::Place(key) => self.buckets.get_mut(&key),
-                Owner::Subject(subject, frame) => self.subject_buckets.get_mut(&(subject, frame)),
-            };
-            if let Some(b) = hot.filter(|b| b.dirty) {
-                dirty.push((owner, std::mem::take(b)));
-            }
-        }
+        // Buckets: the k-d trees of filled and partial blocks, on every core; a slice at a
+        // time, so the entries read back for this seal are let go again before the next
+        // slice's are read (what the seal holds past the budget stays within about as much).
         let mut changed_cells: BTreeMap<(u32, Period), Vec<CellItem>> = BTreeMap::new();
         let mut changed_places: BTreeMap<[u8; 32], Vec<(u32, Ptr, Summary)>> = BTreeMap::new();
-        // A slice at a time, so the partial blocks read back for this seal are let go again
-        // before the next slice's are read (what the seal holds stays bounded).
-        let mut rest = dirty.into_iter();
-        loop {
-            let slice: Vec<(Owner, HotBucket)> = rest.by_ref().take(SEAL_SLICE).collect();
-            if slice.is_empty() {
-                break;
+        let slice_bytes = self.budget.hot_bytes.max(1 << 20);
+        let mut done = 0;
+        while done < owners.len() {
+            let (mut end, mut bytes) = (done, 0usize);
+            while end < owners.len() && (end == done || bytes < slice_bytes) {
+                bytes = bytes.saturating_add(self.hot_bucket(owners[end]).map_or(0, |b| {
+                    (b.unread + b.partial.len() + b.completed.len() * b.completed.first().map_or(0, Vec::len))
+                        * size_of::<Entry>()
+                }));
+                end += 1;
             }
-            self.seal_buckets(&store, slice, &mut changed_cells, &mut changed_places)?;
+            self.seal_buckets(&store, &owners[done..end], &mut changed_cells, &mut changed_places)?;
+            done = end;
         }
 
         marks.push(("buckets", t0.elapsed()));
@@ -803,26 +842,48 @@ impl Writer {
     fn seal_buckets(
         &mut self,
         store: &Store,
-        mut slice: Vec<(Owner, HotBucket)>,
+        owners: &[Owner],
         changed_cells: &mut BTreeMap<(u32, Period), Vec<CellItem>>,
         changed_places: &mut BTreeMap<[u8; 32], Vec<(u32, Ptr, Summary)>>,
     ) -> Result<(), IndexError> {
-        let unheld: Vec<bool> = slice.iter().map(|(_, b)| b.unread > 0).collect();
+        let mut slice: Vec<(Owner, HotBucket)> = Vec::with_capacity(owners.len());
+        for &owner in owners {
+            if let Some(b) = self.hot_bucket_mut(owner) {
+                slice.push((owner, std::mem::take(b)));
+            }
+        }
+        // Reads first, and nothing else until they all succeed: a failed one puts every
+        // bucket back as it was (each read back whole, or not at all).
+        let read: Result<Vec<usize>, IndexError> =
+            slice.par_iter_mut().map(|(_, b)| b.read_back(store)).collect();
+        let read = match read {
+            Ok(read) => read,
+            Err(e) => {
+                self.put_back(slice);
+                return Err(e);
+            }
+        };
         let trees: Vec<(Vec<BlockTree>, Option<Summary>)> = slice
             .par_iter_mut()
             .map(|(_, b)| {
-                b.read_back(store)?;
                 let full: Vec<BlockTree> = b.completed.drain(..).map(BlockTree::build).collect();
                 let partial = (!b.partial.is_empty()).then(|| BlockTree::build(b.partial.clone()).root());
-                Ok((full, partial))
+                (full, partial)
             })
-            .collect::<Result<_, IndexError>>()?;
-        for (((owner, mut b), (full, partial)), unheld) in slice.into_iter().zip(trees).zip(unheld) {
-            let (ptr, root) = b.write(store, full, partial)?;
-            if unheld {
+            .collect();
+        let mut written = slice.into_iter().zip(trees).zip(read);
+        while let Some((((owner, mut b), (full, partial)), read)) = written.next() {
+            let (ptr, root) = match b.write(store, full, partial) {
+                Ok(done) => done,
+                Err(e) => {
+                    self.put_back(std::iter::once((owner, b)).chain(written.map(|((ob, _), _)| ob)));
+                    return Err(e);
+                }
+            };
+            if read > 0 {
                 // Held again only while there is room (a commit's few buckets); a seal forced
                 // by the budget lets every one go.
-                let held = bucket_bytes(&b);
+                let held = read * size_of::<Entry>();
                 if self.hot_bytes + held > self.budget.hot_bytes {
                     b.let_go();
                 } else {
@@ -846,6 +907,16 @@ impl Writer {
             }
         }
         Ok(())
+    }
+
+    /// Put buckets taken out for a seal back where they were.
+    fn put_back(&mut self, buckets: impl IntoIterator<Item = (Owner, HotBucket)>) {
+        for (owner, b) in buckets {
+            match owner {
+                Owner::Place(key) => self.buckets.insert(key, b),
+                Owner::Subject(subject, frame) => self.subject_buckets.insert((subject, frame), b),
+            };
+        }
     }
 
     /// Let clean hot buckets and lists go, oldest first, while over the budget (dirty ones wait
@@ -1024,8 +1095,8 @@ impl HotBucket {
     }
 
     /// Take the next entry of this bucket (log order), its blocks `block` entries long;
-    /// whether the bucket was clean until now.
-    fn push(&mut self, store: &Store, entry: Entry, seals: u64, block: usize) -> Result<bool, IndexError> {
+    /// whether the bucket was clean until now. [`HotBucket::ready`] first.
+    fn push(&mut self, entry: Entry, seals: u64, block: usize) -> bool {
         let was_clean = !self.dirty;
         if self.count == 0 {
             self.first_position = entry.position;
@@ -1036,19 +1107,26 @@ impl HotBucket {
         self.dirty = true;
         self.touched = seals;
         if self.unread + self.partial.len() == block {
-            self.read_back(store)?;
+            debug_assert_eq!(self.unread, 0, "a bucket is made ready before a push fills its block");
             let full = std::mem::take(&mut self.partial);
             self.completed.push(full);
             self.in_runs = 0;
             self.runs.clear();
         }
-        Ok(was_clean)
+        was_clean
+    }
+
+    /// Make ready for the next entry: if it fills the block, read the block's entries back.
+    /// Returns how many were read.
+    fn ready(&mut self, store: &Store, block: usize) -> Result<usize, IndexError> {
+        if self.unread + self.partial.len() + 1 == block { self.read_back(store) } else { Ok(0) }
     }
 
     /// Hold the whole partial block again: its first `unread` entries read back from the runs.
-    fn read_back(&mut self, store: &Store) -> Result<(), IndexError> {
+    /// Returns how many; on an error the bucket is as it was.
+    fn read_back(&mut self, store: &Store) -> Result<usize, IndexError> {
         if self.unread == 0 {
-            return Ok(());
+            return Ok(0);
         }
         let mut entries = Vec::with_capacity(self.unread + self.partial.len());
         for run in &self.runs {
@@ -1066,10 +1144,11 @@ impl HotBucket {
                 self.unread
             )));
         }
+        let read = entries.len();
         entries.append(&mut self.partial);
         self.partial = entries;
         self.unread = 0;
-        Ok(())
+        Ok(read)
     }
 
     /// Let the partial block's entries go once its runs hold them all (after a seal wrote it).
