@@ -67,6 +67,11 @@ pub enum IndexError {
     Io { context: String, source: Arc<std::io::Error> },
     #[error("the index is damaged ({0}); it is rebuilt from the log")]
     Damaged(String),
+    /// A seal failed after it began to write the version past its buckets: what the writer
+    /// holds may no longer match the store, so it takes nothing more. Open the index again: it
+    /// resumes from its checkpoint and folds the log from there (the log holds every atom).
+    #[error("a seal of the index failed part-way ({0}); open the index again to resume from its checkpoint")]
+    Interrupted(String),
     #[error("no index at {0}")]
     Missing(PathBuf),
     #[error("the index at {0} is open in another process")]

@@ -607,3 +607,48 @@ fn a_failed_read_in_a_seal_loses_nothing_folded() {
     index.fold_all(&atoms[3_001..]).expect("fold");
     assert_eq!(index.root().expect("root"), spec_root(&atoms));
 }
+
+/// A seal that fails past its buckets (here: the disk refuses the write that publishes it)
+/// stops the writer — what it holds has moved ahead of the store — and it refuses to fold or
+/// seal until the index is opened again; opened again, it resumes from its checkpoint and the
+/// atoms folded from there give the spec's root. (From a review: a cell list or map that fails
+/// part-way left the writer's state ahead of the store, and a later root could leave atoms out.)
+#[test]
+fn a_seal_failing_past_its_buckets_stops_the_writer_until_it_is_opened_again() {
+    use std::sync::Arc;
+
+    use sion_disk::{Disk, Fault, Faults};
+    let atoms = one_dense_bucket(3_200);
+    let steps = |dir: &std::path::Path, disk: Disk| {
+        let config = sion_index::IndexConfig { disk, ..small_budget() };
+        let mut index = Index::create(dir, config).expect("create");
+        index.fold_all(&atoms[..3_000]).expect("fold");
+        index.seal().expect("seal");
+        index.checkpoint().expect("checkpoint");
+        index
+    };
+    let counting = Arc::new(Faults::new());
+    let dry = tempfile::tempdir().expect("tmp");
+    let healthy = steps(&dry.path().join("index"), Disk::new(counting.clone()));
+    let first_of_the_next_seal = counting.changes();
+    drop(healthy);
+
+    let faults = Arc::new(Faults::new());
+    faults.fail_at(first_of_the_next_seal, Fault::Io, true);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("index");
+    let mut index = steps(&dir, Disk::new(faults.clone()));
+    index.fold_all(&atoms[3_000..3_100]).expect("fold");
+    let failed = index.seal().expect_err("the disk refused the seal's write");
+    assert!(faults.injected() >= 1);
+    assert!(!matches!(failed, sion_index::IndexError::Interrupted(_)), "{failed}");
+    for refused in [index.fold(&atoms[3_100]).map(|_| ()), index.seal().map(|_| ())] {
+        assert!(matches!(refused, Err(sion_index::IndexError::Interrupted(_))), "{refused:?}");
+    }
+    drop(index);
+    faults.heal();
+    let (mut index, _) = Index::open(&dir, small_budget()).expect("opened again");
+    assert_eq!(index.size(), 3_000, "from its checkpoint");
+    index.fold_all(&atoms[3_000..]).expect("fold");
+    assert_eq!(index.root().expect("root"), spec_root(&atoms));
+}
