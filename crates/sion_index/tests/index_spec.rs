@@ -383,22 +383,7 @@ fn spread_out_random_logs() {
 /// One cell and hour with more than two blocks of atoms.
 #[test]
 fn a_dense_bucket_spans_blocks() {
-    let mut rng = SplitMix64::new(13);
-    let atoms: Vec<Atom> = (0..9_000)
-        .map(|i| {
-            let min = [rng.range(0, 100_000), rng.range(0, 100_000), 0];
-            let from = rng.range(0, HOUR / 2);
-            let mut p = AtomParts::new(
-                Kind::Pose,
-                "map",
-                BoxMm { min_mm: min, max_mm: [min[0] + 500, min[1] + 500, 1_000] },
-                Interval { from_ns: from, to_ns: from + 1_000 },
-                Permille(990),
-            );
-            p.payload = sion_verify::atom::Payload::Text(i.to_string());
-            Atom::new(p).expect("valid")
-        })
-        .collect();
+    let atoms = dense_poses(&mut SplitMix64::new(13), 9_000, 0);
     let mut index = Index::build(&atoms).expect("build");
     assert_eq!(index.root().expect("root"), spec_root(&atoms));
     let mut index2 = Index::build(&atoms[..4095]).expect("build");
@@ -415,22 +400,7 @@ fn a_dense_bucket_spans_blocks() {
 #[test]
 fn a_bucket_held_without_its_entries_fills_its_blocks() {
     let mut rng = SplitMix64::new(17);
-    let atoms: Vec<Atom> = (0..9_000)
-        .map(|i| {
-            let min = [rng.range(0, 100_000), rng.range(0, 100_000), 0];
-            let from = rng.range(0, HOUR / 2);
-            let mut p = AtomParts::new(
-                Kind::Pose,
-                "map",
-                BoxMm { min_mm: min, max_mm: [min[0] + 500, min[1] + 500, 1_000] },
-                Interval { from_ns: from, to_ns: from + 1_000 },
-                Permille(990),
-            );
-            p.subject = format!("robot-{}", i % 3);
-            p.payload = sion_verify::atom::Payload::Text(i.to_string());
-            Atom::new(p).expect("valid")
-        })
-        .collect();
+    let atoms = dense_poses(&mut rng, 9_000, 3);
     let dir = tempfile::tempdir().expect("tmp");
     let config = sion_index::IndexConfig {
         budget: sion_index::Budget { hot_bytes: 16 << 10 },
@@ -520,9 +490,9 @@ fn a_small_budget_lets_places_go_and_reads_them_back() {
     assert_eq!(index.root().expect("root"), spec_root(&atoms), "the whole log");
 }
 
-/// 5,000 poses in one bucket of one hour (one block of 4,096 fills).
-fn one_dense_bucket(n: usize) -> Vec<Atom> {
-    let mut rng = SplitMix64::new(99);
+/// `n` poses in one bucket (one frame, cell and hour; blocks of 4,096 fill), about `subjects`
+/// robots in turn (none if 0).
+fn dense_poses(rng: &mut SplitMix64, n: usize, subjects: usize) -> Vec<Atom> {
     (0..n)
         .map(|i| {
             let min = [rng.range(0, 100_000), rng.range(0, 100_000), 0];
@@ -534,10 +504,18 @@ fn one_dense_bucket(n: usize) -> Vec<Atom> {
                 Interval { from_ns: from, to_ns: from + 1_000 },
                 Permille(990),
             );
+            if subjects > 0 {
+                p.subject = format!("robot-{}", i % subjects);
+            }
             p.payload = sion_verify::atom::Payload::Text(i.to_string());
             Atom::new(p).expect("valid")
         })
         .collect()
+}
+
+/// Poses in one bucket of one hour, as the failure tests fold them.
+fn one_dense_bucket(n: usize) -> Vec<Atom> {
+    dense_poses(&mut SplitMix64::new(99), n, 0)
 }
 
 /// Make every record of the node file unreadable for a while (a failing disk); the returned
