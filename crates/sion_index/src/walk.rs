@@ -680,9 +680,17 @@ pub(super) fn read_runs(
     store: &Store,
     bucket: &BucketRec,
 ) -> Result<Vec<sion_verify::index::tree::Entry>, IndexError> {
-    let mut entries = Vec::with_capacity(bucket.runs.iter().map(|r| r.count as usize).sum());
-    for run in &bucket.runs {
-        match &*store.read(run.ptr)? {
+    read_entries(&bucket.runs, |ptr| store.read(ptr))
+}
+
+/// The entries of `runs`, in order, each run read by `read` and checked to hold its count.
+pub(super) fn read_entries(
+    runs: &[super::record::RunRef],
+    read: impl Fn(Ptr) -> Result<Arc<Record>, IndexError>,
+) -> Result<Vec<sion_verify::index::tree::Entry>, IndexError> {
+    let mut entries = Vec::with_capacity(runs.iter().map(|r| r.count as usize).sum());
+    for run in runs {
+        match &*read(run.ptr)? {
             Record::Run(r) if r.entries.len() == run.count as usize => entries.extend_from_slice(&r.entries),
             _ => return Err(IndexError::Damaged(format!("the run at {} is not one", run.ptr))),
         }

@@ -27,7 +27,7 @@ use super::record::{
 };
 use super::store::Store;
 use super::tree::{BlockTree, Shape, root_of};
-use super::walk::recompute_root;
+use super::walk::{read_entries, recompute_root};
 use super::{BLOCK, CELL_MM, HOUR_NS, IndexError, MONTH_NS, SHORT_LIVED_NS, SUBJECT_BLOCK};
 
 /// Whether an atom valid for `valid` is short-lived (docs/INDEX.md, "Where an atom goes").
@@ -914,18 +914,17 @@ impl Writer {
                         bucket: ptr,
                         summary: root,
                     });
-                    self.buckets.insert(key, b);
                 }
                 Owner::Subject(subject, frame) => {
                     changed_places.entry(subject).or_default().push((frame, ptr, root));
-                    self.subject_buckets.insert((subject, frame), b);
                 }
             }
+            self.put_back([(owner, b)]);
         }
         Ok(())
     }
 
-    /// Put buckets taken out for a seal back where they were.
+    /// Put buckets taken out for a seal back where they were (written or not).
     fn put_back(&mut self, buckets: impl IntoIterator<Item = (Owner, HotBucket)>) {
         for (owner, b) in buckets {
             match owner {
@@ -1144,15 +1143,7 @@ impl HotBucket {
         if self.unread == 0 {
             return Ok(0);
         }
-        let mut entries = Vec::with_capacity(self.unread + self.partial.len());
-        for run in &self.runs {
-            match &*store.read_to_replace(run.ptr)? {
-                Record::Run(r) if r.entries.len() == run.count as usize => {
-                    entries.extend_from_slice(&r.entries)
-                }
-                _ => return Err(damaged(format!("the run at {} is not one", run.ptr))),
-            }
-        }
+        let mut entries = read_entries(&self.runs, |ptr| store.read_to_replace(ptr))?;
         if entries.len() != self.unread {
             return Err(damaged(format!(
                 "a bucket's runs hold {} entries where its record says {}",
