@@ -300,16 +300,25 @@ async fn main() {
     let after_open = setup.latest().await.expect("latest").header.number;
     eprintln!("{robots_n} logs opened in {after_open} Pulses, {:.1} s", t.elapsed().as_secs_f64());
 
-    // Two front-ends.
-    let mut addrs: Vec<SocketAddr> = Vec::new();
-    for _ in 0..2 {
-        let addr = sion_fleet::local::free_addr().expect("port");
+    // Two front-ends, each told of the other (one sequences, the other forwards) unless
+    // `--relay 0`.
+    let relay = arg("--relay", 1) == 1;
+    let addrs: Vec<SocketAddr> = (0..2).map(|_| sion_fleet::local::free_addr().expect("port")).collect();
+    let mut relays = Vec::new();
+    for (i, addr) in addrs.iter().enumerate() {
         let ledger =
             FleetLedger::connect(&endpoints, prefix, key.clone()).await.expect("connect").with_limits(limits);
-        tokio::spawn(sion_fleet::service::serve_service(Service::new(ledger), addr, std::future::pending()));
-        addrs.push(addr);
+        let mut service = Service::new(ledger);
+        if relay {
+            service = service.relaying(addr.to_string(), vec![addrs[1 - i].to_string()]);
+            relays.extend(service.relay());
+        }
+        tokio::spawn(sion_fleet::service::serve_service(service, *addr, std::future::pending()));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(if relay { 1000 } else { 300 })).await;
+    for (i, r) in relays.iter().enumerate() {
+        eprintln!("front-end {i}: the sequencer is {:?}", r.role());
+    }
     // A few HTTP/2 connections a front-end, shared by its robots.
     let mut channels = Vec::new();
     for addr in &addrs {
@@ -347,7 +356,13 @@ async fn main() {
         "| etcd alone: 64 clients, a compare-and-swap each on its own key (3 members) | {rate:.0} txn/s | {p50:.2} | {p99:.2} | | | | |"
     );
 
-    for phase in ["no fault", "a follower killed", "the leader killed"] {
+    // `--faults 0`: the fault-free row alone (for a profile of it).
+    let phases: &[&str] = if arg("--faults", 1) == 0 {
+        &["no fault"]
+    } else {
+        &["no fault", "a follower killed", "the leader killed"]
+    };
+    for &phase in phases {
         let until = Arc::new(AtomicBool::new(false));
         let measuring = Arc::new(AtomicBool::new(false));
         let tally = Arc::new(Tally::default());
@@ -410,12 +425,13 @@ async fn main() {
         let mut lat = std::mem::take(&mut *lat.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         let pulses = to.saturating_sub(from).max(1);
         println!(
-            "| {robots_n} robots{}, 2 front-ends, 3 members, {phase} | {:.0} | {:.1} | {:.1} | {} | {} | {:.1} | {:.2} |",
+            "| {robots_n} robots{}, 2 front-ends{}, 3 members, {phase} | {:.0} | {:.1} | {:.1} | {} | {} | {:.1} | {:.2} |",
             if off_clock {
                 " (signed ahead, replies checked after)"
             } else {
                 " (signing and checking in the window)"
             },
+            if relay { " (one sequencing)" } else { " (both sequencing)" },
             acked as f64 / secs,
             quantile(&mut lat, 0.5),
             quantile(&mut lat, 0.99),
@@ -426,6 +442,10 @@ async fn main() {
         );
         for e in tally.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
             eprintln!("  a robot saw: {e}");
+        }
+        for (i, r) in relays.iter().enumerate() {
+            let (sent, took) = r.counts();
+            eprintln!("  front-end {i}: {sent} transactions forwarded, {took} taken from the other, so far");
         }
         let slow = lat.iter().filter(|d| d.as_secs_f64() > 1.0).count();
         eprintln!("  commits acknowledged after more than 1 s: {slow}");

@@ -262,6 +262,9 @@ pub struct Door {
     policy: Policy,
     operator: Account,
     buckets: Mutex<Buckets>,
+    /// Senders' keys as decoded for their signatures' checks, at most [`MAX_BUCKETS`] (then
+    /// forgotten all at once): a fleet's robots submit again and again.
+    keys: Mutex<HashMap<Account, ed25519_dalek::VerifyingKey>>,
 }
 
 /// Whether a transaction makes the state grow by a log or an agent (what admission governs).
@@ -271,7 +274,37 @@ fn grows(tx: &Tx) -> bool {
 
 impl Door {
     pub fn new(policy: Policy, operator: Account) -> Self {
-        Self { policy, operator, buckets: Mutex::new(Buckets { accounts: HashMap::new(), strangers: None }) }
+        Self {
+            policy,
+            operator,
+            buckets: Mutex::new(Buckets { accounts: HashMap::new(), strangers: None }),
+            keys: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `tx`'s signature is its sender's ([`SignedTx::signature_holds`]), the sender's
+    /// key decoded once while it is kept.
+    pub fn signature_holds(&self, tx: &SignedTx) -> bool {
+        let kept =
+            self.keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&tx.sender).copied();
+        let key = match kept {
+            Some(k) => k,
+            None => {
+                let Ok(k) = ed25519_dalek::VerifyingKey::from_bytes(&tx.sender.0) else { return false };
+                // Kept only once it has signed something: a flood of strangers' keys that sign
+                // nothing fills nothing.
+                if !tx.signature_holds_under(&k) {
+                    return false;
+                }
+                let mut keys = self.keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if keys.len() >= MAX_BUCKETS {
+                    keys.clear();
+                }
+                keys.insert(tx.sender, k);
+                return true;
+            }
+        };
+        tx.signature_holds_under(&key)
     }
 
     pub fn policy(&self) -> &Policy {

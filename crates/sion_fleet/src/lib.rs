@@ -18,6 +18,7 @@ pub mod cells;
 pub mod client;
 pub mod history;
 pub mod local;
+pub mod relay;
 pub mod service;
 pub mod snapshot;
 pub mod witness;

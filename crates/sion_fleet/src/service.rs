@@ -7,14 +7,14 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use sion_ledger::link::Receipt;
-use sion_ledger::{Account, LedgerError, LogId, SignedTx, StateProof};
+use sion_ledger::{Account, LedgerError, LogId, SignedHeader, SignedTx, StateProof};
 use sion_verify::ledger::Cosignature;
 use sion_verify::wire::{Put as _, Reader};
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
 
 use crate::admission::{Door, Policy, Refusal};
+use crate::relay::{self, Relay, Role};
 use crate::{FleetError, FleetLedger};
 
 /// The generated messages and stubs of proto/ledger.proto.
@@ -24,7 +24,10 @@ pub mod pb {
 }
 
 use pb::ledger_server::{Ledger as Rpc, LedgerServer};
-use pb::{Blob, CellsAsked, Cosigned, Empty, List, LogAt, Maybe, Name, Number, Sizes, VersionsQuery};
+use pb::{
+    Blob, CellsAsked, Cosigned, Empty, Forwarded, List, LogAt, Maybe, Name, Number, Outcome, Outcomes, Sizes,
+    VersionsQuery,
+};
 
 /// Where a front-end listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -55,6 +58,8 @@ pub struct Service {
     operator: Account,
     /// The history's checkpoints and proofs, shared with `GET /checkpoint`.
     checkpoints: Checkpoints,
+    /// The state the election reads `P/seq` with, while serving with peers.
+    campaigner: Option<FleetLedger>,
 }
 
 /// A front-end's checkpoints of the ledger's history (docs/FLEET-LEDGER.md, "Checkpoints"),
@@ -148,12 +153,171 @@ struct Sequencer {
     queue: Queue,
     /// The admission policy and its rate buckets, passed before anything is queued.
     door: Door,
+    /// The election and the peers, when the operator named any (`sion ledger serve --peer`).
+    relay: Option<Arc<Relay>>,
+    /// The ledger's key: a sequencer's answers are checked under it before they are passed on.
+    public: ed25519_dalek::VerifyingKey,
+}
+
+/// Why a forwarded batch came back without outcomes.
+enum NotForwarded {
+    /// Nothing of it was recorded (the peer could not be reached, or refused the batch whole):
+    /// this front-end makes the Pulses itself.
+    Nothing(String),
+    /// Not known: the peer may have taken it.
+    Unknown(String),
 }
 
 impl Sequencer {
     /// Take whatever is queued (nothing, if another turn took it first) into Pulses, answering
-    /// each as its Pulse lands.
+    /// each as its Pulse lands; or, while a peer sequences, hand it to that peer.
     async fn sequence(self: Arc<Self>) {
+        if let Some(relay) = self.relay.clone()
+            && let Role::Peer(addr) = relay.role()
+        {
+            return self.forward(&relay, &addr).await;
+        }
+        self.make_pulses().await;
+    }
+
+    /// Hand what is queued to the sequencer at `addr`, answering each as it answers.
+    async fn forward(self: Arc<Self>, relay: &Relay, addr: &str) {
+        let Ok(permit) = relay.in_flight.acquire().await else { return };
+        // A batch another front-end forwarded here is never forwarded again (no loop while the
+        // lease moves): with one queued, this front-end makes the Pulses.
+        let batch = {
+            let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if queue.iter().any(|q| q.forwarded) {
+                None
+            } else {
+                let (mut take, mut bytes) = (0, 0);
+                for q in queue.iter() {
+                    if take == relay::MAX_FORWARD_TXS
+                        || (take > 0 && bytes + q.bytes.len() > relay::MAX_FORWARD_BYTES)
+                    {
+                        break;
+                    }
+                    bytes += q.bytes.len();
+                    take += 1;
+                }
+                // The rest is taken by the tasks of the `Submit`s that queued it.
+                Some(queue.drain(..take).collect::<Vec<_>>())
+            }
+        };
+        let Some(batch) = batch else {
+            drop(permit);
+            return self.make_pulses().await;
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let txs: Vec<Vec<u8>> = batch.iter().map(|q| q.bytes.clone()).collect();
+        let n = txs.len();
+        let (time_ns, signature) = relay.sign(&txs);
+        let call = async {
+            let mut client = relay.client(addr).map_err(NotForwarded::Nothing)?;
+            client.forward(Forwarded { txs, time_ns, signature }).await.map_err(|s| {
+                // Refused whole (not this ledger's key, a clock apart, a front-end without
+                // `Forward`), or never sent: nothing recorded.
+                let never_sent = s.code() == tonic::Code::Unavailable
+                    && format!("{s:?}").to_ascii_lowercase().contains("connect");
+                if never_sent
+                    || matches!(
+                        s.code(),
+                        tonic::Code::Unauthenticated
+                            | tonic::Code::Unimplemented
+                            | tonic::Code::InvalidArgument
+                    )
+                {
+                    NotForwarded::Nothing(s.message().to_string())
+                } else {
+                    NotForwarded::Unknown(s.message().to_string())
+                }
+            })
+        };
+        let outcome = match tokio::time::timeout(relay::FORWARD_WAIT, call).await {
+            Ok(r) => r,
+            Err(_) => {
+                Err(NotForwarded::Unknown(format!("no answer within {} s", relay::FORWARD_WAIT.as_secs())))
+            }
+        };
+        match outcome {
+            Ok(resp) if resp.get_ref().values.len() == n => {
+                relay.count_forwarded(n);
+                let mut checked = None;
+                for (q, o) in batch.into_iter().zip(resp.into_inner().values) {
+                    let _ = q.reply.send(self.answer_of(o, &mut checked));
+                }
+            }
+            Ok(resp) => {
+                relay.forget(addr);
+                let got = resp.get_ref().values.len();
+                for q in batch {
+                    let _ = q.reply.send(Err(Status::unavailable(format!(
+                        "the front-end sequencing ({addr}) answered {got} outcomes for {n} transactions: not known \
+                         whether this one was recorded; ask the ledger for your log"
+                    ))));
+                }
+            }
+            Err(NotForwarded::Nothing(why)) => {
+                tracing::warn!("forwarding to {addr} failed ({why}); this front-end makes its own Pulses");
+                relay.forget(addr);
+                drop(permit);
+                {
+                    let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let rest = std::mem::take(&mut *queue);
+                    queue.extend(batch);
+                    queue.extend(rest);
+                }
+                self.make_pulses().await;
+            }
+            Err(NotForwarded::Unknown(why)) => {
+                relay.forget(addr);
+                for q in batch {
+                    let _ = q.reply.send(Err(Status::unavailable(format!(
+                        "the front-end sequencing ({addr}) did not answer ({why}): not known whether this \
+                         transaction was recorded; ask the ledger for your log and nonce"
+                    ))));
+                }
+            }
+        }
+    }
+
+    /// A sequencer's outcome as this front-end answers it: a header checked under the ledger's
+    /// key (`checked` holds the last one checked: a batch's are mostly one or two Pulses), or
+    /// its refusal as the sequencer coded it.
+    fn answer_of(&self, o: Outcome, checked: &mut Option<SignedHeader>) -> Answer {
+        if let Some(bytes) = o.pulse {
+            let mut r = Reader::new(&bytes);
+            let header = SignedHeader::read(&mut r).ok().filter(|_| r.finish().is_ok());
+            return match header {
+                Some(h) if checked.as_ref() == Some(&h) => Ok(h),
+                Some(h) if h.verify(&self.public).is_ok() => {
+                    *checked = Some(h);
+                    Ok(h)
+                }
+                _ => Err(Status::internal(
+                    "the front-end sequencing answered with a header not signed by the ledger's key: not known \
+                     whether this transaction was recorded",
+                )),
+            };
+        }
+        let code = tonic::Code::from_i32(o.code);
+        let code = if code == tonic::Code::Ok { tonic::Code::Internal } else { code };
+        let mut s = Status::new(code, o.message);
+        if !o.refusal.is_empty() {
+            s = coded(s, &o.refusal);
+        }
+        if o.retry_after_ms > 0
+            && let Ok(v) = o.retry_after_ms.to_string().parse()
+        {
+            s.metadata_mut().insert(RETRY_AFTER, v);
+        }
+        Err(s)
+    }
+
+    /// Take whatever is queued into Pulses made here.
+    async fn make_pulses(&self) {
         let mut ledger = self.ledger.lock().await;
         let queued =
             std::mem::take(&mut *self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
@@ -165,7 +329,7 @@ impl Sequencer {
         // The log quota needs the state (the front-end's checked snapshot), not a write: counted
         // once a turn, with the openings queued with it.
         let mut counted: HashMap<Account, u64> = HashMap::new();
-        for (tx, reply) in queued {
+        for Queued { tx, reply, .. } in queued {
             if self.door.needs_count(&tx) {
                 let opened = match counted.get(&tx.sender) {
                     Some(n) => *n,
@@ -191,7 +355,7 @@ impl Sequencer {
         ledger
             .submit_each(txs, sion_ledger::state::Signature::Checked, |i, answer| {
                 if let Some(reply) = replies.get_mut(i).and_then(Option::take) {
-                    let _ = reply.send(answer.map_err(status));
+                    let _ = reply.send(answer.map(|r| r.pulse).map_err(status));
                 }
             })
             .await;
@@ -208,13 +372,34 @@ impl Service {
             reader: Mutex::new(ledger.reader()),
             quick: Mutex::new(ledger.reader()),
             seq: Arc::new(Sequencer {
+                public: ledger.public_key(),
                 ledger: Mutex::new(ledger),
                 queue: Queue::default(),
                 door: Door::new(Policy::unlimited(), operator),
+                relay: None,
             }),
             witnesses: Vec::new(),
             operator,
+            campaigner: None,
         }
+    }
+
+    /// Take part in electing one front-end of these to make the Pulses (docs/FLEET-LEDGER.md,
+    /// "One sequencer at a time"; `sion ledger serve --peer ADDR --advertise ADDR`): this one is
+    /// reached at `advertise`, and forwards only to the `peers` named.
+    pub fn relaying(mut self, advertise: String, peers: Vec<String>) -> Self {
+        // Built before it serves: the sequencer is not shared yet.
+        if let Some(seq) = Arc::get_mut(&mut self.seq) {
+            let ledger = seq.ledger.get_mut();
+            self.campaigner = Some(ledger.reader());
+            seq.relay = Some(Arc::new(Relay::new(advertise, peers, ledger.key.clone())));
+        }
+        self
+    }
+
+    /// The election and the peers, if serving with any.
+    pub fn relay(&self) -> Option<Arc<Relay>> {
+        self.seq.relay.clone()
     }
 
     /// Admit submissions by this policy (`sion ledger serve --admission FILE`).
@@ -255,15 +440,38 @@ pub async fn serve(
 
 /// Serve a front-end on `listen` until `shutdown` resolves.
 pub async fn serve_service(
-    service: Service,
+    mut service: Service,
     listen: SocketAddr,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), String> {
-    tonic::transport::Server::builder()
+    // The election runs while the front-end serves (and stops if this future is dropped, as a
+    // killed front-end's would, its lease left to run out); stopping, it gives `P/seq` up at once.
+    let campaign = match (service.seq.relay.clone(), service.campaigner.take()) {
+        (Some(relay), Some(ledger)) => {
+            let task = AbortOnDrop(tokio::spawn(relay.clone().campaign(ledger.reader())));
+            Some((task, relay, ledger))
+        }
+        _ => None,
+    };
+    let served = tonic::transport::Server::builder()
         .add_service(LedgerServer::new(service))
         .serve_with_shutdown(listen, shutdown)
         .await
-        .map_err(|e| format!("serving on {listen}: {e}"))
+        .map_err(|e| format!("serving on {listen}: {e}"));
+    if let Some((task, relay, ledger)) = campaign {
+        drop(task);
+        relay.resign(&ledger).await;
+    }
+    served
+}
+
+/// A task that ends when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn status(e: FleetError) -> Status {
@@ -324,8 +532,43 @@ fn bad(field: &str, e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(format!("{field}: {e}"))
 }
 
-/// Submissions waiting for the next Pulse, each with where its answer goes.
-type Queue = std::sync::Mutex<Vec<(SignedTx, tokio::sync::oneshot::Sender<Result<Receipt, Status>>)>>;
+/// What a `Submit` is answered: its Pulse's signed header, or why not.
+type Answer = Result<SignedHeader, Status>;
+
+/// A submission waiting for the next Pulse: the transaction (and its bytes, to forward), where
+/// its answer goes, and whether another front-end forwarded it here.
+struct Queued {
+    tx: SignedTx,
+    bytes: Vec<u8>,
+    reply: tokio::sync::oneshot::Sender<Answer>,
+    forwarded: bool,
+}
+
+/// Submissions waiting for the next Pulse.
+type Queue = std::sync::Mutex<Vec<Queued>>;
+
+/// A `Submit`'s answer as a forwarded batch's outcome.
+fn outcome(answer: Answer) -> Outcome {
+    match answer {
+        Ok(h) => {
+            let mut out = Vec::with_capacity(153);
+            h.put(&mut out);
+            Outcome { pulse: Some(out), ..Outcome::default() }
+        }
+        Err(s) => Outcome {
+            pulse: None,
+            code: s.code() as i32,
+            message: s.message().to_string(),
+            refusal: s.metadata().get(REFUSAL).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string(),
+            retry_after_ms: s
+                .metadata()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        },
+    }
+}
 
 fn state_bytes(p: &StateProof) -> Vec<u8> {
     let mut out = Vec::new();
@@ -341,10 +584,11 @@ impl Rpc for Service {
     }
 
     async fn submit(&self, r: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let tx = SignedTx::decode(&r.into_inner().value).map_err(|e| bad("transaction", e))?;
+        let bytes = r.into_inner().value;
+        let tx = SignedTx::decode(&bytes).map_err(|e| bad("transaction", e))?;
         // The door, before the ledger is locked or etcd asked anything: the signature (so no one
         // spends another account's rate), then the policy and the rates, from memory.
-        if !tx.signature_holds() {
+        if !self.seq.door.signature_holds(&tx) {
             return Err(refusal(&LedgerError::BadSignature));
         }
         self.seq.door.admit(&tx).map_err(|r| admission(&r))?;
@@ -352,16 +596,67 @@ impl Rpc for Service {
         // Pulses as etcd's limits allow (docs/FLEET-LEDGER.md, "Many transactions, one Pulse").
         // The task is not this call's: a caller that goes away cancels nobody else's answer.
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.seq.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((tx, reply));
+        self.seq.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Queued {
+            tx,
+            bytes,
+            reply,
+            forwarded: false,
+        });
         tokio::spawn(self.seq.clone().sequence());
         match answer.await {
-            Ok(answer) => answer.map(|r| {
+            Ok(answer) => answer.map(|h| {
                 let mut out = Vec::with_capacity(153);
-                r.pulse.put(&mut out);
+                h.put(&mut out);
                 Response::new(Blob { value: out })
             }),
             Err(_) => Err(Status::internal("the submission was dropped from the front-end's queue")),
         }
+    }
+
+    async fn forward(&self, r: Request<Forwarded>) -> Result<Response<Outcomes>, Status> {
+        let q = r.into_inner();
+        let bytes: usize = q.txs.iter().map(Vec::len).sum();
+        if q.txs.len() > relay::MAX_FORWARD_TXS || bytes > relay::MAX_FORWARD_BYTES {
+            return Err(bad(
+                "txs",
+                format!(
+                    "{} transactions of {bytes} bytes: a batch holds at most {} and {} bytes",
+                    q.txs.len(),
+                    relay::MAX_FORWARD_TXS,
+                    relay::MAX_FORWARD_BYTES
+                ),
+            ));
+        }
+        // Only the ledger's front-ends hold its key. What they forward passed their door (each
+        // robot's signature and rate): not checked twice.
+        relay::check_forwarded(&self.seq.public, q.time_ns, &q.txs, &q.signature)
+            .map_err(|e| Status::unauthenticated(format!("forwarded batch: {e}")))?;
+        let n = q.txs.len();
+        let mut answers = Vec::with_capacity(n);
+        {
+            let mut queue = self.seq.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for bytes in q.txs {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                match SignedTx::decode(&bytes) {
+                    Ok(tx) => queue.push(Queued { tx, bytes: Vec::new(), reply, forwarded: true }),
+                    Err(e) => {
+                        let _ = reply.send(Err(bad("transaction", e)));
+                    }
+                }
+                answers.push(answer);
+            }
+        }
+        if let Some(relay) = &self.seq.relay {
+            relay.count_received(n);
+        }
+        tokio::spawn(self.seq.clone().sequence());
+        let mut values = Vec::with_capacity(n);
+        for answer in answers {
+            values.push(outcome(answer.await.unwrap_or_else(|_| {
+                Err(Status::internal("the submission was dropped from the front-end's queue"))
+            })));
+        }
+        Ok(Response::new(Outcomes { values }))
     }
 
     async fn latest(&self, _: Request<Empty>) -> Result<Response<Blob>, Status> {

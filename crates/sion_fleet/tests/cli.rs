@@ -705,3 +705,101 @@ async fn proofs_carry_the_cosigned_checkpoint(dir: &Path, url: &str, ledger_hex:
     let o = verify(&["--cosigners", cosigners, "--ledger", url], b);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// Two `sion ledger serve --peer` processes, one elected to make the Pulses: a robot commits
+/// through each; the sequencer is killed with SIGKILL and the robot's next commit, through the
+/// other, lands (forwarded nowhere, it is made there); restarted, the killed one takes commits
+/// again; a wildcard --listen without --advertise is refused with what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_front_ends_one_sequencing_and_one_killed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = tmp.path().join("ledger.key");
+    let k = key.to_str().expect("utf8");
+    let o = sion(&["ledger", "init", "--etcd", etcd.url(), "--key", k], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let listens: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", sion_fleet::local::free_port().expect("a free loopback port")))
+        .collect();
+    let serve = |i: usize| {
+        let (me, other) = (listens[i].clone(), listens[1 - i].clone());
+        let url = etcd.url().to_string();
+        let k = k.to_string();
+        async move {
+            let s = Serving(
+                Command::new(sion_binary())
+                    .args(["ledger", "serve", "--etcd", &url, "--key", &k, "--listen", &me, "--peer", &other])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("serve"),
+            );
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while std::net::TcpStream::connect(&me).is_err() {
+                assert!(Instant::now() < deadline, "sion ledger serve did not listen on {me}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            s
+        }
+    };
+    let mut serving = [Some(serve(0).await), Some(serve(1).await)];
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Who sequences, as etcd says.
+    let mut client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let got = client.get("/sion-ledger/seq", None).await.expect("get");
+    let holder = String::from_utf8(got.kvs().first().expect("a sequencer is elected").value().to_vec())
+        .expect("an address");
+    let seq = listens.iter().position(|l| *l == holder).expect("one of the two");
+
+    let d = tmp.path().join("robot");
+    let d = d.to_str().expect("utf8");
+    let url = |i: usize| format!("http://{}", listens[i]);
+    // Opened through the one that forwards.
+    let o = sion(&["memory", "open", "--data", d, "--ledger", &url(1 - seq)], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let atoms = sion(&["sim", "--atoms", "40"], None).stdout;
+    let lines: Vec<&[u8]> = atoms.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    let commit = |part: &[&[u8]]| {
+        let input: Vec<u8> = part.iter().flat_map(|l| l.iter().copied().chain([b'\n'])).collect();
+        let o = sion(&["memory", "remember", "--data", d, "-"], Some(&input));
+        assert!(o.status.success(), "{}", text(&o));
+        let o = sion(&["memory", "commit", "--data", d], None);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    commit(&lines[..10]);
+    // SIGKILL: no lease given up, no goodbye.
+    if let Some(mut s) = serving[seq].take() {
+        s.0.kill().expect("kill -9");
+        let _ = s.0.wait();
+    }
+    commit(&lines[10..20]);
+    serving[seq] = Some(serve(seq).await);
+    commit(&lines[20..30]);
+    // The robot's last commit is the ledger's, checked through the one restarted.
+    let proof = tmp.path().join("t.sionproof");
+    let f = proof.to_str().expect("utf8");
+    let o = sion(&["memory", "prove", "time", "--data", d, "--position", "25", "--out", f], None);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = sion(&["memory", "verify", "--ledger", &url(seq), "--expect-recorded", "25", f], None);
+    assert!(o.status.success() && text(&o).contains("was recorded at Pulse"), "{}", text(&o));
+    let got = client.get("/sion-ledger/seq", None).await.expect("get");
+    assert!(!got.kvs().is_empty(), "a sequencer is elected again");
+
+    // A wildcard address cannot be advertised to peers.
+    let o = sion(
+        &[
+            "ledger",
+            "serve",
+            "--etcd",
+            etcd.url(),
+            "--key",
+            k,
+            "--listen",
+            "0.0.0.0:0",
+            "--peer",
+            &listens[0],
+        ],
+        None,
+    );
+    assert!(!o.status.success() && text(&o).contains("--advertise"), "{}", text(&o));
+}

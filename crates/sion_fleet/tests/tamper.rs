@@ -689,7 +689,8 @@ struct Liar {
 mod liar {
     use sion_fleet::service::pb::ledger_server::Ledger;
     use sion_fleet::service::pb::{
-        Blob, CellsAsked, Cosigned, Empty, List, LogAt, Maybe, Name, Number, Sizes, VersionsQuery,
+        Blob, CellsAsked, Cosigned, Empty, Forwarded, List, LogAt, Maybe, Name, Number, Outcomes, Sizes,
+        VersionsQuery,
     };
     use tonic::{Request, Response, Status};
 
@@ -772,6 +773,9 @@ mod liar {
         }
         async fn cosigned_checkpoint(&self, r: Request<Number>) -> R<Maybe> {
             self.inner.cosigned_checkpoint(r).await
+        }
+        async fn forward(&self, r: Request<Forwarded>) -> R<Outcomes> {
+            self.inner.forward(r).await
         }
         async fn cells(&self, r: Request<CellsAsked>) -> R<Maybe> {
             use sion_verify::proof::fleet::CellNode;

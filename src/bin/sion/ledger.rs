@@ -319,6 +319,17 @@ pub struct ServeArgs {
     /// once a minute is typical).
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0, requires = "cosigners")]
     cosign_every: f64,
+    /// Another front-end of this ledger, at the address it --advertise-s (repeat, or
+    /// comma-separate). The front-ends named elect one of them to make the Pulses (an etcd
+    /// lease on `PREFIX/seq`) and the others hand it what passes their door, in batches signed
+    /// with the ledger's key: no racing for each Pulse (docs/FLEET-LEDGER.md, "One sequencer at
+    /// a time"). Give every front-end the same --key and name each of the others.
+    #[arg(long = "peer", value_name = "ADDR", value_delimiter = ',')]
+    peers: Vec<String>,
+    /// The address the other front-ends reach this one at (with --peer): --listen unless given;
+    /// needed when --listen is a wildcard such as 0.0.0.0.
+    #[arg(long, value_name = "ADDR", requires = "peers")]
+    advertise: Option<String>,
 }
 
 pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
@@ -455,10 +466,28 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
         .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| anyhow!("--checkpoint-every {}: a number of seconds above 0", a.checkpoint_every))?;
-    let service = sion_fleet::service::Service::new(ledger)
+    let mut service = sion_fleet::service::Service::new(ledger)
         .accepting(witnesses)
         .admitting(policy)
         .checkpointing_every(every);
+    if !a.peers.is_empty() {
+        let advertise = match &a.advertise {
+            Some(addr) => addr.clone(),
+            None if a.listen.ip().is_unspecified() => anyhow::bail!(
+                "--listen {} is a wildcard: say with --advertise ADDR where the other front-ends reach this one",
+                a.listen
+            ),
+            None => a.listen.to_string(),
+        };
+        if a.peers.contains(&advertise) {
+            anyhow::bail!("--peer {advertise} is this front-end's own address: name the others");
+        }
+        eprintln!(
+            "one sequencer at a time among this front-end ({advertise}) and {}: the elected one makes the Pulses, the others forward to it",
+            a.peers.join(", ")
+        );
+        service = service.relaying(advertise, a.peers.clone());
+    }
     if let Some(path) = &a.cosigners {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let cosigners =

@@ -184,6 +184,16 @@ impl SignedTx {
     /// Whether the signature is the sender's over this transaction.
     pub fn signature_holds(&self) -> bool {
         let Ok(key) = VerifyingKey::from_bytes(&self.sender.0) else { return false };
+        self.signature_holds_under(&key)
+    }
+
+    /// [`SignedTx::signature_holds`] with the sender's key already decoded (a service that sees
+    /// one sender often keeps it: decoding is a fifth of a check). `key` must be the sender's:
+    /// `key.as_bytes() == sender`, or this is false.
+    pub fn signature_holds_under(&self, key: &VerifyingKey) -> bool {
+        if key.as_bytes() != &self.sender.0 {
+            return false;
+        }
         let sig = ed25519_dalek::Signature::from_bytes(&self.signature);
         key.verify_strict(&signed_message(&body(&self.tx, &self.sender, self.nonce)), &sig).is_ok()
     }

@@ -1,0 +1,268 @@
+//! One sequencer at a time (docs/FLEET-LEDGER.md, "One sequencer at a time"). The front-ends of
+//! a ledger that its operator told of each other (`sion ledger serve --peer ADDR`) elect one of
+//! them to make the Pulses, by a key under an etcd lease (`P/seq`, holding the address it
+//! advertises); the others hand it what passed their door, in batches signed by the ledger's
+//! key, and pass its answers on. Scheduling only: the compare-and-swap on the head still
+//! decides every Pulse, so two front-ends that both believe they sequence (while a lease runs
+//! out) only race, as front-ends without peers always do.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use tonic::transport::Channel;
+
+use crate::FleetLedger;
+use crate::service::pb::ledger_client::LedgerClient;
+
+/// Seconds the sequencer's lease lasts unless renewed: how long the others take to elect
+/// another after it dies without a word (it is renewed every [`LOOK_EVERY`]).
+pub const LEASE_TTL_S: i64 = 3;
+
+/// How often a front-end renews its lease, or looks who holds `P/seq`.
+pub const LOOK_EVERY: Duration = Duration::from_millis(250);
+
+/// What a forwarded batch's signature is made over begins with this (docs/FLEET-LEDGER.md,
+/// "One sequencer at a time"): no header, entry or checkpoint the key signs begins so.
+const FORWARD_DOMAIN: &[u8] = b"sion-fleet-forward-v1";
+
+/// How far a forwarded batch's time may be from the receiver's clock.
+pub const FORWARD_SKEW: Duration = Duration::from_secs(30);
+
+/// The most transactions one forwarded batch holds, and its most bytes of transactions (within
+/// the 4 MiB a gRPC message may be).
+pub const MAX_FORWARD_TXS: usize = 1024;
+pub const MAX_FORWARD_BYTES: usize = 2 << 20;
+
+/// How long a forwarding front-end waits for the sequencer's outcomes before it answers its
+/// robots that it is not known whether their transactions were recorded.
+pub const FORWARD_WAIT: Duration = Duration::from_secs(20);
+
+/// Who makes the Pulses, as this front-end last looked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Not known (no holder, etcd not answering, or a holder this front-end's operator did not
+    /// name as a peer): this front-end makes its own Pulses.
+    Unknown,
+    /// This front-end.
+    Me,
+    /// The peer at this address.
+    Peer(String),
+}
+
+/// A front-end's part in electing and reaching the sequencer.
+pub struct Relay {
+    /// The address this front-end is reached at by its peers (written in `P/seq` when it holds it).
+    pub advertise: String,
+    /// The peers this front-end's operator named: it forwards to no other address, whatever etcd
+    /// holds.
+    pub peers: Vec<String>,
+    role: RwLock<Role>,
+    key: SigningKey,
+    clients: std::sync::Mutex<HashMap<String, LedgerClient<Channel>>>,
+    /// Forwarded batches in flight to the sequencer: at most two, so one is always waiting for
+    /// its next Pulse while the other's is made, and the rest of the queue gathers meanwhile.
+    pub(crate) in_flight: tokio::sync::Semaphore,
+    /// The lease this front-end holds `P/seq` under (0: none), revoked when it stops serving.
+    lease: AtomicI64,
+    forwarded: AtomicU64,
+    received: AtomicU64,
+}
+
+/// The bytes a forwarded batch's signature signs: [`FORWARD_DOMAIN`], the time (u64 ns since
+/// the Unix epoch, little-endian), and the BLAKE3 of the transactions, each as a u32 length
+/// (little-endian) and its bytes.
+pub fn forward_message(time_ns: u64, txs: &[Vec<u8>]) -> Vec<u8> {
+    let mut h = blake3::Hasher::new();
+    for tx in txs {
+        h.update(&(tx.len() as u32).to_le_bytes());
+        h.update(tx);
+    }
+    let mut m = Vec::with_capacity(FORWARD_DOMAIN.len() + 40);
+    m.extend_from_slice(FORWARD_DOMAIN);
+    m.extend_from_slice(&time_ns.to_le_bytes());
+    m.extend_from_slice(h.finalize().as_bytes());
+    m
+}
+
+/// Whether a forwarded batch is the ledger key's and of now: why not, if not.
+pub fn check_forwarded(
+    key: &VerifyingKey,
+    time_ns: u64,
+    txs: &[Vec<u8>],
+    signature: &[u8],
+) -> Result<(), String> {
+    let now = crate::now_ns().max(0) as u64;
+    let skew = now.abs_diff(time_ns);
+    if skew > FORWARD_SKEW.as_nanos() as u64 {
+        return Err(format!(
+            "the batch's time is {:.1} s from this front-end's clock (at most {} s): replayed, or a clock is wrong",
+            skew as f64 / 1e9,
+            FORWARD_SKEW.as_secs()
+        ));
+    }
+    let signature = <[u8; 64]>::try_from(signature)
+        .map_err(|_| format!("the signature is {} bytes, not 64", signature.len()))?;
+    key.verify_strict(&forward_message(time_ns, txs), &ed25519_dalek::Signature::from_bytes(&signature))
+        .map_err(|_| "the batch is not signed by this ledger's key: only its front-ends forward".to_string())
+}
+
+impl Relay {
+    /// A front-end reached at `advertise` whose operator named these `peers`; `key` is the
+    /// ledger's (forwarded batches are signed with it).
+    pub fn new(advertise: String, peers: Vec<String>, key: SigningKey) -> Self {
+        Self {
+            advertise,
+            peers,
+            role: RwLock::new(Role::Unknown),
+            key,
+            clients: std::sync::Mutex::new(HashMap::new()),
+            in_flight: tokio::sync::Semaphore::new(2),
+            lease: AtomicI64::new(0),
+            forwarded: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+        }
+    }
+
+    /// Who makes the Pulses, as last looked.
+    pub fn role(&self) -> Role {
+        self.role.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn set_role(&self, role: Role) {
+        *self.role.write().unwrap_or_else(std::sync::PoisonError::into_inner) = role;
+    }
+
+    /// After a failed forward: make Pulses here until the next look says otherwise.
+    pub(crate) fn forget(&self, addr: &str) {
+        let mut role = self.role.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *role == Role::Peer(addr.to_string()) {
+            *role = Role::Unknown;
+        }
+    }
+
+    /// Transactions this front-end handed to a sequencer, and took from others.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.forwarded.load(Ordering::Relaxed), self.received.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn count_forwarded(&self, n: usize) {
+        self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_received(&self, n: usize) {
+        self.received.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Sign a batch to forward, as of now: its time and signature.
+    pub(crate) fn sign(&self, txs: &[Vec<u8>]) -> (u64, Vec<u8>) {
+        let time_ns = crate::now_ns().max(0) as u64;
+        (time_ns, self.key.sign(&forward_message(time_ns, txs)).to_bytes().to_vec())
+    }
+
+    /// The client of a peer (connected when first used).
+    pub(crate) fn client(&self, addr: &str) -> Result<LedgerClient<Channel>, String> {
+        let mut clients = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = clients.get(addr) {
+            return Ok(c.clone());
+        }
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .map_err(|e| format!("peer {addr}: {e}"))?
+            .connect_timeout(Duration::from_secs(2))
+            .connect_lazy();
+        let c = LedgerClient::new(channel);
+        clients.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+
+    /// Take part in the election until the task is dropped: hold `P/seq` if no one does, renew
+    /// the lease while holding it, and note who holds it every [`LOOK_EVERY`].
+    pub(crate) async fn campaign(self: Arc<Self>, ledger: FleetLedger) {
+        let mut held: Option<(i64, etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream)> = None;
+        let mut client = ledger.client.clone();
+        let key = ledger.key_of("seq");
+        let mut tick = tokio::time::interval(LOOK_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let looked = tokio::time::timeout(LOOK_EVERY * 4, self.look(&mut client, &key, &mut held)).await;
+            let role = match &looked {
+                Ok(Ok(Some(holder))) if holder == self.advertise.as_bytes() => Role::Me,
+                Ok(Ok(Some(holder))) => match std::str::from_utf8(holder) {
+                    Ok(h) if self.peers.iter().any(|p| p == h) => Role::Peer(h.to_string()),
+                    _ => Role::Unknown,
+                },
+                _ => Role::Unknown,
+            };
+            if matches!(looked, Ok(Err(_)) | Err(_)) {
+                held = None;
+                self.lease.store(0, Ordering::Relaxed);
+            }
+            if role != self.role() {
+                tracing::info!("the ledger's sequencer is now {role:?} (this front-end: {})", self.advertise);
+            }
+            self.set_role(role);
+        }
+    }
+
+    /// One look: renew the lease held, then read `P/seq`; if no one holds it, take it under a
+    /// lease (granted now if none is held). Who holds it.
+    async fn look(
+        &self,
+        client: &mut etcd_client::Client,
+        key: &str,
+        held: &mut Option<(i64, etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream)>,
+    ) -> Result<Option<Vec<u8>>, etcd_client::Error> {
+        if let Some((_, keeper, stream)) = held.as_mut() {
+            keeper.keep_alive().await?;
+            let alive = matches!(stream.message().await?, Some(r) if r.ttl() > 0);
+            if !alive {
+                *held = None;
+                self.lease.store(0, Ordering::Relaxed);
+            }
+        }
+        let got = client.get(key, None).await?;
+        if let Some(kv) = got.kvs().first() {
+            return Ok(Some(kv.value().to_vec()));
+        }
+        let id = match held {
+            Some((id, ..)) => *id,
+            None => {
+                let id = client.lease_grant(LEASE_TTL_S, None).await?.id();
+                let (keeper, stream) = client.lease_keep_alive(id).await?;
+                *held = Some((id, keeper, stream));
+                self.lease.store(id, Ordering::Relaxed);
+                id
+            }
+        };
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then(vec![TxnOp::put(
+                key,
+                self.advertise.as_bytes(),
+                Some(PutOptions::new().with_lease(id)),
+            )])
+            .or_else(vec![TxnOp::get(key, None)]);
+        let resp = client.txn(txn).await?;
+        if resp.succeeded() {
+            return Ok(Some(self.advertise.as_bytes().to_vec()));
+        }
+        Ok(resp.op_responses().into_iter().find_map(|op| match op {
+            etcd_client::TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
+            _ => None,
+        }))
+    }
+
+    /// Give up `P/seq` at once (its lease revoked), when this front-end stops serving: the
+    /// others need not wait for the lease to run out.
+    pub(crate) async fn resign(&self, ledger: &FleetLedger) {
+        let id = self.lease.swap(0, Ordering::Relaxed);
+        if id != 0 {
+            let mut client = ledger.client.clone();
+            let _ = tokio::time::timeout(Duration::from_secs(1), client.lease_revoke(id)).await;
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! One sequencer at a time (docs/FLEET-LEDGER.md), on a real etcd: two front-ends told of each
+//! other elect one to make the Pulses and the other forwards what passes its door; a refusal
+//! comes back as the sequencer coded it; a batch not signed by the ledger's key, or replayed
+//! later, or too large, is refused whole; an address in `P/seq` the operator did not name is
+//! not forwarded to; and when the sequencer stops (its lease given up, or left to run out as
+//! a killed one's is) the other takes the Pulses, no commit lost meanwhile.
+
+mod common;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::commit;
+use ed25519_dalek::{Signer as _, SigningKey};
+use sion_fleet::FleetLedger;
+use sion_fleet::local::{Etcd, free_addr};
+use sion_fleet::relay::{Relay, Role, forward_message};
+use sion_fleet::service::pb::ledger_client::LedgerClient;
+use sion_fleet::service::pb::{Blob, Forwarded};
+use sion_fleet::service::{REFUSAL, Service};
+use sion_store::ledger::{LogId, SignedHeader, SignedTx, Tx, account_of};
+use sion_verify::wire::Reader;
+use std::sync::Arc;
+
+const PREFIX: &str = "/sion-ledger/relay/";
+
+struct FrontEnd {
+    addr: SocketAddr,
+    relay: Arc<Relay>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+async fn front_end(etcd: &Etcd, key: &SigningKey, addr: SocketAddr, peers: &[SocketAddr]) -> FrontEnd {
+    let ledger = FleetLedger::connect(&[etcd.url()], PREFIX, key.clone()).await.expect("connect");
+    let service =
+        Service::new(ledger).relaying(addr.to_string(), peers.iter().map(ToString::to_string).collect());
+    let relay = service.relay().expect("relaying");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(sion_fleet::service::serve_service(service, addr, async {
+        let _ = stopped.await;
+    }));
+    FrontEnd { addr, relay, stop: Some(stop), task }
+}
+
+async fn client(addr: SocketAddr) -> LedgerClient<tonic::transport::Channel> {
+    for _ in 0..50 {
+        if let Ok(c) = LedgerClient::connect(format!("http://{addr}")).await {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("front-end {addr} did not come up");
+}
+
+/// Wait until the front-ends agree on one sequencer: its index.
+async fn settled(fronts: &[&FrontEnd], within: Duration) -> usize {
+    let until = Instant::now() + within;
+    loop {
+        let roles: Vec<Role> = fronts.iter().map(|f| f.relay.role()).collect();
+        if let Some(i) = roles.iter().position(|r| *r == Role::Me)
+            && roles.iter().enumerate().all(|(j, r)| j == i || *r == Role::Peer(fronts[i].addr.to_string()))
+        {
+            return i;
+        }
+        assert!(Instant::now() < until, "no sequencer agreed within {within:?}: {roles:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn submit(
+    c: &mut LedgerClient<tonic::transport::Channel>,
+    tx: &SignedTx,
+) -> Result<SignedHeader, tonic::Status> {
+    let reply = c.submit(Blob { value: tx.encode() }).await?.into_inner().value;
+    let mut r = Reader::new(&reply);
+    Ok(SignedHeader::read(&mut r).expect("a signed header"))
+}
+
+/// Robots' logs, opened straight on the ledger (not what is tested).
+async fn robots(ledger: &mut FleetLedger, n: u8) -> Vec<(SigningKey, LogId)> {
+    let keys: Vec<SigningKey> = (0..n).map(|i| SigningKey::from_bytes(&[100 + i; 32])).collect();
+    let opened = ledger
+        .submit_batch(
+            keys.iter()
+                .map(|k| SignedTx::sign(k, 0, Tx::OpenMemory { agent: None, policy: [0; 32] }))
+                .collect(),
+        )
+        .await;
+    keys.into_iter().zip(opened).map(|(k, r)| (k, r.expect("opened").log.expect("a log"))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_front_end_sequences_and_the_other_forwards_what_passed_its_door() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[61; 32]);
+    let public = key.verifying_key();
+    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let robots = robots(&mut setup, 20).await;
+    let (a, b) = (free_addr().expect("port"), free_addr().expect("port"));
+    let fa = front_end(&etcd, &key, a, &[b]).await;
+    let fb = front_end(&etcd, &key, b, &[a]).await;
+    let seq = settled(&[&fa, &fb], Duration::from_secs(10)).await;
+    let (sequencer, follower) = if seq == 0 { (&fa, &fb) } else { (&fb, &fa) };
+    let mut via_follower = client(follower.addr).await;
+    let via_sequencer = client(sequencer.addr).await;
+
+    // Three rounds: every robot commits at once, half through each front-end.
+    let before = setup.latest().await.expect("latest").header.number;
+    for round in 0..3u64 {
+        let mut calls = Vec::new();
+        for (i, (k, log)) in robots.iter().enumerate() {
+            let tx = commit(k, 1 + round, *log, round, round * 4, round * 4 + 4);
+            let mut c = if i % 2 == 0 { via_follower.clone() } else { via_sequencer.clone() };
+            calls.push(tokio::spawn(async move { submit(&mut c, &tx).await }));
+        }
+        for (i, call) in calls.into_iter().enumerate() {
+            let h = call.await.expect("call").unwrap_or_else(|e| panic!("round {round}, robot {i}: {e}"));
+            h.verify(&public).expect("the answer is the ledger's");
+        }
+    }
+    let (sent, _) = follower.relay.counts();
+    let (_, took) = sequencer.relay.counts();
+    assert_eq!(sent, 30, "every commit through the follower was forwarded");
+    assert_eq!(took, 30, "and taken by the sequencer");
+    assert_eq!(follower.relay.counts().1, 0);
+    // Group commit across both front-ends: 60 commits in fewer Pulses.
+    let after = setup.latest().await.expect("latest").header.number;
+    assert!(after - before < 60, "{} Pulses for 60 commits", after - before);
+    for (k, log) in &robots {
+        assert_eq!(setup.log(*log).await.expect("log").expect("exists").commits, 3);
+        assert_eq!(setup.nonce(&account_of(k)).await.expect("nonce"), 4);
+    }
+
+    // A refusal comes back as the sequencer coded it: a commit of a version already made.
+    let (k, log) = &robots[0];
+    let stale = commit(k, 4, *log, 1, 4, 12);
+    let e = submit(&mut via_follower, &stale).await.expect_err("a stale commit");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e}");
+    assert_eq!(e.metadata().get(REFUSAL).and_then(|v| v.to_str().ok()), Some("stale"), "{e}");
+    // A transaction whose signature does not hold is refused at the follower's door, never
+    // forwarded.
+    let mut forged = commit(k, 4, *log, 3, 12, 16);
+    forged.signature[0] ^= 1;
+    let e = submit(&mut via_follower, &forged).await.expect_err("a forged commit");
+    assert_eq!(e.metadata().get(REFUSAL).and_then(|v| v.to_str().ok()), Some("forged"), "{e}");
+    assert_eq!(follower.relay.counts().0, 31, "only the stale one was forwarded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_batch_not_of_the_ledger_key_or_of_another_time_is_refused_whole() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[62; 32]);
+    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let robots = robots(&mut setup, 2).await;
+    let a = free_addr().expect("port");
+    let fa = front_end(&etcd, &key, a, &[]).await;
+    let mut c = client(a).await;
+    let (k, log) = &robots[0];
+    let txs = vec![commit(k, 1, *log, 0, 0, 4).encode()];
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_nanos() as u64;
+    let batch = |signer: &SigningKey, time_ns: u64, txs: Vec<Vec<u8>>| {
+        let signature = signer.sign(&forward_message(time_ns, &txs)).to_bytes().to_vec();
+        Forwarded { txs, time_ns, signature }
+    };
+    // Signed by a stranger (a robot's own key, say): refused, nothing recorded.
+    let e = c.forward(batch(k, now, txs.clone())).await.expect_err("a stranger's batch");
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e}");
+    // The ledger's key, but a minute old (a batch seen on the wire, sent again): refused.
+    let e = c.forward(batch(&key, now - 60_000_000_000, txs.clone())).await.expect_err("an old batch");
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e}");
+    assert!(e.message().contains("s from this front-end's clock"), "{e}");
+    // Its signature over other transactions than it holds: refused.
+    let mut swapped = batch(&key, now, txs.clone());
+    swapped.txs = vec![commit(k, 1, *log, 0, 0, 8).encode()];
+    let e = c.forward(swapped).await.expect_err("transactions swapped under the signature");
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e}");
+    // More transactions than a batch may hold: refused before anything is checked.
+    let many = vec![txs[0].clone(); sion_fleet::relay::MAX_FORWARD_TXS + 1];
+    let e = c.forward(batch(&key, now, many)).await.expect_err("too many");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+    assert_eq!(setup.nonce(&account_of(k)).await.expect("nonce"), 1, "nothing was recorded");
+    // The same batch signed by the ledger's key and of now: taken, one outcome, its Pulse.
+    let out = c.forward(batch(&key, now, txs)).await.expect("a front-end's batch").into_inner();
+    assert_eq!(out.values.len(), 1);
+    assert!(out.values[0].pulse.is_some(), "{:?}", out.values[0]);
+    assert_eq!(setup.nonce(&account_of(k)).await.expect("nonce"), 2);
+    assert_eq!(fa.relay.counts(), (0, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_the_sequencer_stops_or_dies_the_other_takes_the_pulses_and_no_commit_is_lost() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[63; 32]);
+    let public = key.verifying_key();
+    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let robots = robots(&mut setup, 4).await;
+    let mut versions = vec![0u64; robots.len()];
+    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr().expect("port")).collect();
+    let peers =
+        |i: usize| addrs.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, a)| *a).collect::<Vec<_>>();
+    let mut fronts = Vec::new();
+    for (i, a) in addrs.iter().enumerate() {
+        fronts.push(Some(front_end(&etcd, &key, *a, &peers(i)).await));
+    }
+    // Robots commit in a loop through every live front-end while sequencers go away.
+    let commit_all = async |fronts: &[Option<FrontEnd>], versions: &mut Vec<u64>| {
+        for f in fronts.iter().flatten() {
+            let mut c = client(f.addr).await;
+            for (i, (k, log)) in robots.iter().enumerate() {
+                let v = versions[i];
+                let tx = commit(k, v + 1, *log, v, v * 4, v * 4 + 4);
+                let h = submit(&mut c, &tx).await.unwrap_or_else(|e| panic!("robot {i} via {}: {e}", f.addr));
+                h.verify(&public).expect("the ledger's");
+                versions[i] += 1;
+            }
+        }
+    };
+    let live = |fronts: &[Option<FrontEnd>]| -> Vec<usize> {
+        fronts.iter().enumerate().filter(|(_, f)| f.is_some()).map(|(i, _)| i).collect()
+    };
+    let settle = async |fronts: &[Option<FrontEnd>], within: Duration| -> usize {
+        let idx = live(fronts);
+        let refs: Vec<&FrontEnd> = idx.iter().filter_map(|&i| fronts[i].as_ref()).collect();
+        idx[settled(&refs, within).await]
+    };
+    let first = settle(&fronts, Duration::from_secs(10)).await;
+    commit_all(&fronts, &mut versions).await;
+
+    // Stopped: its lease is given up, and another is elected at once (within a few looks).
+    let f = fronts[first].take().expect("live");
+    let _ = f.stop.map(|s| s.send(()));
+    f.task.await.expect("task").expect("served");
+    let t = Instant::now();
+    let second = settle(&fronts, Duration::from_secs(2)).await;
+    assert_ne!(second, first);
+    eprintln!("a stopped sequencer was followed in {:?}", t.elapsed());
+    commit_all(&fronts, &mut versions).await;
+
+    // Killed (its task dropped, its lease left to run out): the survivor's commits still land
+    // meanwhile (a forward that cannot connect is sequenced where it is), and it is elected once
+    // the lease runs out.
+    let f = fronts[second].take().expect("live");
+    f.task.abort();
+    let _ = f.task.await;
+    commit_all(&fronts, &mut versions).await;
+    let t = Instant::now();
+    let third = settle(&fronts, Duration::from_secs(sion_fleet::relay::LEASE_TTL_S as u64 + 5)).await;
+    eprintln!("a killed sequencer was followed in {:?}", t.elapsed());
+    assert_eq!(fronts[third].as_ref().map(|f| f.relay.role()), Some(Role::Me));
+    commit_all(&fronts, &mut versions).await;
+    for (i, (_, log)) in robots.iter().enumerate() {
+        assert_eq!(setup.log(*log).await.expect("log").expect("exists").commits, versions[i], "robot {i}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequencer_the_operator_did_not_name_is_not_forwarded_to() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[64; 32]);
+    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let robots = robots(&mut setup, 1).await;
+    // Whoever can write etcd names a listener of its own as the sequencer (no lease: it stays).
+    let mut etcd_client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let stranger = free_addr().expect("port");
+    etcd_client.put(format!("{PREFIX}seq"), stranger.to_string(), None).await.expect("put");
+    let (a, named) = (free_addr().expect("port"), free_addr().expect("port"));
+    let fa = front_end(&etcd, &key, a, &[named]).await;
+    let mut c = client(a).await;
+    tokio::time::sleep(sion_fleet::relay::LOOK_EVERY * 4).await;
+    assert_eq!(fa.relay.role(), Role::Unknown, "a holder not named by the operator");
+    let (k, log) = &robots[0];
+    submit(&mut c, &commit(k, 1, *log, 0, 0, 4)).await.expect("made here");
+    assert_eq!(fa.relay.counts(), (0, 0), "nothing forwarded to the stranger");
+}
