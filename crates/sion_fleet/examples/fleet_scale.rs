@@ -264,9 +264,17 @@ async fn main() {
     let off_clock = arg("--robot-work", 0) == 0;
     let dir = tempfile::tempdir().expect("tmp");
     let ops_flag = max_ops.to_string();
-    let mut cluster = Cluster::start_with(dir.path(), 3, &["--max-txn-ops", &ops_flag])
-        .await
-        .expect("a 3-member etcd cluster");
+    // etcd's own timing (its defaults: a heartbeat every 100 ms, an election after 1,000 ms
+    // without one), which bounds how long a leader's death stalls every write.
+    let heartbeat = arg("--etcd-heartbeat-ms", 100).to_string();
+    let election = arg("--etcd-election-ms", 1000).to_string();
+    let mut cluster = Cluster::start_with(
+        dir.path(),
+        3,
+        &["--max-txn-ops", &ops_flag, "--heartbeat-interval", &heartbeat, "--election-timeout", &election],
+    )
+    .await
+    .expect("a 3-member etcd cluster");
     let urls = cluster.urls();
     let endpoints: Vec<&str> = urls.iter().map(String::as_str).collect();
     let key = SigningKey::from_bytes(&[77; 32]);

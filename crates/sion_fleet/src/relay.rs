@@ -38,8 +38,25 @@ pub const MAX_FORWARD_TXS: usize = 1024;
 pub const MAX_FORWARD_BYTES: usize = 2 << 20;
 
 /// How long a forwarding front-end waits for the sequencer's outcomes before it answers its
-/// robots that it is not known whether their transactions were recorded.
-pub const FORWARD_WAIT: Duration = Duration::from_secs(20);
+/// robots that it is not known whether their transactions were recorded: within a robot's own
+/// 15 s wait for its answer.
+pub const FORWARD_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a front-end makes its own Pulses after a forward to a peer failed, whatever
+/// `P/seq` says: a sequencer that renews its lease but cannot be reached, or does not answer,
+/// holds up one batch, not every one.
+pub const SHUN: Duration = Duration::from_secs(10);
+
+/// The most forwarded batches a front-end remembers (those of the last 2 × [`FORWARD_SKEW`]),
+/// so that one seen on the wire and sent again is refused.
+const MAX_SEEN: usize = 65_536;
+
+/// A lease this front-end holds (or held: until etcd says it ran out), and the stream that
+/// renews it (opened again after a failed look).
+struct Held {
+    id: i64,
+    renewal: Option<(etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream)>,
+}
 
 /// Who makes the Pulses, as this front-end last looked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +87,11 @@ pub struct Relay {
     lease: AtomicI64,
     forwarded: AtomicU64,
     received: AtomicU64,
+    /// Peers a forward to failed, and until when they are passed over ([`SHUN`]).
+    shunned: std::sync::Mutex<HashMap<String, std::time::Instant>>,
+    /// The forwarded batches taken in the last 2 × [`FORWARD_SKEW`]: the BLAKE3 of each
+    /// signature, with its time.
+    seen: std::sync::Mutex<HashMap<[u8; 32], u64>>,
 }
 
 /// The bytes a forwarded batch's signature signs: [`FORWARD_DOMAIN`], the time (u64 ns since
@@ -124,24 +146,55 @@ impl Relay {
             lease: AtomicI64::new(0),
             forwarded: AtomicU64::new(0),
             received: AtomicU64::new(0),
+            shunned: std::sync::Mutex::new(HashMap::new()),
+            seen: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
-    /// Who makes the Pulses, as last looked.
+    /// Who makes the Pulses, as last looked: a peer a forward to failed within [`SHUN`] is
+    /// taken as not known (this front-end makes its own).
     pub fn role(&self) -> Role {
-        self.role.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        let role = self.role.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if let Role::Peer(addr) = &role {
+            let shunned = self.shunned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if shunned.get(addr).is_some_and(|until| std::time::Instant::now() < *until) {
+                return Role::Unknown;
+            }
+        }
+        role
+    }
+
+    /// Whether a forwarded batch with this signature and time was not taken before; it is
+    /// remembered from now (a batch seen on the wire and sent again is refused).
+    pub(crate) fn first_seen(&self, signature: &[u8], time_ns: u64) -> Result<(), String> {
+        let window = 2 * FORWARD_SKEW.as_nanos() as u64;
+        let now = crate::now_ns().max(0) as u64;
+        let id = *blake3::hash(signature).as_bytes();
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.contains_key(&id) {
+            return Err("this batch was taken before: a batch is sent once".into());
+        }
+        if seen.len() >= MAX_SEEN {
+            seen.retain(|_, t| now.saturating_sub(*t) < window);
+            if seen.len() >= MAX_SEEN {
+                return Err(format!(
+                    "over {MAX_SEEN} batches in {} s: ask again shortly",
+                    2 * FORWARD_SKEW.as_secs()
+                ));
+            }
+        }
+        seen.insert(id, time_ns);
+        Ok(())
     }
 
     fn set_role(&self, role: Role) {
         *self.role.write().unwrap_or_else(std::sync::PoisonError::into_inner) = role;
     }
 
-    /// After a failed forward: make Pulses here until the next look says otherwise.
+    /// After a failed forward: make Pulses here for [`SHUN`], whatever the looks say.
     pub(crate) fn forget(&self, addr: &str) {
-        let mut role = self.role.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if *role == Role::Peer(addr.to_string()) {
-            *role = Role::Unknown;
-        }
+        let mut shunned = self.shunned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        shunned.insert(addr.to_string(), std::time::Instant::now() + SHUN);
     }
 
     /// Transactions this front-end handed to a sequencer, and took from others.
@@ -169,9 +222,14 @@ impl Relay {
         if let Some(c) = clients.get(addr) {
             return Ok(c.clone());
         }
+        // A peer whose host went away is noticed by the connection's own pings, not by TCP's
+        // minutes-long give-up.
         let channel = Channel::from_shared(format!("http://{addr}"))
             .map_err(|e| format!("peer {addr}: {e}"))?
             .connect_timeout(Duration::from_secs(2))
+            .http2_keep_alive_interval(Duration::from_secs(1))
+            .keep_alive_timeout(Duration::from_secs(2))
+            .keep_alive_while_idle(true)
             .connect_lazy();
         let c = LedgerClient::new(channel);
         clients.insert(addr.to_string(), c.clone());
@@ -181,7 +239,7 @@ impl Relay {
     /// Take part in the election until the task is dropped: hold `P/seq` if no one does, renew
     /// the lease while holding it, and note who holds it every [`LOOK_EVERY`].
     pub(crate) async fn campaign(self: Arc<Self>, ledger: FleetLedger) {
-        let mut held: Option<(i64, etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream)> = None;
+        let mut held: Option<Held> = None;
         let mut client = ledger.client.clone();
         let key = ledger.key_of("seq");
         let mut tick = tokio::time::interval(LOOK_EVERY);
@@ -197,9 +255,13 @@ impl Relay {
                 },
                 _ => Role::Unknown,
             };
-            if matches!(looked, Ok(Err(_)) | Err(_)) {
-                held = None;
-                self.lease.store(0, Ordering::Relaxed);
+            // A look that failed (etcd electing a leader, a member restarting) keeps the lease: it
+            // may well still run. Its renewal stream is opened again at the next look, and the
+            // lease is let go only when etcd says it ran out.
+            if matches!(looked, Ok(Err(_)) | Err(_))
+                && let Some(h) = held.as_mut()
+            {
+                h.renewal = None;
             }
             if role != self.role() {
                 tracing::info!("the ledger's sequencer is now {role:?} (this front-end: {})", self.advertise);
@@ -214,26 +276,38 @@ impl Relay {
         &self,
         client: &mut etcd_client::Client,
         key: &str,
-        held: &mut Option<(i64, etcd_client::LeaseKeeper, etcd_client::LeaseKeepAliveStream)>,
+        held: &mut Option<Held>,
     ) -> Result<Option<Vec<u8>>, etcd_client::Error> {
-        if let Some((_, keeper, stream)) = held.as_mut() {
-            keeper.keep_alive().await?;
-            let alive = matches!(stream.message().await?, Some(r) if r.ttl() > 0);
-            if !alive {
-                *held = None;
-                self.lease.store(0, Ordering::Relaxed);
+        if let Some(h) = held.as_mut() {
+            if h.renewal.is_none() {
+                h.renewal = Some(client.lease_keep_alive(h.id).await?);
+            }
+            if let Some((keeper, stream)) = h.renewal.as_mut() {
+                keeper.keep_alive().await?;
+                // Ran out (etcd answers a TTL of 0 for a lease it no longer has): let go.
+                if !matches!(stream.message().await?, Some(r) if r.ttl() > 0) {
+                    *held = None;
+                    self.lease.store(0, Ordering::Relaxed);
+                }
             }
         }
         let got = client.get(key, None).await?;
         if let Some(kv) = got.kvs().first() {
+            // Another's: a lease held from before is not needed.
+            if kv.value() != self.advertise.as_bytes()
+                && let Some(h) = held.take()
+            {
+                self.lease.store(0, Ordering::Relaxed);
+                let _ = client.lease_revoke(h.id).await;
+            }
             return Ok(Some(kv.value().to_vec()));
         }
         let id = match held {
-            Some((id, ..)) => *id,
+            Some(h) => h.id,
             None => {
                 let id = client.lease_grant(LEASE_TTL_S, None).await?.id();
-                let (keeper, stream) = client.lease_keep_alive(id).await?;
-                *held = Some((id, keeper, stream));
+                let renewal = client.lease_keep_alive(id).await?;
+                *held = Some(Held { id, renewal: Some(renewal) });
                 self.lease.store(id, Ordering::Relaxed);
                 id
             }
@@ -249,6 +323,12 @@ impl Relay {
         let resp = client.txn(txn).await?;
         if resp.succeeded() {
             return Ok(Some(self.advertise.as_bytes().to_vec()));
+        }
+        // Another took it first: this lease is not needed (a new one is granted when the key is
+        // free again).
+        if let Some(h) = held.take() {
+            self.lease.store(0, Ordering::Relaxed);
+            let _ = client.lease_revoke(h.id).await;
         }
         Ok(resp.op_responses().into_iter().find_map(|op| match op {
             etcd_client::TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),

@@ -29,6 +29,9 @@ use pb::{
     VersionsQuery,
 };
 
+/// How often a front-end that forwards brings its state to the head.
+const KEEP_UP: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Where a front-end listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
@@ -183,6 +186,12 @@ impl Sequencer {
     /// Hand what is queued to the sequencer at `addr`, answering each as it answers.
     async fn forward(self: Arc<Self>, relay: &Relay, addr: &str) {
         let Ok(permit) = relay.in_flight.acquire().await else { return };
+        // The wait for a permit may have been long: the sequencer may have changed, or a forward
+        // to it failed meanwhile.
+        if relay.role() != Role::Peer(addr.to_string()) {
+            drop(permit);
+            return Box::pin(self.sequence()).await;
+        }
         // A batch another front-end forwarded here is never forwarded again (no loop while the
         // lease moves): with one queued, this front-end makes the Pulses.
         let batch = {
@@ -217,16 +226,17 @@ impl Sequencer {
         let call = async {
             let mut client = relay.client(addr).map_err(NotForwarded::Nothing)?;
             client.forward(Forwarded { txs, time_ns, signature }).await.map_err(|s| {
-                // Refused whole (not this ledger's key, a clock apart, a front-end without
-                // `Forward`), or never sent: nothing recorded.
-                let never_sent = s.code() == tonic::Code::Unavailable
-                    && format!("{s:?}").to_ascii_lowercase().contains("connect");
-                if never_sent
+                // Refused whole (not this ledger's key, a clock apart, a batch seen before, a
+                // front-end without peers or without `Forward`), or never sent (this process's
+                // own connector failed to connect — not a message from the far end): nothing
+                // recorded.
+                if never_sent(&s)
                     || matches!(
                         s.code(),
                         tonic::Code::Unauthenticated
                             | tonic::Code::Unimplemented
                             | tonic::Code::InvalidArgument
+                            | tonic::Code::FailedPrecondition
                     )
                 {
                     NotForwarded::Nothing(s.message().to_string())
@@ -314,6 +324,24 @@ impl Sequencer {
             s.metadata_mut().insert(RETRY_AFTER, v);
         }
         Err(s)
+    }
+
+    /// While a peer sequences, bring this front-end's state to the head every [`KEEP_UP`]
+    /// (when its ledger is not busy), so that if it has to make Pulses — the sequencer gone,
+    /// or itself elected — it replays seconds of Pulses, not minutes.
+    async fn keep_up(self: Arc<Self>) {
+        let Some(relay) = self.relay.clone() else { return };
+        let mut tick = tokio::time::interval(KEEP_UP);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if matches!(relay.role(), Role::Peer(_))
+                && let Ok(mut ledger) = self.ledger.try_lock()
+                && let Err(e) = ledger.latest().await
+            {
+                tracing::warn!("bringing this front-end's state forward while another sequences: {e}");
+            }
+        }
     }
 
     /// Take whatever is queued into Pulses made here.
@@ -449,7 +477,8 @@ pub async fn serve_service(
     let campaign = match (service.seq.relay.clone(), service.campaigner.take()) {
         (Some(relay), Some(ledger)) => {
             let task = AbortOnDrop(tokio::spawn(relay.clone().campaign(ledger.reader())));
-            Some((task, relay, ledger))
+            let keeping = AbortOnDrop(tokio::spawn(service.seq.clone().keep_up()));
+            Some(([task, keeping], relay, ledger))
         }
         _ => None,
     };
@@ -458,11 +487,30 @@ pub async fn serve_service(
         .serve_with_shutdown(listen, shutdown)
         .await
         .map_err(|e| format!("serving on {listen}: {e}"));
-    if let Some((task, relay, ledger)) = campaign {
-        drop(task);
+    if let Some((tasks, relay, ledger)) = campaign {
+        drop(tasks);
         relay.resign(&ledger).await;
     }
     served
+}
+
+/// Whether a call failed before anything was sent: this process's connector could not connect
+/// (the peer's port refused it, or the connection timed out). Decided from the error's own chain
+/// of causes, made here, never from a message a far end could have written.
+fn never_sent(s: &Status) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(s);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        if e.downcast_ref::<tonic::transport::Error>().is_some() && e.to_string().contains("connect") {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// A task that ends when this is dropped.
@@ -627,9 +675,15 @@ impl Rpc for Service {
                 ),
             ));
         }
+        let Some(relay) = &self.seq.relay else {
+            return Err(Status::failed_precondition(
+                "this front-end takes no forwarded batches: it was not told of peers (sion ledger serve --peer)",
+            ));
+        };
         // Only the ledger's front-ends hold its key. What they forward passed their door (each
-        // robot's signature and rate): not checked twice.
+        // robot's signature and rate): not checked twice. Each batch is taken once.
         relay::check_forwarded(&self.seq.public, q.time_ns, &q.txs, &q.signature)
+            .and_then(|()| relay.first_seen(&q.signature, q.time_ns))
             .map_err(|e| Status::unauthenticated(format!("forwarded batch: {e}")))?;
         let n = q.txs.len();
         let mut answers = Vec::with_capacity(n);
@@ -646,9 +700,7 @@ impl Rpc for Service {
                 answers.push(answer);
             }
         }
-        if let Some(relay) = &self.seq.relay {
-            relay.count_received(n);
-        }
+        relay.count_received(n);
         tokio::spawn(self.seq.clone().sequence());
         let mut values = Vec::with_capacity(n);
         for answer in answers {

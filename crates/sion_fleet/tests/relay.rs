@@ -183,11 +183,27 @@ async fn a_forwarded_batch_not_of_the_ledger_key_or_of_another_time_is_refused_w
     assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
     assert_eq!(setup.nonce(&account_of(k)).await.expect("nonce"), 1, "nothing was recorded");
     // The same batch signed by the ledger's key and of now: taken, one outcome, its Pulse.
-    let out = c.forward(batch(&key, now, txs)).await.expect("a front-end's batch").into_inner();
+    let good = batch(&key, now, txs);
+    let out = c.forward(good.clone()).await.expect("a front-end's batch").into_inner();
     assert_eq!(out.values.len(), 1);
     assert!(out.values[0].pulse.is_some(), "{:?}", out.values[0]);
     assert_eq!(setup.nonce(&account_of(k)).await.expect("nonce"), 2);
     assert_eq!(fa.relay.counts(), (0, 1));
+    // Seen on the wire and sent again within the window: refused whole, not taken twice.
+    let e = c.forward(good).await.expect_err("a batch sent again");
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e}");
+    assert!(e.message().contains("taken before"), "{e}");
+    assert_eq!(fa.relay.counts(), (0, 1));
+    // A front-end not told of peers takes no forwarded batch at all.
+    let plain = free_addr().expect("port");
+    let ledger = FleetLedger::connect(&[etcd.url()], PREFIX, key.clone()).await.expect("connect");
+    tokio::spawn(sion_fleet::service::serve_service(Service::new(ledger), plain, std::future::pending()));
+    let mut p = client(plain).await;
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_nanos() as u64;
+    let e =
+        p.forward(batch(&key, now, vec![commit(k, 2, *log, 1, 4, 8).encode()])).await.expect_err("no peers");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,7 +282,10 @@ async fn a_sequencer_the_operator_did_not_name_is_not_forwarded_to() {
     let robots = robots(&mut setup, 1).await;
     // Whoever can write etcd names a listener of its own as the sequencer (no lease: it stays).
     let mut etcd_client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
-    let stranger = free_addr().expect("port");
+    // Its listener counts who connects.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let stranger = listener.local_addr().expect("addr");
     etcd_client.put(format!("{PREFIX}seq"), stranger.to_string(), None).await.expect("put");
     let (a, named) = (free_addr().expect("port"), free_addr().expect("port"));
     let fa = front_end(&etcd, &key, a, &[named]).await;
@@ -276,4 +295,49 @@ async fn a_sequencer_the_operator_did_not_name_is_not_forwarded_to() {
     let (k, log) = &robots[0];
     submit(&mut c, &commit(k, 1, *log, 0, 0, 4)).await.expect("made here");
     assert_eq!(fa.relay.counts(), (0, 0), "nothing forwarded to the stranger");
+    assert!(listener.accept().is_err(), "the front-end connected to the stranger's listener");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequencer_that_never_answers_holds_up_one_batch_then_is_passed_over() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[65; 32]);
+    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let robots = robots(&mut setup, 1).await;
+    // A named peer that takes connections and never says a word (wedged, or cut off from its
+    // peers while it still renews its lease), holding `P/seq`.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let hung = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    let mut etcd_client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    etcd_client.put(format!("{PREFIX}seq"), hung.to_string(), None).await.expect("put");
+    let a = free_addr().expect("port");
+    let fa = front_end(&etcd, &key, a, &[hung]).await;
+    let until = Instant::now() + Duration::from_secs(5);
+    while fa.relay.role() != Role::Peer(hung.to_string()) {
+        assert!(Instant::now() < until, "the hung peer was not taken as the sequencer");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut c = client(a).await;
+    let (k, log) = &robots[0];
+    let tx = commit(k, 1, *log, 0, 0, 4);
+    // Held up once, and told so, within the forward's wait (not the robot's 15 s)…
+    let t = Instant::now();
+    let e = submit(&mut c, &tx).await.expect_err("the hung sequencer answered");
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+    assert!(e.message().contains("not known"), "{e}");
+    assert!(t.elapsed() <= sion_fleet::relay::FORWARD_WAIT + Duration::from_secs(1), "{:?}", t.elapsed());
+    // …then passed over: the robot, asking its nonce (nothing was recorded), commits again and it
+    // is made here, at once, though `P/seq` still names the hung peer.
+    assert_eq!(setup.nonce(&account_of(k)).await.expect("nonce"), 1);
+    let t = Instant::now();
+    submit(&mut c, &tx).await.expect("made here");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(fa.relay.role(), Role::Unknown);
 }
