@@ -47,6 +47,9 @@ pub const FORWARD_WAIT: Duration = Duration::from_secs(10);
 /// holds up one batch, not every one.
 pub const SHUN: Duration = Duration::from_secs(10);
 
+/// The longest a peer is passed over, however often it failed.
+pub const SHUN_MOST: Duration = Duration::from_secs(300);
+
 /// The most forwarded batches a front-end remembers (those of the last 2 × [`FORWARD_SKEW`]),
 /// so that one seen on the wire and sent again is refused.
 const MAX_SEEN: usize = 65_536;
@@ -89,23 +92,29 @@ pub struct Relay {
     received: AtomicU64,
     /// Peers a forward to failed, and until when they are passed over ([`SHUN`]).
     shunned: std::sync::Mutex<HashMap<String, std::time::Instant>>,
+    /// How long each peer was last passed over for, since it last answered.
+    shun_for: std::sync::Mutex<HashMap<String, Duration>>,
+    /// When this front-end started (ns since the Unix epoch): batches made before are refused.
+    started_ns: u64,
     /// The forwarded batches taken in the last 2 × [`FORWARD_SKEW`]: the BLAKE3 of each
     /// signature, with its time.
     seen: std::sync::Mutex<HashMap<[u8; 32], u64>>,
 }
 
 /// The bytes a forwarded batch's signature signs: [`FORWARD_DOMAIN`], the time (u64 ns since
-/// the Unix epoch, little-endian), and the BLAKE3 of the transactions, each as a u32 length
+/// the Unix epoch, little-endian), the BLAKE3 of the receiver's advertised address (UTF-8: a
+/// batch is for one front-end), and the BLAKE3 of the transactions, each as a u32 length
 /// (little-endian) and its bytes.
-pub fn forward_message(time_ns: u64, txs: &[Vec<u8>]) -> Vec<u8> {
+pub fn forward_message(time_ns: u64, receiver: &str, txs: &[Vec<u8>]) -> Vec<u8> {
     let mut h = blake3::Hasher::new();
     for tx in txs {
         h.update(&(tx.len() as u32).to_le_bytes());
         h.update(tx);
     }
-    let mut m = Vec::with_capacity(FORWARD_DOMAIN.len() + 40);
+    let mut m = Vec::with_capacity(FORWARD_DOMAIN.len() + 72);
     m.extend_from_slice(FORWARD_DOMAIN);
     m.extend_from_slice(&time_ns.to_le_bytes());
+    m.extend_from_slice(blake3::hash(receiver.as_bytes()).as_bytes());
     m.extend_from_slice(h.finalize().as_bytes());
     m
 }
@@ -114,6 +123,7 @@ pub fn forward_message(time_ns: u64, txs: &[Vec<u8>]) -> Vec<u8> {
 pub fn check_forwarded(
     key: &VerifyingKey,
     time_ns: u64,
+    receiver: &str,
     txs: &[Vec<u8>],
     signature: &[u8],
 ) -> Result<(), String> {
@@ -128,8 +138,13 @@ pub fn check_forwarded(
     }
     let signature = <[u8; 64]>::try_from(signature)
         .map_err(|_| format!("the signature is {} bytes, not 64", signature.len()))?;
-    key.verify_strict(&forward_message(time_ns, txs), &ed25519_dalek::Signature::from_bytes(&signature))
-        .map_err(|_| "the batch is not signed by this ledger's key: only its front-ends forward".to_string())
+    key.verify_strict(&forward_message(time_ns, receiver, txs), &ed25519_dalek::Signature::from_bytes(&signature))
+        .map_err(|_| {
+            format!(
+                "the batch is not signed by this ledger's key for this front-end ({receiver}): only its front-ends \
+                 forward, each batch to one"
+            )
+        })
 }
 
 impl Relay {
@@ -147,6 +162,8 @@ impl Relay {
             forwarded: AtomicU64::new(0),
             received: AtomicU64::new(0),
             shunned: std::sync::Mutex::new(HashMap::new()),
+            shun_for: std::sync::Mutex::new(HashMap::new()),
+            started_ns: crate::now_ns().max(0) as u64,
             seen: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -167,19 +184,27 @@ impl Relay {
     /// Whether a forwarded batch with this signature and time was not taken before; it is
     /// remembered from now (a batch seen on the wire and sent again is refused).
     pub(crate) fn first_seen(&self, signature: &[u8], time_ns: u64) -> Result<(), String> {
-        let window = 2 * FORWARD_SKEW.as_nanos() as u64;
+        let skew = FORWARD_SKEW.as_nanos() as u64;
         let now = crate::now_ns().max(0) as u64;
+        // Remembered only since this process started: one timed before then might have been
+        // taken by the process before it.
+        if time_ns < self.started_ns {
+            return Err(
+                "the batch was made before this front-end started: sent again, or a clock is wrong".into()
+            );
+        }
         let id = *blake3::hash(signature).as_bytes();
         let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if seen.contains_key(&id) {
             return Err("this batch was taken before: a batch is sent once".into());
         }
-        if seen.len() >= MAX_SEEN {
-            seen.retain(|_, t| now.saturating_sub(*t) < window);
+        // A batch is taken only within the skew of its time: forgotten once past it.
+        if seen.len() >= MAX_SEEN / 2 {
+            seen.retain(|_, t| t.saturating_add(skew) >= now);
             if seen.len() >= MAX_SEEN {
                 return Err(format!(
-                    "over {MAX_SEEN} batches in {} s: ask again shortly",
-                    2 * FORWARD_SKEW.as_secs()
+                    "over {MAX_SEEN} batches within {} s: ask again shortly",
+                    FORWARD_SKEW.as_secs()
                 ));
             }
         }
@@ -191,10 +216,24 @@ impl Relay {
         *self.role.write().unwrap_or_else(std::sync::PoisonError::into_inner) = role;
     }
 
-    /// After a failed forward: make Pulses here for [`SHUN`], whatever the looks say.
+    /// After a failed forward: make Pulses here for [`SHUN`], doubled each time the same peer
+    /// fails again (at most [`SHUN_MOST`]), whatever the looks say.
     pub(crate) fn forget(&self, addr: &str) {
         let mut shunned = self.shunned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        shunned.insert(addr.to_string(), std::time::Instant::now() + SHUN);
+        let now = std::time::Instant::now();
+        let last = self.shun_for.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(addr).copied();
+        let next = last.map_or(SHUN, |d| (d * 2).min(SHUN_MOST));
+        self.shun_for
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(addr.to_string(), next);
+        shunned.insert(addr.to_string(), now + next);
+    }
+
+    /// After a forward that was answered: the peer's next failure is passed over for [`SHUN`]
+    /// again.
+    pub(crate) fn answered(&self, addr: &str) {
+        self.shun_for.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(addr);
     }
 
     /// Transactions this front-end handed to a sequencer, and took from others.
@@ -210,10 +249,10 @@ impl Relay {
         self.received.fetch_add(n as u64, Ordering::Relaxed);
     }
 
-    /// Sign a batch to forward, as of now: its time and signature.
-    pub(crate) fn sign(&self, txs: &[Vec<u8>]) -> (u64, Vec<u8>) {
+    /// Sign a batch to forward to `receiver`, as of now: its time and signature.
+    pub(crate) fn sign(&self, receiver: &str, txs: &[Vec<u8>]) -> (u64, Vec<u8>) {
         let time_ns = crate::now_ns().max(0) as u64;
-        (time_ns, self.key.sign(&forward_message(time_ns, txs)).to_bytes().to_vec())
+        (time_ns, self.key.sign(&forward_message(time_ns, receiver, txs)).to_bytes().to_vec())
     }
 
     /// The client of a peer (connected when first used).
@@ -263,7 +302,8 @@ impl Relay {
             {
                 h.renewal = None;
             }
-            if role != self.role() {
+            let before = self.role.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            if role != before {
                 tracing::info!("the ledger's sequencer is now {role:?} (this front-end: {})", self.advertise);
             }
             self.set_role(role);
@@ -278,18 +318,25 @@ impl Relay {
         key: &str,
         held: &mut Option<Held>,
     ) -> Result<Option<Vec<u8>>, etcd_client::Error> {
+        let mut ran_out = false;
         if let Some(h) = held.as_mut() {
             if h.renewal.is_none() {
-                h.renewal = Some(client.lease_keep_alive(h.id).await?);
+                match client.lease_keep_alive(h.id).await {
+                    Ok(r) => h.renewal = Some(r),
+                    // etcd no longer has it ("lease not found"): it ran out while looks failed.
+                    Err(etcd_client::Error::LeaseKeepAliveError(_)) => ran_out = true,
+                    Err(e) => return Err(e),
+                }
             }
             if let Some((keeper, stream)) = h.renewal.as_mut() {
                 keeper.keep_alive().await?;
                 // Ran out (etcd answers a TTL of 0 for a lease it no longer has): let go.
-                if !matches!(stream.message().await?, Some(r) if r.ttl() > 0) {
-                    *held = None;
-                    self.lease.store(0, Ordering::Relaxed);
-                }
+                ran_out = !matches!(stream.message().await?, Some(r) if r.ttl() > 0);
             }
+        }
+        if ran_out {
+            *held = None;
+            self.lease.store(0, Ordering::Relaxed);
         }
         let got = client.get(key, None).await?;
         if let Some(kv) = got.kvs().first() {

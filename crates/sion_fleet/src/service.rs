@@ -222,7 +222,7 @@ impl Sequencer {
         }
         let txs: Vec<Vec<u8>> = batch.iter().map(|q| q.bytes.clone()).collect();
         let n = txs.len();
-        let (time_ns, signature) = relay.sign(&txs);
+        let (time_ns, signature) = relay.sign(addr, &txs);
         let call = async {
             let mut client = relay.client(addr).map_err(NotForwarded::Nothing)?;
             client.forward(Forwarded { txs, time_ns, signature }).await.map_err(|s| {
@@ -254,6 +254,7 @@ impl Sequencer {
         match outcome {
             Ok(resp) if resp.get_ref().values.len() == n => {
                 relay.count_forwarded(n);
+                relay.answered(addr);
                 let mut checked = None;
                 for (q, o) in batch.into_iter().zip(resp.into_inner().values) {
                     let _ = q.reply.send(self.answer_of(o, &mut checked));
@@ -662,6 +663,11 @@ impl Rpc for Service {
     }
 
     async fn forward(&self, r: Request<Forwarded>) -> Result<Response<Outcomes>, Status> {
+        let Some(relay) = &self.seq.relay else {
+            return Err(Status::failed_precondition(
+                "this front-end takes no forwarded batches: it was not told of peers (sion ledger serve --peer)",
+            ));
+        };
         let q = r.into_inner();
         let bytes: usize = q.txs.iter().map(Vec::len).sum();
         if q.txs.len() > relay::MAX_FORWARD_TXS || bytes > relay::MAX_FORWARD_BYTES {
@@ -675,14 +681,10 @@ impl Rpc for Service {
                 ),
             ));
         }
-        let Some(relay) = &self.seq.relay else {
-            return Err(Status::failed_precondition(
-                "this front-end takes no forwarded batches: it was not told of peers (sion ledger serve --peer)",
-            ));
-        };
         // Only the ledger's front-ends hold its key. What they forward passed their door (each
-        // robot's signature and rate): not checked twice. Each batch is taken once.
-        relay::check_forwarded(&self.seq.public, q.time_ns, &q.txs, &q.signature)
+        // robot's signature and rate): not checked twice. Each batch is for one front-end, and
+        // taken once.
+        relay::check_forwarded(&self.seq.public, q.time_ns, &relay.advertise, &q.txs, &q.signature)
             .and_then(|()| relay.first_seen(&q.signature, q.time_ns))
             .map_err(|e| Status::unauthenticated(format!("forwarded batch: {e}")))?;
         let n = q.txs.len();

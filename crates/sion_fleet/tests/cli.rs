@@ -55,6 +55,31 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
+/// `sion ledger serve` with these arguments, once it listens on `listen`.
+fn serving(args: &[&str], listen: &str) -> impl Future<Output = Serving> + use<> {
+    let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+    let listen = listen.to_string();
+    async move { serving_owned(args, listen).await }
+}
+
+async fn serving_owned(args: Vec<String>, listen: String) -> Serving {
+    let s = Serving(
+        Command::new(sion_binary())
+            .args(["ledger", "serve"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&listen).is_err() {
+        assert!(Instant::now() < deadline, "sion ledger serve did not listen on {listen}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    s
+}
+
 struct Serving(Child);
 impl Drop for Serving {
     fn drop(&mut self) {
@@ -87,33 +112,23 @@ async fn operator_and_robot_commands_on_a_fleet_ledger() {
     let port = sion_fleet::local::free_port().expect("a free loopback port");
     let listen = format!("127.0.0.1:{port}");
     let url = format!("http://{listen}");
-    let serve = || async {
-        let s = Serving(
-            Command::new(sion_binary())
-                .args([
-                    "ledger",
-                    "serve",
-                    "--etcd",
-                    etcd.url(),
-                    "--key",
-                    k,
-                    "--listen",
-                    &listen,
-                    "--witnesses",
-                    wf,
-                ])
-                .args(["--archive", archive.to_str().expect("utf8")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("serve"),
-        );
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(&listen).is_err() {
-            assert!(Instant::now() < deadline, "sion ledger serve did not listen on {listen}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        s
+    let archived = archive.to_str().expect("utf8");
+    let serve = || {
+        serving(
+            &[
+                "--etcd",
+                etcd.url(),
+                "--key",
+                k,
+                "--listen",
+                &listen,
+                "--witnesses",
+                wf,
+                "--archive",
+                archived,
+            ],
+            &listen,
+        )
     };
     let serving = serve().await;
 
@@ -722,25 +737,8 @@ async fn two_front_ends_one_sequencing_and_one_killed() {
         .map(|_| format!("127.0.0.1:{}", sion_fleet::local::free_port().expect("a free loopback port")))
         .collect();
     let serve = |i: usize| {
-        let (me, other) = (listens[i].clone(), listens[1 - i].clone());
-        let url = etcd.url().to_string();
-        let k = k.to_string();
-        async move {
-            let s = Serving(
-                Command::new(sion_binary())
-                    .args(["ledger", "serve", "--etcd", &url, "--key", &k, "--listen", &me, "--peer", &other])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("serve"),
-            );
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while std::net::TcpStream::connect(&me).is_err() {
-                assert!(Instant::now() < deadline, "sion ledger serve did not listen on {me}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            s
-        }
+        let (me, other) = (&listens[i], &listens[1 - i]);
+        serving(&["--etcd", etcd.url(), "--key", k, "--listen", me, "--peer", other], me)
     };
     let mut serving = [Some(serve(0).await), Some(serve(1).await)];
     tokio::time::sleep(Duration::from_millis(1500)).await;

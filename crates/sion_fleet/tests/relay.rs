@@ -161,8 +161,9 @@ async fn a_forwarded_batch_not_of_the_ledger_key_or_of_another_time_is_refused_w
     let txs = vec![commit(k, 1, *log, 0, 0, 4).encode()];
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_nanos() as u64;
+    let to = a.to_string();
     let batch = |signer: &SigningKey, time_ns: u64, txs: Vec<Vec<u8>>| {
-        let signature = signer.sign(&forward_message(time_ns, &txs)).to_bytes().to_vec();
+        let signature = signer.sign(&forward_message(time_ns, &to, &txs)).to_bytes().to_vec();
         Forwarded { txs, time_ns, signature }
     };
     // Signed by a stranger (a robot's own key, say): refused, nothing recorded.
@@ -172,6 +173,18 @@ async fn a_forwarded_batch_not_of_the_ledger_key_or_of_another_time_is_refused_w
     let e = c.forward(batch(&key, now - 60_000_000_000, txs.clone())).await.expect_err("an old batch");
     assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e}");
     assert!(e.message().contains("s from this front-end's clock"), "{e}");
+    // Made for another front-end (seen on the way there, sent here): refused.
+    let signature = key.sign(&forward_message(now, "127.0.0.1:1", &txs)).to_bytes().to_vec();
+    let e = c
+        .forward(Forwarded { txs: txs.clone(), time_ns: now, signature })
+        .await
+        .expect_err("a batch for another front-end");
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e}");
+    // Within the clock's skew but made before this front-end started (the process before it
+    // may have taken it): refused.
+    let e =
+        c.forward(batch(&key, now - 20_000_000_000, txs.clone())).await.expect_err("made before the start");
+    assert!(e.message().contains("before this front-end started"), "{e}");
     // Its signature over other transactions than it holds: refused.
     let mut swapped = batch(&key, now, txs.clone());
     swapped.txs = vec![commit(k, 1, *log, 0, 0, 8).encode()];
