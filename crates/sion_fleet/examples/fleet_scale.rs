@@ -6,7 +6,13 @@
 //! leader is.
 //!
 //!     cargo run --release -p sion_fleet --example fleet_scale -- [--robots 1000] [--seconds 10]
-//!         [--max-txn-ops 1024] [--format 4]
+//!         [--max-txn-ops 1024] [--format 4] [--relay 1] [--faults 1]
+//!         [--etcd-heartbeat-ms 100] [--etcd-election-ms 1000]
+//!
+//! The two front-ends are told of each other, so one makes the Pulses and the other forwards
+//! to it (docs/FLEET-LEDGER.md, "One sequencer at a time"); `--relay 0` has both make Pulses,
+//! racing, as front-ends without peers do. `--faults 0` runs the fault-free row alone (for a
+//! profile); the etcd flags set the members' heartbeat and election timeout.
 //!
 //! `--format 3` makes the ledger as ledgers were made before the entries were the ledger (each
 //! Pulse also writes its logs', nonces' and paths' keys), to measure one against the other.
