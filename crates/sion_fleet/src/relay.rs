@@ -27,7 +27,7 @@ pub const LOOK_EVERY: Duration = Duration::from_millis(250);
 
 /// What a forwarded batch's signature is made over begins with this (docs/FLEET-LEDGER.md,
 /// "One sequencer at a time"): no header, entry or checkpoint the key signs begins so.
-const FORWARD_DOMAIN: &[u8] = b"sion-fleet-forward-v1";
+pub const FORWARD_DOMAIN: &[u8] = b"sion-fleet-forward-v1";
 
 /// How far a forwarded batch's time may be from the receiver's clock.
 pub const FORWARD_SKEW: Duration = Duration::from_secs(30);
