@@ -319,10 +319,8 @@ impl Sequencer {
         if !o.refusal.is_empty() {
             s = coded(s, &o.refusal);
         }
-        if o.retry_after_ms > 0
-            && let Ok(v) = o.retry_after_ms.to_string().parse()
-        {
-            s.metadata_mut().insert(RETRY_AFTER, v);
+        if o.retry_after_ms > 0 {
+            s = with_retry_after(s, o.retry_after_ms);
         }
         Err(s)
     }
@@ -546,13 +544,33 @@ fn admission(r: &Refusal) -> Status {
         Refusal::NotAdmitted { .. } => Status::permission_denied(r.to_string()),
         Refusal::Quota { .. } | Refusal::RateLimited { .. } => Status::resource_exhausted(r.to_string()),
     };
-    let mut s = coded(s, r.code());
-    if let Refusal::RateLimited { retry_after, .. } = r
-        && let Ok(v) = retry_after.as_millis().max(1).to_string().parse()
-    {
+    let s = coded(s, r.code());
+    match r {
+        Refusal::RateLimited { retry_after, .. } => {
+            with_retry_after(s, u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX).max(1))
+        }
+        _ => s,
+    }
+}
+
+/// A `rate_limited` refusal's wait, in its metadata ([`RETRY_AFTER`]).
+fn with_retry_after(mut s: Status, ms: u64) -> Status {
+    if let Ok(v) = ms.to_string().parse() {
         s.metadata_mut().insert(RETRY_AFTER, v);
     }
     s
+}
+
+/// A submission's answer lost with the queue's task.
+fn dropped() -> Status {
+    Status::internal("the submission was dropped from the front-end's queue")
+}
+
+/// A signed header as `Submit` answers it (the header, then its signature).
+fn header_bytes(h: &SignedHeader) -> Vec<u8> {
+    let mut out = Vec::with_capacity(185);
+    h.put(&mut out);
+    out
 }
 
 fn refusal(r: &LedgerError) -> Status {
@@ -599,11 +617,7 @@ type Queue = std::sync::Mutex<Vec<Queued>>;
 /// A `Submit`'s answer as a forwarded batch's outcome.
 fn outcome(answer: Answer) -> Outcome {
     match answer {
-        Ok(h) => {
-            let mut out = Vec::with_capacity(153);
-            h.put(&mut out);
-            Outcome { pulse: Some(out), ..Outcome::default() }
-        }
+        Ok(h) => Outcome { pulse: Some(header_bytes(&h)), ..Outcome::default() },
         Err(s) => Outcome {
             pulse: None,
             code: s.code() as i32,
@@ -653,12 +667,8 @@ impl Rpc for Service {
         });
         tokio::spawn(self.seq.clone().sequence());
         match answer.await {
-            Ok(answer) => answer.map(|h| {
-                let mut out = Vec::with_capacity(153);
-                h.put(&mut out);
-                Response::new(Blob { value: out })
-            }),
-            Err(_) => Err(Status::internal("the submission was dropped from the front-end's queue")),
+            Ok(answer) => answer.map(|h| Response::new(Blob { value: header_bytes(&h) })),
+            Err(_) => Err(dropped()),
         }
     }
 
@@ -706,9 +716,7 @@ impl Rpc for Service {
         tokio::spawn(self.seq.clone().sequence());
         let mut values = Vec::with_capacity(n);
         for answer in answers {
-            values.push(outcome(answer.await.unwrap_or_else(|_| {
-                Err(Status::internal("the submission was dropped from the front-end's queue"))
-            })));
+            values.push(outcome(answer.await.unwrap_or_else(|_| Err(dropped()))));
         }
         Ok(Response::new(Outcomes { values }))
     }

@@ -722,7 +722,7 @@ async fn proofs_carry_the_cosigned_checkpoint(dir: &Path, url: &str, ledger_hex:
 }
 
 /// Two `sion ledger serve --peer` processes, one elected to make the Pulses: a robot commits
-/// through each; the sequencer is killed with SIGKILL and the robot's next commit, through the
+/// through the one that forwards; the sequencer is killed with SIGKILL and the robot's next commit, through the
 /// other, lands (forwarded nowhere, it is made there); restarted, the killed one answers for
 /// the robot's proof; a wildcard --listen without --advertise is refused with what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
