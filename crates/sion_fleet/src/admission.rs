@@ -262,9 +262,47 @@ pub struct Door {
     policy: Policy,
     operator: Account,
     buckets: Mutex<Buckets>,
-    /// Senders' keys as decoded for their signatures' checks, at most [`MAX_BUCKETS`] (then
-    /// forgotten all at once): a fleet's robots submit again and again.
-    keys: Mutex<HashMap<Account, ed25519_dalek::VerifyingKey>>,
+    /// Senders' keys as decoded for their signatures' checks: a fleet's robots submit again
+    /// and again.
+    keys: Mutex<Keys>,
+}
+
+/// Decoded keys of senders whose transactions were recorded, in two generations of at most
+/// [`MAX_KEYS`] / 2 each: when the newer fills, the older is forgotten and the newer becomes it.
+/// A key used again is moved to the newer, so a robot that submits at least once a generation
+/// is never forgotten (before, a full cache was cleared whole, and every robot paid a decode).
+#[derive(Default)]
+struct Keys {
+    newer: HashMap<Account, ed25519_dalek::VerifyingKey>,
+    older: HashMap<Account, ed25519_dalek::VerifyingKey>,
+}
+
+/// The most decoded keys a door keeps (both generations).
+const MAX_KEYS: usize = 65_536;
+
+impl Keys {
+    fn get(&mut self, account: &Account) -> Option<ed25519_dalek::VerifyingKey> {
+        if let Some(k) = self.newer.get(account) {
+            return Some(*k);
+        }
+        let k = self.older.remove(account)?;
+        self.insert(*account, k);
+        Some(k)
+    }
+
+    fn insert(&mut self, account: Account, key: ed25519_dalek::VerifyingKey) {
+        if self.newer.len() >= MAX_KEYS / 2 {
+            // The older's memory is reused for the next newer.
+            std::mem::swap(&mut self.older, &mut self.newer);
+            self.newer.clear();
+        }
+        self.newer.insert(account, key);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.newer.len() + self.older.len()
+    }
 }
 
 /// Whether a transaction makes the state grow by a log or an agent (what admission governs).
@@ -278,33 +316,36 @@ impl Door {
             policy,
             operator,
             buckets: Mutex::new(Buckets { accounts: HashMap::new(), strangers: None }),
-            keys: Mutex::new(HashMap::new()),
+            keys: Mutex::new(Keys::default()),
         }
     }
 
     /// Whether `tx`'s signature is its sender's ([`SignedTx::signature_holds`]), the sender's
     /// key decoded once while it is kept.
     pub fn signature_holds(&self, tx: &SignedTx) -> bool {
-        let kept =
-            self.keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&tx.sender).copied();
+        let kept = self.keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&tx.sender);
         let key = match kept {
             Some(k) => k,
             None => {
                 let Ok(k) = ed25519_dalek::VerifyingKey::from_bytes(&tx.sender.0) else { return false };
-                // Kept only once it has signed something: a flood of strangers' keys that sign
-                // nothing fills nothing.
-                if !tx.signature_holds_under(&k) {
-                    return false;
-                }
-                let mut keys = self.keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if keys.len() >= MAX_BUCKETS {
-                    keys.clear();
-                }
-                keys.insert(tx.sender, k);
-                return true;
+                // Not kept here: a key is kept once a transaction of its is recorded
+                // ([`Door::recorded`]), so a flood of strangers' keys — signing validly,
+                // admitted or not — fills nothing.
+                return tx.signature_holds_under(&k);
             }
         };
         tx.signature_holds_under(&key)
+    }
+
+    /// A transaction of `sender`'s was recorded: its key is kept for its next checks (moved to
+    /// the newer generation if kept already).
+    pub fn recorded(&self, sender: &Account) {
+        let mut keys = self.keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if keys.get(sender).is_none()
+            && let Ok(k) = ed25519_dalek::VerifyingKey::from_bytes(&sender.0)
+        {
+            keys.insert(*sender, k);
+        }
     }
 
     pub fn policy(&self) -> &Policy {
@@ -395,6 +436,47 @@ mod tests {
 
     fn open(key: &SigningKey, nonce: u64) -> SignedTx {
         SignedTx::sign(key, nonce, Tx::OpenMemory { agent: None, policy: [0; 32] })
+    }
+
+    /// The attack of a review: a flood of strangers' keys, each with a valid signature, used
+    /// to empty the whole cache, so every robot paid a key decode again. A robot that submits
+    /// once in 10,000 keys kept now keeps its own, and the cache stays bounded.
+    #[test]
+    fn a_flood_of_strangers_keys_forgets_no_robot_that_keeps_submitting() {
+        let key = SigningKey::from_bytes(&[1; 32]).verifying_key();
+        let robot = Account([0xAA; 32]);
+        let mut keys = Keys::default();
+        keys.insert(robot, key);
+        for i in 0u32..300_000 {
+            let mut a = [0u8; 32];
+            a[..4].copy_from_slice(&i.to_le_bytes());
+            keys.insert(Account(a), key);
+            if i % 10_000 == 0 {
+                assert!(keys.get(&robot).is_some(), "the robot's key was forgotten after {i} strangers");
+            }
+            assert!(keys.len() <= MAX_KEYS);
+        }
+        // One that stops submitting is forgotten within two generations.
+        let mut quiet = Keys::default();
+        quiet.insert(robot, key);
+        for i in 0..MAX_KEYS as u32 {
+            let mut a = [0u8; 32];
+            a[..4].copy_from_slice(&i.to_le_bytes());
+            quiet.insert(Account(a), key);
+        }
+        assert!(quiet.get(&robot).is_none());
+        // At the door, a valid signature alone keeps nothing: only a sender whose transaction
+        // was recorded is kept, so strangers' keys, admitted or not, never push a robot's out.
+        let door = Door::new(Policy::unlimited(), Account([9; 32]));
+        let stranger = open(&SigningKey::from_bytes(&[3; 32]), 0);
+        assert!(door.signature_holds(&stranger));
+        assert_eq!(door.keys.lock().expect("keys").len(), 0);
+        door.recorded(&stranger.sender);
+        assert_eq!(door.keys.lock().expect("keys").len(), 1);
+        assert!(door.signature_holds(&stranger));
+        let mut forged = stranger.clone();
+        forged.nonce += 1;
+        assert!(!door.signature_holds(&forged), "a kept key still checks each signature");
     }
 
     #[test]

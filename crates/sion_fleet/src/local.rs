@@ -86,6 +86,11 @@ impl Etcd {
         &self.client_url
     }
 
+    /// The member's process id (a test stops and continues it: an etcd that answers nothing).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Start a member as the README runs them (docs/FLEET-LEDGER.md, "etcd: TLS and
     /// authentication"): TLS with certificates from scripts/etcd-pki.sh under `dir/pki`, client
     /// certificates required, and authentication on, with a `root` user and a user

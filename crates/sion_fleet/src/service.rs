@@ -175,22 +175,34 @@ impl Sequencer {
     /// Take whatever is queued (nothing, if another turn took it first) into Pulses, answering
     /// each as its Pulse lands; or, while a peer sequences, hand it to that peer.
     async fn sequence(self: Arc<Self>) {
+        self.sequence_by(tokio::time::Instant::now() + relay::PERMIT_WAIT).await;
+    }
+
+    /// [`Sequencer::sequence`], waiting for a place in flight until `deadline` at most.
+    async fn sequence_by(self: Arc<Self>, deadline: tokio::time::Instant) {
         if let Some(relay) = self.relay.clone()
             && let Role::Peer(addr) = relay.role()
         {
-            return self.forward(&relay, &addr).await;
+            return self.forward(&relay, &addr, deadline).await;
         }
         self.make_pulses().await;
     }
 
     /// Hand what is queued to the sequencer at `addr`, answering each as it answers.
-    async fn forward(self: Arc<Self>, relay: &Relay, addr: &str) {
-        let Ok(permit) = relay.in_flight.acquire().await else { return };
+    async fn forward(self: Arc<Self>, relay: &Relay, addr: &str, deadline: tokio::time::Instant) {
+        // Both batches in flight for longer than a robot can wait: the sequencer is not taking
+        // them as fast as they come (or is wedged, and not yet passed over); this one is made
+        // here (the compare-and-swap decides, as when front-ends race).
+        let permit = match tokio::time::timeout_at(deadline, relay.in_flight.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) => return,
+            Err(_) => return self.make_pulses().await,
+        };
         // The wait for a permit may have been long: the sequencer may have changed, or a forward
         // to it failed meanwhile.
         if relay.role() != Role::Peer(addr.to_string()) {
             drop(permit);
-            return Box::pin(self.sequence()).await;
+            return Box::pin(self.sequence_by(deadline)).await;
         }
         // A batch another front-end forwarded here is never forwarded again (no loop while the
         // lease moves): with one queued, this front-end makes the Pulses.
@@ -257,7 +269,11 @@ impl Sequencer {
                 relay.answered(addr);
                 let mut checked = None;
                 for (q, o) in batch.into_iter().zip(resp.into_inner().values) {
-                    let _ = q.reply.send(self.answer_of(o, &mut checked));
+                    let answer = self.answer_of(o, &mut checked);
+                    if answer.is_ok() {
+                        self.door.recorded(&q.tx.sender);
+                    }
+                    let _ = q.reply.send(answer);
                 }
             }
             Ok(resp) => {
@@ -374,14 +390,17 @@ impl Sequencer {
                 }
                 counted.insert(tx.sender, opened + 1);
             }
+            replies.push(Some((tx.sender, reply)));
             txs.push(tx);
-            replies.push(Some(reply));
         }
         // Every signature was checked at the door. A caller that went away does not stop the
         // others' answers.
         ledger
             .submit_each(txs, sion_ledger::state::Signature::Checked, |i, answer| {
-                if let Some(reply) = replies.get_mut(i).and_then(Option::take) {
+                if let Some((sender, reply)) = replies.get_mut(i).and_then(Option::take) {
+                    if answer.is_ok() {
+                        self.door.recorded(&sender);
+                    }
                     let _ = reply.send(answer.map(|r| r.pulse).map_err(status));
                 }
             })

@@ -800,4 +800,19 @@ async fn two_front_ends_one_sequencing_and_one_killed() {
         None,
     );
     assert!(!o.status.success() && text(&o).contains("--advertise"), "{}", text(&o));
+    // A peer not written as HOST:PORT is refused before anything starts, naming the flag.
+    for (bad, says) in [
+        ("http://127.0.0.1:7", "no scheme"),
+        ("127.0.0.1", "no port"),
+        ("127.0.0.1:0", "port"),
+        ("127.0.0.1:07", "port"),
+        ("::1:7", "brackets"),
+        ("[::1]", "no port"),
+        ("-x:7", "host"),
+        ("a..b:7", "host"),
+    ] {
+        let o = sion(&["ledger", "serve", "--etcd", etcd.url(), "--key", k, &format!("--peer={bad}")], None);
+        let t = text(&o);
+        assert!(!o.status.success() && t.contains("--peer") && t.contains(says), "{bad}: {t}");
+    }
 }

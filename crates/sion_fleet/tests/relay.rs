@@ -3,7 +3,9 @@
 //! comes back as the sequencer coded it; a batch not signed by the ledger's key, or replayed
 //! later, or too large, is refused whole; an address in `P/seq` the operator did not name is
 //! not forwarded to; and when the sequencer stops (its lease given up, or left to run out as
-//! a killed one's is) the other takes the Pulses, no commit lost meanwhile.
+//! a killed one's is) the other takes the Pulses, no commit lost meanwhile. A sequencer that
+//! never answers, or answers pings but never decides a batch, holds up no robot past its wait;
+//! a lease that runs out while etcd answers nothing is let go, and one sequencer elected again.
 
 mod common;
 use std::net::SocketAddr;
@@ -353,4 +355,180 @@ async fn a_sequencer_that_never_answers_holds_up_one_batch_then_is_passed_over()
     submit(&mut c, &tx).await.expect("made here");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_eq!(fa.relay.role(), Role::Unknown);
+}
+
+/// A named peer that speaks HTTP/2 (its connection answers pings) but never decides a forwarded
+/// batch: a sequencer whose own etcd requests hang, say. Everything else it refuses.
+mod mute {
+    use sion_fleet::service::pb::ledger_server::Ledger;
+    use sion_fleet::service::pb::{
+        Blob, CellsAsked, Cosigned, Empty, Forwarded, List, LogAt, Maybe, Name, Number, Outcomes, Sizes,
+        VersionsQuery,
+    };
+    use tonic::{Request, Response, Status};
+
+    /// Counts the batches it was handed.
+    pub struct Mute(pub std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    // The impl is made whole by the macro, so `async_trait` sees every method.
+    macro_rules! refused {
+        ($($name:ident($ask:ty) -> $answer:ty;)*) => {
+            #[tonic::async_trait]
+            impl Ledger for Mute {
+                $(async fn $name(&self, _: Request<$ask>) -> Result<Response<$answer>, Status> {
+                    Err(Status::unimplemented("mute"))
+                })*
+
+                                async fn forward(&self, _: Request<Forwarded>) -> Result<Response<Outcomes>, Status> {
+                    self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    std::future::pending().await
+                }
+            }
+        };
+    }
+
+    refused! {
+            key(Empty) -> Blob; submit(Blob) -> Blob; latest(Empty) -> Blob; header(Number) -> Blob;
+            log(Number) -> Maybe; log_count(Empty) -> Number; nonce(Blob) -> Number; agent(Name) -> Maybe;
+            state(LogAt) -> Blob; time(LogAt) -> Blob; last_commit_at_most(LogAt) -> Maybe;
+            first_commit_over(LogAt) -> Maybe; versions(VersionsQuery) -> List; cosign(Cosigned) -> Empty;
+            cosignatures(Number) -> List; entry(Number) -> Blob; checkpoint(Empty) -> Blob;
+            history_consistency(Sizes) -> List; history_inclusion(Sizes) -> List;
+                        cosigned_checkpoint(Number) -> Maybe; cells(CellsAsked) -> Maybe;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequencer_that_takes_batches_and_never_decides_them_holds_up_no_robot_past_its_wait() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[66; 32]);
+    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let robots = robots(&mut setup, 3).await;
+    let mute = free_addr().expect("port");
+    let handed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(sion_fleet::service::pb::ledger_server::LedgerServer::new(mute::Mute(
+                handed.clone(),
+            )))
+            .serve(mute),
+    );
+    let mut etcd_client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    etcd_client.put(format!("{PREFIX}seq"), mute.to_string(), None).await.expect("put");
+    let a = free_addr().expect("port");
+    let fa = front_end(&etcd, &key, a, &[mute]).await;
+    let until = Instant::now() + Duration::from_secs(5);
+    while fa.relay.role() != Role::Peer(mute.to_string()) {
+        assert!(Instant::now() < until, "the mute peer was not taken as the sequencer");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let c = client(a).await;
+    // Two robots' batches taken and never decided: both of the front-end's places in flight.
+    let t = Instant::now();
+    let mut held = Vec::new();
+    for (n, (k, log)) in robots[..2].iter().enumerate() {
+        let (mut c, tx) = (c.clone(), commit(k, 1, *log, 0, 0, 4));
+        held.push(tokio::spawn(async move { submit(&mut c, &tx).await }));
+        // Each its own batch: the next robot commits once the mute peer holds this one.
+        let until = Instant::now() + Duration::from_secs(5);
+        while handed.load(std::sync::atomic::Ordering::SeqCst) <= n {
+            assert!(Instant::now() < until, "batch {n} was not handed to the mute peer");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    // A third robot's commit waits for a place at most `PERMIT_WAIT`, then is made here —
+    // answered within the robot's 15 s (before, it waited as long as the two were held, and
+    // then as long again for its own forward).
+    let (k, log) = &robots[2];
+    let t2 = Instant::now();
+    submit(&mut c.clone(), &commit(k, 1, *log, 0, 0, 4)).await.expect("made here after the wait for a place");
+    let waited = t2.elapsed();
+    // At least the wait for a place, and well short of the 10 s the held batches wait.
+    let most = sion_fleet::relay::PERMIT_WAIT;
+    assert!(
+        waited >= most - Duration::from_millis(100) && waited < sion_fleet::relay::FORWARD_WAIT,
+        "{waited:?}"
+    );
+    assert_eq!(handed.load(std::sync::atomic::Ordering::SeqCst), 2, "the third was not forwarded");
+    // The two held are answered "not known" within the forward's wait.
+    for h in held {
+        let e = h.await.expect("task").expect_err("the mute sequencer answered");
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+        assert!(e.message().contains("not known"), "{e}");
+    }
+    assert!(t.elapsed() <= sion_fleet::relay::FORWARD_WAIT + Duration::from_secs(3), "{:?}", t.elapsed());
+    // Then the peer is passed over: the next commit is made here at once.
+    let (k, log) = &robots[0];
+    assert_eq!(setup.nonce(&account_of(k)).await.expect("nonce"), 1, "nothing of a held batch was recorded");
+    let t = Instant::now();
+    submit(&mut c.clone(), &commit(k, 1, *log, 0, 0, 4)).await.expect("made here");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+/// Send a signal to a process by number, with the system's `kill`.
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill").args([sig, &pid.to_string()]).status().expect("kill");
+    assert!(ok.success(), "kill {sig} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_runs_out_while_etcd_answers_nothing_is_let_go_and_one_sequencer_is_elected_again() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[67; 32]);
+    let public = key.verifying_key();
+    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let robots = robots(&mut setup, 2).await;
+    let (a, b) = (free_addr().expect("port"), free_addr().expect("port"));
+    let fa = front_end(&etcd, &key, a, &[b]).await;
+    let fb = front_end(&etcd, &key, b, &[a]).await;
+    let first = settled(&[&fa, &fb], Duration::from_secs(10)).await;
+    let mut versions = [0u64; 2];
+    let commit_all = async |versions: &mut [u64; 2]| {
+        for f in [&fa, &fb] {
+            let mut c = client(f.addr).await;
+            for (i, (k, log)) in robots.iter().enumerate() {
+                let v = versions[i];
+                let h = submit(&mut c, &commit(k, v + 1, *log, v, v * 4, v * 4 + 4))
+                    .await
+                    .unwrap_or_else(|e| panic!("robot {i} via {}: {e}", f.addr));
+                h.verify(&public).expect("the ledger's");
+                versions[i] += 1;
+            }
+        }
+    };
+    commit_all(&mut versions).await;
+    let mut etcd_client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let lease_of = async |c: &mut etcd_client::Client| {
+        let got = c.get(format!("{PREFIX}seq"), None).await.expect("get");
+        got.kvs().first().map(|kv| (kv.lease(), kv.value().to_vec()))
+    };
+    let before = lease_of(&mut etcd_client).await.expect("a sequencer's lease");
+    // etcd stopped (its sockets open, nothing answered) for longer than the lease: every look
+    // and renewal fails meanwhile, and the lease runs out under its holder.
+    signal(etcd.pid(), "-STOP");
+    tokio::time::sleep(Duration::from_secs(sion_fleet::relay::LEASE_TTL_S as u64 + 2)).await;
+    signal(etcd.pid(), "-CONT");
+    // The holder learns its lease is gone and lets it go; one sequencer is elected again. With
+    // 0c16fd1's fix taken out (a renewal etcd refuses, "lease not found", failing the look),
+    // the old holder stays out of the election: roles [Unknown, Me] for as long as one waits.
+    let t = Instant::now();
+    let after = loop {
+        match lease_of(&mut etcd_client).await {
+            Some(held) if held.0 != before.0 => break held,
+            _ => {}
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no new lease taken after etcd answered again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Two looks, so that neither front-end's role is from before the stall.
+    tokio::time::sleep(2 * sion_fleet::relay::LOOK_EVERY).await;
+    let again = settled(&[&fa, &fb], Duration::from_secs(10)).await;
+    eprintln!("after etcd answered again, sequencer {again} (before: {first}) elected in {:?}", t.elapsed());
+    assert_eq!(after.1, [a, b][again].to_string().into_bytes(), "P/seq names the one elected");
+    commit_all(&mut versions).await;
+    for (i, (_, log)) in robots.iter().enumerate() {
+        assert_eq!(setup.log(*log).await.expect("log").expect("exists").commits, versions[i], "robot {i}");
+    }
 }

@@ -324,12 +324,52 @@ pub struct ServeArgs {
     /// lease on `PREFIX/seq`) and the others hand it what passes their door, in batches signed
     /// with the ledger's key: no racing for each Pulse (docs/FLEET-LEDGER.md, "One sequencer at
     /// a time"). Give every front-end the same --key and name each of the others.
-    #[arg(long = "peer", value_name = "ADDR", value_delimiter = ',')]
+    #[arg(long = "peer", value_name = "ADDR", value_delimiter = ',', value_parser = host_port)]
     peers: Vec<String>,
     /// The address the other front-ends reach this one at (with --peer): --listen unless given;
     /// needed when --listen is a wildcard such as 0.0.0.0.
-    #[arg(long, value_name = "ADDR", requires = "peers")]
+    #[arg(long, value_name = "ADDR", requires = "peers", value_parser = host_port)]
     advertise: Option<String>,
+}
+
+/// A front-end's address as peers name it: `HOST:PORT` — a host name, an IPv4 address or a
+/// bracketed IPv6 one, and a port from 1. Written one way (a name in lower case, without a
+/// trailing dot), since front-ends compare addresses as written: `P/seq` holds one, and a
+/// forwarded batch is signed for one.
+fn host_port(s: &str) -> Result<String, String> {
+    if s.contains(['/', '@', '?', '#']) {
+        return Err(format!("{s:?}: HOST:PORT, with no scheme, no path and no user"));
+    }
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (v6, port) =
+            rest.split_once(']').ok_or_else(|| format!("{s:?}: no ']' after an IPv6 address"))?;
+        let v6 =
+            v6.parse::<std::net::Ipv6Addr>().map_err(|_| format!("{s:?}: {v6:?} is not an IPv6 address"))?;
+        let port = port.strip_prefix(':').ok_or_else(|| format!("{s:?}: not [IPV6]:PORT (no port)"))?;
+        (format!("[{v6}]"), port)
+    } else {
+        let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("{s:?}: not HOST:PORT (no port)"))?;
+        if host.contains(':') {
+            return Err(format!("{s:?}: an IPv6 address is written in brackets, [ADDRESS]:PORT"));
+        }
+        let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+        let label_ok = |l: &str| {
+            (1..=63).contains(&l.len())
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if host.len() > 253 || !host.split('.').all(label_ok) {
+            return Err(format!(
+                "{s:?}: the host {host:?} is not a name, an IPv4 address or a bracketed IPv6 one (no scheme, no path)"
+            ));
+        }
+        (host, port)
+    };
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && !port.starts_with(['+', '0']) => Ok(format!("{host}:{port}")),
+        _ => Err(format!("{s:?}: the port {port:?} is not a number from 1 to 65535")),
+    }
 }
 
 pub fn run(cmd: LedgerCommand) -> Result<ExitCode> {
