@@ -182,12 +182,13 @@ struct Pending {
     /// Where `buf` goes in the node file: everything before it is written.
     base: u64,
     buf: Vec<u8>,
-    /// The records to cache once published (the top of the structure).
-    records: Vec<(Ptr, Arc<Record>)>,
 }
 
 /// Pending bytes are written to the file (not yet published) past this much.
 const PENDING_FLUSH: usize = 4 << 20;
+/// Room past [`PENDING_FLUSH`] for the record that crosses it, so the buffer is not doubled
+/// for most seals (a larger record still grows it).
+const PENDING_SLACK: usize = 256 << 10;
 
 /// The index's store. Readers share it (`Arc<Store>`); one writer appends.
 pub struct Store {
@@ -284,7 +285,10 @@ impl Store {
             roots,
             nodes_len: AtomicU64::new(len),
             versions: RwLock::new(versions),
-            pending: Mutex::new(Pending { base: len, buf: Vec::new(), records: Vec::new() }),
+            pending: Mutex::new(Pending {
+                base: len,
+                buf: Vec::with_capacity(PENDING_FLUSH + PENDING_SLACK),
+            }),
             written_len: AtomicU64::new(len),
             cache: Cache::new(cache_bytes),
             reads: AtomicUsize::new(0),
@@ -511,7 +515,20 @@ impl Store {
         let crc = sion_disk::frame::frame_checksum(len, &pending.buf[at + 8..]);
         pending.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
         pending.buf[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
-        // List runs too: the next merge of a list's runs reads them back.
+        if pending.buf.len() >= PENDING_FLUSH {
+            // Written but not published: a crash drops it (it is past the checkpoint).
+            if self.nodes.write_at(&pending.buf, pending.base).is_ok() {
+                pending.base += pending.buf.len() as u64;
+                pending.buf.clear();
+                self.written_len.store(pending.base, Ordering::Release);
+            }
+        }
+        drop(pending);
+        // The top of the structure readers walk is cached (list runs too: the next merge of a
+        // list's runs reads them back); the rest is read when asked for (most of it never is).
+        // Cached at once, not at the publish: a pointer is never reused, and only the writer
+        // follows one past what is published. Held until the publish, a seal's records were
+        // memory outside the cache's budget (about 22 MB at a cold boot's peak).
         if matches!(
             record,
             Record::Node(_)
@@ -521,15 +538,7 @@ impl Store {
                 | Record::ListRun(_)
                 | Record::ListNode(_)
         ) {
-            pending.records.push((ptr, Arc::new(record)));
-        }
-        if pending.buf.len() >= PENDING_FLUSH {
-            // Written but not published: a crash drops it (it is past the checkpoint).
-            if self.nodes.write_at(&pending.buf, pending.base).is_ok() {
-                pending.base += pending.buf.len() as u64;
-                pending.buf.clear();
-                self.written_len.store(pending.base, Ordering::Release);
-            }
+            self.cache.put(ptr, Arc::new(record));
         }
         ptr
     }
@@ -544,11 +553,6 @@ impl Store {
         let len = (pending.base + pending.buf.len() as u64 - ptr - 8) as u32;
         self.nodes.write_at(&pending.buf, pending.base).map_err(io_err("writing the node file"))?;
         let written = pending.base + pending.buf.len() as u64;
-        // The top of the structure readers walk stays cached; the rest is read when asked for
-        // (most of it never is).
-        for (p, r) in pending.records.drain(..) {
-            self.cache.put(p, r);
-        }
         pending.buf.clear();
         pending.base = written;
         drop(pending);

@@ -352,8 +352,9 @@ fn space_of(dir: &Path, config: &Config) -> Result<Option<[u8; 32]>, OpenError> 
     Ok(Some(id))
 }
 
-/// Atoms decoded at a time while folding a long stretch of log.
-const FOLD_BATCH: usize = 1 << 14;
+/// Atoms decoded at a time while folding a long stretch of log (two batches are held: the one
+/// folded and the next, read meanwhile).
+const FOLD_BATCH: usize = 1 << 12;
 
 fn config_err(path: &Path, problem: impl ToString) -> OpenError {
     OpenError::Config { path: path.to_owned(), problem: problem.to_string() }
