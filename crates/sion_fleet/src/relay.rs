@@ -42,8 +42,9 @@ pub const MAX_FORWARD_BYTES: usize = 2 << 20;
 /// 15 s wait for its answer.
 pub const FORWARD_WAIT: Duration = Duration::from_secs(10);
 
-/// How long a forward waits for one of the two batches a front-end has in flight before it
-/// makes its Pulse itself: with [`FORWARD_WAIT`], a robot is answered within its 15 s.
+/// How long a `Submit` waits to be taken into a forwarded batch (both of the front-end's two
+/// places in flight held meanwhile) before its front-end makes its Pulse itself: with
+/// [`FORWARD_WAIT`], a robot is answered within its 15 s.
 pub const PERMIT_WAIT: Duration = Duration::from_secs(3);
 
 /// How long a front-end makes its own Pulses after a forward to a peer failed, whatever

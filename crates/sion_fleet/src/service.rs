@@ -154,6 +154,8 @@ impl Checkpoints {
 struct Sequencer {
     ledger: Mutex<FleetLedger>,
     queue: Queue,
+    /// `Submit`s queued so far (each one's [`Queued::id`]).
+    submits: std::sync::atomic::AtomicU64,
     /// The admission policy and its rate buckets, passed before anything is queued.
     door: Door,
     /// The election and the peers, when the operator named any (`sion ledger serve --peer`).
@@ -175,136 +177,143 @@ impl Sequencer {
     /// Take whatever is queued (nothing, if another turn took it first) into Pulses, answering
     /// each as its Pulse lands; or, while a peer sequences, hand it to that peer.
     async fn sequence(self: Arc<Self>) {
-        self.sequence_by(tokio::time::Instant::now() + relay::PERMIT_WAIT).await;
-    }
-
-    /// [`Sequencer::sequence`], waiting for a place in flight until `deadline` at most.
-    async fn sequence_by(self: Arc<Self>, deadline: tokio::time::Instant) {
         if let Some(relay) = self.relay.clone()
             && let Role::Peer(addr) = relay.role()
         {
-            return self.forward(&relay, &addr, deadline).await;
+            return self.forward(&relay, &addr).await;
         }
         self.make_pulses().await;
     }
 
-    /// Hand what is queued to the sequencer at `addr`, answering each as it answers.
-    async fn forward(self: Arc<Self>, relay: &Relay, addr: &str, deadline: tokio::time::Instant) {
-        // Both batches in flight for longer than a robot can wait: the sequencer is not taking
-        // them as fast as they come (or is wedged, and not yet passed over); this one is made
-        // here (the compare-and-swap decides, as when front-ends race).
-        let permit = match tokio::time::timeout_at(deadline, relay.in_flight.acquire()).await {
-            Ok(Ok(permit)) => permit,
-            Ok(Err(_)) => return,
-            Err(_) => return self.make_pulses().await,
-        };
-        // The wait for a permit may have been long: the sequencer may have changed, or a forward
-        // to it failed meanwhile.
-        if relay.role() != Role::Peer(addr.to_string()) {
-            drop(permit);
-            return Box::pin(self.sequence_by(deadline)).await;
-        }
-        // A batch another front-end forwarded here is never forwarded again (no loop while the
-        // lease moves): with one queued, this front-end makes the Pulses.
-        let batch = {
-            let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if queue.iter().any(|q| q.forwarded) {
-                None
-            } else {
-                let (mut take, mut bytes) = (0, 0);
-                for q in queue.iter() {
-                    if take == relay::MAX_FORWARD_TXS
-                        || (take > 0 && bytes + q.bytes.len() > relay::MAX_FORWARD_BYTES)
-                    {
-                        break;
-                    }
-                    bytes += q.bytes.len();
-                    take += 1;
-                }
-                // The rest is taken by the tasks of the `Submit`s that queued it.
-                Some(queue.drain(..take).collect::<Vec<_>>())
-            }
-        };
-        let Some(batch) = batch else {
-            drop(permit);
-            return self.make_pulses().await;
-        };
-        if batch.is_empty() {
-            return;
-        }
-        let txs: Vec<Vec<u8>> = batch.iter().map(|q| q.bytes.clone()).collect();
-        let n = txs.len();
-        let (time_ns, signature) = relay.sign(addr, &txs);
-        let call = async {
-            let mut client = relay.client(addr).map_err(NotForwarded::Nothing)?;
-            client.forward(Forwarded { txs, time_ns, signature }).await.map_err(|s| {
-                // Refused whole (not this ledger's key, a clock apart, a batch seen before, a
-                // front-end without peers or without `Forward`), or never sent (this process's
-                // own connector failed to connect — not a message from the far end): nothing
-                // recorded.
-                if never_sent(&s)
-                    || matches!(
-                        s.code(),
-                        tonic::Code::Unauthenticated
-                            | tonic::Code::Unimplemented
-                            | tonic::Code::InvalidArgument
-                            | tonic::Code::FailedPrecondition
-                    )
-                {
-                    NotForwarded::Nothing(s.message().to_string())
-                } else {
-                    NotForwarded::Unknown(s.message().to_string())
-                }
-            })
-        };
-        let outcome = match tokio::time::timeout(relay::FORWARD_WAIT, call).await {
-            Ok(r) => r,
-            Err(_) => {
-                Err(NotForwarded::Unknown(format!("no answer within {} s", relay::FORWARD_WAIT.as_secs())))
-            }
-        };
-        match outcome {
-            Ok(resp) if resp.get_ref().values.len() == n => {
-                relay.count_forwarded(n);
-                relay.answered(addr);
-                let mut checked = None;
-                for (q, o) in batch.into_iter().zip(resp.into_inner().values) {
-                    let answer = self.answer_of(o, &mut checked);
-                    if answer.is_ok() {
-                        self.door.recorded(&q.tx.sender);
-                    }
-                    let _ = q.reply.send(answer);
-                }
-            }
-            Ok(resp) => {
-                relay.forget(addr);
-                let got = resp.get_ref().values.len();
-                for q in batch {
-                    let _ = q.reply.send(Err(Status::unavailable(format!(
-                        "the front-end sequencing ({addr}) answered {got} outcomes for {n} transactions: not known \
-                         whether this one was recorded; ask the ledger for your log"
-                    ))));
-                }
-            }
-            Err(NotForwarded::Nothing(why)) => {
-                tracing::warn!("forwarding to {addr} failed ({why}); this front-end makes its own Pulses");
-                relay.forget(addr);
+    /// Hand what is queued to the sequencer at `addr`, answering each as it answers. A task
+    /// that finds both places in flight taken leaves what is queued to their holders, which take
+    /// it when their batch is answered (before, each `Submit`'s task waited in line for a
+    /// place: thousands of them under load, served one a batch). A `Submit` not taken into a
+    /// batch within [`relay::PERMIT_WAIT`] is made into a Pulse here (`Service::submit`).
+    async fn forward(self: Arc<Self>, relay: &Relay, addr: &str) {
+        let Ok(mut permit) = relay.in_flight.try_acquire() else { return };
+        loop {
+            // The sequencer may have changed, or a forward to it failed meanwhile.
+            if relay.role() != Role::Peer(addr.to_string()) {
                 drop(permit);
-                {
-                    let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    let rest = std::mem::take(&mut *queue);
-                    queue.extend(batch);
-                    queue.extend(rest);
-                }
-                self.make_pulses().await;
+                return Box::pin(self.sequence()).await;
             }
-            Err(NotForwarded::Unknown(why)) => {
-                relay.forget(addr);
-                for q in batch {
-                    let _ = q.reply.send(Err(Status::unavailable(format!(
-                        "the front-end sequencing ({addr}) did not answer ({why}): not known whether this \
-                         transaction was recorded; ask the ledger for your log and nonce"
-                    ))));
+            // A batch another front-end forwarded here is never forwarded again (no loop while
+            // the lease moves): with one queued, this front-end makes the Pulses.
+            let batch = {
+                let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if queue.iter().any(|q| q.forwarded) {
+                    None
+                } else {
+                    let (mut take, mut bytes) = (0, 0);
+                    for q in queue.iter() {
+                        if take == relay::MAX_FORWARD_TXS
+                            || (take > 0 && bytes + q.bytes.len() > relay::MAX_FORWARD_BYTES)
+                        {
+                            break;
+                        }
+                        bytes += q.bytes.len();
+                        take += 1;
+                    }
+                    Some(queue.drain(..take).collect::<Vec<_>>())
+                }
+            };
+            let Some(batch) = batch else {
+                drop(permit);
+                return self.make_pulses().await;
+            };
+            if batch.is_empty() {
+                drop(permit);
+                // A `Submit` queued while this place was held, and found none free, is taken
+                // now: it queued before it looked for a place, this looks after letting it go.
+                if self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_empty() {
+                    return;
+                }
+                match relay.in_flight.try_acquire() {
+                    Ok(p) => {
+                        permit = p;
+                        continue;
+                    }
+                    Err(_) => return,
+                }
+            }
+            let txs: Vec<Vec<u8>> = batch.iter().map(|q| q.bytes.clone()).collect();
+            let n = txs.len();
+            let (time_ns, signature) = relay.sign(addr, &txs);
+            let call = async {
+                let mut client = relay.client(addr).map_err(NotForwarded::Nothing)?;
+                client.forward(Forwarded { txs, time_ns, signature }).await.map_err(|s| {
+                    // Refused whole (not this ledger's key, a clock apart, a batch seen before, a
+                    // front-end without peers or without `Forward`), or never sent (this process's
+                    // own connector failed to connect — not a message from the far end): nothing
+                    // recorded.
+                    if never_sent(&s)
+                        || matches!(
+                            s.code(),
+                            tonic::Code::Unauthenticated
+                                | tonic::Code::Unimplemented
+                                | tonic::Code::InvalidArgument
+                                | tonic::Code::FailedPrecondition
+                        )
+                    {
+                        NotForwarded::Nothing(s.message().to_string())
+                    } else {
+                        NotForwarded::Unknown(s.message().to_string())
+                    }
+                })
+            };
+            let outcome = match tokio::time::timeout(relay::FORWARD_WAIT, call).await {
+                Ok(r) => r,
+                Err(_) => Err(NotForwarded::Unknown(format!(
+                    "no answer within {} s",
+                    relay::FORWARD_WAIT.as_secs()
+                ))),
+            };
+            match outcome {
+                Ok(resp) if resp.get_ref().values.len() == n => {
+                    relay.count_forwarded(n);
+                    relay.answered(addr);
+                    let mut checked = None;
+                    for (q, o) in batch.into_iter().zip(resp.into_inner().values) {
+                        let answer = self.answer_of(o, &mut checked);
+                        if answer.is_ok() {
+                            self.door.recorded(&q.tx.sender);
+                        }
+                        let _ = q.reply.send(answer);
+                    }
+                }
+                Ok(resp) => {
+                    relay.forget(addr);
+                    let got = resp.get_ref().values.len();
+                    for q in batch {
+                        let _ = q.reply.send(Err(Status::unavailable(format!(
+                            "the front-end sequencing ({addr}) answered {got} outcomes for {n} transactions: not known \
+                             whether this one was recorded; ask the ledger for your log"
+                        ))));
+                    }
+                }
+                Err(NotForwarded::Nothing(why)) => {
+                    tracing::warn!(
+                        "forwarding to {addr} failed ({why}); this front-end makes its own Pulses"
+                    );
+                    relay.forget(addr);
+                    drop(permit);
+                    {
+                        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let rest = std::mem::take(&mut *queue);
+                        queue.extend(batch);
+                        queue.extend(rest);
+                    }
+                    return self.make_pulses().await;
+                }
+                Err(NotForwarded::Unknown(why)) => {
+                    relay.forget(addr);
+                    for q in batch {
+                        let _ = q.reply.send(Err(Status::unavailable(format!(
+                            "the front-end sequencing ({addr}) did not answer ({why}): not known whether this \
+                             transaction was recorded; ask the ledger for your log and nonce"
+                        ))));
+                    }
                 }
             }
         }
@@ -421,6 +430,7 @@ impl Service {
                 public: ledger.public_key(),
                 ledger: Mutex::new(ledger),
                 queue: Queue::default(),
+                submits: std::sync::atomic::AtomicU64::new(0),
                 door: Door::new(Policy::unlimited(), operator),
                 relay: None,
             }),
@@ -624,6 +634,9 @@ type Answer = Result<SignedHeader, Status>;
 /// A submission waiting for the next Pulse: the transaction (and its bytes, to forward), where
 /// its answer goes, and whether another front-end forwarded it here.
 struct Queued {
+    /// This front-end's number for a `Submit` (0 for a forwarded transaction): whether it is
+    /// still queued.
+    id: u64,
     tx: SignedTx,
     bytes: Vec<u8>,
     reply: tokio::sync::oneshot::Sender<Answer>,
@@ -677,14 +690,38 @@ impl Rpc for Service {
         // Group commit: queued, then a sequencing task takes everything queued into as few
         // Pulses as etcd's limits allow (docs/FLEET-LEDGER.md, "Many transactions, one Pulse").
         // The task is not this call's: a caller that goes away cancels nobody else's answer.
-        let (reply, answer) = tokio::sync::oneshot::channel();
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
+        let id = self.seq.submits.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         self.seq.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Queued {
+            id,
             tx,
             bytes,
             reply,
             forwarded: false,
         });
         tokio::spawn(self.seq.clone().sequence());
+        if self.seq.relay.is_some() {
+            if let Ok(got) = tokio::time::timeout(relay::PERMIT_WAIT, &mut answer).await {
+                return match got {
+                    Ok(answer) => answer.map(|h| Response::new(Blob { value: header_bytes(&h) })),
+                    Err(_) => Err(dropped()),
+                };
+            }
+            // Not yet in a batch: both places in flight are held by batches the sequencer has
+            // not decided (it is slow, or wedged and not yet passed over). Made here, racing it
+            // on the compare-and-swap, so the robot is answered within its 15 s.
+            let queued = self
+                .seq
+                .queue
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .any(|q| q.id == id);
+            if queued {
+                let seq = self.seq.clone();
+                tokio::spawn(async move { seq.make_pulses().await });
+            }
+        }
         match answer.await {
             Ok(answer) => answer.map(|h| Response::new(Blob { value: header_bytes(&h) })),
             Err(_) => Err(dropped()),
@@ -723,7 +760,7 @@ impl Rpc for Service {
             for bytes in q.txs {
                 let (reply, answer) = tokio::sync::oneshot::channel();
                 match SignedTx::decode(&bytes) {
-                    Ok(tx) => queue.push(Queued { tx, bytes: Vec::new(), reply, forwarded: true }),
+                    Ok(tx) => queue.push(Queued { id: 0, tx, bytes: Vec::new(), reply, forwarded: true }),
                     Err(e) => {
                         let _ = reply.send(Err(bad("transaction", e)));
                     }
