@@ -700,7 +700,7 @@ impl Rpc for Service {
             forwarded: false,
         });
         tokio::spawn(self.seq.clone().sequence());
-        if self.seq.relay.is_some() {
+        if let Some(relay) = &self.seq.relay {
             if let Ok(got) = tokio::time::timeout(relay::PERMIT_WAIT, &mut answer).await {
                 return match got {
                     Ok(answer) => answer.map(|h| Response::new(Blob { value: header_bytes(&h) })),
@@ -708,16 +708,18 @@ impl Rpc for Service {
                 };
             }
             // Not yet in a batch: both places in flight are held by batches the sequencer has
-            // not decided (it is slow, or wedged and not yet passed over). Made here, racing it
-            // on the compare-and-swap, so the robot is answered within its 15 s.
-            let queued = self
+            // not decided (it is slow, or wedged and not yet passed over). What is queued is
+            // made here, racing it on the compare-and-swap, so the robot is answered within its
+            // 15 s. The queue is taken from its front in order, so this `Submit` may still be
+            // queued only if the front is as old (a look at one item, not the queue).
+            let stuck = self
                 .seq
                 .queue
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .iter()
-                .any(|q| q.id == id);
-            if queued {
+                .first()
+                .is_some_and(|q| q.id <= id);
+            if stuck && matches!(relay.role(), Role::Peer(_)) {
                 let seq = self.seq.clone();
                 tokio::spawn(async move { seq.make_pulses().await });
             }
@@ -769,7 +771,10 @@ impl Rpc for Service {
             }
         }
         relay.count_received(n);
-        tokio::spawn(self.seq.clone().sequence());
+        // Made here whatever this front-end believes of the election (a forwarded transaction
+        // is never forwarded again): not left to wait for a place in flight.
+        let seq = self.seq.clone();
+        tokio::spawn(async move { seq.make_pulses().await });
         let mut values = Vec::with_capacity(n);
         for answer in answers {
             values.push(outcome(answer.await.unwrap_or_else(|_| Err(dropped()))));
