@@ -528,7 +528,8 @@ impl Store {
         // list's runs reads them back); the rest is read when asked for (most of it never is).
         // Cached at once, not at the publish: a pointer is never reused, and only the writer
         // follows one past what is published. Held until the publish, a seal's records were
-        // memory outside the cache's budget (about 22 MB at a cold boot's peak).
+        // memory outside the cache's budget (by itself, this made no change to a cold boot's
+        // peak that could be measured; it bounds them all the same).
         if matches!(
             record,
             Record::Node(_)
