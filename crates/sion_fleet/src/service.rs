@@ -174,6 +174,30 @@ enum NotForwarded {
 }
 
 impl Sequencer {
+    /// Make Pulses of what is queued, in a task of the front-end's own (whoever asked may go
+    /// away).
+    fn spawn_pulses(self: &Arc<Self>) {
+        let seq = self.clone();
+        tokio::spawn(async move { seq.make_pulses().await });
+    }
+
+    /// `Submit` `id` was not taken into a batch within [`relay::PERMIT_WAIT`]: both places in
+    /// flight are held by batches the sequencer has not decided (it is slow, or wedged and not
+    /// yet passed over). What is queued is made here, racing it on the compare-and-swap, so the
+    /// robot is answered within its 15 s. The queue is taken from its front in order, so the
+    /// `Submit` may still be queued only if the front is as old (a look at one item).
+    fn unstick(self: &Arc<Self>, id: u64, relay: &Relay) {
+        let stuck = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .first()
+            .is_some_and(|q| q.id <= id);
+        if stuck && matches!(relay.role(), Role::Peer(_)) {
+            self.spawn_pulses();
+        }
+    }
+
     /// Take whatever is queued (nothing, if another turn took it first) into Pulses, answering
     /// each as its Pulse lands; or, while a peer sequences, hand it to that peer.
     async fn sequence(self: Arc<Self>) {
@@ -700,31 +724,17 @@ impl Rpc for Service {
             forwarded: false,
         });
         tokio::spawn(self.seq.clone().sequence());
-        if let Some(relay) = &self.seq.relay {
-            if let Ok(got) = tokio::time::timeout(relay::PERMIT_WAIT, &mut answer).await {
-                return match got {
-                    Ok(answer) => answer.map(|h| Response::new(Blob { value: header_bytes(&h) })),
-                    Err(_) => Err(dropped()),
-                };
-            }
-            // Not yet in a batch: both places in flight are held by batches the sequencer has
-            // not decided (it is slow, or wedged and not yet passed over). What is queued is
-            // made here, racing it on the compare-and-swap, so the robot is answered within its
-            // 15 s. The queue is taken from its front in order, so this `Submit` may still be
-            // queued only if the front is as old (a look at one item, not the queue).
-            let stuck = self
-                .seq
-                .queue
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .first()
-                .is_some_and(|q| q.id <= id);
-            if stuck && matches!(relay.role(), Role::Peer(_)) {
-                let seq = self.seq.clone();
-                tokio::spawn(async move { seq.make_pulses().await });
-            }
-        }
-        match answer.await {
+        let got = match &self.seq.relay {
+            None => answer.await,
+            Some(relay) => match tokio::time::timeout(relay::PERMIT_WAIT, &mut answer).await {
+                Ok(got) => got,
+                Err(_) => {
+                    self.seq.unstick(id, relay);
+                    answer.await
+                }
+            },
+        };
+        match got {
             Ok(answer) => answer.map(|h| Response::new(Blob { value: header_bytes(&h) })),
             Err(_) => Err(dropped()),
         }
@@ -773,8 +783,7 @@ impl Rpc for Service {
         relay.count_received(n);
         // Made here whatever this front-end believes of the election (a forwarded transaction
         // is never forwarded again): not left to wait for a place in flight.
-        let seq = self.seq.clone();
-        tokio::spawn(async move { seq.make_pulses().await });
+        self.seq.spawn_pulses();
         let mut values = Vec::with_capacity(n);
         for answer in answers {
             values.push(outcome(answer.await.unwrap_or_else(|_| Err(dropped()))));
