@@ -78,6 +78,16 @@ async fn submit(
     Ok(SignedHeader::read(&mut r).expect("a signed header"))
 }
 
+/// A fresh ledger on an etcd member of its own, under the key made of `seed`: the member's
+/// directory (kept for the test's life), the member, the key and the ledger.
+async fn ledger(seed: u8) -> (tempfile::TempDir, Etcd, SigningKey, FleetLedger) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[seed; 32]);
+    let ledger = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    (dir, etcd, key, ledger)
+}
+
 /// Robots' logs, opened straight on the ledger (not what is tested).
 async fn robots(ledger: &mut FleetLedger, n: u8) -> Vec<(SigningKey, LogId)> {
     let keys: Vec<SigningKey> = (0..n).map(|i| SigningKey::from_bytes(&[100 + i; 32])).collect();
@@ -93,11 +103,8 @@ async fn robots(ledger: &mut FleetLedger, n: u8) -> Vec<(SigningKey, LogId)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_front_end_sequences_and_the_other_forwards_what_passed_its_door() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let etcd = Etcd::start(dir.path()).await.expect("etcd");
-    let key = SigningKey::from_bytes(&[61; 32]);
+    let (_dir, etcd, key, mut setup) = ledger(61).await;
     let public = key.verifying_key();
-    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
     let robots = robots(&mut setup, 20).await;
     let (a, b) = (free_addr().expect("port"), free_addr().expect("port"));
     let fa = front_end(&etcd, &key, a, &[b]).await;
@@ -151,10 +158,7 @@ async fn one_front_end_sequences_and_the_other_forwards_what_passed_its_door() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_batch_not_of_the_ledger_key_or_of_another_time_is_refused_whole() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let etcd = Etcd::start(dir.path()).await.expect("etcd");
-    let key = SigningKey::from_bytes(&[62; 32]);
-    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let (_dir, etcd, key, mut setup) = ledger(62).await;
     let robots = robots(&mut setup, 2).await;
     let a = free_addr().expect("port");
     let fa = front_end(&etcd, &key, a, &[]).await;
@@ -223,11 +227,8 @@ async fn a_forwarded_batch_not_of_the_ledger_key_or_of_another_time_is_refused_w
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_the_sequencer_stops_or_dies_the_other_takes_the_pulses_and_no_commit_is_lost() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let etcd = Etcd::start(dir.path()).await.expect("etcd");
-    let key = SigningKey::from_bytes(&[63; 32]);
+    let (_dir, etcd, key, mut setup) = ledger(63).await;
     let public = key.verifying_key();
-    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
     let robots = robots(&mut setup, 4).await;
     let mut versions = vec![0u64; robots.len()];
     let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr().expect("port")).collect();
@@ -290,10 +291,7 @@ async fn when_the_sequencer_stops_or_dies_the_other_takes_the_pulses_and_no_comm
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_the_operator_did_not_name_is_not_forwarded_to() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let etcd = Etcd::start(dir.path()).await.expect("etcd");
-    let key = SigningKey::from_bytes(&[64; 32]);
-    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let (_dir, etcd, key, mut setup) = ledger(64).await;
     let robots = robots(&mut setup, 1).await;
     // Whoever can write etcd names a listener of its own as the sequencer (no lease: it stays).
     let mut etcd_client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
@@ -315,10 +313,7 @@ async fn a_sequencer_the_operator_did_not_name_is_not_forwarded_to() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_that_never_answers_holds_up_one_batch_then_is_passed_over() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let etcd = Etcd::start(dir.path()).await.expect("etcd");
-    let key = SigningKey::from_bytes(&[65; 32]);
-    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let (_dir, etcd, key, mut setup) = ledger(65).await;
     let robots = robots(&mut setup, 1).await;
     // A named peer that takes connections and never says a word (wedged, or cut off from its
     // peers while it still renews its lease), holding `P/seq`.
@@ -400,10 +395,7 @@ mod mute {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_that_takes_batches_and_never_decides_them_holds_up_no_robot_past_its_wait() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let etcd = Etcd::start(dir.path()).await.expect("etcd");
-    let key = SigningKey::from_bytes(&[66; 32]);
-    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
+    let (_dir, etcd, key, mut setup) = ledger(66).await;
     let robots = robots(&mut setup, 3).await;
     let mute = free_addr().expect("port");
     let handed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -474,11 +466,8 @@ fn signal(pid: u32, sig: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_that_runs_out_while_etcd_answers_nothing_is_let_go_and_one_sequencer_is_elected_again() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let etcd = Etcd::start(dir.path()).await.expect("etcd");
-    let key = SigningKey::from_bytes(&[67; 32]);
+    let (_dir, etcd, key, mut setup) = ledger(67).await;
     let public = key.verifying_key();
-    let mut setup = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
     let robots = robots(&mut setup, 2).await;
     let (a, b) = (free_addr().expect("port"), free_addr().expect("port"));
     let fa = front_end(&etcd, &key, a, &[b]).await;
