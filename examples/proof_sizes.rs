@@ -62,6 +62,29 @@ fn ms(d: Duration) -> f64 {
 
 type Peer = GeomWithData<Rectangle<[i64; 4]>, u64>;
 
+/// `check` timed as a reader runs it, best of three: on a thread of its own, so in a heap of
+/// its own (glibc gives a new thread its own arena, reused by the next), not in the one the
+/// builds of 10^6 atoms above left fragmented. Checked in that heap, a proof of row 4 took 2.9
+/// ms against 1.95 ms in a fresh process, a quarter of it in `malloc`. Both our proofs and the
+/// MR-tree's verification objects are checked so. The thread is started outside the timing.
+fn as_a_reader<T: Send>(check: impl Fn() -> T + Sync) -> (Duration, T) {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut best = Duration::MAX;
+            let mut out = None;
+            for _ in 0..3 {
+                let t = Instant::now();
+                let got = check();
+                best = best.min(t.elapsed());
+                out = Some(got);
+            }
+            (best, out.expect("three runs"))
+        })
+        .join()
+        .expect("the check does not panic")
+    })
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--cold-boot") {
@@ -273,16 +296,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             prove += t.elapsed();
 
             // Best of three: a reader checking proofs all day has warm caches.
-            let mut best = Duration::MAX;
-            let mut verified = Vec::new();
-            for _ in 0..3 {
-                let t = Instant::now();
+            let (best, verified) = as_a_reader(|| -> Result<_, String> {
                 let mut r = Reader::new(&bytes);
-                let decoded = RangeProof::read(&mut r, sion_verify::index::Version::V4)?;
-                r.finish()?;
-                verified = decoded.verify(&root, n)?;
-                best = best.min(t.elapsed());
-            }
+                let decoded =
+                    RangeProof::read(&mut r, sion_verify::index::Version::V4).map_err(|e| e.to_string())?;
+                r.finish().map_err(|e| e.to_string())?;
+                decoded.verify(&root, n).map_err(|e| e.to_string())
+            });
+            let verified = verified?;
             verify += best;
 
             let brute: Vec<u64> = atoms
@@ -486,13 +507,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (vo, hits) = mr.prove(&q);
             let answer: Vec<(u64, Vec<u8>)> =
                 hits.iter().map(|p| (*p, atoms[*p as usize].bytes().to_vec())).collect();
-            let mut best = Duration::MAX;
-            let mut checked = Vec::new();
-            for _ in 0..3 {
-                let t = Instant::now();
-                checked = mrtree::verify(&mr.root, &q, &vo, &answer).expect("the MR-tree's VO verifies");
-                best = best.min(t.elapsed());
-            }
+            let (best, checked) = as_a_reader(|| mrtree::verify(&mr.root, &q, &vo, &answer));
+            let mut checked = checked.expect("the MR-tree's VO verifies");
             checked.sort_unstable();
             assert_eq!(checked, brute, "the MR-tree agrees");
             mr_verify += best;

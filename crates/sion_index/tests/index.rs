@@ -359,27 +359,28 @@ fn empty_answers_are_proved_too() {
     assert!(proof.verify(&root, 0).expect("verifies").is_empty());
 }
 
-/// A walk long enough to be replayed on two cores (and an answer decoded on two): `verify`
-/// agrees with `verify_walk`, which replays on one, on the answer and on every refusal, the
-/// same error first.
+/// An answer big enough to be decoded on every core, its walk long: `verify` agrees with
+/// `verify_walk` (which tells each node as it is checked) on the answer and on every refusal,
+/// the same error first, and each refusal is the same every time it is checked (a walk split
+/// between two threads once named whichever fault a thread reached first).
 #[test]
-fn big_walks_replayed_on_two_cores_agree_with_one() {
+fn big_answers_decoded_on_every_core_are_refused_as_on_one() {
     let mut rng = SplitMix64::new(9);
-    let atoms = random_atoms(&mut rng, 20_000);
+    let atoms = random_atoms(&mut rng, 60_000);
     let n = atoms.len() as u64;
     let mut index = Index::build(&atoms).expect("build");
     let root = index.root().expect("root");
     let q = Query::new(
         FRAMES[0],
-        BoxMm { min_mm: [-6_000, -6_000, -500], max_mm: [0, 6_000, 3_500] },
+        BoxMm { min_mm: [-6_000, -6_000, -500], max_mm: [7_000, 7_000, 4_500] },
         -HOUR_NS,
-        4 * HOUR_NS,
+        7 * HOUR_NS,
     )
     .expect("valid query");
     let proof = range_proof(&mut index, &atoms, &q);
     let steps = proof.answer.short.clone().expect("short");
     assert!(
-        steps.len() >= 1_000 && proof.atoms.len() >= 300,
+        steps.len() >= 8_192 && proof.atoms.len() >= sion_verify::proof::PARALLEL_ATOMS,
         "{} steps, {} atoms",
         steps.len(),
         proof.atoms.len()
@@ -389,6 +390,10 @@ fn big_walks_replayed_on_two_cores_agree_with_one() {
         let serial =
             p.verify_walk(&root, n, |_| {}).map(|a| a.into_iter().map(|(p, _)| p).collect::<Vec<_>>());
         assert_eq!(format!("{parallel:?}"), format!("{serial:?}"));
+        for _ in 0..3 {
+            let again = p.verify(&root, n).map(|a| a.into_iter().map(|(p, _)| p).collect::<Vec<_>>());
+            assert_eq!(format!("{again:?}"), format!("{parallel:?}"));
+        }
         parallel
     };
     assert_eq!(both(&proof).expect("verifies"), brute_force(&atoms, atoms.len(), &q));

@@ -13,7 +13,7 @@ use ed25519_dalek::VerifyingKey;
 
 pub use count::{CountProof, Counted, count_of, inside};
 pub use list::{ListKey, ListProof};
-pub use range::{RangeProof, Reached, Tree, Walked};
+pub use range::{PARALLEL_ATOMS, RangeProof, Reached, Tree, Walked};
 pub use rank::{LatestProof, MAX_NEAREST, MAX_POINT_MM, NearQuery, Nearest, NearestProof, distance2};
 
 use crate::atom::{Atom, AtomId};

@@ -10,48 +10,39 @@ fn cores() -> usize {
     *CORES.get_or_init(|| thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// How deep a walk's subtrees are split between threads: two subtrees a core (they are
-/// rarely the same size), none on one core.
-pub fn depth() -> usize {
-    cores().next_power_of_two().trailing_zeros() as usize + usize::from(cores() > 1)
-}
-
-/// `a` on a new thread and `b` on this one; both results.
-pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
-where
-    A: FnOnce() -> RA + Send,
-    B: FnOnce() -> RB,
-    RA: Send,
-{
-    thread::scope(|scope| {
-        let left = scope.spawn(a);
-        let right = b();
-        match left.join() {
-            Ok(left) => (left, right),
-            // The closure panicked: carry the panic on, as running it here would have.
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
-}
-
 /// `f` over every item, the items cut into one run a core; the first error in item order.
 pub fn map<T: Sync, R: Send, E: Send>(
     items: &[T],
     f: impl Fn(&T) -> Result<R, E> + Sync,
 ) -> Result<Vec<R>, E> {
+    // Collected at their final size: a `collect` of results cannot know it, and grows (and
+    // copies) its list as it goes.
+    let all = |items: &[T]| -> Result<Vec<R>, E> {
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            out.push(f(item)?);
+        }
+        Ok(out)
+    };
     let run = items.len().div_ceil(cores()).max(1);
     // One run is this thread's: no thread is started for it (where threads cannot start at
     // all, in a browser's WebAssembly, the standard library reports one core).
     if items.len() <= run {
-        return items.iter().map(f).collect();
+        return all(items);
     }
     let runs: Vec<Result<Vec<R>, E>> = thread::scope(|scope| {
-        let f = &f;
-        let handles: Vec<_> =
-            items.chunks(run).map(|chunk| scope.spawn(move || chunk.iter().map(f).collect())).collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        let all = &all;
+        // The first run on this thread, the others each on a thread of its own (a thread
+        // started and joined costs 40-50 us on this project's 2-core VM).
+        let (first, rest) = items.split_at(run);
+        let handles: Vec<_> = rest.chunks(run).map(|chunk| scope.spawn(move || all(chunk))).collect();
+        let mine = all(first);
+        std::iter::once(mine)
+            .chain(
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))),
+            )
             .collect()
     });
     let mut out = Vec::with_capacity(items.len());

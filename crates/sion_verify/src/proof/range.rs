@@ -263,7 +263,7 @@ impl RangeProof {
     }
 
     /// Check the proof against an index root and log size; returns the answer's atoms.
-    /// Big walks are replayed on every core.
+    /// Big answers are decoded on every core.
     pub fn verify(
         &self,
         index_root_expected: &Digest,
@@ -290,17 +290,24 @@ impl RangeProof {
         seen: Option<&mut dyn FnMut(Walked)>,
     ) -> Result<Vec<(u64, Atom)>, VerifyError> {
         let q = &self.query;
-        // Decoding (and hashing) the answer's atoms is most of the work: for big answers, on
-        // every core, decoded into place.
-        let decode =
-            |(_, bytes): &(u64, Vec<u8>)| Atom::decode(bytes).map_err(|e| VerifyError::Atom(e.to_string()));
-        let decoded: Vec<Atom> = if self.atoms.len() >= PARALLEL {
+        // Decoding (and hashing) the answer's atoms is a third of the work: for big answers, on
+        // every core. Each atom is decoded beside its position, where it stays (an atom is some
+        // 350 bytes: moving it between lists was a tenth of a big proof's check).
+        let decode = |(position, bytes): &(u64, Vec<u8>)| {
+            Atom::decode(bytes).map(|a| (*position, a)).map_err(|e| VerifyError::Atom(e.to_string()))
+        };
+        let decoded: Vec<(u64, Atom)> = if self.atoms.len() >= PARALLEL_ATOMS {
             parallel::map(&self.atoms, decode)?
         } else {
-            self.atoms.iter().map(decode).collect::<Result<_, _>>()?
+            // At its final size (a `collect` of results grows its list, copying it).
+            let mut out = Vec::with_capacity(self.atoms.len());
+            for item in &self.atoms {
+                out.push(decode(item)?);
+            }
+            out
         };
         let mut last = None;
-        for ((position, _), atom) in self.atoms.iter().zip(&decoded) {
+        for (position, atom) in &decoded {
             if last.is_some_and(|l| l >= *position) {
                 return Err(VerifyError::Range("answer positions are not strictly ascending".into()));
             }
@@ -313,7 +320,7 @@ impl RangeProof {
             }
         }
         let answer = Answer {
-            positions: self.atoms.iter().map(|(p, _)| *p).collect(),
+            positions: decoded.iter().map(|(p, _)| *p).collect(),
             used: decoded.iter().map(|_| AtomicBool::new(false)).collect(),
             atoms: decoded,
         };
@@ -398,7 +405,7 @@ pub(crate) fn check_walks(
     if root != *index_root_expected {
         return Err(VerifyError::IndexRoot);
     }
-    Ok(answer.positions.into_iter().zip(answer.atoms).collect())
+    Ok(answer.atoms)
 }
 
 /// The places map's root, from the leaf a search for the subject's key ends at (version 4).
@@ -532,7 +539,10 @@ pub(crate) fn read_index_part(
     let mut walks = [None, None];
     for walk in walks.iter_mut() {
         if r.flag("tree")? {
-            let mut steps = Vec::new();
+            // About what a walk's steps take on the wire, on average (most are pruned nodes,
+            // 40 bytes and more): one allocation for most walks, and never more than a few
+            // times the bytes received.
+            let mut steps = Vec::with_capacity(r.remaining() / 42);
             read_steps(r, &mut steps, &SpaceTime::ZERO, 0, version)?;
             *walk = Some(steps);
         }
@@ -582,11 +592,11 @@ fn read_place(r: &mut Reader<'_>, frames: u64, frame: &FrameWitness) -> Result<S
     Ok(SubjectPlace { leaf, path, frames: r.varint("frames")?, frames_root: r.array("frames root")? })
 }
 
-/// The answer's atoms by ascending position, and which of them a walk has reached (walks of
-/// two subtrees may run on two cores).
+/// The answer's atoms by ascending position, and which of them a walk has reached.
 pub(crate) struct Answer {
     positions: Vec<u64>,
-    atoms: Vec<Atom>,
+    /// Beside their positions (`positions` again, apart, for a quick search).
+    atoms: Vec<(u64, Atom)>,
     used: Vec<AtomicBool>,
 }
 
@@ -594,14 +604,20 @@ impl Answer {
     /// An answer of decoded atoms (any order: it is kept by ascending position).
     pub(crate) fn new(mut atoms: Vec<(u64, Atom)>) -> Self {
         atoms.sort_by_key(|(p, _)| *p);
-        let (positions, atoms): (Vec<u64>, Vec<Atom>) = atoms.into_iter().unzip();
+        let positions: Vec<u64> = atoms.iter().map(|(p, _)| *p).collect();
         Self { used: positions.iter().map(|_| AtomicBool::new(false)).collect(), positions, atoms }
     }
 }
 
-/// Answers at least this big are decoded, and walks at least this many steps replayed, on
-/// every core.
-const PARALLEL: usize = 256;
+/// Answers of at least this many atoms are decoded on every core; smaller ones, and every
+/// walk, on the caller's thread. On this project's 2-core VM a thread started and joined
+/// costs 40-50 us alone, and more beside work: the seed's biggest row (1,500 atoms, 2,900
+/// steps) checked in 1.99 ms with its walks on one thread, 2.07 ms split in two and 2.34 ms in
+/// four (medians of six runs, alternated), and its answer decoded on two threads saved
+/// nothing measurable. A walk split between threads also made the refusal of an atom
+/// answering twice depend on which thread reached it first; on one, the first fault in walk
+/// order is always the one named.
+pub const PARALLEL_ATOMS: usize = 4096;
 
 /// The walk whose first step is `steps[*at]`, its boxes coded against `reference`.
 fn put_walk(out: &mut Vec<u8>, steps: &[Step], at: &mut usize, reference: &SpaceTime, version: Version) {
@@ -736,7 +752,7 @@ struct Walker<'a> {
     answer: &'a Answer,
 }
 
-/// Who is told of each node as it is checked; nobody when subtrees are replayed on two cores.
+/// Who is told of each node as it is checked, if anyone.
 type Seen<'s> = Option<&'s mut dyn FnMut(Walked)>;
 
 impl Walker<'_> {
@@ -744,21 +760,6 @@ impl Walker<'_> {
         if let Some(seen) = seen {
             seen(Walked { tree: self.tree, depth, bbox, reached });
         }
-    }
-
-    /// Where the subtree whose first step is `at` ends (its steps are pre-order).
-    fn end_of(&self, mut at: usize) -> Result<usize, VerifyError> {
-        let mut open = 1usize;
-        while open > 0 {
-            let step =
-                self.steps.get(at).ok_or_else(|| VerifyError::Range("the tree walk ends early".into()))?;
-            at += 1;
-            open -= 1;
-            if matches!(step, Step::Interior(_)) {
-                open += 2;
-            }
-        }
-        Ok(at)
     }
 
     /// Recompute the summary of the walked subtree whose first step is `at`, checking that
@@ -780,20 +781,8 @@ impl Walker<'_> {
                 Ok((*s, at + 1))
             }
             Step::Interior(bbox) => {
-                let ((left, _), (right, end)) =
-                    if seen.is_none() && depth < parallel::depth() && self.steps.len() >= PARALLEL {
-                        let mid = self.end_of(at + 1)?;
-                        let (left, right) = parallel::join(
-                            || self.replay(at + 1, depth + 1, &mut None),
-                            || self.replay(mid, depth + 1, &mut None),
-                        );
-                        // The left error first, as a walk on one core finds it first.
-                        (left?, right?)
-                    } else {
-                        let left = self.replay(at + 1, depth + 1, seen)?;
-                        let right = self.replay(left.1, depth + 1, seen)?;
-                        (left, right)
-                    };
+                let (left, mid) = self.replay(at + 1, depth + 1, seen)?;
+                let (right, end) = self.replay(mid, depth + 1, seen)?;
                 let s = match self.version {
                     Version::V2 => Summary::join_v2(&left, &right),
                     Version::V3 | Version::V4 => Summary::join(&left, &right),
@@ -825,7 +814,7 @@ impl Walker<'_> {
                             if answer.used[i].swap(true, Ordering::Relaxed) {
                                 return Err(VerifyError::Range(format!("position {p} answers twice")));
                             }
-                            let atom = &answer.atoms[i];
+                            let atom = &answer.atoms[i].1;
                             let bbox = SpaceTime::of_atom(atom.parts());
                             let kind = atom.kind().code();
                             (Entry { position: *p, id: atom.id(), bbox, kind }, Reached::Answer(*p))
