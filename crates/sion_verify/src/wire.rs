@@ -317,8 +317,9 @@ mod tests {
         );
     }
 
-    /// `varint`'s short cut for one and two bytes reads and refuses every input of up to three
-    /// bytes exactly as the general reader does, and leaves the same bytes unread.
+    /// `varint`'s short cuts read and refuse exactly as the general reader does, and leave the
+    /// same bytes unread: every input of one and two bytes, two-byte prefixes with five third
+    /// bytes, and every byte at every place of three- to eleven-byte varints.
     #[test]
     fn the_short_varint_path_agrees_with_the_general_one() {
         let mut inputs: Vec<Vec<u8>> = vec![vec![]];
