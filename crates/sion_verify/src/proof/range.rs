@@ -319,11 +319,8 @@ impl RangeProof {
                 )));
             }
         }
-        let answer = Answer {
-            positions: decoded.iter().map(|(p, _)| *p).collect(),
-            used: decoded.iter().map(|_| AtomicBool::new(false)).collect(),
-            atoms: decoded,
-        };
+        let answer =
+            Answer { used: decoded.iter().map(|_| AtomicBool::new(false)).collect(), atoms: decoded };
         check_walks(q.into(), q, answer, &self.answer, index_root_expected, log_size, seen)
     }
 }
@@ -374,7 +371,7 @@ pub(crate) fn check_walks(
         }
     }
     if let Some(i) = answer.used.iter().position(|used| !used.load(Ordering::Relaxed)) {
-        let p = answer.positions[i];
+        let p = answer.atoms[i].0;
         return Err(VerifyError::Range(format!("the atom at position {p} is not in the index")));
     }
     let frame = trees.frame;
@@ -384,7 +381,7 @@ pub(crate) fn check_walks(
             frames_root_from(*index, a.frames, &entry, path)?
         }
         FrameWitness::Absent { left, right } => {
-            if a.short.is_some() || a.long.is_some() || !answer.positions.is_empty() {
+            if a.short.is_some() || a.long.is_some() || !answer.atoms.is_empty() {
                 return Err(VerifyError::Range("an absent frame has no trees and no answer".into()));
             }
             absent_frame_root(frame, a.frames, left.as_ref(), right.as_ref())?
@@ -594,8 +591,6 @@ fn read_place(r: &mut Reader<'_>, frames: u64, frame: &FrameWitness) -> Result<S
 
 /// The answer's atoms by ascending position, and which of them a walk has reached.
 pub(crate) struct Answer {
-    positions: Vec<u64>,
-    /// Beside their positions (`positions` again, apart, for a quick search).
     atoms: Vec<(u64, Atom)>,
     used: Vec<AtomicBool>,
 }
@@ -604,8 +599,7 @@ impl Answer {
     /// An answer of decoded atoms (any order: it is kept by ascending position).
     pub(crate) fn new(mut atoms: Vec<(u64, Atom)>) -> Self {
         atoms.sort_by_key(|(p, _)| *p);
-        let positions: Vec<u64> = atoms.iter().map(|(p, _)| *p).collect();
-        Self { used: positions.iter().map(|_| AtomicBool::new(false)).collect(), positions, atoms }
+        Self { used: atoms.iter().map(|_| AtomicBool::new(false)).collect(), atoms }
     }
 }
 
@@ -806,7 +800,7 @@ impl Walker<'_> {
                     let (entry, reached) = match g {
                         GroupEntry::Hit(p) => {
                             let answer = self.answer;
-                            let i = answer.positions.binary_search(p).map_err(|_| {
+                            let i = answer.atoms.binary_search_by_key(p, |(q, _)| *q).map_err(|_| {
                                 VerifyError::Range(format!(
                                     "the index answers with position {p}, which the answer lacks"
                                 ))
