@@ -546,19 +546,34 @@ pub async fn serve_service(
     served
 }
 
-/// Whether a call failed before anything was sent: this process's connector could not connect
-/// (the peer's port refused it, or the connection timed out). Decided from the error's own chain
-/// of causes, made here, never from a message a far end could have written.
+/// Whether a call failed before anything was sent, decided from the error's own chain of
+/// causes, made in this process, never from a message a far end could have written:
+/// - this process's connector could not connect (the peer's port refused it, the host or
+///   network could not be reached, the connection timed out): an I/O error reached before
+///   any HTTP/2 error;
+/// - or hyper cancelled the request before writing it. On a client HTTP/2 connection of
+///   hyper 1.x (1.12, which tonic 0.14.9 builds on), `Kind::Canceled` is made only for a
+///   request still in the connection's queue when the connection closed, or sent to a
+///   connection already closed (client/dispatch.rs, `Envelope`'s drop; client/conn/http2.rs,
+///   "connection was not ready"); a request taken off the queue fails with an HTTP/2 error.
+///   Any other hyper error is on an established connection, where the request may have been
+///   written: not known.
 fn never_sent(s: &Status) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(s);
     while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut)
-        {
-            return true;
+        if let Some(h) = e.downcast_ref::<hyper::Error>() {
+            return h.is_canceled();
         }
-        if e.downcast_ref::<tonic::transport::Error>().is_some() && e.to_string().contains("connect") {
-            return true;
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            return matches!(
+                io.kind(),
+                K::ConnectionRefused
+                    | K::TimedOut
+                    | K::HostUnreachable
+                    | K::NetworkUnreachable
+                    | K::AddrNotAvailable
+            );
         }
         cause = e.source();
     }
@@ -1015,5 +1030,63 @@ impl Rpc for Service {
             Ok(Response::new(List { values: proof.iter().map(|h| h.to_vec()).collect() }))
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read as _;
+    use std::time::Duration;
+
+    use super::never_sent;
+    use super::pb::Forwarded;
+    use super::pb::ledger_client::LedgerClient;
+    use tonic::transport::Channel;
+
+    fn client(port: u16) -> LedgerClient<Channel> {
+        let channel = Channel::from_shared(format!("http://127.0.0.1:{port}"))
+            .expect("an address")
+            .connect_timeout(Duration::from_secs(2))
+            .connect_lazy();
+        LedgerClient::new(channel)
+    }
+
+    fn forwarded(marker: &[u8]) -> Forwarded {
+        Forwarded { txs: vec![marker.to_vec()], time_ns: 0, signature: vec![0; 64] }
+    }
+
+    /// A port nothing listens on: the connector fails, nothing was sent.
+    #[tokio::test]
+    async fn a_refused_connection_sent_nothing() {
+        let port =
+            std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("addr").port();
+        let s = client(port).forward(forwarded(b"x")).await.expect_err("nothing listens");
+        assert!(never_sent(&s), "{s:?}");
+    }
+
+    /// A far end that reads the request and then closes the connection without an answer:
+    /// the request was written, so whether it was recorded is not known — never "not sent",
+    /// whatever hyper makes of the close.
+    #[tokio::test]
+    async fn a_request_written_then_cut_off_is_not_known() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let port = listener.local_addr().expect("addr").port();
+        let marker = b"the-transaction-that-was-written-".repeat(8);
+        let needle = marker.clone();
+        let far_end = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().expect("a connection");
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !seen.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => return false,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            true // dropped: closed, nothing answered
+        });
+        let s = client(port).forward(forwarded(&marker)).await.expect_err("the far end closed");
+        assert!(far_end.join().expect("the far end"), "the request reached the far end");
+        assert!(!never_sent(&s), "{s:?}");
     }
 }
