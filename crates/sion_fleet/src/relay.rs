@@ -141,6 +141,19 @@ pub fn check_forwarded(
             FORWARD_SKEW.as_secs()
         ));
     }
+    check_forward_signature(key, time_ns, receiver, txs, signature)
+}
+
+/// Whether a forwarded batch is signed by `key` for `receiver` (strictly, docs/FLEET-LEDGER.md,
+/// "One sequencer at a time"), its time aside: the check tests/conformance/fleet/forward.json's
+/// vectors are for.
+pub fn check_forward_signature(
+    key: &VerifyingKey,
+    time_ns: u64,
+    receiver: &str,
+    txs: &[Vec<u8>],
+    signature: &[u8],
+) -> Result<(), String> {
     let signature = <[u8; 64]>::try_from(signature)
         .map_err(|_| format!("the signature is {} bytes, not 64", signature.len()))?;
     key.verify_strict(&forward_message(time_ns, receiver, txs), &ed25519_dalek::Signature::from_bytes(&signature))
