@@ -269,7 +269,8 @@ impl Sequencer {
                 client.forward(Forwarded { txs, time_ns, signature }).await.map_err(|s| {
                     // Refused whole (not this ledger's key, a clock apart, a batch seen before, a
                     // front-end without peers or without `Forward`), or never sent (this process's
-                    // own connector failed to connect — not a message from the far end): nothing
+                    // own connector failed to connect, or HTTP/2 cancelled the call before writing
+                    // it — from the error's causes, not a message from the far end): nothing
                     // recorded.
                     if never_sent(&s)
                         || matches!(
@@ -1075,6 +1076,8 @@ mod tests {
         let needle = marker.clone();
         let far_end = std::thread::spawn(move || {
             let (mut conn, _) = listener.accept().expect("a connection");
+            // A test that fails, not one that hangs, if the request never comes.
+            conn.set_read_timeout(Some(Duration::from_secs(20))).expect("a timeout");
             let mut seen = Vec::new();
             let mut buf = [0u8; 4096];
             while !seen.windows(needle.len()).any(|w| w == needle.as_slice()) {
@@ -1085,8 +1088,20 @@ mod tests {
             }
             true // dropped: closed, nothing answered
         });
-        let s = client(port).forward(forwarded(&marker)).await.expect_err("the far end closed");
+        let s = tokio::time::timeout(Duration::from_secs(30), client(port).forward(forwarded(&marker)))
+            .await
+            .expect("an answer within 30 s")
+            .expect_err("the far end closed");
         assert!(far_end.join().expect("the far end"), "the request reached the far end");
         assert!(!never_sent(&s), "{s:?}");
+        // `never_sent` reads hyper's errors by downcasting to the hyper this crate names: it must
+        // be the one tonic builds on (were they two versions, the downcast would never match).
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&s);
+        let mut hyper_seen = false;
+        while let Some(e) = cause {
+            hyper_seen |= e.downcast_ref::<hyper::Error>().is_some();
+            cause = e.source();
+        }
+        assert!(hyper_seen, "tonic's error carries a hyper::Error of the hyper this crate uses: {s:?}");
     }
 }
