@@ -560,8 +560,7 @@ pub async fn serve_service(
 ///   Any other hyper error is on an established connection, where the request may have been
 ///   written: not known.
 fn never_sent(s: &Status) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(s);
-    while let Some(e) = cause {
+    for e in causes(s) {
         if let Some(h) = e.downcast_ref::<hyper::Error>() {
             return h.is_canceled();
         }
@@ -576,9 +575,13 @@ fn never_sent(s: &Status) -> bool {
                     | K::AddrNotAvailable
             );
         }
-        cause = e.source();
     }
     false
+}
+
+/// A status's chain of causes, nearest first.
+fn causes(s: &Status) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(s), |e| e.source())
 }
 
 /// A task that ends when this is dropped.
@@ -1039,9 +1042,9 @@ mod tests {
     use std::io::Read as _;
     use std::time::Duration;
 
-    use super::never_sent;
     use super::pb::Forwarded;
     use super::pb::ledger_client::LedgerClient;
+    use super::{causes, never_sent};
     use tonic::transport::Channel;
 
     fn client(port: u16) -> LedgerClient<Channel> {
@@ -1096,12 +1099,7 @@ mod tests {
         assert!(!never_sent(&s), "{s:?}");
         // `never_sent` reads hyper's errors by downcasting to the hyper this crate names: it must
         // be the one tonic builds on (were they two versions, the downcast would never match).
-        let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&s);
-        let mut hyper_seen = false;
-        while let Some(e) = cause {
-            hyper_seen |= e.downcast_ref::<hyper::Error>().is_some();
-            cause = e.source();
-        }
+        let hyper_seen = causes(&s).any(|e| e.downcast_ref::<hyper::Error>().is_some());
         assert!(hyper_seen, "tonic's error carries a hyper::Error of the hyper this crate uses: {s:?}");
     }
 }
