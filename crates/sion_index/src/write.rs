@@ -7,6 +7,7 @@
 //! maps' changed paths — and a root that names them all. Nothing written before is touched.
 
 use std::collections::BTreeMap;
+use std::collections::hash_map::Entry as MapEntry;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -22,8 +23,8 @@ use sion_verify::merkle::{Blake3, Digest, Frontier, TreeHasher as _};
 
 use super::map::MemMap;
 use super::record::{
-    BucketRec, CellItem, CellsRec, FULL_RUN, FrameRec, ListNodeRec, ListRec, ListRunRec, ListSlot, NodeRec,
-    Period, PlaceFrame, PlacesRec, Ptr, Record, RootFrame, RootRec, RunRec, RunRef, Slot,
+    BucketRec, CellItem, CellsRec, CritChild, FULL_RUN, FrameRec, ListNodeRec, ListRec, ListRunRec, ListSlot,
+    NodeRec, Period, PlaceFrame, PlacesRec, Ptr, Record, RootFrame, RootRec, RunRec, RunRef, Slot,
 };
 use super::store::Store;
 use super::tree::{BlockTree, Shape, root_of};
@@ -102,6 +103,8 @@ struct HotBucket {
     full: Vec<Slot>,
     /// Blocks that filled since the last seal.
     completed: Vec<Vec<Entry>>,
+    /// Atoms a fold made ready to come here and has not pushed yet (zero between folds).
+    pending: usize,
     dirty: bool,
     touched: u64,
 }
@@ -358,212 +361,47 @@ impl Writer {
         n
     }
 
-    /// The latest cell list of a frame's hour or month, if any.
-    fn cells_ptr(&mut self, frame: u32, period: Period) -> Result<Option<Ptr>, IndexError> {
-        if let Some(p) = self.cells_at.get(&(frame, period)) {
-            return Ok(*p);
-        }
-        let found = match &self.frame_recs[frame as usize] {
-            None => None,
-            Some(rec) => {
-                let frontier = match period {
-                    Period::Hour(_) => &rec.hours,
-                    Period::Month(_) => &rec.months,
-                };
-                find_item(&self.store, frontier, period.key())?.map(|s| s.ptr)
-            }
-        };
-        if self.cells_at.len() > 1 << 16 {
-            self.cells_at.clear();
-        }
-        self.cells_at.insert((frame, period), found);
-        Ok(found)
-    }
-
-    /// The bucket an atom goes to, loaded from the store if it is not hot.
-    fn bucket(&mut self, key: BucketKey) -> Result<&mut HotBucket, IndexError> {
-        if !self.buckets.contains_key(&key) {
-            let mut hot = HotBucket::default();
-            if let Some(cells) = self.cells_ptr(key.frame, key.period)? {
-                let found = match &*self.store.read(cells)? {
-                    Record::Cells(c) => c
-                        .items
-                        .binary_search_by(|i| (i.cell, i.kind).cmp(&(key.cell, key.kind)))
-                        .ok()
-                        .map(|i| c.items[i].bucket),
-                    _ => return Err(damaged(format!("the cell list at {cells} is not one"))),
-                };
-                if let Some(ptr) = found {
-                    hot = self.load_bucket(ptr)?;
-                }
-            }
-            self.buckets.insert(key, hot);
-        }
-        self.buckets.get_mut(&key).ok_or_else(|| damaged("a bucket vanished".into()))
-    }
-
-    /// A sealed bucket, hot again: its record only (its partial block's entries stay in their
-    /// runs until they are needed).
-    fn load_bucket(&mut self, ptr: Ptr) -> Result<HotBucket, IndexError> {
-        let rec = match &*self.store.read_to_replace(ptr)? {
-            Record::Bucket(b) => b.clone(),
-            _ => return Err(damaged(format!("the bucket at {ptr} is not one"))),
-        };
-        let in_runs = rec.runs.iter().map(|r| r.count as usize).sum();
-        Ok(HotBucket {
-            unread: in_runs,
-            in_runs,
-            runs: rec.runs.clone(),
-            full: rec.full.clone(),
-            count: rec.count,
-            first_position: rec.first_position,
-            last_position: rec.last_position,
-            ..HotBucket::default()
-        })
-    }
-
-    /// A subject's places as last sealed, loaded from the store if they are not hot.
-    fn places_of(&mut self, key: [u8; 32]) -> Result<&mut HotPlaces, IndexError> {
-        if !self.places.contains_key(&key) {
-            let store = Arc::clone(&self.store);
-            let mut hot = HotPlaces::default();
-            if let Some(ptr) = self.map(PLACES)?.get(&store, &key)? {
-                match &*store.read_to_replace(ptr)? {
-                    Record::Places(p) => hot.frames = p.frames.clone(),
-                    _ => return Err(damaged(format!("the places at {ptr} are not places"))),
-                }
-            }
-            self.hot_bytes += HOT_PLACES_BYTES + hot.frames.len() * PLACE_FRAME_BYTES;
-            self.places.insert(key, hot);
-        }
-        self.places.get_mut(&key).ok_or_else(|| damaged("a subject's places vanished".into()))
-    }
-
-    /// A subject's bucket in a frame, loaded from the store if it is not hot.
-    fn subject_bucket(&mut self, key: [u8; 32], frame: u32) -> Result<&mut HotBucket, IndexError> {
-        if !self.subject_buckets.contains_key(&(key, frame)) {
-            let name = self.frame_names[frame as usize].clone();
-            let seals = self.seals;
-            let places = self.places_of(key)?;
-            places.touched = seals;
-            let found = places
-                .frames
-                .binary_search_by(|f| f.name.as_str().cmp(&name))
-                .ok()
-                .map(|i| places.frames[i].bucket);
-            let hot = match found {
-                Some(ptr) => self.load_bucket(ptr)?,
-                None => HotBucket::default(),
-            };
-            self.subject_buckets.insert((key, frame), hot);
-        }
-        self.subject_buckets.get_mut(&(key, frame)).ok_or_else(|| damaged("a bucket vanished".into()))
-    }
-
-    /// The list for `key` in map `m`, loaded from the store if it is not hot.
-    fn list(
-        &mut self,
-        m: usize,
-        key: [u8; 32],
-        label: impl FnOnce() -> String,
-    ) -> Result<&mut HotList, IndexError> {
-        if !self.lists[m].contains_key(&key) {
-            let mut hot = HotList {
-                label: String::new(),
-                frontier: Frontier::new(),
-                first_position: 0,
-                last_position: 0,
-                full: Vec::new(),
-                runs: Vec::new(),
-                tail: Vec::new(),
-                dirty: false,
-                touched: 0,
-            };
-            let mut found = None;
-            let store = self.store.clone();
-            if let Some(ptr) = self.map(m)?.get(&store, &key)?
-                && let Record::List(l) = &*self.store.read_to_replace(ptr)?
-            {
-                found = Some(l.clone());
-            }
-            match found {
-                Some(l) => {
-                    hot.frontier = Frontier::from_peaks(l.count, l.peaks.clone())
-                        .ok_or_else(|| damaged(format!("list peaks for {} leaves", l.count)))?;
-                    hot.label = l.label;
-                    hot.first_position = l.first_position;
-                    hot.last_position = l.last_position;
-                    hot.full = l.full;
-                    hot.runs = l.runs;
-                    hot.tail = l.tail;
-                }
-                None => hot.label = label(),
-            }
-            self.lists[m].insert(key, hot);
-            self.hot_bytes += HOT_LIST_BYTES;
-        }
-        self.lists[m].get_mut(&key).ok_or_else(|| damaged("a list vanished".into()))
+    /// The fold's two halves, each borrowing only the fields it changes: the buckets (a
+    /// place's, a subject's) and the lists (subjects', link targets').
+    fn sides(&mut self) -> (BucketSide<'_>, ListSide<'_>) {
+        let latest = self.latest.as_deref();
+        let [subjects, links, places] = &mut self.maps;
+        (
+            BucketSide {
+                store: &self.store,
+                frame_names: &self.frame_names,
+                frame_recs: &self.frame_recs,
+                places_root: latest.and_then(|r| r.places),
+                buckets: &mut self.buckets,
+                subject_buckets: &mut self.subject_buckets,
+                places: &mut self.places,
+                cells_at: &mut self.cells_at,
+                places_map: places,
+                dirty_buckets: &mut self.dirty_buckets,
+                seals: self.seals,
+                walked: 0,
+                grown: 0,
+            },
+            ListSide {
+                store: &self.store,
+                roots: [latest.and_then(|r| r.subjects), latest.and_then(|r| r.links)],
+                lists: &mut self.lists,
+                touched: &mut self.touched_lists,
+                maps: [subjects, links],
+                seals: self.seals,
+                grown: 0,
+            },
+        )
     }
 
     /// The writer's copy of map `m`, loaded from the latest root on first use.
-    fn map(&mut self, m: usize) -> Result<&mut MemMap, IndexError> {
-        if self.maps[m].is_none() {
-            let root = self.latest.as_ref().and_then(|r| match m {
-                SUBJECTS => r.subjects,
-                LINKS => r.links,
-                _ => r.places,
-            });
-            self.maps[m] = Some(MemMap::load(root));
-        }
-        self.maps[m].as_mut().ok_or_else(|| damaged("a map vanished".into()))
-    }
-
-    fn place(&mut self, atom: &Atom, p: Prepared) -> Result<(), IndexError> {
-        let parts = atom.parts();
-        let frame = self.frame_number(&parts.frame);
-        let seals = self.seals;
-        let position = p.entry.position;
-        let key = BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind };
-        // Every read first (what the atom goes to, taken up again; a block it fills, read
-        // back): one that fails leaves the index as it was, the atom not taken.
-        let store = Arc::clone(&self.store);
-        let mut read = self.bucket(key)?.ready(&store, BLOCK)?;
-        if let Some(subject) = p.subject {
-            read += self.subject_bucket(subject, frame)?.ready(&store, SUBJECT_BLOCK)?;
-            self.list(SUBJECTS, subject, || parts.subject.clone())?;
-        }
-        for link in &parts.links {
-            self.list(LINKS, link.target.0, String::new)?;
-        }
-        self.hot_bytes += read * size_of::<Entry>();
-        if self.bucket(key)?.push(p.entry, seals, BLOCK) {
-            self.dirty_buckets.push(Owner::Place(key));
-        }
-        self.hot_bytes += size_of::<Entry>();
-        if let Some(key) = p.subject {
-            if self.subject_bucket(key, frame)?.push(p.entry, seals, SUBJECT_BLOCK) {
-                self.dirty_buckets.push(Owner::Subject(key, frame));
-            }
-            self.hot_bytes += size_of::<Entry>();
-            let list = self.list(SUBJECTS, key, || parts.subject.clone())?;
-            let clean = !list.dirty;
-            list.add(position, p.leaf, seals);
-            if clean {
-                self.touched_lists[SUBJECTS].push(key);
-            }
-            self.hot_bytes += 8;
-        }
-        for link in &parts.links {
-            let list = self.list(LINKS, link.target.0, String::new)?;
-            let clean = !list.dirty;
-            list.add(position, p.leaf, seals);
-            if clean {
-                self.touched_lists[LINKS].push(link.target.0);
-            }
-            self.hot_bytes += 8;
-        }
-        self.size = position + 1;
-        Ok(())
+    fn map(&mut self, m: usize) -> &mut MemMap {
+        let root = self.latest.as_ref().and_then(|r| match m {
+            SUBJECTS => r.subjects,
+            LINKS => r.links,
+            _ => r.places,
+        });
+        self.maps[m].get_or_insert_with(|| MemMap::load(root))
     }
 
     /// Whether the writer still takes atoms and seals.
@@ -578,11 +416,12 @@ impl Writer {
     pub fn fold(&mut self, atom: &Atom) -> Result<(), IndexError> {
         self.usable()?;
         let p = prepare(atom, self.size);
-        self.place(atom, p)
+        self.fold_chunk(std::slice::from_ref(atom), &[p])
     }
 
-    /// Take in the next atoms of the log: prepared on every core, placed in log order; a
-    /// version is sealed early whenever the hot entries outgrow the budget.
+    /// Take in the next atoms of the log: prepared on every core, placed in log order (the
+    /// buckets on one core, the lists on another); a version is sealed early whenever the hot
+    /// entries outgrow the budget.
     pub fn fold_all(&mut self, atoms: &[Atom]) -> Result<(), IndexError> {
         self.usable()?;
         const CHUNK: usize = 1 << 14;
@@ -590,9 +429,7 @@ impl Writer {
             let base = self.size;
             let prepared: Vec<Prepared> =
                 chunk.par_iter().enumerate().map(|(i, a)| prepare(a, base + i as u64)).collect();
-            for (atom, p) in chunk.iter().zip(prepared) {
-                self.place(atom, p)?;
-            }
+            self.fold_chunk(chunk, &prepared)?;
             if self.hot_bytes > self.budget.hot_bytes {
                 // Clean ones first (a past hour's buckets take no more atoms); seal early only
                 // if what is dirty alone is over the budget.
@@ -603,6 +440,49 @@ impl Writer {
             }
         }
         Ok(())
+    }
+
+    /// Place prepared atoms, in two phases so that an atom is taken whole or not at all:
+    /// first every read each needs (what it goes to, taken up again; a block it fills, read
+    /// back), up to the first atom whose read fails; then the atoms before that one pushed,
+    /// which cannot fail. The buckets and the lists are disjoint, so each phase runs its two
+    /// halves on two cores (one, for a few atoms), and the node file is the same either way.
+    fn fold_chunk(&mut self, atoms: &[Atom], prepared: &[Prepared]) -> Result<(), IndexError> {
+        let mut frames = Vec::with_capacity(atoms.len());
+        let mut last: Option<(&str, u32)> = None;
+        for atom in atoms {
+            let name = atom.parts().frame.as_str();
+            let n = match last {
+                Some((seen, n)) if seen == name => n,
+                _ => self.frame_number(name),
+            };
+            last = Some((name, n));
+            frames.push(n);
+        }
+        let both = atoms.len() >= 256;
+        let (mut buckets, mut lists) = self.sides();
+        let (b, l) = join(both, || buckets.ready_all(prepared, &frames), || lists.ready_all(atoms, prepared));
+        let (taken, failed) = match (b, l) {
+            (Err((i, e)), Err((j, _))) if i <= j => (i, Some(e)),
+            (_, Err((j, e))) => (j, Some(e)),
+            (Err((i, e)), Ok(())) => (i, Some(e)),
+            (Ok(()), Ok(())) => (atoms.len(), None),
+        };
+        let (b, l) = join(
+            both,
+            || buckets.push_all(prepared, &frames, taken),
+            || lists.push_all(atoms, prepared, taken),
+        );
+        let grown = buckets.grown + lists.grown;
+        self.hot_bytes += grown;
+        self.size += taken as u64;
+        if let Err(e) = b.and(l) {
+            // An atom ready was not where the first phase left it: the writer's state is not
+            // what it believes, so it goes no further.
+            self.interrupted = Some(e.to_string());
+            return Err(e);
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     /// Write what changed since the last seal and publish the version of everything folded.
@@ -690,7 +570,7 @@ impl Writer {
         // Cell lists, then each frame's hour list and month list.
         let mut changed: BTreeMap<(u32, bool), Vec<PeriodUpdate>> = BTreeMap::new();
         for ((frame, period), updates) in changed_cells {
-            let previous = self.cells_ptr(frame, period)?;
+            let previous = cells_ptr(&store, &self.frame_recs, &mut self.cells_at, frame, period)?;
             let items = match previous {
                 None => merge_cells(&[], updates),
                 Some(p) => match &*store.read(p)? {
@@ -729,7 +609,9 @@ impl Writer {
             let seals = self.seals;
             let names: Vec<String> =
                 updates.iter().map(|(frame, _, _)| self.frame_names[*frame as usize].clone()).collect();
-            let places = self.places_of(key)?;
+            let root = self.latest.as_ref().and_then(|r| r.places);
+            let places =
+                places_of(&store, root, &mut self.maps[PLACES], &mut self.places, &mut self.hot_bytes, key)?;
             places.touched = seals;
             for ((_, bucket, summary), name) in updates.into_iter().zip(names) {
                 let item = PlaceFrame { name, bucket, summary };
@@ -744,7 +626,7 @@ impl Writer {
             place_ups.push((key, ptr, digest));
         }
         let places_root = {
-            let map = self.map(PLACES)?;
+            let map = self.map(PLACES);
             for (key, ptr, digest) in place_ups {
                 map.set(&store, key, ptr, digest)?;
             }
@@ -798,7 +680,7 @@ impl Writer {
             }
             self.touched_lists[m].clear();
             marks.push(("lists written", t0.elapsed()));
-            let map = self.map(m)?;
+            let map = self.map(m);
             for (key, ptr, digest) in ups {
                 map.set(&store, key, ptr, digest)?;
             }
@@ -1014,6 +896,10 @@ fn evict_buckets<K: Copy + Ord + std::hash::Hash>(
         if *hot_bytes <= floor {
             break;
         }
+        debug_assert!(
+            buckets.get(&key).is_none_or(|b| b.pending == 0),
+            "a fold left atoms counted as coming"
+        );
         if buckets.get(&key).is_some_and(|b| !b.dirty)
             && let Some(b) = buckets.remove(&key)
         {
@@ -1079,6 +965,7 @@ impl HotBucket {
         full: Vec<BlockTree>,
         partial: Option<Summary>,
     ) -> Result<(Ptr, Summary), IndexError> {
+        debug_assert_eq!(self.pending, 0, "a fold left atoms counted as coming");
         let blocks_before = self.full.iter().map(|s| 1u64 << s.level).sum::<u64>();
         for (i, tree) in full.into_iter().enumerate() {
             let summary = tree.root();
@@ -1127,10 +1014,15 @@ impl HotBucket {
         was_clean
     }
 
-    /// Make ready for the next entry: if it fills the block, read the block's entries back.
+    /// Make ready for the next entry (after the `pending` ones): if it fills the block, read
+    /// the block's entries back.
     /// Returns how many were read.
     fn ready(&mut self, store: &Store, block: usize) -> Result<usize, IndexError> {
-        if self.unread + self.partial.len() + 1 == block { self.read_back(store) } else { Ok(0) }
+        if self.unread + self.partial.len() + self.pending + 1 == block {
+            self.read_back(store)
+        } else {
+            Ok(0)
+        }
     }
 
     /// Hold the whole partial block again: its first `unread` entries read back from the runs.
@@ -1148,9 +1040,9 @@ impl HotBucket {
             )));
         }
         let read = entries.len();
-        // Exactly (and the entry a fill pushes next): `append` would double the block's
-        // memory past the writer's budget.
-        entries.reserve_exact(self.partial.len() + 1);
+        // Exactly (and the entries a fold pushes next, up to the one that fills it): `append`
+        // would double the block's memory past the writer's budget.
+        entries.reserve_exact(self.partial.len() + self.pending + 1);
         entries.append(&mut self.partial);
         self.partial = entries;
         self.unread = 0;
@@ -1281,6 +1173,342 @@ impl HotList {
             slot = ListSlot { level, ptr };
         }
         self.full.push(slot);
+    }
+}
+
+/// Run `a` and `b`, on two cores if `both`.
+fn join<A: Send, B: Send>(both: bool, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+    if both { rayon::join(a, b) } else { (a(), b()) }
+}
+
+/// The bucket of an atom's place.
+fn place_key(p: &Prepared, frame: u32) -> BucketKey {
+    BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind }
+}
+
+/// The latest cell list of a frame's hour or month, if any.
+fn cells_ptr(
+    store: &Store,
+    frame_recs: &[Option<FrameRec>],
+    cells_at: &mut HashMap<(u32, Period), Option<Ptr>>,
+    frame: u32,
+    period: Period,
+) -> Result<Option<Ptr>, IndexError> {
+    if let Some(p) = cells_at.get(&(frame, period)) {
+        return Ok(*p);
+    }
+    let found = match frame_recs.get(frame as usize).and_then(Option::as_ref) {
+        None => None,
+        Some(rec) => {
+            let frontier = match period {
+                Period::Hour(_) => &rec.hours,
+                Period::Month(_) => &rec.months,
+            };
+            find_item(store, frontier, period.key())?.map(|s| s.ptr)
+        }
+    };
+    if cells_at.len() > 1 << 16 {
+        cells_at.clear();
+    }
+    cells_at.insert((frame, period), found);
+    Ok(found)
+}
+
+/// A sealed bucket, hot again: its record only (its partial block's entries stay in their
+/// runs until they are needed).
+fn load_bucket(store: &Store, ptr: Ptr) -> Result<HotBucket, IndexError> {
+    let rec = match &*store.read_to_replace(ptr)? {
+        Record::Bucket(b) => b.clone(),
+        _ => return Err(damaged(format!("the bucket at {ptr} is not one"))),
+    };
+    let in_runs = rec.runs.iter().map(|r| r.count as usize).sum();
+    Ok(HotBucket {
+        unread: in_runs,
+        in_runs,
+        runs: rec.runs,
+        full: rec.full,
+        count: rec.count,
+        first_position: rec.first_position,
+        last_position: rec.last_position,
+        ..HotBucket::default()
+    })
+}
+
+/// A subject's places as last sealed, loaded from the store (and counted in `grown`) if they
+/// are not hot.
+fn places_of<'m>(
+    store: &Store,
+    root: Option<CritChild>,
+    map: &mut Option<MemMap>,
+    places: &'m mut HashMap<[u8; 32], HotPlaces>,
+    grown: &mut usize,
+    key: [u8; 32],
+) -> Result<&'m mut HotPlaces, IndexError> {
+    match places.entry(key) {
+        MapEntry::Occupied(o) => Ok(o.into_mut()),
+        MapEntry::Vacant(v) => {
+            let mut hot = HotPlaces::default();
+            if let Some(ptr) = map.get_or_insert_with(|| MemMap::load(root)).get(store, &key)? {
+                match &*store.read_to_replace(ptr)? {
+                    Record::Places(p) => hot.frames = p.frames.clone(),
+                    _ => return Err(damaged(format!("the places at {ptr} are not places"))),
+                }
+            }
+            *grown += places_bytes(&hot);
+            Ok(v.insert(hot))
+        }
+    }
+}
+
+/// The fold's half that places atoms in buckets, their place's and their subject's.
+struct BucketSide<'a> {
+    store: &'a Store,
+    frame_names: &'a [String],
+    frame_recs: &'a [Option<FrameRec>],
+    places_root: Option<CritChild>,
+    buckets: &'a mut HashMap<BucketKey, HotBucket>,
+    subject_buckets: &'a mut HashMap<([u8; 32], u32), HotBucket>,
+    places: &'a mut HashMap<[u8; 32], HotPlaces>,
+    cells_at: &'a mut HashMap<(u32, Period), Option<Ptr>>,
+    places_map: &'a mut Option<MemMap>,
+    dirty_buckets: &'a mut Vec<Owner>,
+    seals: u64,
+    /// How many atoms the first phase made ready (each counted in its buckets' `pending`).
+    walked: usize,
+    /// Bytes made hot, for the writer's count.
+    grown: usize,
+}
+
+impl BucketSide<'_> {
+    /// The bucket of a place, loaded from the store if it is not hot.
+    fn bucket(&mut self, key: BucketKey) -> Result<&mut HotBucket, IndexError> {
+        match self.buckets.entry(key) {
+            MapEntry::Occupied(o) => Ok(o.into_mut()),
+            MapEntry::Vacant(v) => {
+                let mut hot = HotBucket::default();
+                if let Some(cells) =
+                    cells_ptr(self.store, self.frame_recs, self.cells_at, key.frame, key.period)?
+                {
+                    let found = match &*self.store.read(cells)? {
+                        Record::Cells(c) => c
+                            .items
+                            .binary_search_by(|i| (i.cell, i.kind).cmp(&(key.cell, key.kind)))
+                            .ok()
+                            .map(|i| c.items[i].bucket),
+                        _ => return Err(damaged(format!("the cell list at {cells} is not one"))),
+                    };
+                    if let Some(ptr) = found {
+                        hot = load_bucket(self.store, ptr)?;
+                    }
+                }
+                Ok(v.insert(hot))
+            }
+        }
+    }
+
+    /// A subject's bucket in a frame, loaded from the store if it is not hot.
+    fn subject_bucket(&mut self, key: [u8; 32], frame: u32) -> Result<&mut HotBucket, IndexError> {
+        match self.subject_buckets.entry((key, frame)) {
+            MapEntry::Occupied(o) => Ok(o.into_mut()),
+            MapEntry::Vacant(v) => {
+                let name = self
+                    .frame_names
+                    .get(frame as usize)
+                    .ok_or_else(|| damaged(format!("frame number {frame} is not named")))?;
+                let places = places_of(
+                    self.store,
+                    self.places_root,
+                    self.places_map,
+                    self.places,
+                    &mut self.grown,
+                    key,
+                )?;
+                places.touched = self.seals;
+                let found = places
+                    .frames
+                    .binary_search_by(|f| f.name.as_str().cmp(name))
+                    .ok()
+                    .map(|i| places.frames[i].bucket);
+                let hot = match found {
+                    Some(ptr) => load_bucket(self.store, ptr)?,
+                    None => HotBucket::default(),
+                };
+                Ok(v.insert(hot))
+            }
+        }
+    }
+
+    /// Phase one: make each atom's buckets ready, in log order, up to the first that fails
+    /// (its index and why).
+    fn ready_all(&mut self, prepared: &[Prepared], frames: &[u32]) -> Result<(), (usize, IndexError)> {
+        self.walked = 0;
+        for (i, (p, &frame)) in prepared.iter().zip(frames).enumerate() {
+            self.ready(p, frame).map_err(|e| (i, e))?;
+            self.walked = i + 1;
+        }
+        Ok(())
+    }
+
+    /// Make an atom's buckets ready for it: each taken up, its block read back if the atom
+    /// fills it; the atom is counted in their `pending` only if every read succeeds.
+    fn ready(&mut self, p: &Prepared, frame: u32) -> Result<(), IndexError> {
+        let store = self.store;
+        let key = place_key(p, frame);
+        let b = self.bucket(key)?;
+        let mut read = b.ready(store, BLOCK)?;
+        b.pending += 1;
+        if let Some(subject) = p.subject {
+            let ready = self.subject_bucket(subject, frame).and_then(|s| {
+                let read = s.ready(store, SUBJECT_BLOCK)?;
+                s.pending += 1;
+                Ok(read)
+            });
+            match ready {
+                Ok(more) => read += more,
+                Err(e) => {
+                    if let Some(b) = self.buckets.get_mut(&key) {
+                        b.pending -= 1;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        self.grown += read * size_of::<Entry>();
+        Ok(())
+    }
+
+    /// Phase two: push the first `taken` atoms made ready, and take those made ready but not
+    /// taken off their buckets' `pending`.
+    fn push_all(&mut self, prepared: &[Prepared], frames: &[u32], taken: usize) -> Result<(), IndexError> {
+        let gone = || damaged("a bucket made ready is not held".into());
+        for (i, (p, &frame)) in prepared.iter().zip(frames).enumerate().take(self.walked) {
+            let key = place_key(p, frame);
+            let b = self.buckets.get_mut(&key).ok_or_else(gone)?;
+            b.pending -= 1;
+            if i < taken {
+                if b.push(p.entry, self.seals, BLOCK) {
+                    self.dirty_buckets.push(Owner::Place(key));
+                }
+                self.grown += size_of::<Entry>();
+            }
+            if let Some(subject) = p.subject {
+                let s = self.subject_buckets.get_mut(&(subject, frame)).ok_or_else(gone)?;
+                s.pending -= 1;
+                if i < taken {
+                    if s.push(p.entry, self.seals, SUBJECT_BLOCK) {
+                        self.dirty_buckets.push(Owner::Subject(subject, frame));
+                    }
+                    self.grown += size_of::<Entry>();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The fold's half that adds atoms to lists: their subject's, their link targets'.
+struct ListSide<'a> {
+    store: &'a Store,
+    /// The subjects' and links' maps in the latest root.
+    roots: [Option<CritChild>; 2],
+    lists: &'a mut [HashMap<[u8; 32], HotList>; 2],
+    touched: &'a mut [Vec<[u8; 32]>; 2],
+    maps: [&'a mut Option<MemMap>; 2],
+    seals: u64,
+    /// Bytes made hot, for the writer's count.
+    grown: usize,
+}
+
+impl ListSide<'_> {
+    /// The list for `key` in map `m`, loaded from the store if it is not hot.
+    fn list(
+        &mut self,
+        m: usize,
+        key: [u8; 32],
+        label: impl FnOnce() -> String,
+    ) -> Result<&mut HotList, IndexError> {
+        match self.lists[m].entry(key) {
+            MapEntry::Occupied(o) => Ok(o.into_mut()),
+            MapEntry::Vacant(v) => {
+                let mut hot = HotList {
+                    label: String::new(),
+                    frontier: Frontier::new(),
+                    first_position: 0,
+                    last_position: 0,
+                    full: Vec::new(),
+                    runs: Vec::new(),
+                    tail: Vec::new(),
+                    dirty: false,
+                    touched: 0,
+                };
+                let root = self.roots[m];
+                match self.maps[m].get_or_insert_with(|| MemMap::load(root)).get(self.store, &key)? {
+                    Some(ptr) => {
+                        let l = match &*self.store.read_to_replace(ptr)? {
+                            Record::List(l) => l.clone(),
+                            _ => return Err(damaged(format!("the list at {ptr} is not one"))),
+                        };
+                        hot.frontier = Frontier::from_peaks(l.count, l.peaks)
+                            .ok_or_else(|| damaged(format!("list peaks for {} leaves", l.count)))?;
+                        hot.label = l.label;
+                        hot.first_position = l.first_position;
+                        hot.last_position = l.last_position;
+                        hot.full = l.full;
+                        hot.runs = l.runs;
+                        hot.tail = l.tail;
+                    }
+                    None => hot.label = label(),
+                }
+                self.grown += HOT_LIST_BYTES;
+                Ok(v.insert(hot))
+            }
+        }
+    }
+
+    /// Phase one: take up each atom's lists, in log order, up to the first that fails (its
+    /// index and why).
+    fn ready_all(&mut self, atoms: &[Atom], prepared: &[Prepared]) -> Result<(), (usize, IndexError)> {
+        for (i, (atom, p)) in atoms.iter().zip(prepared).enumerate() {
+            self.ready(atom, p).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
+
+    fn ready(&mut self, atom: &Atom, p: &Prepared) -> Result<(), IndexError> {
+        let parts = atom.parts();
+        if let Some(subject) = p.subject {
+            self.list(SUBJECTS, subject, || parts.subject.clone())?;
+        }
+        for link in &parts.links {
+            self.list(LINKS, link.target.0, String::new)?;
+        }
+        Ok(())
+    }
+
+    /// Phase two: add the first `taken` atoms to their lists (hashing each new leaf in).
+    fn push_all(&mut self, atoms: &[Atom], prepared: &[Prepared], taken: usize) -> Result<(), IndexError> {
+        for (atom, p) in atoms.iter().zip(prepared).take(taken) {
+            let position = p.entry.position;
+            if let Some(key) = p.subject {
+                self.add(SUBJECTS, key, position, p.leaf)?;
+            }
+            for link in &atom.parts().links {
+                self.add(LINKS, link.target.0, position, p.leaf)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, m: usize, key: [u8; 32], position: u64, leaf: Digest) -> Result<(), IndexError> {
+        let list =
+            self.lists[m].get_mut(&key).ok_or_else(|| damaged("a list made ready is not held".into()))?;
+        let clean = !list.dirty;
+        list.add(position, leaf, self.seals);
+        if clean {
+            self.touched[m].push(key);
+        }
+        self.grown += 8;
+        Ok(())
     }
 }
 

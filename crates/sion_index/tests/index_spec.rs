@@ -565,6 +565,160 @@ fn a_failed_read_when_a_block_fills_takes_nothing() {
     assert_eq!(index.root().expect("root"), spec_root(&atoms));
 }
 
+/// The same through `fold_all`, whose two halves (buckets, lists) each read what their atoms
+/// need before anything is pushed: the place's block read back when atom 4,095 fills it, and
+/// a link target's list (cold, the index opened again) when atom `link_at` links to it, a
+/// subject's places (cold too) when atom `subject_at` is about it — after its place's bucket
+/// counted it as coming. Whichever fails first, the atoms before its atom are taken whole, it
+/// and the rest not at all, and the fold picks up from there to the spec's root (and, in a
+/// debug build, no bucket is left counting an atom not taken as coming).
+fn fold_of_many_failing(link_at: usize, subject_at: usize) -> u64 {
+    let target = one_dense_bucket(1)[0].id();
+    let link = sion_verify::atom::Link { rel: sion_verify::atom::LinkRel::Supports, target };
+    let atoms: Vec<Atom> = one_dense_bucket(5_000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut p = a.into_parts();
+            if i == 20 || i == link_at {
+                p.links.push(link);
+            }
+            if i == 30 || i == subject_at {
+                p.subject = "pallet-7".into();
+            }
+            Atom::new(p).expect("valid")
+        })
+        .collect();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("index");
+    let mut index = Index::create(&dir, small_budget()).expect("create");
+    index.fold_all(&atoms[..4_000]).expect("fold");
+    index.seal().expect("seal");
+    index.checkpoint().expect("checkpoint");
+    drop(index);
+    let config = sion_index::IndexConfig { cache_bytes: 1 << 16, ..small_budget() };
+    let (mut index, _) = Index::open(&dir, config).expect("opened again");
+    // The place's bucket taken up again, holding none of its 4,000 entries.
+    index.fold(&atoms[4_000]).expect("fold");
+    let nodes = dir.join("nodes");
+    let bytes = fail_reads(&nodes);
+    let failed = index.fold_all(&atoms[4_001..4_600]);
+    heal(&nodes, &bytes);
+    assert!(failed.is_err(), "the fold read the failing disk");
+    let taken = index.size();
+    assert_eq!(index.root().expect("root"), spec_root(&atoms[..taken as usize]));
+    index.fold_all(&atoms[taken as usize..]).expect("fold");
+    assert_eq!(index.root().expect("root"), spec_root(&atoms));
+    taken
+}
+
+#[test]
+fn a_failed_read_in_the_buckets_half_of_a_fold_takes_the_atoms_before_it() {
+    assert_eq!(fold_of_many_failing(4_300, 4_400), 4_095, "the atoms before the one that fills the block");
+}
+
+#[test]
+fn a_failed_read_of_a_subjects_places_in_a_fold_takes_the_atoms_before_it() {
+    assert_eq!(fold_of_many_failing(4_300, 4_060), 4_060, "the atoms before the one whose subject is cold");
+}
+
+#[test]
+fn a_failed_read_in_the_lists_half_of_a_fold_takes_the_atoms_before_it() {
+    assert_eq!(
+        fold_of_many_failing(4_050, 4_400),
+        4_050,
+        "the atoms before the one whose link's list is cold"
+    );
+}
+
+/// Reads that fail in folds again and again (subjects' buckets and link targets' lists, many
+/// of them, let go by a small budget and read back when they come again): each version
+/// sealed after a failure has the spec's root for exactly the atoms taken.
+#[test]
+fn folds_failing_again_and_again_take_whole_atoms() {
+    let mut rng = SplitMix64::new(23);
+    // One place's bucket (taken up again before each failing fold); subjects' buckets and
+    // link targets' lists, many of them, let go by the small budget and read back when they
+    // come again.
+    let targets: Vec<sion_verify::atom::AtomId> = one_dense_bucket(400).iter().map(Atom::id).collect();
+    let atoms: Vec<Atom> = dense_poses(&mut rng, 12_000, 0)
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut p = a.into_parts();
+            if i % 2 == 0 {
+                p.subject = format!("pallet-{}", (i * 7) % 400);
+            }
+            let target = targets[(i * 13) % targets.len()];
+            p.links.push(sion_verify::atom::Link { rel: sion_verify::atom::LinkRel::Supports, target });
+            Atom::new(p).expect("valid")
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = sion_index::IndexConfig {
+        cache_bytes: 1 << 16,
+        budget: sion_index::Budget { hot_bytes: 32 << 10 },
+        ..sion_index::IndexConfig::default()
+    };
+    let mut index = Index::create(&dir.path().join("index"), config).expect("create");
+    let nodes = dir.path().join("index").join("nodes");
+    let (mut failures, mut part_way) = (0, 0);
+    while (index.size() as usize) < atoms.len() {
+        let at = index.size() as usize;
+        let end = (at + 300 + (rng.next_u64() % 900) as usize).min(atoms.len());
+        if at > 0 && rng.chance(333) {
+            // A few atoms on a healthy disk first, so that reads fail part-way.
+            let healthy = (at + 1 + (rng.next_u64() % 5) as usize).min(atoms.len());
+            index.fold_all(&atoms[at..healthy]).expect("fold");
+            let at = healthy;
+            let bytes = fail_reads(&nodes);
+            let folded = index.fold_all(&atoms[at..end]);
+            heal(&nodes, &bytes);
+            let taken = index.size() as usize;
+            assert!((at..=end).contains(&taken), "{at}..{end}: {taken}");
+            if folded.is_err() {
+                failures += 1;
+                part_way += usize::from(taken > at);
+                assert!(taken < end, "a failed fold took every atom");
+                assert_eq!(
+                    index.root().expect("root"),
+                    spec_root(&atoms[..taken]),
+                    "after a failure at {taken}"
+                );
+            }
+        } else {
+            index.fold_all(&atoms[at..end]).expect("fold");
+        }
+        index.seal().expect("seal");
+    }
+    assert!(failures >= 3 && part_way >= 1, "{failures} folds met the failing disk, {part_way} part-way");
+    assert_eq!(index.root().expect("root"), spec_root(&atoms));
+}
+
+/// The node file a build writes is the same byte for byte whether its folds run on one core
+/// or two.
+#[test]
+fn a_build_writes_the_same_node_file_on_one_core_and_two() {
+    let mut rng = SplitMix64::new(24);
+    let atoms = sion_testkit::random_atoms(&mut rng, 30_000);
+    let build = |threads: usize| {
+        let dir = tempfile::tempdir().expect("tmp");
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+        pool.install(|| {
+            let mut index = Index::create(&dir.path().join("index"), small_budget()).expect("create");
+            for slice in atoms.chunks(7_000) {
+                index.fold_all(slice).expect("fold");
+                index.seal().expect("seal");
+            }
+            index.checkpoint().expect("checkpoint");
+        });
+        std::fs::read(dir.path().join("index").join("nodes")).expect("read")
+    };
+    let (one, two) = (build(1), build(2));
+    assert!(one.len() > 1 << 20, "{} bytes", one.len());
+    assert!(one == two, "the node files differ ({} and {} bytes)", one.len(), two.len());
+}
+
 /// A seal that fails to read a bucket's entries back loses none of what was folded: the next
 /// seal writes every bucket of the failed one. (From a review: the failed seal's buckets were
 /// dropped, and the next root left their atoms out.)
