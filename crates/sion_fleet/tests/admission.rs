@@ -3,7 +3,9 @@
 //! a state of more than 4 MiB under one prefix is read a page at a time (it used to fail every
 //! call with "decoded message length too large", and to say the service could not be reached).
 
-use std::net::SocketAddr;
+mod common;
+use common::free_addr;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -22,10 +24,6 @@ use sion_store::ledger::{
     encode_version,
 };
 use sion_verify::merkle::{Blake3, MemoryTree};
-
-fn free_addr() -> SocketAddr {
-    sion_fleet::local::free_addr().expect("a free loopback port")
-}
 
 fn open_tx(key: &SigningKey, nonce: u64) -> SignedTx {
     SignedTx::sign(key, nonce, Tx::OpenMemory { agent: None, policy: [7; 32] })

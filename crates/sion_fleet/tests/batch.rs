@@ -10,8 +10,8 @@
 
 mod common;
 use common::commit;
+use common::free_addr;
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 
 use ed25519_dalek::SigningKey;
 use sion_fleet::client::RemoteLedger;
@@ -24,11 +24,6 @@ use sion_store::ledger::{LedgerError, LogId, SignedTx, Tx, account_of};
 
 fn open(writer: &SigningKey, nonce: u64) -> SignedTx {
     SignedTx::sign(writer, nonce, Tx::OpenMemory { agent: None, policy: [7; 32] })
-}
-
-fn free_addr() -> SocketAddr {
-    let port = sion_fleet::local::free_port().expect("a free loopback port");
-    SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,22 +8,15 @@
 
 mod common;
 use common::commit;
-use std::net::SocketAddr;
+use common::free_addr;
 
 use ed25519_dalek::SigningKey;
 use sion_fleet::client::RemoteLedger;
-use sion_fleet::local::Etcd;
 use sion_fleet::service::Service;
 use sion_fleet::{FleetError, FleetLedger};
 use sion_store::ledger::link::LedgerLink as _;
-use sion_store::ledger::{SignedTx, Tx};
 use sion_verify::ledger::{Checkpoint, SignedNote, ledger_vkey, origin_of, sign_checkpoint};
 use sion_verify::merkle::{MemoryTree, Sha256};
-
-fn free_addr() -> SocketAddr {
-    let port = sion_fleet::local::free_port().expect("a free loopback port");
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
 
 /// What the independent implementations say of a checkpoint note under the ledger's vkey: its
 /// origin, size and root.
@@ -39,22 +32,10 @@ fn independent_read(note: &[u8], vkey: &str) -> (String, u64, [u8; 32]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_are_c2sp_logs_that_independent_code_checks() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
-    let key = SigningKey::from_bytes(&[61; 32]);
-    let public = key.verifying_key();
     let prefix = "/sion-ledger/checkpoint/";
-    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
-    let robots: Vec<SigningKey> = (0..6u8).map(|i| SigningKey::from_bytes(&[70 + i; 32])).collect();
-    let opened = a
-        .submit_batch(
-            robots
-                .iter()
-                .map(|r| SignedTx::sign(r, 0, Tx::OpenMemory { agent: None, policy: [7; 32] }))
-                .collect(),
-        )
-        .await;
-    let logs: Vec<_> = opened.iter().map(|r| r.as_ref().expect("opened").log.expect("a log")).collect();
+    let (_dir, etcd, key, mut a) = common::ledger(prefix, 61).await;
+    let public = key.verifying_key();
+    let (robots, logs): (Vec<SigningKey>, Vec<_>) = common::robots(&mut a, 70, 6).await.into_iter().unzip();
 
     let addr = free_addr();
     let service =

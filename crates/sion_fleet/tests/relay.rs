@@ -11,7 +11,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::commit;
+use common::{commit, ledger, robots};
 use ed25519_dalek::{Signer as _, SigningKey};
 use sion_fleet::FleetLedger;
 use sion_fleet::local::{Etcd, free_addr};
@@ -19,7 +19,7 @@ use sion_fleet::relay::{Relay, Role, forward_message};
 use sion_fleet::service::pb::ledger_client::LedgerClient;
 use sion_fleet::service::pb::{Blob, Forwarded};
 use sion_fleet::service::{REFUSAL, Service};
-use sion_store::ledger::{LogId, SignedHeader, SignedTx, Tx, account_of};
+use sion_store::ledger::{SignedHeader, SignedTx, account_of};
 use sion_verify::wire::Reader;
 use std::sync::Arc;
 
@@ -78,34 +78,11 @@ async fn submit(
     Ok(SignedHeader::read(&mut r).expect("a signed header"))
 }
 
-/// A fresh ledger on an etcd member of its own, under the key made of `seed`: the member's
-/// directory (kept for the test's life), the member, the key and the ledger.
-async fn ledger(seed: u8) -> (tempfile::TempDir, Etcd, SigningKey, FleetLedger) {
-    let dir = tempfile::tempdir().expect("tmp");
-    let etcd = Etcd::start(dir.path()).await.expect("etcd");
-    let key = SigningKey::from_bytes(&[seed; 32]);
-    let ledger = FleetLedger::init(&[etcd.url()], PREFIX, key.clone()).await.expect("init");
-    (dir, etcd, key, ledger)
-}
-
-/// Robots' logs, opened straight on the ledger (not what is tested).
-async fn robots(ledger: &mut FleetLedger, n: u8) -> Vec<(SigningKey, LogId)> {
-    let keys: Vec<SigningKey> = (0..n).map(|i| SigningKey::from_bytes(&[100 + i; 32])).collect();
-    let opened = ledger
-        .submit_batch(
-            keys.iter()
-                .map(|k| SignedTx::sign(k, 0, Tx::OpenMemory { agent: None, policy: [0; 32] }))
-                .collect(),
-        )
-        .await;
-    keys.into_iter().zip(opened).map(|(k, r)| (k, r.expect("opened").log.expect("a log"))).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_front_end_sequences_and_the_other_forwards_what_passed_its_door() {
-    let (_dir, etcd, key, mut setup) = ledger(61).await;
+    let (_dir, etcd, key, mut setup) = ledger(PREFIX, 61).await;
     let public = key.verifying_key();
-    let robots = robots(&mut setup, 20).await;
+    let robots = robots(&mut setup, 100, 20).await;
     let (a, b) = (free_addr().expect("port"), free_addr().expect("port"));
     let fa = front_end(&etcd, &key, a, &[b]).await;
     let fb = front_end(&etcd, &key, b, &[a]).await;
@@ -158,8 +135,8 @@ async fn one_front_end_sequences_and_the_other_forwards_what_passed_its_door() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_batch_not_of_the_ledger_key_or_of_another_time_is_refused_whole() {
-    let (_dir, etcd, key, mut setup) = ledger(62).await;
-    let robots = robots(&mut setup, 2).await;
+    let (_dir, etcd, key, mut setup) = ledger(PREFIX, 62).await;
+    let robots = robots(&mut setup, 100, 2).await;
     let a = free_addr().expect("port");
     let fa = front_end(&etcd, &key, a, &[]).await;
     let mut c = client(a).await;
@@ -227,9 +204,9 @@ async fn a_forwarded_batch_not_of_the_ledger_key_or_of_another_time_is_refused_w
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_the_sequencer_stops_or_dies_the_other_takes_the_pulses_and_no_commit_is_lost() {
-    let (_dir, etcd, key, mut setup) = ledger(63).await;
+    let (_dir, etcd, key, mut setup) = ledger(PREFIX, 63).await;
     let public = key.verifying_key();
-    let robots = robots(&mut setup, 4).await;
+    let robots = robots(&mut setup, 100, 4).await;
     let mut versions = vec![0u64; robots.len()];
     let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr().expect("port")).collect();
     let peers =
@@ -312,8 +289,8 @@ async fn when_the_sequencer_stops_or_dies_the_other_takes_the_pulses_and_no_comm
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_the_operator_did_not_name_is_not_forwarded_to() {
-    let (_dir, etcd, key, mut setup) = ledger(64).await;
-    let robots = robots(&mut setup, 1).await;
+    let (_dir, etcd, key, mut setup) = ledger(PREFIX, 64).await;
+    let robots = robots(&mut setup, 100, 1).await;
     // Whoever can write etcd names a listener of its own as the sequencer (no lease: it stays).
     let mut etcd_client = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
     // Its listener counts who connects.
@@ -334,8 +311,8 @@ async fn a_sequencer_the_operator_did_not_name_is_not_forwarded_to() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_that_never_answers_holds_up_one_batch_then_is_passed_over() {
-    let (_dir, etcd, key, mut setup) = ledger(65).await;
-    let robots = robots(&mut setup, 1).await;
+    let (_dir, etcd, key, mut setup) = ledger(PREFIX, 65).await;
+    let robots = robots(&mut setup, 100, 1).await;
     // A named peer that takes connections and never says a word (wedged, or cut off from its
     // peers while it still renews its lease), holding `P/seq`.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
@@ -416,8 +393,8 @@ mod mute {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequencer_that_takes_batches_and_never_decides_them_holds_up_no_robot_past_its_wait() {
-    let (_dir, etcd, key, mut setup) = ledger(66).await;
-    let robots = robots(&mut setup, 3).await;
+    let (_dir, etcd, key, mut setup) = ledger(PREFIX, 66).await;
+    let robots = robots(&mut setup, 100, 3).await;
     let mute = free_addr().expect("port");
     let handed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tokio::spawn(
@@ -487,9 +464,9 @@ fn signal(pid: u32, sig: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_that_runs_out_while_etcd_answers_nothing_is_let_go_and_one_sequencer_is_elected_again() {
-    let (_dir, etcd, key, mut setup) = ledger(67).await;
+    let (_dir, etcd, key, mut setup) = ledger(PREFIX, 67).await;
     let public = key.verifying_key();
-    let robots = robots(&mut setup, 2).await;
+    let robots = robots(&mut setup, 100, 2).await;
     let (a, b) = (free_addr().expect("port"), free_addr().expect("port"));
     let fa = front_end(&etcd, &key, a, &[b]).await;
     let fb = front_end(&etcd, &key, b, &[a]).await;

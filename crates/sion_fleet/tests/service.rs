@@ -3,7 +3,8 @@
 //! verified under the ledger's key by a reader that fetches the headers it needs from the
 //! service; refusals travel with their codes.
 
-use std::net::SocketAddr;
+mod common;
+use common::free_addr;
 
 use ed25519_dalek::SigningKey;
 use sion_fleet::FleetLedger;
@@ -14,10 +15,6 @@ use sion_store::index::IndexConfig;
 use sion_store::ledger::link::LedgerLink;
 use sion_store::ledger::{LedgerError, SignedTx, Tx, account_of};
 use sion_store::memory::Memory;
-
-fn free_addr() -> SocketAddr {
-    sion_fleet::local::free_addr().expect("a free loopback port")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_on_the_fleet_ledger_through_two_front_ends() {

@@ -5,8 +5,7 @@
 //! is told so, with the keys, and that nothing of its memory is at fault.
 
 mod common;
-use common::{commit, commit_cells, head};
-use std::net::SocketAddr;
+use common::{commit, commit_cells, free_addr, head};
 
 use ed25519_dalek::SigningKey;
 use sion_fleet::client::RemoteLedger;
@@ -54,10 +53,6 @@ fn mismatch<T: std::fmt::Debug>(what: &str, r: Result<T, FleetError>) -> (Vec<St
 
 async fn raw_get(client: &mut etcd_client::Client, key: &str) -> Option<Vec<u8>> {
     client.get(key, None).await.expect("etcd get").kvs().first().map(|kv| kv.value().to_vec())
-}
-
-fn free_addr() -> SocketAddr {
-    sion_fleet::local::free_addr().expect("a free loopback port")
 }
 
 /// The finding of issue 30: a `put` of a log leaf with 10^9 atoms and a made-up root was signed

@@ -4,7 +4,8 @@
 //! earlier time (a backdated fork): a reader naming no witness is fooled — which is why they
 //! exist — a reader with a quorum is not, and a witness shown the fork refuses it and says why.
 
-use std::net::SocketAddr;
+mod common;
+use common::free_addr;
 
 use ed25519_dalek::SigningKey;
 use sion_fleet::FleetLedger;
@@ -19,10 +20,6 @@ use sion_store::ledger::link::LedgerLink;
 use sion_store::memory::Memory;
 use sion_verify::ledger::{Cosignature, SignedHeader};
 use sion_verify::proof::{self, Expect};
-
-fn free_addr() -> SocketAddr {
-    sion_fleet::local::free_addr().expect("a free loopback port")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn witnesses_cosign_the_chain_and_catch_a_backdated_fork() {

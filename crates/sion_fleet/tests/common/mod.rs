@@ -4,9 +4,42 @@
 // Each test crate uses what it needs of these.
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
+
 use ed25519_dalek::SigningKey;
+use sion_fleet::FleetLedger;
+use sion_fleet::local::Etcd;
 use sion_store::ledger::{Head, LogId, SignedTx, Tx};
 use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
+
+/// A free loopback address for a front-end.
+pub fn free_addr() -> SocketAddr {
+    sion_fleet::local::free_addr().expect("a free loopback port")
+}
+
+/// A fresh ledger under `prefix` on an etcd member of its own, its key made of `seed`: the
+/// member's directory (kept for the test's life), the member, the key and the ledger.
+pub async fn ledger(prefix: &str, seed: u8) -> (tempfile::TempDir, Etcd, SigningKey, FleetLedger) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[seed; 32]);
+    let ledger = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    (dir, etcd, key, ledger)
+}
+
+/// `n` robots, their keys made of `first`, `first + 1` …, and their logs, opened straight on
+/// the ledger in one batch (not what is tested).
+pub async fn robots(ledger: &mut FleetLedger, first: u8, n: u8) -> Vec<(SigningKey, LogId)> {
+    let keys: Vec<SigningKey> = (0..n).map(|i| SigningKey::from_bytes(&[first + i; 32])).collect();
+    let opened = ledger
+        .submit_batch(
+            keys.iter()
+                .map(|k| SignedTx::sign(k, 0, Tx::OpenMemory { agent: None, policy: [0; 32] }))
+                .collect(),
+        )
+        .await;
+    keys.into_iter().zip(opened).map(|(k, r)| (k, r.expect("opened").log.expect("a log"))).collect()
+}
 
 /// The tree over atoms `0 … n − 1`.
 pub fn tree(n: u64) -> MemoryTree<Blake3> {
