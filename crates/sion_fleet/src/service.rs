@@ -1102,4 +1102,63 @@ mod tests {
         let hyper_seen = causes(&s).any(|e| e.downcast_ref::<hyper::Error>().is_some());
         assert!(hyper_seen, "tonic's error carries a hyper::Error of the hyper this crate uses: {s:?}");
     }
+
+    /// A far end that opens one stream at a time (SETTINGS_MAX_CONCURRENT_STREAMS 1), holds the
+    /// first without an answer and then closes the connection. The second request waits in h2
+    /// for a stream; the third waits in hyper's queue, never written, and hyper cancels it when
+    /// the connection closes: not sent. The first was written: not known.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_cancelled_in_the_queue_was_not_sent() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let port = listener.local_addr().expect("addr").port();
+        let (first_in, first_seen) = tokio::sync::oneshot::channel();
+        let (close, closing) = tokio::sync::oneshot::channel::<()>();
+        let far_end = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.expect("a connection");
+            let mut conn = h2::server::Builder::new()
+                .max_concurrent_streams(1)
+                .handshake::<_, &'static [u8]>(socket)
+                .await
+                .expect("an HTTP/2 handshake");
+            let held = conn.accept().await;
+            let _ = first_in.send(());
+            // The connection kept going (its settings and pings answered) until told to close.
+            tokio::select! {
+                _ = closing => {}
+                _ = async { while conn.accept().await.is_some() {} } => {}
+            }
+            // Closed first, so the held stream's end frees no stream for the others.
+            drop(conn);
+            drop(held);
+        });
+        let c = client(port);
+        let call = |marker: &'static [u8]| {
+            let mut c = c.clone();
+            tokio::spawn(async move { c.forward(forwarded(marker)).await })
+        };
+        let first = call(b"first");
+        tokio::time::timeout(Duration::from_secs(20), first_seen)
+            .await
+            .expect("the first stream within 20 s")
+            .expect("the far end took it");
+        let second = call(b"second");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let third = call(b"third");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = close.send(());
+        far_end.await.expect("the far end");
+        let outcome = |call: tokio::task::JoinHandle<Result<tonic::Response<_>, tonic::Status>>| async move {
+            tokio::time::timeout(Duration::from_secs(20), call)
+                .await
+                .expect("an answer within 20 s")
+                .expect("the call")
+                .expect_err("the far end closed")
+        };
+        let (first, _second, third) = (outcome(first).await, outcome(second).await, outcome(third).await);
+        assert!(!never_sent(&first), "{first:?}");
+        let cancelled =
+            causes(&third).any(|e| e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_canceled));
+        assert!(cancelled, "hyper cancelled the queued request: {third:?}");
+        assert!(never_sent(&third), "{third:?}");
+    }
 }
