@@ -1141,10 +1141,11 @@ mod tests {
             .await
             .expect("the first stream within 20 s")
             .expect("the far end took it");
+        // Each call given time (on a loaded machine too) to reach its place in the queue.
         let second = call(b"second");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let third = call(b"third");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
         let _ = close.send(());
         far_end.await.expect("the far end");
         let outcome = |call: tokio::task::JoinHandle<Result<tonic::Response<_>, tonic::Status>>| async move {
