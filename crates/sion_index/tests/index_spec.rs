@@ -575,7 +575,7 @@ fn a_failed_read_when_a_block_fills_takes_nothing() {
 fn fold_of_many_failing(link_at: usize, subject_at: usize) -> u64 {
     let target = one_dense_bucket(1)[0].id();
     let link = sion_verify::atom::Link { rel: sion_verify::atom::LinkRel::Supports, target };
-    let atoms: Vec<Atom> = one_dense_bucket(5_000)
+    let atoms: Vec<Atom> = one_dense_bucket(10_000)
         .into_iter()
         .enumerate()
         .map(|(i, a)| {
@@ -602,7 +602,8 @@ fn fold_of_many_failing(link_at: usize, subject_at: usize) -> u64 {
     index.fold(&atoms[4_000]).expect("fold");
     let nodes = dir.join("nodes");
     let bytes = fail_reads(&nodes);
-    let failed = index.fold_all(&atoms[4_001..4_600]);
+    // 4,999 atoms: enough for the fold to run its halves on two cores.
+    let failed = index.fold_all(&atoms[4_001..9_000]);
     heal(&nodes, &bytes);
     assert!(failed.is_err(), "the fold read the failing disk");
     let taken = index.size();
@@ -641,7 +642,7 @@ fn folds_failing_again_and_again_take_whole_atoms() {
     // link targets' lists, many of them, let go by the small budget and read back when they
     // come again.
     let targets: Vec<sion_verify::atom::AtomId> = one_dense_bucket(400).iter().map(Atom::id).collect();
-    let atoms: Vec<Atom> = dense_poses(&mut rng, 12_000, 0)
+    let atoms: Vec<Atom> = dense_poses(&mut rng, 40_000, 0)
         .into_iter()
         .enumerate()
         .map(|(i, a)| {
@@ -665,7 +666,8 @@ fn folds_failing_again_and_again_take_whole_atoms() {
     let (mut failures, mut part_way) = (0, 0);
     while (index.size() as usize) < atoms.len() {
         let at = index.size() as usize;
-        let end = (at + 300 + (rng.next_u64() % 900) as usize).min(atoms.len());
+        // Some folds on one core, some (4,096 atoms or more) on two.
+        let end = (at + 300 + (rng.next_u64() % 6_000) as usize).min(atoms.len());
         if at > 0 && rng.chance(333) {
             // A few atoms on a healthy disk first, so that reads fail part-way.
             let healthy = (at + 1 + (rng.next_u64() % 5) as usize).min(atoms.len());
