@@ -556,7 +556,8 @@ pub async fn serve_service(
 ///   hyper 1.x (1.12, which tonic 0.14.9 builds on), `Kind::Canceled` is made only for a
 ///   request still in the connection's queue when the connection closed, or sent to a
 ///   connection already closed (client/dispatch.rs, `Envelope`'s drop; client/conn/http2.rs,
-///   "connection was not ready"); a request taken off the queue fails with an HTTP/2 error.
+///   "connection was not ready"); a request taken off the queue fails with an HTTP/2 error,
+///   or hyper's "dispatch gone" if the connection ends while h2 holds it for a stream.
 ///   Any other hyper error is on an established connection, where the request may have been
 ///   written: not known.
 fn never_sent(s: &Status) -> bool {
@@ -1121,13 +1122,21 @@ mod tests {
                 .await
                 .expect("an HTTP/2 handshake");
             let held = conn.accept().await;
+            // The client has taken the limit of one stream once it answers a ping sent after
+            // it (it reads frames in order): only then may the others be made.
+            let mut ping = conn.ping_pong().expect("pings");
+            tokio::select! {
+                pong = ping.ping(h2::Ping::opaque()) => { pong.expect("the client answers a ping"); }
+                _ = async { while conn.accept().await.is_some() {} } => {}
+            }
             let _ = first_in.send(());
             // The connection kept going (its settings and pings answered) until told to close.
             tokio::select! {
                 _ = closing => {}
                 _ = async { while conn.accept().await.is_some() {} } => {}
             }
-            // Closed first, so the held stream's end frees no stream for the others.
+            // Nothing is polled after this: the held stream's end is never written, and the
+            // connection closes.
             drop(conn);
             drop(held);
         });
@@ -1147,7 +1156,10 @@ mod tests {
         let third = call(b"third");
         tokio::time::sleep(Duration::from_millis(1_000)).await;
         let _ = close.send(());
-        far_end.await.expect("the far end");
+        tokio::time::timeout(Duration::from_secs(20), far_end)
+            .await
+            .expect("the far end ends within 20 s")
+            .expect("the far end");
         let outcome = |call: tokio::task::JoinHandle<Result<tonic::Response<_>, tonic::Status>>| async move {
             tokio::time::timeout(Duration::from_secs(20), call)
                 .await

@@ -1,5 +1,6 @@
-//! What the fleet ledger's tests build their commits from: every log holds the same atoms, so a
-//! head of `n` atoms and the consistency proof between two heads are computed here alone.
+//! What the fleet ledger's tests share: their commits (every log holds the same atoms, so a
+//! head of `n` atoms and the consistency proof between two heads are computed here alone), a
+//! free loopback address, a fresh ledger on an etcd member of its own, and robots' logs.
 
 // Each test crate uses what it needs of these.
 #![allow(dead_code)]
@@ -18,7 +19,8 @@ pub fn free_addr() -> SocketAddr {
 }
 
 /// A fresh ledger under `prefix` on an etcd member of its own, its key made of `seed`: the
-/// member's directory (kept for the test's life), the member, the key and the ledger.
+/// member's directory, the member, the key and the ledger. Bind the directory to a name for
+/// the test's life (`_dir`, not `_`): dropped, it takes the member's data with it.
 pub async fn ledger(prefix: &str, seed: u8) -> (tempfile::TempDir, Etcd, SigningKey, FleetLedger) {
     let dir = tempfile::tempdir().expect("tmp");
     let etcd = Etcd::start(dir.path()).await.expect("etcd");
