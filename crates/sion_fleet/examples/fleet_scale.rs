@@ -12,7 +12,8 @@
 //! The two front-ends are told of each other, so one makes the Pulses and the other forwards
 //! to it (docs/FLEET-LEDGER.md, "One sequencer at a time"); `--relay 0` has both make Pulses,
 //! racing, as front-ends without peers do. `--faults 0` runs the fault-free row alone (for a
-//! profile); the etcd flags set the members' heartbeat and election timeout.
+//! profile), `--faults 2` the leader's kill alone (to repeat it); the etcd flags set the
+//! members' heartbeat and election timeout.
 //!
 //! `--format 3` makes the ledger as ledgers were made before the entries were the ledger (each
 //! Pulse also writes its logs', nonces' and paths' keys), to measure one against the other.
@@ -21,7 +22,7 @@
 //! consistency proof from its last head), send it, check the receipt's header against the
 //! ledger's key (as `RemoteLedger` does), next. After an error it asks the service for its
 //! log and nonce and goes on. The members are started with `--max-txn-ops` (default 1024) and
-//! the front-ends told the same. Rows: commits acknowledged a second, latency p50 / p99, the
+//! the front-ends told the same. Rows: commits acknowledged a second, latency p50 / p99 / the longest, the
 //! errors robots saw, the Pulses made and the commits a Pulse, and the
 //! CPU this process (robots and front-ends) used a second of wall time.
 
@@ -362,19 +363,20 @@ async fn main() {
         .collect();
 
     println!(
-        "| row | commits/s | p50 ms | p99 ms | errors | Pulses | commits a Pulse | CPU s/s (this process) |"
+        "| row | commits/s | p50 ms | p99 ms | longest ms | errors | Pulses | commits a Pulse | CPU s/s (this process) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let (rate, p50, p99) = etcd_rate(&urls, 64, seconds.min(5.0)).await;
     println!(
-        "| etcd alone: 64 clients, a compare-and-swap each on its own key (3 members) | {rate:.0} txn/s | {p50:.2} | {p99:.2} | | | | |"
+        "| etcd alone: 64 clients, a compare-and-swap each on its own key (3 members) | {rate:.0} txn/s | {p50:.2} | {p99:.2} | | | | | |"
     );
 
     // `--faults 0`: the fault-free row alone (for a profile of it).
-    let phases: &[&str] = if arg("--faults", 1) == 0 {
-        &["no fault"]
-    } else {
-        &["no fault", "a follower killed", "the leader killed"]
+    let phases: &[&str] = match arg("--faults", 1) {
+        0 => &["no fault"],
+        // `--faults 2`: the leader's kill alone, to repeat it.
+        2 => &["the leader killed"],
+        _ => &["no fault", "a follower killed", "the leader killed"],
     };
     for &phase in phases {
         let until = Arc::new(AtomicBool::new(false));
@@ -439,7 +441,7 @@ async fn main() {
         let mut lat = std::mem::take(&mut *lat.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         let pulses = to.saturating_sub(from).max(1);
         println!(
-            "| {robots_n} robots{}, 2 front-ends{}, 3 members, {phase} | {:.0} | {:.1} | {:.1} | {} | {} | {:.1} | {:.2} |",
+            "| {robots_n} robots{}, 2 front-ends{}, 3 members, {phase} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {} | {:.1} | {:.2} |",
             if off_clock {
                 " (signed ahead, replies checked after)"
             } else {
@@ -449,6 +451,7 @@ async fn main() {
             acked as f64 / secs,
             quantile(&mut lat, 0.5),
             quantile(&mut lat, 0.99),
+            quantile(&mut lat, 1.0),
             tally.errors.load(Ordering::Relaxed),
             pulses,
             acked as f64 / pulses as f64,

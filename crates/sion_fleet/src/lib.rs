@@ -21,6 +21,7 @@ pub mod local;
 pub mod relay;
 pub mod service;
 pub mod snapshot;
+mod swap_wait;
 pub mod witness;
 
 use std::collections::{BTreeMap, HashMap};
@@ -124,6 +125,13 @@ fn etcd_err(endpoints: &str, e: etcd_client::Error) -> FleetError {
              have been recorded; the robot keeps its atoms and commits them when the ledger answers",
             REQUEST_TIMEOUT.as_secs()
         )
+    } else if text.contains("raft proposal dropped") {
+        // Still so after the retries a request's time allows (or where none is tried): the
+        // members elect no leader.
+        format!(
+            "etcd has no leader ({text}): is a quorum of the etcd members up? Nothing is known to have \
+             been recorded; the robot keeps its atoms and commits them when the ledger answers"
+        )
     } else if text.contains("message length too large") {
         // The reply was there: saying "no quorum" or "not running" would send the operator
         // looking in the wrong place.
@@ -166,23 +174,19 @@ pub const VERSIONS_PER_CALL: u64 = 1024;
 /// Attempts on other members after one could not be reached.
 const TRANSIENT_TRIES: u32 = 8;
 
-/// A member that could not be reached (refused, reset, unavailable): another may answer. A
-/// timeout is not transient here — it is what a lost quorum looks like, and is reported.
+/// A member that could not be reached (refused, reset, unavailable), or one that knows no
+/// leader yet (raft drops a proposal made to a member between leaders, so it is not in the
+/// log: etcd answers "raft proposal dropped" with code Unknown): another, or a later try, may
+/// answer. A timeout is not transient here — it is what a lost quorum looks like, and is
+/// reported.
 fn transient(e: &etcd_client::Error) -> bool {
     let text = e.to_string();
     !text.contains("Timeout expired")
         && (text.contains("unavailable")
             || text.contains("connect error")
-            || text.contains("transport error"))
+            || text.contains("transport error")
+            || text.contains("raft proposal dropped"))
 }
-
-/// How long one compare-and-swap waits for etcd before it is taken as not known to have landed
-/// and tried again (within [`REQUEST_TIMEOUT`] in all; whether it landed is then read from its
-/// entry): a proposal a killed leader held is not answered before etcd's own request timeout
-/// (measured, 1,000 robots: the leader killed, 360 commits failing "no answer within 5 s" and a
-/// p99 of 8 s; waiting 1 s, none failing and a p99 of 1.6 s), while a new leader is elected in
-/// well under a second.
-const CAS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How many times a submission retries after losing its compare-and-swap.
 const ATTEMPTS: u32 = 256;
@@ -260,6 +264,8 @@ pub struct FleetLedger {
     /// asks for the next Pulse ("Agreeing on the next Pulse": taking turns).
     turn_seen: i64,
     turn_mark: [u8; 8],
+    /// How long the next Pulse's compare-and-swap is waited for ([`swap_wait`]).
+    swap_wait: swap_wait::SwapWait,
 }
 
 /// How a new ledger keeps its state in etcd (`P/format`, docs/FLEET-LEDGER.md "State in etcd").
@@ -708,6 +714,7 @@ impl FleetLedger {
             history: None,
             turn_seen: 0,
             turn_mark: turn_mark(),
+            swap_wait: Default::default(),
         };
         let resp = ledger.get(ledger.key_of("key"), None).await?;
         let Some(kv) = resp.kvs().first() else { return Err(FleetError::Missing(ledger.prefix.clone())) };
@@ -828,6 +835,7 @@ impl FleetLedger {
             history: None,
             turn_seen: self.turn_seen,
             turn_mark: turn_mark(),
+            swap_wait: self.swap_wait.clone(),
         }
     }
 
@@ -2204,7 +2212,13 @@ impl FleetLedger {
                 self.cached = Some(snap);
                 return Ok(decided);
             }
-            let time_ns = now_ns().max(snap.latest.time_ns.saturating_add(1));
+            // Trying again after an attempt not known to have landed, on the same head: the same
+            // time, so the same header and the same signature (Ed25519 is deterministic). With a
+            // new time, had the first landed, the retry would put a second signed header for this
+            // number into etcd's log (its compare fails, but a transaction's request is logged).
+            let again = unknown.iter().find(|u| u.0 == number && u.2.prev == snap.latest.hash());
+            let time_ns =
+                again.map_or_else(|| now_ns().max(snap.latest.time_ns.saturating_add(1)), |u| u.2.time_ns);
             let header = snap.state.header(number, time_ns, snap.latest.hash());
             let taken: Vec<SignedTx> = batch.taken.iter().map(|(i, _)| txs[*i].clone()).collect();
             let mine = entry(&taken, &header);
@@ -2227,10 +2241,20 @@ impl FleetLedger {
                 ])
                 .and_then(puts)
                 .or_else(vec![TxnOp::get(self.key_of("turn"), None), TxnOp::get(self.key_of("head"), None)]);
-            let outcome = match tokio::time::timeout(CAS_WAIT, self.client.txn(txn)).await {
-                Ok(Ok(resp)) => Ok(resp),
+            let sent = std::time::Instant::now();
+            let wait = self.swap_wait.wait();
+            // Not answered within the wait: not known to have landed (a killed leader's proposal
+            // is never answered), so tried again below.
+            let outcome = match tokio::time::timeout(wait, self.client.txn(txn)).await {
+                Ok(Ok(resp)) => {
+                    self.swap_wait.answered(sent.elapsed());
+                    Ok(resp)
+                }
                 Ok(Err(e)) => Err(Some(e)),
-                Err(_) => Err(None),
+                Err(_) => {
+                    self.swap_wait.unanswered();
+                    Err(None)
+                }
             };
             let resp = match outcome {
                 Ok(resp) if resp.succeeded() => resp,
@@ -2268,9 +2292,9 @@ impl FleetLedger {
                         // the request's time lasts, on whichever member answers.
                         Err(e) if e.as_ref().is_none_or(transient) && started.elapsed() < REQUEST_TIMEOUT => {
                             transport += 1;
-                            if e.is_some() {
-                                self.heal().await;
-                            }
+                            // Unanswered too: the swap's member (or the leader it forwarded to)
+                            // may have been killed, and the balancer would pick it again.
+                            self.heal().await;
                             // Each attempt once (a retry on the same head builds the same bytes).
                             if !unknown.iter().any(|u| u.0 == number && u.1 == mine) {
                                 let receipts = batch.receipts(&header);
