@@ -1,43 +1,52 @@
 //! A Pulse's compare-and-swap whose answer never comes (docs/FLEET-LEDGER.md, "Faults"), run
 //! as an attack on the ledger's key. A proxy between a front-end and its etcd member holds the
 //! swap back and cuts the front-end's connection, so the front-end tries again on a fresh
-//! connection and its retry lands; then the proxy lets the first swap through, and its compare
-//! fails. etcd logs a transaction's request whether its compare holds or not, so whoever reads
-//! the member's data directory holds every header the front-end signed for that number: they
-//! must all be one header, or the key would be shown signing two Pulses with one number.
+//! connection; only once the retry has landed and been acknowledged does the proxy let the
+//! first swap through, and its compare fails. etcd logs a transaction's request whether its
+//! compare holds or not, so whoever reads the member's data directory holds every header the
+//! front-end signed for that number: they must all be one header, or the key would be shown
+//! signing two Pulses with one number.
 
 mod common;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sion_fleet::FleetLedger;
 use sion_fleet::local::Etcd;
+use sion_verify::ledger::PulseHeader;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
-/// A client's write at least this long is a Pulse's swap (its entry, header, signatures and
-/// records); the reads a front-end makes are a few hundred bytes at most.
+/// A chunk this long naming a `pulse/` key is a Pulse's swap (its entry, header, signatures
+/// and records); a read of a Pulse's keys is a few hundred bytes.
 const SWAP_BYTES: usize = 600;
 
-/// A TCP proxy to `upstream` (host:port). Once `armed`, the first write of a client of at least
-/// [`SWAP_BYTES`] is held: the client's connection is cut at once, and after `hold` the bytes
-/// go upstream on the connection they came for (which stays open a while, for etcd to log and
-/// answer them); `delivered` then says so.
-async fn proxy(
-    upstream: String,
-    armed: Arc<AtomicBool>,
-    hold: Duration,
-    delivered: Arc<AtomicBool>,
-) -> String {
+/// What the proxy does with a Pulse's swap once armed.
+struct Hold {
+    armed: AtomicBool,
+    /// The prefix of the ledger's `pulse/` keys: a chunk that names one is a Pulse's swap.
+    pulse_key: Vec<u8>,
+    /// Told when the held swap may go on.
+    release: Notify,
+    delivered: AtomicBool,
+}
+
+/// A TCP proxy to `upstream` (host:port). Once armed, the first chunk a client sends that
+/// names a `pulse/` key and is at least [`SWAP_BYTES`] long is held, with what the client sends
+/// in the next 50 ms (the rest of the request's frames); the client's connection is then cut,
+/// and when `release` is told the bytes go upstream on the connection they came for, which
+/// stays open for etcd to log and answer them.
+async fn proxy(upstream: String, hold: Arc<Hold>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
             let Ok(server) = TcpStream::connect(&upstream).await else { continue };
-            let (armed, delivered) = (armed.clone(), delivered.clone());
+            let hold = hold.clone();
             tokio::spawn(async move {
                 let (mut from_client, mut to_client) = client.into_split();
                 let (mut from_server, mut to_server) = server.into_split();
@@ -50,14 +59,21 @@ async fn proxy(
                         Ok(0) | Err(_) => break,
                         Ok(n) => n,
                     };
-                    if n >= SWAP_BYTES && armed.swap(false, Ordering::SeqCst) {
+                    let names_a_pulse = buf[..n].windows(hold.pulse_key.len()).any(|w| w == hold.pulse_key);
+                    if n >= SWAP_BYTES && names_a_pulse && hold.armed.swap(false, Ordering::SeqCst) {
+                        let mut held = buf[..n].to_vec();
+                        while let Ok(Ok(more @ 1..)) =
+                            tokio::time::timeout(Duration::from_millis(50), from_client.read(&mut buf)).await
+                        {
+                            held.extend_from_slice(&buf[..more]);
+                        }
                         // Both halves of the client's socket dropped: its connection is cut.
                         back.abort();
                         drop(from_client);
-                        tokio::time::sleep(hold).await;
-                        let sent = to_server.write_all(&buf[..n]).await.is_ok();
-                        delivered.store(sent, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        hold.release.notified().await;
+                        let sent = to_server.write_all(&held).await.is_ok();
+                        hold.delivered.store(sent, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_secs(10)).await;
                         return;
                     }
                     if to_server.write_all(&buf[..n]).await.is_err() {
@@ -71,16 +87,22 @@ async fn proxy(
     format!("http://{addr}")
 }
 
-/// Every byte of every file under `dir`.
-fn all_bytes(dir: &Path, out: &mut Vec<u8>) {
-    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            all_bytes(&path, out);
-        } else if let Ok(bytes) = std::fs::read(&path) {
-            out.extend_from_slice(&bytes);
+/// Every header for Pulse `header.number` after `header.prev` in the member's write-ahead log
+/// (which holds each transaction's request): each occurrence, in order.
+fn headers_in_wal(data: &Path, header: &PulseHeader) -> Vec<Vec<u8>> {
+    let encoded = header.encode();
+    let mut start = vec![encoded[0]];
+    start.extend_from_slice(&header.number.to_le_bytes());
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(data.join("member/wal")).expect("the member's wal").flatten() {
+        let bytes = std::fs::read(entry.path()).unwrap_or_default();
+        for w in bytes.windows(encoded.len()) {
+            if w.starts_with(&start) && w[57..89] == header.prev {
+                out.push(w.to_vec());
+            }
         }
     }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,48 +110,55 @@ async fn a_swap_whose_answer_never_came_is_tried_again_with_the_same_signed_head
     let dir = tempfile::tempdir().expect("tmp");
     let etcd = Etcd::start(dir.path()).await.expect("etcd");
     let upstream = etcd.url().trim_start_matches("http://").to_owned();
-    let (armed, delivered) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-    let url = proxy(upstream, armed.clone(), Duration::from_millis(1500), delivered.clone()).await;
-    let key = ed25519_dalek::SigningKey::from_bytes(&[61; 32]);
     let prefix = "/sion-ledger/lost-swap/";
+    let hold = Arc::new(Hold {
+        armed: AtomicBool::new(false),
+        pulse_key: format!("{prefix}pulse/").into_bytes(),
+        release: Notify::new(),
+        delivered: AtomicBool::new(false),
+    });
+    let url = proxy(upstream, hold.clone()).await;
+    let key = ed25519_dalek::SigningKey::from_bytes(&[61; 32]);
     let mut ledger = FleetLedger::init(&[url.as_str()], prefix, key).await.expect("init");
     let robots = common::robots(&mut ledger, 70, 1).await;
     let (writer, log) = &robots[0];
     ledger.submit(common::commit(writer, 1, *log, 0, 0, 10)).await.expect("a first commit");
 
-    // The second commit's swap is held back, its connection cut.
-    armed.store(true, Ordering::SeqCst);
+    // The second commit's swap is held back and its connection cut; the front-end's retry
+    // lands and is acknowledged while the first is still held.
+    hold.armed.store(true, Ordering::SeqCst);
     let receipt = ledger.submit(common::commit(writer, 2, *log, 1, 10, 20)).await.expect("acknowledged");
-    assert!(!armed.load(Ordering::SeqCst), "no swap went through the proxy");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(delivered.load(Ordering::SeqCst), "the held swap never reached etcd");
-    let on = ledger.log(*log).await.expect("log").expect("exists");
-    assert_eq!((on.commits, on.head.size), (2, 20), "the commit is in the ledger once");
-
-    // Every header for that number in the member's files (its raft log holds each request): the
-    // encoding's version and number, then its time, logs and state root, then `prev`.
+    assert!(!hold.armed.load(Ordering::SeqCst), "no swap went through the proxy");
+    assert!(!hold.delivered.load(Ordering::SeqCst));
     let header = receipt.header;
-    let mut bytes = Vec::new();
-    all_bytes(&dir.path().join("data"), &mut bytes);
-    let encoded = header.encode();
-    let mut start = vec![encoded[0]];
-    start.extend_from_slice(&header.number.to_le_bytes());
-    let mut found: Vec<Vec<u8>> = Vec::new();
-    for at in 0..bytes.len().saturating_sub(encoded.len()) {
-        let candidate = &bytes[at..at + encoded.len()];
-        if candidate.starts_with(&start)
-            && candidate[57..89] == header.prev
-            && !found.iter().any(|f| f == candidate)
-        {
-            found.push(candidate.to_vec());
-        }
+    let data = dir.path().join("data");
+    // The retry, acknowledged, is in the log already.
+    let logged = headers_in_wal(&data, &header).len();
+    assert!(logged > 0, "the acknowledged header is not in etcd's log");
+
+    // The held swap reaches etcd, which logs it (its compare fails): more headers for that
+    // number in the log.
+    hold.release.notify_one();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut found = headers_in_wal(&data, &header);
+    while found.len() <= logged && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        found = headers_in_wal(&data, &header);
     }
-    assert!(found.contains(&encoded), "the acknowledged header is not in etcd's files");
+    assert!(hold.delivered.load(Ordering::SeqCst), "the held swap never reached etcd");
+    assert!(found.len() > logged, "etcd never logged the held swap");
+    found.sort();
+    found.dedup();
+    assert!(found.contains(&header.encode()), "the acknowledged header is not among them");
+    let times: Vec<i64> =
+        found.iter().map(|h| i64::from_le_bytes(h[9..17].try_into().expect("8 bytes"))).collect();
     assert_eq!(
         found.len(),
         1,
-        "etcd's log holds {} different headers signed for Pulse {}",
+        "etcd's log holds {} different headers signed for Pulse {} (times {times:?})",
         found.len(),
         header.number
     );
+    let on = ledger.log(*log).await.expect("log").expect("exists");
+    assert_eq!((on.commits, on.head.size), (2, 20));
 }
