@@ -22,9 +22,9 @@
 //! consistency proof from its last head), send it, check the receipt's header against the
 //! ledger's key (as `RemoteLedger` does), next. After an error it asks the service for its
 //! log and nonce and goes on. The members are started with `--max-txn-ops` (default 1024) and
-//! the front-ends told the same. Rows: commits acknowledged a second, latency p50 / p99 / the longest, the
-//! errors robots saw, the Pulses made and the commits a Pulse, and the
-//! CPU this process (robots and front-ends) used a second of wall time.
+//! the front-ends told the same. Rows: commits acknowledged a second, latency p50 / p99 / the
+//! longest, the errors robots saw, the Pulses made and the commits a Pulse, and the CPU this
+//! process (robots and front-ends) used a second of wall time.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -28,7 +28,7 @@ const SWAP_BYTES: usize = 600;
 /// What the proxy does with a Pulse's swap once armed.
 struct Hold {
     armed: AtomicBool,
-    /// The prefix of the ledger's `pulse/` keys: a chunk that names one is a Pulse's swap.
+    /// The prefix of the ledger's `pulse/` keys, which a Pulse's swap names.
     pulse_key: Vec<u8>,
     /// Told when the held swap may go on.
     release: Notify,
