@@ -243,6 +243,7 @@ impl FleetLedger {
                 range("pulse"),
                 range("sig"),
                 range("esig"),
+                range("prop"),
                 range("cosig"),
             ]);
             let resp = self.client.txn(txn).await.map_err(|e| self.err(e))?;

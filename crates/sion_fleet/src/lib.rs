@@ -4,9 +4,10 @@
 //! number. The rules are the embedded ledger's own ([`sion_ledger::state::State`]):
 //! what is accepted, and the headers it gets, are the same.
 //!
-//! A header is fixed in etcd before it is signed, and ed25519 signatures are deterministic:
-//! no front-end signs a header that did not win its number, and a Pulse left unsigned by a
-//! front-end that died is completed by any other with the same bytes.
+//! On format 5 a header is fixed in etcd before it is signed, and Ed25519 signatures are
+//! deterministic: no front-end signs a header that did not win its number (not even in a
+//! request that loses, which etcd logs as well), and a Pulse left unsigned by a front-end that
+//! died is completed by any other with the same bytes, once checked as a replay would.
 
 #![forbid(unsafe_code)]
 
@@ -244,6 +245,13 @@ pub struct FleetLedger {
     /// Whether the ledger keeps cells (`P/format` is `3`: every ledger made since fleets keep
     /// them; docs/FLEET-LEDGER.md, "Cells"): its headers are of version 2.
     cells: bool,
+    /// Whether the header is signed only after its entry won its number (`P/format` `5`):
+    /// the swap puts the entry and a proposal, a second transaction the head and signatures
+    /// (docs/FLEET-LEDGER.md, "Agreeing on the next Pulse").
+    after: bool,
+    /// A Pulse found in etcd one past the head, its entry put and its signatures not yet
+    /// (format 5): completed by [`FleetLedger::snapshot`] once the state at the head is held.
+    pending: Option<u64>,
     /// Whether the ledger keeps its state key by key (`P/format` `3` and before: `P/log/I`,
     /// `P/nonce/A`, `P/agent/NAME`, `P/path/I/K` written by each Pulse); on format `4` the
     /// entries are the ledger and the state is kept as a signed snapshot
@@ -277,6 +285,8 @@ enum Format {
     Keyed,
     /// `4`: the entries are the ledger; the state kept as a signed snapshot.
     Entries,
+    /// `5`: as `4`, and a header signed only after its entry won its number.
+    Proposed,
 }
 
 impl Format {
@@ -285,6 +295,7 @@ impl Format {
             Format::Unchained => b"2",
             Format::Keyed => b"3",
             Format::Entries => b"4",
+            Format::Proposed => b"5",
         }
     }
 }
@@ -510,6 +521,29 @@ fn entry_signed(key: &VerifyingKey, number: u64, entry: &[u8], signature: Option
         .is_ok()
 }
 
+/// The domain of the ledger key's signature over an entry a front-end proposes for a number
+/// (`P/prop/N`, format 5): that this front-end built it, not that it is Pulse `N`'s — a
+/// proposal may lose its number to another, and is never read as a Pulse's signature.
+const PROPOSAL_DOMAIN: &[u8] = b"sion-fleet-proposal-v1";
+
+/// What the ledger key signs of an entry proposed for Pulse `number` (`P/prop/N`): the
+/// domain, the number (`u64`, little-endian) and the BLAKE3 of the entry's bytes, 62 bytes.
+fn proposal_message(number: u64, entry: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(PROPOSAL_DOMAIN.len() + 40);
+    m.extend_from_slice(PROPOSAL_DOMAIN);
+    m.extend_from_slice(&number.to_le_bytes());
+    m.extend_from_slice(blake3::hash(entry).as_bytes());
+    m
+}
+
+/// Whether `signature` (`P/prop/N` as etcd holds it, if at all) is the ledger key's proposal
+/// of `entry` for Pulse `number`.
+fn proposed(key: &VerifyingKey, number: u64, entry: &[u8], signature: Option<&[u8]>) -> bool {
+    let Some(signature) = signature.and_then(|s| <[u8; 64]>::try_from(s).ok()) else { return false };
+    key.verify_strict(&proposal_message(number, entry), &ed25519_dalek::Signature::from_bytes(&signature))
+        .is_ok()
+}
+
 fn entry(txs: &[SignedTx], header: &PulseHeader) -> Vec<u8> {
     let mut v = Vec::new();
     match txs.len() {
@@ -721,6 +755,8 @@ impl FleetLedger {
             chained: false,
             cells: false,
             keyed: true,
+            after: false,
+            pending: None,
             since_snapshot: 0,
             limits: TxnLimits::default(),
             benched: Default::default(),
@@ -748,9 +784,13 @@ impl FleetLedger {
             Some(b"2") => (true, false, true),
             Some(b"3") => (true, true, true),
             Some(b"4") => (true, true, false),
+            Some(b"5") => {
+                ledger.after = true;
+                (true, true, false)
+            }
             Some(v) => {
                 return Err(
-                    ledger.damaged("format", format!("{:?}, not 2, 3 or 4", String::from_utf8_lossy(v)))
+                    ledger.damaged("format", format!("{:?}, not 2, 3, 4 or 5", String::from_utf8_lossy(v)))
                 );
             }
         };
@@ -770,7 +810,18 @@ impl FleetLedger {
         key: SigningKey,
         access: &EtcdAccess,
     ) -> Result<Self, FleetError> {
-        Self::init_as(endpoints, prefix, key, access, Format::Entries).await
+        Self::init_as(endpoints, prefix, key, access, Format::Proposed).await
+    }
+
+    /// Make a fleet ledger as those made before a header was signed only after its entry won
+    /// its number (`P/format` 4): for tests that a front-end still serves one.
+    #[doc(hidden)]
+    pub async fn init_signing_first(
+        endpoints: &[&str],
+        prefix: &str,
+        key: SigningKey,
+    ) -> Result<Self, FleetError> {
+        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), Format::Entries).await
     }
 
     /// Make a fleet ledger as those made before fleets kept cells (`P/format` 2, headers of
@@ -814,7 +865,7 @@ impl FleetLedger {
             TxnOp::put(k("head"), head_value(&genesis), None),
             TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
         ];
-        if format == Format::Entries {
+        if matches!(format, Format::Entries | Format::Proposed) {
             let esig = sign_entry(&key, 0, &genesis_entry);
             puts.push(TxnOp::put(k(&format!("esig/{}", n20(0))), esig.to_vec(), None));
         }
@@ -842,6 +893,8 @@ impl FleetLedger {
             chained: self.chained,
             cells: self.cells,
             keyed: self.keyed,
+            after: self.after,
+            pending: None,
             since_snapshot: 0,
             limits: self.limits,
             benched: Default::default(),
@@ -884,6 +937,21 @@ impl FleetLedger {
     /// checked before anything is built on it ([`FleetLedger::check_state`]): served while the
     /// head stays where this front-end last saw it.
     async fn snapshot(&mut self) -> Result<&Snapshot, FleetError> {
+        // A Pulse found waiting for its signatures is completed (or seen completed), and the
+        // head read again: at most a few times, as each completion moves the head.
+        for _ in 0..4 {
+            self.pending = None;
+            self.read_head().await?;
+            match self.pending.take() {
+                Some(n) => self.complete(n).await?,
+                None => break,
+            }
+        }
+        self.cached.as_ref().ok_or_else(|| FleetError::Missing(self.prefix.clone()))
+    }
+
+    /// [`FleetLedger::snapshot`]'s read: the head, and the state at it unless held fresh.
+    async fn read_head(&mut self) -> Result<(), FleetError> {
         let head = self.get(self.key_of("head"), None).await?;
         let Some(kv) = head.kvs().first() else { return Err(FleetError::Missing(self.prefix.clone())) };
         let head_revision = kv.mod_revision();
@@ -923,7 +991,7 @@ impl FleetLedger {
             }
             self.fresh = true;
         }
-        self.cached.as_ref().ok_or_else(|| FleetError::Missing(self.prefix.clone()))
+        Ok(())
     }
 
     /// Bring the held state to the head (Pulse `number`, hashing to `hash`, read at revision
@@ -1226,24 +1294,47 @@ impl FleetLedger {
         Ok(out)
     }
 
-    /// No Pulse lies past the head at revision `at` (its number would be signed twice), and
-    /// the archive's mark is not past it either.
-    async fn nothing_past(&mut self, number: u64, at: i64, archived: u64) -> Result<(), FleetError> {
+    /// What lies past the head, Pulse `number`, at revision `at`: nothing, or (format 5) the
+    /// next Pulse's entry waiting for its signatures, noted in [`FleetLedger::pending`] to be
+    /// completed. Anything else is refused: the head was put back, and a number already signed
+    /// would be signed again.
+    async fn past_head(&mut self, number: u64, at: i64) -> Result<(), FleetError> {
         let next_rest = format!("pulse/{}", n20(number + 1));
-        let resp = self
-            .get(self.key_of(&next_rest), Some(GetOptions::new().with_count_only().with_revision(at)))
-            .await?;
-        if resp.count() > 0 {
-            return Err(self.mismatch(
-                number,
-                &["head".into(), next_rest],
-                format!(
-                    "etcd holds Pulse {} past the head: P/head was put back to an older Pulse, and the next \
-                     header would reuse a number already signed",
-                    number + 1
-                ),
-            ));
+        let options = GetOptions::new()
+            .with_range(prefix_end(self.key_of("pulse/").as_bytes()))
+            .with_keys_only()
+            .with_limit(2)
+            .with_revision(at);
+        let resp = self.get(self.key_of(&next_rest), Some(options)).await?;
+        let keys: Vec<&[u8]> = resp.kvs().iter().map(|kv| kv.key()).collect();
+        match keys.as_slice() {
+            [] => Ok(()),
+            [only] if self.after && *only == self.key_of(&next_rest).as_bytes() => {
+                self.pending = Some(number + 1);
+                Ok(())
+            }
+            _ => {
+                let past = keys
+                    .first()
+                    .map(|k| String::from_utf8_lossy(k).trim_start_matches(&self.prefix).to_owned())
+                    .unwrap_or(next_rest);
+                Err(self.mismatch(
+                    number,
+                    &["head".into(), past.clone()],
+                    format!(
+                        "etcd holds {past} past the head, Pulse {number}: P/head was put back to an older \
+                         Pulse, and the next header would reuse a number already signed"
+                    ),
+                ))
+            }
         }
+    }
+
+    /// No Pulse lies past the head at revision `at` (its number would be signed twice) but,
+    /// on format 5, the next one waiting for its signatures; the archive's mark is not past
+    /// it either.
+    async fn nothing_past(&mut self, number: u64, at: i64, archived: u64) -> Result<(), FleetError> {
+        self.past_head(number, at).await?;
         if archived > number {
             return Err(self.mismatch(
                 number,
@@ -1376,22 +1467,8 @@ impl FleetLedger {
                  front-end's commit",
             ));
         }
-        let next_rest = format!("pulse/{}", n20(number + 1));
         // At the head's own revision: another front-end may have moved the head since.
-        let resp = self
-            .get(self.key_of(&next_rest), Some(GetOptions::new().with_count_only().with_revision(at)))
-            .await?;
-        if resp.count() > 0 {
-            return Err(self.mismatch(
-                number,
-                &["head".into(), next_rest],
-                format!(
-                    "etcd holds Pulse {} past the head: P/head was put back to an older Pulse, and the next \
-                     header would reuse a number already signed",
-                    number + 1
-                ),
-            ));
-        }
+        self.past_head(number, at).await?;
         let archived = self.archived_mark_at(Some(at)).await?.0;
         if archived > number {
             return Err(self.mismatch(
@@ -1595,9 +1672,8 @@ impl FleetLedger {
         PulseHeader::decode_tail(v, self.cells).map_err(|e| self.damaged(rest, e.to_string()))
     }
 
-    /// Pulse `number`'s signed header, its signature completed if the front-end that won it
-    /// died before writing it (the same bytes: the header is fixed, the signature deterministic).
-    /// An archived Pulse's comes from its segment.
+    /// Pulse `number`'s signed header (up to the head: one past it may wait for its signature,
+    /// which [`FleetLedger::snapshot`] completes). An archived Pulse's comes from its segment.
     pub async fn header(&mut self, number: u64) -> Result<SignedHeader, FleetError> {
         let rest = format!("pulse/{}", n20(number));
         let resp = self.get(self.key_of(&rest), None).await?;
@@ -1605,13 +1681,16 @@ impl FleetLedger {
         let header = self.entry_header(&rest, kv.value())?;
         let rest = format!("sig/{}", n20(number));
         let resp = self.get(self.key_of(&rest), None).await?;
-        // The signature is written by the compare-and-swap that made the Pulse: a header in
-        // etcd without one was not made by a front-end, and is never signed after the fact
-        // (whoever can write etcd could otherwise have any header signed).
+        // The signature is written with the head that names the Pulse: a header in etcd
+        // without one is past the head, or was not made by a front-end; it is signed here never
+        // (only a front-end's proposal is, checked as a replay: `complete`).
         let signature: [u8; 64] = match resp.kvs().first() {
             Some(kv) => kv.value().try_into().map_err(|_| self.damaged(&rest, "not 64 bytes"))?,
             None => {
-                return Err(self.damaged(&rest, "missing: this Pulse was not made by a front-end's commit"));
+                return Err(self.damaged(
+                    &rest,
+                    "missing: this Pulse is not signed (past the head, or not made by a front-end's commit)",
+                ));
             }
         };
         let signed = SignedHeader { header, signature };
@@ -2236,10 +2315,20 @@ impl FleetLedger {
             let header = snap.state.header(number, time_ns, snap.latest.hash());
             let taken: Vec<SignedTx> = batch.taken.iter().map(|(i, _)| txs[*i].clone()).collect();
             let mine = entry(&taken, &header);
-            // Signed before the swap and written by it: the header and its signature land
-            // together or not at all (Ed25519 is deterministic, so a retry signs the same bytes).
-            let signature = self.sign(&header);
-            let puts = self.batch_puts(&batch, &snap.state, number, &header, &mine, &signature);
+            // Format 5: the swap puts the entry and this front-end's proposal of it, and the
+            // header is signed only once the entry has won its number (`seal`), so no signature
+            // of a header that lost is ever sent, even in a request whose compare fails (etcd
+            // logs those too). Before: signed here and written by the swap, the header and its
+            // signature landing together or not at all.
+            let puts = if self.after {
+                let proposal = self.key.sign(&proposal_message(number, &mine)).to_bytes();
+                vec![
+                    TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), mine.clone(), None),
+                    TxnOp::put(self.key_of(&format!("prop/{}", n20(number))), proposal.to_vec(), None),
+                ]
+            } else {
+                self.batch_puts(&batch, &snap.state, number, &header, &mine, &self.sign(&header))
+            };
             // The head unmoved, and no Pulse of this number already in etcd (a head put back to an
             // older Pulse would otherwise have this front-end sign a second header for a number).
             let txn = Txn::new()
@@ -2335,11 +2424,40 @@ impl FleetLedger {
                     }
                 }
             };
-            snap.head_revision = resp.header().map_or(0, |h| h.revision());
+            let mut head_revision = resp.header().map_or(0, |h| h.revision());
+            if self.after {
+                match self
+                    .seal(&batch, &snap.state, &header, &mine, (snap.head_revision, head_revision))
+                    .await
+                {
+                    Ok(revision) => head_revision = revision,
+                    Err(e) => {
+                        // The entry won its number and is this front-end's to acknowledge once
+                        // sealed, by this front-end or by any other that finds it waiting: the
+                        // next look completes it, and the attempt is then found landed.
+                        while let Some(undo) = batch.undo.pop() {
+                            snap.state.undo(undo);
+                        }
+                        self.cached = Some(snap);
+                        self.fresh = false;
+                        if !unknown.iter().any(|u| u.0 == number && u.1 == mine) {
+                            let receipts = batch.receipts(&header);
+                            unknown.push((number, mine, header, receipts));
+                        }
+                        if started.elapsed() < REQUEST_TIMEOUT {
+                            transport += 1;
+                            tokio::time::sleep(backoff(transport, self.lost)).await;
+                            continue;
+                        }
+                        return self.landed(&unknown).await?.ok_or(e);
+                    }
+                }
+            }
+            snap.head_revision = head_revision;
             snap.latest = header;
             self.cached = Some(snap);
             self.fresh = true;
-            let pulse = SignedHeader { header, signature };
+            let pulse = SignedHeader { header, signature: self.sign(&header) };
             for (i, r) in batch.receipts(&header) {
                 decided.push((i, Ok(Receipt { pulse, ..r })));
             }
@@ -2389,11 +2507,19 @@ impl FleetLedger {
         Ok(())
     }
 
-    /// The receipts of an attempt whose reply was lost, if etcd holds its entry: it landed.
+    /// The receipts of an attempt whose reply was lost, if etcd holds its entry: it landed
+    /// (on format 5, once sealed: completed here if it waits).
     async fn landed(&mut self, unknown: &[Unknown]) -> Result<Option<Decided>, FleetError> {
         for (n, mine, header, receipts) in unknown {
             let got = self.get(self.key_of(&format!("pulse/{}", n20(*n))), None).await?;
             if got.kvs().first().is_some_and(|kv| kv.value() == mine.as_slice()) {
+                if self.after {
+                    self.fresh = false;
+                    let sealed = self.snapshot().await.is_ok_and(|s| s.latest.number >= *n);
+                    if !sealed {
+                        return Ok(None);
+                    }
+                }
                 let pulse = SignedHeader { header: *header, signature: self.sign(header) };
                 self.fresh = false;
                 return Ok(Some(receipts.iter().map(|(i, r)| (*i, Ok(Receipt { pulse, ..*r }))).collect()));
@@ -2402,7 +2528,180 @@ impl FleetLedger {
         Ok(None)
     }
 
-    /// The puts of one Pulse's compare-and-swap: the head, the entry and its signature, and the
+    /// Format 5: sign the header of Pulse `header.number`, whose entry `entry` won its number
+    /// (put at revision `revisions.1`, on the head at revision `revisions.0`), and put the
+    /// head, the signatures and what proofs read beside the entry — if the head has not moved
+    /// and the entry is still the one put. Tried again while unanswered: the same bytes each
+    /// time (the header is fixed, Ed25519 deterministic). The head's revision once sealed, by
+    /// this front-end or another; refused if the entry was replaced before it was.
+    async fn seal(
+        &mut self,
+        batch: &Batch,
+        state: &State,
+        header: &PulseHeader,
+        entry: &[u8],
+        (head_revision, entry_revision): (i64, i64),
+    ) -> Result<i64, FleetError> {
+        let number = header.number;
+        let pulse_rest = format!("pulse/{}", n20(number));
+        let signature = self.sign(header);
+        let puts = self.batch_puts(batch, state, number, header, entry, &signature);
+        let txn = Txn::new()
+            .when(vec![
+                Compare::mod_revision(self.key_of("head"), CompareOp::Equal, head_revision),
+                Compare::mod_revision(self.key_of(&pulse_rest), CompareOp::Equal, entry_revision),
+            ])
+            .and_then(puts)
+            .or_else(vec![TxnOp::get(self.key_of("head"), None)]);
+        let started = std::time::Instant::now();
+        let mut tries = 0u32;
+        loop {
+            let sent = std::time::Instant::now();
+            let outcome =
+                match tokio::time::timeout(self.swap_wait.wait(), self.client.txn(txn.clone())).await {
+                    Ok(Ok(resp)) => {
+                        self.swap_wait.answered(sent.elapsed());
+                        Ok(resp)
+                    }
+                    Ok(Err(e)) => Err(Some(e)),
+                    Err(_) => {
+                        self.swap_wait.unanswered();
+                        Err(None)
+                    }
+                };
+            match outcome {
+                Ok(resp) if resp.succeeded() => return Ok(resp.header().map_or(0, |h| h.revision())),
+                // Sealed already (by another front-end that found it waiting, or by this one's
+                // earlier try whose answer was lost), or the entry replaced: told by the head.
+                Ok(resp) => {
+                    let head = resp.op_responses().into_iter().find_map(|r| match r {
+                        etcd_client::TxnOpResponse::Get(got) => got.kvs().first().cloned(),
+                        _ => None,
+                    });
+                    if let Some(kv) = head
+                        && decode_head(kv.value()) == Some((number, header.hash()))
+                    {
+                        return Ok(kv.mod_revision());
+                    }
+                    return Err(self.mismatch(
+                        number,
+                        &["head".into(), pulse_rest],
+                        format!(
+                            "Pulse {number}'s entry won its number but was replaced, or the head moved, before \
+                             its header was signed: written by no front-end"
+                        ),
+                    ));
+                }
+                Err(e) if e.as_ref().is_none_or(transient) && started.elapsed() < REQUEST_TIMEOUT => {
+                    tries += 1;
+                    self.heal().await;
+                    tokio::time::sleep(backoff(tries, self.lost)).await;
+                }
+                Err(Some(e)) => return Err(self.err(e)),
+                Err(None) => {
+                    return Err(FleetError::Etcd {
+                        endpoints: self.endpoints.clone(),
+                        message: format!(
+                            "Pulse {number}'s signatures were not acknowledged within {} s: is a quorum of \
+                             the etcd members up? Its entry is in etcd; any front-end completes it",
+                            REQUEST_TIMEOUT.as_secs()
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Format 5: complete Pulse `number`, found in etcd past the head with its entry and no
+    /// signatures (its front-end died, or is slow, between the two). Waited for a while first,
+    /// as its own front-end normally seals it within a round trip. Then, as a replay would:
+    /// its proposal must be the ledger key's, its header must follow the head's, and each of
+    /// its transactions (every signature checked: nothing signed covers them yet) must pass
+    /// the rules on the held state and make the header's roots — only then is it signed. The
+    /// caller reads the head again after.
+    async fn complete(&mut self, number: u64) -> Result<(), FleetError> {
+        self.fresh = false;
+        let until = std::time::Instant::now() + self.swap_wait.wait();
+        loop {
+            let head = self.get(self.key_of("head"), None).await?;
+            if head.kvs().first().and_then(|kv| decode_head(kv.value())).is_some_and(|(n, _)| n >= number) {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= until {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        let Some(held) = self.cached.clone() else { return Err(FleetError::Missing(self.prefix.clone())) };
+        if held.latest.number + 1 != number {
+            return Ok(());
+        }
+        let pulse_rest = format!("pulse/{}", n20(number));
+        let prop_rest = format!("prop/{}", n20(number));
+        let resp = self
+            .read_txn(Txn::new().and_then(vec![
+                TxnOp::get(self.key_of(&pulse_rest), None),
+                TxnOp::get(self.key_of(&prop_rest), None),
+            ]))
+            .await?;
+        let mut got = resp.op_responses().into_iter().map(|r| match r {
+            etcd_client::TxnOpResponse::Get(got) => got.kvs().first().cloned(),
+            _ => None,
+        });
+        let (Some(Some(kv)), proposal) = (got.next(), got.next().flatten()) else {
+            // Gone since it was seen: nothing waits.
+            return Ok(());
+        };
+        let value = kv.value().to_vec();
+        let bad = |problem: String| self.mismatch(number, &[pulse_rest.clone(), prop_rest.clone()], problem);
+        if !proposed(&self.public_key(), number, &value, proposal.as_ref().map(|p| p.value())) {
+            return Err(bad(format!(
+                "Pulse {number} waits past the head for its signatures, but no front-end proposed its entry \
+                 (P/prop/{number} is not the ledger key's proposal of it): nothing is signed. Deleting \
+                 P/pulse/{number} lets the ledger go on"
+            )));
+        }
+        let (txs, header) =
+            decode_entry(&value).map_err(|e| bad(format!("Pulse {number}'s entry does not parse: {e}")))?;
+        if txs.is_empty()
+            || sender_twice(&txs).is_some()
+            || openings(&txs) > 1
+            || entry(&txs, &header) != value
+        {
+            return Err(bad(format!("Pulse {number}'s entry is not one a front-end builds")));
+        }
+        let prev = held.latest;
+        if header.number != number || header.prev != prev.hash() || header.time_ns <= prev.time_ns {
+            return Err(bad(format!("Pulse {number}'s header does not follow Pulse {}'s", prev.number)));
+        }
+        let operator = self.operator();
+        let mut state = held.state;
+        let mut batch = Batch::new(self.limits, self.key_of("").len(), self.keyed);
+        batch.forced = true;
+        for (i, tx) in txs.iter().enumerate() {
+            let change = state.check_as(&operator, tx, number, Signature::Check).map_err(|e| {
+                bad(format!(
+                    "Pulse {number}'s transaction {i} is refused by the rules on the state before it ({e})"
+                ))
+            })?;
+            let chained = match &change {
+                Change::Log(log, _) if log.commits == 0 => state.chained_by(log),
+                _ => None,
+            };
+            state.apply(tx.sender, change.clone());
+            batch.take(i, tx, &change, chained, &state);
+        }
+        if state.header(number, header.time_ns, prev.hash()).encode() != header.encode() {
+            return Err(bad(format!(
+                "Pulse {number}'s header does not sign the state its transactions make"
+            )));
+        }
+        self.seal(&batch, &state, &header, &value, (held.head_revision, kv.mod_revision())).await?;
+        Ok(())
+    }
+
+    /// The puts of one Pulse's compare-and-swap (on format 5, of its seal: the entry is the
+    /// swap's): the head, the entry and its signature, and the
     /// keys its transactions changed (nonces, agents, logs with their version records and
     /// paths, and the state-tree nodes set).
     fn batch_puts(
@@ -2416,9 +2715,12 @@ impl FleetLedger {
     ) -> Vec<TxnOp> {
         let mut puts = vec![
             TxnOp::put(self.key_of("head"), head_value(header), None),
-            TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), entry.to_vec(), None),
             TxnOp::put(self.key_of(&format!("sig/{}", n20(number))), signature.to_vec(), None),
         ];
+        // On format 5 the entry was put by the swap that won its number, before any signature.
+        if !self.after {
+            puts.push(TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), entry.to_vec(), None));
+        }
         if !self.keyed {
             let esig = sign_entry(&self.key, number, entry);
             puts.push(TxnOp::put(self.key_of(&format!("esig/{}", n20(number))), esig.to_vec(), None));
@@ -2516,6 +2818,9 @@ struct Batch {
     opened: bool,
     /// Whether its Pulse writes the state key by key (format 3 and before).
     keyed: bool,
+    /// Whether every transaction is taken whatever the limits: a Pulse another front-end
+    /// proposed, whose entry is fixed, completed under this front-end's limits (format 5).
+    forced: bool,
 }
 
 /// An attempt whose reply was lost: its Pulse number, its entry, its header and the receipts
@@ -2546,6 +2851,7 @@ impl Batch {
         Self {
             limits,
             keyed,
+            forced: false,
             entry: 0,
             prefix,
             opened: false,
@@ -2630,7 +2936,7 @@ impl Batch {
         let over = ops > self.limits.max_ops
             || bytes > self.limits.max_bytes
             || self.entry + tx_bytes > MAX_ENTRY_BYTES;
-        if !self.taken.is_empty() && over {
+        if !self.taken.is_empty() && over && !self.forced {
             return false;
         }
         self.bytes = bytes;
