@@ -6,7 +6,7 @@
 //! leader is.
 //!
 //!     cargo run --release -p sion_fleet --example fleet_scale -- [--robots 1000] [--seconds 10]
-//!         [--max-txn-ops 1024] [--format 4] [--relay 1] [--faults 1]
+//!         [--max-txn-ops 1024] [--format 5] [--relay 1] [--faults 1]
 //!         [--etcd-heartbeat-ms 100] [--etcd-election-ms 1000]
 //!
 //! The two front-ends are told of each other, so one makes the Pulses and the other forwards
@@ -15,8 +15,10 @@
 //! profile), `--faults 2` the leader's kill alone (to repeat it); the etcd flags set the
 //! members' heartbeat and election timeout.
 //!
-//! `--format 3` makes the ledger as ledgers were made before the entries were the ledger (each
-//! Pulse also writes its logs', nonces' and paths' keys), to measure one against the other.
+//! `--format 4` makes the ledger as ledgers were made before a header was signed after its
+//! swap (one etcd transaction a Pulse instead of two); `--format 3` as before the entries were
+//! the ledger (each Pulse also writes its logs', nonces' and paths' keys): to measure one
+//! against the other.
 //!
 //! A robot commits in a loop: sign a `CommitMemory` (its log grows by 2 atoms, with the RFC 9162
 //! consistency proof from its last head), send it, check the receipt's header against the
@@ -288,8 +290,10 @@ async fn main() {
     let public = key.verifying_key();
     let prefix = "/sion-ledger/scale/";
     let limits = TxnLimits { max_ops: max_ops as usize, max_bytes: 1 << 20 };
-    let made = if arg("--format", 4) == 3 {
+    let made = if arg("--format", 5) == 3 {
         FleetLedger::init_keyed(&endpoints, prefix, key.clone()).await
+    } else if arg("--format", 5) == 4 {
+        FleetLedger::init_signing_first(&endpoints, prefix, key.clone()).await
     } else {
         FleetLedger::init(&endpoints, prefix, key.clone()).await
     };

@@ -255,8 +255,8 @@ impl FleetLedger {
         }
     }
 
-    /// The segment file of Pulses `from..to`, read from etcd, each signature completed if a
-    /// front-end died before writing it.
+    /// The segment file of Pulses `from..to` (all at or below the head), read from etcd, each
+    /// header with its signature.
     async fn build_segment(&mut self, from: u64, to: u64, prev: Digest) -> Result<Vec<u8>, FleetError> {
         let mut out = Vec::with_capacity(((to - from) * 1400) as usize);
         out.put_bytes(MAGIC);

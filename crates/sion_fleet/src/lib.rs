@@ -239,10 +239,10 @@ pub struct FleetLedger {
     archive_dir: Option<std::path::PathBuf>,
     /// The last segment read, checked.
     segment: Option<archive::Segment>,
-    /// Whether the ledger chains each writer's logs (`P/format` is `2` or `3`: every ledger
+    /// Whether the ledger chains each writer's logs (`P/format` `2` and later: every ledger
     /// made since chains were; docs/FLEET-LEDGER.md, "State in etcd"). Read once, at connecting.
     chained: bool,
-    /// Whether the ledger keeps cells (`P/format` is `3`: every ledger made since fleets keep
+    /// Whether the ledger keeps cells (`P/format` `3` and later: every ledger made since fleets keep
     /// them; docs/FLEET-LEDGER.md, "Cells"): its headers are of version 2.
     cells: bool,
     /// Whether the header is signed only after its entry won its number (`P/format` `5`):
@@ -253,7 +253,7 @@ pub struct FleetLedger {
     /// (format 5): completed by [`FleetLedger::snapshot`] once the state at the head is held.
     pending: Option<u64>,
     /// Whether the ledger keeps its state key by key (`P/format` `3` and before: `P/log/I`,
-    /// `P/nonce/A`, `P/agent/NAME`, `P/path/I/K` written by each Pulse); on format `4` the
+    /// `P/nonce/A`, `P/agent/NAME`, `P/path/I/K` written by each Pulse); on formats `4` and `5` the
     /// entries are the ledger and the state is kept as a signed snapshot
     /// (docs/FLEET-LEDGER.md, "The state snapshot").
     keyed: bool,
@@ -1418,7 +1418,7 @@ impl FleetLedger {
     /// Check the state read from etcd before building on it, and return the head's header:
     /// `P/head` names Pulse `number` with `hash`; that Pulse's header (`P/pulse/N`) hashes to
     /// it and its signature (`P/sig/N`) holds under this front-end's key; no Pulse lies past it
-    /// (`P/pulse/N+1`, the archive's mark); when this front-end held an earlier state, the
+    /// (`P/pulse/N+1` but one waiting for its seal on format 5, the archive's mark); when this front-end held an earlier state, the
     /// Pulses since replay from it by the rules, each signed, to exactly what etcd holds; the
     /// logs hash to the header's state root; no agent or nonce was changed after the head.
     /// Agents and nonces are not in the state root: without a held state to replay from, those
@@ -2425,12 +2425,12 @@ impl FleetLedger {
                 }
             };
             let mut head_revision = resp.header().map_or(0, |h| h.revision());
+            let mut moved_on = false;
             if self.after {
-                match self
-                    .seal(&batch, &snap.state, &header, &mine, (snap.head_revision, head_revision))
-                    .await
-                {
-                    Ok(revision) => head_revision = revision,
+                match self.seal(&batch, &snap.state, &header, &mine, &snap.latest).await {
+                    Ok(Some(revision)) => head_revision = revision,
+                    // Sealed, and Pulses made since: the next look reads forward.
+                    Ok(None) => moved_on = true,
                     Err(e) => {
                         // The entry won its number and is this front-end's to acknowledge once
                         // sealed, by this front-end or by any other that finds it waiting: the
@@ -2456,7 +2456,7 @@ impl FleetLedger {
             snap.head_revision = head_revision;
             snap.latest = header;
             self.cached = Some(snap);
-            self.fresh = true;
+            self.fresh = !moved_on;
             let pulse = SignedHeader { header, signature: self.sign(&header) };
             for (i, r) in batch.receipts(&header) {
                 decided.push((i, Ok(Receipt { pulse, ..r })));
@@ -2510,16 +2510,28 @@ impl FleetLedger {
     /// The receipts of an attempt whose reply was lost, if etcd holds its entry: it landed
     /// (on format 5, once sealed: completed here if it waits).
     async fn landed(&mut self, unknown: &[Unknown]) -> Result<Option<Decided>, FleetError> {
+        if self.after {
+            // Completed first if it waits; then the signature etcd holds beside this entry is
+            // given, never one made here (the entry read could have been put back after
+            // another's took the number).
+            self.fresh = false;
+            if self.snapshot().await.is_err() {
+                return Ok(None);
+            }
+            for (n, mine, header, receipts) in unknown {
+                if let Some(signature) = self.sealed_as(*n, header, mine).await? {
+                    let pulse = SignedHeader { header: *header, signature };
+                    self.fresh = false;
+                    return Ok(Some(
+                        receipts.iter().map(|(i, r)| (*i, Ok(Receipt { pulse, ..*r }))).collect(),
+                    ));
+                }
+            }
+            return Ok(None);
+        }
         for (n, mine, header, receipts) in unknown {
             let got = self.get(self.key_of(&format!("pulse/{}", n20(*n))), None).await?;
             if got.kvs().first().is_some_and(|kv| kv.value() == mine.as_slice()) {
-                if self.after {
-                    self.fresh = false;
-                    let sealed = self.snapshot().await.is_ok_and(|s| s.latest.number >= *n);
-                    if !sealed {
-                        return Ok(None);
-                    }
-                }
                 let pulse = SignedHeader { header: *header, signature: self.sign(header) };
                 self.fresh = false;
                 return Ok(Some(receipts.iter().map(|(i, r)| (*i, Ok(Receipt { pulse, ..*r }))).collect()));
@@ -2528,29 +2540,53 @@ impl FleetLedger {
         Ok(None)
     }
 
+    /// Pulse `n`'s signature as etcd holds it, if its entry there is `entry` and the signature
+    /// holds for `header` under the ledger's key (read together).
+    async fn sealed_as(
+        &mut self,
+        n: u64,
+        header: &PulseHeader,
+        entry: &[u8],
+    ) -> Result<Option<[u8; 64]>, FleetError> {
+        let resp = self
+            .read_txn(Txn::new().and_then(vec![
+                TxnOp::get(self.key_of(&format!("pulse/{}", n20(n))), None),
+                TxnOp::get(self.key_of(&format!("sig/{}", n20(n))), None),
+            ]))
+            .await?;
+        let mut got = resp.op_responses().into_iter().map(|r| match r {
+            etcd_client::TxnOpResponse::Get(got) => got.kvs().first().map(|kv| kv.value().to_vec()),
+            _ => None,
+        });
+        let (Some(Some(held)), Some(Some(signature))) = (got.next(), got.next()) else { return Ok(None) };
+        let Ok(signature) = <[u8; 64]>::try_from(signature.as_slice()) else { return Ok(None) };
+        let holds =
+            held == entry && SignedHeader { header: *header, signature }.verify(&self.public_key()).is_ok();
+        Ok(holds.then_some(signature))
+    }
+
     /// Format 5: sign the header of Pulse `header.number`, whose entry `entry` won its number
-    /// (put at revision `revisions.1`, on the head at revision `revisions.0`), and put the
-    /// head, the signatures and what proofs read beside the entry — if the head has not moved
-    /// and the entry is still the one put. Tried again while unanswered: the same bytes each
-    /// time (the header is fixed, Ed25519 deterministic). The head's revision once sealed, by
-    /// this front-end or another; refused if the entry was replaced before it was.
+    /// on the head `prev`, and put the head, the signatures and what proofs read beside the
+    /// entry — if `P/head` still names `prev` (compared by value: whatever else was written
+    /// meanwhile, a seal once sent lands, so no refused seal leaves in etcd's log a signature
+    /// that another entry's could follow; an entry replaced under it is then found by every
+    /// reader, as the head's entry not matching it). Tried again while unanswered: the same
+    /// bytes each time (the header is fixed, Ed25519 deterministic). The head's revision once
+    /// sealed (by this front-end or another); `None` if sealed and the head already past it.
     async fn seal(
         &mut self,
         batch: &Batch,
         state: &State,
         header: &PulseHeader,
         entry: &[u8],
-        (head_revision, entry_revision): (i64, i64),
-    ) -> Result<i64, FleetError> {
+        prev: &PulseHeader,
+    ) -> Result<Option<i64>, FleetError> {
         let number = header.number;
         let pulse_rest = format!("pulse/{}", n20(number));
         let signature = self.sign(header);
         let puts = self.batch_puts(batch, state, number, header, entry, &signature);
         let txn = Txn::new()
-            .when(vec![
-                Compare::mod_revision(self.key_of("head"), CompareOp::Equal, head_revision),
-                Compare::mod_revision(self.key_of(&pulse_rest), CompareOp::Equal, entry_revision),
-            ])
+            .when(vec![Compare::value(self.key_of("head"), CompareOp::Equal, head_value(prev))])
             .and_then(puts)
             .or_else(vec![TxnOp::get(self.key_of("head"), None)]);
         let started = std::time::Instant::now();
@@ -2570,32 +2606,62 @@ impl FleetLedger {
                     }
                 };
             match outcome {
-                Ok(resp) if resp.succeeded() => return Ok(resp.header().map_or(0, |h| h.revision())),
+                Ok(resp) if resp.succeeded() => return Ok(Some(resp.header().map_or(0, |h| h.revision()))),
                 // Sealed already (by another front-end that found it waiting, or by this one's
-                // earlier try whose answer was lost), or the entry replaced: told by the head.
+                // earlier try whose answer was lost), perhaps with Pulses since: told by the head
+                // and, past it, by the signature etcd holds beside this entry.
                 Ok(resp) => {
                     let head = resp.op_responses().into_iter().find_map(|r| match r {
                         etcd_client::TxnOpResponse::Get(got) => got.kvs().first().cloned(),
                         _ => None,
                     });
-                    if let Some(kv) = head
-                        && decode_head(kv.value()) == Some((number, header.hash()))
+                    let named = head.as_ref().and_then(|kv| decode_head(kv.value()));
+                    if let (Some(kv), Some(named)) = (&head, named)
+                        && named == (number, header.hash())
                     {
-                        return Ok(kv.mod_revision());
+                        return Ok(Some(kv.mod_revision()));
                     }
-                    return Err(self.mismatch(
+                    if named.is_some_and(|(n, _)| n > number)
+                        && self.sealed_as(number, header, entry).await?.is_some()
+                    {
+                        return Ok(None);
+                    }
+                    let refused = self.mismatch(
                         number,
                         &["head".into(), pulse_rest],
                         format!(
-                            "Pulse {number}'s entry won its number but was replaced, or the head moved, before \
-                             its header was signed: written by no front-end"
+                            "Pulse {number}'s entry won its number, but P/head was moved off the Pulse before it, \
+                             to another than this one, before its header was signed: written by no front-end"
                         ),
-                    ));
+                    );
+                    tracing::error!("{refused}");
+                    return Err(refused);
                 }
                 Err(e) if e.as_ref().is_none_or(transient) && started.elapsed() < REQUEST_TIMEOUT => {
                     tries += 1;
                     self.heal().await;
                     tokio::time::sleep(backoff(tries, self.lost)).await;
+                }
+                // etcd refuses a request over its limits before its log: the seal is nowhere,
+                // and no front-end can put it while the limits stand (docs/FLEET-LEDGER.md,
+                // "Many transactions, one Pulse": the operator's remedy).
+                Err(Some(e))
+                    if e.to_string().contains("too many operations")
+                        || e.to_string().contains("too large") =>
+                {
+                    let refused = FleetError::Etcd {
+                        endpoints: self.endpoints.clone(),
+                        message: format!(
+                            "etcd refuses Pulse {number}'s seal ({e}): the front-ends' --etcd-max-txn-ops or \
+                             --etcd-max-request-bytes exceed the members'. Nothing of Pulse {number} was \
+                             acknowledged or signed in etcd: delete {p}pulse/{n} and {p}prop/{n}, and start the \
+                             front-ends with the members' limits",
+                            p = self.prefix,
+                            n = n20(number),
+                        ),
+                    };
+                    tracing::error!("{refused}");
+                    return Err(refused);
                 }
                 Err(Some(e)) => return Err(self.err(e)),
                 Err(None) => {
@@ -2696,7 +2762,7 @@ impl FleetLedger {
                 "Pulse {number}'s header does not sign the state its transactions make"
             )));
         }
-        self.seal(&batch, &state, &header, &value, (held.head_revision, kv.mod_revision())).await?;
+        self.seal(&batch, &state, &header, &value, &prev).await?;
         Ok(())
     }
 
@@ -2835,8 +2901,9 @@ type Decided = Vec<(usize, Result<Receipt, FleetError>)>;
 /// within its 4 MiB, and the archive's segments hold them.
 pub const MAX_ENTRY_BYTES: usize = 256 << 10;
 
-/// Puts a Pulse makes whatever it holds: the head, the entry, the signature (and on format 4
-/// the entry's signature: [`Batch::fixed_puts`]).
+/// Puts a Pulse makes whatever it holds: the head, the entry, the signature (and on formats 4
+/// and 5 the entry's signature: [`Batch::fixed_puts`]; on format 5 the entry and its proposal
+/// are the swap's, the rest the seal's, each within what the whole is counted at).
 const FIXED_PUTS: usize = 3;
 /// Bytes counted for each put besides its key and value (etcd's framing).
 const PUT_OVERHEAD: usize = 32;

@@ -4,7 +4,7 @@
 //! from a state it checked, the pointer moved only forward. They are caches: one that does not
 //! check out is passed over for the entries.
 //!
-//! On a ledger of format 4 the entries are the ledger: a Pulse's compare-and-swap writes no
+//! On a ledger of format 4 (or 5) the entries are the ledger: a Pulse's compare-and-swap writes no
 //! log, nonce or agent key, and the state snapshot — logs, agents, nonces and cells, signed by
 //! the ledger's key — is the only copy of the state in etcd.
 

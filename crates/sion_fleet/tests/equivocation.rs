@@ -13,40 +13,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use ed25519_dalek::SigningKey;
+use ed25519_dalek::{Signer as _, SigningKey};
 use sion_fleet::local::Etcd;
 use sion_fleet::{FleetError, FleetLedger};
 use sion_store::ledger::LogId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Every distinct value etcd's write-ahead log holds put under `{prefix}{what}/N` (its
-/// requests, logged whether their compare held or not), by Pulse number: a put's key (field 1)
-/// is followed by its value (field 2, `0x12`, a one-byte length of 64).
+/// Every distinct value etcd's write-ahead log holds put under `{prefix}{what}/N`, by `N`.
 fn signatures_in_wal(data: &Path, prefix: &str, what: &str) -> Found {
-    let needle = format!("{prefix}{what}/");
-    let mut out = Found::new();
-    for file in std::fs::read_dir(data.join("member/wal")).expect("the member's wal").flatten() {
-        let bytes = std::fs::read(file.path()).unwrap_or_default();
-        let mut at = 0;
-        while let Some(i) = find(&bytes[at..], needle.as_bytes()) {
-            let key_end = at + i + needle.len() + 20;
-            at = at + i + 1;
-            let Some(number) = bytes
-                .get(key_end - 20..key_end)
-                .and_then(|d| std::str::from_utf8(d).ok())
-                .and_then(|d| d.parse::<u64>().ok())
-            else {
-                continue;
-            };
-            if bytes.get(key_end..key_end + 2) == Some(&[0x12, 64])
-                && let Some(value) = bytes.get(key_end + 2..key_end + 66)
-            {
-                out.entry(number).or_default().insert(value.to_vec());
-            }
-        }
-    }
-    out
+    common::signatures_in_wal(data, prefix, what)
+        .into_iter()
+        .map(|(n, v)| (n, v.into_iter().collect()))
+        .collect()
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -197,6 +176,25 @@ async fn a_pulse_left_without_its_signatures_is_completed_and_a_forged_one_is_no
         other => panic!("an entry without a front-end's proposal: {other:?}"),
     }
     assert!(get(sig_key.clone()).await.is_none(), "a forged proposal's entry was signed");
+
+    // An entry the key did propose, but whose header is not what its transactions make (its
+    // cells root's last byte changed): the replay refuses it, and nothing is signed.
+    let honest = get(entry_key.clone()).await.expect("the entry");
+    let mut forged = honest.clone();
+    *forged.last_mut().expect("a header") ^= 1;
+    let mut message = b"sion-fleet-proposal-v1".to_vec();
+    message.extend_from_slice(&pending.to_le_bytes());
+    message.extend_from_slice(blake3::hash(&forged).as_bytes());
+    raw.put(entry_key.as_str(), forged, None).await.expect("forge the entry");
+    raw.put(prop_key.as_str(), key.sign(&message).to_bytes().to_vec(), None).await.expect("its proposal");
+    match b.submit(common::commit(rb, 1, *lb, 0, 0, 10)).await {
+        Err(FleetError::StateMismatch { problem, .. }) => {
+            assert!(problem.contains("does not sign the state its transactions make"), "{problem}");
+        }
+        other => panic!("a proposed entry whose header its transactions do not make: {other:?}"),
+    }
+    assert!(get(sig_key.clone()).await.is_none(), "a header its transactions do not make was signed");
+    raw.put(entry_key.as_str(), honest, None).await.expect("put the entry back");
 
     // The front-end's own proposal put back: the next commit, through another front-end,
     // completes the Pulse left waiting (the first robot's commit in it), then is the next.

@@ -76,3 +76,36 @@ pub fn commit_cells(
         Tx::CommitMemory { log, version, head: head(to), proof, seal: false, cells },
     )
 }
+
+/// Every value etcd's write-ahead log holds put under `{prefix}{what}/N` (its requests, logged
+/// whether their compare held or not), in order, by Pulse number `N`: a put's key (field 1) is
+/// followed by its value (field 2, `0x12`, a one-byte length of 64).
+pub fn signatures_in_wal(
+    data: &std::path::Path,
+    prefix: &str,
+    what: &str,
+) -> std::collections::BTreeMap<u64, Vec<Vec<u8>>> {
+    let needle = format!("{prefix}{what}/");
+    let mut out = std::collections::BTreeMap::<u64, Vec<Vec<u8>>>::new();
+    for file in std::fs::read_dir(data.join("member/wal")).expect("the member's wal").flatten() {
+        let bytes = std::fs::read(file.path()).unwrap_or_default();
+        let mut at = 0;
+        while let Some(i) = bytes[at..].windows(needle.len()).position(|w| w == needle.as_bytes()) {
+            let key_end = at + i + needle.len() + 20;
+            at = at + i + 1;
+            let Some(number) = bytes
+                .get(key_end - 20..key_end)
+                .and_then(|d| std::str::from_utf8(d).ok())
+                .and_then(|d| d.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if bytes.get(key_end..key_end + 2) == Some(&[0x12, 64])
+                && let Some(value) = bytes.get(key_end + 2..key_end + 66)
+            {
+                out.entry(number).or_default().push(value.to_vec());
+            }
+        }
+    }
+    out
+}
