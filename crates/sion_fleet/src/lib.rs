@@ -189,6 +189,13 @@ fn transient(e: &etcd_client::Error) -> bool {
             || text.contains("raft proposal dropped"))
 }
 
+/// Whether etcd refused a request for its size or its operations (before its log): "too many
+/// operations in txn request", "request is too large", or gRPC's "larger than max".
+fn over_limits(e: &etcd_client::Error) -> bool {
+    let text = e.to_string();
+    ["too many operations", "too large", "larger than max"].iter().any(|t| text.contains(t))
+}
+
 /// How many times a submission retries after losing its compare-and-swap.
 const ATTEMPTS: u32 = 256;
 
@@ -2510,6 +2517,9 @@ impl FleetLedger {
     /// The receipts of an attempt whose reply was lost, if etcd holds its entry: it landed
     /// (on format 5, once sealed: completed here if it waits).
     async fn landed(&mut self, unknown: &[Unknown]) -> Result<Option<Decided>, FleetError> {
+        if unknown.is_empty() {
+            return Ok(None);
+        }
         if self.after {
             // Completed first if it waits; then the signature etcd holds beside this entry is
             // given, never one made here (the entry read could have been put back after
@@ -2645,10 +2655,7 @@ impl FleetLedger {
                 // etcd refuses a request over its limits before its log: the seal is nowhere,
                 // and no front-end can put it while the limits stand (docs/FLEET-LEDGER.md,
                 // "Many transactions, one Pulse": the operator's remedy).
-                Err(Some(e))
-                    if e.to_string().contains("too many operations")
-                        || e.to_string().contains("too large") =>
-                {
+                Err(Some(e)) if over_limits(&e) => {
                     let refused = FleetError::Etcd {
                         endpoints: self.endpoints.clone(),
                         message: format!(

@@ -87,7 +87,7 @@ async fn format_4_racing_front_ends_leave_two_signed_headers_for_a_number() {
 async fn racing_front_ends_leave_one_signed_header_a_number_in_etcds_log() {
     let (sigs, esigs, lost) = race(false, 10).await;
     assert!(lost >= 10, "only {lost} races lost");
-    assert!(sigs.len() > 10, "only {} numbers signed", sigs.len());
+    assert!(sigs.len() > 10 && esigs.len() > 10, "only {} and {} numbers signed", sigs.len(), esigs.len());
     for (what, found) in [("header", &sigs), ("entry", &esigs)] {
         let twice: Vec<(u64, usize)> =
             found.iter().filter(|(_, s)| s.len() > 1).map(|(n, s)| (*n, s.len())).collect();
@@ -211,5 +211,6 @@ async fn a_pulse_left_without_its_signatures_is_completed_and_a_forged_one_is_no
     let next = a.submit(common::commit(ra, 3, *la, 2, 20, 30)).await.expect("the cut front-end again");
     assert_eq!(next.header.number, pending + 2);
     let sigs = signatures_in_wal(&dir.path().join("data"), prefix, "sig");
+    assert!(sigs.contains_key(&pending), "the completed Pulse's signature is not in etcd's log");
     assert!(sigs.values().all(|s| s.len() == 1), "two signatures for a number: {sigs:?}");
 }
