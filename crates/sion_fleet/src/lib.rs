@@ -186,6 +186,9 @@ fn transient(e: &etcd_client::Error) -> bool {
         && (text.contains("unavailable")
             || text.contains("connect error")
             || text.contains("transport error")
+            // A connection cut while the request was on it (hyper's "connection closed"): not
+            // known to have landed, as a timeout.
+            || text.contains("connection closed")
             || text.contains("raft proposal dropped"))
 }
 
