@@ -1683,7 +1683,7 @@ impl FleetLedger {
     }
 
     /// Pulse `number`'s signed header (up to the head: one past it may wait for its signature,
-    /// which [`FleetLedger::snapshot`] completes). An archived Pulse's comes from its segment.
+    /// which the next read of the state completes). An archived Pulse's comes from its segment.
     pub async fn header(&mut self, number: u64) -> Result<SignedHeader, FleetError> {
         let rest = format!("pulse/{}", n20(number));
         let resp = self.get(self.key_of(&rest), None).await?;
