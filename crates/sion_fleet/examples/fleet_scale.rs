@@ -6,7 +6,7 @@
 //! leader is.
 //!
 //!     cargo run --release -p sion_fleet --example fleet_scale -- [--robots 1000] [--seconds 10]
-//!         [--max-txn-ops 1024] [--format 5] [--relay 1] [--faults 1]
+//!         [--max-txn-ops 1024] [--format 6] [--relay 1] [--faults 1]
 //!         [--etcd-heartbeat-ms 100] [--etcd-election-ms 1000]
 //!
 //! The two front-ends are told of each other, so one makes the Pulses and the other forwards
@@ -15,7 +15,8 @@
 //! profile), `--faults 2` the leader's kill alone (to repeat it); the etcd flags set the
 //! members' heartbeat and election timeout.
 //!
-//! `--format 4` makes the ledger as ledgers were made before a header was signed after its
+//! `--format 5` makes the ledger as ledgers were made before a swap moved `P/claim` on (one
+//! compare and put fewer a swap); `--format 4` as before a header was signed after its
 //! swap (one etcd transaction a Pulse instead of two); `--format 3` as before the entries were
 //! the ledger (each Pulse also writes its logs', nonces' and paths' keys): to measure one
 //! against the other.
@@ -290,10 +291,12 @@ async fn main() {
     let public = key.verifying_key();
     let prefix = "/sion-ledger/scale/";
     let limits = TxnLimits { max_ops: max_ops as usize, max_bytes: 1 << 20 };
-    let made = if arg("--format", 5) == 3 {
+    let made = if arg("--format", 6) == 3 {
         FleetLedger::init_keyed(&endpoints, prefix, key.clone()).await
-    } else if arg("--format", 5) == 4 {
+    } else if arg("--format", 6) == 4 {
         FleetLedger::init_signing_first(&endpoints, prefix, key.clone()).await
+    } else if arg("--format", 6) == 5 {
+        FleetLedger::init_proposed(&endpoints, prefix, key.clone()).await
     } else {
         FleetLedger::init(&endpoints, prefix, key.clone()).await
     };
@@ -325,8 +328,10 @@ async fn main() {
     let addrs: Vec<SocketAddr> = (0..2).map(|_| sion_fleet::local::free_addr().expect("port")).collect();
     let mut relays = Vec::new();
     for (i, addr) in addrs.iter().enumerate() {
-        let ledger =
-            FleetLedger::connect(&endpoints, prefix, key.clone()).await.expect("connect").with_limits(limits);
+        let ledger = FleetLedger::connect_accepting(&endpoints, prefix, key.clone(), &Default::default(), 1)
+            .await
+            .expect("connect")
+            .with_limits(limits);
         let mut service = Service::new(ledger);
         if relay {
             service = service.relaying(addr.to_string(), vec![addrs[1 - i].to_string()]);

@@ -16,6 +16,7 @@ pub mod admission;
 pub mod archive;
 pub mod c2sp;
 pub mod cells;
+mod claim;
 pub mod client;
 pub mod history;
 pub mod local;
@@ -60,6 +61,15 @@ pub enum FleetError {
     /// The ledger under the prefix signs with another key than this front-end's.
     #[error("the fleet ledger under {prefix} signs with key {found}, not this front-end's {ours}")]
     OtherKey { prefix: String, found: String, ours: String },
+    /// `P/format` names a format older than the front-end was told to accept: `P/format` is
+    /// not signed, and a writer to etcd who could turn a format 6 ledger's front-ends into
+    /// older ones' would have them forgo the claim (docs/FLEET-LEDGER.md, "The claim").
+    #[error(
+        "the fleet ledger under {prefix} says it is of format {found} (P/format), older than {oldest}, the \
+         oldest this front-end serves: if it was made so, start the front-end with --oldest-format {found}; \
+         if not, P/format was rewritten by a writer to etcd"
+    )]
+    OlderFormat { prefix: String, found: u8, oldest: u8 },
     /// A cosignature that does not hold for the Pulse's header, or is by a witness the
     /// front-end does not accept.
     #[error("cosignature refused: {0}")]
@@ -255,12 +265,15 @@ pub struct FleetLedger {
     /// Whether the ledger keeps cells (`P/format` `3` and later: every ledger made since fleets keep
     /// them; docs/FLEET-LEDGER.md, "Cells"): its headers are of version 2.
     cells: bool,
-    /// Whether the header is signed only after its entry won its number (`P/format` `5`):
+    /// Whether the header is signed only after its entry won its number (`P/format` `5` and `6`):
     /// the swap puts the entry and a proposal, a second transaction the head and signatures
     /// (docs/FLEET-LEDGER.md, "Agreeing on the next Pulse").
     after: bool,
+    /// Whether each swap also moves `P/claim` on (`P/format` `6`): a header is signed only for
+    /// the entry claimed for its number ([`claim`]; docs/FLEET-LEDGER.md, "The claim").
+    claimed: bool,
     /// A Pulse found in etcd one past the head, its entry put and its signatures not yet
-    /// (format 5): completed by [`FleetLedger::snapshot`] once the state at the head is held.
+    /// (formats 5 and 6): completed by [`FleetLedger::snapshot`] once the state at the head is held.
     pending: Option<u64>,
     /// Whether the ledger keeps its state key by key (`P/format` `3` and before: `P/log/I`,
     /// `P/nonce/A`, `P/agent/NAME`, `P/path/I/K` written by each Pulse); on formats `4` and `5` the
@@ -286,6 +299,10 @@ pub struct FleetLedger {
     swap_wait: swap_wait::SwapWait,
 }
 
+/// The format `sion ledger init` makes, and the oldest a front-end serves unless told
+/// otherwise ([`FleetLedger::connect_accepting`]).
+pub const NEWEST_FORMAT: u8 = 6;
+
 /// How a new ledger keeps its state in etcd (`P/format`, docs/FLEET-LEDGER.md "State in etcd").
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -297,15 +314,24 @@ enum Format {
     Entries,
     /// `5`: as `4`, and a header signed only after its entry won its number.
     Proposed,
+    /// `6`: as `5`, and the number won only by moving `P/claim` on from where the head's claim
+    /// is.
+    Claimed,
 }
 
 impl Format {
+    /// Its number (`P/format`'s one digit).
+    fn number(self) -> u8 {
+        self.value()[0] - b'0'
+    }
+
     fn value(self) -> &'static [u8] {
         match self {
             Format::Unchained => b"2",
             Format::Keyed => b"3",
             Format::Entries => b"4",
             Format::Proposed => b"5",
+            Format::Claimed => b"6",
         }
     }
 }
@@ -316,6 +342,9 @@ struct Snapshot {
     head_revision: i64,
     state: State,
     latest: PulseHeader,
+    /// Format 6: where `P/claim` is with the head's claim in it (the next swap moves it on from
+    /// there); `None` before it was read.
+    claim: Option<claim::Place>,
 }
 
 /// The state as read from etcd, before it is checked.
@@ -747,6 +776,18 @@ impl FleetLedger {
         key: SigningKey,
         access: &EtcdAccess,
     ) -> Result<Self, FleetError> {
+        Self::connect_accepting(endpoints, prefix, key, access, NEWEST_FORMAT).await
+    }
+
+    /// The same, serving a ledger of format `oldest` or newer: ledgers made before format 6
+    /// are served only when the operator says so (`P/format` is not signed: "The claim").
+    pub async fn connect_accepting(
+        endpoints: &[&str],
+        prefix: &str,
+        key: SigningKey,
+        access: &EtcdAccess,
+        oldest: u8,
+    ) -> Result<Self, FleetError> {
         let joined = endpoints.join(",");
         let client = Client::connect(endpoints, Some(connect_options(access)))
             .await
@@ -766,6 +807,7 @@ impl FleetLedger {
             cells: false,
             keyed: true,
             after: false,
+            claimed: false,
             pending: None,
             since_snapshot: 0,
             limits: TxnLimits::default(),
@@ -789,6 +831,14 @@ impl FleetLedger {
         let turn = ledger.get(ledger.key_of("turn"), None).await?;
         ledger.turn_seen = turn.kvs().first().map_or(0, |kv| kv.mod_revision());
         let format = ledger.get(ledger.key_of("format"), None).await?;
+        let found = match format.kvs().first().map(|kv| kv.value()) {
+            None => 1,
+            Some([d @ b'2'..=b'6']) => d - b'0',
+            Some(_) => 0,
+        };
+        if found != 0 && found < oldest {
+            return Err(FleetError::OlderFormat { prefix: ledger.prefix.clone(), found, oldest });
+        }
         (ledger.chained, ledger.cells, ledger.keyed) = match format.kvs().first().map(|kv| kv.value()) {
             None => (false, false, true),
             Some(b"2") => (true, false, true),
@@ -798,10 +848,13 @@ impl FleetLedger {
                 ledger.after = true;
                 (true, true, false)
             }
+            Some(b"6") => {
+                (ledger.after, ledger.claimed) = (true, true);
+                (true, true, false)
+            }
             Some(v) => {
-                return Err(
-                    ledger.damaged("format", format!("{:?}, not 2, 3, 4 or 5", String::from_utf8_lossy(v)))
-                );
+                return Err(ledger
+                    .damaged("format", format!("{:?}, not 2, 3, 4, 5 or 6", String::from_utf8_lossy(v))));
             }
         };
         Ok(ledger)
@@ -820,7 +873,39 @@ impl FleetLedger {
         key: SigningKey,
         access: &EtcdAccess,
     ) -> Result<Self, FleetError> {
-        Self::init_as(endpoints, prefix, key, access, Format::Proposed).await
+        Self::init_accepting(endpoints, prefix, key, access, NEWEST_FORMAT).await
+    }
+
+    /// The same, finding a ledger there already of format `oldest` or newer
+    /// ([`FleetLedger::connect_accepting`]); a new one is of the newest format.
+    pub async fn init_accepting(
+        endpoints: &[&str],
+        prefix: &str,
+        key: SigningKey,
+        access: &EtcdAccess,
+        oldest: u8,
+    ) -> Result<Self, FleetError> {
+        Self::init_as(endpoints, prefix, key, access, Format::Claimed, oldest).await
+    }
+
+    /// Make a fleet ledger as those made before a number was won by moving `P/claim` on
+    /// (`P/format` 5): for tests that a front-end still serves one, and that show what the
+    /// claim closes.
+    #[doc(hidden)]
+    pub async fn init_proposed(
+        endpoints: &[&str],
+        prefix: &str,
+        key: SigningKey,
+    ) -> Result<Self, FleetError> {
+        Self::init_as(
+            endpoints,
+            prefix,
+            key,
+            &EtcdAccess::default(),
+            Format::Proposed,
+            Format::Proposed.number(),
+        )
+        .await
     }
 
     /// Make a fleet ledger as those made before a header was signed only after its entry won
@@ -831,7 +916,15 @@ impl FleetLedger {
         prefix: &str,
         key: SigningKey,
     ) -> Result<Self, FleetError> {
-        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), Format::Entries).await
+        Self::init_as(
+            endpoints,
+            prefix,
+            key,
+            &EtcdAccess::default(),
+            Format::Entries,
+            Format::Entries.number(),
+        )
+        .await
     }
 
     /// Make a fleet ledger as those made before fleets kept cells (`P/format` 2, headers of
@@ -842,7 +935,15 @@ impl FleetLedger {
         prefix: &str,
         key: SigningKey,
     ) -> Result<Self, FleetError> {
-        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), Format::Unchained).await
+        Self::init_as(
+            endpoints,
+            prefix,
+            key,
+            &EtcdAccess::default(),
+            Format::Unchained,
+            Format::Unchained.number(),
+        )
+        .await
     }
 
     /// Make a fleet ledger as those made before the entries were the ledger (`P/format` 3: the
@@ -850,7 +951,8 @@ impl FleetLedger {
     /// one against the other.
     #[doc(hidden)]
     pub async fn init_keyed(endpoints: &[&str], prefix: &str, key: SigningKey) -> Result<Self, FleetError> {
-        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), Format::Keyed).await
+        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), Format::Keyed, Format::Keyed.number())
+            .await
     }
 
     async fn init_as(
@@ -859,6 +961,7 @@ impl FleetLedger {
         key: SigningKey,
         access: &EtcdAccess,
         format: Format,
+        oldest: u8,
     ) -> Result<Self, FleetError> {
         let cells = format != Format::Unchained;
         let joined = endpoints.join(",");
@@ -875,15 +978,52 @@ impl FleetLedger {
             TxnOp::put(k("head"), head_value(&genesis), None),
             TxnOp::put(k(&format!("sig/{}", n20(0))), signature.to_vec(), None),
         ];
-        if matches!(format, Format::Entries | Format::Proposed) {
+        if matches!(format, Format::Entries | Format::Proposed | Format::Claimed) {
             let esig = sign_entry(&key, 0, &genesis_entry);
             puts.push(TxnOp::put(k(&format!("esig/{}", n20(0))), esig.to_vec(), None));
         }
-        puts.push(TxnOp::put(k(&format!("pulse/{}", n20(0))), genesis_entry, None));
-        let txn =
-            Txn::new().when(vec![Compare::create_revision(k("key"), CompareOp::Equal, 0)]).and_then(puts);
+        puts.push(TxnOp::put(k(&format!("pulse/{}", n20(0))), genesis_entry.clone(), None));
+        let mut when = vec![Compare::create_revision(k("key"), CompareOp::Equal, 0)];
+        // Format 6: `P/claim` is made first, empty and alone, on an empty prefix; the genesis
+        // then comes with its claim, made for where that puts `P/claim` — never a claim for a
+        // genesis already there ("The claim"). A first step whose answer was lost, or a second
+        // `init` racing, finds `P/claim` empty at version 1 with no `P/key`, and goes on from it.
+        if format == Format::Claimed {
+            let first = Txn::new()
+                .when(vec![
+                    Compare::create_revision(k("key"), CompareOp::Equal, 0),
+                    Compare::create_revision(k("claim"), CompareOp::Equal, 0),
+                ])
+                .and_then(vec![TxnOp::put(k("claim"), Vec::new(), None)])
+                .or_else(vec![TxnOp::get(k("key"), None), TxnOp::get(k("claim"), None)]);
+            let resp = client.txn(first).await.map_err(|e| etcd_err(&joined, e))?;
+            let create = if resp.succeeded() {
+                Some(resp.header().map_or(0, |h| h.revision()))
+            } else {
+                let got: Vec<Option<etcd_client::KeyValue>> = resp
+                    .op_responses()
+                    .into_iter()
+                    .map(|r| match r {
+                        etcd_client::TxnOpResponse::Get(g) => g.kvs().first().cloned(),
+                        _ => None,
+                    })
+                    .collect();
+                match got.as_slice() {
+                    [None, Some(c)] if c.value().is_empty() && c.version() == 1 => Some(c.create_revision()),
+                    _ => None,
+                }
+            };
+            if let Some(create) = create {
+                let place = claim::Place { create, version: 1 }.next();
+                when.push(Compare::create_revision(k("claim"), CompareOp::Equal, create));
+                when.push(Compare::version(k("claim"), CompareOp::Equal, 1));
+                puts.push(TxnOp::put(k("claim"), claim::encode(&key, 0, &genesis_entry, place), None));
+            }
+        }
+        // Made here, or by another `init` (connected to, and checked as any ledger is).
+        let txn = Txn::new().when(when).and_then(puts);
         client.txn(txn).await.map_err(|e| etcd_err(&joined, e))?;
-        Self::connect_with(endpoints, prefix, key, access).await
+        Self::connect_accepting(endpoints, prefix, key, access, oldest).await
     }
 
     /// A second front-end on the same etcd connection, with a state of its own: a service
@@ -904,6 +1044,7 @@ impl FleetLedger {
             cells: self.cells,
             keyed: self.keyed,
             after: self.after,
+            claimed: self.claimed,
             pending: None,
             since_snapshot: 0,
             limits: self.limits,
@@ -997,7 +1138,10 @@ impl FleetLedger {
                 if self.cells && self.keyed {
                     state.cells = Some(self.rebuild_cells(&latest, at).await?);
                 }
-                self.cached = Some(Snapshot { head_revision, state, latest });
+                self.cached = Some(Snapshot { head_revision, state, latest, claim: None });
+            }
+            if self.claimed {
+                self.read_claim(number, at).await?;
             }
             self.fresh = true;
         }
@@ -1338,6 +1482,55 @@ impl FleetLedger {
                 ))
             }
         }
+    }
+
+    /// Format 6: `P/claim` at revision `at`, with the head Pulse `number` held: the ledger
+    /// key's claim, where it says it is, naming the head (the next swap then moves it on from
+    /// there) or, while that Pulse waits past the head for its seal ([`FleetLedger::pending`]),
+    /// the next. Anything else is refused and nothing built: a claim naming the next Pulse
+    /// with no entry there is one whose entry was deleted under its seal, and another swap for
+    /// that number would have a second header signed for it.
+    async fn read_claim(&mut self, number: u64, at: i64) -> Result<(), FleetError> {
+        let resp = self.get(self.key_of("claim"), Some(GetOptions::new().with_revision(at))).await?;
+        let refuse = |this: &Self, problem: String| {
+            let refused = this.mismatch(number, &["claim".into()], problem);
+            tracing::error!("{refused}");
+            refused
+        };
+        let Some(kv) = resp.kvs().first() else {
+            return Err(refuse(
+                self,
+                "etcd holds no P/claim on a ledger of format 6: deleted by no front-end".into(),
+            ));
+        };
+        let found = claim::check(&self.public_key(), kv.value(), kv.create_revision(), kv.version())
+            .map_err(|why| refuse(self, format!("P/claim is not a claim a front-end put: {why}")))?;
+        let place = match found.number {
+            n if n == number => Some(found.place),
+            n if n == number + 1 && self.pending == Some(n) => None,
+            n if n == number + 1 => {
+                return Err(refuse(
+                    self,
+                    format!(
+                        "P/claim names Pulse {n}, taken by a front-end's swap, but etcd holds no P/pulse/{n}: its \
+                         entry was deleted by no front-end before its seal (which may yet land). Nothing is built \
+                         on Pulse {number}: a second entry for Pulse {n} would have two headers signed for it"
+                    ),
+                ));
+            }
+            n => {
+                return Err(refuse(
+                    self,
+                    format!(
+                        "P/claim names Pulse {n}, with the head at Pulse {number}: written by no front-end"
+                    ),
+                ));
+            }
+        };
+        if let Some(c) = self.cached.as_mut() {
+            c.claim = place;
+        }
+        Ok(())
     }
 
     /// No Pulse lies past the head at revision `at` (its number would be signed twice) but,
@@ -2281,6 +2474,19 @@ impl FleetLedger {
                 return Err(FleetError::Missing(self.prefix.clone()));
             };
             let number = snap.latest.number + 1;
+            let claimed = match (self.claimed, snap.claim) {
+                (false, _) => None,
+                (true, Some(place)) => Some(place.next()),
+                // The head's claim not known: a Pulse was still waiting past it after the
+                // completions `snapshot` makes (each front-end racing moved on). As a lost race.
+                (true, None) => {
+                    self.cached = Some(snap);
+                    self.fresh = false;
+                    lost_here += 1;
+                    tokio::time::sleep(backoff(lost_here, self.lost)).await;
+                    continue;
+                }
+            };
             let mut batch = Batch::new(self.limits, self.key_of("").len(), self.keyed);
             let mut decided = Vec::new();
             for &i in pending {
@@ -2330,7 +2536,7 @@ impl FleetLedger {
             // of a header that lost is ever sent, even in a request whose compare fails (etcd
             // logs those too). Before: signed here and written by the swap, the header and its
             // signature landing together or not at all.
-            let puts = if self.after {
+            let mut puts = if self.after {
                 let proposal = self.key.sign(&proposal_message(number, &mine)).to_bytes();
                 vec![
                     TxnOp::put(self.key_of(&format!("pulse/{}", n20(number))), mine.clone(), None),
@@ -2341,17 +2547,26 @@ impl FleetLedger {
             };
             // The head unmoved, and no Pulse of this number already in etcd (a head put back to an
             // older Pulse would otherwise have this front-end sign a second header for a number).
+            let mut compares = vec![
+                Compare::mod_revision(self.key_of("head"), CompareOp::Equal, snap.head_revision),
+                Compare::create_revision(self.key_of(&format!("pulse/{}", n20(number))), CompareOp::Equal, 0),
+                // No front-end asked for the next Pulse since this one last looked.
+                Compare::mod_revision(self.key_of("turn"), CompareOp::Equal, self.turn_seen),
+            ];
+            // Format 6: `P/claim` still where the head's claim is, moved on by this swap to hold
+            // this entry's claim. The compares above a writer can make true again by deleting
+            // keys; this one no one can, once another's swap moved it (`claim`).
+            if let (Some(next), Some(place)) = (claimed, snap.claim) {
+                compares.push(Compare::create_revision(self.key_of("claim"), CompareOp::Equal, place.create));
+                compares.push(Compare::version(self.key_of("claim"), CompareOp::Equal, place.version));
+                puts.push(TxnOp::put(
+                    self.key_of("claim"),
+                    claim::encode(&self.key, number, &mine, next),
+                    None,
+                ));
+            }
             let txn = Txn::new()
-                .when(vec![
-                    Compare::mod_revision(self.key_of("head"), CompareOp::Equal, snap.head_revision),
-                    Compare::create_revision(
-                        self.key_of(&format!("pulse/{}", n20(number))),
-                        CompareOp::Equal,
-                        0,
-                    ),
-                    // No front-end asked for the next Pulse since this one last looked.
-                    Compare::mod_revision(self.key_of("turn"), CompareOp::Equal, self.turn_seen),
-                ])
+                .when(compares)
                 .and_then(puts)
                 .or_else(vec![TxnOp::get(self.key_of("turn"), None), TxnOp::get(self.key_of("head"), None)]);
             let sent = std::time::Instant::now();
@@ -2465,6 +2680,9 @@ impl FleetLedger {
             }
             snap.head_revision = head_revision;
             snap.latest = header;
+            if claimed.is_some() {
+                snap.claim = claimed;
+            }
             self.cached = Some(snap);
             self.fresh = !moved_on;
             let pulse = SignedHeader { header, signature: self.sign(&header) };
@@ -2659,15 +2877,25 @@ impl FleetLedger {
                 // and no front-end can put it while the limits stand (docs/FLEET-LEDGER.md,
                 // "Many transactions, one Pulse": the operator's remedy).
                 Err(Some(e)) if over_limits(&e) => {
+                    // On format 6 the entry holds its number for good (its claim moved on):
+                    // the seal must fit, so the members' limits are raised.
+                    let remedy = if self.claimed {
+                        "restart the members with limits at least the front-ends' (the entry keeps its \
+                         number; any front-end then seals it)"
+                            .to_owned()
+                    } else {
+                        format!(
+                            "delete {p}pulse/{n} and {p}prop/{n}, and start the front-ends with the members' limits",
+                            p = self.prefix,
+                            n = n20(number),
+                        )
+                    };
                     let refused = FleetError::Etcd {
                         endpoints: self.endpoints.clone(),
                         message: format!(
                             "etcd refuses Pulse {number}'s seal ({e}): the front-ends' --etcd-max-txn-ops or \
                              --etcd-max-request-bytes exceed the members'. Nothing of Pulse {number} was \
-                             acknowledged or signed in etcd: delete {p}pulse/{n} and {p}prop/{n}, and start the \
-                             front-ends with the members' limits",
-                            p = self.prefix,
-                            n = n20(number),
+                             acknowledged or signed in etcd: {remedy}"
                         ),
                     };
                     tracing::error!("{refused}");
@@ -2718,24 +2946,73 @@ impl FleetLedger {
             .read_txn(Txn::new().and_then(vec![
                 TxnOp::get(self.key_of(&pulse_rest), None),
                 TxnOp::get(self.key_of(&prop_rest), None),
+                TxnOp::get(self.key_of("claim"), None),
             ]))
             .await?;
         let mut got = resp.op_responses().into_iter().map(|r| match r {
             etcd_client::TxnOpResponse::Get(got) => got.kvs().first().cloned(),
             _ => None,
         });
-        let (Some(Some(kv)), proposal) = (got.next(), got.next().flatten()) else {
+        let (Some(Some(kv)), proposal, claim_kv) = (got.next(), got.next().flatten(), got.next().flatten())
+        else {
             // Gone since it was seen: nothing waits.
             return Ok(());
         };
         let value = kv.value().to_vec();
         let bad = |problem: String| self.mismatch(number, &[pulse_rest.clone(), prop_rest.clone()], problem);
-        if !proposed(&self.public_key(), number, &value, proposal.as_ref().map(|p| p.value())) {
+        // Format 5: the key's proposal of the entry. (On format 6 its claim, below, is the key's
+        // word for the entry and where it took the number: a proposal adds nothing to it.)
+        if !self.claimed
+            && !proposed(&self.public_key(), number, &value, proposal.as_ref().map(|p| p.value()))
+        {
             return Err(bad(format!(
                 "Pulse {number} waits past the head for its signatures, but no front-end proposed its entry \
-                 (P/prop/{number} is not the ledger key's proposal of it): nothing is signed. Deleting \
+                 (P/prop/{number} is not the ledger key's proposal of it): nothing is signed; deleting \
                  P/pulse/{number} lets the ledger go on"
             )));
+        }
+        // Format 6: the entry must be the one whose claim moved `P/claim` on from the head's —
+        // not one put over it after, with another proposal the key made for the number (read
+        // from a member's log), while its own front-end's seal is held back on the network.
+        // The claim, the ledger key's where it was made for, is at the one place a claim for
+        // this number can be ("The claim").
+        if self.claimed {
+            let found = claim_kv.as_ref().ok_or_else(|| "etcd holds none".to_string()).and_then(|kv| {
+                claim::check(&self.public_key(), kv.value(), kv.create_revision(), kv.version())
+            });
+            let problem = match found {
+                Ok(c) if c.number == number && c.entry == *blake3::hash(&value).as_bytes() => None,
+                Ok(c) if c.number == number => Some(format!(
+                    "P/claim names another entry for it (hashing to {}…): this one was put over the entry that \
+                     took the number, by no front-end, and nothing is signed; putting that entry's bytes back \
+                     (the members' logs hold them) lets any front-end complete it",
+                    hex::encode(&c.entry[..8])
+                )),
+                Ok(c) if c.number + 1 == number => Some(format!(
+                    "no swap took its number (P/claim names Pulse {}, the head): it was put by no front-end, and \
+                     nothing is signed; deleting P/pulse/{number} lets the ledger go on",
+                    c.number
+                )),
+                Ok(c) => Some(format!(
+                    "P/claim names Pulse {}: written by no front-end; nothing is signed",
+                    c.number
+                )),
+                Err(why) => {
+                    Some(format!("P/claim is not a claim a front-end put ({why}); nothing is signed"))
+                }
+            };
+            if let Some(problem) = problem {
+                let refused = self.mismatch(
+                    number,
+                    &[pulse_rest.clone(), "claim".into()],
+                    format!(
+                        "Pulse {number} waits past the head for its signatures, but P/claim does not show its entry \
+                         as the one that took the number: {problem}"
+                    ),
+                );
+                tracing::error!("{refused}");
+                return Err(refused);
+            }
         }
         let (txs, header) =
             decode_entry(&value).map_err(|e| bad(format!("Pulse {number}'s entry does not parse: {e}")))?;

@@ -461,7 +461,7 @@ impl FleetLedger {
         if state.cells.as_mut().map(Cells::root) != latest.cells {
             return Err(format!("its cells do not hash to Pulse {}'s cells root", p.pulse));
         }
-        Ok(Some(Snapshot { head_revision: 0, state, latest }))
+        Ok(Some(Snapshot { head_revision: 0, state, latest, claim: None }))
     }
 
     /// The state as of Pulse `number` (format 4), read at revision `at`: the latest state
@@ -488,7 +488,7 @@ impl FleetLedger {
                 state.chained = self.chained;
                 state.index();
                 match self.header(0).await {
-                    Ok(genesis) => Snapshot { head_revision: 0, state, latest: genesis.header },
+                    Ok(genesis) => Snapshot { head_revision: 0, state, latest: genesis.header, claim: None },
                     Err(e) => return Err(self.unloadable(number, passed, e)),
                 }
             }

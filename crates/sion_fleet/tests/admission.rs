@@ -32,7 +32,7 @@ fn open_tx(key: &SigningKey, nonce: u64) -> SignedTx {
 /// Serve `prefix` on a fresh port under `policy`; the service's URL.
 async fn serve(etcd: &Etcd, prefix: &str, key: &SigningKey, policy: Policy) -> String {
     let addr = free_addr();
-    let ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let ledger = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let service = Service::new(ledger).admitting(policy);
     tokio::spawn(sion_fleet::service::serve_service(service, addr, std::future::pending()));
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -41,7 +41,7 @@ async fn serve(etcd: &Etcd, prefix: &str, key: &SigningKey, policy: Policy) -> S
 
 /// How many logs the ledger holds, as a front-end that held nothing reads them.
 async fn count(etcd: &Etcd, prefix: &str, key: &SigningKey) -> u64 {
-    let mut ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut ledger = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     ledger.log_count().await.expect("log count")
 }
 
@@ -322,7 +322,7 @@ async fn a_state_over_4_mib_in_one_prefix_is_read_a_page_at_a_time() {
 
     // A front-end started now reads it in pages, checks it against the signed state root, and
     // commits on it.
-    let mut ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut ledger = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let t = Instant::now();
     assert_eq!(ledger.log_count().await.expect("the state, read in pages"), n);
     eprintln!("a fresh front-end read and checked {n} logs in {:.2} s", t.elapsed().as_secs_f64());

@@ -105,7 +105,7 @@ async fn keeps_cells(keyed: bool) {
 
     // A front-end holding nothing rebuilds the map from it and the entries since.
     let want: BTreeMap<u128, Vec<u64>> = lists;
-    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut b = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let (hb, _, lists_b) = b.cells_asked(&asked, None).await.expect("rebuilt").expect("kept");
     assert_eq!((hb.header, &lists_b), (latest.header, &want));
 
@@ -114,7 +114,7 @@ async fn keeps_cells(keyed: bool) {
     let mut bytes = raw.get(chunk.clone(), None).await.expect("get").kvs()[0].value().to_vec();
     bytes[20] ^= 1;
     raw.put(chunk, bytes, None).await.expect("damage");
-    let mut c = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut c = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let (hc, _, lists_c) = c.cells_asked(&asked, None).await.expect("rebuilt").expect("kept");
     assert_eq!((hc.header, &lists_c), (latest.header, &want));
 
@@ -207,7 +207,7 @@ async fn a_front_end_refuses_a_signed_cells_root_that_hides_a_listing() {
         }
         other => panic!("the front-end that held the state took the hidden listing: {other:?}"),
     }
-    let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut fresh = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     match fresh.latest().await {
         Err(e @ sion_fleet::FleetError::StateMismatch { .. }) => {
             assert!(e.to_string().contains("cells root"), "{e}")

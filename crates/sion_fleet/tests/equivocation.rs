@@ -3,8 +3,9 @@
 //! logs a transaction's request whether its compare holds or not, so a swap that loses its
 //! number leaves everything it carried in the members' write-ahead logs. Run as attacks: two
 //! front-ends racing, read back from the member's files; a front-end that dies between a
-//! Pulse's entry and its signatures; and a party with etcd write access putting an entry
-//! there to have it signed.
+//! Pulse's entry and its signatures; a party with etcd write access putting an entry there to
+//! have it signed, deleting one the moment it lands while another front-end's swap is in
+//! flight, or putting the claim again (format 6: `P/claim`).
 
 mod common;
 
@@ -12,13 +13,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use ed25519_dalek::{Signer as _, SigningKey};
 use sion_fleet::local::Etcd;
 use sion_fleet::{FleetError, FleetLedger};
-use sion_store::ledger::LogId;
+use sion_store::ledger::{LogId, SignedHeader};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
 /// Every distinct value etcd's write-ahead log holds put under `{prefix}{what}/N`, by `N`.
 fn signatures_in_wal(data: &Path, prefix: &str, what: &str) -> Found {
@@ -48,7 +51,7 @@ async fn race(format_4: bool, races: u64) -> (Found, Found, u64) {
     } else {
         FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init")
     };
-    let b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let b = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let mut robots = common::robots(&mut a, 90, 8).await;
     let theirs = robots.split_off(4);
     let lost = Arc::new(AtomicU64::new(0));
@@ -133,6 +136,17 @@ async fn cutting_proxy(upstream: String, needle: Vec<u8>, armed: Arc<AtomicBool>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pulse_left_without_its_signatures_is_completed_and_a_forged_one_is_not_signed() {
+    unsealed(6).await;
+}
+
+/// The same on format 5, where an entry put over the waiting one with the key's proposal is
+/// refused by the replay alone (on format 6 the claim refuses it first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn format_5_a_pulse_left_without_its_signatures_is_completed_and_a_forged_one_is_not_signed() {
+    unsealed(5).await;
+}
+
+async fn unsealed(format: u8) {
     let dir = tempfile::tempdir().expect("tmp");
     let etcd = Etcd::start(dir.path()).await.expect("etcd");
     let prefix = "/sion-ledger/unsealed/";
@@ -140,8 +154,8 @@ async fn a_pulse_left_without_its_signatures_is_completed_and_a_forged_one_is_no
     let armed = Arc::new(AtomicBool::new(false));
     let upstream = etcd.url().trim_start_matches("http://").to_owned();
     let url = cutting_proxy(upstream, format!("{prefix}sig/").into_bytes(), armed.clone()).await;
-    let mut a = FleetLedger::init(&[url.as_str()], prefix, key.clone()).await.expect("init");
-    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut a = init(format, &url, prefix, &key).await;
+    let mut b = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let robots = common::robots(&mut a, 100, 2).await;
     let ((ra, la), (rb, lb)) = (&robots[0], &robots[1]);
     a.submit(common::commit(ra, 1, *la, 0, 0, 10)).await.expect("a first commit");
@@ -164,21 +178,25 @@ async fn a_pulse_left_without_its_signatures_is_completed_and_a_forged_one_is_no
     assert!(get(entry_key.clone()).await.is_some(), "the entry did not land");
     assert!(get(sig_key.clone()).await.is_none(), "signed though cut");
 
-    // A party with etcd write access puts a proposal of its own beside the entry: no front-end
-    // signs it, and says which keys to look at.
+    // Format 5: a party with etcd write access puts a proposal of its own beside the entry: no
+    // front-end signs it, and says which keys to look at. (On format 6 the claim is the key's
+    // word for the entry: a proposal is not read, and one forged stops nothing — below.)
     let proposal = get(prop_key.clone()).await.expect("a proposal");
-    raw.put(prop_key.as_str(), vec![7u8; 64], None).await.expect("forge the proposal");
-    match b.submit(common::commit(rb, 1, *lb, 0, 0, 10)).await {
-        Err(FleetError::StateMismatch { keys, problem, .. }) => {
-            assert_eq!(keys, vec![entry_key.clone(), prop_key.clone()], "{problem}");
-            assert!(problem.contains("no front-end proposed its entry"), "{problem}");
+    if format == 5 {
+        raw.put(prop_key.as_str(), vec![7u8; 64], None).await.expect("forge the proposal");
+        match b.submit(common::commit(rb, 1, *lb, 0, 0, 10)).await {
+            Err(FleetError::StateMismatch { keys, problem, .. }) => {
+                assert_eq!(keys, vec![entry_key.clone(), prop_key.clone()], "{problem}");
+                assert!(problem.contains("no front-end proposed its entry"), "{problem}");
+            }
+            other => panic!("an entry without a front-end's proposal: {other:?}"),
         }
-        other => panic!("an entry without a front-end's proposal: {other:?}"),
+        assert!(get(sig_key.clone()).await.is_none(), "a forged proposal's entry was signed");
     }
-    assert!(get(sig_key.clone()).await.is_none(), "a forged proposal's entry was signed");
 
     // An entry the key did propose, but whose header is not what its transactions make (its
-    // cells root's last byte changed): the replay refuses it, and nothing is signed.
+    // cells root's last byte changed), put over the waiting one: on format 6 the claim names
+    // the waiting one, on format 5 the replay refuses it; nothing is signed.
     let honest = get(entry_key.clone()).await.expect("the entry");
     let mut forged = honest.clone();
     *forged.last_mut().expect("a header") ^= 1;
@@ -187,17 +205,22 @@ async fn a_pulse_left_without_its_signatures_is_completed_and_a_forged_one_is_no
     message.extend_from_slice(blake3::hash(&forged).as_bytes());
     raw.put(entry_key.as_str(), forged, None).await.expect("forge the entry");
     raw.put(prop_key.as_str(), key.sign(&message).to_bytes().to_vec(), None).await.expect("its proposal");
+    let refusal = if format == 6 {
+        "P/claim does not show its entry as the one that took the number"
+    } else {
+        "does not sign the state its transactions make"
+    };
     match b.submit(common::commit(rb, 1, *lb, 0, 0, 10)).await {
-        Err(FleetError::StateMismatch { problem, .. }) => {
-            assert!(problem.contains("does not sign the state its transactions make"), "{problem}");
-        }
+        Err(FleetError::StateMismatch { problem, .. }) => assert!(problem.contains(refusal), "{problem}"),
         other => panic!("a proposed entry whose header its transactions do not make: {other:?}"),
     }
     assert!(get(sig_key.clone()).await.is_none(), "a header its transactions do not make was signed");
     raw.put(entry_key.as_str(), honest, None).await.expect("put the entry back");
 
-    // The front-end's own proposal put back: the next commit, through another front-end,
-    // completes the Pulse left waiting (the first robot's commit in it), then is the next.
+    // The front-end's own proposal put back (on format 6, a forged one left: not read): the
+    // next commit, through another front-end, completes the Pulse left waiting (the first
+    // robot's commit in it), then is the next.
+    let proposal = if format == 6 { vec![7u8; 64] } else { proposal };
     raw.put(prop_key.as_str(), proposal, None).await.expect("put the proposal back");
     let receipt = b.submit(common::commit(rb, 1, *lb, 0, 0, 10)).await.expect("completed, then committed");
     assert_eq!(receipt.header.number, pending + 1);
@@ -213,4 +236,251 @@ async fn a_pulse_left_without_its_signatures_is_completed_and_a_forged_one_is_no
     let sigs = signatures_in_wal(&dir.path().join("data"), prefix, "sig");
     assert!(sigs.contains_key(&pending), "the completed Pulse's signature is not in etcd's log");
     assert!(sigs.values().all(|s| s.len() == 1), "two signatures for a number: {sigs:?}");
+}
+
+/// A ledger of `format` (5 or 6) through `url`.
+async fn init(format: u8, url: &str, prefix: &str, key: &SigningKey) -> FleetLedger {
+    match format {
+        5 => FleetLedger::init_proposed(&[url], prefix, key.clone()).await.expect("init"),
+        _ => FleetLedger::init(&[url], prefix, key.clone()).await.expect("init"),
+    }
+}
+
+/// A TCP proxy to `upstream` that, once `armed`, holds the first request naming `needle` (and
+/// everything its client sends after it) until `release` is told, then goes on on the same
+/// connection: a request delayed, not lost.
+async fn holding_proxy(
+    upstream: String,
+    needle: Vec<u8>,
+    armed: Arc<AtomicBool>,
+    release: Arc<Notify>,
+) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(&upstream).await else { continue };
+            let (needle, armed, release) = (needle.clone(), armed.clone(), release.clone());
+            tokio::spawn(async move {
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_server, mut to_server) = server.into_split();
+                let back = tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+                });
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let n = match from_client.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    if find(&buf[..n], &needle).is_some() && armed.swap(false, Ordering::SeqCst) {
+                        release.notified().await;
+                    }
+                    if to_server.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                back.abort();
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Wait until `done` holds, for at most 10 s.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A review's attack on format 5: front-end A's entry for Pulse N lands and its seal is on its
+/// way (held back here, as a slow network would); a party with etcd write access deletes the
+/// entry at once, so front-end B's swap for N, in flight (held here until then), finds no
+/// entry there. On format 5 that swap lands, B seals it, and A's seal, delivered after, is
+/// refused but logged: the member's log holds two header signatures for N. On format 6 A's
+/// swap moved `P/claim` on, which no delete undoes: B's swap fails, B then finds the claim
+/// naming a Pulse whose entry is gone and builds nothing, and the log holds one.
+/// B's answer, and the distinct header signatures and proposals for N in the member's log.
+async fn deleted_the_moment_it_landed(format: u8) -> (Result<SignedHeader, FleetError>, usize, usize) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let prefix = "/sion-ledger/deleted/";
+    let key = SigningKey::from_bytes(&[85; 32]);
+    let upstream = etcd.url().trim_start_matches("http://").to_owned();
+    let (a_armed, a_release) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
+    let (b_armed, b_release) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
+    let a_url = holding_proxy(
+        upstream.clone(),
+        format!("{prefix}sig/").into_bytes(),
+        a_armed.clone(),
+        a_release.clone(),
+    )
+    .await;
+    let b_url =
+        holding_proxy(upstream, format!("{prefix}prop/").into_bytes(), b_armed.clone(), b_release.clone())
+            .await;
+    let mut a = init(format, &a_url, prefix, &key).await;
+    let mut b = common::connect(&[b_url.as_str()], prefix, key.clone()).await.expect("connect");
+    let robots = common::robots(&mut a, 110, 2).await;
+    let ((ra, la), (rb, lb)) = (robots[0].clone(), robots[1].clone());
+    // B's first, then A's: A holds the head, B reads it before its next swap.
+    b.submit(common::commit(&rb, 1, lb, 0, 0, 10)).await.expect("b's first");
+    let n = a.submit(common::commit(&ra, 1, la, 0, 0, 10)).await.expect("a's first").header.number + 1;
+    let entry_key = format!("{prefix}pulse/{n:020}");
+
+    // B's swap for N is held on its way; A's lands, and A's seal is held on its way.
+    b_armed.store(true, Ordering::SeqCst);
+    let b_task = tokio::spawn(async move { b.submit(common::commit(&rb, 2, lb, 1, 10, 20)).await });
+    until("b's swap was not held", || !b_armed.load(Ordering::SeqCst)).await;
+    a_armed.store(true, Ordering::SeqCst);
+    let a_task = tokio::spawn(async move { a.submit(common::commit(&ra, 2, la, 1, 10, 20)).await });
+    until("a's seal was not held", || !a_armed.load(Ordering::SeqCst)).await;
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    assert!(
+        !raw.get(entry_key.as_str(), None).await.expect("get").kvs().is_empty(),
+        "a's entry did not land"
+    );
+
+    // The attack: the entry deleted; B's swap delivered.
+    raw.delete(entry_key.as_str(), None).await.expect("delete the entry");
+    b_release.notify_one();
+    let b_answer = b_task.await.expect("b's task");
+    a_release.notify_one();
+    let _ = a_task.await.expect("a's task");
+    let data = dir.path().join("data");
+    let (sigs, props) = (signatures_in_wal(&data, prefix, "sig"), signatures_in_wal(&data, prefix, "prop"));
+    (b_answer, sigs.get(&n).map_or(0, BTreeSet::len), props.get(&n).map_or(0, BTreeSet::len))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn format_5_an_entry_deleted_the_moment_it_landed_gets_a_second_header_signed() {
+    let (b_answer, signed, _) = deleted_the_moment_it_landed(5).await;
+    assert!(b_answer.is_ok(), "b's swap did not land after the delete: {b_answer:?}");
+    assert_eq!(signed, 2, "the attack on format 5 no longer has two headers signed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_deleted_the_moment_it_landed_gets_no_second_header_signed() {
+    let (b_answer, signed, proposed) = deleted_the_moment_it_landed(6).await;
+    assert_eq!(proposed, 2, "b's swap never reached etcd");
+    match &b_answer {
+        Err(FleetError::StateMismatch { keys, problem, .. }) => {
+            assert_eq!(keys, &["/sion-ledger/deleted/claim".to_owned()], "{problem}");
+            assert!(problem.contains("deleted by no front-end before its seal"), "{problem}");
+        }
+        other => panic!("b built on a number a seal was on its way for: {other:?}"),
+    }
+    assert_eq!(signed, 1, "header signatures for the number in the member's log");
+}
+
+/// A claim put again, even its very bytes, is not where it was made for: every front-end then
+/// refuses to build, naming `P/claim` (a writer stopping the ledger, not forking it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_put_again_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let prefix = "/sion-ledger/claim-again/";
+    let key = SigningKey::from_bytes(&[87; 32]);
+    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let robots = common::robots(&mut a, 120, 1).await;
+    let (r, l) = &robots[0];
+    a.submit(common::commit(r, 1, *l, 0, 0, 10)).await.expect("a commit");
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let claim_key = format!("{prefix}claim");
+    let got = raw.get(claim_key.as_str(), None).await.expect("get");
+    let value = got.kvs().first().expect("a claim").value().to_vec();
+    assert_eq!(value.len(), 120, "a claim's bytes");
+    raw.put(claim_key.as_str(), value, None).await.expect("put the claim again");
+    match b.submit(common::commit(r, 2, *l, 1, 10, 20)).await {
+        Err(FleetError::StateMismatch { keys, problem, .. }) => {
+            assert_eq!(keys, vec![claim_key.clone()], "{problem}");
+            assert!(problem.contains("put again by no front-end"), "{problem}");
+        }
+        other => panic!("built on a claim put again: {other:?}"),
+    }
+}
+
+/// `P/format` is not signed: a writer who set a format 6 ledger's to `5` would have every
+/// front-end started after it forgo the claim (and on `4`, sign before its swap). A front-end
+/// serves a ledger older than format 6 only when its operator names that format.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_format_put_back_older_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let prefix = "/sion-ledger/downgraded/";
+    let key = SigningKey::from_bytes(&[89; 32]);
+    FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    raw.put(format!("{prefix}format"), "5", None).await.expect("put the format back");
+    match FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await {
+        Err(FleetError::OlderFormat { found: 5, oldest: 6, .. }) => {}
+        Err(other) => panic!("refused otherwise: {other}"),
+        Ok(_) => panic!("a ledger said to be of format 5 was served without its operator saying so"),
+    }
+}
+
+/// `init` whose second step (the genesis with its claim) never reached etcd leaves only an
+/// empty `P/claim`; `init` again goes on from it, and the ledger then takes commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_init_cut_between_its_two_steps_is_finished_by_init_again() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(dir.path()).await.expect("etcd");
+    let prefix = "/sion-ledger/half-made/";
+    let key = SigningKey::from_bytes(&[91; 32]);
+    let upstream = etcd.url().trim_start_matches("http://").to_owned();
+    // The first request naming P/claim (init's first step, `P/claim` made empty) goes through;
+    // the second (the genesis and its claim) is cut.
+    let seen = Arc::new(AtomicU64::new(0));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let needle = format!("{prefix}claim").into_bytes();
+    let counter = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(&upstream).await else { continue };
+            let (needle, seen) = (needle.clone(), counter.clone());
+            tokio::spawn(async move {
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_server, mut to_server) = server.into_split();
+                let back = tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+                });
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let n = match from_client.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    if find(&buf[..n], &needle).is_some() && seen.fetch_add(1, Ordering::SeqCst) >= 1 {
+                        break;
+                    }
+                    if to_server.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                back.abort();
+            });
+        }
+    });
+    let url = format!("http://{addr}");
+    assert!(
+        FleetLedger::init(&[url.as_str()], prefix, key.clone()).await.is_err(),
+        "the claim's step was not cut"
+    );
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let claim = raw.get(format!("{prefix}claim"), None).await.expect("get");
+    let kv = claim.kvs().first().expect("the first step made P/claim");
+    assert!(kv.value().is_empty() && kv.version() == 1, "the first step's P/claim: {kv:?}");
+    match FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await {
+        Err(FleetError::Missing(_)) => {}
+        other => panic!("a ledger without its genesis was connected to: {:?}", other.map(|_| ())),
+    }
+    let mut ledger = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init again");
+    let robots = common::robots(&mut ledger, 130, 1).await;
+    let (r, l) = &robots[0];
+    ledger.submit(common::commit(r, 1, *l, 0, 0, 10)).await.expect("a commit after init finished");
 }

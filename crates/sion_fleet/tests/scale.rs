@@ -55,7 +55,7 @@ async fn a_front_end_that_held_the_state_reads_only_what_the_pulses_since_change
     grow(&mut a, &writers[0], logs[0]).await.expect("a commits");
     // Another front-end moves the head; then log 2's key, which no Pulse since touches, is
     // damaged in etcd.
-    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b");
+    let mut b = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b");
     grow(&mut b, &writers[1], logs[1]).await.expect("b commits");
     let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
     let damaged = format!("{prefix}log/{:020}", logs[2].0);
@@ -64,7 +64,7 @@ async fn a_front_end_that_held_the_state_reads_only_what_the_pulses_since_change
     let pulse = grow(&mut a, &writers[0], logs[0]).await.expect("a, from the state it held");
     assert_eq!(a.latest().await.expect("latest").header.number, pulse);
     // A front-end reading the whole state finds the damage and builds on nothing.
-    let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut fresh = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     match grow(&mut fresh, &writers[1], logs[1]).await {
         Err(FleetError::Damaged { key, .. }) => assert_eq!(key, damaged),
         other => panic!("a whole read did not find the damaged leaf: {other:?}"),
@@ -94,7 +94,7 @@ async fn a_proof_of_a_compacted_pulse_reads_its_own_log_not_every_log() {
         let k = format!("{prefix}{what}/{:020}/", lb.0);
         raw.delete(k, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("delete");
     }
-    let mut reader = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut reader = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let public = key.verifying_key();
     // Position 15 of log a was first committed by its second commit.
     let time = reader.tx_time_proof(la, 15).await.expect("a's transaction time, from its own log");
@@ -151,7 +151,7 @@ async fn a_state_proof_at_any_compacted_pulse_reads_log_n_keys() {
             raw.delete(k, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("delete");
         }
     }
-    let mut reader = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut reader = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let public = key.verifying_key();
     reader.state_proof(log, latest).await.expect("the latest state, read once");
     let mut most = 0;

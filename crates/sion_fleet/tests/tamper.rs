@@ -77,7 +77,7 @@ async fn a_forged_log_leaf_put_into_etcd_is_never_signed() {
         tokio::spawn(sion_fleet::service::serve(ledger, addr, std::future::pending()));
         format!("http://{addr}")
     };
-    let first = serve(FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"));
+    let first = serve(common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"));
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let dir = tmp.path().join("robot");
     let atoms: Vec<_> = Warehouse::new(WarehouseConfig::default()).take(300).collect();
@@ -109,7 +109,7 @@ async fn a_forged_log_leaf_put_into_etcd_is_never_signed() {
     let head_before = raw_get(&mut raw, &format!("{prefix}head")).await;
 
     // A front-end started now (or restarted) reads it, and signs nothing on it.
-    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b");
+    let mut b = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b");
     let (keys, text) = mismatch("a commit through a new front-end", grow(&mut b, &w1, l1).await);
     assert!(keys.contains(&log_key(prefix, l0)), "the forged key is not named: {keys:?}");
     assert!(text.contains(&format!("does not match signed Pulse {signed}")), "{text}");
@@ -133,7 +133,7 @@ async fn a_forged_log_leaf_put_into_etcd_is_never_signed() {
 
     // Now the forged key is older than the head: a new front-end still finds it, by the signed
     // state root, and names it (it differs from the log's last version record).
-    let mut c = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect c");
+    let mut c = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect c");
     let (keys, _) = mismatch("a commit through a third front-end", grow(&mut c, &w0, l0).await);
     assert_eq!(keys, vec![log_key(prefix, l0)], "the forged key is not the one named");
     mismatch("b again", grow(&mut b, &w1, l1).await);
@@ -142,7 +142,7 @@ async fn a_forged_log_leaf_put_into_etcd_is_never_signed() {
     // The robot restarts through a front-end started after the forgery: the service refuses
     // with its code; the robot opens from its ledger-view, records on, is told its commit waits
     // on the ledger and that nothing of its memory is at fault; a new robot cannot open a log.
-    let second = serve(FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"));
+    let second = serve(common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"));
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (prefix_owned, url, robot_dir) = (prefix.to_owned(), second.clone(), dir.clone());
     let mut memory = tokio::task::spawn_blocking(move || {
@@ -219,7 +219,7 @@ async fn a_forged_agent_and_nonce_are_named_by_a_front_end_that_held_the_state()
     let w2 = SigningKey::from_bytes(&[65; 32]);
     let log2 = open_log(&mut a, &w2, None).await;
     // Front-end b reads and checks the state, and commits on it: it holds Pulse 4, a Pulse 3.
-    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b");
+    let mut b = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b");
     grow(&mut b, &w2, log2).await.expect("b commits");
 
     // The attack: the agent handed to the attacker's key, and the robot's nonce put back to 0
@@ -233,7 +233,7 @@ async fn a_forged_agent_and_nonce_are_named_by_a_front_end_that_held_the_state()
     raw.put(nonce_key.clone(), 0u64.to_le_bytes().to_vec(), None).await.expect("put nonce");
 
     // Written after the head: a front-end reading it now refuses, naming both.
-    let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut fresh = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let open = SignedTx::sign(&attacker, 0, Tx::OpenMemory { agent: Some("fleet".into()), policy: [0; 32] });
     let (keys, _) = mismatch("the attacker's log under the stolen agent", fresh.submit(open.clone()).await);
     assert_eq!(keys, vec![agent_key.clone(), nonce_key.clone()]);
@@ -282,7 +282,7 @@ async fn on_format_4_forged_state_keys_are_never_read_and_the_snapshot_is_signed
     let nonce_key = format!("{prefix}nonce/{}", hex::encode(account_of(&robot).0));
     raw.put(nonce_key, 0u64.to_le_bytes().to_vec(), None).await.expect("put nonce");
     // A front-end started now holds what the entries say, and refuses the attacker by the rules.
-    let mut fresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut fresh = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     assert_eq!(fresh.log(log).await.expect("log").expect("exists").head.size, size);
     assert_eq!(fresh.nonce(&account_of(&robot)).await.expect("nonce"), nonce);
     assert_eq!(
@@ -304,7 +304,7 @@ async fn on_format_4_forged_state_keys_are_never_read_and_the_snapshot_is_signed
     let at = edited.len() - 1;
     edited[at] ^= 1;
     raw.put(chunk.clone(), edited, None).await.expect("edit the chunk");
-    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut b = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     assert_eq!(b.log(log).await.expect("from the entries").expect("exists").head.size, size);
     // The last record is the last account's nonce: the edited one is not the one held.
     let truth = fresh.nonce(&account_of(&robot)).await.expect("nonce");
@@ -317,7 +317,7 @@ async fn on_format_4_forged_state_keys_are_never_read_and_the_snapshot_is_signed
     let at = unsigned.len() - 1;
     unsigned[at] ^= 1;
     raw.put(pointer.clone(), unsigned, None).await.expect("forge the pointer");
-    let mut c = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut c = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     assert_eq!(c.log(log).await.expect("from the entries").expect("exists").head.size, size);
     raw.put(pointer.clone(), signed, None).await.expect("put back");
 
@@ -331,7 +331,7 @@ async fn on_format_4_forged_state_keys_are_never_read_and_the_snapshot_is_signed
     raw.delete(format!("{prefix}pulse/{s:020}"), None).await.expect("delete");
     raw.delete(format!("{prefix}sig/{s:020}"), None).await.expect("delete");
     raw.delete(format!("{prefix}version/{:020}/{last:020}", log.0), None).await.expect("delete");
-    let mut d = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut d = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let (keys, text) = mismatch("a commit on the hidden rollback", grow(&mut d, &robot, log).await);
     assert_eq!(keys, vec![format!("{prefix}head"), pointer], "{text}");
     assert!(
@@ -356,7 +356,7 @@ async fn on_format_4_an_agents_transaction_taken_out_of_an_entry_is_refused() {
     a.submit(register).await.expect("register");
     let log = open_log(&mut a, &robot, Some("fleet")).await;
     // A front-end holding the state before the Pulse, so that it replays it.
-    let mut held = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut held = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     held.latest().await.expect("held");
 
     // One Pulse: the robot's commit, then the operator's suspension of its agent.
@@ -390,7 +390,7 @@ async fn on_format_4_an_agents_transaction_taken_out_of_an_entry_is_refused() {
     // A front-end started afresh and the one that held the Pulse before both replay it: refused,
     // naming the entry and its signature — the robot's agent is never taken as live.
     let esig_key = format!("{prefix}esig/{n:020}");
-    let mut afresh = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut afresh = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     for (who, refused) in [("afresh", afresh.latest().await), ("held", held.latest().await)] {
         let (keys, text) = mismatch(who, refused);
         assert_eq!(keys, vec![entry_key.clone(), esig_key.clone()], "{who}: {text}");
@@ -404,7 +404,7 @@ async fn on_format_4_an_agents_transaction_taken_out_of_an_entry_is_refused() {
 
     // The entry put back: served again, and the robot's commit refused as contained.
     raw.put(entry_key.as_str(), honest, None).await.expect("put back");
-    let mut again = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut again = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     assert_eq!(
         again.agent("fleet").await.expect("agent").expect("registered").status,
         AgentStatus::Suspended
@@ -451,7 +451,7 @@ async fn head_put_back(keyed: bool) {
     raw.put(format!("{prefix}head"), value.clone(), None).await.expect("put the old head");
 
     // A new front-end finds Pulse 3 past the head.
-    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut b = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let (keys, text) = mismatch("a commit on the old head", grow(&mut b, &w, log).await);
     assert!(keys.contains(&format!("{prefix}pulse/{:020}", 3)), "{text}");
     // The front-end that held Pulse `latest` says the chain went back.
@@ -465,7 +465,7 @@ async fn head_put_back(keyed: bool) {
         raw.delete(format!("{prefix}pulse/{n:020}"), None).await.expect("delete");
         raw.delete(format!("{prefix}sig/{n:020}"), None).await.expect("delete");
     }
-    let mut c = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let mut c = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let (keys, text) = mismatch("a commit on the hidden rollback", grow(&mut c, &w, log).await);
     if keyed {
         assert_eq!(keys, vec![log_key(prefix, log)]);
@@ -534,10 +534,8 @@ async fn forged_pulse(seed: u8, prefix: &'static str) -> Forged {
 
     let (ledger_key, witness_key) = (key.verifying_key(), SigningKey::from_bytes(&[seed + 3; 32]));
     let accepted = [witness_key.verifying_key().to_bytes()];
-    let url = service_url(
-        FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"),
-        &accepted,
-    );
+    let url =
+        service_url(common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"), &accepted);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let state = tmp.path().join("witness.state");
     let (state_w, wk) = (state.clone(), witness_key.clone());
@@ -635,7 +633,7 @@ async fn a_witness_refuses_a_signed_state_root_that_does_not_follow_from_the_tra
     assert_eq!(keys, vec![log_key(prefix, f.victim)]);
     let accepted = [f.witness_key.verifying_key().to_bytes()];
     let url = service_url(
-        FleetLedger::connect(&[f.etcd.url()], prefix, f.key.clone()).await.expect("connect"),
+        common::connect(&[f.etcd.url()], prefix, f.key.clone()).await.expect("connect"),
         &accepted,
     );
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -857,7 +855,7 @@ async fn a_witness_refuses_state_proofs_under_another_signed_header() {
     let mut bytes = Vec::new();
     proof.put(&mut bytes);
     let accepted = [f.witness_key.verifying_key().to_bytes()];
-    let ledger = FleetLedger::connect(&[f.etcd.url()], f.prefix, f.key.clone()).await.expect("connect");
+    let ledger = common::connect(&[f.etcd.url()], f.prefix, f.key.clone()).await.expect("connect");
     let (url, cosigned) =
         serve_liar(ledger, &accepted, Lie::ProofsUnder { number, proof: bytes, log: f.own });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -893,7 +891,7 @@ async fn a_witness_never_cosigns_a_pulse_it_was_told_is_archived() {
     let f = forged_pulse(101, "/sion-ledger/tamper-witness-archived/").await;
     let number = f.number;
     let accepted = [f.witness_key.verifying_key().to_bytes()];
-    let ledger = FleetLedger::connect(&[f.etcd.url()], f.prefix, f.key.clone()).await.expect("connect");
+    let ledger = common::connect(&[f.etcd.url()], f.prefix, f.key.clone()).await.expect("connect");
     let (url, cosigned) = serve_liar(ledger, &accepted, Lie::Archived { number });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (witness_key, ledger_key, state) = (f.witness_key.clone(), f.key.verifying_key(), f.state.clone());
@@ -936,7 +934,7 @@ async fn a_rewritten_entry_is_damage_to_a_witness_not_a_fork() {
     grow(&mut a, &w, log).await.expect("commit");
     let witness_key = SigningKey::from_bytes(&[113; 32]);
     let url = service_url(
-        FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"),
+        common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"),
         &[witness_key.verifying_key().to_bytes()],
     );
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -977,7 +975,7 @@ async fn a_rewritten_entry_is_damage_to_a_witness_not_a_fork() {
         // rewrite loads the snapshot of Pulse 3, reads only the head's header bytes, and serves
         // the entry as it is.
         let url = service_url(
-            FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"),
+            common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect"),
             &[witness_key.verifying_key().to_bytes()],
         );
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -1002,7 +1000,8 @@ async fn a_rewritten_entry_is_damage_to_a_witness_not_a_fork() {
 /// state cannot replay the Pulses since. Whoever can write etcd rolls the chain back to an
 /// earlier Pulse, a freshly started front-end extends it past the one front-end a held, and the
 /// archive moves that Pulse out of etcd: a still sees its held header is no longer the chain's
-/// at its number, and refuses (on the old code it served and signed on the fork).
+/// at its number, and refuses (on the old code it served and signed on the fork). On a ledger
+/// of format 5: on format 6 the fresh front-end refuses the rolled-back prefix at once (below).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_front_end_refuses_a_fork_past_the_pulse_it_held_once_archived() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -1011,8 +1010,10 @@ async fn a_front_end_refuses_a_fork_past_the_pulse_it_held_once_archived() {
     std::fs::create_dir_all(&archive).expect("archive dir");
     let key = SigningKey::from_bytes(&[121; 32]);
     let prefix = "/sion-ledger/tamper-fork/";
-    let mut a =
-        FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init").with_archive(&archive);
+    let mut a = FleetLedger::init_proposed(&[etcd.url()], prefix, key.clone())
+        .await
+        .expect("init")
+        .with_archive(&archive);
     let w = SigningKey::from_bytes(&[122; 32]);
     let log = open_log(&mut a, &w, None).await;
     grow(&mut a, &w, log).await.expect("commit");
@@ -1037,10 +1038,8 @@ async fn a_front_end_refuses_a_fork_past_the_pulse_it_held_once_archived() {
     raw.put(head_key, head, None).await.expect("the head");
 
     // A front-end started now extends the rolled-back chain past M, and the archive passes M.
-    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone())
-        .await
-        .expect("connect b")
-        .with_archive(&archive);
+    let mut b =
+        common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b").with_archive(&archive);
     while b.latest().await.expect("latest").header.number < held.number + 3 {
         grow(&mut b, &w, log).await.expect("b extends the fork");
     }
@@ -1081,7 +1080,7 @@ async fn a_witness_refuses_cells_the_service_edited() {
         .number;
     let witness_key = SigningKey::from_bytes(&[95; 32]);
     let accepted = [witness_key.verifying_key().to_bytes()];
-    let ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let ledger = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let (url, cosigned) = serve_liar(ledger, &accepted, Lie::CellsEdited { number });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (ledger_key, state) = (key.verifying_key(), tmp.path().join("witness.state"));
@@ -1124,7 +1123,7 @@ async fn a_witness_halves_a_cells_question_the_service_refuses_as_too_large() {
         a.submit(commit_cells(&robot, 2, log, 1, 1, 2, cells(1..6))).await.expect("commit 2").header.number;
     let witness_key = SigningKey::from_bytes(&[98; 32]);
     let accepted = [witness_key.verifying_key().to_bytes()];
-    let ledger = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
+    let ledger = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let (url, cosigned) = serve_liar(ledger, &accepted, Lie::CellsAtMost { most: 1, asked: asked.clone() });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -1142,4 +1141,39 @@ async fn a_witness_halves_a_cells_question_the_service_refuses_as_too_large() {
     // Each part past one cell refused and halved, left half first: commit 1's 3 cells, then
     // commit 2's 5 (as 2 and 3), down to single cells.
     assert_eq!(asked, [3, 1, 2, 1, 1, 5, 2, 1, 1, 3, 1, 2, 1, 1], "the cells named in each question");
+}
+
+/// On format 6 the same rollback stops at once: the prefix put back from a copy holds
+/// `P/claim` at a new place in etcd's history, not where its claim was made for, so a front-end
+/// started afterwards builds nothing on it (docs/FLEET-LEDGER.md, "The claim").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_format_6_a_prefix_put_back_from_a_copy_is_not_built_on() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let etcd = Etcd::start(tmp.path()).await.expect("etcd");
+    let key = SigningKey::from_bytes(&[123; 32]);
+    let prefix = "/sion-ledger/tamper-copy/";
+    let mut a = FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let w = SigningKey::from_bytes(&[124; 32]);
+    let log = open_log(&mut a, &w, None).await;
+    grow(&mut a, &w, log).await.expect("commit");
+    let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
+    let copy = raw.get(prefix, Some(etcd_client::GetOptions::new().with_prefix())).await.expect("copy");
+    let copy: Vec<(Vec<u8>, Vec<u8>)> =
+        copy.kvs().iter().map(|kv| (kv.key().to_vec(), kv.value().to_vec())).collect();
+    for _ in 0..3 {
+        grow(&mut a, &w, log).await.expect("commit");
+    }
+    raw.delete(prefix, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("delete");
+    for (k, v) in &copy {
+        raw.put(k.clone(), v.clone(), None).await.expect("put back");
+    }
+    let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b");
+    match b.latest().await {
+        Err(FleetError::StateMismatch { keys, problem, .. }) => {
+            assert_eq!(keys, vec![format!("{prefix}claim")], "{problem}");
+            assert!(problem.contains("put again by no front-end"), "{problem}");
+        }
+        other => panic!("a prefix put back from a copy was served: {other:?}"),
+    }
+    assert!(grow(&mut b, &w, log).await.is_err(), "a commit was taken on a prefix put back");
 }

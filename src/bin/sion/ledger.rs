@@ -236,6 +236,12 @@ pub struct LedgerArgs {
     /// The file holding that user's password, alone on one line (0600).
     #[arg(long, value_name = "FILE", env = "SION_ETCD_PASSWORD_FILE", requires = "etcd_user")]
     etcd_password_file: Option<PathBuf>,
+    /// Serve a ledger made before format 6 (its `P/format`, 2 … 5): refused unless given,
+    /// because `P/format` is not signed and a writer to etcd who set it older would have the
+    /// front-ends forgo the checks format 6 added (docs/FLEET-LEDGER.md, "The claim").
+    #[arg(long, value_name = "N", default_value_t = sion_fleet::NEWEST_FORMAT,
+          value_parser = clap::value_parser!(u8).range(1..=sion_fleet::NEWEST_FORMAT as i64))]
+    oldest_format: u8,
 }
 
 impl LedgerArgs {
@@ -404,9 +410,15 @@ fn endpoints(a: &LedgerArgs) -> Vec<&str> {
 async fn init(a: LedgerArgs) -> Result<ExitCode> {
     let key = sion_memory::ledger::read_or_make_key(&sion_memory::disk::Disk::os(), &a.key)
         .with_context(|| format!("the ledger key at {}", a.key.display()))?;
-    let ledger = sion_fleet::FleetLedger::init_with(&endpoints(&a), &a.prefix, key, &a.access()?)
-        .await
-        .with_context(|| format!("making the fleet ledger under {} in etcd", a.prefix))?;
+    let ledger = sion_fleet::FleetLedger::init_accepting(
+        &endpoints(&a),
+        &a.prefix,
+        key,
+        &a.access()?,
+        a.oldest_format,
+    )
+    .await
+    .with_context(|| format!("making the fleet ledger under {} in etcd", a.prefix))?;
     outln!(
         "fleet ledger under {} in etcd {}: key {}",
         a.prefix,
@@ -436,11 +448,12 @@ async fn serve(a: ServeArgs) -> Result<ExitCode> {
             named.into_iter().map(|(_, k)| k).collect()
         }
     };
-    let ledger = sion_fleet::FleetLedger::connect_with(
+    let ledger = sion_fleet::FleetLedger::connect_accepting(
         &endpoints(&a.ledger),
         &a.ledger.prefix,
         key,
         &a.ledger.access()?,
+        a.ledger.oldest_format,
     )
     .await
     .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?
@@ -600,11 +613,12 @@ async fn archive(a: ArchiveArgs) -> Result<ExitCode> {
     let key = sion_memory::ledger::read_key(&a.ledger.key)
         .with_context(|| format!("reading the ledger key {}", a.ledger.key.display()))?;
     std::fs::create_dir_all(&a.archive).with_context(|| format!("making {}", a.archive.display()))?;
-    let mut ledger = sion_fleet::FleetLedger::connect_with(
+    let mut ledger = sion_fleet::FleetLedger::connect_accepting(
         &endpoints(&a.ledger),
         &a.ledger.prefix,
         key,
         &a.ledger.access()?,
+        a.ledger.oldest_format,
     )
     .await
     .with_context(|| format!("connecting to the fleet ledger under {}", a.ledger.prefix))?

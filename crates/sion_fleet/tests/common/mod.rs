@@ -13,6 +13,16 @@ use sion_fleet::local::Etcd;
 use sion_store::ledger::{Head, LogId, SignedTx, Tx};
 use sion_verify::merkle::{Blake3, MemoryTree, consistency_path};
 
+/// A front-end of a ledger of any format these tests make, older ones included (a front-end
+/// serves a ledger older than format 6 only when told to: `P/format` is not signed).
+pub async fn connect(
+    endpoints: &[&str],
+    prefix: &str,
+    key: SigningKey,
+) -> Result<FleetLedger, sion_fleet::FleetError> {
+    FleetLedger::connect_accepting(endpoints, prefix, key, &sion_fleet::EtcdAccess::default(), 1).await
+}
+
 /// A free loopback address for a front-end.
 pub fn free_addr() -> SocketAddr {
     sion_fleet::local::free_addr().expect("a free loopback port")
