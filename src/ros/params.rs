@@ -37,7 +37,7 @@ pub struct Params {
     pub camera_range_m: f64,
     /// Largest image, scan, point cloud or topics.other message taken in [bytes]
     pub max_image_bytes: i64,
-    /// How far from its nearest sample a transform may be used [s]
+    /// How far from its nearest sample a transform may be used, once a message gives up waiting [s]
     pub tf_tolerance_s: f64,
     #[doc = "How long a camera frame, scan or detection waits for its transform or camera info [s of \
         message time]"]

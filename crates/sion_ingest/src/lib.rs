@@ -410,6 +410,10 @@ pub struct Ingest {
     held: VecDeque<Held>,
     /// The latest stamp of any message taken: the clock held frames wait by.
     latest_ns: i64,
+    /// Whether a lookup may use a transform sample up to `tf_tolerance_ns` from the time asked
+    /// for: only on a held message's last try. Otherwise only samples at or around the time
+    /// will do, and a message stamped past the last one waits for the next.
+    giving_up: bool,
     next_message: u64,
     stats: BTreeMap<Stream, StreamStats>,
 }
@@ -432,6 +436,7 @@ impl Ingest {
             last_tile: None,
             held: VecDeque::new(),
             latest_ns: i64::MIN,
+            giving_up: false,
             next_message: 0,
             stats: BTreeMap::new(),
         }
@@ -601,9 +606,38 @@ impl Ingest {
         }
     }
 
+    /// A held message's last try: no transform at or after its time came while it waited, so
+    /// the nearest sample within `tf_tolerance_ns` stands in; refused if even that fails, for
+    /// what it waited for (or what else the try found wrong).
     fn give_up(&mut self, held: Held, taken: &mut Taken) {
         self.stats.entry(held.stream).or_default().held -= 1;
-        self.finish(taken, held.message, held.source, held.stream, Vec::new(), vec![held.reason]);
+        self.giving_up = true;
+        let outcome = self.retry(&held);
+        self.giving_up = false;
+        let (atoms, rejected) = match outcome {
+            Ok(done) => done,
+            Err(reason) if waits(&reason) => (Vec::new(), vec![held.reason]),
+            Err(reason) => (Vec::new(), vec![reason]),
+        };
+        self.finish(taken, held.message, held.source, held.stream, atoms, rejected);
+    }
+
+    /// A held message tried again: a camera frame only its lookups (it was decoded and checked
+    /// when it came: decoding each held frame anew on every transform made the intake fall
+    /// behind when a flood of frames waited: measured, transforms 0.9 s late at the median);
+    /// the rest converted again once the lookup it waits for works (a point cloud is
+    /// megabytes, and transforms come a hundred a second).
+    fn retry(&mut self, held: &Held) -> Result<(Vec<Ingested>, Vec<Reject>), Reject> {
+        match &held.waits_for {
+            sensors::Wait::Camera(camera) => self
+                .observation(held.source, held.stream, camera, held.stamp_ns, &held.bytes)
+                .map(|i| (vec![i], Vec::new())),
+            sensors::Wait::Lookup { frame, at } => {
+                self.lookup(&self.config.fixed_frame, frame, *at)?;
+                self.convert(held.source, held.stream, &held.bytes, held.received_ns)
+                    .map_err(|(reason, _)| reason)
+            }
+        }
     }
 
     /// After a message: retry held frames if it could help them, and give up on those that
@@ -613,27 +647,8 @@ impl Ingest {
             return taken;
         }
         if matches!(stream, Stream::Tf | Stream::TfStatic | Stream::CameraInfo) {
-            // A camera frame tries only its lookups again: it was decoded and checked when it
-            // came (decoding each held frame anew on every transform made the intake fall
-            // behind when a flood of frames waited: measured, transforms 0.9 s late at the
-            // median). Scans, detections and the rest are few a second: converted again.
             for held in std::mem::take(&mut self.held) {
-                let outcome = match &held.waits_for {
-                    sensors::Wait::Camera(camera) => self
-                        .observation(held.source, held.stream, camera, held.stamp_ns, &held.bytes)
-                        .map(|i| (vec![i], Vec::new())),
-                    // Converted again (decoded again) only once the lookup it waits for works:
-                    // a point cloud is megabytes, and transforms come a hundred a second.
-                    sensors::Wait::Lookup { frame, at } => {
-                        match self.lookup(&self.config.fixed_frame, frame, *at) {
-                            Err(reason) => Err(reason),
-                            Ok(_) => self
-                                .convert(held.source, held.stream, &held.bytes, held.received_ns)
-                                .map_err(|(reason, _)| reason),
-                        }
-                    }
-                };
-                match outcome {
+                match self.retry(&held) {
                     Ok((atoms, rejected)) => {
                         self.stats.entry(held.stream).or_default().held -= 1;
                         self.finish(&mut taken, held.message, held.source, held.stream, atoms, rejected);
@@ -944,9 +959,11 @@ impl Ingest {
         Ok(Some(Atom::new(parts)?))
     }
 
-    /// `target_from_source` at `time_ns`.
+    /// `target_from_source` at `time_ns`: from samples at or around the time, or, on a held
+    /// message's last try, the nearest within `tf_tolerance_ns`.
     fn lookup(&self, target: &str, source: &str, time_ns: i64) -> Result<Isometry3<f64>, Reject> {
-        self.tf.lookup(target, source, time_ns).map_err(|e| {
+        let reach = if self.giving_up { self.config.tf_tolerance_ns } else { 0 };
+        self.tf.lookup_within(target, source, time_ns, reach).map_err(|e| {
             for frame in [source, target] {
                 if !self.tf.knows(frame) {
                     return Reject::UnknownFrame(frame.to_owned());

@@ -108,12 +108,18 @@ impl Ingest {
         let took = f64::from(scan.time_increment) * scan.ranges.len().saturating_sub(1) as f64;
         if took.is_finite() && took > 0.0 && took <= 1.0 {
             let end = t.saturating_add((took * 1e9).round() as i64);
-            if let Ok(at_end) = self.lookup(&fixed, &sensor, end) {
-                let other = bounds.carried(&at_end, "scan").map_err(whole)?;
-                bx = BoxMm {
-                    min_mm: std::array::from_fn(|i| bx.min_mm[i].min(other.min_mm[i])),
-                    max_mm: std::array::from_fn(|i| bx.max_mm[i].max(other.max_mm[i])),
-                };
+            // It waits for that transform as for the first (a node that had it and a replay that
+            // had not would make different boxes); given up waiting, the start's box stands.
+            match self.lookup(&fixed, &sensor, end) {
+                Ok(at_end) => {
+                    let other = bounds.carried(&at_end, "scan").map_err(whole)?;
+                    bx = BoxMm {
+                        min_mm: std::array::from_fn(|i| bx.min_mm[i].min(other.min_mm[i])),
+                        max_mm: std::array::from_fn(|i| bx.max_mm[i].max(other.max_mm[i])),
+                    };
+                }
+                Err(e) if !self.giving_up => return Err(waiting(t, &sensor, end)(e)),
+                Err(_) => {}
             }
         }
         self.coverage(source, &fixed, &sensor, bx, t, message, LaserScan::TYPE)

@@ -1,6 +1,6 @@
 //! A transform buffer: the frames tree from `/tf` and `/tf_static`, and the rigid transform
 //! between any two frames at a time (interpolated between samples; never extrapolated beyond
-//! a small tolerance). Names say which way a transform maps: `map_from_camera` takes points in
+//! a small tolerance, and not at all by [`TfBuffer::lookup_within`] with no reach). Names say which way a transform maps: `map_from_camera` takes points in
 //! the camera frame to the map frame.
 
 use std::collections::{HashMap, VecDeque};
@@ -100,7 +100,12 @@ impl TfBuffer {
         self.edges.contains_key(frame) || self.edges.values().any(|e| e.parent == frame)
     }
 
-    fn parent_from_child_at(&self, child: &str, time_ns: i64) -> Result<(&str, Isometry3<f64>), TfError> {
+    fn parent_from_child_at(
+        &self,
+        child: &str,
+        time_ns: i64,
+        reach_ns: i64,
+    ) -> Result<(&str, Isometry3<f64>), TfError> {
         let edge = self.edges.get(child).ok_or_else(|| TfError::NoSampleNear { frame: child.to_owned() })?;
         if edge.fixed {
             return edge
@@ -113,24 +118,28 @@ impl TfBuffer {
         let before = i.checked_sub(1).and_then(|j| edge.samples.get(j));
         let after = edge.samples.get(i);
         let iso = match (before, after) {
+            // A sample at the very time is used as it is, whether or not a later one has come
+            // (slerp at 0 need not give back its first end bit for bit: a node that had the
+            // next sample and a replay that had not would differ).
+            (Some(&(t0, a)), _) if t0 == time_ns => a,
             (Some(&(t0, a)), Some(&(t1, b))) => {
-                let s = if t1 == t0 { 0.0 } else { (time_ns - t0) as f64 / (t1 - t0) as f64 };
+                let s = (time_ns - t0) as f64 / (t1 - t0) as f64;
                 a.lerp_slerp(&b, s)
             }
-            (Some(&(t0, a)), None) if time_ns - t0 <= self.tolerance_ns => a,
-            (None, Some(&(t1, b))) if t1 - time_ns <= self.tolerance_ns => b,
+            (Some(&(t0, a)), None) if time_ns - t0 <= reach_ns => a,
+            (None, Some(&(t1, b))) if t1 - time_ns <= reach_ns => b,
             _ => return Err(TfError::NoSampleNear { frame: child.to_owned() }),
         };
         Ok((edge.parent.as_str(), iso))
     }
 
     /// The chain from `frame` up to its root: (frame, root_from_frame) for every frame met.
-    fn up(&self, frame: &str, time_ns: i64) -> Result<Vec<(String, Isometry3<f64>)>, TfError> {
+    fn up(&self, frame: &str, time_ns: i64, reach_ns: i64) -> Result<Vec<(String, Isometry3<f64>)>, TfError> {
         let mut chain = vec![(frame.to_owned(), Isometry3::identity())];
         let mut at = frame.to_owned();
         let mut acc = Isometry3::identity();
         while self.edges.contains_key(&at) {
-            let (parent, parent_from_at) = self.parent_from_child_at(&at, time_ns)?;
+            let (parent, parent_from_at) = self.parent_from_child_at(&at, time_ns, reach_ns)?;
             acc = parent_from_at * acc;
             at = parent.to_owned();
             chain.push((at.clone(), acc));
@@ -141,13 +150,30 @@ impl TfBuffer {
         Ok(chain)
     }
 
-    /// `target_from_source` at `time_ns`.
+    /// `target_from_source` at `time_ns`, an edge's nearest sample standing in for it up to the
+    /// buffer's tolerance outside its samples (for drawing: a picture a little past the last
+    /// transform is still placed).
     pub fn lookup(&self, target: &str, source: &str, time_ns: i64) -> Result<Isometry3<f64>, TfError> {
+        self.lookup_within(target, source, time_ns, self.tolerance_ns)
+    }
+
+    /// `target_from_source` at `time_ns`, an edge's nearest sample standing in for it up to
+    /// `reach_ns` outside its samples. With no reach, only a sample at the very time or two
+    /// around it will do: the answer is then the same whatever order the samples came in,
+    /// which a memory needs (a node that took a frame before its transform arrived and a
+    /// replay that took them in the bag's order make the same atom).
+    pub fn lookup_within(
+        &self,
+        target: &str,
+        source: &str,
+        time_ns: i64,
+        reach_ns: i64,
+    ) -> Result<Isometry3<f64>, TfError> {
         if target == source {
             return Ok(Isometry3::identity());
         }
-        let from_source = self.up(source, time_ns)?;
-        let from_target = self.up(target, time_ns)?;
+        let from_source = self.up(source, time_ns, reach_ns)?;
+        let from_target = self.up(target, time_ns, reach_ns)?;
         for (frame, ancestor_from_source) in &from_source {
             if let Some((_, ancestor_from_target)) = from_target.iter().find(|(f, _)| f == frame) {
                 return Ok(ancestor_from_target.inverse() * ancestor_from_source);

@@ -296,6 +296,74 @@ fn frames_wait_for_their_transform_and_calibration_then_give_up() {
     assert_eq!(ingest.flush().rejected().map(Reject::reason).collect::<Vec<_>>(), ["missing_transform"]);
 }
 
+/// `message` with its stamp moved `ns` past the whole second it was made at.
+fn at_ns<T>(mut message: T, ns: u32, header: impl Fn(&mut T) -> &mut Header) -> T {
+    header(&mut message).stamp.nanosec = ns;
+    message
+}
+
+#[test]
+fn a_frame_or_scan_that_overtakes_its_transform_makes_the_atom_it_would_in_order() {
+    // The node takes each topic in its own order, so under load a frame can come before the
+    // transform sample after it; a replay of the bag takes them in the bag's order. Both must
+    // make the same atom: nothing is extrapolated while a sample at or after the stamp may yet
+    // come (it was: the sample 80 ms before stood in, and one atom of 1,865 differed).
+    let moved = TfMessage {
+        transforms: vec![at_ns(tf("odom", "base_link", 100, [11.0, 5.5, 0.0], yaw(1.2)), 200_000_000, |t| {
+            &mut t.header
+        })],
+    };
+    let frame = at_ns(image(100, "camera"), 80_000_000, |m| &mut m.header);
+    let mut sweep = at_ns(scan(100, vec![1.0, 2.0, 3.0]), 50_000_000, |m| &mut m.header);
+    sweep.time_increment = 0.02; // its last ray 40 ms after the first, still before the sample
+    let atoms = |tf_first: bool| {
+        let mut ingest = robot_with_sensors();
+        let mut atoms = Vec::new();
+        if tf_first {
+            atoms.extend(ingest.take(Stream::Tf, &moved.to_cdr()).ingested);
+        }
+        for (stream, message) in [(Stream::Image, frame.to_cdr()), (Stream::LaserScan, sweep.to_cdr())] {
+            let taken = ingest.take(stream, &message);
+            assert_eq!(taken.ingested.is_empty(), !tf_first, "{taken:?}");
+            atoms.extend(taken.ingested);
+        }
+        if !tf_first {
+            atoms.extend(ingest.take(Stream::Tf, &moved.to_cdr()).ingested);
+        }
+        assert!(ingest.flush().finished.is_empty());
+        let mut ids: Vec<_> = atoms.iter().map(|i| i.atom.id()).collect();
+        ids.sort();
+        ids
+    };
+    let (in_order, overtaken) = (atoms(true), atoms(false));
+    assert_eq!(in_order.len(), 3, "the transform, the frame and the scan");
+    assert_eq!(in_order, overtaken);
+}
+
+#[test]
+fn a_frame_past_the_last_transform_takes_the_nearest_sample_once_none_later_came() {
+    // No sample after 100 s comes: the frame at 100.05 s waits, and when it is given up (here
+    // at the end of the stream; live, half a second of stamps later) the sample 50 ms before
+    // stands in, as the 100 ms tolerance allows; 150 ms is too far.
+    let mut ingest = robot_with_camera();
+    let near =
+        ingest.take(Stream::Image, &at_ns(image(100, "camera"), 50_000_000, |m| &mut m.header).to_cdr());
+    assert!(near.finished.is_empty(), "{near:?}");
+    let far =
+        ingest.take(Stream::Image, &at_ns(image(100, "camera"), 150_000_000, |m| &mut m.header).to_cdr());
+    assert!(far.finished.is_empty(), "{far:?}");
+    let flushed = ingest.flush();
+    assert_eq!(flushed.ingested.len(), 1, "{flushed:?}");
+    assert_eq!(
+        flushed.finished.iter().map(|f| (f.message, f.atoms)).collect::<Vec<_>>(),
+        [(near.message, 1), (far.message, 0)]
+    );
+    assert_eq!(reasons(&flushed), ["missing_transform"]);
+    // A frame at the very stamp of the last sample needs no later one.
+    let exact = ingest.take(Stream::Image, &image(100, "camera").to_cdr());
+    assert_eq!(exact.ingested.len(), 1, "{exact:?}");
+}
+
 #[test]
 fn map_tiles_bound_their_grid_and_supersede_the_last() {
     let mut ingest = Ingest::new(IngestConfig::default());
@@ -565,7 +633,12 @@ fn a_laser_scan_covers_the_scanner_and_its_returns_in_the_fixed_frame() {
 #[test]
 fn a_sealed_memorys_retention_keeps_one_scan_per_period_per_scanner() {
     let mut ingest = robot_with_sensors();
-    // 50 ms here, a second in the node's defaults: the robot's transform is known at 100 s.
+    // The robot stands still from 100 s to 101 s: its transform is known between them.
+    let still = TfMessage {
+        transforms: vec![tf("odom", "base_link", 101, [10.0, 5.0, 0.0], yaw(std::f64::consts::FRAC_PI_2))],
+    };
+    assert!(ingest.take(Stream::Tf, &still.to_cdr()).rejected().next().is_none());
+    // 50 ms here, a second in the node's defaults.
     ingest.set_keep_frame_every_ns(50_000_000);
     let at = |sec: i32, nanosec: u32| {
         let mut m = scan(sec, vec![1.0]);
@@ -588,9 +661,11 @@ fn a_sealed_memorys_retention_keeps_one_scan_per_period_per_scanner() {
 #[test]
 fn a_scan_taken_while_the_robot_moves_holds_its_returns_from_both_ends() {
     let mut ingest = robot_with_sensors();
-    // A tenth of a second later the robot is a metre further along x.
+    // A tenth of a second later the robot is a metre further along x (the sample a microsecond
+    // past the last ray: 0.05 s as an f32 makes the scan take a nanosecond over 0.1 s, and the
+    // transform at its end is not extrapolated).
     let mut moved = tf("odom", "base_link", 100, [11.0, 5.0, 0.0], yaw(std::f64::consts::FRAC_PI_2));
-    moved.header.stamp.nanosec = 100_000_500;
+    moved.header.stamp.nanosec = 100_001_500;
     assert!(
         ingest.take(Stream::Tf, &TfMessage { transforms: vec![moved] }.to_cdr()).rejected().next().is_none()
     );
