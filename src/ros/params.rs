@@ -39,8 +39,8 @@ pub struct Params {
     pub max_image_bytes: i64,
     /// How far from its nearest sample a transform may be used, once a message gives up waiting [s]
     pub tf_tolerance_s: f64,
-    #[doc = "How long a camera frame, scan or detection waits for its transform or camera info [s of \
-        message time]"]
+    #[doc = "How long a sensor message waits for its transform or camera info before its last try [s \
+        of message time]"]
     pub frame_hold_s: f64,
     /// Period of /sion_memory/stats and of repeated rejection logs [s]
     pub stats_period_s: f64,

@@ -372,7 +372,7 @@ pub struct StreamStats {
     pub atoms: u64,
     /// Rejections by [`Reject::reason`].
     pub rejected: BTreeMap<&'static str, u64>,
-    /// Camera frames waiting for a transform or calibration.
+    /// Messages waiting for a transform or calibration.
     pub held: u64,
 }
 
@@ -391,8 +391,27 @@ struct Held {
     reason: Reject,
 }
 
-/// At most this many frames wait at once; beyond it the oldest is refused.
-const MAX_HELD: usize = 64;
+/// A held message's atoms and the refusals of its parts; or why it was refused, and what it
+/// waits for now when that changed.
+type Retried = Result<(Vec<Ingested>, Vec<Reject>), (Reject, Option<sensors::Wait>)>;
+
+impl Held {
+    /// The time it waits by: its stamp, or the later time it needs a transform at (a scan's
+    /// last ray).
+    fn until_ns(&self) -> i64 {
+        match self.waits_for {
+            sensors::Wait::Lookup { at, .. } => at.max(self.stamp_ns),
+            sensors::Wait::Camera(_) => self.stamp_ns,
+        }
+    }
+}
+
+/// At most this many messages, and this many of their bytes, wait at once; beyond either the
+/// oldest has its last try. Nearly every sensor message waits for the transform sample after
+/// it (an IMU at 400 Hz with `/tf` at 10 Hz keeps about 40 waiting); a last try forced by
+/// these bounds is a place where the order messages came in can still change an atom.
+const MAX_HELD: usize = 1024;
+const MAX_HELD_BYTES: usize = 64 << 20;
 
 /// Turns messages into atoms, keeping what later messages need: the transform tree, the latest
 /// camera calibration per frame, the latest map tile, and camera frames that arrived before the
@@ -408,6 +427,8 @@ pub struct Ingest {
     kept_at: HashMap<(&'static str, String), i64>,
     last_tile: Option<AtomId>,
     held: VecDeque<Held>,
+    /// The bytes of the messages held.
+    held_bytes: usize,
     /// The latest stamp of any message taken: the clock held frames wait by.
     latest_ns: i64,
     /// Whether a lookup may use a transform sample up to `tf_tolerance_ns` from the time asked
@@ -435,6 +456,7 @@ impl Ingest {
             kept_at: HashMap::new(),
             last_tile: None,
             held: VecDeque::new(),
+            held_bytes: 0,
             latest_ns: i64::MIN,
             giving_up: false,
             next_message: 0,
@@ -598,10 +620,10 @@ impl Ingest {
 
     fn hold(&mut self, held: Held, taken: &mut Taken) {
         self.stats.entry(held.stream).or_default().held += 1;
+        self.held_bytes += held.bytes.len();
         self.held.push_back(held);
-        if self.held.len() > MAX_HELD
-            && let Some(oldest) = self.held.pop_front()
-        {
+        while self.held.len() > MAX_HELD || (self.held_bytes > MAX_HELD_BYTES && self.held.len() > 1) {
+            let Some(oldest) = self.held.pop_front() else { break };
             self.give_up(oldest, taken);
         }
     }
@@ -611,13 +633,14 @@ impl Ingest {
     /// what it waited for (or what else the try found wrong).
     fn give_up(&mut self, held: Held, taken: &mut Taken) {
         self.stats.entry(held.stream).or_default().held -= 1;
+        self.held_bytes -= held.bytes.len();
         self.giving_up = true;
         let outcome = self.retry(&held);
         self.giving_up = false;
         let (atoms, rejected) = match outcome {
             Ok(done) => done,
-            Err(reason) if waits(&reason) => (Vec::new(), vec![held.reason]),
-            Err(reason) => (Vec::new(), vec![reason]),
+            Err((reason, _)) if waits(&reason) => (Vec::new(), vec![held.reason]),
+            Err((reason, _)) => (Vec::new(), vec![reason]),
         };
         self.finish(taken, held.message, held.source, held.stream, atoms, rejected);
     }
@@ -626,16 +649,21 @@ impl Ingest {
     /// when it came: decoding each held frame anew on every transform made the intake fall
     /// behind when a flood of frames waited: measured, transforms 0.9 s late at the median);
     /// the rest converted again once the lookup it waits for works (a point cloud is
-    /// megabytes, and transforms come a hundred a second).
-    fn retry(&mut self, held: &Held) -> Result<(Vec<Ingested>, Vec<Reject>), Reject> {
+    /// megabytes, and transforms come a hundred a second), or at once on its last try (a scan
+    /// whose last ray's transform never came keeps the box of its first). On failure, the
+    /// reason and, when a conversion found it, what the message waits for now.
+    fn retry(&mut self, held: &Held) -> Retried {
         match &held.waits_for {
             sensors::Wait::Camera(camera) => self
                 .observation(held.source, held.stream, camera, held.stamp_ns, &held.bytes)
-                .map(|i| (vec![i], Vec::new())),
+                .map(|i| (vec![i], Vec::new()))
+                .map_err(|reason| (reason, None)),
             sensors::Wait::Lookup { frame, at } => {
-                self.lookup(&self.config.fixed_frame, frame, *at)?;
+                if !self.giving_up {
+                    self.lookup(&self.config.fixed_frame, frame, *at).map_err(|reason| (reason, None))?;
+                }
                 self.convert(held.source, held.stream, &held.bytes, held.received_ns)
-                    .map_err(|(reason, _)| reason)
+                    .map_err(|(reason, wait)| (reason, wait.map(|(_, wait)| wait)))
             }
         }
     }
@@ -648,13 +676,18 @@ impl Ingest {
         }
         if matches!(stream, Stream::Tf | Stream::TfStatic | Stream::CameraInfo) {
             for held in std::mem::take(&mut self.held) {
+                self.held_bytes -= held.bytes.len();
                 match self.retry(&held) {
                     Ok((atoms, rejected)) => {
                         self.stats.entry(held.stream).or_default().held -= 1;
                         self.finish(&mut taken, held.message, held.source, held.stream, atoms, rejected);
                     }
-                    Err(reason) if waits(&reason) => self.held.push_back(Held { reason, ..held }),
-                    Err(reason) => {
+                    Err((reason, wait)) if waits(&reason) => {
+                        self.held_bytes += held.bytes.len();
+                        let waits_for = wait.unwrap_or(held.waits_for);
+                        self.held.push_back(Held { reason, waits_for, ..held });
+                    }
+                    Err((reason, _)) => {
                         self.stats.entry(held.stream).or_default().held -= 1;
                         self.finish(
                             &mut taken,
@@ -671,9 +704,9 @@ impl Ingest {
         // Every message held past the horizon, wherever it is in the queue (a message placed
         // by its time of receipt may sit ahead of others).
         let horizon = self.latest_ns.saturating_sub(self.config.hold_ns);
-        if self.held.iter().any(|h| h.stamp_ns < horizon) {
+        if self.held.iter().any(|h| h.until_ns() < horizon) {
             let (late, waiting): (VecDeque<Held>, VecDeque<Held>) =
-                std::mem::take(&mut self.held).into_iter().partition(|h| h.stamp_ns < horizon);
+                std::mem::take(&mut self.held).into_iter().partition(|h| h.until_ns() < horizon);
             self.held = waiting;
             for h in late {
                 self.give_up(h, &mut taken);

@@ -1,7 +1,8 @@
 //! A transform buffer: the frames tree from `/tf` and `/tf_static`, and the rigid transform
 //! between any two frames at a time (interpolated between samples; never extrapolated beyond
-//! a small tolerance, and not at all by [`TfBuffer::lookup_within`] with no reach). Names say which way a transform maps: `map_from_camera` takes points in
-//! the camera frame to the map frame.
+//! a small tolerance, and not at all by [`TfBuffer::lookup_within`] with no reach). Names say
+//! which way a transform maps: `map_from_camera` takes points in the camera frame to the map
+//! frame.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -85,6 +86,11 @@ impl TfBuffer {
             *edge = Edge { parent: parent.to_owned(), samples: VecDeque::new(), fixed };
         }
         let at = edge.samples.partition_point(|(t, _)| *t <= time_ns);
+        if at > 0 && edge.samples.get(at - 1).is_some_and(|(t, _)| *t == time_ns) {
+            // A second sample at a stamp already held is ignored, as tf2 does: the first
+            // stands, so a lookup made before the repeat came gave what one made after gives.
+            return Ok(());
+        }
         edge.samples.insert(at, (time_ns, iso));
         if let Some(&(latest, _)) = edge.samples.back() {
             while edge.samples.len() > 2
@@ -217,5 +223,14 @@ mod tests {
         let zero =
             Transform { translation: Vector3::default(), rotation: Q { x: 0.0, y: 0.0, z: 0.0, w: 0.0 } };
         assert!(tf.insert("map", "x", 0, &zero, false).is_err());
+    }
+
+    #[test]
+    fn a_repeated_stamp_keeps_the_first_sample() {
+        let mut tf = TfBuffer::new(10_000_000_000, 0);
+        tf.insert("odom", "base_link", 1_000, &t(1.0, 0.0, 0.0, 0.0), false).expect("tf");
+        tf.insert("odom", "base_link", 1_000, &t(5.0, 0.0, 0.0, 0.0), false).expect("repeat");
+        let at = tf.lookup("odom", "base_link", 1_000).expect("lookup") * Point3::origin();
+        assert_eq!(at, Point3::new(1.0, 0.0, 0.0));
     }
 }

@@ -362,6 +362,52 @@ fn a_frame_past_the_last_transform_takes_the_nearest_sample_once_none_later_came
     // A frame at the very stamp of the last sample needs no later one.
     let exact = ingest.take(Stream::Image, &image(100, "camera").to_cdr());
     assert_eq!(exact.ingested.len(), 1, "{exact:?}");
+    // Live, a held message has its last try once a message stamped `hold_ns` (0.5 s) past it
+    // comes.
+    let near =
+        ingest.take(Stream::Image, &at_ns(image(100, "camera"), 90_000_000, |m| &mut m.header).to_cdr());
+    assert!(near.finished.is_empty(), "{near:?}");
+    let pose =
+        |nanosec| PoseStamped { header: at_ns(header(100, "map"), nanosec, |h| h), ..Default::default() };
+    assert!(
+        ingest
+            .take(Stream::Pose, &pose(500_000_000).to_cdr())
+            .finished
+            .iter()
+            .all(|f| f.stream == Stream::Pose)
+    );
+    let late = ingest.take(Stream::Pose, &pose(600_000_000).to_cdr());
+    let frame = late.finished.iter().find(|f| f.stream == Stream::Image).expect("the frame's last try");
+    assert_eq!((frame.message, frame.atoms), (near.message, 1));
+}
+
+#[test]
+fn a_scan_waits_for_the_transform_after_its_last_ray_and_given_up_keeps_its_first_rays_box() {
+    let mut sweep = scan(100, vec![1.0, f32::INFINITY, f32::NAN]);
+    sweep.time_increment = 0.05; // the last ray 0.1 s after the first, past the last sample
+    let moved = TfMessage {
+        transforms: vec![at_ns(
+            tf("odom", "base_link", 100, [12.0, 5.0, 0.0], yaw(std::f64::consts::FRAC_PI_2)),
+            200_000_500,
+            |t| &mut t.header,
+        )],
+    };
+    // The sample after the last ray comes: the box holds the returns from both ends.
+    let mut ingest = robot_with_sensors();
+    let early = ingest.take(Stream::LaserScan, &sweep.to_cdr());
+    assert!(early.finished.is_empty(), "{early:?}");
+    let later = ingest.take(Stream::Tf, &moved.to_cdr());
+    let both = later.ingested.iter().find(|i| i.atom.parts().kind == Kind::Coverage).expect("the scan");
+    assert_eq!(both.atom.parts().bounds.min_mm, [10_000, 5_000, 200]);
+    assert_eq!(both.atom.parts().bounds.max_mm, [12_000, 10_000, 200]);
+    // None comes: given up, the scan keeps the box of its first ray's transform.
+    let mut ingest = robot_with_sensors();
+    assert!(ingest.take(Stream::LaserScan, &sweep.to_cdr()).finished.is_empty());
+    let flushed = ingest.flush();
+    assert_eq!(reasons(&flushed), Vec::<&str>::new());
+    let first = &flushed.ingested[0].atom;
+    assert_eq!(first.parts().bounds.min_mm, [10_000, 5_000, 200]);
+    assert_eq!(first.parts().bounds.max_mm, [11_000, 10_000, 200]);
 }
 
 #[test]
