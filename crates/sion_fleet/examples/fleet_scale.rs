@@ -40,7 +40,7 @@ use sion_fleet::local::Cluster;
 use sion_fleet::service::Service;
 use sion_fleet::service::pb::ledger_client::LedgerClient;
 use sion_fleet::service::pb::{Blob, Number};
-use sion_fleet::{FleetLedger, TxnLimits};
+use sion_fleet::{FleetLedger, Format, TxnLimits};
 use sion_ledger::{Head, LogId, MemoryLog, SignedHeader, SignedTx, Tx, account_of};
 use sion_verify::merkle::{Blake3, Digest, MemoryTree, consistency_path, root_at};
 use sion_verify::wire::Reader;
@@ -291,15 +291,9 @@ async fn main() {
     let public = key.verifying_key();
     let prefix = "/sion-ledger/scale/";
     let limits = TxnLimits { max_ops: max_ops as usize, max_bytes: 1 << 20 };
-    let made = if arg("--format", 6) == 3 {
-        FleetLedger::init_keyed(&endpoints, prefix, key.clone()).await
-    } else if arg("--format", 6) == 4 {
-        FleetLedger::init_signing_first(&endpoints, prefix, key.clone()).await
-    } else if arg("--format", 6) == 5 {
-        FleetLedger::init_proposed(&endpoints, prefix, key.clone()).await
-    } else {
-        FleetLedger::init(&endpoints, prefix, key.clone()).await
-    };
+    let format =
+        u8::try_from(arg("--format", 6)).ok().and_then(Format::from_number).expect("--format: 2 to 6");
+    let made = FleetLedger::init_format(&endpoints, prefix, key.clone(), format).await;
     let mut setup = made.expect("init").with_limits(limits);
 
     // The robots' logs, opened in batches (not measured).

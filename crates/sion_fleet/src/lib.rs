@@ -304,8 +304,10 @@ pub struct FleetLedger {
 pub const NEWEST_FORMAT: u8 = 6;
 
 /// How a new ledger keeps its state in etcd (`P/format`, docs/FLEET-LEDGER.md "State in etcd").
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Format {
+/// Public only for [`FleetLedger::init_format`].
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
     /// `2`: chained logs, no cells (headers of version 1).
     Unchained,
     /// `3`: cells, and the state kept key by key.
@@ -320,8 +322,15 @@ enum Format {
 }
 
 impl Format {
+    /// The format of a number (`P/format`'s one digit), if there is one.
+    pub fn from_number(number: u8) -> Option<Format> {
+        [Format::Unchained, Format::Keyed, Format::Entries, Format::Proposed, Format::Claimed]
+            .into_iter()
+            .find(|f| f.number() == number)
+    }
+
     /// Its number (`P/format`'s one digit).
-    fn number(self) -> u8 {
+    pub fn number(self) -> u8 {
         self.value()[0] - b'0'
     }
 
@@ -888,71 +897,18 @@ impl FleetLedger {
         Self::init_as(endpoints, prefix, key, access, Format::Claimed, oldest).await
     }
 
-    /// Make a fleet ledger as those made before a number was won by moving `P/claim` on
-    /// (`P/format` 5): for tests that a front-end still serves one, and that show what the
-    /// claim closes.
+    /// Make a fleet ledger of `format`, as ledgers made before were: 5 (a number won without
+    /// moving `P/claim` on), 4 (a header signed before its entry won its number), 3 (the state
+    /// kept key by key) or 2 (no cells, headers of version 1); 6 is [`FleetLedger::init`]. For tests that a front-end still serves each, that show what
+    /// each later format closes, and to measure one against another.
     #[doc(hidden)]
-    pub async fn init_proposed(
+    pub async fn init_format(
         endpoints: &[&str],
         prefix: &str,
         key: SigningKey,
+        format: Format,
     ) -> Result<Self, FleetError> {
-        Self::init_as(
-            endpoints,
-            prefix,
-            key,
-            &EtcdAccess::default(),
-            Format::Proposed,
-            Format::Proposed.number(),
-        )
-        .await
-    }
-
-    /// Make a fleet ledger as those made before a header was signed only after its entry won
-    /// its number (`P/format` 4): for tests that a front-end still serves one.
-    #[doc(hidden)]
-    pub async fn init_signing_first(
-        endpoints: &[&str],
-        prefix: &str,
-        key: SigningKey,
-    ) -> Result<Self, FleetError> {
-        Self::init_as(
-            endpoints,
-            prefix,
-            key,
-            &EtcdAccess::default(),
-            Format::Entries,
-            Format::Entries.number(),
-        )
-        .await
-    }
-
-    /// Make a fleet ledger as those made before fleets kept cells (`P/format` 2, headers of
-    /// version 1): for tests that a front-end still serves one.
-    #[doc(hidden)]
-    pub async fn init_without_cells(
-        endpoints: &[&str],
-        prefix: &str,
-        key: SigningKey,
-    ) -> Result<Self, FleetError> {
-        Self::init_as(
-            endpoints,
-            prefix,
-            key,
-            &EtcdAccess::default(),
-            Format::Unchained,
-            Format::Unchained.number(),
-        )
-        .await
-    }
-
-    /// Make a fleet ledger as those made before the entries were the ledger (`P/format` 3: the
-    /// state kept key by key): for tests that a front-end still serves one, and to measure
-    /// one against the other.
-    #[doc(hidden)]
-    pub async fn init_keyed(endpoints: &[&str], prefix: &str, key: SigningKey) -> Result<Self, FleetError> {
-        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), Format::Keyed, Format::Keyed.number())
-            .await
+        Self::init_as(endpoints, prefix, key, &EtcdAccess::default(), format, format.number()).await
     }
 
     async fn init_as(

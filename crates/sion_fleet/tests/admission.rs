@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use ed25519_dalek::SigningKey;
 use etcd_client::{Client, GetOptions, Txn, TxnOp};
-use sion_fleet::FleetLedger;
 use sion_fleet::admission::{Open, Policy, Rate};
 use sion_fleet::client::RemoteLedger;
 use sion_fleet::local::Etcd;
 use sion_fleet::service::Service;
+use sion_fleet::{FleetLedger, Format};
 use sion_store::ledger::link::LedgerLink;
 use sion_store::ledger::state::{Change, State};
 use sion_store::ledger::{
@@ -304,7 +304,7 @@ async fn a_state_over_4_mib_in_one_prefix_is_read_a_page_at_a_time() {
     let key = SigningKey::from_bytes(&[41; 32]);
     let prefix = "/sion-ledger/big/";
     // The state key by key (format 3): on format 4 there is no `P/log/` to read.
-    FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Keyed).await.expect("init");
     let mut c = Client::connect([etcd.url()], None).await.expect("etcd client");
     // Enough logs that `P/log/` is over 5 MiB in one reply (key, value and etcd's fields).
     let sample = MemoryLog { id: LogId(0), ..open_log() };
@@ -359,7 +359,7 @@ async fn a_reply_over_the_limit_says_so_and_not_that_the_service_is_down() {
     let prefix = "/sion-ledger/huge/";
     // A ledger that reads `P/agent/` (format 3); on format 4 the same reply would be a page of
     // entries.
-    FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Keyed).await.expect("init");
     let url = serve(&etcd, prefix, &key, Policy::unlimited()).await;
     // Whoever can write to etcd puts 13 values of 1.4 MiB (under etcd's 1.5 MiB request limit)
     // under `P/agent/`: one page of them is over the front-end's 16 MiB decode limit.

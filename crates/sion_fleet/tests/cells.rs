@@ -10,9 +10,9 @@ use common::commit_cells;
 use std::collections::BTreeMap;
 
 use ed25519_dalek::SigningKey;
-use sion_fleet::FleetLedger;
 use sion_fleet::cells::{AskedCells, SNAPSHOT_EVERY};
 use sion_fleet::local::Etcd;
+use sion_fleet::{FleetLedger, Format};
 use sion_store::ledger::{SignedTx, Tx};
 use sion_verify::cells::{CellQuery, cell_key, frame_tag, logs_digest};
 
@@ -36,7 +36,7 @@ async fn keeps_cells(keyed: bool) {
     let prefix = "/sion-ledger/cells/";
     let (pointer, chunks) = if keyed { ("cellsnap", "cellchunk") } else { ("statesnap", "statechunk") };
     let mut a = if keyed {
-        FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init")
+        FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Keyed).await.expect("init")
     } else {
         FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init")
     };
@@ -127,7 +127,8 @@ async fn keeps_cells(keyed: bool) {
 
     // A commit naming cells on a ledger made before cells is refused with the code `cells`.
     let old = "/sion-ledger/cells-old/";
-    let mut o = FleetLedger::init_without_cells(&[etcd.url()], old, key.clone()).await.expect("init");
+    let mut o =
+        FleetLedger::init_format(&[etcd.url()], old, key.clone(), Format::Unchained).await.expect("init");
     assert!(!o.keeps_cells());
     assert_eq!(o.latest().await.expect("genesis").header.cells, None);
     let t = o

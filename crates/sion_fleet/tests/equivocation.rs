@@ -12,16 +12,15 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ed25519_dalek::{Signer as _, SigningKey};
 use sion_fleet::local::Etcd;
-use sion_fleet::{FleetError, FleetLedger};
+use sion_fleet::{FleetError, FleetLedger, Format};
 use sion_store::ledger::{LogId, SignedHeader};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+
+use common::proxy::{Intercept, Rule, proxy};
 
 /// Every distinct value etcd's write-ahead log holds put under `{prefix}{what}/N`, by `N`.
 fn signatures_in_wal(data: &Path, prefix: &str, what: &str) -> Found {
@@ -29,10 +28,6 @@ fn signatures_in_wal(data: &Path, prefix: &str, what: &str) -> Found {
         .into_iter()
         .map(|(n, v)| (n, v.into_iter().collect()))
         .collect()
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Distinct values by Pulse number.
@@ -47,7 +42,7 @@ async fn race(format_4: bool, races: u64) -> (Found, Found, u64) {
     let prefix = if format_4 { "/sion-ledger/race-4/" } else { "/sion-ledger/race-5/" };
     let key = SigningKey::from_bytes(&[81; 32]);
     let mut a = if format_4 {
-        FleetLedger::init_signing_first(&[etcd.url()], prefix, key.clone()).await.expect("init")
+        FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Entries).await.expect("init")
     } else {
         FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init")
     };
@@ -98,42 +93,6 @@ async fn racing_front_ends_leave_one_signed_header_a_number_in_etcds_log() {
     }
 }
 
-/// A TCP proxy to `upstream` that, once `armed`, cuts every connection whose client sends a
-/// request naming `needle` (the request never goes on): a front-end that dies, to etcd,
-/// after its Pulse's entry and before its signatures.
-async fn cutting_proxy(upstream: String, needle: Vec<u8>, armed: Arc<AtomicBool>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = TcpStream::connect(&upstream).await else { continue };
-            let (needle, armed) = (needle.clone(), armed.clone());
-            tokio::spawn(async move {
-                let (mut from_client, mut to_client) = client.into_split();
-                let (mut from_server, mut to_server) = server.into_split();
-                let back = tokio::spawn(async move {
-                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
-                });
-                let mut buf = vec![0u8; 1 << 20];
-                loop {
-                    let n = match from_client.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    if armed.load(Ordering::SeqCst) && find(&buf[..n], &needle).is_some() {
-                        break;
-                    }
-                    if to_server.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-                back.abort();
-            });
-        }
-    });
-    format!("http://{addr}")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pulse_left_without_its_signatures_is_completed_and_a_forged_one_is_not_signed() {
     unsealed(6).await;
@@ -151,9 +110,10 @@ async fn unsealed(format: u8) {
     let etcd = Etcd::start(dir.path()).await.expect("etcd");
     let prefix = "/sion-ledger/unsealed/";
     let key = SigningKey::from_bytes(&[83; 32]);
-    let armed = Arc::new(AtomicBool::new(false));
-    let upstream = etcd.url().trim_start_matches("http://").to_owned();
-    let url = cutting_proxy(upstream, format!("{prefix}sig/").into_bytes(), armed.clone()).await;
+    // Once armed, every request naming a signature is cut: a front-end that dies, to etcd,
+    // after its Pulse's entry and before its signatures.
+    let cut = Arc::new(Intercept::new(Rule::Cut, format!("{prefix}sig/")));
+    let url = proxy(etcd.url(), cut.clone()).await;
     let mut a = init(format, &url, prefix, &key).await;
     let mut b = common::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect");
     let robots = common::robots(&mut a, 100, 2).await;
@@ -162,7 +122,7 @@ async fn unsealed(format: u8) {
 
     // Every request of `a` naming a signature is cut: its next Pulse's entry lands, its
     // signatures never do, and it acknowledges nothing.
-    armed.store(true, Ordering::SeqCst);
+    cut.arm();
     let pending = b.latest().await.expect("latest").header.number + 1;
     let unanswered = a.submit(common::commit(ra, 2, *la, 1, 10, 20)).await;
     assert!(unanswered.is_err(), "acknowledged without its signatures: {unanswered:?}");
@@ -230,7 +190,7 @@ async fn unsealed(format: u8) {
     assert_eq!((on.commits, on.head.size), (2, 20), "the waiting Pulse's commit is not in the state");
 
     // The cut front-end goes on from there once it reaches etcd again.
-    armed.store(false, Ordering::SeqCst);
+    cut.disarm();
     let next = a.submit(common::commit(ra, 3, *la, 2, 20, 30)).await.expect("the cut front-end again");
     assert_eq!(next.header.number, pending + 2);
     let sigs = signatures_in_wal(&dir.path().join("data"), prefix, "sig");
@@ -241,50 +201,9 @@ async fn unsealed(format: u8) {
 /// A ledger of `format` (5 or 6) through `url`.
 async fn init(format: u8, url: &str, prefix: &str, key: &SigningKey) -> FleetLedger {
     match format {
-        5 => FleetLedger::init_proposed(&[url], prefix, key.clone()).await.expect("init"),
+        5 => FleetLedger::init_format(&[url], prefix, key.clone(), Format::Proposed).await.expect("init"),
         _ => FleetLedger::init(&[url], prefix, key.clone()).await.expect("init"),
     }
-}
-
-/// A TCP proxy to `upstream` that, once `armed`, holds the first request naming `needle` (and
-/// everything its client sends after it) until `release` is told, then goes on on the same
-/// connection: a request delayed, not lost.
-async fn holding_proxy(
-    upstream: String,
-    needle: Vec<u8>,
-    armed: Arc<AtomicBool>,
-    release: Arc<Notify>,
-) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = TcpStream::connect(&upstream).await else { continue };
-            let (needle, armed, release) = (needle.clone(), armed.clone(), release.clone());
-            tokio::spawn(async move {
-                let (mut from_client, mut to_client) = client.into_split();
-                let (mut from_server, mut to_server) = server.into_split();
-                let back = tokio::spawn(async move {
-                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
-                });
-                let mut buf = vec![0u8; 1 << 20];
-                loop {
-                    let n = match from_client.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    if find(&buf[..n], &needle).is_some() && armed.swap(false, Ordering::SeqCst) {
-                        release.notified().await;
-                    }
-                    if to_server.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-                back.abort();
-            });
-        }
-    });
-    format!("http://{addr}")
 }
 
 /// Wait until `done` holds, for at most 10 s.
@@ -309,19 +228,10 @@ async fn deleted_the_moment_it_landed(format: u8) -> (Result<SignedHeader, Fleet
     let etcd = Etcd::start(dir.path()).await.expect("etcd");
     let prefix = "/sion-ledger/deleted/";
     let key = SigningKey::from_bytes(&[85; 32]);
-    let upstream = etcd.url().trim_start_matches("http://").to_owned();
-    let (a_armed, a_release) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
-    let (b_armed, b_release) = (Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
-    let a_url = holding_proxy(
-        upstream.clone(),
-        format!("{prefix}sig/").into_bytes(),
-        a_armed.clone(),
-        a_release.clone(),
-    )
-    .await;
-    let b_url =
-        holding_proxy(upstream, format!("{prefix}prop/").into_bytes(), b_armed.clone(), b_release.clone())
-            .await;
+    let a_hold = Arc::new(Intercept::new(Rule::Hold, format!("{prefix}sig/")));
+    let b_hold = Arc::new(Intercept::new(Rule::Hold, format!("{prefix}prop/")));
+    let a_url = proxy(etcd.url(), a_hold.clone()).await;
+    let b_url = proxy(etcd.url(), b_hold.clone()).await;
     let mut a = init(format, &a_url, prefix, &key).await;
     let mut b = common::connect(&[b_url.as_str()], prefix, key.clone()).await.expect("connect");
     let robots = common::robots(&mut a, 110, 2).await;
@@ -332,12 +242,12 @@ async fn deleted_the_moment_it_landed(format: u8) -> (Result<SignedHeader, Fleet
     let entry_key = format!("{prefix}pulse/{n:020}");
 
     // B's swap for N is held on its way; A's lands, and A's seal is held on its way.
-    b_armed.store(true, Ordering::SeqCst);
+    b_hold.arm();
     let b_task = tokio::spawn(async move { b.submit(common::commit(&rb, 2, lb, 1, 10, 20)).await });
-    until("b's swap was not held", || !b_armed.load(Ordering::SeqCst)).await;
-    a_armed.store(true, Ordering::SeqCst);
+    until("b's swap was not held", || !b_hold.is_armed()).await;
+    a_hold.arm();
     let a_task = tokio::spawn(async move { a.submit(common::commit(&ra, 2, la, 1, 10, 20)).await });
-    until("a's seal was not held", || !a_armed.load(Ordering::SeqCst)).await;
+    until("a's seal was not held", || !a_hold.is_armed()).await;
     let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
     assert!(
         !raw.get(entry_key.as_str(), None).await.expect("get").kvs().is_empty(),
@@ -346,9 +256,9 @@ async fn deleted_the_moment_it_landed(format: u8) -> (Result<SignedHeader, Fleet
 
     // The attack: the entry deleted; B's swap delivered.
     raw.delete(entry_key.as_str(), None).await.expect("delete the entry");
-    b_release.notify_one();
+    b_hold.release.notify_one();
     let b_answer = b_task.await.expect("b's task");
-    a_release.notify_one();
+    a_hold.release.notify_one();
     let _ = a_task.await.expect("a's task");
     let data = dir.path().join("data");
     let (sigs, props) = (signatures_in_wal(&data, prefix, "sig"), signatures_in_wal(&data, prefix, "prop"));
@@ -431,42 +341,12 @@ async fn an_init_cut_between_its_two_steps_is_finished_by_init_again() {
     let etcd = Etcd::start(dir.path()).await.expect("etcd");
     let prefix = "/sion-ledger/half-made/";
     let key = SigningKey::from_bytes(&[91; 32]);
-    let upstream = etcd.url().trim_start_matches("http://").to_owned();
     // The first request naming P/claim (init's first step, `P/claim` made empty) goes through;
     // the second (the genesis and its claim) is cut.
-    let seen = Arc::new(AtomicU64::new(0));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let needle = format!("{prefix}claim").into_bytes();
-    let counter = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = TcpStream::connect(&upstream).await else { continue };
-            let (needle, seen) = (needle.clone(), counter.clone());
-            tokio::spawn(async move {
-                let (mut from_client, mut to_client) = client.into_split();
-                let (mut from_server, mut to_server) = server.into_split();
-                let back = tokio::spawn(async move {
-                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
-                });
-                let mut buf = vec![0u8; 1 << 20];
-                loop {
-                    let n = match from_client.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    if find(&buf[..n], &needle).is_some() && seen.fetch_add(1, Ordering::SeqCst) >= 1 {
-                        break;
-                    }
-                    if to_server.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-                back.abort();
-            });
-        }
-    });
-    let url = format!("http://{addr}");
+    let cut = Intercept::new(Rule::Cut, format!("{prefix}claim"));
+    cut.passes.store(1, Ordering::SeqCst);
+    cut.arm();
+    let url = proxy(etcd.url(), Arc::new(cut)).await;
     assert!(
         FleetLedger::init(&[url.as_str()], prefix, key.clone()).await.is_err(),
         "the claim's step was not cut"

@@ -11,82 +11,18 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use sion_fleet::FleetLedger;
 use sion_fleet::local::Etcd;
+use sion_fleet::{FleetLedger, Format};
 use sion_verify::ledger::PulseHeader;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+
+use common::proxy::{Intercept, Rule, proxy};
 
 /// A chunk this long naming a `pulse/` key is a Pulse's swap (its entry, header, signatures
 /// and records); a read of a Pulse's keys is a few hundred bytes.
 const SWAP_BYTES: usize = 600;
-
-/// What the proxy does with a Pulse's swap once armed.
-struct Hold {
-    armed: AtomicBool,
-    /// What the request held names: the prefix of the ledger's `pulse/` keys, which a Pulse's
-    /// swap names on format 4; of its `sig/` keys, which its seal names on format 5.
-    pulse_key: Vec<u8>,
-    /// Told when the held swap may go on.
-    release: Notify,
-    delivered: AtomicBool,
-}
-
-/// A TCP proxy to `upstream` (host:port). Once armed, the first chunk a client sends that
-/// names a `pulse/` key and is at least [`SWAP_BYTES`] long is held, with what the client sends
-/// in the next 50 ms (the rest of the request's frames); the client's connection is then cut,
-/// and when `release` is told the bytes go upstream on the connection they came for, which
-/// stays open for etcd to log and answer them.
-async fn proxy(upstream: String, hold: Arc<Hold>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = TcpStream::connect(&upstream).await else { continue };
-            let hold = hold.clone();
-            tokio::spawn(async move {
-                let (mut from_client, mut to_client) = client.into_split();
-                let (mut from_server, mut to_server) = server.into_split();
-                let back = tokio::spawn(async move {
-                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
-                });
-                let mut buf = vec![0u8; 1 << 20];
-                loop {
-                    let n = match from_client.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    let names_a_pulse = buf[..n].windows(hold.pulse_key.len()).any(|w| w == hold.pulse_key);
-                    if n >= SWAP_BYTES && names_a_pulse && hold.armed.swap(false, Ordering::SeqCst) {
-                        let mut held = buf[..n].to_vec();
-                        while let Ok(Ok(more @ 1..)) =
-                            tokio::time::timeout(Duration::from_millis(50), from_client.read(&mut buf)).await
-                        {
-                            held.extend_from_slice(&buf[..more]);
-                        }
-                        // Both halves of the client's socket dropped: its connection is cut.
-                        back.abort();
-                        drop(from_client);
-                        hold.release.notified().await;
-                        let sent = to_server.write_all(&held).await.is_ok();
-                        hold.delivered.store(sent, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_secs(10)).await;
-                        return;
-                    }
-                    if to_server.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-                back.abort();
-            });
-        }
-    });
-    format!("http://{addr}")
-}
 
 /// Every header for Pulse `header.number` after `header.prev` in the member's write-ahead log
 /// (which holds each transaction's request): each occurrence, in order.
@@ -122,18 +58,18 @@ async fn on_format_5_a_seal_whose_answer_never_came_is_sent_again_as_the_same_by
 async fn lost_swap(format_4: bool) {
     let dir = tempfile::tempdir().expect("tmp");
     let etcd = Etcd::start(dir.path()).await.expect("etcd");
-    let upstream = etcd.url().trim_start_matches("http://").to_owned();
     let prefix = "/sion-ledger/lost-swap/";
-    let hold = Arc::new(Hold {
-        armed: AtomicBool::new(false),
-        pulse_key: format!("{prefix}{}/", if format_4 { "pulse" } else { "sig" }).into_bytes(),
-        release: Notify::new(),
-        delivered: AtomicBool::new(false),
-    });
-    let url = proxy(upstream, hold.clone()).await;
+    // Held: the first request long enough to be a swap (a read of a Pulse's keys is shorter)
+    // that names a `pulse/` key, which a Pulse's swap names on format 4, or a `sig/` key, which
+    // its seal names from format 5 on.
+    let mut hold =
+        Intercept::new(Rule::Orphan, format!("{prefix}{}/", if format_4 { "pulse" } else { "sig" }));
+    hold.min_bytes = SWAP_BYTES;
+    let hold = Arc::new(hold);
+    let url = proxy(etcd.url(), hold.clone()).await;
     let key = ed25519_dalek::SigningKey::from_bytes(&[61; 32]);
     let mut ledger = if format_4 {
-        FleetLedger::init_signing_first(&[url.as_str()], prefix, key).await.expect("init")
+        FleetLedger::init_format(&[url.as_str()], prefix, key, Format::Entries).await.expect("init")
     } else {
         FleetLedger::init(&[url.as_str()], prefix, key).await.expect("init")
     };
@@ -143,9 +79,9 @@ async fn lost_swap(format_4: bool) {
 
     // The second commit's swap is held back and its connection cut; the front-end's retry
     // lands and is acknowledged while the first is still held.
-    hold.armed.store(true, Ordering::SeqCst);
+    hold.arm();
     let receipt = ledger.submit(common::commit(writer, 2, *log, 1, 10, 20)).await.expect("acknowledged");
-    assert!(!hold.armed.load(Ordering::SeqCst), "no swap went through the proxy");
+    assert!(!hold.is_armed(), "no swap went through the proxy");
     assert!(!hold.delivered.load(Ordering::SeqCst));
     let header = receipt.header;
     let data = dir.path().join("data");

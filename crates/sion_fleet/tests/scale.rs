@@ -8,7 +8,7 @@ mod common;
 use common::{head, tree};
 use ed25519_dalek::SigningKey;
 use sion_fleet::local::Etcd;
-use sion_fleet::{FleetError, FleetLedger};
+use sion_fleet::{FleetError, FleetLedger, Format};
 use sion_store::ledger::{LogId, SignedTx, Tx, account_of};
 use sion_verify::merkle::{Blake3, consistency_path};
 
@@ -46,7 +46,8 @@ async fn a_front_end_that_held_the_state_reads_only_what_the_pulses_since_change
     let key = SigningKey::from_bytes(&[91; 32]);
     let prefix = "/sion-ledger/scale-held/";
     // A ledger that keeps its state key by key (format 3): on format 4 no log key is read at all.
-    let mut a = FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let mut a =
+        FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Keyed).await.expect("init");
     let writers: Vec<SigningKey> = (0..3u8).map(|i| SigningKey::from_bytes(&[92 + i; 32])).collect();
     let mut logs = Vec::new();
     for w in &writers {

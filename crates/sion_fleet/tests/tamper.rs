@@ -10,7 +10,7 @@ use common::{commit, commit_cells, free_addr, head};
 use ed25519_dalek::SigningKey;
 use sion_fleet::client::RemoteLedger;
 use sion_fleet::local::Etcd;
-use sion_fleet::{FleetError, FleetLedger, agent_value};
+use sion_fleet::{FleetError, FleetLedger, Format, agent_value};
 use sion_sim::{Warehouse, WarehouseConfig};
 use sion_store::index::IndexConfig;
 use sion_store::ledger::link::LedgerLink;
@@ -65,7 +65,8 @@ async fn a_forged_log_leaf_put_into_etcd_is_never_signed() {
     let prefix = "/sion-ledger/tamper/";
     // A ledger that keeps its state key by key (format 3, as every ledger did when this was
     // found); on format 4 no log key is read (`keys_under_the_state_s_old_names_are_never_read`).
-    let mut a = FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let mut a =
+        FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Keyed).await.expect("init");
     let (w0, w1) = (SigningKey::from_bytes(&[52; 32]), SigningKey::from_bytes(&[53; 32]));
     let (l0, l1) = (open_log(&mut a, &w0, None).await, open_log(&mut a, &w1, None).await);
     grow(&mut a, &w0, l0).await.expect("commit log 0");
@@ -206,7 +207,8 @@ async fn a_forged_agent_and_nonce_are_named_by_a_front_end_that_held_the_state()
     let key = SigningKey::from_bytes(&[61; 32]);
     let prefix = "/sion-ledger/tamper-agents/";
     // Format 3: agents and nonces kept key by key (on format 4 they are not read from keys).
-    let mut a = FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let mut a =
+        FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Keyed).await.expect("init");
     let operator = SigningKey::from_bytes(&[62; 32]);
     let robot = SigningKey::from_bytes(&[63; 32]);
     let register = SignedTx::sign(
@@ -434,7 +436,7 @@ async fn head_put_back(keyed: bool) {
     let key = SigningKey::from_bytes(&[71; 32]);
     let prefix = "/sion-ledger/tamper-head/";
     let mut a = if keyed {
-        FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init")
+        FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Keyed).await.expect("init")
     } else {
         FleetLedger::init(&[etcd.url()], prefix, key.clone()).await.expect("init")
     };
@@ -525,7 +527,8 @@ async fn forged_pulse(seed: u8, prefix: &'static str) -> Forged {
     // Format 3, whose front-end started afresh takes the logs as etcd holds them once they hash
     // to the signed root. On format 4 one replays the entries since the last state snapshot, and
     // the key holder would forge a snapshot as well: the witness's check is the same.
-    let mut a = FleetLedger::init_keyed(&[etcd.url()], prefix, key.clone()).await.expect("init");
+    let mut a =
+        FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Keyed).await.expect("init");
     let (robot, insider) = (SigningKey::from_bytes(&[seed + 1; 32]), SigningKey::from_bytes(&[seed + 2; 32]));
     let (victim, own) = (open_log(&mut a, &robot, None).await, open_log(&mut a, &insider, None).await);
     grow(&mut a, &robot, victim).await.expect("commit");
@@ -1010,7 +1013,7 @@ async fn a_front_end_refuses_a_fork_past_the_pulse_it_held_once_archived() {
     std::fs::create_dir_all(&archive).expect("archive dir");
     let key = SigningKey::from_bytes(&[121; 32]);
     let prefix = "/sion-ledger/tamper-fork/";
-    let mut a = FleetLedger::init_proposed(&[etcd.url()], prefix, key.clone())
+    let mut a = FleetLedger::init_format(&[etcd.url()], prefix, key.clone(), Format::Proposed)
         .await
         .expect("init")
         .with_archive(&archive);
@@ -1020,22 +1023,14 @@ async fn a_front_end_refuses_a_fork_past_the_pulse_it_held_once_archived() {
 
     // The etcd writer keeps a copy of the prefix at Pulse K …
     let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
-    let copy = raw.get(prefix, Some(etcd_client::GetOptions::new().with_prefix())).await.expect("copy");
-    let copy: Vec<(Vec<u8>, Vec<u8>)> =
-        copy.kvs().iter().map(|kv| (kv.key().to_vec(), kv.value().to_vec())).collect();
+    let copy = copy_prefix(&mut raw, prefix).await;
     // … front-end a goes on to Pulse M …
     for _ in 0..3 {
         grow(&mut a, &w, log).await.expect("commit");
     }
     let held = a.latest().await.expect("latest").header;
-    // … and the writer puts the copy back (the head last, so nothing looks written after it).
-    raw.delete(prefix, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("delete");
-    let head_key = format!("{prefix}head").into_bytes();
-    for (k, v) in copy.iter().filter(|(k, _)| *k != head_key) {
-        raw.put(k.clone(), v.clone(), None).await.expect("put back");
-    }
-    let head = copy.iter().find(|(k, _)| *k == head_key).expect("head").1.clone();
-    raw.put(head_key, head, None).await.expect("the head");
+    // … and the writer puts the copy back.
+    put_back(&mut raw, prefix, copy).await;
 
     // A front-end started now extends the rolled-back chain past M, and the archive passes M.
     let mut b =
@@ -1052,6 +1047,23 @@ async fn a_front_end_refuses_a_fork_past_the_pulse_it_held_once_archived() {
     let (_, text) = mismatch("a, which held Pulse M of the other chain", grow(&mut a, &w, log).await);
     assert!(text.contains("rolled back and extended again"), "{text}");
     assert_eq!(raw_get(&mut raw, &format!("{prefix}head")).await, head_before, "a Pulse was signed");
+}
+
+/// Every key under `prefix` with its value, as a party with etcd write access copies them.
+async fn copy_prefix(raw: &mut etcd_client::Client, prefix: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let copy = raw.get(prefix, Some(etcd_client::GetOptions::new().with_prefix())).await.expect("copy");
+    copy.kvs().iter().map(|kv| (kv.key().to_vec(), kv.value().to_vec())).collect()
+}
+
+/// Everything under `prefix` replaced by `copy`, its head put last (so nothing looks written
+/// after it).
+async fn put_back(raw: &mut etcd_client::Client, prefix: &str, copy: Vec<(Vec<u8>, Vec<u8>)>) {
+    raw.delete(prefix, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("delete");
+    let head_key = format!("{prefix}head").into_bytes();
+    let (head, rest): (Vec<_>, Vec<_>) = copy.into_iter().partition(|(k, _)| *k == head_key);
+    for (k, v) in rest.into_iter().chain(head) {
+        raw.put(k, v, None).await.expect("put back");
+    }
 }
 
 /// A lying service's answer to the witness's `Cells` call (the proof of the cells a Pulse's
@@ -1157,16 +1169,11 @@ async fn on_format_6_a_prefix_put_back_from_a_copy_is_not_built_on() {
     let log = open_log(&mut a, &w, None).await;
     grow(&mut a, &w, log).await.expect("commit");
     let mut raw = etcd_client::Client::connect([etcd.url()], None).await.expect("etcd client");
-    let copy = raw.get(prefix, Some(etcd_client::GetOptions::new().with_prefix())).await.expect("copy");
-    let copy: Vec<(Vec<u8>, Vec<u8>)> =
-        copy.kvs().iter().map(|kv| (kv.key().to_vec(), kv.value().to_vec())).collect();
+    let copy = copy_prefix(&mut raw, prefix).await;
     for _ in 0..3 {
         grow(&mut a, &w, log).await.expect("commit");
     }
-    raw.delete(prefix, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect("delete");
-    for (k, v) in &copy {
-        raw.put(k.clone(), v.clone(), None).await.expect("put back");
-    }
+    put_back(&mut raw, prefix, copy).await;
     let mut b = FleetLedger::connect(&[etcd.url()], prefix, key.clone()).await.expect("connect b");
     match b.latest().await {
         Err(FleetError::StateMismatch { keys, problem, .. }) => {

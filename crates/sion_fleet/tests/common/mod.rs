@@ -5,6 +5,8 @@
 // Each test crate uses what it needs of these.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::net::SocketAddr;
 
 use ed25519_dalek::SigningKey;
