@@ -273,6 +273,12 @@ impl Cluster {
         }
     }
 
+    /// The flags members started from now on take in place of the cluster's first ones (an
+    /// operator raising etcd's limits restarts each member with new ones).
+    pub fn set_flags(&mut self, flags: &[&str]) {
+        self.flags = flags.iter().map(|f| (*f).to_owned()).collect();
+    }
+
     /// Start member `i` again on its data directory (it rejoins as the member it was).
     pub fn restart(&mut self, i: usize) -> Result<(), String> {
         if self.members[i].child.is_none() {

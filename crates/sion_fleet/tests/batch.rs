@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use ed25519_dalek::SigningKey;
 use sion_fleet::client::RemoteLedger;
-use sion_fleet::local::Etcd;
+use sion_fleet::local::{Cluster, Etcd};
 use sion_fleet::service::Service;
 use sion_fleet::witness::{Witness, WitnessError};
 use sion_fleet::{FleetError, FleetLedger, TxnLimits};
@@ -301,4 +301,76 @@ async fn a_pulse_at_etcds_default_limit_of_operations_lands() {
         taken.iter().filter_map(|t| t.as_ref().ok()).map(|r| r.pulse.header.number).collect();
     assert!(pulses.len() >= 2, "200 commits in one Pulse of at most 128 operations");
     eprintln!("200 commits in {} Pulses at etcd's default 128 operations", pulses.len());
+}
+
+/// A front-end told wider limits than its members' (`--etcd-max-txn-ops 1024` against etcd's
+/// default 128): on format 6 its Pulse's entry wins its number (the swap is a few operations)
+/// and the seal, one put a commit, is refused by etcd before its log. Every robot hears that
+/// nothing was acknowledged and what to do; no front-end can seal the Pulse while the limits
+/// stand; once the member is restarted with limits at least the front-ends', the next front-end
+/// seals it, once, and the robots' commits are the ledger's (docs/FLEET-LEDGER.md, "Many
+/// transactions, one Pulse").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seal_over_the_members_limits_is_refused_naming_the_remedy_and_sealed_once_they_are_raised() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cluster = Cluster::start(tmp.path(), 1).await.expect("etcd");
+    let urls = cluster.urls();
+    let url = urls[0].as_str();
+    let key = SigningKey::from_bytes(&[53; 32]);
+    let prefix = "/sion-ledger/over-limits/";
+    let mut narrow = FleetLedger::init(&[url], prefix, key.clone()).await.expect("init");
+    let robots: Vec<SigningKey> = (0..200u8).map(|i| SigningKey::from_bytes(&[i; 32])).collect();
+    let taken = narrow.submit_batch(robots.iter().map(|r| open(r, 0)).collect()).await;
+    let logs: Vec<LogId> =
+        taken.iter().map(|t| t.as_ref().expect("opened").log.expect("an opening names its log")).collect();
+    let before = narrow.latest().await.expect("latest").header.number;
+
+    let mut wide = FleetLedger::connect(&[url], prefix, key.clone())
+        .await
+        .expect("connect")
+        .with_limits(TxnLimits { max_ops: 1024, max_bytes: 1 << 20 });
+    let commits = robots.iter().zip(&logs).map(|(r, log)| commit(r, 1, *log, 0, 0, 10)).collect();
+    let taken = wide.submit_batch(commits).await;
+    for (i, t) in taken.iter().enumerate() {
+        match t {
+            Err(FleetError::Etcd { message, .. }) => {
+                for said in [
+                    &format!("etcd refuses Pulse {}'s seal", before + 1),
+                    "--etcd-max-txn-ops",
+                    "Nothing of Pulse",
+                    "restart the members with limits at least the front-ends'",
+                ] {
+                    assert!(message.contains(said), "robot {i} was not told {said:?}: {message}");
+                }
+            }
+            other => panic!("robot {i}'s commit over the members' limits: {other:?}"),
+        }
+    }
+    // The entry holds its number; a front-end keeping to the members' limits, asked to build
+    // on the head (robot 0 trying its commit again), finds it waiting and cannot seal it either.
+    match narrow.submit(commit(&robots[0], 1, logs[0], 0, 0, 10)).await {
+        Err(FleetError::Etcd { message, .. }) => assert!(message.contains("--etcd-max-txn-ops"), "{message}"),
+        other => panic!("a Pulse over the members' limits was sealed: {other:?}"),
+    }
+
+    // The operator's remedy: the member restarted with raised limits.
+    cluster.kill(0);
+    cluster.set_flags(&["--max-txn-ops", "1024"]);
+    cluster.restart(0).expect("restart");
+    cluster.wait_for_quorum(std::time::Duration::from_secs(30)).await.expect("quorum");
+    let mut fresh = FleetLedger::connect(&[url], prefix, key.clone()).await.expect("connect");
+    // Robot 0's retry seals the waiting Pulse, and is refused as replayed: its commit is in it.
+    match fresh.submit(commit(&robots[0], 1, logs[0], 0, 0, 10)).await {
+        Err(FleetError::Refused(LedgerError::Nonce { .. })) => {}
+        other => panic!("robot 0's retry after the seal: {other:?}"),
+    }
+    let next = fresh.submit(commit(&robots[0], 2, logs[0], 1, 10, 20)).await.expect("the next commit");
+    assert_eq!(next.header.number, before + 2, "the waiting Pulse was sealed, then this one built");
+    for (i, log) in logs.iter().enumerate() {
+        let state = fresh.log(*log).await.expect("log").expect("exists");
+        assert_eq!(state.head.size, if i == 0 { 20 } else { 10 }, "robot {i}'s commit is not the ledger's");
+    }
+    let sigs = common::signatures_in_wal(&tmp.path().join("m1"), prefix, "sig");
+    let sealed: BTreeSet<&Vec<u8>> = sigs.get(&(before + 1)).into_iter().flatten().collect();
+    assert_eq!(sealed.len(), 1, "Pulse {} signed {} ways", before + 1, sealed.len());
 }
