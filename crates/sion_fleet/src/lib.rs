@@ -202,6 +202,27 @@ fn transient(e: &etcd_client::Error) -> bool {
             || text.contains("raft proposal dropped"))
 }
 
+/// What probing a member's port found ([`FleetLedger::heal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    Answered,
+    Refused,
+    TimedOut,
+}
+
+impl Probe {
+    /// Whether the member is up (`Some(true)`), down, or left as it was, counting its probes
+    /// timed out in a row in `strikes`: a second timeout in a row is a member gone.
+    fn verdict(self, strikes: &mut u32) -> Option<bool> {
+        *strikes = if self == Probe::TimedOut { strikes.saturating_add(1) } else { 0 };
+        match self {
+            Probe::Answered => Some(true),
+            Probe::Refused => Some(false),
+            Probe::TimedOut => (*strikes >= 2).then_some(false),
+        }
+    }
+}
+
 /// Whether etcd refused a request for its size or its operations (before its log): "too many
 /// operations in txn request", "request is too large", or gRPC's "larger than max".
 fn over_limits(e: &etcd_client::Error) -> bool {
@@ -284,9 +305,11 @@ pub struct FleetLedger {
     since_snapshot: u64,
     /// What one Pulse's etcd transaction may hold.
     limits: TxnLimits,
-    /// Members taken out of the client's rotation because their port refused a connection,
-    /// and when the members were last probed ([`FleetLedger::heal`]).
+    /// Members taken out of the client's rotation because their port refused a connection (or
+    /// let two probes in a row time out), each member's probes timed out in a row, and when the
+    /// members were last probed ([`FleetLedger::heal`]).
     benched: std::collections::BTreeSet<String>,
+    timeouts: BTreeMap<String, u32>,
     probed: Option<std::time::Instant>,
     /// The latest checkpoint of the ledger's history this front-end checked or wrote, with its
     /// open tiles (docs/FLEET-LEDGER.md, "Checkpoints").
@@ -718,11 +741,12 @@ impl FleetLedger {
     }
 
     /// After a connection to a member failed, or a swap went unanswered: probe every member's
-    /// port, all at once (at most every 250 ms from the end of the last probe), and keep in the
-    /// client's rotation only those that accept a connection within 200 ms — the client's
-    /// balancer otherwise keeps picking a killed member for seconds (measured: requests failing
-    /// "tcp connect error" 7 s after a member was killed). A member back up is put back at the
-    /// next probe; if none answers, all are kept.
+    /// port, all at once (at most every 250 ms from the end of the last probe), and take out of
+    /// the client's rotation those that refuse a connection — the client's balancer otherwise
+    /// keeps picking a killed member for seconds (measured: requests failing "tcp connect
+    /// error" 7 s after a member was killed) — or let two probes in a row go unanswered for
+    /// 200 ms (a host gone; one slow answer is a busy machine, not a dead member). A member
+    /// back up is put back at the next probe; if none answers, all are kept.
     async fn heal(&mut self) {
         if self.probed.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(250)) {
             return;
@@ -737,29 +761,36 @@ impl FleetLedger {
             let e = e.clone();
             probes.spawn(async move {
                 let probe = tokio::net::TcpStream::connect(authority);
-                let answered = matches!(
-                    tokio::time::timeout(std::time::Duration::from_millis(200), probe).await,
-                    Ok(Ok(_))
-                );
-                (e, answered)
+                let answer = match tokio::time::timeout(std::time::Duration::from_millis(200), probe).await {
+                    Ok(Ok(_)) => Probe::Answered,
+                    Ok(Err(_)) => Probe::Refused,
+                    Err(_) => Probe::TimedOut,
+                };
+                (e, answer)
             });
         }
-        let mut up = Vec::new();
+        // Each member up, down, or (one probe timed out) left as it was.
+        let mut verdicts: BTreeMap<String, Option<bool>> = BTreeMap::new();
         while let Some(probed) = probes.join_next().await {
-            if let Ok((e, true)) = probed {
-                up.push(e);
-            }
+            let Ok((e, answer)) = probed else { continue };
+            let strikes = self.timeouts.entry(e.clone()).or_default();
+            verdicts.insert(e, answer.verdict(strikes));
         }
         self.probed = Some(std::time::Instant::now());
-        if up.is_empty() {
-            up = all.clone();
+        if !verdicts.values().any(|v| *v == Some(true)) {
+            // None answered: the fault may be this front-end's own; keep every member.
+            verdicts = all.iter().map(|e| (e.clone(), Some(true))).collect();
         }
         for e in &all {
-            let (is_up, benched) = (up.contains(e), self.benched.contains(e));
-            if !is_up && !benched && self.client.remove_endpoint(e).await.is_ok() {
-                self.benched.insert(e.clone());
-            } else if is_up && benched && self.client.add_endpoint(e).await.is_ok() {
-                self.benched.remove(e);
+            let benched = self.benched.contains(e);
+            match verdicts.get(e).copied().flatten() {
+                Some(false) if !benched && self.client.remove_endpoint(e).await.is_ok() => {
+                    self.benched.insert(e.clone());
+                }
+                Some(true) if benched && self.client.add_endpoint(e).await.is_ok() => {
+                    self.benched.remove(e);
+                }
+                _ => {}
             }
         }
     }
@@ -821,6 +852,7 @@ impl FleetLedger {
             since_snapshot: 0,
             limits: TxnLimits::default(),
             benched: Default::default(),
+            timeouts: Default::default(),
             probed: None,
             history: None,
             turn_seen: 0,
@@ -1005,6 +1037,7 @@ impl FleetLedger {
             since_snapshot: 0,
             limits: self.limits,
             benched: Default::default(),
+            timeouts: Default::default(),
             probed: None,
             history: None,
             turn_seen: self.turn_seen,
@@ -3269,5 +3302,23 @@ impl Batch {
     fn receipts(&self, header: &PulseHeader) -> Vec<(usize, Receipt)> {
         let pulse = SignedHeader { header: *header, signature: [0; 64] };
         self.taken.iter().map(|(i, log)| (*i, Receipt { pulse, log: *log })).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Probe;
+
+    #[test]
+    fn a_member_is_benched_when_refused_or_twice_unanswered_not_once_slow() {
+        let mut strikes = 0;
+        assert_eq!(Probe::Answered.verdict(&mut strikes), Some(true));
+        assert_eq!(Probe::TimedOut.verdict(&mut strikes), None, "one slow answer is a busy machine");
+        assert_eq!(Probe::Answered.verdict(&mut strikes), Some(true));
+        assert_eq!(Probe::TimedOut.verdict(&mut strikes), None, "the count starts again after an answer");
+        assert_eq!(Probe::TimedOut.verdict(&mut strikes), Some(false), "two in a row: gone");
+        assert_eq!(Probe::TimedOut.verdict(&mut strikes), Some(false));
+        assert_eq!(Probe::Refused.verdict(&mut strikes), Some(false), "a refusal benches at once");
+        assert_eq!(strikes, 0);
     }
 }
