@@ -48,10 +48,11 @@ async fn a_swap_whose_answer_never_came_is_tried_again_with_the_same_signed_head
     lost_swap(true).await;
 }
 
-/// On format 5 the swap carries the entry and its proposal, and the seal the signatures: the
-/// seal is held back, its retry lands, and the held one, delivered after, is the same bytes.
+/// From format 5 on the swap carries the entry (with its proposal on 5, its claim on 6, the
+/// format made here), and the seal the signatures: the seal is held back, its retry lands,
+/// and the held one, delivered after, is the same bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_format_5_a_seal_whose_answer_never_came_is_sent_again_as_the_same_bytes() {
+async fn from_format_5_on_a_seal_whose_answer_never_came_is_sent_again_as_the_same_bytes() {
     lost_swap(false).await;
 }
 
