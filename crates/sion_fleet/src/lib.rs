@@ -206,6 +206,7 @@ fn transient(e: &etcd_client::Error) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Probe {
     Answered,
+    /// The connection failed at once: refused, reset, or the address not reachable.
     Refused,
     TimedOut,
 }
@@ -769,7 +770,13 @@ impl FleetLedger {
                 (e, answer)
             });
         }
-        // Each member up, down, or (one probe timed out) left as it was.
+        // Each member up, down, or (one probe timed out) left as it was. Timeouts count as in a
+        // row only between probes of one stall: a timeout seconds after the last probe starts
+        // the count again.
+        if self.probed.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(2)) {
+            self.timeouts.clear();
+        }
+        let before = self.timeouts.clone();
         let mut verdicts: BTreeMap<String, Option<bool>> = BTreeMap::new();
         while let Some(probed) = probes.join_next().await {
             let Ok((e, answer)) = probed else { continue };
@@ -778,8 +785,10 @@ impl FleetLedger {
         }
         self.probed = Some(std::time::Instant::now());
         if !verdicts.values().any(|v| *v == Some(true)) {
-            // None answered: the fault may be this front-end's own; keep every member.
+            // None answered: the fault may be this front-end's own; keep every member, and
+            // count none of this round's timeouts against them.
             verdicts = all.iter().map(|e| (e.clone(), Some(true))).collect();
+            self.timeouts = before;
         }
         for e in &all {
             let benched = self.benched.contains(e);
@@ -931,8 +940,9 @@ impl FleetLedger {
 
     /// Make a fleet ledger of `format`, as ledgers made before were: 5 (a number won without
     /// moving `P/claim` on), 4 (a header signed before its entry won its number), 3 (the state
-    /// kept key by key) or 2 (no cells, headers of version 1); 6 is [`FleetLedger::init`]. For tests that a front-end still serves each, that show what
-    /// each later format closes, and to measure one against another.
+    /// kept key by key) or 2 (no cells, headers of version 1); 6 is [`FleetLedger::init`]. For
+    /// tests that a front-end still serves each, that show what each later format closes, and
+    /// to measure one against another.
     #[doc(hidden)]
     pub async fn init_format(
         endpoints: &[&str],

@@ -45,18 +45,24 @@ fn headers_in_wal(data: &Path, header: &PulseHeader) -> Vec<Vec<u8>> {
 /// On format 4 the swap carries the signed header: the retry must sign the same one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swap_whose_answer_never_came_is_tried_again_with_the_same_signed_header() {
-    lost_swap(true).await;
+    lost_swap(Format::Entries).await;
 }
 
-/// From format 5 on the swap carries the entry (with its proposal on 5, its claim on 6, the
-/// format made here), and the seal the signatures: the seal is held back, its retry lands,
-/// and the held one, delivered after, is the same bytes.
+/// On format 5 the swap carries the entry and its proposal, and the seal the signatures: the
+/// seal is held back, its retry lands, and the held one, delivered after, is the same bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn from_format_5_on_a_seal_whose_answer_never_came_is_sent_again_as_the_same_bytes() {
-    lost_swap(false).await;
+async fn on_format_5_a_seal_whose_answer_never_came_is_sent_again_as_the_same_bytes() {
+    lost_swap(Format::Proposed).await;
 }
 
-async fn lost_swap(format_4: bool) {
+/// The same on format 6, where the swap carries the entry and its claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_format_6_a_seal_whose_answer_never_came_is_sent_again_as_the_same_bytes() {
+    lost_swap(Format::Claimed).await;
+}
+
+async fn lost_swap(format: Format) {
+    let format_4 = format == Format::Entries;
     let dir = tempfile::tempdir().expect("tmp");
     let etcd = Etcd::start(dir.path()).await.expect("etcd");
     let prefix = "/sion-ledger/lost-swap/";
@@ -69,11 +75,7 @@ async fn lost_swap(format_4: bool) {
     let hold = Arc::new(hold);
     let url = proxy(etcd.url(), hold.clone()).await;
     let key = ed25519_dalek::SigningKey::from_bytes(&[61; 32]);
-    let mut ledger = if format_4 {
-        FleetLedger::init_format(&[url.as_str()], prefix, key, Format::Entries).await.expect("init")
-    } else {
-        FleetLedger::init(&[url.as_str()], prefix, key).await.expect("init")
-    };
+    let mut ledger = FleetLedger::init_format(&[url.as_str()], prefix, key, format).await.expect("init");
     let robots = common::robots(&mut ledger, 70, 1).await;
     let (writer, log) = &robots[0];
     ledger.submit(common::commit(writer, 1, *log, 0, 0, 10)).await.expect("a first commit");

@@ -44,11 +44,14 @@ pub struct Intercept {
 }
 
 impl Intercept {
-    /// A proxy's rule for requests naming `needle`, unarmed, letting none through first.
+    /// A proxy's rule for requests naming `needle` (not empty), unarmed, letting none through
+    /// first.
     pub fn new(rule: Rule, needle: impl Into<Vec<u8>>) -> Self {
+        let needle = needle.into();
+        assert!(!needle.is_empty(), "a proxy's needle names a key");
         Self {
             rule,
-            needle: needle.into(),
+            needle,
             min_bytes: 0,
             armed: AtomicBool::new(false),
             passes: AtomicU64::new(0),
