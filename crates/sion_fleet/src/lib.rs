@@ -202,6 +202,16 @@ fn transient(e: &etcd_client::Error) -> bool {
             || text.contains("raft proposal dropped"))
 }
 
+/// Members taken out of the etcd client's rotation because a connection to their port failed
+/// at once (or two probes in a row timed out), each member's probes timed out in a row, and
+/// when the members were last probed ([`FleetLedger::heal`]).
+#[derive(Default)]
+struct Heal {
+    benched: std::collections::BTreeSet<String>,
+    timeouts: BTreeMap<String, u32>,
+    probed: Option<std::time::Instant>,
+}
+
 /// What probing a member's port found ([`FleetLedger::heal`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Probe {
@@ -306,12 +316,9 @@ pub struct FleetLedger {
     since_snapshot: u64,
     /// What one Pulse's etcd transaction may hold.
     limits: TxnLimits,
-    /// Members taken out of the client's rotation because their port refused a connection (or
-    /// let two probes in a row time out), each member's probes timed out in a row, and when the
-    /// members were last probed ([`FleetLedger::heal`]).
-    benched: std::collections::BTreeSet<String>,
-    timeouts: BTreeMap<String, u32>,
-    probed: Option<std::time::Instant>,
+    /// What [`FleetLedger::heal`] knows of the members: shared with this front-end's readers,
+    /// as the etcd client whose rotation it edits is.
+    heal: std::sync::Arc<tokio::sync::Mutex<Heal>>,
     /// The latest checkpoint of the ledger's history this front-end checked or wrote, with its
     /// open tiles (docs/FLEET-LEDGER.md, "Checkpoints").
     history: Option<history::Held>,
@@ -749,7 +756,10 @@ impl FleetLedger {
     /// 200 ms (a host gone; one slow answer is a busy machine, not a dead member). A member
     /// back up is put back at the next probe; if none answers, all are kept.
     async fn heal(&mut self) {
-        if self.probed.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(250)) {
+        // One probe at a time among the front-ends sharing this client: the others go on.
+        let Ok(mut heal) = std::sync::Arc::clone(&self.heal).try_lock_owned() else { return };
+        let heal = &mut *heal;
+        if heal.probed.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(250)) {
             return;
         }
         let all: Vec<String> = self.endpoints.split(',').map(str::to_owned).collect();
@@ -773,31 +783,31 @@ impl FleetLedger {
         // Each member up, down, or (one probe timed out) left as it was. Timeouts count as in a
         // row only between probes of one stall: a timeout seconds after the last probe starts
         // the count again.
-        if self.probed.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(2)) {
-            self.timeouts.clear();
+        if heal.probed.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(2)) {
+            heal.timeouts.clear();
         }
-        let before = self.timeouts.clone();
+        let before = heal.timeouts.clone();
         let mut verdicts: BTreeMap<String, Option<bool>> = BTreeMap::new();
         while let Some(probed) = probes.join_next().await {
             let Ok((e, answer)) = probed else { continue };
-            let strikes = self.timeouts.entry(e.clone()).or_default();
+            let strikes = heal.timeouts.entry(e.clone()).or_default();
             verdicts.insert(e, answer.verdict(strikes));
         }
-        self.probed = Some(std::time::Instant::now());
+        heal.probed = Some(std::time::Instant::now());
         if !verdicts.values().any(|v| *v == Some(true)) {
             // None answered: the fault may be this front-end's own; keep every member, and
             // count none of this round's timeouts against them.
             verdicts = all.iter().map(|e| (e.clone(), Some(true))).collect();
-            self.timeouts = before;
+            heal.timeouts = before;
         }
         for e in &all {
-            let benched = self.benched.contains(e);
+            let benched = heal.benched.contains(e);
             match verdicts.get(e).copied().flatten() {
                 Some(false) if !benched && self.client.remove_endpoint(e).await.is_ok() => {
-                    self.benched.insert(e.clone());
+                    heal.benched.insert(e.clone());
                 }
                 Some(true) if benched && self.client.add_endpoint(e).await.is_ok() => {
-                    self.benched.remove(e);
+                    heal.benched.remove(e);
                 }
                 _ => {}
             }
@@ -860,9 +870,7 @@ impl FleetLedger {
             pending: None,
             since_snapshot: 0,
             limits: TxnLimits::default(),
-            benched: Default::default(),
-            timeouts: Default::default(),
-            probed: None,
+            heal: Default::default(),
             history: None,
             turn_seen: 0,
             turn_mark: turn_mark(),
@@ -1046,9 +1054,7 @@ impl FleetLedger {
             pending: None,
             since_snapshot: 0,
             limits: self.limits,
-            benched: Default::default(),
-            timeouts: Default::default(),
-            probed: None,
+            heal: std::sync::Arc::clone(&self.heal),
             history: None,
             turn_seen: self.turn_seen,
             turn_mark: turn_mark(),
