@@ -311,6 +311,16 @@ fn read_summary(r: &mut Reader<'_>) -> Result<Summary, WireError> {
     Ok(Summary { bbox, tally, digest: r.array("digest")? })
 }
 
+/// The bytes of a run record of these entries (as `Record::Run(..).encode_into`), from a
+/// borrowed slice: a bucket's new run is written without copying it first.
+pub fn encode_run(entries: &[Entry], out: &mut Vec<u8>) {
+    out.put_u8(kind::RUN);
+    out.put_u32(entries.len() as u32);
+    for e in entries {
+        put_entry(out, e);
+    }
+}
+
 fn put_entry(out: &mut Vec<u8>, e: &Entry) {
     out.put_u64(e.position);
     out.put_bytes(&e.id.0);
@@ -520,13 +530,7 @@ impl Record {
                     put_summary(out, s);
                 }
             }
-            Record::Run(run) => {
-                out.put_u8(kind::RUN);
-                out.put_u32(run.entries.len() as u32);
-                for e in &run.entries {
-                    put_entry(out, e);
-                }
-            }
+            Record::Run(run) => encode_run(&run.entries, out),
             Record::Node(n) => {
                 out.put_u8(kind::NODE);
                 put_slot(out, &n.left);

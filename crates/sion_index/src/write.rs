@@ -24,7 +24,7 @@ use sion_verify::merkle::{Blake3, Digest, Frontier, TreeHasher as _};
 use super::map::MemMap;
 use super::record::{
     BucketRec, CellItem, CellsRec, CritChild, FULL_RUN, FrameRec, ListNodeRec, ListRec, ListRunRec, ListSlot,
-    NodeRec, Period, PlaceFrame, PlacesRec, Ptr, Record, RootFrame, RootRec, RunRec, RunRef, Slot,
+    NodeRec, Period, PlaceFrame, PlacesRec, Ptr, Record, RootFrame, RootRec, RunRef, Slot,
 };
 use super::store::Store;
 use super::tree::{BlockTree, Shape, root_of};
@@ -1007,6 +1007,15 @@ impl HotBucket {
         }
         self.count += 1;
         self.last_position = entry.position;
+        if self.partial.len() == self.partial.capacity() {
+            // Room at once for the atoms of this fold still coming here (`pending`), within the
+            // block: growing one doubling at a time copied a build's entries about twice over
+            // (a tenth of a build's time, measured).
+            let len = self.partial.len();
+            let room = block.saturating_sub(self.unread).max(len + 1);
+            let want = (len * 2).max(len + self.pending + 1).clamp(len + 1, room);
+            self.partial.reserve_exact(want - len);
+        }
         self.partial.push(entry);
         self.dirty = true;
         self.touched = seals;
@@ -1092,8 +1101,7 @@ impl HotBucket {
         for (i, run) in self.runs.iter_mut().enumerate() {
             if run.ptr == 0 {
                 let start = starts[i];
-                let entries = self.partial[start..start + run.count as usize].to_vec();
-                run.ptr = store.append(Record::Run(RunRec { entries }));
+                run.ptr = store.append_run(&self.partial[start..start + run.count as usize]);
             }
         }
         self.in_runs = self.partial.len();
