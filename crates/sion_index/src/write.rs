@@ -77,6 +77,59 @@ enum Owner {
     Subject([u8; 32], u32),
 }
 
+/// The hot buckets, a place's and a subject's, by number: a fold looks an atom's buckets up
+/// once, in its first phase, and its second phase and the seal go to them by number (two
+/// lookups an atom, in tables whose values are whole buckets, were a fifth of a build's fold,
+/// measured).
+#[derive(Default)]
+struct Buckets {
+    places: HashMap<BucketKey, u32>,
+    subjects: HashMap<([u8; 32], u32), u32>,
+    items: Vec<HotBucket>,
+    /// Whose each numbered bucket is (None: the number is free).
+    owners: Vec<Option<Owner>>,
+    free: Vec<u32>,
+}
+
+impl Buckets {
+    /// Hold `bucket` as `owner`'s (which holds none); its number.
+    fn insert(&mut self, owner: Owner, bucket: HotBucket) -> u32 {
+        let n = match self.free.pop() {
+            Some(n) => {
+                self.items[n as usize] = bucket;
+                self.owners[n as usize] = Some(owner);
+                n
+            }
+            None => {
+                self.items.push(bucket);
+                self.owners.push(Some(owner));
+                (self.items.len() - 1) as u32
+            }
+        };
+        match owner {
+            Owner::Place(key) => self.places.insert(key, n),
+            Owner::Subject(subject, frame) => self.subjects.insert((subject, frame), n),
+        };
+        n
+    }
+
+    /// Let bucket `n` go.
+    fn remove(&mut self, n: u32) -> Option<HotBucket> {
+        let owner = self.owners.get_mut(n as usize)?.take()?;
+        match owner {
+            Owner::Place(key) => self.places.remove(&key),
+            Owner::Subject(subject, frame) => self.subjects.remove(&(subject, frame)),
+        };
+        self.free.push(n);
+        Some(std::mem::take(&mut self.items[n as usize]))
+    }
+
+    /// The buckets held.
+    fn held(&self) -> impl Iterator<Item = &HotBucket> {
+        self.items.iter().zip(&self.owners).filter(|(_, o)| o.is_some()).map(|(b, _)| b)
+    }
+}
+
 /// A subject's places the writer holds: its bucket in each frame, by frame name.
 #[derive(Debug, Clone, Default)]
 struct HotPlaces {
@@ -148,13 +201,12 @@ pub struct Writer {
     frame_names: Vec<String>,
     /// The latest record of each frame numbered so far (None: no record yet).
     frame_recs: Vec<Option<FrameRec>>,
-    buckets: HashMap<BucketKey, HotBucket>,
-    /// Each subject's bucket in each frame (index version 4), by (subject key, frame).
-    subject_buckets: HashMap<([u8; 32], u32), HotBucket>,
+    /// Each place's bucket, and each subject's in each frame (index version 4).
+    buckets: Buckets,
     /// Subjects' places, as last sealed (loaded when an atom about the subject comes).
     places: HashMap<[u8; 32], HotPlaces>,
     /// The buckets an atom went to since the last seal (a seal need not scan every hot one).
-    dirty_buckets: Vec<Owner>,
+    dirty_buckets: Vec<(Owner, u32)>,
     /// The latest cell list of each (frame, period) a hot bucket is in.
     cells_at: HashMap<(u32, Period), Option<Ptr>>,
     lists: [HashMap<[u8; 32], HotList>; 2],
@@ -301,8 +353,7 @@ impl Writer {
             frame_numbers: HashMap::default(),
             frame_names: Vec::new(),
             frame_recs: Vec::new(),
-            buckets: HashMap::default(),
-            subject_buckets: HashMap::default(),
+            buckets: Buckets::default(),
             places: HashMap::default(),
             dirty_buckets: Vec::new(),
             cells_at: HashMap::default(),
@@ -373,7 +424,7 @@ impl Writer {
                 frame_recs: &self.frame_recs,
                 places_root: latest.and_then(|r| r.places),
                 buckets: &mut self.buckets,
-                subject_buckets: &mut self.subject_buckets,
+                numbers: Vec::new(),
                 places: &mut self.places,
                 cells_at: &mut self.cells_at,
                 places_map: places,
@@ -497,7 +548,7 @@ impl Writer {
         let mut owners = std::mem::take(&mut self.dirty_buckets);
         owners.sort_unstable();
         owners.dedup();
-        owners.retain(|o| self.hot_bucket(*o).is_some_and(|b| b.dirty));
+        owners.retain(|&(_, n)| self.buckets.items.get(n as usize).is_some_and(|b| b.dirty));
         let mut past_buckets = false;
         match self.seal_owners(&owners, &mut past_buckets) {
             Ok(root) => Ok(root),
@@ -511,8 +562,8 @@ impl Writer {
                 // In the buckets (a read back failed), nothing folded is lost: every bucket of
                 // this seal is dirty again (those it wrote are written again, the same, by the
                 // next seal, with their cells and places).
-                for o in &owners {
-                    if let Some(b) = self.hot_bucket_mut(*o) {
+                for &(_, n) in &owners {
+                    if let Some(b) = self.buckets.items.get_mut(n as usize) {
                         b.dirty = true;
                     }
                 }
@@ -522,22 +573,12 @@ impl Writer {
         }
     }
 
-    fn hot_bucket(&self, owner: Owner) -> Option<&HotBucket> {
-        match owner {
-            Owner::Place(key) => self.buckets.get(&key),
-            Owner::Subject(subject, frame) => self.subject_buckets.get(&(subject, frame)),
-        }
-    }
-
-    fn hot_bucket_mut(&mut self, owner: Owner) -> Option<&mut HotBucket> {
-        match owner {
-            Owner::Place(key) => self.buckets.get_mut(&key),
-            Owner::Subject(subject, frame) => self.subject_buckets.get_mut(&(subject, frame)),
-        }
-    }
-
     /// The seal of [`Writer::seal`], given its dirty buckets (sorted).
-    fn seal_owners(&mut self, owners: &[Owner], past_buckets: &mut bool) -> Result<Arc<RootRec>, IndexError> {
+    fn seal_owners(
+        &mut self,
+        owners: &[(Owner, u32)],
+        past_buckets: &mut bool,
+    ) -> Result<Arc<RootRec>, IndexError> {
         let store = Arc::clone(&self.store);
         let trace = std::env::var_os("SION_SEAL_TRACE").is_some();
         let t0 = std::time::Instant::now();
@@ -555,7 +596,7 @@ impl Writer {
         while done < owners.len() {
             let (mut end, mut bytes) = (done, 0usize);
             while end < owners.len() && (end == done || bytes < slice_bytes) {
-                bytes = bytes.saturating_add(self.hot_bucket(owners[end]).map_or(0, |b| {
+                bytes = bytes.saturating_add(self.buckets.items.get(owners[end].1 as usize).map_or(0, |b| {
                     (b.unread + b.partial.len() + b.completed.len() * b.completed.first().map_or(0, Vec::len))
                         * size_of::<Entry>()
                 }));
@@ -727,8 +768,8 @@ impl Writer {
                 "seal {}: {marks:?} hot {} buckets {}+{} lists {}+{} places {} map nodes {}+{}+{} cache {cached} B, {hits} hits, {misses} misses, node file {} B",
                 self.size,
                 self.hot_bytes,
-                self.buckets.len(),
-                self.subject_buckets.len(),
+                self.buckets.places.len(),
+                self.buckets.subjects.len(),
                 self.lists[0].len(),
                 self.lists[1].len(),
                 self.places.len(),
@@ -747,14 +788,14 @@ impl Writer {
     fn seal_buckets(
         &mut self,
         store: &Store,
-        owners: &[Owner],
+        owners: &[(Owner, u32)],
         changed_cells: &mut BTreeMap<(u32, Period), Vec<CellItem>>,
         changed_places: &mut BTreeMap<[u8; 32], Vec<(u32, Ptr, Summary)>>,
     ) -> Result<(), IndexError> {
-        let mut slice: Vec<(Owner, HotBucket)> = Vec::with_capacity(owners.len());
-        for &owner in owners {
-            if let Some(b) = self.hot_bucket_mut(owner) {
-                slice.push((owner, std::mem::take(b)));
+        let mut slice: Vec<((Owner, u32), HotBucket)> = Vec::with_capacity(owners.len());
+        for &(owner, n) in owners {
+            if let Some(b) = self.buckets.items.get_mut(n as usize) {
+                slice.push(((owner, n), std::mem::take(b)));
             }
         }
         // Reads first, and nothing else until they all succeed: a failed one puts every
@@ -790,7 +831,7 @@ impl Writer {
                 // worth more of the budget (measured: a re-fold 10 % faster, commits the same).
                 b.let_go();
             }
-            match owner {
+            match owner.0 {
                 Owner::Place(key) => {
                     changed_cells.entry((key.frame, key.period)).or_default().push(CellItem {
                         cell: key.cell,
@@ -809,12 +850,11 @@ impl Writer {
     }
 
     /// Put buckets taken out for a seal back where they were (written or not).
-    fn put_back(&mut self, buckets: impl IntoIterator<Item = (Owner, HotBucket)>) {
-        for (owner, b) in buckets {
-            match owner {
-                Owner::Place(key) => self.buckets.insert(key, b),
-                Owner::Subject(subject, frame) => self.subject_buckets.insert((subject, frame), b),
-            };
+    fn put_back(&mut self, buckets: impl IntoIterator<Item = ((Owner, u32), HotBucket)>) {
+        for ((_, n), b) in buckets {
+            if let Some(slot) = self.buckets.items.get_mut(n as usize) {
+                *slot = b;
+            }
         }
     }
 
@@ -831,13 +871,21 @@ impl Writer {
             return;
         }
         let floor = self.budget.hot_bytes / 2;
-        evict_buckets(&mut self.buckets, &mut self.hot_bytes, floor);
-        evict_buckets(&mut self.subject_buckets, &mut self.hot_bytes, floor);
+        // A place's buckets first, then a subject's, each least lately touched first.
+        let places = self.buckets.places.iter().map(|(k, n)| (*k, *n)).collect();
+        evict_buckets(&mut self.buckets, places, &mut self.hot_bytes, floor);
+        let subjects = self.buckets.subjects.iter().map(|(k, n)| (*k, *n)).collect();
+        evict_buckets(&mut self.buckets, subjects, &mut self.hot_bytes, floor);
         // A subject's places are sealed whenever its buckets are: clean unless one is dirty.
         let mut places: Vec<(u64, [u8; 32])> = self.places.iter().map(|(k, p)| (p.touched, *k)).collect();
         places.sort_unstable();
-        let dirty: std::collections::HashSet<[u8; 32]> =
-            self.subject_buckets.iter().filter(|(_, b)| b.dirty).map(|((k, _), _)| *k).collect();
+        let dirty: std::collections::HashSet<[u8; 32]> = self
+            .buckets
+            .subjects
+            .iter()
+            .filter(|(_, n)| self.buckets.items.get(**n as usize).is_some_and(|b| b.dirty))
+            .map(|((k, _), _)| *k)
+            .collect();
         for (_, key) in places {
             if self.hot_bytes <= self.budget.hot_bytes / 2 {
                 break;
@@ -868,10 +916,9 @@ impl Writer {
 
     /// Count what is hot afresh.
     fn recount(&mut self) {
-        self.hot_bytes =
-            self.buckets.values().chain(self.subject_buckets.values()).map(bucket_bytes).sum::<usize>()
-                + self.lists.iter().flat_map(|m| m.values()).map(list_bytes).sum::<usize>()
-                + self.places.values().map(places_bytes).sum::<usize>();
+        self.hot_bytes = self.buckets.held().map(bucket_bytes).sum::<usize>()
+            + self.lists.iter().flat_map(|m| m.values()).map(list_bytes).sum::<usize>()
+            + self.places.values().map(places_bytes).sum::<usize>();
     }
 }
 
@@ -890,24 +937,22 @@ fn places_bytes(p: &HotPlaces) -> usize {
     HOT_PLACES_BYTES + p.frames.len() * PLACE_FRAME_BYTES
 }
 
-/// Let a map's clean buckets go, least lately touched first, until `hot_bytes` is at `floor`.
-fn evict_buckets<K: Copy + Ord + std::hash::Hash>(
-    buckets: &mut HashMap<K, HotBucket>,
-    hot_bytes: &mut usize,
-    floor: usize,
-) {
-    let mut order: Vec<(u64, K)> = buckets.iter().map(|(k, b)| (b.touched, *k)).collect();
+/// Let clean buckets of `those` (each with its key, for the order of equals, and its number)
+/// go, least lately touched first, until `hot_bytes` is at `floor`.
+fn evict_buckets<K: Ord>(buckets: &mut Buckets, those: Vec<(K, u32)>, hot_bytes: &mut usize, floor: usize) {
+    let touched = |n: u32| buckets.items.get(n as usize).map_or(0, |b| b.touched);
+    let mut order: Vec<(u64, K, u32)> = those.into_iter().map(|(k, n)| (touched(n), k, n)).collect();
     order.sort_unstable();
-    for (_, key) in order {
+    for (_, _, n) in order {
         if *hot_bytes <= floor {
             break;
         }
         debug_assert!(
-            buckets.get(&key).is_none_or(|b| b.pending == 0),
+            buckets.items.get(n as usize).is_none_or(|b| b.pending == 0),
             "a fold left atoms counted as coming"
         );
-        if buckets.get(&key).is_some_and(|b| !b.dirty)
-            && let Some(b) = buckets.remove(&key)
+        if buckets.items.get(n as usize).is_some_and(|b| !b.dirty)
+            && let Some(b) = buckets.remove(n)
         {
             *hot_bytes = hot_bytes.saturating_sub(bucket_bytes(&b));
         }
@@ -1195,6 +1240,9 @@ fn join<A: Send, B: Send>(both: bool, a: impl FnOnce() -> A + Send, b: impl FnOn
     if both { rayon::join(a, b) } else { (a(), b()) }
 }
 
+/// No bucket (an atom about no subject has no subject's bucket).
+const NONE: u32 = u32::MAX;
+
 /// The bucket of an atom's place.
 fn place_key(p: &Prepared, frame: u32) -> BucketKey {
     BucketKey { frame, period: p.period, cell: p.cell, kind: p.entry.kind }
@@ -1280,12 +1328,14 @@ struct BucketSide<'a> {
     frame_names: &'a [String],
     frame_recs: &'a [Option<FrameRec>],
     places_root: Option<CritChild>,
-    buckets: &'a mut HashMap<BucketKey, HotBucket>,
-    subject_buckets: &'a mut HashMap<([u8; 32], u32), HotBucket>,
+    buckets: &'a mut Buckets,
+    /// Each atom's buckets made ready by the first phase: its place's, and its subject's (or
+    /// `NONE`).
+    numbers: Vec<(u32, u32)>,
     places: &'a mut HashMap<[u8; 32], HotPlaces>,
     cells_at: &'a mut HashMap<(u32, Period), Option<Ptr>>,
     places_map: &'a mut Option<MemMap>,
-    dirty_buckets: &'a mut Vec<Owner>,
+    dirty_buckets: &'a mut Vec<(Owner, u32)>,
     seals: u64,
     /// How many atoms the first phase made ready (each counted in its buckets' `pending`).
     walked: usize,
@@ -1294,11 +1344,11 @@ struct BucketSide<'a> {
 }
 
 impl BucketSide<'_> {
-    /// The bucket of a place, loaded from the store if it is not hot.
-    fn bucket(&mut self, key: BucketKey) -> Result<&mut HotBucket, IndexError> {
-        match self.buckets.entry(key) {
-            MapEntry::Occupied(o) => Ok(o.into_mut()),
-            MapEntry::Vacant(v) => {
+    /// The number of a place's bucket, loaded from the store if it is not hot.
+    fn bucket(&mut self, key: BucketKey) -> Result<u32, IndexError> {
+        match self.buckets.places.get(&key) {
+            Some(&n) => Ok(n),
+            None => {
                 let mut hot = HotBucket::default();
                 if let Some(cells) =
                     cells_ptr(self.store, self.frame_recs, self.cells_at, key.frame, key.period)?
@@ -1315,16 +1365,16 @@ impl BucketSide<'_> {
                         hot = load_bucket(self.store, ptr)?;
                     }
                 }
-                Ok(v.insert(hot))
+                Ok(self.buckets.insert(Owner::Place(key), hot))
             }
         }
     }
 
-    /// A subject's bucket in a frame, loaded from the store if it is not hot.
-    fn subject_bucket(&mut self, key: [u8; 32], frame: u32) -> Result<&mut HotBucket, IndexError> {
-        match self.subject_buckets.entry((key, frame)) {
-            MapEntry::Occupied(o) => Ok(o.into_mut()),
-            MapEntry::Vacant(v) => {
+    /// The number of a subject's bucket in a frame, loaded from the store if it is not hot.
+    fn subject_bucket(&mut self, key: [u8; 32], frame: u32) -> Result<u32, IndexError> {
+        match self.buckets.subjects.get(&(key, frame)) {
+            Some(&n) => Ok(n),
+            None => {
                 let name = self
                     .frame_names
                     .get(frame as usize)
@@ -1347,7 +1397,7 @@ impl BucketSide<'_> {
                     Some(ptr) => load_bucket(self.store, ptr)?,
                     None => HotBucket::default(),
                 };
-                Ok(v.insert(hot))
+                Ok(self.buckets.insert(Owner::Subject(key, frame), hot))
             }
         }
     }
@@ -1356,6 +1406,8 @@ impl BucketSide<'_> {
     /// (its index and why).
     fn ready_all(&mut self, prepared: &[Prepared], frames: &[u32]) -> Result<(), (usize, IndexError)> {
         self.walked = 0;
+        self.numbers.clear();
+        self.numbers.reserve(prepared.len());
         for (i, (p, &frame)) in prepared.iter().zip(frames).enumerate() {
             self.ready(p, frame).map_err(|e| (i, e))?;
             self.walked = i + 1;
@@ -1367,26 +1419,30 @@ impl BucketSide<'_> {
     /// fills it; the atom is counted in their `pending` only if every read succeeds.
     fn ready(&mut self, p: &Prepared, frame: u32) -> Result<(), IndexError> {
         let store = self.store;
-        let key = place_key(p, frame);
-        let b = self.bucket(key)?;
+        let gone = || damaged("a bucket taken up is not held".into());
+        let place = self.bucket(place_key(p, frame))?;
+        let b = self.buckets.items.get_mut(place as usize).ok_or_else(gone)?;
         let mut read = b.ready(store, BLOCK)?;
         b.pending += 1;
+        let mut subject_number = NONE;
         if let Some(subject) = p.subject {
-            let ready = self.subject_bucket(subject, frame).and_then(|s| {
+            let ready = self.subject_bucket(subject, frame).and_then(|n| {
+                let s = self.buckets.items.get_mut(n as usize).ok_or_else(gone)?;
                 let read = s.ready(store, SUBJECT_BLOCK)?;
                 s.pending += 1;
-                Ok(read)
+                Ok((n, read))
             });
             match ready {
-                Ok(more) => read += more,
+                Ok((n, more)) => (subject_number, read) = (n, read + more),
                 Err(e) => {
-                    if let Some(b) = self.buckets.get_mut(&key) {
+                    if let Some(b) = self.buckets.items.get_mut(place as usize) {
                         b.pending -= 1;
                     }
                     return Err(e);
                 }
             }
         }
+        self.numbers.push((place, subject_number));
         self.grown += read * size_of::<Entry>();
         Ok(())
     }
@@ -1395,22 +1451,22 @@ impl BucketSide<'_> {
     /// taken off their buckets' `pending`.
     fn push_all(&mut self, prepared: &[Prepared], frames: &[u32], taken: usize) -> Result<(), IndexError> {
         let gone = || damaged("a bucket made ready is not held".into());
-        for (i, (p, &frame)) in prepared.iter().zip(frames).enumerate().take(self.walked) {
-            let key = place_key(p, frame);
-            let b = self.buckets.get_mut(&key).ok_or_else(gone)?;
+        let made_ready = prepared.iter().zip(frames).zip(&self.numbers).enumerate().take(self.walked);
+        for (i, ((p, &frame), &(place, subject_number))) in made_ready {
+            let b = self.buckets.items.get_mut(place as usize).ok_or_else(gone)?;
             b.pending -= 1;
             if i < taken {
                 if b.push(p.entry, self.seals, BLOCK) {
-                    self.dirty_buckets.push(Owner::Place(key));
+                    self.dirty_buckets.push((Owner::Place(place_key(p, frame)), place));
                 }
                 self.grown += size_of::<Entry>();
             }
             if let Some(subject) = p.subject {
-                let s = self.subject_buckets.get_mut(&(subject, frame)).ok_or_else(gone)?;
+                let s = self.buckets.items.get_mut(subject_number as usize).ok_or_else(gone)?;
                 s.pending -= 1;
                 if i < taken {
                     if s.push(p.entry, self.seals, SUBJECT_BLOCK) {
-                        self.dirty_buckets.push(Owner::Subject(subject, frame));
+                        self.dirty_buckets.push((Owner::Subject(subject, frame), subject_number));
                     }
                     self.grown += size_of::<Entry>();
                 }
