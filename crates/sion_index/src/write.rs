@@ -6,8 +6,8 @@
 //! full blocks, buckets, cell lists, the hour lists' changed paths, frames, lists and the
 //! maps' changed paths — and a root that names them all. Nothing written before is touched.
 
-use std::collections::BTreeMap;
 use std::collections::hash_map::Entry as MapEntry;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -809,16 +809,42 @@ impl Writer {
                 return Err(e);
             }
         };
-        let trees: Vec<(Vec<BlockTree>, Option<Summary>)> = slice
-            .par_iter_mut()
-            .map(|(_, b)| {
-                let full: Vec<BlockTree> = b.completed.drain(..).map(BlockTree::build).collect();
-                let partial = (!b.partial.is_empty()).then(|| BlockTree::build(b.partial.clone()).root());
-                (full, partial)
-            })
-            .collect();
-        let mut written = slice.into_iter().zip(trees).zip(read);
-        while let Some((((owner, mut b), (full, partial)), read)) = written.next() {
+        // The k-d trees of a part of the buckets on every core; then each part written, in
+        // order, on this thread while the next part's trees are built (the other core sat idle
+        // through the writes, a third of a build's seal).
+        let mut parts: VecDeque<Vec<Taken>> = VecDeque::new();
+        let mut taken = slice.into_iter().zip(read).peekable();
+        while taken.peek().is_some() {
+            parts.push_back(taken.by_ref().take(SEAL_PART).collect());
+        }
+        let Some(first) = parts.front_mut() else { return Ok(()) };
+        let mut trees = trees_of(first);
+        while let Some(part) = parts.pop_front() {
+            let (written, next) = join(
+                !parts.is_empty(),
+                || self.write_buckets(store, part, trees, changed_cells, changed_places),
+                || parts.front_mut().map(|p| trees_of(p)),
+            );
+            if let Err(e) = written {
+                self.put_back(parts.into_iter().flatten().map(|(ob, _)| ob));
+                return Err(e);
+            }
+            trees = next.unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    /// Write a part of a seal's buckets, given their trees, in order.
+    fn write_buckets(
+        &mut self,
+        store: &Store,
+        part: Vec<Taken>,
+        trees: Vec<(Vec<BlockTree>, Option<Summary>)>,
+        changed_cells: &mut BTreeMap<(u32, Period), Vec<CellItem>>,
+        changed_places: &mut BTreeMap<[u8; 32], Vec<(u32, Ptr, Summary)>>,
+    ) -> Result<(), IndexError> {
+        let mut written = part.into_iter().zip(trees);
+        while let Some((((owner, mut b), read), (full, partial))) = written.next() {
             let (ptr, root) = match b.write(store, full, partial) {
                 Ok(done) => done,
                 Err(e) => {
@@ -1233,6 +1259,27 @@ impl HotList {
         }
         self.full.push(slot);
     }
+}
+
+/// A bucket taken out for a seal: whose it is, its number, and how many entries were read
+/// back for it.
+type Taken = (((Owner, u32), HotBucket), usize);
+
+/// Buckets a seal writes while the next as many have their trees built (the records are the
+/// same for any part; a debug build's are small, so that tests of a few thousand atoms seal in
+/// many parts).
+const SEAL_PART: usize = if cfg!(debug_assertions) { 64 } else { 8_192 };
+
+/// The k-d trees of buckets taken out for a seal, on every core: each filled block's, and the
+/// root of the partial block's.
+fn trees_of(part: &mut [Taken]) -> Vec<(Vec<BlockTree>, Option<Summary>)> {
+    part.par_iter_mut()
+        .map(|((_, b), _)| {
+            let full: Vec<BlockTree> = b.completed.drain(..).map(BlockTree::build).collect();
+            let partial = (!b.partial.is_empty()).then(|| BlockTree::build(b.partial.clone()).root());
+            (full, partial)
+        })
+        .collect()
 }
 
 /// Run `a` and `b`, on two cores if `both`.
