@@ -106,10 +106,12 @@ impl Buckets {
                 (self.items.len() - 1) as u32
             }
         };
-        match owner {
+        debug_assert!(n < NONE, "more buckets held than numbers");
+        let held = match owner {
             Owner::Place(key) => self.places.insert(key, n),
             Owner::Subject(subject, frame) => self.subjects.insert((subject, frame), n),
         };
+        debug_assert!(held.is_none(), "a bucket held twice");
         n
     }
 
@@ -203,6 +205,8 @@ pub struct Writer {
     frame_recs: Vec<Option<FrameRec>>,
     /// Each place's bucket, and each subject's in each frame (index version 4).
     buckets: Buckets,
+    /// The fold's bucket numbers of each atom (kept, so that a fold of one atom allocates none).
+    bucket_numbers: Vec<(u32, u32)>,
     /// Subjects' places, as last sealed (loaded when an atom about the subject comes).
     places: HashMap<[u8; 32], HotPlaces>,
     /// The buckets an atom went to since the last seal (a seal need not scan every hot one).
@@ -354,6 +358,7 @@ impl Writer {
             frame_names: Vec::new(),
             frame_recs: Vec::new(),
             buckets: Buckets::default(),
+            bucket_numbers: Vec::new(),
             places: HashMap::default(),
             dirty_buckets: Vec::new(),
             cells_at: HashMap::default(),
@@ -424,7 +429,7 @@ impl Writer {
                 frame_recs: &self.frame_recs,
                 places_root: latest.and_then(|r| r.places),
                 buckets: &mut self.buckets,
-                numbers: Vec::new(),
+                numbers: &mut self.bucket_numbers,
                 places: &mut self.places,
                 cells_at: &mut self.cells_at,
                 places_map: places,
@@ -548,13 +553,19 @@ impl Writer {
         let mut owners = std::mem::take(&mut self.dirty_buckets);
         owners.sort_unstable();
         owners.dedup();
-        owners.retain(|&(_, n)| self.buckets.items.get(n as usize).is_some_and(|b| b.dirty));
+        // A number is its owner's while the bucket is dirty (only clean ones are let go); checked
+        // all the same, so a number freed and given again is never sealed as another's.
+        owners.retain(|&(o, n)| {
+            self.buckets.owners.get(n as usize) == Some(&Some(o))
+                && self.buckets.items.get(n as usize).is_some_and(|b| b.dirty)
+        });
         let mut past_buckets = false;
         match self.seal_owners(&owners, &mut past_buckets) {
             Ok(root) => Ok(root),
             Err(e) if past_buckets => {
-                // Past the buckets, what the writer holds (cell lists, frames, lists, maps)
-                // has moved ahead of the store: go no further.
+                // Past the buckets (or in one as it was written), what the writer holds (cell
+                // lists, frames, lists, maps, filled blocks) is not what the store has: go no
+                // further.
                 self.interrupted = Some(e.to_string());
                 Err(e)
             }
@@ -602,7 +613,13 @@ impl Writer {
                 }));
                 end += 1;
             }
-            self.seal_buckets(&store, &owners[done..end], &mut changed_cells, &mut changed_places)?;
+            self.seal_buckets(
+                &store,
+                &owners[done..end],
+                &mut changed_cells,
+                &mut changed_places,
+                past_buckets,
+            )?;
             done = end;
         }
         *past_buckets = true;
@@ -791,6 +808,7 @@ impl Writer {
         owners: &[(Owner, u32)],
         changed_cells: &mut BTreeMap<(u32, Period), Vec<CellItem>>,
         changed_places: &mut BTreeMap<[u8; 32], Vec<(u32, Ptr, Summary)>>,
+        past_buckets: &mut bool,
     ) -> Result<(), IndexError> {
         let mut slice: Vec<((Owner, u32), HotBucket)> = Vec::with_capacity(owners.len());
         for &(owner, n) in owners {
@@ -826,6 +844,10 @@ impl Writer {
                 || parts.front_mut().map(|p| trees_of(p)),
             );
             if let Err(e) = written {
+                // A bucket failed as it was written: its filled blocks (and the next part's,
+                // in trees dropped here) are gone from what the writer holds, so it goes no
+                // further, as past the buckets.
+                *past_buckets = true;
                 self.put_back(parts.into_iter().flatten().map(|(ob, _)| ob));
                 return Err(e);
             }
@@ -877,7 +899,12 @@ impl Writer {
 
     /// Put buckets taken out for a seal back where they were (written or not).
     fn put_back(&mut self, buckets: impl IntoIterator<Item = ((Owner, u32), HotBucket)>) {
-        for ((_, n), b) in buckets {
+        for ((o, n), b) in buckets {
+            debug_assert_eq!(
+                self.buckets.owners.get(n as usize),
+                Some(&Some(o)),
+                "a bucket put back is its owner's"
+            );
             if let Some(slot) = self.buckets.items.get_mut(n as usize) {
                 *slot = b;
             }
@@ -1378,7 +1405,7 @@ struct BucketSide<'a> {
     buckets: &'a mut Buckets,
     /// Each atom's buckets made ready by the first phase: its place's, and its subject's (or
     /// `NONE`).
-    numbers: Vec<(u32, u32)>,
+    numbers: &'a mut Vec<(u32, u32)>,
     places: &'a mut HashMap<[u8; 32], HotPlaces>,
     cells_at: &'a mut HashMap<(u32, Period), Option<Ptr>>,
     places_map: &'a mut Option<MemMap>,
@@ -1498,7 +1525,7 @@ impl BucketSide<'_> {
     /// taken off their buckets' `pending`.
     fn push_all(&mut self, prepared: &[Prepared], frames: &[u32], taken: usize) -> Result<(), IndexError> {
         let gone = || damaged("a bucket made ready is not held".into());
-        let made_ready = prepared.iter().zip(frames).zip(&self.numbers).enumerate().take(self.walked);
+        let made_ready = prepared.iter().zip(frames).zip(self.numbers.iter()).enumerate().take(self.walked);
         for (i, ((p, &frame), &(place, subject_number))) in made_ready {
             let b = self.buckets.items.get_mut(place as usize).ok_or_else(gone)?;
             b.pending -= 1;
