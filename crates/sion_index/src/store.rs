@@ -76,12 +76,30 @@ struct Segments {
     len: u64,
 }
 
-impl Segments {
-    /// The segment holding `offset` (< `len`).
-    fn at(&self, offset: u64) -> usize {
-        self.starts.partition_point(|&s| s <= offset) - 1
-    }
+/// Where `len` bytes from `offset` lie, all below `total`, in segments starting at `starts`:
+/// each piece's segment, where in it the piece starts, and its length, in order.
+fn spans(
+    starts: &[u64],
+    total: u64,
+    offset: u64,
+    len: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+    let mut i = starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    let (mut at, mut left) = (offset, len);
+    std::iter::from_fn(move || {
+        let start = *starts.get(i)?;
+        let end = starts.get(i + 1).copied().unwrap_or(total);
+        let n = (end.saturating_sub(at) as usize).min(left);
+        if n == 0 {
+            return None;
+        }
+        let piece = (i, (at - start) as usize, n);
+        (i, at, left) = (i + 1, at + n as u64, left - n);
+        Some(piece)
+    })
+}
 
+impl Segments {
     fn push(&mut self, bytes: Vec<u8>) {
         if !bytes.is_empty() {
             self.starts.push(self.len);
@@ -100,13 +118,10 @@ impl Backend for MemBackend {
         if offset.checked_add(buf.len() as u64).is_none_or(|end| end > s.len) {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        let (mut done, mut at) = (0, offset);
-        while done < buf.len() {
-            let i = s.at(at);
-            let from = (at - s.starts[i]) as usize;
-            let n = (s.segs[i].len() - from).min(buf.len() - done);
+        let mut done = 0;
+        for (i, from, n) in spans(&s.starts, s.len, offset, buf.len()) {
             buf[done..done + n].copy_from_slice(&s.segs[i][from..from + n]);
-            (done, at) = (done + n, at + n as u64);
+            done += n;
         }
         Ok(())
     }
@@ -117,13 +132,12 @@ impl Backend for MemBackend {
             s.push(vec![0; gap]);
         }
         // What falls on bytes already there is copied over them; the rest is a new segment.
-        let (mut done, mut at) = (0, offset);
-        while done < bytes.len() && at < s.len {
-            let i = s.at(at);
-            let from = (at - s.starts[i]) as usize;
-            let n = (s.segs[i].len() - from).min(bytes.len() - done);
-            s.segs[i][from..from + n].copy_from_slice(&bytes[done..done + n]);
-            (done, at) = (done + n, at + n as u64);
+        let over = bytes.len().min((s.len - offset) as usize);
+        let Segments { starts, segs, len } = &mut *s;
+        let mut done = 0;
+        for (i, from, n) in spans(starts, *len, offset, over) {
+            segs[i][from..from + n].copy_from_slice(&bytes[done..done + n]);
+            done += n;
         }
         s.push(bytes[done..].to_vec());
         Ok(())

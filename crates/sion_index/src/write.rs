@@ -126,6 +126,14 @@ impl Buckets {
         Some(std::mem::take(&mut self.items[n as usize]))
     }
 
+    fn get(&self, n: u32) -> Option<&HotBucket> {
+        self.items.get(n as usize)
+    }
+
+    fn get_mut(&mut self, n: u32) -> Option<&mut HotBucket> {
+        self.items.get_mut(n as usize)
+    }
+
     /// The buckets held.
     fn held(&self) -> impl Iterator<Item = &HotBucket> {
         self.items.iter().zip(&self.owners).filter(|(_, o)| o.is_some()).map(|(b, _)| b)
@@ -557,7 +565,7 @@ impl Writer {
         // all the same, so a number freed and given again is never sealed as another's.
         owners.retain(|&(o, n)| {
             self.buckets.owners.get(n as usize) == Some(&Some(o))
-                && self.buckets.items.get(n as usize).is_some_and(|b| b.dirty)
+                && self.buckets.get(n).is_some_and(|b| b.dirty)
         });
         let mut past_buckets = false;
         match self.seal_owners(&owners, &mut past_buckets) {
@@ -574,7 +582,7 @@ impl Writer {
                 // this seal is dirty again (those it wrote are written again, the same, by the
                 // next seal, with their cells and places).
                 for &(_, n) in &owners {
-                    if let Some(b) = self.buckets.items.get_mut(n as usize) {
+                    if let Some(b) = self.buckets.get_mut(n) {
                         b.dirty = true;
                     }
                 }
@@ -607,7 +615,7 @@ impl Writer {
         while done < owners.len() {
             let (mut end, mut bytes) = (done, 0usize);
             while end < owners.len() && (end == done || bytes < slice_bytes) {
-                bytes = bytes.saturating_add(self.buckets.items.get(owners[end].1 as usize).map_or(0, |b| {
+                bytes = bytes.saturating_add(self.buckets.get(owners[end].1).map_or(0, |b| {
                     (b.unread + b.partial.len() + b.completed.len() * b.completed.first().map_or(0, Vec::len))
                         * size_of::<Entry>()
                 }));
@@ -812,7 +820,7 @@ impl Writer {
     ) -> Result<(), IndexError> {
         let mut slice: Vec<((Owner, u32), HotBucket)> = Vec::with_capacity(owners.len());
         for &(owner, n) in owners {
-            if let Some(b) = self.buckets.items.get_mut(n as usize) {
+            if let Some(b) = self.buckets.get_mut(n) {
                 slice.push(((owner, n), std::mem::take(b)));
             }
         }
@@ -905,7 +913,7 @@ impl Writer {
                 Some(&Some(o)),
                 "a bucket put back is its owner's"
             );
-            if let Some(slot) = self.buckets.items.get_mut(n as usize) {
+            if let Some(slot) = self.buckets.get_mut(n) {
                 *slot = b;
             }
         }
@@ -936,7 +944,7 @@ impl Writer {
             .buckets
             .subjects
             .iter()
-            .filter(|(_, n)| self.buckets.items.get(**n as usize).is_some_and(|b| b.dirty))
+            .filter(|(_, n)| self.buckets.get(**n).is_some_and(|b| b.dirty))
             .map(|((k, _), _)| *k)
             .collect();
         for (_, key) in places {
@@ -993,18 +1001,15 @@ fn places_bytes(p: &HotPlaces) -> usize {
 /// Let clean buckets of `those` (each with its key, for the order of equals, and its number)
 /// go, least lately touched first, until `hot_bytes` is at `floor`.
 fn evict_buckets<K: Ord>(buckets: &mut Buckets, those: Vec<(K, u32)>, hot_bytes: &mut usize, floor: usize) {
-    let touched = |n: u32| buckets.items.get(n as usize).map_or(0, |b| b.touched);
+    let touched = |n: u32| buckets.get(n).map_or(0, |b| b.touched);
     let mut order: Vec<(u64, K, u32)> = those.into_iter().map(|(k, n)| (touched(n), k, n)).collect();
     order.sort_unstable();
     for (_, _, n) in order {
         if *hot_bytes <= floor {
             break;
         }
-        debug_assert!(
-            buckets.items.get(n as usize).is_none_or(|b| b.pending == 0),
-            "a fold left atoms counted as coming"
-        );
-        if buckets.items.get(n as usize).is_some_and(|b| !b.dirty)
+        debug_assert!(buckets.get(n).is_none_or(|b| b.pending == 0), "a fold left atoms counted as coming");
+        if buckets.get(n).is_some_and(|b| !b.dirty)
             && let Some(b) = buckets.remove(n)
         {
             *hot_bytes = hot_bytes.saturating_sub(bucket_bytes(&b));
@@ -1495,13 +1500,13 @@ impl BucketSide<'_> {
         let store = self.store;
         let gone = || damaged("a bucket taken up is not held".into());
         let place = self.bucket(place_key(p, frame))?;
-        let b = self.buckets.items.get_mut(place as usize).ok_or_else(gone)?;
+        let b = self.buckets.get_mut(place).ok_or_else(gone)?;
         let mut read = b.ready(store, BLOCK)?;
         b.pending += 1;
         let mut subject_number = NONE;
         if let Some(subject) = p.subject {
             let ready = self.subject_bucket(subject, frame).and_then(|n| {
-                let s = self.buckets.items.get_mut(n as usize).ok_or_else(gone)?;
+                let s = self.buckets.get_mut(n).ok_or_else(gone)?;
                 let read = s.ready(store, SUBJECT_BLOCK)?;
                 s.pending += 1;
                 Ok((n, read))
@@ -1509,7 +1514,7 @@ impl BucketSide<'_> {
             match ready {
                 Ok((n, more)) => (subject_number, read) = (n, read + more),
                 Err(e) => {
-                    if let Some(b) = self.buckets.items.get_mut(place as usize) {
+                    if let Some(b) = self.buckets.get_mut(place) {
                         b.pending -= 1;
                     }
                     return Err(e);
@@ -1527,7 +1532,7 @@ impl BucketSide<'_> {
         let gone = || damaged("a bucket made ready is not held".into());
         let made_ready = prepared.iter().zip(frames).zip(self.numbers.iter()).enumerate().take(self.walked);
         for (i, ((p, &frame), &(place, subject_number))) in made_ready {
-            let b = self.buckets.items.get_mut(place as usize).ok_or_else(gone)?;
+            let b = self.buckets.get_mut(place).ok_or_else(gone)?;
             b.pending -= 1;
             if i < taken {
                 if b.push(p.entry, self.seals, BLOCK) {
@@ -1536,7 +1541,7 @@ impl BucketSide<'_> {
                 self.grown += size_of::<Entry>();
             }
             if let Some(subject) = p.subject {
-                let s = self.buckets.items.get_mut(subject_number as usize).ok_or_else(gone)?;
+                let s = self.buckets.get_mut(subject_number).ok_or_else(gone)?;
                 s.pending -= 1;
                 if i < taken {
                     if s.push(p.entry, self.seals, SUBJECT_BLOCK) {
